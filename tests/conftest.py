@@ -1,0 +1,39 @@
+"""Shared fixtures: AppTest over the real navigation, and a live server for the browser tests."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TIMM_FUSED_ATTN", "0")
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+
+def open_page(page: str, timeout: float = 120) -> AppTest:
+    """Run ``app.py`` and switch to ``pages/<page>.py``, the way a user's click does."""
+    at = AppTest.from_file("app.py", default_timeout=timeout)
+    at.run()
+    at.switch_page(f"pages/{page}.py")
+    at.run()
+    return at
+
+
+def assert_clean(at: AppTest) -> None:
+    """No exception element and no error box on the page."""
+    assert not at.exception, [e.message for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+
+
+def plotly_specs(at: AppTest) -> list[dict]:
+    """The Plotly figures on the page, as the JSON the browser receives."""
+    import json
+
+    return [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
+
+
+@pytest.fixture
+def page():
+    return open_page

@@ -1,0 +1,1 @@
+"""Measurements on models and attention maps: pure PyTorch/numpy, no UI."""

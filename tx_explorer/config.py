@@ -1,0 +1,66 @@
+"""Frozen dataclass configs and named presets."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any, Literal
+
+
+@dataclass(frozen=True)
+class TransformerConfig:
+    vocab_size: int = 2048  # tokens the embedding knows (byte-level BPE trained on our corpus)
+    max_len: int = 128  # longest context in tokens (learned positions need a row each)
+    dim: int = 128  # model width D
+    num_layers: int = 4  # stacked blocks L
+    num_heads: int = 4  # heads H; D_H = D / H
+    mlp: Literal["mlp", "swiglu"] = "mlp"  # classic GELU MLP or SwiGLU (§8.3)
+    mlp_ratio: float = 4.0  # MLP hidden = ratio·D; SwiGLU uses 2/3 of it so parameters match
+    activation: Literal["gelu", "gelu_tanh", "relu"] = "gelu"  # MLP non-linearity
+    norm: Literal["layernorm", "rmsnorm"] = "layernorm"  # §5.2 / §8.2
+    norm_position: Literal["pre", "post"] = "pre"  # x + f(norm(x)) or norm(x + f(x)) (§8.1)
+    norm_eps: float = 1e-5  # ε inside the square root (BERT 1e-12, ViT 1e-6)
+    positions: Literal["learned", "sinusoidal", "none"] = "learned"  # §3.3; "none" shows equivariance
+    bias: bool = True  # biases in linear layers and LayerNorm
+    dropout: float = 0.0  # on attention weights, MLP output and embeddings; 0 for small-data runs
+    tie_embeddings: bool = True  # LM head shares the token embedding matrix (GPT-2)
+    type_vocab_size: int = 0  # BERT segment embeddings; 0 = none
+    embed_norm: bool = False  # LayerNorm straight after the embeddings (BERT)
+    final_norm: bool = True  # norm before the head; pre-norm stacks need it, BERT has none
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "max_len", "dim", "num_layers", "num_heads"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.dim % self.num_heads:
+            raise ValueError(f"num_heads={self.num_heads} does not divide dim={self.dim}")
+        if self.positions == "sinusoidal" and self.dim % 2:
+            raise ValueError("sinusoidal positions need an even dim")
+
+    @property
+    def head_dim(self) -> int:
+        return self.dim // self.num_heads
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TransformerConfig:
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+    def replace(self, **changes: Any) -> TransformerConfig:
+        return replace(self, **changes)
+
+
+PRESETS: dict[str, TransformerConfig] = {
+    # Trained and bundled by `python -m tx_explorer.train lm --preset tiny`.
+    "tiny": TransformerConfig(),
+    # Published architectures, for parameter counting on the meta device (§5.4).
+    "gpt2-small": TransformerConfig(vocab_size=50257, max_len=1024, dim=768, num_layers=12, num_heads=12, activation="gelu_tanh"),
+    "gpt2-xl": TransformerConfig(vocab_size=50257, max_len=1024, dim=1600, num_layers=48, num_heads=25, activation="gelu_tanh"),
+    "gpt3": TransformerConfig(vocab_size=50257, max_len=2048, dim=12288, num_layers=96, num_heads=96, activation="gelu_tanh"),
+    "bert-base": TransformerConfig(
+        vocab_size=30522, max_len=512, dim=768, num_layers=12, num_heads=12, norm_position="post", norm_eps=1e-12,
+        type_vocab_size=2, embed_norm=True, final_norm=False, tie_embeddings=False,
+    ),
+}

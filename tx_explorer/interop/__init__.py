@@ -1,0 +1,1 @@
+"""Copy weights from timm / transformers models into our modules (and prove the outputs match)."""

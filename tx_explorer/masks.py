@@ -1,0 +1,80 @@
+"""Attention masks as boolean tensors, True = the query may attend to the key (PyTorch's convention).
+
+Rows are queries, columns are keys. Square masks are ``[N, N]``; ``padding`` is ``[B, 1, N]`` so that it
+broadcasts over queries; add a head axis with ``mask[:, None]`` for ``[B, H, Nq, Nk]`` scores.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor
+
+
+def _positive(name: str, value: int) -> int:
+    if int(value) != value or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def full(n: int) -> Tensor:
+    """``[n, n]`` all True: unmasked self-attention (encoders, ViT)."""
+    n = _positive("n", n)
+    return torch.ones(n, n, dtype=torch.bool)
+
+
+def causal(n: int) -> Tensor:
+    """``[n, n]`` lower-triangular: query i sees keys 0..i (autoregressive decoding, §3.4)."""
+    n = _positive("n", n)
+    return torch.ones(n, n, dtype=torch.bool).tril()
+
+
+def padding(lengths: Sequence[int] | Tensor, n: int) -> Tensor:
+    """``[B, 1, n]``: key j of sequence b is visible iff ``j < lengths[b]`` (pad tokens are hidden)."""
+    n = _positive("n", n)
+    lengths = torch.as_tensor(lengths, dtype=torch.long).reshape(-1)
+    if lengths.numel() == 0:
+        raise ValueError("padding needs at least one sequence length")
+    if (lengths < 0).any() or (lengths > n).any():
+        raise ValueError(f"every length must lie in [0, {n}], got {lengths.tolist()}")
+    keys = torch.arange(n)
+    return (keys[None, :] < lengths[:, None])[:, None, :]  # (B, 1, n)
+
+
+def sliding_window(n: int, window: int) -> Tensor:
+    """``[n, n]`` causal band: query i sees itself and the ``window - 1`` keys before it (Longformer/Mistral)."""
+    n, window = _positive("n", n), _positive("window", window)
+    i = torch.arange(n)[:, None]
+    j = torch.arange(n)[None, :]
+    return (j <= i) & (i - j < window)
+
+
+def prefix_lm(n: int, prefix: int) -> Tensor:
+    """``[n, n]``: full attention inside the first ``prefix`` tokens, causal after (T5's prefix LM)."""
+    n = _positive("n", n)
+    if int(prefix) != prefix or not 0 <= prefix <= n:
+        raise ValueError(f"prefix must be an integer in [0, {n}], got {prefix!r}")
+    return causal(n) | (torch.arange(n)[None, :] < prefix)  # every query sees the whole prefix
+
+
+def block_diagonal(sizes: Sequence[int]) -> Tensor:
+    """``[sum(sizes), sum(sizes)]``: documents packed in one sequence only see themselves.
+
+    Combine with :func:`causal` for packed causal language modelling.
+    """
+    if len(sizes) == 0:
+        raise ValueError("block_diagonal needs at least one block size")
+    sizes = [_positive("every block size", s) for s in sizes]
+    doc = torch.repeat_interleave(torch.arange(len(sizes)), torch.tensor(sizes))
+    return doc[:, None] == doc[None, :]
+
+
+def combine(*masks: Tensor) -> Tensor:
+    """Logical AND of masks (a key is visible only if every mask allows it), with broadcasting."""
+    if not masks:
+        raise ValueError("combine needs at least one mask")
+    out = masks[0]
+    for m in masks[1:]:
+        out = out & m
+    return out

@@ -1,0 +1,1 @@
+"""Pure-PyTorch building blocks: attention, norms, MLPs, blocks and the models built from them."""

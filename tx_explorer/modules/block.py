@@ -1,0 +1,71 @@
+"""The Transformer block (§5.1, §8.1): attention and MLP, each wrapped in a residual connection and a norm."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from torch import Tensor, nn
+
+from tx_explorer.config import TransformerConfig
+from tx_explorer.modules.attention import MultiHeadAttention
+from tx_explorer.modules.mlp import MLP, SwiGLU, swiglu_hidden
+from tx_explorer.modules.norms import LayerNorm, RMSNorm
+from tx_explorer.trace import Kind, Trace
+
+
+def make_norm(cfg: TransformerConfig) -> nn.Module:
+    if cfg.norm == "rmsnorm":
+        return RMSNorm(cfg.dim, eps=cfg.norm_eps)
+    return LayerNorm(cfg.dim, eps=cfg.norm_eps, bias=cfg.bias)
+
+
+def make_mlp(cfg: TransformerConfig) -> nn.Module:
+    if cfg.mlp == "swiglu":
+        return SwiGLU(cfg.dim, swiglu_hidden(cfg.dim, cfg.mlp_ratio), bias=False, dropout=cfg.dropout)
+    return MLP(cfg.dim, int(cfg.mlp_ratio * cfg.dim), activation=cfg.activation, bias=cfg.bias, dropout=cfg.dropout)
+
+
+class TransformerBlock(nn.Module):
+    """Pre-Norm: x + f(norm(x)) — the residual path is the identity (Xiong et al. 2020).
+    Post-Norm: norm(x + f(x)) — the original Transformer and BERT.
+
+    With ``cross=True`` a cross-attention sub-layer (queries from x, keys/values from ``context``) sits
+    between self-attention and the MLP, as in the original decoder (§2.5).
+    """
+
+    def __init__(self, cfg: TransformerConfig, *, cross: bool = False, mlp: nn.Module | None = None) -> None:
+        super().__init__()
+        self.norm_position = cfg.norm_position
+        self.norm1 = make_norm(cfg)
+        self.attn = MultiHeadAttention(cfg.dim, cfg.num_heads, bias=cfg.bias, dropout=cfg.dropout)
+        self.cross_attn = MultiHeadAttention(cfg.dim, cfg.num_heads, bias=cfg.bias, dropout=cfg.dropout) if cross else None
+        self.norm_cross = make_norm(cfg) if cross else None
+        self.norm2 = make_norm(cfg)
+        self.mlp = mlp if mlp is not None else make_mlp(cfg)
+        self.drop = nn.Dropout(cfg.dropout)
+
+    def residual(self, x: Tensor, f: Callable[[Tensor], Tensor], norm: nn.Module) -> Tensor:
+        if self.norm_position == "pre":
+            return x + self.drop(f(norm(x)))
+        return norm(x + self.drop(f(x)))
+
+    def forward(
+        self,
+        x: Tensor,
+        mask: Tensor | None = None,
+        *,
+        context: Tensor | None = None,
+        context_mask: Tensor | None = None,
+        trace: Trace | None = None,
+        kind: Kind = "self",
+    ) -> Tensor:
+        """x ``[B, N, D]`` → ``[B, N, D]``; masks broadcast to ``[B, H, N, N]`` / ``[B, H, N, Nctx]``."""
+        x = self.residual(x, lambda h: self.attn(h, mask=mask, trace=trace, kind=kind), self.norm1)
+        if self.cross_attn is not None:
+            if context is None:
+                raise ValueError("this block has cross-attention and needs a context")
+            cross_trace = trace.scope("cross") if trace is not None else None
+            x = self.residual(
+                x, lambda h: self.cross_attn(h, context=context, mask=context_mask, trace=cross_trace), self.norm_cross
+            )
+        return self.residual(x, lambda h: self.mlp(h, trace=trace), self.norm2)

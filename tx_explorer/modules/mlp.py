@@ -1,0 +1,49 @@
+"""Position-wise feed-forward networks (§5.3, §8.3)."""
+
+from __future__ import annotations
+
+from torch import Tensor, nn
+from torch.nn import functional as F
+
+from tx_explorer.trace import Trace
+
+ACTIVATIONS = {
+    "gelu": nn.GELU,  # exact erf GELU (BERT, ViT)
+    "gelu_tanh": lambda: nn.GELU(approximate="tanh"),  # GPT-2's "gelu_new"
+    "relu": nn.ReLU,  # the original Transformer
+}
+
+
+class MLP(nn.Module):
+    """FFN(x) = W₂·act(W₁x + b₁) + b₂ with hidden width ``hidden`` (4D in the classic Transformer)."""
+
+    def __init__(self, dim: int, hidden: int, *, activation: str = "gelu", bias: bool = True, dropout: float = 0.0) -> None:
+        super().__init__()
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"unknown activation {activation!r}; choose one of {sorted(ACTIVATIONS)}")
+        self.fc1 = nn.Linear(dim, hidden, bias=bias)
+        self.act = ACTIVATIONS[activation]()
+        self.fc2 = nn.Linear(hidden, dim, bias=bias)
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor, trace: Trace | None = None) -> Tensor:
+        return self.drop(self.fc2(self.act(self.fc1(x))))
+
+
+class SwiGLU(nn.Module):
+    """Shazeer 2020: FFN(x) = W₃·(SiLU(W₁x) ⊙ W₂x). Three matrices, so hidden = 8D/3 matches the MLP's 8D²."""
+
+    def __init__(self, dim: int, hidden: int, *, bias: bool = False, dropout: float = 0.0) -> None:
+        super().__init__()
+        self.w1 = nn.Linear(dim, hidden, bias=bias)  # gate
+        self.w2 = nn.Linear(dim, hidden, bias=bias)  # value
+        self.w3 = nn.Linear(hidden, dim, bias=bias)  # output
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor, trace: Trace | None = None) -> Tensor:
+        return self.drop(self.w3(F.silu(self.w1(x)) * self.w2(x)))
+
+
+def swiglu_hidden(dim: int, mlp_ratio: float = 4.0) -> int:
+    """2/3 of the MLP's hidden width, so that 3·D·h ≈ 2·D·(ratio·D) parameters."""
+    return max(1, round(2 * mlp_ratio * dim / 3))

@@ -1,0 +1,143 @@
+"""Stacks of Transformer blocks: a causal language model (GPT, §6) and a bidirectional encoder (BERT)."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+
+from tx_explorer import masks
+from tx_explorer.config import TransformerConfig
+from tx_explorer.modules.block import TransformerBlock, make_norm
+from tx_explorer.modules.norms import LayerNorm
+from tx_explorer.modules.positional import LearnedPositions, SinusoidalPositions
+from tx_explorer.trace import Kind, Trace
+
+
+class Embeddings(nn.Module):
+    """Token lookup (a row of the ``[V, D]`` matrix per token, §6.1) plus positions (and BERT's segments)."""
+
+    def __init__(self, cfg: TransformerConfig) -> None:
+        super().__init__()
+        self.max_len = cfg.max_len
+        self.tok_embed = nn.Embedding(cfg.vocab_size, cfg.dim)
+        self.pos_embed = {
+            "learned": lambda: LearnedPositions(cfg.max_len, cfg.dim),
+            "sinusoidal": lambda: SinusoidalPositions(cfg.max_len, cfg.dim),
+            "none": lambda: None,
+        }[cfg.positions]()
+        self.type_embed = nn.Embedding(cfg.type_vocab_size, cfg.dim) if cfg.type_vocab_size else None
+        self.norm = LayerNorm(cfg.dim, eps=cfg.norm_eps) if cfg.embed_norm else None
+        self.drop = nn.Dropout(cfg.dropout)
+
+    def forward(self, idx: Tensor, token_type_ids: Tensor | None = None) -> Tensor:
+        """idx ``[B, N]`` (long) → ``[B, N, D]``."""
+        n = idx.shape[1]
+        if n > self.max_len:
+            raise ValueError(f"{n} tokens exceed the model's context of {self.max_len}")
+        x = self.tok_embed(idx)
+        if self.pos_embed is not None:
+            x = x + self.pos_embed(n)
+        if self.type_embed is not None:
+            x = x + self.type_embed(torch.zeros_like(idx) if token_type_ids is None else token_type_ids)
+        if self.norm is not None:
+            x = self.norm(x)
+        return self.drop(x)
+
+
+class Stack(nn.Module):
+    """Embeddings → blocks → final norm; subclasses choose the mask."""
+
+    kind: Kind = "self"
+
+    def __init__(self, cfg: TransformerConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.embed = Embeddings(cfg)
+        self.blocks = nn.ModuleList(TransformerBlock(cfg) for _ in range(cfg.num_layers))
+        self.norm = make_norm(cfg) if cfg.final_norm else nn.Identity()
+        self.apply(_init_weights)
+
+    def hidden(self, x: Tensor, mask: Tensor | None, trace: Trace | None) -> Tensor:
+        """Run the blocks over embedded ``x [B, N, D]``."""
+        for i, block in enumerate(self.blocks):
+            x = block(x, mask, trace=trace.scope(f"blocks.{i}", layer=i) if trace is not None else None, kind=self.kind)
+        return self.norm(x)
+
+
+class CausalLM(Stack):
+    """GPT-style decoder-only language model: p(x_t | x_<t) under a causal mask (§6.2)."""
+
+    kind = "causal"
+
+    def __init__(self, cfg: TransformerConfig) -> None:
+        super().__init__(cfg)
+        self.head = nn.Linear(cfg.dim, cfg.vocab_size, bias=False)
+        if cfg.tie_embeddings:
+            self.head.weight = self.embed.tok_embed.weight
+
+    def forward(self, idx: Tensor, trace: Trace | None = None) -> Tensor:
+        """idx ``[B, N]`` → next-token logits ``[B, N, V]``."""
+        mask = masks.causal(idx.shape[1]).to(idx.device)
+        return self.head(self.hidden(self.embed(idx), mask, trace))
+
+    @staticmethod
+    def loss(logits: Tensor, targets: Tensor) -> Tensor:
+        """Mean cross-entropy of ``logits [B, N, V]`` against ``targets [B, N]``."""
+        return F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+
+    @torch.no_grad()
+    def generate(
+        self,
+        idx: Tensor,
+        max_new_tokens: int,
+        *,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        greedy: bool = False,
+        seed: int | None = None,
+    ) -> Tensor:
+        """Append ``max_new_tokens`` sampled tokens to ``idx [B, N]`` (§6.3), reproducibly with ``seed``."""
+        gen = torch.Generator(device=idx.device)
+        if seed is not None:
+            gen.manual_seed(seed)
+        for _ in range(max_new_tokens):
+            logits = self(idx[:, -self.cfg.max_len :])[:, -1, :]
+            idx = torch.cat([idx, next_token(logits, temperature=temperature, top_k=top_k, greedy=greedy, generator=gen)], dim=1)
+        return idx
+
+
+def next_token(
+    logits: Tensor, *, temperature: float = 1.0, top_k: int | None = None, greedy: bool = False, generator: torch.Generator | None = None
+) -> Tensor:
+    """Pick one token per row of ``logits [B, V]`` → ``[B, 1]``: argmax, or a sample at ``temperature`` from the top k."""
+    if greedy:
+        return logits.argmax(dim=-1, keepdim=True)
+    if temperature <= 0:
+        raise ValueError(f"temperature must be positive, got {temperature}")
+    logits = logits / temperature
+    if top_k is not None:
+        kth = torch.topk(logits, min(top_k, logits.shape[-1])).values[:, -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    return torch.multinomial(torch.softmax(logits, dim=-1), 1, generator=generator)
+
+
+class Encoder(Stack):
+    """BERT-style bidirectional encoder: every token attends to every (non-pad) token."""
+
+    def forward(
+        self, idx: Tensor, attention_mask: Tensor | None = None, token_type_ids: Tensor | None = None, trace: Trace | None = None
+    ) -> Tensor:
+        """idx ``[B, N]``, attention_mask ``[B, N]`` (1 = real token) → hidden states ``[B, N, D]``."""
+        mask = None
+        if attention_mask is not None:
+            mask = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, N): hide padding keys
+        return self.hidden(self.embed(idx, token_type_ids), mask, trace)
+
+
+def _init_weights(module: nn.Module) -> None:
+    """GPT-2 initialisation: N(0, 0.02) weights, zero biases."""
+    if isinstance(module, (nn.Linear, nn.Embedding)):
+        nn.init.normal_(module.weight, mean=0.0, std=0.02)
+    if isinstance(module, nn.Linear) and module.bias is not None:
+        nn.init.zeros_(module.bias)

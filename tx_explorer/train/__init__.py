@@ -1,0 +1,1 @@
+"""Training CLIs: ``python -m tx_explorer.train <command> [options]`` (each command is a module here)."""

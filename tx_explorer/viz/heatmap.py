@@ -1,0 +1,127 @@
+"""Heatmaps of attention maps and matrices.
+
+Token labels repeat ("the … the"), and Plotly merges repeated category labels, so every axis is numeric
+with the labels as tick text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from tx_explorer.viz import style
+
+
+def _ticks(labels: Sequence[str] | None, n: int, max_ticks: int = 64) -> dict:
+    if labels is None:
+        labels = [str(i) for i in range(n)]
+    step = max(1, int(np.ceil(n / max_ticks)))
+    idx = list(range(0, n, step))
+    return dict(tickmode="array", tickvals=idx, ticktext=[str(labels[i]) for i in idx])
+
+
+def heatmap(
+    values: np.ndarray,
+    row_labels: Sequence[str] | None = None,
+    col_labels: Sequence[str] | None = None,
+    *,
+    title: str = "",
+    x_title: str = style.KEY_AXIS,
+    y_title: str = style.QUERY_AXIS,
+    colorscale: str = style.WEIGHTS,
+    zmin: float | None = 0.0,
+    zmax: float | None = 1.0,
+    zmid: float | None = None,
+    show_values: bool | None = None,
+    height: int | None = None,
+    value_format: str = ".2f",
+) -> go.Figure:
+    """A labelled heatmap of a 2-D array (rows top to bottom).
+
+    Args:
+        values: ``[R, C]``; ±inf and NaN are drawn as gaps (masked positions).
+        show_values: write the numbers in the cells (default: when the map is at most 16 × 16).
+    """
+    z = np.asarray(values, dtype=np.float64)
+    if z.ndim != 2:
+        raise ValueError(f"heatmap needs a 2-D array, got shape {z.shape}")
+    rows, cols = z.shape
+    finite = np.where(np.isfinite(z), z, np.nan)
+    if show_values is None:
+        show_values = rows <= 16 and cols <= 16
+    text = None
+    if show_values:
+        text = np.vectorize(lambda v: format(v, value_format) if np.isfinite(v) else ("−∞" if v == -np.inf else ""))(z)
+    rl = [str(s) for s in row_labels] if row_labels is not None else [str(i) for i in range(rows)]
+    cl = [str(s) for s in col_labels] if col_labels is not None else [str(i) for i in range(cols)]
+    custom = np.empty((rows, cols, 2), dtype=object)
+    custom[:, :, 0] = np.array(rl, dtype=object)[:, None]
+    custom[:, :, 1] = np.array(cl, dtype=object)[None, :]
+    fig = go.Figure(
+        go.Heatmap(
+            z=finite,
+            x=np.arange(cols),
+            y=np.arange(rows),
+            colorscale=colorscale,
+            zmin=zmin,
+            zmax=zmax,
+            zmid=zmid,
+            text=text,
+            texttemplate="%{text}" if show_values else None,
+            customdata=custom,
+            hovertemplate="query %{y}: %{customdata[0]}<br>key %{x}: %{customdata[1]}<br>value %{z:.4f}<extra></extra>",
+        )
+    )
+    fig.update_xaxes(title=x_title, **_ticks(cl, cols), tickangle=-45 if cols > 8 else 0)
+    fig.update_yaxes(title=y_title, autorange="reversed", **_ticks(rl, rows))
+    side = max(260, min(700, 32 * max(rows, cols) + 140))
+    fig.update_layout(title=title, height=height or side, margin=dict(l=10, r=10, t=40 if title else 10, b=10), font=style.FONT)
+    return fig
+
+
+def mosaic(
+    maps: np.ndarray,
+    *,
+    row_names: Sequence[str],
+    col_names: Sequence[str],
+    title: str = "",
+    gap: int = 1,
+    colorscale: str = style.WEIGHTS,
+    zmax: float = 1.0,
+    height: int | None = None,
+) -> go.Figure:
+    """Many equally sized maps ``[R, C, n, m]`` tiled into **one** heatmap with NaN gaps between tiles.
+
+    One trace renders several times faster than ``R × C`` subplots and sends one array. Hover reports the
+    tile's row and column names (e.g. layer and head) and the cell's query/key index.
+    """
+    maps = np.asarray(maps, dtype=np.float32)
+    if maps.ndim != 4:
+        raise ValueError(f"mosaic needs [R, C, n, m] maps, got shape {maps.shape}")
+    r, c, n, m = maps.shape
+    big = np.full((r * (n + gap) - gap, c * (m + gap) - gap), np.nan, dtype=np.float32)
+    for i in range(r):
+        for j in range(c):
+            big[i * (n + gap) : i * (n + gap) + n, j * (m + gap) : j * (m + gap) + m] = maps[i, j]
+    fig = go.Figure(
+        go.Heatmap(z=big, colorscale=colorscale, zmin=0.0, zmax=zmax, hoverongaps=False, hoverinfo="skip")
+    )
+    fig.update_xaxes(
+        tickmode="array",
+        tickvals=[j * (m + gap) + (m - 1) / 2 for j in range(c)],
+        ticktext=list(col_names),
+        showgrid=False,
+        side="top",
+    )
+    fig.update_yaxes(
+        tickmode="array",
+        tickvals=[i * (n + gap) + (n - 1) / 2 for i in range(r)],
+        ticktext=list(row_names),
+        autorange="reversed",
+        showgrid=False,
+        scaleanchor="x",
+    )
+    fig.update_layout(title=title, height=height or min(1400, 90 * r + 120), margin=dict(l=10, r=10, t=60, b=10))
+    return fig
