@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -14,7 +15,8 @@ from streamlit.testing.v1 import AppTest
 
 def open_page(page: str, timeout: float = 120) -> AppTest:
     """Run ``app.py`` and switch to ``pages/<page>.py``, the way a user's click does."""
-    at = AppTest.from_file("app.py", default_timeout=timeout)
+    # AppTest resolves relative paths against the calling file (tests/), so give it the absolute path.
+    at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "app.py"), default_timeout=timeout)
     at.run()
     at.switch_page(f"pages/{page}.py")
     at.run()

@@ -85,6 +85,18 @@ def wait_until_idle(page, timeout: float = 120_000) -> None:
     page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]', timeout=timeout)
 
 
+def test_deep_link_on_a_fresh_server_gets_the_whole_app(server, browser):
+    """The first visitor after start-up may arrive on /masks: they must still get app.py's sidebar."""
+    page = browser.new_page()
+    try:
+        page.goto(server + "/masks")
+        page.get_by_text("中文").wait_for(timeout=180_000)  # the language switch lives in app.py's sidebar
+        wait_until_idle(page)
+        assert page.locator('[data-testid="stSidebarNav"]').get_by_text("app", exact=True).count() == 0
+    finally:
+        page.close()
+
+
 @pytest.mark.parametrize("path", app_pages())
 def test_page_renders_a_chart_without_errors(server, browser, path):
     SHOTS.mkdir(parents=True, exist_ok=True)

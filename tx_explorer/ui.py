@@ -9,6 +9,7 @@ import contextlib
 import io
 import logging
 from collections.abc import Callable, Iterator, Mapping
+from typing import Any
 
 import numpy as np
 import plotly.graph_objects as go
@@ -35,10 +36,24 @@ def nav_title(key: str) -> str:
     return locales.text("common", key, lang())
 
 
+def axes() -> dict[str, str]:
+    """Translated axis titles of an attention map (rows = queries, columns = keys), as heatmap kwargs."""
+    T = texts("common")
+    return {"x_title": T("axis_keys"), "y_title": T("axis_queries")}
+
+
 @st.cache_resource(show_spinner=False)
 def device() -> torch.device:
     """CUDA when present, else CPU."""
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+@st.cache_resource(show_spinner=False, max_entries=4)
+def cached_model(name: str) -> Any:
+    """``models.load_model(name)``, loaded (and checksum-verified) once per server process."""
+    from tx_explorer import models
+
+    return models.load_model(name)
 
 
 def sidebar() -> None:
@@ -102,6 +117,14 @@ def show_figure(fig: go.Figure, key: str, data: np.ndarray | Mapping[str, np.nda
         )
 
 
+_MARKDOWN_SPECIALS = "\\`*_{}[]<>#|~$"  # what Markdown, HTML or LaTeX would act on mid-line
+
+
+def escape_markdown(text: str) -> str:
+    """Show ``text`` literally inside Markdown elements (error messages may quote user input)."""
+    return "".join("\\" + c if c in _MARKDOWN_SPECIALS else c for c in text)
+
+
 @contextlib.contextmanager
 def friendly_errors() -> Iterator[None]:
     """Turn exceptions inside a page section into a clear message; the app keeps serving.
@@ -113,10 +136,28 @@ def friendly_errors() -> Iterator[None]:
     try:
         yield
     except (ValueError, TypeError, LookupError) as exc:
-        st.error(T("error_input", message=str(exc)))
+        st.error(T("error_input", message=escape_markdown(str(exc))))
     except torch.OutOfMemoryError:
         log.exception("out of memory")
         st.error(T("error_internal", kind="out of memory"))
     except Exception as exc:  # noqa: BLE001 — the last line of defence for a page
         log.exception("page error")
         st.error(T("error_internal", kind=type(exc).__name__))
+
+
+def _leave_legacy_multipage_mode() -> None:
+    """Make sure every session runs through app.py's ``st.navigation``.
+
+    With a ``pages/`` folder beside app.py, Streamlit starts in its legacy multipage mode and leaves it only
+    when app.py first calls ``st.navigation``; until then a visitor arriving on a deep link (``/masks``) would
+    get the bare page without the sidebar. The first import of this module happens inside such a run, so
+    switching the mode here and rerunning serves that visitor the whole app on the page they asked for.
+    """
+    from streamlit.runtime.pages_manager import PagesManager
+
+    if PagesManager.uses_pages_directory and st.runtime.exists():
+        PagesManager.uses_pages_directory = False
+        st.rerun()
+
+
+_leave_legacy_multipage_mode()

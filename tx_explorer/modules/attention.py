@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor, nn
+from torch.nn import functional as F
 
 from tx_explorer.attention import scaled_dot_product_attention
 from tx_explorer.trace import Kind, Trace
@@ -53,9 +54,16 @@ class MultiHeadAttention(nn.Module):
     ) -> Tensor:
         """x ``[B, Nq, D]``, context ``[B, Nk, D]`` or None, mask broadcastable to ``[B, H, Nq, Nk]`` → ``[B, Nq, D]``."""
         q, k, v = self.project_qkv(x, context)
-        _, weights = scaled_dot_product_attention(q, k, v, mask=mask)  # (B, H, Nq, Nk)
-        if trace is not None:
-            trace.add(kind or ("cross" if context is not None else "self"), weights, name="attn")
-        y = self.attn_drop(weights) @ v  # (B, H, Nq, Dh)
+        fusable = mask is None or (mask.dtype == torch.bool and bool(mask.any(dim=-1).all()))
+        if trace is None and fusable:
+            # Nobody looks at the weights: PyTorch's fused kernel (flash-style on CPU) computes the same
+            # output without materialising them. Fully masked rows (NaN there, zero in ours) keep our path.
+            drop = self.attn_drop.p if self.training else 0.0
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=drop)  # (B, H, Nq, Dh)
+        else:
+            _, weights = scaled_dot_product_attention(q, k, v, mask=mask)  # (B, H, Nq, Nk)
+            if trace is not None:
+                trace.add(kind or ("cross" if context is not None else "self"), weights, name="attn")
+            y = self.attn_drop(weights) @ v  # (B, H, Nq, Dh)
         y = y.transpose(1, 2).reshape(x.shape[0], x.shape[1], self.dim)  # (B, Nq, H·Dh)
         return self.proj(y)

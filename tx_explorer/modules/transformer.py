@@ -98,9 +98,7 @@ class CausalLM(Stack):
         seed: int | None = None,
     ) -> Tensor:
         """Append ``max_new_tokens`` sampled tokens to ``idx [B, N]`` (§6.3), reproducibly with ``seed``."""
-        gen = torch.Generator(device=idx.device)
-        if seed is not None:
-            gen.manual_seed(seed)
+        gen = None if seed is None else torch.Generator(device=idx.device).manual_seed(seed)  # None: global RNG
         for _ in range(max_new_tokens):
             logits = self(idx[:, -self.cfg.max_len :])[:, -1, :]
             idx = torch.cat([idx, next_token(logits, temperature=temperature, top_k=top_k, greedy=greedy, generator=gen)], dim=1)
@@ -137,6 +135,8 @@ class Encoder(Stack):
 
 def _init_weights(module: nn.Module) -> None:
     """GPT-2 initialisation: N(0, 0.02) weights, zero biases."""
+    if getattr(module, "weight", None) is not None and module.weight.is_meta:
+        return  # shapes only (parameter counting): nothing to fill, and meta-device init is slow
     if isinstance(module, (nn.Linear, nn.Embedding)):
         nn.init.normal_(module.weight, mean=0.0, std=0.02)
     if isinstance(module, nn.Linear) and module.bias is not None:

@@ -74,8 +74,8 @@ def heatmap(
             hovertemplate="query %{y}: %{customdata[0]}<br>key %{x}: %{customdata[1]}<br>value %{z:.4f}<extra></extra>",
         )
     )
-    fig.update_xaxes(title=x_title, **_ticks(cl, cols), tickangle=-45 if cols > 8 else 0)
-    fig.update_yaxes(title=y_title, autorange="reversed", **_ticks(rl, rows))
+    fig.update_xaxes(title=x_title, **_ticks(cl, cols), tickangle=-45 if cols > 8 else 0, automargin=True, zeroline=False, showgrid=False)
+    fig.update_yaxes(title=y_title, autorange="reversed", **_ticks(rl, rows), automargin=True, zeroline=False, showgrid=False)
     side = max(260, min(700, 32 * max(rows, cols) + 140))
     fig.update_layout(title=title, height=height or side, margin=dict(l=10, r=10, t=40 if title else 10, b=10), font=style.FONT)
     return fig

@@ -1,0 +1,55 @@
+"""Home: the map of the lecture — each section, the page that shows it, and why."""
+
+import streamlit as st
+from streamlit.errors import StreamlitPageNotFoundError
+
+from tx_explorer import masks, ui
+from tx_explorer.analysis import mask_gallery
+from tx_explorer.viz.heatmap import heatmap
+
+T = ui.texts("home")
+
+# Lecture section → the pages that show it (pages/<key>.py; linked once app.py registers the page).
+LECTURE = [
+    ("s1", ["seq2seq"]),
+    ("s2", ["operator", "seq2seq"]),
+    ("s3", ["self_attention", "masks"]),
+    ("s4", ["multihead", "cost_of_attention"]),
+    ("s5", ["multihead", "norms", "model_sizes"]),
+    ("s6", ["language_model"]),
+    ("s7", ["vision_transformer"]),
+    ("s8", ["norms", "moe"]),
+    ("s9", ["operator", "self_attention", "masks", "norms", "cost_of_attention"]),
+]
+EXAMPLE = ["Attention", "is", "very"]
+
+
+def page_link(key: str) -> None:
+    """A link to ``pages/<key>.py`` once the app registers it (titled as in the sidebar), else its planned name."""
+    try:
+        st.page_link(f"pages/{key}.py", icon=":material/arrow_forward:")
+    except StreamlitPageNotFoundError:
+        st.markdown(T("planned", name=T(f"page_{key}")))
+
+
+st.title(T("title"))
+st.markdown(T("intro"))
+
+left, right = st.columns([3, 2])
+with right, ui.friendly_errors():
+    example = mask_gallery.masked_attention(masks.causal(len(EXAMPLE)), seed=0)
+    fig = heatmap(example.steps.weights.numpy(), EXAMPLE, EXAMPLE, title=T("example_title"), **ui.axes())
+    ui.show_figure(fig, "home_example", example.steps.weights.numpy())
+    st.caption(T("example_caption"))
+with left:
+    st.markdown(T("how_to"))
+
+st.header(T("map_header"))
+for section, pages in LECTURE:
+    with st.container(border=True):
+        c = st.columns([2, 2, 3])
+        c[0].markdown(T(f"{section}_title"))
+        with c[1]:
+            for key in pages:
+                page_link(key)
+        c[2].markdown(T(f"{section}_why"))

@@ -1,0 +1,99 @@
+"""Masks (lecture §3.4, §9.4): −∞ before the softmax, exactly 0 after it."""
+
+import pandas as pd
+import streamlit as st
+
+from tx_explorer import masks, ui
+from tx_explorer.analysis import mask_gallery as mg
+from tx_explorer.viz import charts
+from tx_explorer.viz.heatmap import heatmap
+
+T = ui.texts("masks")
+AX = ui.axes()
+EXAMPLE = ["Attention", "is", "very"]
+
+
+def show(kind: str, mask, toks: list[str], seed: int) -> None:
+    """Scores with −∞ where hidden, the weights after the softmax, and the check that hidden weights are 0."""
+    r = mg.masked_attention(mask, seed)
+    c = st.columns(2)
+    with c[0]:
+        fig = charts.signed_heatmap(r.steps.masked.numpy(), toks, toks, title=T("scores_title"), **AX)
+        ui.show_figure(fig, f"{kind}_scores", r.steps.masked.numpy())
+    with c[1]:
+        fig = heatmap(r.steps.weights.numpy(), toks, toks, title=T("weights_title"), **AX)
+        ui.show_figure(fig, f"{kind}_weights", {"weights": r.steps.weights.numpy(), "mask": r.mask.numpy()})
+    if r.max_hidden_weight == 0.0:
+        st.success(T("check_ok", hidden=r.hidden, total=r.mask.numel(), rowsum=f"{r.max_row_error:.1e}"))
+    else:
+        st.error(T("check_failed", hidden=r.hidden, max=f"{r.max_hidden_weight:.3g}"))
+    if r.empty_rows:
+        st.warning(T("empty_rows", rows=", ".join(str(i + 1) for i in r.empty_rows)))
+    st.markdown(T(f"why_{kind}"))
+
+
+st.title(T("title"))
+st.markdown(T("intro"))
+st.latex(
+    r"E_{ij}=\begin{cases}q_i\cdot k_j/\sqrt{D} & M_{ij}=1\\ -\infty & M_{ij}=0\end{cases}"
+    r"\qquad A=\operatorname{softmax}(E),\quad e^{-\infty}=0"
+)
+
+c = st.columns([4, 1])
+sentence = c[0].text_input(T("sentence"), T("sentence_default"), max_chars=500, help=T("sentence_help"), key="sentence")
+seed = c[1].number_input(ui.texts("common")("seed"), 0, 10_000, 0)
+toks = None
+with ui.friendly_errors():
+    toks = mg.tokens(sentence)
+
+if toks is not None:
+    n = len(toks)
+    tabs = st.tabs([T(f"kind_{k}") for k in mg.MASK_KINDS])
+    with tabs[0], ui.friendly_errors():
+        show("causal", mg.build_mask("causal", n), toks, seed)
+    with tabs[1], ui.friendly_errors():
+        c = st.columns(2)
+        length = c[0].number_input(T("padding_length"), 1, n, max(1, n - 3), help=T("padding_help"))
+        causal = c[1].checkbox(T("with_causal"), key="padding_causal")
+        show("padding", mg.build_mask("padding", n, length=length, causal=causal), toks, seed)
+    with tabs[2], ui.friendly_errors():
+        window = st.number_input(T("window"), 1, n, min(3, n), help=T("window_help"), key=f"window_{n}")
+        show("sliding_window", mg.build_mask("sliding_window", n, window=window), toks, seed)
+    with tabs[3], ui.friendly_errors():
+        prefix = st.number_input(T("prefix"), 0, n, n // 2, help=T("prefix_help"))
+        show("prefix_lm", mg.build_mask("prefix_lm", n, prefix=prefix), toks, seed)
+    with tabs[4], ui.friendly_errors():
+        c = st.columns(2)
+        default = ", ".join(str(s) for s in mg.even_split(n))
+        sizes = mg.parse_sizes(c[0].text_input(T("sizes"), default, key=f"sizes_{n}", help=T("sizes_help")), n)
+        causal = c[1].checkbox(T("with_causal"), key="blocks_causal")
+        show("block_diagonal", mg.build_mask("block_diagonal", n, sizes=sizes, causal=causal), toks, seed)
+    with tabs[5], ui.friendly_errors():
+        st.markdown(T("custom_intro"))
+        start = st.selectbox(
+            T("custom_start"), mg.GRID_STARTS, format_func=lambda s: T(f"start_{s}"), key="custom_start"
+        )
+        names = [f"{j + 1} {tok}" for j, tok in enumerate(toks)]  # unique even when words repeat
+        grid = pd.DataFrame(mg.start_grid(start, n), index=names, columns=names)
+        drawn = st.data_editor(grid, key=f"custom_{start}_{n}")
+        show("custom", mg.build_mask("custom", n, grid=drawn.to_numpy()), toks, seed)
+
+st.header(T("example_header"))
+st.markdown(T("example_intro"))
+with ui.friendly_errors():
+    example = mg.masked_attention(masks.causal(len(EXAMPLE)), seed)
+    c = st.columns(2)
+    with c[0]:
+        fig = heatmap(example.steps.weights.numpy(), EXAMPLE, EXAMPLE, title=T("example_title"), **AX)
+        ui.show_figure(fig, "example_weights", example.steps.weights.numpy())
+    with c[1]:
+        seen = mg.visible_keys(example.mask, EXAMPLE)
+        st.table(
+            {
+                T("col_position"): EXAMPLE,
+                T("col_sees"): [" ".join(s) for s in seen],
+                T("col_predicts"): [*EXAMPLE[1:], T("next_word")],
+            }
+        )
+    st.markdown(T("example_reading"))
+st.markdown(T("compare_table"))

@@ -1,0 +1,235 @@
+"""Head metrics, similarities, lenses and the query/key inspector, against float64 recomputations."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tokenizers import Tokenizer
+
+from tx_explorer.analysis import heads, lm
+from tx_explorer.analysis.rollout import rollout
+from tx_explorer.config import TransformerConfig
+from tx_explorer.data.tokenizer import EOT, train_bpe
+from tx_explorer.modules.attention import MultiHeadAttention
+from tx_explorer.modules.transformer import CausalLM
+from tx_explorer.textmodel import TextModel
+from tx_explorer.trace import Trace
+from tx_explorer.viz import heads as vh
+
+TOL = {"atol": 1e-5, "rtol": 1e-5}
+TEXTS = ["Return the value of the named attribute of the object.", "Open the file and read every line of it."]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def tm() -> TextModel:
+    """A randomly initialised causal TextModel with a small byte-level BPE."""
+    torch.manual_seed(0)
+    tok: Tokenizer = train_bpe(TEXTS * 20, vocab_size=300)
+    cfg = TransformerConfig(vocab_size=300, max_len=24, dim=32, num_layers=3, num_heads=4)
+    return TextModel("test", CausalLM(cfg), tok, "causal", cfg.max_len, special_tokens=(EOT,), byte_level=True)
+
+
+def _random_maps(l: int, h: int, n: int, seed: int = 0, causal: bool = True) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    scores = torch.randn(l, h, n, n, generator=g, dtype=torch.float64) * 2
+    if causal:
+        scores = scores.masked_fill(~torch.ones(n, n, dtype=torch.bool).tril(), float("-inf"))
+    return torch.softmax(scores, -1)
+
+
+def test_metrics_match_a_loop() -> None:
+    maps = _random_maps(2, 3, 6)
+    got = heads.head_metrics(maps)
+    a = maps.numpy()
+    for l in range(2):
+        for h in range(3):
+            m = a[l, h]
+            ent = np.mean([-sum(p * math.log(p) for p in row if p > 0) for row in m])
+            dist = np.mean([sum(m[i, j] * abs(i - j) for j in range(6)) for i in range(6)])
+            assert got["entropy"][l, h] == pytest.approx(ent)
+            assert got["distance"][l, h] == pytest.approx(dist)
+            assert got["previous"][l, h] == pytest.approx(np.mean([m[i, i - 1] for i in range(1, 6)]))
+            assert got["first"][l, h] == pytest.approx(np.mean([m[i, 0] for i in range(1, 6)]))
+            assert got["self"][l, h] == pytest.approx(np.mean([m[i, i] for i in range(1, 6)]))
+
+
+def test_metrics_of_pure_patterns() -> None:
+    n = 7
+    eye = torch.eye(n, dtype=torch.float64)
+    prev = torch.diag(torch.ones(n - 1, dtype=torch.float64), -1)
+    prev[0, 0] = 1.0
+    first = torch.zeros(n, n, dtype=torch.float64)
+    first[:, 0] = 1.0
+    m = heads.head_metrics(torch.stack([eye, prev, first])[None])
+    assert m["self"][0].tolist() == [1.0, 0.0, 0.0]
+    # For query 1 the previous token *is* token 0, so those two patterns overlap in one row of six.
+    assert m["previous"][0].tolist() == pytest.approx([0.0, 1.0, 1.0 / 6])
+    assert m["first"][0].tolist() == pytest.approx([0.0, 1.0 / 6, 1.0])
+    assert m["entropy"][0].tolist() == [0.0, 0.0, 0.0]
+    assert m["distance"][0, 0] == 0 and m["distance"][0, 1] == pytest.approx(6 / 7)
+    uniform = torch.full((1, 1, n, n), 1.0 / n, dtype=torch.float64)
+    assert heads.head_metrics(uniform)["entropy"][0, 0] == pytest.approx(math.log(n))
+
+
+def _js_reference(p: np.ndarray, q: np.ndarray) -> float:
+    m = 0.5 * (p + q)
+    kl = lambda a, b: sum(x * math.log2(x / y) for x, y in zip(a, b) if x > 0)  # noqa: E731
+    return math.sqrt(0.5 * kl(p, m) + 0.5 * kl(q, m))
+
+
+distributions = (
+    st.lists(st.one_of(st.just(0.0), st.floats(1e-6, 1)), min_size=5, max_size=5)
+    .filter(lambda v: sum(v) > 1e-3)
+    .map(lambda v: np.array(v) / sum(v))
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(p=distributions, q=distributions, r=distributions)
+def test_js_distance_is_a_bounded_metric(p: np.ndarray, q: np.ndarray, r: np.ndarray) -> None:
+    d = lambda a, b: float(heads.js_distance(torch.tensor(a), torch.tensor(b)))  # noqa: E731
+    assert d(p, q) == pytest.approx(_js_reference(p, q), abs=1e-9)
+    assert d(p, q) == pytest.approx(d(q, p), abs=1e-12)
+    assert 0.0 <= d(p, q) <= 1.0 + 1e-12
+    assert d(p, p) == pytest.approx(0.0, abs=1e-7)
+    assert d(p, r) <= d(p, q) + d(q, r) + 1e-7
+
+
+def test_js_distance_of_disjoint_rows_is_one() -> None:
+    assert float(heads.js_distance(torch.tensor([1.0, 0.0]), torch.tensor([0.0, 1.0]))) == pytest.approx(1.0)
+
+
+def test_head_similarity() -> None:
+    maps = _random_maps(2, 3, 9, seed=1)
+    maps[1, 2] = maps[0, 0]  # two identical heads
+    d = heads.head_similarity(maps)
+    assert d.shape == (6, 6)
+    np.testing.assert_allclose(d, d.T, atol=1e-12)
+    np.testing.assert_allclose(np.diag(d), 0, atol=1e-7)
+    assert d[0, 5] == pytest.approx(0.0, abs=1e-7) and d[0, 1] > 0.05
+    want = np.mean([_js_reference(maps[0, 0, i].numpy(), maps[0, 1, i].numpy()) for i in range(9)])
+    assert d[0, 1] == pytest.approx(want, abs=1e-9)
+    assert heads.head_labels(2, 3)[5] == "L1 H2"
+
+
+def test_keep_tokens_drops_rows_and_columns() -> None:
+    maps = np.arange(2 * 16, dtype=float).reshape(2, 4, 4)
+    kept = heads.keep_tokens(maps, [False, True, True, False])
+    np.testing.assert_array_equal(kept, maps[:, 1:3, 1:3])
+    with pytest.raises(ValueError, match="hidden"):
+        heads.keep_tokens(maps, [False] * 4)
+
+
+def test_norm_weighted_decomposes_the_attention_output() -> None:
+    """Σ_h Σ_j α_ij f_h(x_j) + b_O is exactly the attention output — the identity Kobayashi et al. build on."""
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(24, 3).eval()
+    x = torch.randn(1, 6, 24)
+    trace = Trace()
+    out = mha(x, trace=trace)
+    w = trace.records[0].weights  # (1, H, N, N)
+    f = heads.value_vectors_out(mha, x)  # (1, H, N, D)
+    rebuilt = torch.einsum("bhij,bhjd->bid", w, f) + mha.proj.bias
+    torch.testing.assert_close(rebuilt, out, **TOL)
+    nw = heads.norm_weighted(mha, x, w)
+    want = (w[0, :, :, :, None] * f[0, :, None, :, :]).norm(dim=-1)  # ‖α_ij f(x_j)‖, the vector's norm itself
+    torch.testing.assert_close(nw[0], want, **TOL)
+
+
+def test_query_key_inspector_matches_the_model(tm: TextModel) -> None:
+    text = TEXTS[0]
+    data = heads.analyse(tm, text)
+    layer, head, query = 1, 2, 5
+    v = heads.inspect_text(tm, text, layer, head, query)
+    np.testing.assert_allclose(v.weights, data.maps[layer, head, query], atol=1e-6)
+    finite = np.isfinite(v.scores)
+    assert finite.sum() == query + 1  # the causal mask hides the future keys
+    np.testing.assert_allclose(v.scores[finite], (v.k @ v.q)[: query + 1] / math.sqrt(len(v.q)), atol=1e-5)
+    np.testing.assert_allclose(v.out, v.weighted.sum(0), atol=1e-6)
+    n = len(data.tokens)
+    assert v.shapes[1][1] == f"[4, {n}, 8] · [4, 8, {n}] → [4, {n}, {n}]"
+    with pytest.raises(ValueError, match="head"):
+        heads.inspect_text(tm, text, 0, 9, 0)
+
+
+def test_rollout_maps(tm: TextModel) -> None:
+    data = heads.analyse(tm, TEXTS[1])
+    roll = heads.rollout_maps(data.maps)
+    assert roll.shape == (3, *data.maps.shape[-2:])
+    np.testing.assert_allclose(roll.sum(-1), 1.0, atol=1e-5)
+    full = rollout(torch.as_tensor(data.maps)[:, None])[0].numpy()
+    np.testing.assert_allclose(roll[-1], full, atol=1e-6)
+    np.testing.assert_allclose(np.triu(roll[-1], 1), 0.0, atol=0)  # causal in, causal out
+    nw = heads.norm_weighted_maps(tm, TEXTS[1], data.maps)
+    assert nw.shape == data.maps.shape
+    np.testing.assert_allclose(nw.sum(-1), 1.0, atol=1e-5)
+
+
+def test_generated_tokens_attention_equals_the_step_by_step_attention(tm: TextModel) -> None:
+    prompt = tm.encode(TEXTS[0]).ids[:5]
+    g = lm.generate(tm, prompt, 6, temperature=1.0, seed=3)
+    assert g.ids[:5] == prompt and len(g.ids) == 11 and not g.prompt_cut
+    for t in range(5, 11):  # the step that produced token t saw tokens 0…t−1
+        trace = Trace()
+        tm.run(g.ids[:t], trace=trace)
+        step = trace.stack()[:, 0, :, -1].numpy()  # (L, H, t): the newest query's row
+        np.testing.assert_allclose(g.maps[:, :, t - 1, :t], step, atol=1e-6)
+    assert lm.above_diagonal_max(g.maps) == 0.0
+    assert lm.generate(tm, prompt, 6, temperature=1.0, seed=3).ids == g.ids
+
+
+def test_generation_keeps_within_the_context(tm: TextModel) -> None:
+    g = lm.generate(tm, list(range(40)), 10, greedy=True)
+    assert g.prompt_cut and g.prompt_len == 14 and len(g.ids) == 24
+    with pytest.raises(ValueError, match="max_new_tokens"):
+        lm.generate(tm, [1, 2], 24)
+
+
+def test_reading_losses_are_the_cross_entropy(tm: TextModel) -> None:
+    r = lm.read(tm, TEXTS[1], k=5)
+    logits = tm.run(r.ids).double()
+    want = [-torch.log_softmax(logits[0, t], -1)[r.ids[t + 1]].item() for t in range(len(r.ids) - 1)]
+    np.testing.assert_allclose(r.losses, want, atol=1e-6)
+    assert r.top_probs.shape == (len(r.ids), 5) and np.all(np.diff(r.top_probs, axis=1) <= 0)
+    np.testing.assert_allclose(r.embeddings, tm.model.embed.tok_embed.weight[r.ids].numpy())
+
+
+# --- figures ------------------------------------------------------------------------------------------
+
+
+def test_pool_max_keeps_the_peaks() -> None:
+    maps = np.zeros((1, 1, 512, 512), dtype=np.float32)
+    maps[0, 0, 100, 7] = 0.9
+    small, k = vh.pool_max(maps, 64)
+    assert k == 8 and small.shape == (1, 1, 64, 64) and small.max() == pytest.approx(0.9)
+    assert vh.pool_max(maps[..., :30, :30], 64)[1] == 1
+
+
+def test_figures_build() -> None:
+    maps = _random_maps(6, 12, 100).numpy()
+    grid = vh.head_grid(maps, title="grid", cells=48)
+    z = np.asarray(grid.data[0].z, dtype=float)
+    assert "max-pooled" in grid.layout.title.text and z.shape[0] < 6 * 60
+    tokens = [f"t{i}" for i in range(100)]
+    lines = vh.attention_lines(maps[0, 0], tokens, max_lines=500)
+    drawn = sum(np.isfinite(np.asarray(t.x, dtype=float)).sum() // 2 for t in lines.data if t.mode == "lines")
+    assert 0 < drawn <= 500
+    focus = vh.attention_lines(maps[0, 0], tokens, focus=50, min_weight=0.0)
+    assert sum(np.isfinite(np.asarray(t.x, dtype=float)).sum() // 2 for t in focus.data if t.mode == "lines") == 51
+    vh.similarity_matrix(np.zeros((3, 3)), ["a", "b", "c"])
+    vh.topk_bars(["a", "b"], [0.7, 0.2], highlight=1)
+    vh.stacked_parts(["m"], {"x": [1], "y": [3]})
+    vh.log_bars(["m"], {"x": [1e9]})

@@ -1,0 +1,240 @@
+"""The bundled tiny-gpt, its corpus, tokenizer and trainer, and parameter counting."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from safetensors.torch import load_file
+
+from tx_explorer import models, textmodel
+from tx_explorer.analysis import params
+from tx_explorer.analysis.bigram import bigram_baseline, bigram_counts, bigram_nll
+from tx_explorer.config import PRESETS, TransformerConfig
+from tx_explorer.data import corpus
+from tx_explorer.data.tokenizer import EOT, byte_level_label
+from tx_explorer.train import lm as train_lm
+
+BUNDLE = models.WEIGHTS_DIR / "tiny-gpt"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def tiny() -> textmodel.TextModel:
+    return models.load_model("tiny-gpt")
+
+
+# --- the bundle ---------------------------------------------------------------------------------------
+
+
+def test_bundle_is_small_and_complete() -> None:
+    files = {p.name: p.stat().st_size for p in BUNDLE.iterdir()}
+    assert set(files) == set(train_lm.BUNDLE_FILES)
+    assert sum(files.values()) <= 10 * 2**20
+    assert set(json.loads((BUNDLE / "manifest.json").read_text())) == set(files) - {"manifest.json"}
+
+
+def test_registry_loads_tiny_gpt(tiny: textmodel.TextModel) -> None:
+    assert "tiny-gpt" in models.available_models() and "tiny-gpt" in textmodel.available_text_models("causal")
+    assert tiny.kind == "causal" and tiny.max_len == PRESETS["tiny"].max_len
+    assert not tiny.model.training and not any(p.requires_grad for p in tiny.model.parameters())
+    assert tiny.model.head.weight is tiny.model.embed.tok_embed.weight  # tied, stored once
+    assert "head.weight" not in load_file(str(BUNDLE / "model.safetensors"))
+
+
+def test_tiny_gpt_beats_the_bigram_clearly(tiny: textmodel.TextModel) -> None:
+    info = tiny.info
+    assert info["val_loss"] < info["bigram"]["val_loss"] - 0.2
+    assert info["corpus"]["sha256"] and info["parameters"] == sum(p.numel() for p in tiny.model.parameters())
+    section = (ROOT / "BENCHMARKS.md").read_text().split("<!-- lm:start -->")[1].split("<!-- lm:end -->")[0]
+    assert f"{info['val_loss']:.3f}" in section and f"{info['bigram']['val_loss']:.3f}" in section
+
+
+def test_loss_curve_goes_down() -> None:
+    rows = (BUNDLE / "loss_curve.csv").read_text().splitlines()
+    assert rows[0] == "step,tokens,lr,train_loss,val_loss"
+    val = [float(r.split(",")[-1]) for r in rows[1:]]
+    assert len(val) >= 5 and val[-1] < val[0] - 1.0
+
+
+@pytest.mark.parametrize("victim", ["model.safetensors", "tokenizer.json", "config.json"])
+def test_manifest_rejects_a_tampered_file(tmp_path: Path, victim: str) -> None:
+    copy = tmp_path / "tiny-gpt"
+    shutil.copytree(BUNDLE, copy)  # never touch the real bundle
+    assert textmodel.load_tiny_gpt(copy).max_len > 0  # the untouched copy loads
+    data = bytearray((copy / victim).read_bytes())
+    data[len(data) // 2] ^= 0x01
+    (copy / victim).write_bytes(bytes(data))
+    with pytest.raises(models.BundleError, match=rf"{victim}.*python -m tx_explorer.train lm --preset tiny"):
+        textmodel.load_tiny_gpt(copy)
+
+
+def test_missing_file_names_the_retrain_command(tmp_path: Path) -> None:
+    copy = tmp_path / "tiny-gpt"
+    shutil.copytree(BUNDLE, copy)
+    (copy / "tokenizer.json").unlink()
+    with pytest.raises(models.BundleError, match="missing.*python -m tx_explorer.train lm"):
+        textmodel.load_tiny_gpt(copy)
+
+
+# --- tokenizer and encoding ---------------------------------------------------------------------------
+
+
+@settings(max_examples=60, deadline=None)
+@given(text=st.text(min_size=1, max_size=200))
+def test_tokenizer_round_trip(tiny: textmodel.TextModel, text: str) -> None:
+    ids = tiny.tokenizer.encode(text).ids
+    assert tiny.decode(ids) == text
+    assert all(0 <= i < tiny.config.vocab_size for i in ids)
+
+
+def test_tokenizer_basics(tiny: textmodel.TextModel) -> None:
+    assert tiny.tokenizer.get_vocab_size() == PRESETS["tiny"].vocab_size
+    assert tiny.tokenizer.token_to_id(EOT) == 0
+    enc = tiny.encode("The function returns a list.")
+    assert len(enc.ids) <= 8  # common English words are single tokens
+    assert enc.tokens[1] == "▁function" and not any("Ġ" in t for t in enc.tokens)
+    assert byte_level_label("ð") == "\\xf0"  # a lone byte of a multi-byte character
+
+
+def test_encode_truncates_with_a_flag(tiny: textmodel.TextModel) -> None:
+    long = tiny.encode("word " * 2000)
+    assert long.truncated and len(long.ids) == tiny.max_len and long.num_tokens > tiny.max_len
+    short = tiny.encode("word " * 10)
+    assert not short.truncated and short.num_tokens == len(short.ids)
+    for bad in ("", "   \n\t "):
+        with pytest.raises(ValueError, match="empty"):
+            tiny.encode(bad)
+    with pytest.raises(ValueError, match="context"):
+        tiny.run(list(range(tiny.max_len + 1)))
+
+
+# --- corpus and baseline ------------------------------------------------------------------------------
+
+
+def test_corpus_is_the_one_the_model_was_trained_on(tiny: textmodel.TextModel) -> None:
+    docs = corpus.documents()
+    desc = corpus.describe(docs)
+    assert desc["characters"] > 1_000_000 and all(corpus.is_prose(p) for d in docs[:200] for p in d.split("\n"))
+    if desc["python"] == tiny.info["corpus"]["python"]:
+        assert desc["sha256"] == tiny.info["corpus"]["sha256"]  # deterministic: same Python, same text
+    parts = corpus.split(docs)
+    assert len(parts.val) / len(docs) == pytest.approx(0.05, abs=0.02)
+    assert set(parts.val).isdisjoint(parts.train)
+    assert set(corpus.split(docs[::2]).val) <= set(parts.val)  # a document's side never depends on the others
+
+
+@pytest.mark.parametrize(
+    "text, prose",
+    [
+        ("Return a new list containing all items from the iterable in ascending order.", True),
+        ("x = foo(bar[1], baz={'a': 2}) == qux", False),
+        (">>> print('hello world, this is a doctest line here')", False),
+        ("short one.", False),
+    ],
+)
+def test_prose_filter(text: str, prose: bool) -> None:
+    assert corpus.is_prose(text) is prose
+
+
+def test_bigram_against_a_loop() -> None:
+    ids = torch.tensor([0, 1, 2, 1, 2, 2, 0, 1, 1, 2])
+    v, k = 3, 0.5
+    counts = bigram_counts(ids, v)
+    assert counts.sum() == len(ids) - 1 and counts[1, 2] == 3
+    val = torch.tensor([2, 0, 1, 2])
+    c = counts.numpy()
+    want = -np.mean([np.log((c[a, b] + k) / (c[a].sum() + k * v)) for a, b in zip(val[:-1].tolist(), val[1:].tolist())])
+    assert bigram_nll(counts, val, k) == pytest.approx(want)
+    assert bigram_baseline(ids, val, v)["val_loss"] > 0
+
+
+# --- trainer: resumable, writes a loadable bundle -----------------------------------------------------
+
+
+def _train(tmp: Path, run: str, argv: list[str]) -> Path:
+    out = tmp / f"bundle-{run}"
+    train_lm.main(["--preset", "unit", "--batch-size", "2", "--eval-every", "2", "--eval-windows", "2",
+                   "--warmup", "1", "--run-dir", str(tmp / run), "--out", str(out),
+                   "--benchmarks", str(tmp / "B.md"), *argv])  # fmt: skip
+    return out
+
+
+def test_training_resumes_to_the_same_weights(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    docs = tuple(f"Document number {i} explains how the parser reads a line of text." for i in range(200))
+    monkeypatch.setattr(corpus, "documents", lambda: docs)
+    unit = TransformerConfig(vocab_size=300, max_len=16, dim=16, num_layers=1, num_heads=2)
+    monkeypatch.setitem(PRESETS, "unit", unit)
+    straight = _train(tmp_path, "a", ["--steps", "6"])
+    _train(tmp_path, "b", ["--steps", "6", "--max-minutes", "1e-9"])  # stops at the first checkpoint (step 2)
+    assert json.loads((tmp_path / "b" / "state.json").read_text())["step"] == 2
+    resumed = _train(tmp_path, "b", ["--steps", "6", "--resume"])
+    a, b = load_file(str(straight / "model.safetensors")), load_file(str(resumed / "model.safetensors"))
+    for key in a:
+        torch.testing.assert_close(a[key], b[key], rtol=0, atol=0)
+    assert "<!-- lm:start -->" in (tmp_path / "B.md").read_text()
+    tm = textmodel.load_tiny_gpt(resumed)
+    assert tm.info["steps"] == 6 and tm.max_len == 16
+
+
+# --- parameter counts ---------------------------------------------------------------------------------
+
+PUBLISHED_EXACT = {  # independent references: the checkpoints' own parameter counts
+    "gpt2-small": 124_439_808,  # HF GPT2LMHeadModel (tied head counted once)
+    "gpt2-xl": 1_557_611_200,
+    "gpt3": 174_604_259_328,  # 96 × 12288 with 50257 × 12288 tokens and 2048 positions
+    "bert-base": 108_891_648,  # HF BertModel without the pooler
+}
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED_EXACT))
+def test_parameter_counts_of_published_configs(name: str) -> None:
+    kind = "encoder" if name.startswith("bert") else "causal"
+    cfg = PRESETS[name]
+    model = params.build_on_meta(cfg, kind)
+    assert all(p.is_meta for p in model.parameters())
+    measured = params.measure(model)
+    assert params.count_params(cfg, kind) == measured
+    assert sum(measured.values()) == sum(p.numel() for p in model.parameters()) == PUBLISHED_EXACT[name]
+
+
+def test_original_transformer_is_six_plus_six() -> None:
+    row = params.LECTURE_TABLE[0]
+    counted = params.count_params(row.config, row.kind, row.decoder_layers)
+    assert counted == params.measure(params.build_on_meta(row.config, row.kind, row.decoder_layers))
+    assert sum(counted.values()) == 214_245_376  # 213M in the paper
+    d = row.config.dim
+    assert counted["attention"] == (6 + 6 * 2) * (4 * d * d + 4 * d)  # decoder blocks add cross-attention
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [dict(mlp="swiglu"), dict(norm="rmsnorm"), dict(tie_embeddings=False), dict(positions="sinusoidal"),
+     dict(bias=False), dict(mlp_ratio=3.0, final_norm=False), dict(type_vocab_size=2, embed_norm=True)],
+)  # fmt: skip
+def test_formula_matches_the_meta_model(changes: dict) -> None:
+    cfg = PRESETS["tiny"].replace(**changes)
+    for kind in ("causal", "encoder"):
+        assert params.count_params(cfg, kind) == params.measure(params.build_on_meta(cfg, kind))
+
+
+def test_twelve_l_d_squared_dominates_large_models() -> None:
+    cfg = PRESETS["gpt3"]
+    counted = params.count_params(cfg)
+    blocks = counted["attention"] + counted["mlp"]
+    assert blocks == pytest.approx(12 * cfg.num_layers * cfg.dim**2, rel=1e-3)
+

@@ -1,0 +1,285 @@
+"""Block variants (issue 5): construction, the zero-branch identity, norm formulas, diagnostics, the mini-run
+and the shipped results bundle — each against an independent reference (torch's own norms, float64
+recomputation, ``clip_grad_norm_``, the manifest's SHA-256)."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch.nn import functional as F
+
+from tx_explorer.analysis import norms
+from tx_explorer.config import TransformerConfig
+from tx_explorer.models import BundleError, verify
+from tx_explorer.modules.mlp import MLP, SwiGLU
+from tx_explorer.modules.norms import LayerNorm, RMSNorm
+from tx_explorer.train import variants
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny models run fastest on one thread; more threads only spin-wait on a shared CPU."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+SMALL = TransformerConfig(vocab_size=32, max_len=16, dim=16, num_layers=2, num_heads=2)
+finite = st.floats(-50, 50, allow_nan=False, allow_infinity=False, width=32)
+
+
+# Variant construction -----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", list(variants.VARIANTS))
+def test_variant_is_built_from_its_config(name):
+    v = variants.VARIANTS[name]
+    cfg = variants.variant_config(name, vocab_size=64, max_len=32)
+    model = variants.build(name, vocab_size=64, max_len=32)
+    assert model.cfg == cfg
+    assert len(model.blocks) == (16 if v.deep else 4) and cfg.dim == (32 if v.deep else 64)
+    block = model.blocks[0]
+    assert block.norm_position == v.changes.get("norm_position", "pre")
+    assert isinstance(block.norm1, RMSNorm if "rms" in name else LayerNorm)
+    assert isinstance(block.mlp, SwiGLU if "swiglu" in name else MLP)
+    assert isinstance(model.norm, torch.nn.Identity) == (block.norm_position == "post")  # post blocks end in a norm
+
+
+def test_variants_share_one_parameter_budget():
+    """12·L·D² is equal for 4 × 64 and 16 × 32; norms, biases and SwiGLU rounding move it by under 2 %."""
+    counts = {n: norms.count_parameters(variants.build(n), non_embedding=True) for n in variants.VARIANTS}
+    ref = counts["pre-ln"]
+    assert all(abs(c - ref) / ref < 0.02 for c in counts.values()), counts
+    assert variants.SHALLOW.num_layers * variants.SHALLOW.dim**2 == variants.DEEP.num_layers * variants.DEEP.dim**2
+
+
+def test_build_is_seeded_and_unknown_names_are_rejected():
+    a, b = variants.build("pre-ln", seed=3), variants.build("pre-ln", seed=3)
+    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
+    with pytest.raises(KeyError, match="unknown variant"):
+        variants.variant_config("sandwich-ln")
+
+
+# The identity argument (§8.1) ---------------------------------------------------------------------------------
+@settings(max_examples=15, deadline=None)
+@given(
+    n=st.integers(1, 6),
+    norm=st.sampled_from(["layernorm", "rmsnorm"]),
+    mlp=st.sampled_from(["mlp", "swiglu"]),
+    scale=st.floats(0.01, 100),
+    offset=st.floats(-20, 20),
+    seed=st.integers(0, 1000),
+)
+def test_zero_branch_pre_norm_is_exactly_the_identity(n, norm, mlp, scale, offset, seed):
+    cfg = SMALL.replace(norm=norm, mlp=mlp)
+    x = norms.sample_residual(n, cfg.dim, scale=scale, offset=offset, seed=seed)
+    demo = norms.identity_demo(cfg, x, seed=seed)
+    assert torch.equal(demo.pre, x) and demo.pre_error == 0.0
+    assert demo.post_vs_norm == 0.0
+
+
+def test_zero_branch_post_norm_returns_the_norm_of_x():
+    """Checked against torch's own norms: Post-Norm(x) = LN(LN(x)) ≠ x."""
+    x = norms.sample_residual(5, SMALL.dim, scale=4.0, offset=2.0, seed=1)
+    ln = norms.identity_demo(SMALL, x)
+    ref = F.layer_norm(F.layer_norm(x, (SMALL.dim,), eps=SMALL.norm_eps), (SMALL.dim,), eps=SMALL.norm_eps)
+    torch.testing.assert_close(ln.post, ref)
+    assert ln.post_change > 1.0
+    rms = norms.identity_demo(SMALL.replace(norm="rmsnorm"), x)
+    ref = F.rms_norm(F.rms_norm(x, (SMALL.dim,), eps=SMALL.norm_eps), (SMALL.dim,), eps=SMALL.norm_eps)
+    torch.testing.assert_close(rms.post, ref)
+
+
+def test_identity_demo_rejects_a_wrong_width():
+    with pytest.raises(ValueError, match=r"\[N, 16\]"):
+        norms.identity_demo(SMALL, torch.zeros(3, 8))
+
+
+# LayerNorm and RMSNorm step by step (§5.2, §8.2) --------------------------------------------------------------
+@settings(max_examples=40, deadline=None)
+@given(data=st.data(), d=st.integers(2, 24), eps=st.sampled_from([1e-5, 1e-6, 0.1]))
+def test_norm_steps_match_torch_layer_norm_and_rms_norm(data, d, eps):
+    x = torch.tensor(data.draw(st.lists(finite, min_size=d, max_size=d)), dtype=torch.float64)
+    g = torch.tensor(data.draw(st.lists(finite, min_size=d, max_size=d)), dtype=torch.float64)
+    b = torch.tensor(data.draw(st.lists(finite, min_size=d, max_size=d)), dtype=torch.float64)
+    s = norms.norm_steps(x, g, b, eps=eps)
+    torch.testing.assert_close(s.ln_out, F.layer_norm(x, (d,), g, b, eps=eps))
+    torch.testing.assert_close(s.rms_out, F.rms_norm(x, (d,), g, eps=eps))
+    torch.testing.assert_close(s.centred.sum(), torch.zeros((), dtype=torch.float64), atol=1e-9 * (1 + x.abs().sum()), rtol=0)
+
+
+def test_norm_steps_agree_with_the_project_modules_and_differ_when_the_mean_is_large():
+    x = torch.tensor([4.0, 6.0, 5.0, 9.0, 3.0, 7.0])
+    s = norms.norm_steps(x)
+    torch.testing.assert_close(s.ln_out.float(), LayerNorm(6)(x))
+    torch.testing.assert_close(s.rms_out.float(), RMSNorm(6)(x))
+    assert s.mean == pytest.approx(34 / 6)
+    assert (s.ln_out - s.rms_out).abs().max() > 0.5  # mean-centring matters when μ ≫ σ
+    shifted = norms.norm_steps(x + 100)
+    torch.testing.assert_close(shifted.ln_out, s.ln_out, atol=1e-4, rtol=0)  # LayerNorm ignores a shift
+    assert (shifted.rms_out - s.rms_out).abs().max() > 0.3  # RMSNorm does not
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [("", "empty"), ("1, x, 3", "not a number"), ("1, inf", "finite"), ("5", "at least 2"), (", ".join(["1"] * 65), "at most 64")],
+)
+def test_bad_vectors_give_clear_messages(text, message):
+    with pytest.raises(ValueError, match=message):
+        norms.norm_steps(norms.parse_vector(text))
+
+
+def test_constant_vector_with_zero_eps_is_refused_and_gamma_must_fit():
+    with pytest.raises(ValueError, match="ε > 0"):
+        norms.norm_steps([0.0, 0.0], eps=0.0)
+    with pytest.raises(ValueError, match="one per dimension"):
+        norms.norm_steps([1.0, 2.0, 3.0], gamma=[1.0, 2.0])
+
+
+# MLP vs SwiGLU parameter counts (§8.3) ------------------------------------------------------------------------
+@settings(max_examples=30, deadline=None)
+@given(dim=st.integers(1, 2048), ratio=st.sampled_from([1.0, 2.0, 4.0, 8.0 / 3.0]), bias=st.booleans())
+def test_mlp_counts_formula_equals_the_modules_own_count(dim, ratio, bias):
+    c = norms.mlp_param_counts(dim, ratio, bias=bias)
+    assert c["mlp_formula"] == c["mlp_counted"] and c["swiglu_formula"] == c["swiglu_counted"]
+
+
+def test_swiglu_at_8d_over_3_matches_the_4d_mlp():
+    c = norms.mlp_param_counts(768, 4.0, bias=False)  # LLaMA-style: hidden 2048
+    assert c["swiglu_hidden"] == 2048 and c["swiglu_counted"] == c["mlp_counted"] == 8 * 768**2
+    c = norms.mlp_param_counts(64)
+    assert abs(c["swiglu_counted"] - c["mlp_counted"]) / c["mlp_counted"] < 0.01
+
+
+# Diagnostics without hooks ------------------------------------------------------------------------------------
+def test_forward_with_stats_is_the_model_forward_and_measures_rms():
+    torch.manual_seed(0)
+    from tx_explorer.modules.transformer import CausalLM
+
+    model = CausalLM(SMALL)
+    idx = torch.randint(0, SMALL.vocab_size, (3, 10))
+    logits, rms = norms.forward_with_stats(model, idx)
+    assert torch.equal(logits, model(idx))
+    emb = model.embed(idx).detach().double()
+    assert rms.shape == (SMALL.num_layers + 1,)
+    assert float(rms[0]) == pytest.approx(float(emb.pow(2).mean().sqrt()), rel=1e-5)
+
+
+def test_grad_norms_match_clip_grad_norm():
+    torch.manual_seed(0)
+    model = variants.build("deep-post-ln", vocab_size=32, max_len=16)
+    idx = torch.randint(0, 32, (2, 16))
+    model.loss(model(idx), idx).backward()
+    total, per_layer = norms.grad_norms(model)
+    ref = torch.nn.utils.clip_grad_norm_(model.parameters(), float("inf"))
+    assert total == pytest.approx(float(ref), rel=1e-5)
+    assert len(per_layer) == 16 and sum(g * g for g in per_layer) < total**2
+
+
+def test_depth_profile_restores_existing_gradients():
+    model = variants.build("pre-ln", vocab_size=32, max_len=16)
+    idx = torch.randint(0, 32, (2, 16))
+    model.loss(model(idx), idx).backward()
+    before = [p.grad.clone() for p in model.parameters()]
+    prof = norms.depth_profile(model, idx, idx)
+    assert len(prof["grad_norm"]) == 4 and len(prof["residual_rms"]) == 5
+    assert all(torch.equal(a, p.grad) for a, p in zip(before, model.parameters()))
+
+
+def test_ema_is_debiased_and_skips_missing_values():
+    assert norms.ema([2.0, 2.0, 2.0], 0.9) == pytest.approx([2.0, 2.0, 2.0])
+    out = norms.ema([1.0, None, 3.0], 0.5)
+    assert math.isnan(out[1]) and out[2] == pytest.approx((0.5 * 1 + 3) / 1.5)
+
+
+# Training: identical data, the mini-run -----------------------------------------------------------------------
+def _pattern(n: int = 4000, vocab: int = 16) -> torch.Tensor:
+    return torch.arange(n) % vocab  # a predictable stream: 0 1 2 … 15 0 1 …
+
+
+def test_identically_seeded_runs_see_identical_batches_and_repeat_exactly():
+    s = variants.Settings(steps=2, batch_size=4, seq_len=8, warmup=0)
+    runs = [list(variants.train_steps(variants.build("pre-rms", vocab_size=16, max_len=8), _pattern(), s)) for _ in range(2)]
+    assert [r.train_loss for r in runs[0]] == [r.train_loss for r in runs[1]]
+    g1, g2 = torch.Generator().manual_seed(0), torch.Generator().manual_seed(0)
+    for _ in range(3):
+        assert all(torch.equal(a, b) for a, b in zip(variants.sample_batch(_pattern(), 8, 4, g1), variants.sample_batch(_pattern(), 8, 4, g2)))
+
+
+def test_mini_run_lowers_the_loss_in_a_few_steps():
+    s = variants.Settings(steps=10, batch_size=8, seq_len=16, lr=1e-2, warmup=0)
+    records: dict[str, list] = {"post-ln": [], "pre-ln": []}
+    for name, rec in variants.live_run(list(records), _pattern(), s, time_budget=600, vocab_size=16):
+        records[name].append(rec)
+    for name, recs in records.items():
+        assert [r.step for r in recs] == list(range(1, 11)), name
+        assert recs[-1].train_loss < recs[0].train_loss - 0.5, (name, recs[0].train_loss, recs[-1].train_loss)
+        assert len(recs[0].layer_grad_norm) == 4 and len(recs[0].residual_rms) == 5
+
+
+def test_mini_run_stops_on_request_and_on_its_time_budget():
+    s = variants.Settings(steps=50, batch_size=2, seq_len=8)
+    assert list(variants.live_run(["pre-ln"], _pattern(), s, should_stop=lambda: True, vocab_size=16)) == []
+    assert list(variants.live_run(["pre-ln"], _pattern(), s, time_budget=0.0, vocab_size=16)) == []
+    calls = iter(range(1000))
+    got = list(variants.live_run(["pre-ln", "post-ln"], _pattern(), s, should_stop=lambda: next(calls) >= 3, vocab_size=16))
+    assert [n for n, _ in got] == ["pre-ln", "post-ln", "pre-ln"]
+    with pytest.raises(ValueError, match="at least one"):
+        list(variants.live_run([], _pattern(), s))
+
+
+def test_claims_are_computed_from_the_numbers():
+    run = lambda loss, params=100_000: {"final_val_loss": loss, "non_embedding_parameters": params, "label": ""}  # noqa: E731
+    summary = {"variants": {
+        "post-ln": run(6.0), "pre-ln": run(5.5), "pre-rms": run(5.51), "pre-rms-swiglu": run(5.6, 99_800),
+        "deep-post-ln": run(None), "deep-pre-ln": run(5.9),
+    }}
+    verdicts = {c["key"]: c["holds"] for c in variants.claims(summary)}
+    assert verdicts == {
+        "pre_beats_post": True, "deep_pre_beats_post": True, "gap_grows_with_depth": True,  # a diverged run loses
+        "rms_matches_ln": True, "swiglu_same_params": True, "swiglu_beats_mlp": False,
+    }
+    summary["variants"]["deep-post-ln"] = run(6.2)
+    assert {c["key"]: c["holds"] for c in variants.claims(summary)}["gap_grows_with_depth"] is False  # 0.3 < 0.5
+    del summary["variants"]["deep-pre-ln"]
+    assert "deep_pre_beats_post" not in {c["key"] for c in variants.claims(summary)}
+
+
+# The shipped results ------------------------------------------------------------------------------------------
+def test_shipped_results_validate_against_their_manifest():
+    verify(variants.BUNDLE, variants.RETRAIN)
+    manifest = json.loads((variants.BUNDLE / "manifest.json").read_text())
+    assert set(manifest) == set(variants.BUNDLE_FILES) - {"manifest.json"}
+    res = variants.load_results()
+    assert set(res.names) == set(variants.VARIANTS)
+    assert sum((variants.BUNDLE / f).stat().st_size for f in manifest) < 8_000_000
+    for name in res.names:
+        h, r = res.history[name], res.summary["variants"][name]
+        n = len(h["step"])
+        assert h["step"] == list(range(1, n + 1)) and n == (r["diverged_at"] or r["settings"]["steps"])
+        assert len(h["layer_grad_norm"]) == n and len(h["layer_grad_norm"][0]) == r["config"]["num_layers"]
+        assert len(h["residual_rms"][0]) == r["config"]["num_layers"] + 1
+        assert len(res.profiles[name]["init"]["grad_norm"]) == r["config"]["num_layers"]
+        assert variants.variant_config(name, vocab_size=r["config"]["vocab_size"], max_len=r["config"]["max_len"]).to_dict() == r["config"]
+
+
+def test_shipped_weights_reproduce_the_recorded_validation_loss_roughly():
+    res = variants.load_results()
+    tm = res.text_model("pre-ln")
+    val = res.tokens("val")
+    from tx_explorer.train.lm import evaluate, windows
+
+    loss = evaluate(tm.model, windows(val, tm.max_len)[:16])
+    assert abs(loss - res.summary["variants"]["pre-ln"]["final_val_loss"]) < 0.3  # float16 weights, fewer windows
+
+
+def test_a_tampered_results_file_is_rejected(tmp_path):
+    copy = tmp_path / "variants"
+    shutil.copytree(variants.BUNDLE, copy)
+    (copy / "history.json").write_text((copy / "history.json").read_text().replace("1", "2", 1))
+    with pytest.raises(BundleError, match="history.json.*python -m tx_explorer.train variants"):
+        variants.load_results(copy)

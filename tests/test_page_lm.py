@@ -1,0 +1,155 @@
+"""AppTest: the multi-head, language-model and model-size pages, on first load, after interactions and on bad input."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import assert_clean, open_page, plotly_specs
+
+from tx_explorer import textmodel
+
+LONG = "All work and no play makes the parser a dull boy. " * 200  # 10 000 characters
+SCRIPT = "<script>alert('x')</script> <b>bold</b> & done"
+EMOJI = "Parsing 🤗 emoji 🚀 and 漢字 works too."
+
+
+def _codes(at) -> list[str]:
+    return [c.value for c in at.code]
+
+
+@pytest.fixture(scope="module")
+def multihead():
+    return open_page("multihead")
+
+
+@pytest.fixture(scope="module")
+def language_model():
+    return open_page("language_model")
+
+
+def test_multihead_first_load(multihead) -> None:
+    assert_clean(multihead)
+    specs = plotly_specs(multihead)
+    assert len(specs) >= 5  # grid, detail, lines, metrics, similarity, pairs, inspector …
+    grid = specs[0]["data"][0]
+    assert grid["type"] == "heatmap"
+    assert multihead.selectbox(key="mh_model").value == "tiny-gpt"
+    assert "tiny-gpt" in multihead.selectbox(key="mh_model").options
+
+
+@pytest.mark.parametrize("lens", ["norm", "rollout"])
+def test_multihead_lenses(multihead, lens: str) -> None:
+    multihead.radio(key="mh_lens").set_value(lens).run()
+    assert_clean(multihead)
+    multihead.radio(key="mh_lens").set_value("raw").run()
+
+
+def test_multihead_heads_and_inspector(multihead) -> None:
+    multihead.selectbox(key="mh_a").set_value(3)
+    multihead.selectbox(key="mh_b").set_value(7)
+    multihead.selectbox(key="qk_head").set_value(2)
+    multihead.selectbox(key="qk_query").set_value(0)
+    multihead.radio(key="mh_metric").set_value("previous")
+    multihead.selectbox(key="mh_focus").set_value(2).run()
+    assert_clean(multihead)
+    assert len(multihead.table) == 1  # the four matrix multiplications
+
+
+@pytest.mark.parametrize("text", ["", "   \n  "])
+def test_multihead_empty_input_warns(multihead, text: str) -> None:
+    multihead.text_area(key="mh_text_example_code").set_value(text).run()
+    assert not multihead.exception and not multihead.error
+    assert any("empty" in w.value for w in multihead.warning)
+
+
+def test_multihead_long_input_is_truncated_with_notice(multihead) -> None:
+    multihead.text_area(key="mh_text_example_code").set_value(LONG).run()
+    assert_clean(multihead)
+    assert any("only the first 128 tokens" in w.value for w in multihead.warning)
+    assert _codes(multihead)[0].count("|") == 127  # 128 tokens shown
+
+
+def test_multihead_html_and_emoji_are_literal(multihead) -> None:
+    for text in (SCRIPT, EMOJI):
+        multihead.text_area(key="mh_text_example_code").set_value(text).run()
+        assert_clean(multihead)
+    multihead.text_area(key="mh_text_example_code").set_value(SCRIPT).run()
+    tokens = _codes(multihead)[0].split(" | ")
+    assert "".join(tokens).replace("▁", " ") == SCRIPT  # every character shown, in a code block, never rendered
+    assert all("<script>" not in m.value for m in multihead.markdown)
+
+
+@pytest.mark.skipif("minilm-l6" not in textmodel.available_text_models(), reason="MiniLM package not installed")
+def test_multihead_encoder_with_special_tokens_hidden() -> None:
+    at = open_page("multihead")
+    at.selectbox(key="mh_model").set_value("minilm-l6").run()
+    assert_clean(at)
+    assert _codes(at)[0].startswith("[CLS]")
+    full = plotly_specs(at)[0]
+    at.toggle(key="mh_hide").set_value(True).run()
+    assert_clean(at)
+    hidden = plotly_specs(at)[0]
+    assert hidden["layout"]["xaxis"]["tickvals"] != full["layout"]["xaxis"]["tickvals"] or hidden != full
+    at.text_area(key="mh_text_example_code").set_value(LONG).run()  # 2 000+ WordPiece tokens → 512
+    assert_clean(at)
+    assert any("only the first 512 tokens" in w.value for w in at.warning)
+    assert "max-pooled" in plotly_specs(at)[0]["layout"]["title"]["text"]
+
+
+def test_language_model_first_load(language_model) -> None:
+    assert_clean(language_model)
+    assert len(plotly_specs(language_model)) >= 6  # embeddings, mask, weights, next token, losses, generation ×2
+    assert any("0.0e+00" in s.value for s in language_model.success)  # nothing above the diagonal
+
+
+def test_language_model_generation_controls(language_model) -> None:
+    at = language_model
+    first = _codes(at)[-1]
+    at.radio(key="lm_method").set_value("top_k").run()  # k is disabled until top-k is chosen
+    at.number_input(key="lm_topk").set_value(5)
+    at.number_input(key="lm_seed").set_value(3).run()
+    assert_clean(at)
+    again = _codes(at)[-1]
+    at.run()
+    assert _codes(at)[-1] == again  # same seed, same text
+    at.radio(key="lm_method").set_value("greedy").run()
+    assert _codes(at)[-1] == first  # the default is greedy
+    at.slider(key="lm_step").set_value(5)
+    at.selectbox(key="lm_gen_head").set_value(1)
+    at.slider(key="lm_pos").set_value(1).run()
+    assert_clean(at)
+
+
+@pytest.mark.parametrize("text", ["", "  "])
+def test_language_model_empty_input_warns(language_model, text: str) -> None:
+    language_model.text_area(key="lm_text").set_value(text).run()
+    assert not language_model.exception and not language_model.error
+    assert any("empty" in w.value for w in language_model.warning)
+
+
+@pytest.mark.parametrize("text", [LONG, SCRIPT, EMOJI, "a"])
+def test_language_model_bad_inputs(language_model, text: str) -> None:
+    at = language_model
+    at.text_area(key="lm_text").set_value(text).run()
+    assert_clean(at)
+    if text == LONG:
+        assert any("only the first 128 tokens" in w.value for w in at.warning)
+        assert any("last" in w.value for w in at.warning)  # the prompt is cut to make room for new tokens
+    if text == SCRIPT:
+        assert "<script>" in _codes(at)[-1]  # the decoded prompt, literally
+
+
+def test_model_sizes_page() -> None:
+    at = open_page("model_sizes")
+    assert_clean(at)
+    assert len(plotly_specs(at)) >= 3
+    assert any("124,439,808" in s.value for s in at.success)  # the default custom model has GPT-2 small's shape
+    table = at.dataframe[0].value
+    assert list(table.iloc[:, -1]) == ["✓", "✓", "✓"]
+    at.number_input(key="sizes_heads").set_value(7).run()  # 768 is not divisible by 7
+    assert not at.exception
+    assert any("divide" in e.value for e in at.error)
+    at.number_input(key="sizes_heads").set_value(12)
+    at.selectbox(key="sizes_mlp").set_value("swiglu")
+    at.toggle(key="sizes_tie").set_value(False)
+    at.toggle(key="sizes_share").set_value(False).run()
+    assert_clean(at)

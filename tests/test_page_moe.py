@@ -1,0 +1,106 @@
+"""AppTest of the Mixture-of-Experts page: first load, cost sliders, typed text, capacity slider, missing model."""
+
+from __future__ import annotations
+
+import base64
+
+import numpy as np
+import pytest
+
+from tests.conftest import assert_clean, open_page, plotly_specs
+from tx_explorer import models
+
+HAVE_MODEL = "tiny-moe" in models.available_models()
+needs_model = pytest.mark.skipif(not HAVE_MODEL, reason="tiny-moe is not bundled yet (python -m tx_explorer.train moe)")
+
+
+def _metric(at, label: str) -> str:
+    return next(m.value for m in at.metric if m.label == label)
+
+
+def _trace_names(at) -> list[str]:
+    return [t.get("name", "") for spec in plotly_specs(at) for t in spec["data"]]
+
+
+def _array(value) -> np.ndarray:
+    """A Plotly JSON array: a list, or a typed array ``{"dtype", "bdata", "shape"}``."""
+    if isinstance(value, dict):
+        shape = tuple(int(n) for n in str(value.get("shape", "-1")).split(","))
+        return np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"]).reshape(shape)
+    return np.asarray(value)
+
+
+def _figure(at, title_start: str) -> dict:
+    return next(s for s in plotly_specs(at) if s["layout"].get("title", {}).get("text", "").startswith(title_start))
+
+
+def test_first_load_shows_charts_and_the_capacity_slider_recomputes_drops():
+    at = open_page("moe")
+    assert_clean(at)
+    specs = plotly_specs(at)
+    assert specs, "the page must show a chart on first load"
+    assert "total parameters" in _trace_names(at)
+    if not HAVE_MODEL:
+        return
+    assert len(specs) >= 8  # cost, loss curves, tokens, gates, load, drops, entropy, co-occurrence
+    assert len(at.dataframe) == 2  # statistics table and specialisation table
+    # The capacity-factor slider recomputes the drop rate of every layer.
+    col = "drop rate at this factor"
+    before = at.dataframe[0].value[col].tolist()
+    at.slider[2].set_value(0.5).run()
+    assert_clean(at)
+    after = at.dataframe[0].value[col].tolist()
+    assert all(a > b for a, b in zip(after, before))
+    at.slider[2].set_value(3.0).run()
+    assert max(at.dataframe[0].value[col]) < min(after)
+
+
+def test_cost_sliders_scale_total_with_e_and_active_with_k():
+    at = open_page("moe")
+    total, active = _metric(at, "Total parameters"), _metric(at, "Active parameters per token")
+    at.slider[0].set_value(32).run()  # E: 8 → 32
+    assert_clean(at)
+    assert float(_metric(at, "Total parameters").split()[0]) > 2 * float(total.split()[0])
+    new_active = float(_metric(at, "Active parameters per token").split()[0])
+    assert new_active == pytest.approx(float(active.split()[0]), rel=0.02)  # only the router grows with E
+    at.slider[1].set_value(4).run()  # k: 2 → 4
+    assert float(_metric(at, "Active parameters per token").split()[0]) > float(active.split()[0])
+    at.slider[0].set_value(2).run()  # k = 4 > E = 2: refused with a message, the page keeps serving
+    assert not at.exception
+    assert any("must be between 1 and" in e.value for e in at.error)
+
+
+def test_missing_model_gives_a_clear_message_and_the_cost_chart(monkeypatch):
+    monkeypatch.setattr(models, "available_models", lambda: [])
+    at = open_page("moe")
+    assert_clean(at)
+    assert any("python -m tx_explorer.train moe" in i.value for i in at.info)
+    assert plotly_specs(at)
+    at.session_state["lang"] = "zh"  # what the sidebar switch writes (AppTest drops sidebar widgets after switch_page)
+    at.run()  # every string of the page exists in Chinese too
+    assert_clean(at)
+    assert any("训练" in i.value for i in at.info)
+    assert "总参数量" in _trace_names(at)
+
+
+@needs_model
+def test_typed_text_is_routed_and_html_is_shown_literally():
+    at = open_page("moe")
+    at.text_input[0].set_value("<b>bold</b> and plain").run()
+    assert_clean(at)
+    cells = [c for row in _figure(at, "Tokens coloured")["data"][0]["text"] for c in row]
+    assert any("&lt;" in c for c in cells) and not any("<" in c for c in cells)  # Plotly shows "<", starts no tag
+    gates = _figure(at, "Token × expert gates")
+    assert len(gates["data"]) == 4  # one panel per layer
+    z = _array(gates["data"][0]["z"])  # (tokens, experts) of layer 0
+    np.testing.assert_allclose(z.sum(axis=1), 1.0, atol=1e-5)  # gates sum to 1
+    assert ((z > 0).sum(axis=1) == 2).all()  # exactly k = 2 experts per token
+    at.text_input[0].set_value("   ").run()  # whitespace only: a message, not a traceback
+    assert not at.exception
+    assert any("empty" in e.value for e in at.error)
+    assert plotly_specs(at)  # the rest of the page still renders
+    at.text_input[0].set_value("plain text").run()
+    at.session_state["lang"] = "zh"
+    at.run()  # the whole page in Chinese
+    assert_clean(at)
+    assert any(name.endswith("· 训练") for name in _trace_names(at))  # loss curves: "… · 训练"

@@ -1,0 +1,81 @@
+"""The "Norms and blocks" page: charts on first load, edits that recompute, bad input as messages, the mini-run."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tests.conftest import assert_clean, open_page, plotly_specs
+
+
+@pytest.fixture(scope="module")
+def at():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)  # the mini-run's tiny models only spin-wait on more threads of a shared CPU
+    page = open_page("norms")
+    yield page
+    torch.set_num_threads(n)
+
+
+def _metric(at, label: str) -> str:
+    return next(m.value for m in at.metric if m.label == label)
+
+
+def test_first_load_shows_charts_and_no_error(at):
+    assert_clean(at)
+    specs = plotly_specs(at)
+    assert len(specs) >= 7, len(specs)
+    assert not at.warning, [w.value for w in at.warning]  # the shipped bundle verified and loaded
+    names = {t.get("name") for s in specs for t in s["data"]}
+    assert {"x − μ", "x / RMS(x)", "Pre-LN", "Deep Post-LN (16 × 32)"} <= names  # norm steps, curves, depth profiles
+    assert len(at.table) == 1 and len(at.table[0].value) == 6  # six claims, each with a computed verdict
+
+
+def test_pre_norm_identity_is_exact_on_the_page(at):
+    assert _metric(at, "max |Pre-Norm(x) − x|") == "0"
+    assert float(_metric(at, "max |Post-Norm(x) − x|")) > 1
+    next(r for r in at.radio if r.label == "Norm").set_value("rmsnorm").run()
+    assert_clean(at)
+    assert _metric(at, "max |Pre-Norm(x) − x|") == "0"
+    assert _metric(at, "max |Post-Norm(x) − Norm(x)|") == "0"
+
+
+def test_editing_the_vector_recomputes_and_bad_input_is_a_message(at):
+    box = next(t for t in at.text_input if t.label.startswith("x ("))
+    box.set_value("1 2 3 6").run()
+    assert_clean(at)
+    assert _metric(at, "μ") == "3"
+    box.set_value("1, two, 3").run()
+    assert not at.exception
+    assert any("two" in e.value and "not a number" in e.value for e in at.error)
+    box.set_value("4, 6, 5, 9, 3, 7").run()
+    assert_clean(at)
+
+
+def test_sentence_with_html_is_handled_and_variants_compare(at):
+    box = next(t for t in at.text_input if t.label == "Sentence")
+    box.set_value("<script>alert(1)</script> the list").run()
+    assert_clean(at)
+    box.set_value("   ").run()
+    assert not at.exception and any("empty" in e.value for e in at.error)
+    box.set_value("The function returns a new list.").run()
+    assert_clean(at)
+
+
+def test_live_mini_run_draws_its_curves(at):
+    before = len(plotly_specs(at))
+    next(s for s in at.slider if s.label == "Time budget (s)").set_value(5)
+    next(s for s in at.slider if s.label == "Steps").set_value(10)
+    next(b for b in at.button if b.label == "Train").click().run(timeout=180)
+    assert_clean(at)
+    assert any("Last mini-run" in c.value for c in at.caption)
+    assert len(plotly_specs(at)) == before + 1  # the finished run's curves stay on the page
+    live = [s for s in plotly_specs(at) if [t.get("name") for t in s["data"]] == ["Post-LN", "Pre-LN"]]
+    assert live and any(len(t.get("x", [])) >= 1 for t in live[0]["data"])  # at least one step within 5 s
+
+
+def test_chinese_page_renders_cleanly(at):
+    at.session_state["lang"] = "zh"
+    at.run()
+    assert_clean(at)
+    assert any(h.value.startswith("1 · 各变体") for h in at.header)

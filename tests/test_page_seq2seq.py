@@ -1,0 +1,60 @@
+"""AppTest of the Seq2Seq page: first load, bad input, examples, the step slider and the evaluation re-run."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import assert_clean, open_page, plotly_specs
+from tx_explorer.analysis import seq2seq_eval
+
+
+@pytest.fixture(scope="module")
+def at():
+    return open_page("seq2seq")
+
+
+def test_first_load_shows_translations_and_charts(at):
+    assert_clean(at)
+    assert not at.warning
+    assert len(at.code) == 3 and at.code[1].value == "vediamo il cielo"  # fixed, attention, transformer
+    specs = plotly_specs(at)
+    assert len(specs) >= 8
+    titles = [s["layout"].get("title", {}).get("text", "") for s in specs]
+    assert any("Bahdanau" in t for t in titles) and any("Token accuracy" in t for t in titles)
+
+
+@pytest.mark.parametrize(
+    "text, expect",
+    [("we see the skyy", "`skyy` (`sky`)"), ("", "Type an English sentence"), ("we see the sky " * 11, "44 words")],
+)
+def test_bad_input_gives_a_message_not_an_error(at, text, expect):
+    at.text_input(key="s2s_text").set_value(text).run()
+    assert_clean(at)
+    assert any(expect in w.value for w in at.warning), [w.value for w in at.warning]
+    assert plotly_specs(at), "the length curves still show"
+
+
+def test_sentence_outside_the_grammar_still_translates(at):
+    at.text_input(key="s2s_text").set_value("we sees the sky").run()
+    assert_clean(at)
+    assert any("outside the toy grammar" in i.value for i in at.info)
+    assert len(at.code) == 3
+
+
+def test_long_example_and_step_slider(at):
+    picker = at.selectbox(key="s2s_example")
+    picker.set_value(picker.options[-1]).run()
+    assert_clean(at)
+    assert at.text_input(key="s2s_text").value.startswith("the cat that sees")
+    at.slider[1].set_value(5).run()
+    assert_clean(at)
+    assert any("Step 5" in s["layout"].get("title", {}).get("text", "") for s in plotly_specs(at))
+
+
+def test_rerun_evaluation_with_progress(at, monkeypatch):
+    real = seq2seq_eval.eval_set
+    monkeypatch.setattr(seq2seq_eval, "eval_set", lambda per_bucket=1, seed=seq2seq_eval.EVAL_SEED: [b[:1] for b in real(1, seed)])
+    at.text_input(key="s2s_text").set_value("we see the sky").run()
+    next(b for b in at.button if "Re-run" in b.label).click().run()
+    assert_clean(at)
+    assert any("Re-computed" in c.value for c in at.caption)

@@ -1,0 +1,248 @@
+"""What attention costs (lecture §4.3–4.5, §9.6): FLOPs and shapes of its four matmuls, analytic memory,
+and measured time and peak memory of three implementations on this device.
+
+FLOPs count a multiply-add as 2 (an ``[m, k]·[k, n]`` product costs ``2·m·k·n``), as the FlashAttention papers do.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from tx_explorer.analysis.seeding import generator
+from tx_explorer.attention import flash_attention, scaled_dot_product_attention
+
+LECTURE_N, LECTURE_H = 100_000, 64  # the lecture's example (§4.4): terabytes for the weights alone
+
+
+@dataclass(frozen=True)
+class Matmul:
+    """One of the four matrix multiplications of multi-head self-attention."""
+
+    key: str  # short id: "qkv", "qk", "av", "out"
+    name: str
+    left: tuple[int, ...]
+    right: tuple[int, ...]
+    out: tuple[int, ...]
+    flops: int
+    quadratic: bool  # grows with N² (the token-mixing products) rather than N
+
+
+def _positive(**values: int) -> None:
+    for name, value in values.items():
+        if isinstance(value, bool) or int(value) != value or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+
+
+def four_matmuls(n: int, d: int, h: int) -> list[Matmul]:
+    """Shapes and FLOPs of the four products for ``n`` tokens, model width ``d``, ``h`` heads (D_H = d / h).
+
+    QKV projection ``[N, D]·[D, 3·H·D_H]``, similarity ``[H, N, D_H]·[H, D_H, N]``, V-weighting
+    ``[H, N, N]·[H, N, D_H]`` and output projection ``[N, H·D_H]·[H·D_H, D]``.
+    """
+    _positive(N=n, D=d, H=h)
+    if d % h:
+        raise ValueError(f"the number of heads H={h} must divide the width D={d}")
+    dh = d // h
+    return [
+        Matmul("qkv", "QKV projection", (n, d), (d, 3 * h * dh), (n, 3 * h * dh), 2 * n * d * 3 * h * dh, False),
+        Matmul("qk", "QK similarity", (h, n, dh), (h, dh, n), (h, n, n), 2 * h * n * dh * n, True),
+        Matmul("av", "V-weighting", (h, n, n), (h, n, dh), (h, n, dh), 2 * h * n * n * dh, True),
+        Matmul("out", "output projection", (n, h * dh), (h * dh, d), (n, d), 2 * n * h * dh * d, False),
+    ]
+
+
+def format_si(value: float, unit: str = "") -> str:
+    """Three significant digits with a decimal prefix: ``format_si(137.4e9, "B") == '137 GB'``."""
+    exp = 0
+    while abs(value) >= 999.5 * 1000**exp and exp < 6:  # 999.7 → "1.00 k", not "1e+03"
+        exp += 1
+    scaled = value / 1000**exp
+    text = f"{scaled:.3g}" if abs(scaled) < 99.95 else f"{scaled:.0f}"
+    return f"{text} {' kMGTPE'[exp].strip()}{unit}".rstrip()
+
+
+def crossover_n(d: int) -> float:
+    """The N where the two N² products (4·N²·D FLOPs) equal the two projections (8·N·D²): N = 2·D."""
+    _positive(D=d)
+    return 2.0 * d
+
+
+def naive_bytes(n: int, heads: int, head_dim: int, *, batch: int = 1, itemsize: int = 4) -> int:
+    """Peak bytes allocated by materialising attention: scores and weights ``[B, H, N, N]`` alive together
+    (softmax reads one while writing the other) plus the output ``[B, H, N, D_H]``."""
+    return itemsize * batch * heads * (2 * n * n + n * head_dim)
+
+
+def flash_bytes(
+    n: int, heads: int, head_dim: int, *, block_size: int = 64, batch: int = 1, itemsize: int = 4
+) -> int:
+    """Peak bytes allocated by our tiled kernel (forward, no autograd), linear in N: the output and row log-sum-exp
+    (``N·D_H + N``) plus one query tile's working set of ``b = min(block, N)`` rows — the larger of two
+    moments: while a key tile is scored (the previous ``b × b`` tile is freed only once the next exists, next
+    to the scaled queries and the accumulator) and while the tile's output is normalised."""
+    b = min(block_size, n)
+    scoring = 2 * b * b + 2 * b * head_dim + 6 * b if n > b else 0
+    normalising = b * b + 3 * b * head_dim + 4 * b
+    per_head = itemsize * (n * head_dim + n + max(scoring, normalising)) + b  # + b: a boolean flag per row
+    return batch * heads * per_head
+
+
+def sdpa_bytes(n: int, heads: int, head_dim: int, *, batch: int = 1, itemsize: int = 4) -> int:
+    """Bytes PyTorch's fused kernel returns (output and log-sum-exp); its per-thread scratch is not included."""
+    return itemsize * batch * heads * (n * head_dim + n)
+
+
+def flops_by_n(ns: Sequence[int], d: int, h: int) -> dict[str, np.ndarray]:
+    """FLOPs of each of the four products (by key) for every N in ``ns`` (for a stacked bar)."""
+    rows = [four_matmuls(n, d, h) for n in ns]
+    return {mm.key: np.array([r[i].flops for r in rows], dtype=np.float64) for i, mm in enumerate(rows[0])}
+
+
+def memory_lines(
+    ns: Sequence[int] | np.ndarray,
+    heads: int,
+    head_dim: int,
+    *,
+    block_size: int = 64,
+    batch: int = 1,
+    itemsize: int = 4,
+) -> dict[str, np.ndarray]:
+    """Analytic peak bytes of "naive", "flash" and "sdpa" for every N in ``ns``."""
+    kw = dict(batch=batch, itemsize=itemsize)
+    return {
+        "naive": np.array([naive_bytes(int(n), heads, head_dim, **kw) for n in ns], dtype=np.float64),
+        "flash": np.array([flash_bytes(int(n), heads, head_dim, block_size=block_size, **kw) for n in ns],
+                          dtype=np.float64),
+        "sdpa": np.array([sdpa_bytes(int(n), heads, head_dim, **kw) for n in ns], dtype=np.float64),
+    }
+
+
+# ---- measurement ------------------------------------------------------------------------------------------
+
+METHODS = ("naive", "flash", "sdpa")
+
+
+def _dtype(dtype: torch.dtype | str) -> torch.dtype:
+    dtype = getattr(torch, dtype, None) if isinstance(dtype, str) else dtype
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise ValueError(f"not a floating-point dtype: {dtype!r}")
+    return dtype
+
+
+def sdpa_backends(device: torch.device | str, dtype: torch.dtype | str = torch.float32) -> dict[str, bool]:
+    """Which of PyTorch's SDPA backends accept ``dtype`` inputs on ``device`` (probed on a tiny input)."""
+    device, dtype = torch.device(device), _dtype(dtype)
+    q = torch.zeros(1, 2, 16, 64, device=device, dtype=dtype)
+    usable = {}
+    for backend in (SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.CUDNN_ATTENTION,
+                    SDPBackend.MATH):
+        try:
+            with sdpa_kernel([backend]), warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # PyTorch explains each refusal in a warning; the table says it
+                F.scaled_dot_product_attention(q, q, q)
+            usable[backend.name.lower()] = True
+        except RuntimeError:  # "No available kernel": this backend does not run here
+            usable[backend.name.lower()] = False
+    return usable
+
+
+def attention_fn(method: str, *, block_size: int = 128) -> Callable[[Tensor, Tensor, Tensor], Tensor]:
+    """``method(q, k, v) -> out``: "naive" (materialised weights), "flash" (ours), "sdpa" (PyTorch's default
+    dispatch) or "sdpa:<backend>" (one backend forced, e.g. "sdpa:flash_attention")."""
+    if method == "naive":
+        return lambda q, k, v: scaled_dot_product_attention(q, k, v)[0]
+    if method == "flash":
+        return lambda q, k, v: flash_attention(q, k, v, block_size=block_size)
+    if method == "sdpa":
+        return F.scaled_dot_product_attention
+    if method.startswith("sdpa:"):
+        backend = getattr(SDPBackend, method[5:].upper(), None)
+        if backend is None:
+            raise ValueError(f"unknown SDPA backend {method[5:]!r}")
+
+        def forced(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+            with sdpa_kernel([backend]):
+                return F.scaled_dot_product_attention(q, k, v)
+
+        return forced
+    raise ValueError(f"unknown attention method {method!r}; use one of {METHODS} or 'sdpa:<backend>'")
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One implementation at one length, as :func:`measure` found it."""
+
+    method: str
+    n: int
+    seconds: float  # median wall-clock time of one forward pass
+    peak_bytes: int  # peak bytes of tensors allocated during one forward pass
+    runs: int
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def measure(
+    method: str,
+    n: int,
+    *,
+    heads: int = 8,
+    head_dim: int = 64,
+    batch: int = 1,
+    repeats: int = 3,
+    block_size: int = 128,
+    device: torch.device | str = "cpu",
+    dtype: torch.dtype | str = torch.float32,
+    seed: int = 0,
+) -> Measurement:
+    """Time (median of ``repeats`` runs after one warm-up) and peak memory of one self-attention forward pass
+    on random ``[batch, heads, n, head_dim]`` inputs, without autograd. Check :func:`memory.check_naive_fits`
+    before measuring "naive" at large ``n``."""
+    from tx_explorer.analysis.memory import peak_memory  # memory imports this module for its estimates
+
+    _positive(N=n, heads=heads, head_dim=head_dim, batch=batch, repeats=repeats)
+    device = torch.device(device)
+    dtype = _dtype(dtype)
+    fn = attention_fn(method, block_size=block_size)
+    g = generator(seed)
+    q, k, v = (torch.randn(batch, heads, n, head_dim, generator=g).to(device, dtype) for _ in range(3))
+    with torch.no_grad():
+        _, peak = peak_memory(lambda: fn(q, k, v), device)  # also the warm-up
+        times = []
+        for _ in range(repeats):
+            _sync(device)
+            t0 = time.perf_counter()
+            fn(q, k, v)
+            _sync(device)
+            times.append(time.perf_counter() - t0)
+    return Measurement(method=method, n=n, seconds=statistics.median(times), peak_bytes=peak, runs=repeats)
+
+
+def ratio(results: Sequence[Measurement], n: int, num: str, den: str, field: str = "seconds") -> float | None:
+    """``field`` of method ``num`` over that of ``den`` at length ``n`` (None when either was not measured)."""
+    values = {r.method: getattr(r, field) for r in results if r.n == n}
+    return values[num] / values[den] if values.get(num) and values.get(den) else None
+
+
+def results_matrix(results: Sequence[Measurement], methods: Sequence[str]) -> np.ndarray:
+    """One row per N: ``[N, seconds of each method…, peak bytes of each method…]``, NaN where not measured."""
+    ns = sorted({r.n for r in results})
+    out = np.full((len(ns), 1 + 2 * len(methods)), np.nan)
+    out[:, 0] = ns
+    for r in results:
+        if r.method in methods:
+            i, j = ns.index(r.n), list(methods).index(r.method)
+            out[i, 1 + j], out[i, 1 + len(methods) + j] = r.seconds, r.peak_bytes
+    return out

@@ -1,0 +1,226 @@
+"""Comparing attention heads (§4.1): what each head looks at, how heads differ, and lenses on one head.
+
+Inputs are one sequence's maps ``[L, H, N, N]`` (``Trace.stack()[:, 0]``) unless stated otherwise.
+
+* Per-head metrics: entropy of each query's distribution, mean attention distance Σⱼ αᵢⱼ|i − j|, and the
+  share of attention on the previous token, the first token and the query itself (Clark et al. 2019,
+  "What does BERT look at?", measured the same quantities).
+* Head similarity: the Jensen–Shannon distance between two heads' rows, averaged over queries.
+* Norm-weighted attention (Kobayashi et al. 2020): αᵢⱼ·‖f_h(xⱼ)‖, where f_h(x) = (x W_V^h + b_V^h) W_O^h is
+  what token j actually sends through head h. A large weight on a vector near zero moves nothing.
+* The query/key inspector: one head, one query, every intermediate of the lecture's four matrix products.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from tx_explorer.analysis.rollout import rollout
+from tx_explorer.attention import attention_steps
+from tx_explorer.modules.attention import MultiHeadAttention
+from tx_explorer.textmodel import TextModel
+
+METRICS = ("entropy", "distance", "previous", "first", "self")
+
+
+def _check_maps(maps: Tensor) -> Tensor:
+    maps = torch.as_tensor(maps, dtype=torch.float64)
+    if maps.dim() != 4 or maps.shape[-1] != maps.shape[-2]:
+        raise ValueError(f"expected square maps [L, H, N, N], got shape {tuple(maps.shape)}")
+    return maps
+
+
+def head_metrics(maps: Tensor) -> dict[str, np.ndarray]:
+    """Per-head averages over queries, each ``[L, H]``.
+
+    entropy: −Σⱼ αᵢⱼ ln αᵢⱼ in nats (0 = one key; ln n = uniform over n keys).
+    distance: Σⱼ αᵢⱼ |i − j| in tokens.
+    previous / first / self: αᵢ,ᵢ₋₁, αᵢ,₀, αᵢᵢ. These three skip query 0, where previous does not exist
+    and first = self (under a causal mask its whole weight is forced onto itself).
+    """
+    a = _check_maps(maps)
+    n = a.shape[-1]
+    idx = torch.arange(n, dtype=torch.float64)
+    entropy = -torch.special.xlogy(a, a).sum(-1).mean(-1)  # 0·ln 0 = 0
+    distance = torch.einsum("lhij,ij->lh", a, (idx[:, None] - idx[None, :]).abs()) / n
+    if n == 1:
+        nan = torch.full(a.shape[:2], float("nan"), dtype=torch.float64)
+        previous = first = self_ = nan
+    else:
+        rows = torch.arange(1, n)
+        previous = a[..., rows, rows - 1].mean(-1)
+        first = a[..., 1:, 0].mean(-1)
+        self_ = a[..., rows, rows].mean(-1)
+    out = dict(entropy=entropy, distance=distance, previous=previous, first=first, self=self_)
+    return {k: v.numpy() for k, v in out.items()}
+
+
+def _sum_xlogx(a: Tensor) -> Tensor:
+    """Σ a·log₂ a along the last axis (0·log 0 = 0): minus the entropy in bits."""
+    return torch.special.xlogy(a, a).sum(-1) / math.log(2)
+
+
+def js_distance(p: Tensor, q: Tensor) -> Tensor:
+    """Jensen–Shannon distance √JS(p‖q) with log base 2 (in [0, 1], a metric) along the last axis.
+
+    JS(p‖q) = H(m) − ½H(p) − ½H(q) with m = ½(p + q), the same as ½KL(p‖m) + ½KL(q‖m).
+    """
+    p, q = torch.as_tensor(p, dtype=torch.float64), torch.as_tensor(q, dtype=torch.float64)
+    js = 0.5 * _sum_xlogx(p) + 0.5 * _sum_xlogx(q) - _sum_xlogx(0.5 * (p + q))
+    return js.clamp_min(0).sqrt()
+
+
+def head_similarity(maps: Tensor, max_queries: int = 64) -> np.ndarray:
+    """``[L·H, L·H]`` Jensen–Shannon distances between heads (layer-major order), mean over query rows.
+
+    Long inputs use ``max_queries`` evenly spaced query rows (every row for N ≤ max_queries).
+    """
+    a = _check_maps(maps)
+    n = a.shape[-2]
+    rows = torch.linspace(0, n - 1, min(n, max_queries)).round().long().unique()
+    flat = a[..., rows, :].reshape(-1, len(rows), n)  # (K = L·H, rows, N)
+    own = _sum_xlogx(flat)  # (K, rows): reused by every pair
+    k = flat.shape[0]
+    out = torch.zeros(k, k, dtype=torch.float64)
+    for i in range(k):  # pairs (i, j ≥ i) only: the distance is symmetric
+        js = 0.5 * own[i] + 0.5 * own[i:] - _sum_xlogx(0.5 * (flat[i] + flat[i:]))  # (K − i, rows)
+        out[i, i:] = out[i:, i] = js.clamp_min(0).sqrt().mean(-1)
+    return out.numpy()
+
+
+def head_labels(num_layers: int, num_heads: int) -> list[str]:
+    """``["L0 H0", "L0 H1", …]`` in the layer-major order used by :func:`head_similarity`."""
+    return [f"L{layer} H{head}" for layer in range(num_layers) for head in range(num_heads)]
+
+
+def keep_tokens(maps: np.ndarray, keep: list[bool]) -> np.ndarray:
+    """Drop the rows and columns of tokens not kept (e.g. [CLS]/[SEP]); weights are *not* renormalised.
+
+    ``maps [..., N, N]`` → ``[..., n, n]`` with n = sum(keep).
+    """
+    k = np.asarray(keep, dtype=bool)
+    maps = np.asarray(maps)
+    if k.shape[0] != maps.shape[-1]:
+        raise ValueError(f"keep has {k.shape[0]} entries for {maps.shape[-1]} tokens")
+    if not k.any():
+        raise ValueError("every token would be hidden")
+    return maps[..., k, :][..., k]
+
+
+@torch.no_grad()
+def value_vectors_out(mha: MultiHeadAttention, x: Tensor) -> Tensor:
+    """f_h(xⱼ) = (xⱼ W_V^h + b_V^h) W_O^h for every head and token: ``x [B, N, D]`` → ``[B, H, N, D]``.
+
+    Σ_h Σⱼ αᵢⱼ^h f_h(xⱼ) + b_O is exactly the attention block's output for query i.
+    """
+    _, _, v = mha.project_qkv(x)  # (B, H, N, Dh)
+    w_o = mha.proj.weight.t().reshape(mha.num_heads, mha.head_dim, mha.dim)  # (H, Dh, D): rows of W_O per head
+    return torch.einsum("bhnd,hde->bhne", v, w_o)
+
+
+def norm_weighted(mha: MultiHeadAttention, x: Tensor, weights: Tensor) -> Tensor:
+    """Kobayashi et al. 2020: ‖αᵢⱼ f_h(xⱼ)‖ = αᵢⱼ·‖f_h(xⱼ)‖; ``weights [B, H, N, N]`` → ``[B, H, N, N]``."""
+    norms = value_vectors_out(mha, x).norm(dim=-1)  # (B, H, N)
+    return weights * norms[:, :, None, :]
+
+
+@dataclass(frozen=True)
+class QueryKeyView:
+    """One head, one query i, every step (shapes for N tokens, head width D_H)."""
+
+    q: np.ndarray  # [D_H]      qᵢ = xᵢ W_Q^h
+    k: np.ndarray  # [N, D_H]   kⱼ = xⱼ W_K^h
+    scores: np.ndarray  # [N]   qᵢ·kⱼ / √D_H (−∞ where masked)
+    weights: np.ndarray  # [N]  softmax of the scores
+    v: np.ndarray  # [N, D_H]   vⱼ = xⱼ W_V^h
+    weighted: np.ndarray  # [N, D_H]  αᵢⱼ vⱼ
+    out: np.ndarray  # [D_H]     yᵢ = Σⱼ αᵢⱼ vⱼ
+    shapes: list[tuple[str, str]]  # the four matrix multiplications with this model's sizes
+
+
+@torch.no_grad()
+def inspect_query(
+    mha: MultiHeadAttention, x: Tensor, head: int, query: int, mask: Tensor | None = None
+) -> QueryKeyView:
+    """The query/key inspector for ``x [1, N, D]``; ``mask`` as the model uses it (``[N, N]`` or None)."""
+    n = x.shape[1]
+    if not 0 <= head < mha.num_heads:
+        raise ValueError(f"head must lie in [0, {mha.num_heads - 1}], got {head}")
+    if not 0 <= query < n:
+        raise ValueError(f"query must lie in [0, {n - 1}], got {query}")
+    q, k, v = (t[0, head] for t in mha.project_qkv(x))  # each (N, Dh)
+    steps = attention_steps(q[query : query + 1], k, v, mask=None if mask is None else mask[query : query + 1])
+    d, h, dh = mha.dim, mha.num_heads, mha.head_dim
+    shapes = [
+        ("QKV projection", f"[{n}, {d}] · [{d}, {3 * h * dh}] → [{n}, {3 * h * dh}]"),
+        ("QK similarity", f"[{h}, {n}, {dh}] · [{h}, {dh}, {n}] → [{h}, {n}, {n}]"),
+        ("V weighting", f"[{h}, {n}, {n}] · [{h}, {n}, {dh}] → [{h}, {n}, {dh}]"),
+        ("Output projection", f"[{n}, {h * dh}] · [{h * dh}, {d}] → [{n}, {d}]"),
+    ]
+    w = steps.weights[0]
+    return QueryKeyView(
+        q=q[query].numpy(),
+        k=k.numpy(),
+        scores=steps.masked[0].numpy(),
+        weights=w.numpy(),
+        v=v.numpy(),
+        weighted=(w[:, None] * v).numpy(),
+        out=steps.out[0].numpy(),
+        shapes=shapes,
+    )
+
+
+@dataclass(frozen=True)
+class TextAttention:
+    """One text through one model: its tokens and every layer's and head's map."""
+
+    tokens: list[str]
+    special: list[bool]
+    truncated: bool
+    num_tokens: int  # before truncation
+    maps: np.ndarray  # [L, H, N, N] float32
+
+
+MAX_TOKENS = 512  # L·H·N² maps are kept: 12 × 12 × 1024² floats would be 600 MB for GPT-2's full context
+
+
+def analyse(tm: TextModel, text: str) -> TextAttention:
+    """Tokenise (truncating to the context, at most :data:`MAX_TOKENS`) and run ``text``, keeping every map."""
+    enc = tm.encode(text, MAX_TOKENS)
+    _, trace = tm.attention(enc)
+    maps = trace.stack()[:, 0].numpy()  # (L, H, N, N): batch of one
+    return TextAttention(list(enc.tokens), list(enc.special), enc.truncated, enc.num_tokens, maps)
+
+
+def norm_weighted_maps(tm: TextModel, text: str, maps: np.ndarray) -> np.ndarray:
+    """Kobayashi's ‖αᵢⱼ f_h(xⱼ)‖ for every layer and head, each row rescaled to sum 1 → ``[L, H, N, N]``.
+
+    The rescaling puts the lens on the same [0, 1] colour scale as α: it keeps where a query's *transported
+    vectors* come from, not their overall size.
+    """
+    ids = tm.encode(text, MAX_TOKENS).ids
+    out = []
+    for layer, x in enumerate(tm.attention_inputs(ids)):
+        w = norm_weighted(tm.attention_module(layer), x, torch.as_tensor(maps[layer])[None])[0]  # (H, N, N)
+        out.append(w / w.sum(-1, keepdim=True).clamp_min(1e-12))
+    return torch.stack(out).numpy()
+
+
+def rollout_maps(maps: np.ndarray) -> np.ndarray:
+    """Rollout through layers 0…l for every l (Abnar & Zuidema 2020) → ``[L, N, N]``."""
+    a = torch.as_tensor(maps)[:, None]  # (L, 1, H, N, N): the batch axis rollout expects
+    return torch.stack([rollout(a[: layer + 1])[0] for layer in range(a.shape[0])]).numpy()
+
+
+def inspect_text(tm: TextModel, text: str, layer: int, head: int, query: int) -> QueryKeyView:
+    """:func:`inspect_query` on the input that ``layer``'s attention receives for ``text``."""
+    ids = tm.encode(text, MAX_TOKENS).ids
+    if not 0 <= layer < len(tm.model.blocks):
+        raise ValueError(f"layer must lie in [0, {len(tm.model.blocks) - 1}], got {layer}")
+    x = tm.attention_inputs(ids)[layer]
+    return inspect_query(tm.attention_module(layer), x, head, query, tm.mask(len(ids)))

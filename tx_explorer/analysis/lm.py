@@ -1,0 +1,121 @@
+"""Reading a causal language model (§6): embeddings, next-token distributions, per-token loss, generation.
+
+Every function takes logits or a :class:`~tx_explorer.textmodel.TextModel` and returns numbers; nothing
+here draws.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor
+from torch.nn import functional as F
+
+from tx_explorer.analysis.heads import MAX_TOKENS
+from tx_explorer.modules.transformer import CausalLM
+from tx_explorer.textmodel import TextModel
+from tx_explorer.trace import Trace
+
+
+def embedding_rows(tm: TextModel, ids: list[int]) -> np.ndarray:
+    """The embedding lookup (§6.1): row ``id`` of the ``[V, D]`` token matrix for each token → ``[N, D]``."""
+    return tm.model.embed.tok_embed.weight[torch.as_tensor(ids)].detach().cpu().numpy()
+
+
+def token_losses(logits: Tensor, ids: list[int]) -> np.ndarray:
+    """Teacher forcing: −ln p(x_{t+1} | x_≤t) for t = 0 … N−2 → ``[N − 1]`` nats (nothing predicts token 0)."""
+    if len(ids) < 2:
+        raise ValueError("per-token loss needs at least two tokens")
+    target = torch.as_tensor(ids[1:], dtype=torch.long)
+    return F.cross_entropy(logits[0, :-1].float(), target, reduction="none").double().numpy()
+
+
+@dataclass(frozen=True)
+class Generation:
+    """A prompt and its continuation. Row t of the causal map over ``ids`` is what token t attended to
+    when the model produced token t + 1 — the attention of each generated token."""
+
+    ids: list[int]
+    tokens: list[str]
+    prompt_len: int
+    prompt_cut: bool  # the prompt's start was dropped to leave room for the new tokens
+    maps: np.ndarray  # [L, H, T, T] over prompt + continuation
+
+
+def generate(
+    tm: TextModel,
+    prompt: list[int],
+    max_new_tokens: int,
+    *,
+    greedy: bool = False,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    seed: int = 0,
+) -> Generation:
+    """Continue ``prompt`` within one context window (so the trace of the result shows every step exactly)."""
+    if not isinstance(tm.model, CausalLM):
+        raise TypeError(f"{tm.name} is an encoder: it does not predict next tokens")
+    if not 1 <= max_new_tokens < tm.max_len:
+        raise ValueError(f"max_new_tokens must lie in [1, {tm.max_len - 1}], got {max_new_tokens}")
+    if not prompt:
+        raise ValueError("the prompt is empty")
+    room = tm.max_len - max_new_tokens
+    kept = prompt[-room:]
+    device = next(tm.model.parameters()).device
+    start = torch.tensor([kept], device=device)
+    out = tm.model.generate(start, max_new_tokens, temperature=temperature, top_k=top_k, greedy=greedy, seed=seed)
+    ids = out[0].tolist()
+    trace = Trace()
+    tm.run(ids, trace=trace)
+    return Generation(
+        ids=ids, tokens=tm.labels(ids), prompt_len=len(kept), prompt_cut=len(kept) < len(prompt),
+        maps=trace.stack()[:, 0].numpy(),
+    )
+
+
+def above_diagonal_max(maps: np.ndarray) -> float:
+    """Largest weight any query puts on a future key, over every layer and head of ``maps [..., N, N]``."""
+    maps = np.asarray(maps)
+    rows, cols = np.triu_indices(maps.shape[-1], k=1)
+    return float(maps[..., rows, cols].max(initial=0.0))
+
+
+@dataclass(frozen=True)
+class Reading:
+    """A text read by a causal model: tokens, embeddings, attention, predictions and losses."""
+
+    ids: list[int]
+    tokens: list[str]
+    truncated: bool
+    num_tokens: int  # before truncation
+    embeddings: np.ndarray  # [N, D] rows of the token embedding matrix
+    maps: np.ndarray  # [L, H, N, N]
+    top_ids: np.ndarray  # [N, k] most likely next tokens after each position
+    top_probs: np.ndarray  # [N, k]
+    top_labels: list[list[str]]
+    losses: np.ndarray  # [N − 1] −ln p(actual next token)
+
+
+def read(tm: TextModel, text: str, k: int = 10) -> Reading:
+    """Everything the language-model page shows about ``text`` (truncated to the context)."""
+    if tm.kind != "causal":
+        raise TypeError(f"{tm.name} is an encoder: it does not predict next tokens")
+    enc = tm.encode(text, MAX_TOKENS)
+    logits, trace = tm.attention(enc)
+    top = torch.topk(logits[0], min(k, logits.shape[-1]), dim=-1)  # (N, k): the softmax keeps the order
+    probs = torch.exp(top.values.double() - torch.logsumexp(logits[0].float(), dim=-1, keepdim=True).double())
+    top_ids = top.indices.numpy()
+    return Reading(
+        ids=list(enc.ids),
+        tokens=list(enc.tokens),
+        truncated=enc.truncated,
+        num_tokens=enc.num_tokens,
+        embeddings=embedding_rows(tm, list(enc.ids)),
+        maps=trace.stack()[:, 0].numpy(),
+        top_ids=top_ids,
+        top_probs=probs.numpy(),
+        top_labels=[tm.labels(row) for row in top_ids.tolist()],
+        losses=token_losses(logits, list(enc.ids)) if len(enc.ids) > 1 else np.zeros(0),
+    )

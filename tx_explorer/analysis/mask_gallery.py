@@ -1,0 +1,163 @@
+"""Masked attention (lecture §3.4, §9.4): every mask kind as an ``[N, N]`` matrix and what it does to A."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from tx_explorer import masks
+from tx_explorer.analysis.seeding import generator
+from tx_explorer.attention import AttentionSteps, attention_steps
+
+MaskKind = Literal["causal", "padding", "sliding_window", "prefix_lm", "block_diagonal", "custom"]
+MASK_KINDS: tuple[str, ...] = ("causal", "padding", "sliding_window", "prefix_lm", "block_diagonal", "custom")
+GridStart = Literal["causal", "full", "diagonal", "empty"]
+GRID_STARTS: tuple[str, ...] = ("causal", "full", "diagonal", "empty")
+MAX_TOKENS = 24
+MAX_TOKEN_CHARS = 32  # longer "words" would only stretch the axis labels
+
+
+def tokens(text: str, max_tokens: int = MAX_TOKENS) -> list[str]:
+    """Whitespace-separated tokens of ``text``.
+
+    Raises:
+        ValueError: when there are none, more than ``max_tokens``, or one longer than ``MAX_TOKEN_CHARS``.
+    """
+    words = str(text).split()
+    if not words:
+        raise ValueError("the sentence is empty: type at least one word")
+    if len(words) > max_tokens:
+        raise ValueError(f"the sentence has {len(words)} tokens; at most {max_tokens} are allowed here")
+    if max(len(w) for w in words) > MAX_TOKEN_CHARS:
+        raise ValueError(f"a token is longer than {MAX_TOKEN_CHARS} characters; separate words with spaces")
+    return words
+
+
+def parse_sizes(text: str, n: int) -> list[int]:
+    """Block sizes such as ``"3, 4, 3"``; they must be positive integers summing to ``n``."""
+    cells = [c for c in re.split(r"[,;\s]+", str(text)) if c]
+    if not cells:
+        raise ValueError(f"write the document lengths, e.g. '3, 4, 3', summing to {n}")
+    try:
+        sizes = [int(c) for c in cells]
+    except ValueError:
+        raise ValueError(f"document lengths must be whole numbers, got {str(text)[:40]!r}") from None
+    if any(s < 1 for s in sizes):
+        raise ValueError("every document length must be at least 1")
+    if sum(sizes) != n:
+        raise ValueError(f"the document lengths sum to {sum(sizes)} but the sequence has {n} tokens")
+    return sizes
+
+
+def even_split(n: int, parts: int = 3) -> list[int]:
+    """``n`` tokens as ``parts`` documents of nearly equal length (fewer when n is small)."""
+    parts = max(1, min(parts, n))
+    return [n // parts + (i < n % parts) for i in range(parts)]
+
+
+def start_grid(start: GridStart, n: int) -> np.ndarray:
+    """A boolean ``[n, n]`` grid to begin drawing a custom mask from."""
+    grids = {
+        "causal": lambda: masks.causal(n).numpy(),
+        "full": lambda: masks.full(n).numpy(),
+        "diagonal": lambda: np.eye(n, dtype=bool),
+        "empty": lambda: np.zeros((n, n), dtype=bool),
+    }
+    if start not in grids:
+        raise ValueError(f"unknown starting grid {start!r}; expected one of {GRID_STARTS}")
+    return grids[start]()
+
+
+def mask_from_grid(grid: np.ndarray | Sequence[Sequence[bool]]) -> Tensor:
+    """A user-drawn ``[n, n]`` grid of ticks (True = may attend) as a mask.
+
+    Raises:
+        ValueError: when the grid is not square, contains anything but booleans/0/1, or hides every key.
+    """
+    arr = np.asarray(grid, dtype=object)
+    if arr.ndim != 2 or arr.shape[0] != arr.shape[1] or arr.size == 0:
+        raise ValueError(f"a custom mask must be a square grid, got shape {arr.shape}")
+    if not all(v in (True, False, 0, 1) for v in arr.flat):  # None (a cleared cell) or text are refused
+        raise ValueError("every cell of the custom mask must be ticked or unticked")
+    mask = torch.tensor(arr.astype(bool))
+    if not mask.any():
+        raise ValueError("the custom mask is empty: tick at least one cell (a query row and the key it may see)")
+    return mask
+
+
+def build_mask(
+    kind: MaskKind,
+    n: int,
+    *,
+    length: int | None = None,
+    window: int | None = None,
+    prefix: int | None = None,
+    sizes: Sequence[int] | None = None,
+    grid: np.ndarray | None = None,
+    causal: bool = False,
+) -> Tensor:
+    """The ``[n, n]`` mask of one kind (True = may attend), optionally AND-ed with a causal mask.
+
+    ``length`` (padding: real tokens, the rest are pads), ``window`` (sliding window), ``prefix``
+    (prefix LM), ``sizes`` (block diagonal) and ``grid`` (custom) are the parameters of their kind.
+    """
+    builders = {
+        "causal": lambda: masks.causal(n),
+        "padding": lambda: masks.padding([n if length is None else length], n)[0].expand(n, n),  # (1, n) → (n, n)
+        "sliding_window": lambda: masks.sliding_window(n, 3 if window is None else window),
+        "prefix_lm": lambda: masks.prefix_lm(n, n // 2 if prefix is None else prefix),
+        "block_diagonal": lambda: masks.block_diagonal(even_split(n) if sizes is None else sizes),
+        "custom": lambda: mask_from_grid(masks.causal(n).numpy() if grid is None else grid),
+    }
+    if kind not in builders:
+        raise ValueError(f"unknown mask kind {kind!r}; expected one of {MASK_KINDS}")
+    mask = builders[kind]()
+    if mask.shape != (n, n):
+        raise ValueError(f"the {kind} mask is {tuple(mask.shape)} but the sequence has {n} tokens")
+    return masks.combine(mask, masks.causal(n)) if causal else mask
+
+
+@dataclass(frozen=True)
+class MaskedAttention:
+    """One mask applied to seeded random scores, with the checks a reader can verify."""
+
+    mask: Tensor  # [N, N] bool
+    steps: AttentionSteps  # scores, masked (−∞ where hidden), weights, out
+    hidden: int  # number of hidden (query, key) pairs
+    max_hidden_weight: float  # largest weight on a hidden pair: exactly 0.0
+    empty_rows: list[int]  # queries that see no key: their weights and output are zero
+    max_row_error: float  # max |Σ_j A_ij − 1| over the queries that see something
+
+
+@torch.no_grad()
+def masked_attention(mask: Tensor, seed: int, dim: int = 16) -> MaskedAttention:
+    """softmax(QKᵀ/√D with −∞ where hidden) for random ``Q, K, V [N, dim]`` drawn from ``seed``."""
+    if mask.dim() != 2 or mask.shape[0] != mask.shape[1]:
+        raise ValueError(f"the mask must be [N, N], got shape {tuple(mask.shape)}")
+    n = mask.shape[0]
+    g = generator(seed)
+    q, k, v = (torch.randn(n, dim, generator=g) for _ in range(3))
+    steps = attention_steps(q, k, v, mask=mask)
+    sees = mask.any(-1)
+    row_sums = steps.weights.sum(-1)[sees]
+    return MaskedAttention(
+        mask=mask,
+        steps=steps,
+        hidden=int((~mask).sum()),
+        max_hidden_weight=steps.weights[~mask].abs().max().item() if (~mask).any() else 0.0,
+        empty_rows=torch.nonzero(~sees).flatten().tolist(),
+        max_row_error=(row_sums - 1).abs().max().item() if sees.any() else 0.0,
+    )
+
+
+def visible_keys(mask: Tensor, labels: Sequence[str]) -> list[list[str]]:
+    """For each query row, the labels of the keys it may attend to."""
+    if mask.shape != (len(labels), len(labels)):
+        raise ValueError(f"{len(labels)} labels for a mask of shape {tuple(mask.shape)}")
+    return [[labels[j] for j in torch.nonzero(row).flatten().tolist()] for row in mask]

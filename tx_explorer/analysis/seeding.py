@@ -1,0 +1,44 @@
+"""Reproducible random tensors and layers that never touch the global RNG.
+
+The app serves several sessions from one process; ``torch.manual_seed`` there would let one user's rerun
+change another's numbers. Everything here draws from a private ``torch.Generator`` instead.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+from tx_explorer.modules.attention import MultiHeadAttention
+
+
+def generator(seed: int) -> torch.Generator:
+    """A CPU generator seeded with ``seed`` (any integer ≥ 0)."""
+    if int(seed) != seed or seed < 0:
+        raise ValueError(f"the seed must be a non-negative integer, got {seed!r}")
+    return torch.Generator().manual_seed(int(seed))
+
+
+def randn(*shape: int, seed: int) -> Tensor:
+    """Standard normal ``[*shape]`` from ``seed``."""
+    return torch.randn(*shape, generator=generator(seed))
+
+
+@torch.no_grad()
+def seeded_mha(dim: int, num_heads: int, seed: int) -> MultiHeadAttention:
+    """A randomly initialised :class:`MultiHeadAttention` in eval mode, the same for the same arguments.
+
+    Weights are N(0, 1/fan_in) (Xavier-like): with unit-variance inputs the queries and keys have unit
+    variance too, so the softmax is neither flat nor saturated and the maps have visible structure.
+    Biases are zero, so nothing but the inputs distinguishes one token from another.
+    """
+    with torch.device("meta"):  # skip the default init, which would draw from the global RNG
+        mha = MultiHeadAttention(dim, num_heads)  # raises ValueError when num_heads does not divide dim
+    mha.to_empty(device="cpu")
+    g = generator(seed)
+    for layer in (mha.qkv, mha.proj):
+        layer.weight.normal_(0.0, 1.0 / math.sqrt(layer.in_features), generator=g)
+        nn.init.zeros_(layer.bias)
+    return mha.eval().requires_grad_(False)

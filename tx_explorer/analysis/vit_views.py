@@ -1,0 +1,164 @@
+"""What the Vision Transformer page shows, computed: patches, projections, per-query maps, positions, shuffles.
+
+Pure functions over an :class:`~tx_explorer.modules.vit.ImageClassifier` and arrays; the page only draws them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from tx_explorer.analysis.rollout import rollout
+from tx_explorer.analysis.vit_metrics import object_share, patch_coverage
+from tx_explorer.models import WEIGHTS_DIR
+from tx_explorer.modules.vit import ImageClassifier, PatchEmbed, patchify, shuffle_patches
+from tx_explorer.trace import Trace
+
+LECTURE_SIZE, LECTURE_PATCH, LECTURE_DIM = 224, 16, 768  # ViT-B/16 (lecture §7.1): 196 tokens of 768 values
+
+
+@dataclass(frozen=True)
+class PatchView:
+    """One patch on its way into the model."""
+
+    patches: np.ndarray  # [N, C·P·P] every flattened patch (values in [0, 1])
+    values: np.ndarray  # [C·P·P] the chosen patch, (channel, row, column) order
+    conv: np.ndarray  # [D] the Conv2d(k=s=P) output at that patch
+    linear: np.ndarray  # [D] a Linear layer with the conv's weights applied to ``values``
+    max_difference: float  # max |conv − linear|: the two are the same map
+
+
+def patch_view(pixels: np.ndarray, embed: PatchEmbed, index: int, *, normalise: ImageClassifier | None = None) -> PatchView:
+    """Patchify ``pixels [S, S, 3]`` uint8 and project patch ``index`` both ways (convolution and Linear).
+
+    With ``normalise`` the pixels are first normalised as that classifier does; otherwise scaled to [0, 1].
+    """
+    if normalise is not None:
+        x = normalise.to_tensor(pixels).cpu()
+    else:
+        x = torch.tensor(np.asarray(pixels), dtype=torch.float32).permute(2, 0, 1)[None] / 255.0  # (1, 3, S, S)
+    embed = embed.cpu()
+    patches = patchify(x, embed.patch_size)[0]  # (N, C·P·P)
+    if not 0 <= index < patches.shape[0]:
+        raise ValueError(f"patch index {index} is outside 0…{patches.shape[0] - 1}")
+    with torch.no_grad():
+        conv = embed(x)[0, index]  # (D,)
+        linear = embed.as_linear()(patches[index])
+    return PatchView(
+        patches=patches.numpy(), values=patches[index].numpy(), conv=conv.numpy(), linear=linear.numpy(),
+        max_difference=float((conv - linear).abs().max()),
+    )
+
+
+def lecture_embed(seed: int = 0) -> PatchEmbed:
+    """ViT-B/16's patch embedding shape, ``Conv2d(3, 768, 16, stride=16)``, with seeded random weights."""
+    gen = torch.Generator().manual_seed(seed)
+    embed = PatchEmbed(image_size=LECTURE_SIZE, patch_size=LECTURE_PATCH, in_chans=3, dim=LECTURE_DIM)
+    with torch.no_grad():
+        embed.proj.weight.copy_(torch.randn(embed.proj.weight.shape, generator=gen) * 0.02)
+        embed.proj.bias.zero_()
+    return embed
+
+
+def query_maps(trace: Trace, query: int | str, *, num_prefix: int, grid: int) -> np.ndarray:
+    """Each layer's and head's weights from one query over the patches: ``[L, H, grid, grid]``.
+
+    ``query`` is a token index (0 = [CLS] when there is one) or ``"mean"``: the mean over the patch queries,
+    the counterpart of mean pooling. Weights on the [CLS] key are left out and the rest re-normalised.
+    """
+    maps = trace.stack()[:, 0]  # (L, H, T, T) for the first image
+    rows = maps[..., num_prefix:, :].mean(dim=-2) if query == "mean" else maps[..., int(query), :]  # (L, H, T)
+    patches = rows[..., num_prefix:]
+    patches = patches / patches.sum(dim=-1, keepdim=True).clamp_min(1e-12)
+    return patches.reshape(*patches.shape[:2], grid, grid).numpy()
+
+
+def rollout_map(trace: Trace, query: int | str, *, num_prefix: int, grid: int, residual: float = 0.5) -> np.ndarray:
+    """Attention rollout from one query (or the mean patch query) to the patches: ``[grid, grid]``."""
+    rolled = rollout(trace.stack()[:, :1], residual=residual)[0]  # (T, T)
+    row = rolled[num_prefix:].mean(dim=0) if query == "mean" else rolled[int(query)]
+    patches = row[num_prefix:] / row[num_prefix:].sum().clamp_min(1e-12)
+    return patches.reshape(grid, grid).numpy()
+
+
+def position_similarity(pos: Tensor, grid: int) -> np.ndarray:
+    """Cosine similarity of each patch's position embedding to every other: ``[N, D]`` → ``[grid, grid, grid, grid]``.
+
+    Entry ``[r, c]`` is the map for the patch at row r, column c — the small multiples of Dosovitskiy et al. Fig. 7.
+    """
+    p = torch.nn.functional.normalize(pos.detach().float().cpu(), dim=-1)
+    sim = p @ p.T  # (N, N)
+    return sim.reshape(grid, grid, grid, grid).numpy()
+
+
+def patch_positions(classifier: ImageClassifier) -> Tensor | None:
+    """The model's position embeddings of the patches (the [CLS] row left out), ``[N, D]``; None without any."""
+    model = classifier.model
+    if model.pos_embed is None:
+        return None
+    return model.pos_embed[0, model.num_prefix :]
+
+
+@dataclass(frozen=True)
+class ShuffleResult:
+    shuffled: np.ndarray  # [S, S, 3] uint8: the jigsaw the model sees
+    perm: np.ndarray  # [N]: grid position i shows original patch perm[i]
+    probs: dict[str, np.ndarray]  # condition → [C] probabilities
+    logit_change: dict[str, float]  # "with" / "without" positions → max |logits(shuffled) − logits(original)|
+
+
+@torch.no_grad()
+def shuffle_experiment(classifier: ImageClassifier, pixels: np.ndarray, seed: int = 0) -> ShuffleResult:
+    """Classify the image and a patch-shuffled copy, each with and without position embeddings.
+
+    Without positions the encoder is permutation-equivariant and both poolings are symmetric, so the
+    shuffled image gets the same logits (up to float rounding); with positions it generally does not.
+    """
+    model, p = classifier.model, classifier.model.cfg.patch_size
+    x = classifier.to_tensor(pixels)
+    perm = torch.randperm(model.cfg.num_patches, generator=torch.Generator().manual_seed(seed))
+    x_shuffled = shuffle_patches(x, p, perm.to(x.device))
+    raw = torch.tensor(np.asarray(pixels)).permute(2, 0, 1)[None]  # (1, 3, S, S) uint8
+    shuffled = shuffle_patches(raw, p, perm)[0].permute(1, 2, 0).numpy()
+    logits = {}
+    for positions in (True, False):
+        for name, inp in (("original", x), ("shuffled", x_shuffled)):
+            logits[(name, positions)] = model(inp, use_positions=positions)[0].float().cpu()
+    probs = {
+        f"{name}, {'with' if pos else 'without'} positions": torch.softmax(v, -1).numpy() for (name, pos), v in logits.items()
+    }
+    change = {
+        ("with" if pos else "without"): float((logits[("shuffled", pos)] - logits[("original", pos)]).abs().max())
+        for pos in (True, False)
+    }
+    return ShuffleResult(shuffled=shuffled, perm=perm.numpy(), probs=probs, logit_change=change)
+
+
+def object_shares(maps: np.ndarray, mask: np.ndarray, patch_size: int) -> tuple[float, np.ndarray]:
+    """The object's area share and each patch map's attention share on it: ``maps [K, g, g]`` → ``(area, [K])``."""
+    cov = patch_coverage(np.asarray(mask)[None], patch_size)  # (1, N)
+    att = torch.as_tensor(np.asarray(maps, dtype=np.float32)).flatten(1)  # (K, N)
+    if att.shape[1] != cov.shape[1]:
+        raise ValueError(f"maps have {att.shape[1]} patches but the mask gives {cov.shape[1]}")
+    return float(cov.mean()), object_share(att, cov.expand_as(att)).numpy()
+
+
+def bundle_results(name: str) -> dict[str, Any] | None:
+    """Held-out numbers recorded by the training CLI (``results.json``), formatted for the page; None if absent."""
+    path = WEIGHTS_DIR / name / "results.json"
+    if not path.is_file():
+        return None
+    r = json.loads(path.read_text())
+    m = r["object_attention"]
+    return {
+        "accuracy": f"{r['held_out_accuracy']:.1%}", "images": m["images"], "area": f"{m['area_share']:.1%}",
+        "cls": f"{m['cls_last_layer_share']:.1%}", "cls_lift": f"{m['cls_last_layer_lift']:.2f}",
+        "head": m["cls_last_layer_best_head"] + 1, "head_share": f"{m['cls_last_layer_best_head_share']:.1%}",
+        "rollout": f"{m['rollout_share']:.1%}", "rollout_lift": f"{m['rollout_lift']:.2f}",
+        "beats": f"{m['images_where_cls_beats_area']:.0%}", "minutes": f"{r['train_minutes']:.1f}",
+    }

@@ -1,0 +1,130 @@
+"""The one image loader the app uses: bytes in, an RGB picture (or a clear ``ValueError``) out.
+
+Uploads are untrusted. The loader refuses empty, oversized, unknown and truncated files and decompression
+bombs (a small file declaring a huge canvas), and it normalises the many legal image flavours to 8-bit RGB:
+palette and 16-bit images, CMYK JPEGs, transparency (composited over white), EXIF orientation and animated
+GIF/WebP (first frame). Every conversion is reported in ``notes`` so the page can show the preprocessing.
+"""
+
+from __future__ import annotations
+
+import io
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+from PIL import Image, ImageOps, UnidentifiedImageError
+
+FORMATS = {"PNG": "PNG", "JPEG": "JPEG", "WEBP": "WebP", "BMP": "BMP", "GIF": "GIF"}
+MAX_BYTES = 20 * 1024 * 1024  # uploads beyond this are refused before decoding
+MAX_PIXELS = 25_000_000  # e.g. 5000 × 5000; a photo from a phone is ~12 MP
+EXIF_ORIENTATION = 0x0112
+
+
+@dataclass(frozen=True)
+class LoadedImage:
+    image: Image.Image  # 8-bit RGB, upright
+    format: str  # "PNG", "JPEG", …
+    original_mode: str  # PIL mode before conversion ("P", "RGBA", "I;16", "CMYK", …)
+    original_size: tuple[int, int]  # (width, height) as stored
+    notes: tuple[str, ...]  # each conversion applied, in order
+
+
+def _open(data: bytes, max_pixels: int) -> Image.Image:
+    """Parse the header (no pixel decoding yet) and refuse unknown formats and huge canvases."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", Image.DecompressionBombWarning)
+        try:
+            im = Image.open(io.BytesIO(data), formats=list(FORMATS))
+        except (Image.DecompressionBombError, Image.DecompressionBombWarning):
+            raise ValueError("the image declares an enormous canvas (a decompression bomb); refused") from None
+        except UnidentifiedImageError:
+            raise ValueError(
+                f"this is not an image in a supported format ({', '.join(FORMATS.values())})"
+            ) from None
+        except (OSError, SyntaxError, EOFError) as exc:
+            raise ValueError(f"the file is truncated or corrupt ({exc})") from None
+    w, h = im.size
+    if w < 1 or h < 1:
+        raise ValueError(f"the image has no pixels ({w}×{h})")
+    if w * h > max_pixels:
+        raise ValueError(f"the image is {w}×{h} = {w * h:,} pixels; the limit is {max_pixels:,}")
+    return im
+
+
+def _decode(im: Image.Image) -> list[str]:
+    """Decode the (first frame's) pixels; truncated or corrupt data becomes a ``ValueError``."""
+    notes = []
+    frames = getattr(im, "n_frames", 1)
+    if frames > 1:
+        im.seek(0)
+        notes.append(f"animated image: using the first of {frames} frames")
+    try:
+        im.load()
+    except (OSError, SyntaxError, EOFError, ValueError) as exc:
+        raise ValueError(f"the file is truncated or corrupt ({exc})") from None
+    return notes
+
+
+def _to_rgb(im: Image.Image) -> tuple[Image.Image, list[str]]:
+    """Any PIL mode → 8-bit RGB, scaling 16-bit data and compositing transparency over white."""
+    notes = []
+    if im.mode in ("I;16", "I;16L", "I;16B", "I;16N", "I", "F"):
+        arr = np.asarray(im, dtype=np.float64)
+        top = 65535.0 if im.mode != "F" and arr.max() > 255 else max(float(arr.max()), 1.0)
+        im = Image.fromarray(np.clip(arr / top * 255.0 + 0.5, 0, 255).astype(np.uint8), "L")
+        notes.append("high bit depth scaled to 8 bits")
+    if im.mode == "P":
+        im = im.convert("RGBA" if "transparency" in im.info else "RGB")
+        notes.append("palette colours expanded")
+    if im.mode == "CMYK":
+        im = im.convert("RGB")
+        notes.append("CMYK converted to RGB")
+    if im.mode in ("RGBA", "LA", "PA", "RGBa", "La"):
+        rgba = im.convert("RGBA")
+        im = Image.alpha_composite(Image.new("RGBA", rgba.size, (255, 255, 255, 255)), rgba).convert("RGB")
+        notes.append("transparency composited over white")
+    if im.mode != "RGB":
+        notes.append(f"{im.mode} converted to RGB")
+        im = im.convert("RGB")
+    return im, notes
+
+
+def load_image(data: bytes, *, max_pixels: int = MAX_PIXELS, max_bytes: int = MAX_BYTES) -> LoadedImage:
+    """Decode ``data`` (PNG, JPEG, WebP, BMP or GIF) into an upright 8-bit RGB image.
+
+    Raises:
+        ValueError: with a message fit for the user, for anything that is not a sound, reasonably sized image.
+    """
+    if not data:
+        raise ValueError("the file is empty (0 bytes)")
+    if len(data) > max_bytes:
+        raise ValueError(f"the file is {len(data) / 2**20:.1f} MB; the limit is {max_bytes / 2**20:.0f} MB")
+    im = _open(data, max_pixels)
+    fmt, mode, size = FORMATS[im.format], im.mode, im.size
+    notes = _decode(im)
+    orientation = im.getexif().get(EXIF_ORIENTATION, 1)
+    if orientation not in (1, None):
+        im = ImageOps.exif_transpose(im)
+        notes.append(f"rotated upright (EXIF orientation {orientation})")
+    rgb, more = _to_rgb(im)
+    return LoadedImage(image=rgb, format=fmt, original_mode=mode, original_size=size, notes=tuple(notes + more))
+
+
+def center_square(image: Image.Image, size: int) -> Image.Image:
+    """Crop the central square and resize it to ``size × size`` (bicubic; a no-op when already that size)."""
+    w, h = image.size
+    side = min(w, h)
+    left, top = (w - side) // 2, (h - side) // 2
+    square = image.crop((left, top, left + side, top + side))
+    return square if square.size == (size, size) else square.resize((size, size), Image.Resampling.BICUBIC)
+
+
+def to_image(pixels: np.ndarray) -> Image.Image:
+    """``[H, W, 3]`` uint8 → a PIL RGB image."""
+    return Image.fromarray(np.asarray(pixels, dtype=np.uint8), "RGB")
+
+
+def to_array(image: Image.Image) -> np.ndarray:
+    """``[H, W, 3]`` uint8."""
+    return np.asarray(image.convert("RGB"), dtype=np.uint8)

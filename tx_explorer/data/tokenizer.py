@@ -1,0 +1,63 @@
+"""Byte-level BPE (Sennrich et al. 2016; GPT-2's byte-level variant), trained with Hugging Face ``tokenizers``.
+
+Byte-level means the base alphabet is the 256 bytes, so any text — emoji, Chinese, HTML — encodes without
+an unknown token and decodes back exactly. Merges learned on our corpus then build frequent English
+pieces (" the", "tion", " function") up to ``vocab_size`` tokens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from functools import cache
+
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+EOT = "<|endoftext|>"  # separates documents in the training stream (id 0)
+
+
+def train_bpe(texts: Iterable[str], vocab_size: int = 2048) -> Tokenizer:
+    """Learn a byte-level BPE vocabulary of ``vocab_size`` tokens (including ``EOT``) from ``texts``."""
+    if vocab_size < 257 + 1:
+        raise ValueError(f"byte-level BPE needs vocab_size > 257 (256 bytes + {EOT}), got {vocab_size}")
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=[EOT],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(texts, trainer=trainer)
+    return tok
+
+
+@cache
+def _byte_decoder() -> dict[str, int]:
+    """Inverse of GPT-2's bytes → printable characters table (byte-level tokens are stored that way)."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    chars = printable[:]
+    extra = 0
+    for b in range(256):
+        if b not in printable:
+            printable.append(b)
+            chars.append(256 + extra)
+            extra += 1
+    return {chr(c): b for b, c in zip(printable, chars)}
+
+
+def byte_level_label(token: str) -> str:
+    """A readable label for a byte-level token: ``Ġthe`` → ``▁the``, newline → ``↵``, one byte of a multi-byte
+    character → ``\\xf0``.
+
+    Partial bytes are not written ``<0xF0>``: Plotly would read that as an HTML tag and drop it.
+    """
+    table = _byte_decoder()
+    if any(ch not in table for ch in token):
+        return token  # a special token such as <|endoftext|>
+    raw = bytes(table[ch] for ch in token)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return "".join(f"\\x{b:02x}" for b in raw)
+    return text.replace(" ", "▁").replace("\n", "↵").replace("\t", "⇥")

@@ -1,0 +1,195 @@
+"""A text model as the pages see it: our module (decoder or encoder), its tokenizer, and its context.
+
+:class:`TextModel` is the adapter every text page works through, whatever the family: the bundled
+``tiny-gpt`` (causal, byte-level BPE), GPT-2 (causal, byte-level BPE) or a BERT encoder such as MiniLM
+(WordPiece, ``[CLS]``/``[SEP]``), all running in our :class:`~tx_explorer.modules.transformer.CausalLM` /
+``Encoder``. It tokenises with truncation to the context (and says so), runs the model with an optional
+:class:`~tx_explorer.trace.Trace`, and hands out each layer's attention module with its input for the
+lenses that need value vectors (norm-weighted attention, the query/key inspector).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+from tokenizers import Tokenizer
+from torch import Tensor, nn
+
+from tx_explorer import masks, models
+from tx_explorer.config import TransformerConfig
+from tx_explorer.data.tokenizer import EOT, byte_level_label
+from tx_explorer.modules.attention import MultiHeadAttention
+from tx_explorer.modules.transformer import CausalLM, Stack
+from tx_explorer.trace import Trace
+
+RETRAIN_TINY_GPT = "python -m tx_explorer.train lm --preset tiny"
+
+
+@dataclass(frozen=True)
+class Encoded:
+    """A tokenised input: ids, display labels, which tokens are special, and whether the text was cut."""
+
+    ids: list[int]
+    tokens: list[str]  # display labels ("▁the" for byte-level " the"; WordPiece pieces as they are)
+    special: list[bool]  # [CLS], [SEP], <|endoftext|> …
+    truncated: bool  # the text was longer than the context and its end was cut
+    num_tokens: int  # tokens before truncation
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+@dataclass
+class TextModel:
+    """Model + tokenizer + context length. ``kind`` is "causal" (GPT) or "encoder" (BERT); eval mode, no grad."""
+
+    name: str
+    model: Stack
+    tokenizer: Tokenizer
+    kind: Literal["causal", "encoder"]
+    max_len: int
+    special_tokens: Sequence[str] = ()
+    byte_level: bool = False  # byte-level BPE: labels decode the byte alphabet ("Ġthe" → "▁the")
+    info: dict[str, Any] = field(default_factory=dict)  # training summary, provenance
+
+    def __post_init__(self) -> None:
+        self.model.eval().requires_grad_(False)
+        vocab = self.tokenizer.get_vocab()
+        self.special_ids = frozenset(vocab[t] for t in self.special_tokens if t in vocab)
+
+    @property
+    def config(self) -> TransformerConfig:
+        return self.model.cfg
+
+    def label(self, token: str) -> str:
+        """The display label of one token string."""
+        return byte_level_label(token) if self.byte_level and token not in self.special_tokens else token
+
+    def encode(self, text: str, limit: int | None = None) -> Encoded:
+        """Tokenise ``text``, keeping at most ``max_len`` tokens, or ``limit`` if smaller (a page's cap).
+
+        An encoder keeps its closing special token (``[SEP]``) when the text is cut.
+
+        Raises:
+            ValueError: when the text is empty or only whitespace.
+        """
+        if not text or not text.strip():
+            raise ValueError("the text is empty: type a sentence")
+        keep = self.max_len if limit is None else min(limit, self.max_len)
+        enc = self.tokenizer.encode(text)
+        ids, toks = list(enc.ids), list(enc.tokens)
+        n = len(ids)
+        if n > keep:
+            tail = 1 if ids[-1] in self.special_ids else 0
+            ids = ids[: keep - tail] + ids[n - tail :]
+            toks = toks[: keep - tail] + toks[n - tail :]
+        return Encoded(
+            ids=ids,
+            tokens=[self.label(t) for t in toks],
+            special=[i in self.special_ids for i in ids],
+            truncated=n > keep,
+            num_tokens=n,
+        )
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return self.tokenizer.decode(list(ids), skip_special_tokens=False)
+
+    def labels(self, ids: Sequence[int]) -> list[str]:
+        """Display labels for token ids (e.g. generated ones)."""
+        return [self.label(self.tokenizer.id_to_token(i) or "") for i in ids]
+
+    def _batch(self, ids: Sequence[int]) -> Tensor:
+        return torch.tensor([list(ids)], dtype=torch.long, device=next(self.model.parameters()).device)
+
+    @torch.no_grad()
+    def run(self, ids: Sequence[int], trace: Trace | None = None) -> Tensor:
+        """One sequence through the model: logits ``[1, N, V]`` (causal) or hidden states ``[1, N, D]`` (encoder).
+
+        Raises:
+            ValueError: when ``ids`` are longer than the context.
+        """
+        return self.model(self._batch(ids), trace=trace)
+
+    def attention(self, enc: Encoded) -> tuple[Tensor, Trace]:
+        """``(output, trace)`` with the encoded tokens attached to every record as labels."""
+        trace = Trace()
+        out = self.run(enc.ids, trace=trace)
+        trace.label(enc.tokens)
+        return out, trace
+
+    def mask(self, n: int) -> Tensor | None:
+        """The attention mask the model applies to ``n`` tokens: causal, or none for an encoder."""
+        return masks.causal(n) if self.kind == "causal" else None
+
+    def attention_module(self, layer: int) -> MultiHeadAttention:
+        return self.model.blocks[layer].attn
+
+    @torch.no_grad()
+    def attention_inputs(self, ids: Sequence[int]) -> list[Tensor]:
+        """The tensor each layer's self-attention receives, ``[1, N, D]`` per layer.
+
+        Pre-norm blocks feed ``norm1(x)``, post-norm blocks feed ``x`` itself (see ``TransformerBlock``).
+        """
+        x = self.model.embed(self._batch(ids))
+        mask = self.mask(len(ids))
+        mask = None if mask is None else mask.to(x.device)
+        inputs = []
+        for block in self.model.blocks:
+            inputs.append(block.norm1(x) if block.norm_position == "pre" else x)
+            x = block(x, mask)
+        return inputs
+
+
+def unique_state(model: nn.Module) -> dict[str, Tensor]:
+    """The state dict without aliases: a tied LM head shares the embedding, and safetensors stores it once."""
+    seen: set[int] = set()
+    out = {}
+    for name, t in model.state_dict().items():
+        if t.data_ptr() not in seen:
+            seen.add(t.data_ptr())
+            out[name] = t
+    return out
+
+
+def load_state(model: nn.Module, state: dict[str, Tensor]) -> None:
+    """Load ``state`` strictly, except for weights tied to one that was loaded (the LM head)."""
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    tied = {"head.weight"} if getattr(getattr(model, "cfg", None), "tie_embeddings", False) else set()
+    if unexpected or set(missing) - tied:
+        absent = sorted(set(missing) - tied)
+        raise ValueError(f"weights do not fit the model: missing {absent}, unexpected {unexpected}")
+
+
+def load_tiny_gpt(folder: Path) -> TextModel:
+    """Registry loader for ``tiny-gpt``: verified safetensors weights, config.json, tokenizer.json, training.json."""
+    folder = Path(folder)
+    state, config = models.read_bundle(folder, RETRAIN_TINY_GPT)
+    cfg = TransformerConfig.from_dict(config)
+    model = CausalLM(cfg)
+    load_state(model, state)
+    return TextModel(
+        name=folder.name,
+        model=model,
+        tokenizer=Tokenizer.from_file(str(folder / "tokenizer.json")),
+        kind="causal",
+        max_len=cfg.max_len,
+        special_tokens=(EOT,),
+        byte_level=True,
+        info=json.loads((folder / "training.json").read_text()),
+    )
+
+
+
+# Registered models that are TextModels, in the order pickers list them (GPT-2 is registered only when cached).
+TEXT_MODELS: dict[str, Literal["causal", "encoder"]] = {"tiny-gpt": "causal", "gpt2": "causal", "minilm-l6": "encoder"}
+
+
+def available_text_models(kind: Literal["causal", "encoder"] | None = None) -> list[str]:
+    """The text models whose files are on this machine (``kind``: only decoders or only encoders)."""
+    present = set(models.available_models())
+    return [n for n, k in TEXT_MODELS.items() if n in present and (kind is None or k == kind)]

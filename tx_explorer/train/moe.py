@@ -1,0 +1,180 @@
+"""Train the Mixture-of-Experts LM and its dense counterpart: ``python -m tx_explorer.train moe``.
+
+Lecture §8.4 claims a MoE grows parameters about E-fold while compute grows with k. This command trains
+``tiny-moe`` (the tiny LM's attention and embeddings; every MLP replaced by E = 8 experts of hidden 2D, top-2)
+and a dense LM with the same *active* parameters (one MLP of hidden 4D = the two chosen experts together),
+on the same corpus, tokenizer, batches, schedule and initialisation seed, in lock-step (one step each in
+turn, so a cut-short run still compares like with like).
+
+Data, tokenizer, AdamW recipe, warm-up/cosine schedule and evaluation are the language model's
+(:mod:`tx_explorer.train.lm`); the tokenizer is ``tiny-gpt``'s when that bundle exists. The MoE's loss adds
+α·balance + β·z (Switch / ST-MoE coefficients 1e-2 and 1e-3); training routes with capacity factor 1.25 and
+counts drops, evaluation is dropless. Every step records the loss, the cumulative training FLOPs
+(3 × forward matmul FLOPs per token × tokens, :func:`tx_explorer.analysis.routing.moe_flops_per_token`) and
+wall-clock seconds; validation loss every ``--eval-every`` steps.
+
+The bundle ``tx_explorer/weights/tiny-moe/`` receives ``model.safetensors`` (the MoE), ``config.json``,
+``tokenizer.json``, ``curves.json`` (both models' curves against steps, tokens, FLOPs and seconds),
+``heldout.json`` (validation token windows for the page's routing statistics), ``training.json`` and
+``manifest.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+import time
+from pathlib import Path
+
+import torch
+from tokenizers import Tokenizer
+from tqdm import tqdm
+
+from tx_explorer.analysis.routing import dense_flops_per_token, moe_flops_per_token, moe_params
+from tx_explorer.config import PRESETS
+from tx_explorer.data import corpus
+from tx_explorer.data.tokenizer import train_bpe
+from tx_explorer.models import WEIGHTS_DIR, save_bundle, verify
+from tx_explorer.modules.moe_lm import MoECausalLM, MoEConfig
+from tx_explorer.modules.transformer import CausalLM
+from tx_explorer.moe_bundle import RETRAIN
+from tx_explorer.textmodel import unique_state
+from tx_explorer.train.lm import encode_stream, evaluate, lr_at, make_optimizer, windows
+from tx_explorer.train.variants import sample_batch
+
+log = logging.getLogger("tx_explorer.train.moe")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m tx_explorer.train moe", description=__doc__.splitlines()[0])
+    p.add_argument("--experts", type=int, default=8, help="E experts per block")
+    p.add_argument("--top-k", type=int, default=2, help="k experts per token")
+    p.add_argument("--expert-ratio", type=float, default=2.0, help="expert hidden = ratio·D (dense MLP: k·ratio·D)")
+    p.add_argument("--capacity-factor", type=float, default=1.25, help="training capacity factor")
+    p.add_argument("--steps", type=int, default=200, help="optimiser steps (each model)")
+    p.add_argument("--batch-size", type=int, default=8, help="sequences per step")
+    p.add_argument("--seq-len", type=int, default=128, help="context (the model's max_len)")
+    p.add_argument("--lr", type=float, default=3e-3, help="peak learning rate")
+    p.add_argument("--warmup", type=int, default=20, help="linear warm-up steps")
+    p.add_argument("--weight-decay", type=float, default=0.1)
+    p.add_argument("--eval-every", type=int, default=20, help="validation interval")
+    p.add_argument("--eval-windows", type=int, default=16, help="validation windows during training")
+    p.add_argument("--final-windows", type=int, default=128, help="validation windows for the final losses")
+    p.add_argument("--heldout-windows", type=int, default=16, help="validation windows shipped for the routing statistics")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
+    p.add_argument("--tokenizer", type=Path, default=WEIGHTS_DIR / "tiny-gpt" / "tokenizer.json",
+                   help="reuse this tokenizer when it exists (else train one on the corpus, as the LM trainer does)")
+    p.add_argument("--out", type=Path, default=WEIGHTS_DIR / "tiny-moe", help="bundle folder")
+    return p.parse_args(argv)
+
+
+def build(cfg: MoEConfig, dense: bool, seed: int) -> CausalLM:
+    """The MoE LM or its dense counterpart, freshly initialised from ``seed``."""
+    torch.manual_seed(seed)
+    return CausalLM(cfg.dense_counterpart()) if dense else MoECausalLM(cfg)
+
+
+def main(argv: list[str] | None = None) -> None:
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    args = parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    t0 = time.time()
+    docs = corpus.documents()
+    parts = corpus.split(docs)
+    if args.tokenizer.is_file():
+        verify(args.tokenizer.parent, "python -m tx_explorer.train lm --preset tiny")
+        tok = Tokenizer.from_file(str(args.tokenizer))
+    else:
+        tok = train_bpe(parts.train, vocab_size=PRESETS["tiny"].vocab_size)
+    train_ids, val_ids = encode_stream(tok, parts.train), encode_stream(tok, parts.val)
+    val_pairs = windows(val_ids, args.seq_len)
+    log.info("corpus: %d / %d train / val tokens", len(train_ids), len(val_ids))
+
+    base = PRESETS["tiny"].replace(vocab_size=tok.get_vocab_size(), max_len=args.seq_len)
+    cfg = MoEConfig(transformer=base, num_experts=args.experts, top_k=args.top_k, expert_ratio=args.expert_ratio,
+                    capacity_factor=args.capacity_factor)  # fmt: skip
+    flops = {  # training FLOPs per token: forward + backward ≈ 3 × forward
+        "moe": 3 * moe_flops_per_token(cfg, args.seq_len)["total"],
+        "dense": 3 * dense_flops_per_token(cfg.dense_counterpart(), args.seq_len)["total"],
+    }
+    models = {"moe": build(cfg, False, args.seed), "dense": build(cfg, True, args.seed)}
+    opts = {name: make_optimizer(m, args) for name, m in models.items()}
+    gens = {name: torch.Generator().manual_seed(args.seed) for name in models}  # identical batches
+    curves = {name: {"step": [], "tokens": [], "flops": [], "seconds": [], "train_loss": [], "val_step": [], "val_loss": []}
+              for name in models}  # fmt: skip
+    curves["moe"].update(balance_loss=[], z_loss=[], drop_rate=[])
+    seconds = dict.fromkeys(models, 0.0)
+    tokens_per_step = args.batch_size * args.seq_len
+    bar = tqdm(range(args.steps), desc="moe+dense", unit="step")
+    for step in bar:
+        for name, model in models.items():
+            start = time.time()
+            model.train()
+            for g in opts[name].param_groups:
+                g["lr"] = lr_at(step, args)
+            x, y = sample_batch(train_ids, args.seq_len, args.batch_size, gens[name])
+            if name == "moe":
+                loss, logged = model.training_loss(x, y)
+            else:
+                loss = model.loss(model(x), y)
+                logged = {"ce": loss.item()}
+            opts[name].zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opts[name].step()
+            seconds[name] += time.time() - start
+            c, done = curves[name], step + 1
+            c["step"].append(done)
+            c["tokens"].append(done * tokens_per_step)
+            c["flops"].append(done * tokens_per_step * flops[name])
+            c["seconds"].append(round(seconds[name], 2))
+            c["train_loss"].append(round(logged["ce"], 4))
+            for key in ("balance_loss", "z_loss", "drop_rate"):
+                if key in logged:
+                    c[key].append(round(logged[key], 4))
+            if done % args.eval_every == 0 or done == args.steps:
+                c["val_step"].append(done)
+                c["val_loss"].append(round(evaluate(model, val_pairs[: args.eval_windows]), 4))
+        bar.set_postfix(moe=f"{curves['moe']['train_loss'][-1]:.3f}", dense=f"{curves['dense']['train_loss'][-1]:.3f}")
+
+    final = {name: evaluate(m, val_pairs[: args.final_windows]) for name, m in models.items()}
+    log.info("final validation loss: MoE %.3f, dense %.3f nats", final["moe"], final["dense"])
+    heldout = [x.tolist() for x, y in val_pairs[: args.heldout_windows] if len(x) == args.seq_len]
+    summary = {
+        "config": cfg.to_dict(),
+        "dense_config": cfg.dense_counterpart().to_dict(),
+        "parameters": {"moe": moe_params(cfg), "dense": sum(p.numel() for p in unique_state(models["dense"]).values())},
+        "train_flops_per_token": flops,
+        "final_val_loss": final,
+        "validation_tokens_final": min(len(val_pairs), args.final_windows) * args.seq_len,
+        "steps": args.steps,
+        "batch_size": args.batch_size,
+        "seq_len": args.seq_len,
+        "lr": args.lr,
+        "seed": args.seed,
+        "tokens_seen": args.steps * tokens_per_step,
+        "train_tokens": len(train_ids),
+        "seconds": {k: round(v, 1) for k, v in seconds.items()},
+        "minutes": round((time.time() - t0) / 60, 2),
+        "threads": torch.get_num_threads(),
+        "corpus": corpus.describe(docs),
+        "command": " ".join([RETRAIN, *(argv or [])]),
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    for old in args.out.iterdir():  # the folder is ours alone: drop files of an earlier layout
+        if old.is_file():
+            old.unlink()
+    tok.save(str(args.out / "tokenizer.json"))
+    save_bundle(
+        args.out,
+        unique_state(models["moe"]),
+        {**cfg.to_dict(), "architecture": "MoECausalLM"},
+        curves=curves,
+        heldout={"seq_len": args.seq_len, "group_size": tokens_per_step, "windows": heldout},
+        training=summary,
+    )
+    log.info("bundle written to %s in %.1f min (perplexity MoE %.1f, dense %.1f)", args.out, summary["minutes"],
+             math.exp(final["moe"]), math.exp(final["dense"]))  # fmt: skip

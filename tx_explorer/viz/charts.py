@@ -1,0 +1,81 @@
+"""Signed matrices, measured curves and grouped bars (pure: arrays and labels in, figures out)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from tx_explorer.viz import style
+from tx_explorer.viz.heatmap import heatmap
+
+
+def signed_heatmap(
+    values: np.ndarray,
+    row_labels: Sequence[str] | None = None,
+    col_labels: Sequence[str] | None = None,
+    *,
+    title: str = "",
+    x_title: str = style.KEY_AXIS,
+    y_title: str = style.QUERY_AXIS,
+    height: int | None = None,
+) -> go.Figure:
+    """A heatmap of signed values (Q, K, V, scores, outputs) on the diverging scale, symmetric around 0.
+
+    Non-finite entries (−∞ where a mask hides a key) are gaps labelled "−∞".
+    """
+    z = np.asarray(values, dtype=np.float64)
+    finite = z[np.isfinite(z)]
+    limit = float(np.abs(finite).max()) if finite.size and np.abs(finite).max() > 0 else 1.0
+    return heatmap(
+        z, row_labels, col_labels, title=title, x_title=x_title, y_title=y_title,
+        colorscale=style.DIVERGING, zmin=-limit, zmax=limit, zmid=0.0, height=height,
+    )
+
+
+def lines(
+    x: Sequence[float],
+    series: Mapping[str, Sequence[float]],
+    *,
+    title: str = "",
+    x_title: str = "",
+    y_title: str = "",
+    log_x: bool = False,
+    references: Mapping[str, float] | None = None,
+    height: int = 360,
+) -> go.Figure:
+    """Measured curves sharing one x axis, with optional horizontal reference lines (e.g. log N, 1/N)."""
+    fig = go.Figure()
+    for name, y in series.items():
+        fig.add_trace(go.Scatter(x=list(x), y=list(np.asarray(y, dtype=float)), mode="lines+markers", name=name))
+    for name, level in (references or {}).items():
+        fig.add_hline(y=level, line_dash="dot", line_color="grey", annotation_text=name, annotation_position="top left")
+    fig.update_xaxes(title=x_title, type="log" if log_x else "linear")
+    fig.update_yaxes(title=y_title)
+    fig.update_layout(
+        title=title, height=height, margin=dict(l=10, r=10, t=40 if title else 10, b=10), font=style.FONT,
+        legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0),
+    )
+    return fig
+
+
+def bars(
+    categories: Sequence[str],
+    series: Mapping[str, Sequence[float]],
+    *,
+    title: str = "",
+    x_title: str = "",
+    y_title: str = "",
+    height: int = 360,
+) -> go.Figure:
+    """Grouped bars: one group per category (numeric axis, so repeated labels stay separate)."""
+    idx = list(range(len(categories)))
+    fig = go.Figure([go.Bar(x=idx, y=list(np.asarray(v, dtype=float)), name=name) for name, v in series.items()])
+    fig.update_xaxes(title=x_title, tickmode="array", tickvals=idx, ticktext=[str(c) for c in categories])
+    fig.update_yaxes(title=y_title)
+    fig.update_layout(
+        title=title, barmode="group", height=height, margin=dict(l=10, r=10, t=40 if title else 10, b=10),
+        font=style.FONT, legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0),
+    )
+    return fig

@@ -1,0 +1,206 @@
+"""Figures for the cost of attention: FLOPs of the four matmuls, memory and time against N, the tile grid.
+
+Every visible word is a keyword argument (English defaults), so pages pass their translations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from tx_explorer.viz import style
+from tx_explorer.viz.heatmap import heatmap
+
+# One colour per implementation on every chart of the page.
+METHOD_COLORS = {"naive": "#d62728", "flash": "#1f77b4", "sdpa": "#2ca02c"}
+_EXTRA = ["#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]
+MATMUL_COLORS = ["#9ecae1", "#fd8d3c", "#e6550d", "#3182bd"]  # projections blue, N² products orange
+TILE_COLORS = ["#f0f0f0", "#fdae6b", "#3182bd", "#31a354"]  # skipped, partly masked, computed, …
+Series = Mapping[str, tuple[np.ndarray, np.ndarray]]  # name -> (N values, y values)
+
+
+def _color(name: str, i: int) -> str:
+    return METHOD_COLORS.get(name, _EXTRA[i % len(_EXTRA)])
+
+
+def flops_bars(
+    ns: Sequence[int],
+    flops: Mapping[str, np.ndarray],
+    crossover: float,
+    *,
+    title: str = "",
+    crossover_label: str = "N = 2D",
+    x_title: str = "N (tokens)",
+    y_title: str = "share of FLOPs (%)",
+) -> go.Figure:
+    """Stacked bars of each product's share of the FLOPs for every N (hover: absolute counts), with a dashed
+    line where the N² products overtake the projections (placed between the bars on a log scale of N).
+
+    Args:
+        flops: product name -> FLOPs ``[len(ns)]``, in stacking order.
+    """
+    ns = [int(n) for n in ns]
+    labels = [f"{n:,}" for n in ns]
+    total = np.sum([np.asarray(v, dtype=np.float64) for v in flops.values()], axis=0)
+    fig = go.Figure()
+    for i, (name, values) in enumerate(flops.items()):
+        values = np.asarray(values, dtype=np.float64)
+        fig.add_bar(
+            x=labels,
+            y=values,
+            name=name,
+            marker_color=MATMUL_COLORS[i % len(MATMUL_COLORS)],
+            customdata=np.stack([values, 100 * values / total], axis=-1),
+            hovertemplate="N=%{x}<br>" + name + ": %{customdata[0]:.3s} FLOPs (%{customdata[1]:.1f}%)<extra></extra>",
+        )
+    fig.update_layout(
+        barmode="stack", barnorm="percent", title=title, font=style.FONT, height=380,
+        margin=dict(l=70, r=10, t=60 if title else 30, b=10), legend=dict(orientation="h", y=-0.25),
+    )
+    fig.update_xaxes(title=x_title, type="category")
+    fig.update_yaxes(title=y_title)
+    logs = np.log2(ns)
+    if len(ns) > 1 and logs[0] <= np.log2(crossover) <= logs[-1]:
+        x = float(np.interp(np.log2(crossover), logs, np.arange(len(ns))))
+        fig.add_shape(type="line", x0=x, x1=x, y0=0, y1=1, xref="x", yref="paper", line=dict(dash="dash", color="black"))
+        fig.add_annotation(x=x, y=1.0, xref="x", yref="paper", text=crossover_label, showarrow=False, yanchor="bottom")
+    return fig
+
+
+def _log_axes(fig: go.Figure, x_title: str, y_title: str, title: str) -> None:
+    fig.update_xaxes(type="log", title=x_title)
+    fig.update_yaxes(type="log", title=y_title)
+    fig.update_layout(
+        title=title, font=style.FONT, height=440, margin=dict(l=80, r=10, t=40, b=10),
+        legend=dict(orientation="h", y=-0.2),
+    )
+
+
+def memory_curves(
+    analytic: Series,
+    measured: Series | None = None,
+    *,
+    device_bytes: float | None = None,
+    device_label: str = "device memory",
+    extrapolated: Mapping[str, tuple[float, float]] | None = None,
+    title: str = "",
+    analytic_label: str = "analytic",
+    measured_label: str = "measured",
+    x_title: str = "N (tokens)",
+    y_title: str = "peak bytes",
+) -> go.Figure:
+    """Peak bytes against N on log–log axes.
+
+    Args:
+        analytic: name -> (N values, bytes), drawn as dashed lines.
+        measured: name -> (N values, bytes), drawn as markers in the same colours.
+        device_bytes: the device's memory, drawn as a horizontal line.
+        extrapolated: label -> (N, bytes), single far-away points (e.g. the lecture's N = 100 000, H = 64).
+    """
+    fig = go.Figure()
+    names = list(dict.fromkeys([*analytic, *(measured or {})]))
+    for name, (ns, values) in analytic.items():
+        fig.add_scatter(
+            x=ns, y=values, mode="lines", name=f"{name} ({analytic_label})",
+            line=dict(dash="dash", color=_color(name, names.index(name))),
+            hovertemplate=f"N=%{{x:,}}<br>%{{y:.3s}}B<extra>{name} ({analytic_label})</extra>",
+        )
+    for name, (ns, values) in (measured or {}).items():
+        fig.add_scatter(
+            x=ns, y=values, mode="markers", name=f"{name} ({measured_label})",
+            marker=dict(size=9, color=_color(name, names.index(name))),
+            hovertemplate=f"N=%{{x:,}}<br>%{{y:.3s}}B<extra>{name} ({measured_label})</extra>",
+        )
+    for i, (label, (n, value)) in enumerate((extrapolated or {}).items()):
+        fig.add_scatter(
+            x=[n], y=[value], mode="markers+text", name=label, text=[label], textposition="middle left",
+            marker=dict(symbol="star", size=14, color=_EXTRA[i % len(_EXTRA)]),
+            hovertemplate=f"N=%{{x:,}}<br>%{{y:.3s}}B<extra>{label}</extra>",
+        )
+    if device_bytes:
+        fig.add_hline(y=device_bytes, line=dict(color="black", width=1))
+        # Placed by hand: on log axes annotations take log10 coordinates (add_hline's own label lands off-chart).
+        fig.add_annotation(x=0.01, xref="paper", y=np.log10(device_bytes), yref="y", text=device_label,
+                           showarrow=False, xanchor="left", yanchor="bottom")
+    _log_axes(fig, x_title, y_title, title)
+    fig.update_yaxes(exponentformat="SI", ticksuffix="B")  # 10GB, not 10B (plotly's default "billion")
+    return fig
+
+
+def time_curves(
+    measured: Series,
+    *,
+    guide: str | None = "flash",
+    title: str = "",
+    x_title: str = "N (tokens)",
+    y_title: str = "seconds (median)",
+) -> go.Figure:
+    """Median seconds against N on log–log axes, with a dotted ∝ N² guide through the last point of ``guide``."""
+    fig = go.Figure()
+    for i, (name, (ns, secs)) in enumerate(measured.items()):
+        fig.add_scatter(
+            x=ns, y=secs, mode="lines+markers", name=name, marker=dict(size=8), line=dict(color=_color(name, i)),
+            hovertemplate=f"N=%{{x:,}}<br>%{{y:.3g}} s<extra>{name}</extra>",
+        )
+    if guide in measured and len(measured[guide][0]):
+        ns = np.asarray(measured[guide][0], dtype=np.float64)
+        n_last, t_last = ns[-1], float(np.asarray(measured[guide][1])[-1])
+        fig.add_scatter(x=ns, y=t_last * (ns / n_last) ** 2, mode="lines", name="∝ N²",
+                        line=dict(dash="dot", color="gray"), hoverinfo="skip")
+    _log_axes(fig, x_title, y_title, title)
+    return fig
+
+
+def tile_grid(
+    status: np.ndarray,
+    names: Sequence[str],
+    *,
+    block_q: int,
+    block_k: int,
+    title: str = "",
+    x_title: str = "key tile j",
+    y_title: str = "query tile i",
+) -> go.Figure:
+    """The (query tile, key tile) grid coloured by status.
+
+    Args:
+        status: ``[Tr, Tc]`` integer codes 0, 1, 2, …; ``names[c]`` names code ``c`` (e.g. skipped/partial/full).
+    """
+    status = np.asarray(status)
+    k = len(names)
+    scale = [[pos, TILE_COLORS[c]] for c in range(k) for pos in (c / k, (c + 1) / k)]
+    tr, tc = status.shape
+    first = np.stack(np.meshgrid(np.arange(tc) * block_k, np.arange(tr) * block_q), axis=-1)  # first key, first row
+    fig = go.Figure(go.Heatmap(
+        z=status, zmin=-0.5, zmax=k - 0.5, colorscale=scale, showscale=False, xgap=3, ygap=3,
+        text=np.array(names, dtype=object)[status], texttemplate="%{text}" if max(tr, tc) <= 8 else None,
+        textfont=dict(size=11), customdata=first,
+        hovertemplate="i=%{y} (rows %{customdata[1]}…)<br>j=%{x} (keys %{customdata[0]}…)<br>%{text}<extra></extra>",
+    ))
+    axis = dict(tickmode="array", showgrid=False, zeroline=False, constrain="domain")
+    fig.update_xaxes(title=x_title, tickvals=list(range(tc)), side="top", **axis)
+    fig.update_yaxes(title=y_title, tickvals=list(range(tr)), autorange="reversed", scaleanchor="x", **axis)
+    fig.update_layout(title=dict(text=title, y=0.98, yanchor="top"), height=min(640, max(300, 60 * tr + 160)),
+                      font=style.FONT, margin=dict(l=70, r=10, t=100, b=10), plot_bgcolor="white")
+    return fig
+
+
+def running_stat_map(
+    values: np.ndarray,
+    row_labels: Sequence[str],
+    col_labels: Sequence[str],
+    *,
+    title: str = "",
+    x_title: str = "key tiles consumed",
+    y_title: str = style.QUERY_AXIS,
+    colorscale: str = style.SEQUENTIAL,
+    zmid: float | None = None,
+) -> go.Figure:
+    """A row statistic (running max or sum) ``[Nq, Tc]`` after each key tile; NaN (skipped tile) is a gap."""
+    values = np.asarray(values, dtype=np.float64)
+    fig = heatmap(values, row_labels, col_labels, title=title, x_title=x_title, y_title=y_title,
+                  colorscale=colorscale, zmin=None, zmax=None, zmid=zmid, height=100 + 26 * values.shape[0])
+    # Room for the row labels in a narrow column, and no zero line across the gaps of skipped tiles.
+    return fig.update_yaxes(automargin=True, zeroline=False).update_xaxes(automargin=True, zeroline=False)

@@ -1,0 +1,194 @@
+"""Figures for the Vision Transformer page: images with patch grids, attention overlays, position maps, predictions.
+
+Pure builders: arrays and labels in, ``go.Figure`` out. Images use pixel coordinates (pixel centres at integers),
+so patch (r, c) of size P spans x ∈ [c·P − ½, (c+1)·P − ½] and a ``[g, g]`` map overlays with
+``x0 = (P−1)/2, dx = P``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from tx_explorer.viz import charts, style
+from tx_explorer.viz.heatmap import mosaic
+
+GRID_LINE = dict(color="rgba(255,255,255,0.75)", width=1)
+HIGHLIGHT = dict(color="#ff2d55", width=3)
+
+
+def _grid_lines(size: int, patch: int) -> go.Scatter:
+    """All patch boundaries as one line trace (segments separated by None)."""
+    xs: list[float | None] = []
+    ys: list[float | None] = []
+    for k in range(1, size // patch):
+        edge = k * patch - 0.5
+        xs += [edge, edge, None, -0.5, size - 0.5, None]
+        ys += [-0.5, size - 0.5, None, edge, edge, None]
+    return go.Scatter(x=xs, y=ys, mode="lines", line=GRID_LINE, hoverinfo="skip", showlegend=False)
+
+
+def _highlight(fig: go.Figure, patch: int, grid: int, index: int, **where: int) -> None:
+    r, c = divmod(index, grid)
+    fig.add_shape(
+        type="rect", x0=c * patch - 0.5, x1=(c + 1) * patch - 0.5, y0=r * patch - 0.5, y1=(r + 1) * patch - 0.5,
+        line=HIGHLIGHT, **where,
+    )
+
+
+AXES_OFF = dict(showticklabels=False, ticks="", showgrid=False, zeroline=False)
+CHART_MARGIN = dict(l=60, r=10, b=40)  # room for tick labels and axis titles
+
+
+def _frame(fig: go.Figure, title: str, height: int) -> go.Figure:
+    fig.update_xaxes(**AXES_OFF)
+    fig.update_yaxes(**AXES_OFF, scaleanchor="x")
+    fig.update_layout(title=title, height=height, margin=dict(l=5, r=5, t=40 if title else 5, b=5), font=style.FONT)
+    return fig
+
+
+def image_with_grid(
+    pixels: np.ndarray, patch: int, *, highlight: int | None = None, title: str = "", height: int = 360
+) -> go.Figure:
+    """An ``[S, S, 3]`` uint8 image with its patch grid drawn and one patch (row-major index) outlined."""
+    size = pixels.shape[0]
+    fig = go.Figure([go.Image(z=pixels, hovertemplate="x %{x}, y %{y}<extra></extra>"), _grid_lines(size, patch)])
+    if highlight is not None:
+        _highlight(fig, patch, size // patch, highlight)
+    return _frame(fig, title, height)
+
+
+def _overlay_traces(pixels: np.ndarray, attn: np.ndarray, zmax: float, opacity: float, show_scale: bool) -> list:
+    patch = pixels.shape[0] // attn.shape[0]
+    return [
+        go.Image(z=pixels, hoverinfo="skip"),
+        go.Heatmap(
+            z=attn, x0=(patch - 1) / 2, dx=patch, y0=(patch - 1) / 2, dy=patch, zmin=0.0, zmax=zmax,
+            colorscale=style.WEIGHTS, opacity=opacity, showscale=show_scale,
+            hovertemplate="patch row %{y}, col %{x}<br>weight %{z:.4f}<extra></extra>",
+        ),
+    ]
+
+
+def attention_overlays(
+    pixels: np.ndarray,
+    maps: np.ndarray,
+    names: Sequence[str],
+    *,
+    title: str = "",
+    opacity: float = 0.6,
+    highlight: int | None = None,
+    columns: int = 5,
+    height_per_row: int = 230,
+) -> go.Figure:
+    """Small multiples: each ``[g, g]`` map of ``maps [K, g, g]`` over the image, on one shared colour scale.
+
+    ``highlight`` outlines the query patch (row-major index) in every panel.
+    """
+    maps = np.asarray(maps, dtype=np.float64)
+    if maps.ndim != 3 or len(names) != maps.shape[0]:
+        raise ValueError(f"need maps [K, g, g] with K names, got shape {maps.shape} and {len(names)} names")
+    k, grid = maps.shape[0], maps.shape[1]
+    cols = min(columns, k)
+    rows = -(-k // cols)
+    fig = make_subplots(rows, cols, subplot_titles=list(names), horizontal_spacing=0.02, vertical_spacing=0.08)
+    zmax = float(maps.max()) or 1.0
+    for i in range(k):
+        for trace in _overlay_traces(pixels, maps[i], zmax, opacity, show_scale=i == 0):
+            fig.add_trace(trace, row=i // cols + 1, col=i % cols + 1)
+        if highlight is not None:
+            _highlight(fig, pixels.shape[0] // grid, grid, highlight, row=i // cols + 1, col=i % cols + 1)
+    fig.update_xaxes(**AXES_OFF)
+    fig.update_yaxes(**AXES_OFF, autorange="reversed")
+    for i in range(k):  # square panels: each y axis follows its own x axis
+        fig.update_yaxes(scaleanchor=f"x{i + 1 if i else ''}", row=i // cols + 1, col=i % cols + 1)
+    fig.update_layout(title=title, height=height_per_row * rows + 60, margin=dict(l=5, r=5, t=70, b=5), font=style.FONT)
+    return fig
+
+
+def patch_values(values: np.ndarray, channels: int = 3, *, title: str = "", height: int = 260) -> go.Figure:
+    """One flattened patch (``C·P·P`` values, channel-major) as a line per colour channel."""
+    values = np.asarray(values, dtype=np.float64)
+    per = values.size // channels
+    names, colours = ("R", "G", "B"), ("#d62728", "#2ca02c", "#1f77b4")
+    fig = go.Figure([
+        go.Scatter(
+            x=np.arange(c * per, (c + 1) * per), y=values[c * per : (c + 1) * per], mode="lines",
+            name=names[c] if c < 3 else f"ch{c}", line=dict(color=colours[c % 3], width=1),
+        )
+        for c in range(channels)
+    ])
+    fig.update_xaxes(title=f"index in the flattened patch (0 … {values.size - 1})")
+    fig.update_yaxes(title="value")
+    fig.update_layout(title=title, height=height, margin=dict(CHART_MARGIN, t=40 if title else 10), font=style.FONT)
+    return fig
+
+
+def vector_bars(vec: np.ndarray, *, title: str = "", x_title: str = "dimension", height: int = 260) -> go.Figure:
+    """A D-dimensional vector (e.g. a patch's projection) as bars."""
+    vec = np.asarray(vec, dtype=np.float64)
+    fig = go.Figure(go.Bar(x=np.arange(vec.size), y=vec, marker_color=np.where(vec >= 0, "#1f77b4", "#d62728")))
+    fig.update_xaxes(title=x_title)
+    fig.update_layout(title=title, height=height, margin=dict(CHART_MARGIN, t=40 if title else 10), font=style.FONT)
+    return fig
+
+
+def similarity_maps(sim: np.ndarray, *, title: str = "", height: int = 520) -> go.Figure:
+    """Position-embedding similarity small multiples: ``sim [g, g, g, g]``, tile (r, c) = that patch's map.
+
+    The colour range runs from the smallest similarity to 1, so that a table whose rows are all alike
+    (e.g. low-frequency sin-cos on a small grid) still shows its structure.
+    """
+    g = sim.shape[0]
+    fig = mosaic(sim, row_names=[str(r) for r in range(g)], col_names=[str(c) for c in range(g)], title=title, height=height)
+    fig.update_traces(zmin=float(np.min(sim)), zmax=1.0, colorscale=style.WEIGHTS, colorbar=dict(title="cos"))
+    fig.update_xaxes(title="patch column")
+    fig.update_yaxes(title="patch row")
+    fig.update_layout(margin=dict(l=50, r=10, t=90, b=10))
+    return fig
+
+
+def layer_head_maps(maps: np.ndarray, row_names: Sequence[str], col_names: Sequence[str], *, title: str = "") -> go.Figure:
+    """All ``[L, H, g, g]`` maps (one query) tiled as layers × heads, on a colour range up to their maximum."""
+    fig = mosaic(maps, row_names=row_names, col_names=col_names, title=title, zmax=float(np.max(maps)) or 1.0)
+    fig.update_layout(margin=dict(l=70, r=10, t=80, b=10))
+    return fig
+
+
+def condition_bars(categories: Sequence[str], series: dict[str, np.ndarray], *, title: str = "", y_title: str = "") -> go.Figure:
+    """Grouped bars (one group per class, one bar per condition) with the legend under the plot."""
+    fig = charts.bars(categories, series, title=title, y_title=y_title, height=400)
+    fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.15, xanchor="left", x=0), margin=dict(l=60, b=90))
+    return fig
+
+
+def prediction_bars(
+    labels: Sequence[str], probs: np.ndarray, *, top: int = 10, title: str = "", height: int | None = None
+) -> go.Figure:
+    """The ``top`` most probable classes as horizontal bars, most probable on top."""
+    probs = np.asarray(probs, dtype=np.float64)
+    order = np.argsort(-probs)[:top]
+    fig = go.Figure(
+        go.Bar(
+            x=probs[order], y=np.arange(order.size), orientation="h", text=[f"{probs[i]:.1%}" for i in order],
+            textposition="auto", marker_color=_bar_colours(order.size),
+            customdata=[labels[i] for i in order], hovertemplate="%{customdata}: %{x:.4f}<extra></extra>",
+        )
+    )
+    fig.update_yaxes(
+        tickmode="array", tickvals=list(range(order.size)), ticktext=[labels[i] for i in order], autorange="reversed"
+    )
+    fig.update_xaxes(title="probability", range=[0, 1])
+    fig.update_yaxes(automargin=True)
+    fig.update_layout(
+        title=title, height=height or 90 + 28 * order.size, margin=dict(l=10, r=10, t=40 if title else 10, b=40), font=style.FONT
+    )
+    return fig
+
+
+def _bar_colours(n: int) -> list[str]:
+    """The winner in a strong colour, the rest muted."""
+    return ["#1f77b4"] + ["#9ecae1"] * (n - 1)
