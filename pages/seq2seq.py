@@ -9,11 +9,11 @@ from tx_explorer.analysis import seq2seq_eval as ev
 from tx_explorer.data import translation as tr
 from tx_explorer.modules.translator import MAX_WORDS
 from tx_explorer.viz import seq2seq as vs
-from tx_explorer.viz.heatmap import mosaic
 
 T = ui.texts("seq2seq")
 NAMES = {"fixed": "seq2seq-fixed", "attention": "seq2seq-attention", "transformer": "seq2seq-transformer"}
 LABELS = {k: T(f"model_{k}") for k in NAMES}
+AXES = {"x_title": T("axis_source"), "y_title": T("axis_output"), "gold_label": T("gold")}
 
 
 def load_translators() -> dict | None:
@@ -100,7 +100,7 @@ if out is not None:
         ):
             o = out[key]
             matches = gold is not None and o.tokens == gold.target
-            fig = vs.alignment_figure(weights, o.source, o.tokens, gold=gold.alignment if matches else None, title=title)
+            fig = vs.alignment_figure(weights, o.source, o.tokens, gold=gold.alignment if matches else None, title=title, **AXES)
             with col:
                 ui.show_figure(fig, f"s2s_align_{key}", weights)
                 if gold is not None and not matches:
@@ -108,8 +108,7 @@ if out is not None:
         st.caption(T("align_layer_note", layer=(tfm.align_layer or 0) + 1))
         st.subheader(T("mosaic_title"))
         st.markdown(T("mosaic_intro"))
-        fig = mosaic(cross, row_names=[f"{T('layer')} {i + 1}" for i in range(cross.shape[0])],
-                     col_names=[f"{T('head')} {h + 1}" for h in range(cross.shape[1])])  # fmt: skip
+        fig = vs.cross_mosaic(cross, layer_name=T("layer"), head_name=T("head"), x_title=T("mosaic_x"), y_title=T("mosaic_y"))
         ui.show_figure(fig, "s2s_cross_mosaic", cross)
 
     # 3. One decoder step ----------------------------------------------------------------------------------------
@@ -122,7 +121,10 @@ if out is not None:
         with ui.friendly_errors():
             t = st.slider(T("step"), 1, len(o.tokens), 1) - 1 if len(o.tokens) > 1 else 0
             terms, context = ev.context_terms(o.alignment[t], o.annotations)
-            fig = vs.context_figure(o.alignment[t], terms, context, o.source, title=T("step_title", t=t + 1, word=o.tokens[t]))
+            fig = vs.context_figure(
+                o.alignment[t], terms, context, o.source, title=T("step_title", t=t + 1, word=o.tokens[t]),
+                weight_title=T("axis_weight"), dim_title=T("axis_dim"), source_title=T("axis_source"),
+            )  # fmt: skip
             ui.show_figure(fig, "s2s_step", {"weights": o.alignment[t], "terms": terms, "context": context})
 
 # 4. The bottleneck: quality by length -----------------------------------------------------------------------------
@@ -149,7 +151,9 @@ else:
     for i, (metric, key, percent) in enumerate(
         (("token_accuracy", "token_accuracy", True), ("exact_match", "exact_match", True), ("bleu", "bleu", False), ("aer", "aer_curve", True))
     ):
-        fig = vs.bucket_curves(results, metric, labels=LABELS, title=T(key), percent=percent, floor_label=T("aer_floor"))
+        fig = vs.bucket_curves(
+            results, metric, labels=LABELS, title=T(key), percent=percent, floor_label=T("aer_floor"), x_title=T("axis_length")
+        )  # fmt: skip
         with cols[i % 2]:
             data = {k: np.array(r[metric], dtype=float) for k, r in results.items() if r.get(metric) is not None}
             ui.show_figure(fig, f"s2s_{metric}", data)

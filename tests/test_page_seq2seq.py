@@ -58,3 +58,31 @@ def test_rerun_evaluation_with_progress(at, monkeypatch):
     next(b for b in at.button if "Re-run" in b.label).click().run()
     assert_clean(at)
     assert any("Re-computed" in c.value for c in at.caption)
+
+
+def test_locale_has_both_languages_with_the_same_placeholders():
+    import re
+    import string
+    from pathlib import Path
+
+    from tx_explorer import locales
+
+    fields = lambda s: sorted(f for _, f, _, _ in string.Formatter().parse(s) if f)  # noqa: E731
+    table = locales.table("seq2seq")
+    for key, entry in table.items():
+        assert entry.get("en", "").strip() and entry.get("zh", "").strip(), key
+        assert fields(entry["en"]) == fields(entry["zh"]), key
+    source = (Path(__file__).resolve().parent.parent / "pages" / "seq2seq.py").read_text(encoding="utf-8")
+    assert set(re.findall(r'\bT\("([a-z0-9_]+)"', source)) <= set(table)
+
+
+def test_chinese_page_loads_clean():
+    at = open_page("seq2seq")
+    at.session_state["lang"] = "zh"
+    at.run()
+    assert_clean(at)
+    specs = plotly_specs(at)
+    assert len(specs) >= 8
+    heat = [s for s in specs if any(t.get("type") == "heatmap" for t in s["data"])]
+    assert heat and all(s["layout"]["xaxis"]["title"]["text"] and s["layout"]["yaxis"]["title"]["text"] for s in heat)
+    assert any("源词" in s["layout"]["xaxis"]["title"]["text"] for s in heat)

@@ -30,6 +30,7 @@ from tokenizers import Tokenizer
 from torch import Tensor
 from tqdm import tqdm
 
+from tx_explorer import report
 from tx_explorer.analysis.bigram import bigram_baseline
 from tx_explorer.config import PRESETS, TransformerConfig
 from tx_explorer.data import corpus
@@ -160,10 +161,8 @@ def write_curve(path: Path, rows: list[dict]) -> None:
 
 def update_benchmarks(path: Path, summary: dict) -> None:
     """Rewrite only the text between ``<!-- lm:start -->`` and ``<!-- lm:end -->`` (appending the section if absent)."""
-    start, end = "<!-- lm:start -->", "<!-- lm:end -->"
     s = summary
     body = "\n".join([
-        start,
         "## Language model: tiny-gpt vs a bigram baseline",
         "",
         f"Validation split of the standard-library prose corpus ({s['val_tokens']:,} tokens, "
@@ -184,14 +183,8 @@ def update_benchmarks(path: Path, summary: dict) -> None:
         f"({s['tokens_seen']:,} tokens, {s['tokens_seen'] / s['train_tokens']:.1f} epochs), seed {s['seed']}, "
         f"{s['minutes']:.1f} min wall-clock on this machine's CPU. "
         "Rebuild: `python -m tx_explorer.train lm --preset tiny`.",
-        end,
     ])
-    text = path.read_text() if path.is_file() else "# Benchmarks\n"
-    if start in text and end in text:
-        text = text[: text.index(start)] + body + text[text.index(end) + len(end) :]
-    else:
-        text = text.rstrip("\n") + "\n\n" + body + "\n"
-    path.write_text(text)
+    report.write_section(path, "lm", body)
 
 
 def main(argv: list[str] | None = None) -> None:

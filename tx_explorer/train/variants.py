@@ -40,6 +40,7 @@ from torch import Tensor
 from tqdm import tqdm
 
 from tx_explorer import locales
+from tx_explorer import report
 from tx_explorer.analysis.norms import count_parameters, depth_profile, forward_with_stats, grad_norms
 from tx_explorer.config import TransformerConfig
 from tx_explorer.data import corpus
@@ -431,7 +432,6 @@ def _fmt_loss(loss: float | None) -> str:
 
 def update_benchmarks(path: Path, summary: dict) -> None:
     """Rewrite only the text between ``<!-- variants:start -->`` and ``<!-- variants:end -->``."""
-    start, end = "<!-- variants:start -->", "<!-- variants:end -->"
     runs = summary["variants"]
     rows = []
     for name, r in runs.items():
@@ -445,7 +445,6 @@ def update_benchmarks(path: Path, summary: dict) -> None:
         )
     s0 = next(iter(summary["variants"].values()))["settings"]
     body = "\n".join([
-        start,
         "## Block variants: Post-LN vs Pre-LN, LayerNorm vs RMSNorm, MLP vs SwiGLU",
         "",
         f"Same data (identical batches), seed {s0['seed']}, {s0['steps']} steps × {s0['batch_size']} × {s0['seq_len']} tokens, "
@@ -469,11 +468,5 @@ def update_benchmarks(path: Path, summary: dict) -> None:
         "",
         f"Whole run: {summary['minutes']:.1f} min wall-clock on this machine's CPU ({summary['threads']} thread(s), shared "
         f"with other jobs). Rebuild: `{summary['command']}`.",
-        end,
     ])
-    text = path.read_text() if path.is_file() else "# Benchmarks\n"
-    if start in text and end in text:
-        text = text[: text.index(start)] + body + text[text.index(end) + len(end) :]
-    else:
-        text = text.rstrip("\n") + "\n\n" + body + "\n"
-    path.write_text(text)
+    report.write_section(path, "variants", body)

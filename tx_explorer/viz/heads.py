@@ -5,7 +5,6 @@ Pure functions: arrays and labels in, ``go.Figure`` out.
 
 from __future__ import annotations
 
-import html
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -14,15 +13,10 @@ import plotly.graph_objects as go
 from tx_explorer.viz import style
 from tx_explorer.viz.charts import bars, signed_heatmap
 from tx_explorer.viz.heatmap import heatmap, mosaic
+from tx_explorer.viz.style import safe_labels
 
 BELOW = dict(orientation="h", y=-0.2, yanchor="top", traceorder="normal")  # a legend clear of the title
 HOVER_CELLS = 160 * 160  # above this, cells carry no per-cell labels (a 512² map would ship 0.5M strings)
-
-
-def safe_labels(labels: Sequence[str]) -> list[str]:
-    """Token labels for Plotly text: it reads ``<…>`` as markup, so ``<b>`` typed by a user is escaped and shows
-    literally (Plotly decodes the entities back when drawing)."""
-    return [html.escape(str(t), quote=False) for t in labels]
 
 
 def pool_max(maps: np.ndarray, cells: int) -> tuple[np.ndarray, int]:
@@ -77,11 +71,11 @@ def attention_map(
     ``signed``: a difference map on the diverging scale instead of weights in [0, 1].
     """
     z = np.asarray(values, dtype=np.float32)
-    row_labels, col_labels = safe_labels(row_labels), safe_labels(col_labels)
-    if z.size <= HOVER_CELLS:
+    if z.size <= HOVER_CELLS:  # these builders escape labels themselves
         if signed:
             return signed_heatmap(z, row_labels, col_labels, title=title, x_title=x_title, y_title=y_title)
         return heatmap(z, row_labels, col_labels, title=title, x_title=x_title, y_title=y_title)
+    row_labels, col_labels = safe_labels(row_labels), safe_labels(col_labels)
     limit = float(np.nanmax(np.abs(z))) or 1.0
     fig = go.Figure(go.Heatmap(
         z=z, colorscale=style.DIVERGING if signed else style.WEIGHTS, zmin=-limit if signed else 0.0,

@@ -54,8 +54,8 @@ def heatmap(
     text = None
     if show_values:
         text = np.vectorize(lambda v: format(v, value_format) if np.isfinite(v) else ("−∞" if v == -np.inf else ""))(z)
-    rl = [str(s) for s in row_labels] if row_labels is not None else [str(i) for i in range(rows)]
-    cl = [str(s) for s in col_labels] if col_labels is not None else [str(i) for i in range(cols)]
+    rl = style.safe_labels(row_labels if row_labels is not None else range(rows))
+    cl = style.safe_labels(col_labels if col_labels is not None else range(cols))
     custom = np.empty((rows, cols, 2), dtype=object)
     custom[:, :, 0] = np.array(rl, dtype=object)[:, None]
     custom[:, :, 1] = np.array(cl, dtype=object)[None, :]
@@ -111,16 +111,18 @@ def mosaic(
     fig.update_xaxes(
         tickmode="array",
         tickvals=[j * (m + gap) + (m - 1) / 2 for j in range(c)],
-        ticktext=list(col_names),
+        ticktext=style.safe_labels(col_names),
         showgrid=False,
+        zeroline=False,
         side="top",
     )
     fig.update_yaxes(
         tickmode="array",
         tickvals=[i * (n + gap) + (n - 1) / 2 for i in range(r)],
-        ticktext=list(row_names),
+        ticktext=style.safe_labels(row_names),
         autorange="reversed",
         showgrid=False,
+        zeroline=False,
         scaleanchor="x",
     )
     fig.update_layout(title=title, height=height or min(1400, 90 * r + 120), margin=dict(l=10, r=10, t=60, b=10))

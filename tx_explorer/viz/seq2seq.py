@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from tx_explorer.viz import style
-from tx_explorer.viz.heatmap import heatmap
+from tx_explorer.viz.heatmap import heatmap, mosaic
 
 SOURCE_AXIS = "source words (English)"
 OUTPUT_AXIS = "output words (Italian)"
@@ -26,13 +26,16 @@ def alignment_figure(
     *,
     gold: Iterable[tuple[int, int]] | None = None,
     title: str = "",
+    x_title: str = SOURCE_AXIS,
+    y_title: str = OUTPUT_AXIS,
+    gold_label: str = "gold",
     height: int | None = None,
 ) -> go.Figure:
     """Alignment ``[T_out, T_in]`` (x = source words, y = output words); gold links ``(i, j)`` as open squares."""
     w = np.asarray(weights)
     if w.shape != (len(output), len(source)):
         raise ValueError(f"weights of shape {w.shape} do not match {len(output)} output × {len(source)} source words")
-    fig = heatmap(w, output, source, title=title, x_title=SOURCE_AXIS, y_title=OUTPUT_AXIS, height=height, show_values=False)
+    fig = heatmap(w, output, source, title=title, x_title=x_title, y_title=y_title, height=height, show_values=False)
     if gold is not None:
         links = sorted(gold)
         side = max(6, min(22, 480 // max(1, len(source), len(output))))
@@ -42,8 +45,8 @@ def alignment_figure(
                 y=[j for _, j in links],
                 mode="markers",
                 marker=dict(symbol="square-open", size=side, color=GOLD_COLOR, line=dict(width=2)),
-                name="gold",
-                hovertemplate="gold: %{x} → %{y}<extra></extra>",
+                name=gold_label,
+                hovertemplate=gold_label + ": %{x} → %{y}<extra></extra>",
             )
         )
         fig.update_layout(showlegend=True, legend=dict(orientation="h", y=-0.15))
@@ -51,7 +54,15 @@ def alignment_figure(
 
 
 def context_figure(
-    weights_row: np.ndarray, terms: np.ndarray, context: np.ndarray, source: Sequence[str], *, title: str = ""
+    weights_row: np.ndarray,
+    terms: np.ndarray,
+    context: np.ndarray,
+    source: Sequence[str],
+    *,
+    title: str = "",
+    weight_title: str = "weight a_t,i",
+    dim_title: str = "dimension of h_i and c_t",
+    source_title: str = SOURCE_AXIS,
 ) -> go.Figure:
     """One decoder step: weights a_{t,i} over the source (bars) and c_t = Σ a_{t,i} h_i term by term (heatmap).
 
@@ -62,7 +73,7 @@ def context_figure(
     n = len(source)
     rows = np.vstack([terms, context[None]])  # (T_in + 1, C)
     names = [f"{a:.2f} · h({w})" for a, w in zip(weights_row, source)] + ["c_t = Σ"]
-    fig = make_subplots(rows=2, cols=1, row_heights=[0.3, 0.7], vertical_spacing=0.12)
+    fig = make_subplots(rows=2, cols=1, row_heights=[0.3, 0.7], vertical_spacing=0.16)
     fig.add_trace(
         go.Bar(x=list(range(n)), y=np.asarray(weights_row), marker_color=MODEL_COLORS["attention"], name="a_t",
                customdata=list(source), hovertemplate="%{customdata}: %{y:.3f}<extra></extra>"),
@@ -75,10 +86,10 @@ def context_figure(
                    hovertemplate="%{customdata}<br>dim %{x}: %{z:.3f}<extra></extra>", colorbar=dict(len=0.65, y=0.33)),
         row=2, col=1,
     )  # fmt: skip
-    fig.update_xaxes(tickmode="array", tickvals=list(range(n)), ticktext=list(source), row=1, col=1)
-    fig.update_yaxes(title="a_{t,i}", range=[0, 1], row=1, col=1)
+    fig.update_xaxes(title=source_title, tickmode="array", tickvals=list(range(n)), ticktext=list(source), row=1, col=1)
+    fig.update_yaxes(title=weight_title, range=[0, 1], row=1, col=1)
     fig.update_yaxes(tickmode="array", tickvals=list(range(n + 1)), ticktext=names, autorange="reversed", row=2, col=1)
-    fig.update_xaxes(title="dimension of h_i and c_t", row=2, col=1)
+    fig.update_xaxes(title=dim_title, row=2, col=1)
     fig.update_layout(title=title, height=max(420, 22 * n + 320), showlegend=False, margin=dict(l=10, r=10, t=40, b=10), font=style.FONT)
     return fig
 
@@ -92,6 +103,7 @@ def bucket_curves(
     y_title: str = "",
     percent: bool = True,
     floor_label: str = "lowest possible",
+    x_title: str = "source length (words)",
 ) -> go.Figure:
     """One line per model of ``results[model][metric]`` against the source-length buckets (models with no
     value for the metric, e.g. AER of the fixed model, are skipped); ``labels`` renames models in the legend.
@@ -114,7 +126,28 @@ def bucket_curves(
             go.Scatter(x=list(r["buckets"]), y=y, mode="lines+markers", name=name, line=dict(color=MODEL_COLORS.get(key)),
                        customdata=r.get("n"), hovertemplate="%{x}: %{y:.1f} (n=%{customdata})<extra>" + name + "</extra>")
         )  # fmt: skip
-    fig.update_xaxes(title="source length (words)", type="category")
+    fig.update_xaxes(title=x_title, type="category")
     fig.update_yaxes(title=y_title, range=[0, 101] if percent or metric == "bleu" else None)
     fig.update_layout(title=title, height=340, margin=dict(l=10, r=10, t=40, b=10), font=style.FONT, legend=dict(orientation="h", y=-0.3))
+    return fig
+
+
+def cross_mosaic(
+    cross: np.ndarray,
+    *,
+    layer_name: str = "layer",
+    head_name: str = "head",
+    x_title: str = "heads (in a tile: source words →)",
+    y_title: str = "layers (in a tile: output words ↓)",
+    title: str = "",
+) -> go.Figure:
+    """Every decoder layer (rows) × head (columns) of cross-attention ``[L, H, T_out, T_in]`` as one mosaic."""
+    cross = np.asarray(cross)
+    if cross.ndim != 4:
+        raise ValueError(f"cross-attention must be [L, H, T_out, T_in], got shape {cross.shape}")
+    rows = [f"{layer_name} {i + 1}" for i in range(cross.shape[0])]
+    fig = mosaic(cross, row_names=rows, col_names=[f"{head_name} {h + 1}" for h in range(cross.shape[1])], title=title)
+    fig.update_xaxes(title=x_title)
+    fig.update_yaxes(title=y_title)
+    fig.update_layout(margin=dict(l=70, r=10, t=90 if title else 70, b=10))
     return fig
