@@ -71,3 +71,11 @@ def test_a_corrupt_upload_gives_a_message_not_a_traceback():
     at.file_uploader[0].set_value(("cut.png", truncated, "image/png")).run()  # re-read: the tree was rebuilt
     assert not at.exception
     assert at.error and "truncated" in at.error[0].value
+
+
+def test_chinese_text():
+    at = open_page("vision_transformer")
+    at.session_state["lang"] = "zh"  # what the sidebar switch writes (AppTest drops sidebar widgets after switch_page)
+    at.run()
+    assert_clean(at)
+    assert any("图像被转换成 token 序列" in m.value for m in at.markdown)

@@ -2,11 +2,12 @@
 
 A small ViT (64×64 pixels, 8×8 patches → 64 tokens + [CLS]) learns the procedural shape classes of
 :mod:`tx_explorer.data.shapes` on the CPU in minutes. The training images are generated once from ``--seed``
-with difficulties spread over [0, 1] (a curriculum: plain backgrounds teach the shapes, textured ones with
-distractors teach to ignore them) and augmented on the fly with label-preserving transforms (90° rotations,
-flips, colour-channel permutations, small shifts, brightness/contrast). The held-out images come from a
-different seed, all at full difficulty. The bundle records the
-held-out accuracy and how much attention falls on the object (:mod:`tx_explorer.analysis.vit_metrics`).
+with difficulties spread over [0, 1]. A curriculum draws each batch from a difficulty window that slides from
+[0, ¼] to [½, 1]: white silhouettes on black teach the shapes, coloured ones on textured backgrounds with
+distractors teach to ignore the rest. Batches are augmented on the fly with label-preserving transforms (90°
+rotations, flips, colour-channel permutations, small shifts, brightness/contrast). The held-out images come
+from a different seed, all at full difficulty. The bundle records the held-out accuracy and how much
+attention falls on the object (:mod:`tx_explorer.analysis.vit_metrics`).
 """
 
 from __future__ import annotations
@@ -74,15 +75,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m tx_explorer.train vit", description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, default=WEIGHTS_DIR / "vit-shapes", help="bundle folder")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--train-size", type=int, default=9600, help="generated training images")
+    p.add_argument("--train-size", type=int, default=24000, help="generated training images")
     p.add_argument("--val-size", type=int, default=1200, help="held-out images (another seed)")
-    p.add_argument("--steps", type=int, default=3000, help="optimiser steps (one batch each)")
-    p.add_argument("--eval-every", type=int, default=300, help="steps between held-out evaluations")
+    p.add_argument("--steps", type=int, default=5000, help="optimiser steps (one batch each)")
+    p.add_argument("--eval-every", type=int, default=500, help="steps between held-out evaluations")
     p.add_argument("--curriculum", type=float, default=0.3, help="share of the steps until full-difficulty images appear")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--lr", type=float, default=1.5e-3)
-    p.add_argument("--weight-decay", type=float, default=0.02)
-    p.add_argument("--label-smoothing", type=float, default=0.0)
+    p.add_argument("--weight-decay", type=float, default=0.05)
+    p.add_argument("--label-smoothing", type=float, default=0.1)
     p.add_argument("--image-size", type=int, default=64)
     p.add_argument("--patch-size", type=int, default=8)
     p.add_argument("--dim", type=int, default=96)
@@ -123,10 +124,10 @@ def main(argv: list[str] | None = None) -> None:
     bar = tqdm(range(1, args.steps + 1), desc="vit-shapes", unit="step")
     for step in bar:
         clf.model.train()
-        # Curriculum: only images up to `cap` difficulty are drawn; the cap rises from 0.25 to 1.
+        # Curriculum: images are drawn from a difficulty window [cap − ½, cap] whose top rises from 0.25 to 1.
         cap = min(1.0, 0.25 + 0.75 * step / max(1.0, args.curriculum * args.steps))
-        eligible = int(np.searchsorted(sorted_levels, cap, side="right"))
-        idx = order[torch.randint(0, eligible, (args.batch_size,), generator=gen)]
+        lo, hi = np.searchsorted(sorted_levels, [cap - 0.5, cap], side="right")
+        idx = order[torch.randint(int(lo), int(hi), (args.batch_size,), generator=gen)]
         x = clf.to_tensor(augment(x_train_t[idx], gen).numpy())
         loss = F.cross_entropy(clf.model(x), y_train_t[idx], label_smoothing=args.label_smoothing)
         for group in opt.param_groups:

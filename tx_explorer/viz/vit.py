@@ -145,9 +145,8 @@ def similarity_maps(sim: np.ndarray, *, title: str = "", height: int = 520) -> g
     g = sim.shape[0]
     fig = mosaic(sim, row_names=[str(r) for r in range(g)], col_names=[str(c) for c in range(g)], title=title, height=height)
     fig.update_traces(zmin=float(np.min(sim)), zmax=1.0, colorscale=style.WEIGHTS, colorbar=dict(title="cos"))
-    fig.update_xaxes(title="patch column")
     fig.update_yaxes(title="patch row")
-    fig.update_layout(margin=dict(l=50, r=10, t=90, b=10))
+    fig.update_layout(margin=dict(l=50, r=10, t=90, b=10))  # column numbers sit on top, under the title
     return fig
 
 
