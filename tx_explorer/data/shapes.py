@@ -1,4 +1,5 @@
-"""A procedural image set: one shape per image over a textured background, with distractors.
+"""A procedural image set: one bright shape per image (random hue, size, rotation and position) over a darker
+textured or noisy background, with thin lines and dots as distractors.
 
 Every image has a known object mask, so attention maps can be scored against ground truth ("how much of the
 [CLS] attention falls on the object?"). Image ``i`` of a set depends only on ``(seed, i)``, never on the set's
@@ -14,7 +15,7 @@ from PIL import Image, ImageDraw
 
 CLASSES: tuple[str, ...] = ("circle", "square", "triangle", "star", "cross", "ring")
 SUPERSAMPLE = 4  # shapes are drawn at 4× and box-filtered down: smooth edges without a blurry mask
-DARKEST_OBJECT = 0.75 * 255 * 0.8  # objects have HSV value ≥ 0.75; backgrounds stay below half of ~this
+DARKEST_OBJECT = 0.75 * 255 * 0.8  # about the dimmest an object's brightest channel gets (value 0.75, shading)
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,7 @@ def _background(rng: np.random.Generator, size: int, difficulty: float) -> np.nd
     ``difficulty`` in [0, 1] blends its colours from black towards random dark ones and scales the
     texture's contrast and the grain (0 = flat black).
     """
-    c1, c2 = (difficulty * rng.uniform(0, DARKEST_OBJECT / 2, 3) for _ in range(2))
+    c1, c2 = (difficulty * rng.uniform(0, DARKEST_OBJECT / 2, 3) for _ in range(2))  # at most half as bright
     kind = rng.integers(3)
     if kind == 0:
         t = _smooth_noise(rng, size, int(rng.integers(3, 9)))

@@ -159,7 +159,7 @@ def main(argv: list[str] | None = None) -> None:
         "torch_threads": torch.get_num_threads(),
         "history": history,
         "object_attention": metrics,
-        "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+        "args": {k: v for k, v in vars(args).items() if k != "out"},  # where it was written is no property of the model
     }
     labels = {"labels": list(shapes.CLASSES), "mean": list(clf.mean), "std": list(clf.std)}
     save_bundle(args.out, clf.model.state_dict(), cfg.to_dict(), labels=labels, results=results)
