@@ -10,18 +10,32 @@ from tx_explorer.viz import heads as vh
 
 T = ui.texts("multihead")
 AX = ui.axes()
+SMALL = {**AX, "max_side": 256}  # maps shown side by side: half the detail view's resolution
 EXAMPLES = ("example_code", "example_prose", "example_long")
+VIEWS = ("grid", "head", "compare", "qk")
 
 
-@st.cache_data(max_entries=8, show_spinner=False)
+# Maps are L·H·N² floats (75 MB for MiniLM at 512 tokens): cache_resource shares them without the copy that
+# cache_data makes on every hit, so they are frozen read-only.
+@st.cache_resource(max_entries=6, show_spinner=False)
 def analysed(name: str, text: str) -> heads.TextAttention:
-    return heads.analyse(ui.cached_model(name), text)
+    data = heads.analyse(ui.cached_model(name), text)
+    data.maps.flags.writeable = False
+    return data
 
 
-@st.cache_data(max_entries=8, show_spinner=False)
+@st.cache_resource(max_entries=6, show_spinner=False)
 def lenses(name: str, text: str) -> tuple[np.ndarray, np.ndarray]:
     maps = analysed(name, text).maps
-    return heads.norm_weighted_maps(ui.cached_model(name), text, maps), heads.rollout_maps(maps)
+    out = heads.norm_weighted_maps(ui.cached_model(name), text, maps), heads.rollout_maps(maps)
+    for arr in out:
+        arr.flags.writeable = False
+    return out
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def metrics(name: str, text: str) -> dict[str, np.ndarray]:
+    return heads.head_metrics(analysed(name, text).maps)
 
 
 @st.cache_data(max_entries=8, show_spinner=False)
@@ -65,14 +79,16 @@ with ui.friendly_errors():
     num_layers, num_heads = data.maps.shape[:2]
     head_names = heads.head_labels(num_layers, num_heads)
 
-    tab_grid, tab_head, tab_compare, tab_qk = st.tabs([T("tab_grid"), T("tab_head"), T("tab_compare"), T("tab_qk")])
+    # One view at a time: tabs would build (and send) every view's figures on each rerun.
+    view = st.segmented_control(T("view"), VIEWS, default="grid", required=True, format_func=lambda v: T(f"tab_{v}"),
+                                key="mh_view")  # fmt: skip
 
-    with tab_grid:
+    if view == "grid":
         st.markdown(T("grid_intro"))
         fig = vh.head_grid(shown, title=T("grid_title", layers=num_layers, heads=num_heads))
         ui.show_figure(fig, "mh_grid", shown)
 
-    with tab_head:
+    elif view == "head":
         c = st.columns(3)
         layer = c[0].selectbox(T("layer"), range(num_layers), index=num_layers - 1, key="mh_layer")
         head = c[1].selectbox(T("head"), range(num_heads), key="mh_head")
@@ -92,15 +108,15 @@ with ui.friendly_errors():
         fig = vh.attention_lines(view, labels, title=T("lines_title"), focus=focus)
         ui.show_figure(fig, "mh_lines", view)
 
-    with tab_compare:
+    elif view == "compare":
         st.subheader(T("metrics_header"))
         st.markdown(T("metrics_intro"))
-        metrics = heads.head_metrics(data.maps)
+        per_head = metrics(name, text)
         metric = st.radio(T("metric"), heads.METRICS, format_func=lambda m: T(f"metric_{m}"), horizontal=True,
                           key="mh_metric")  # fmt: skip
-        fig = vh.metric_bars(metrics[metric], title=T(f"metric_{metric}"), x_title=T("head"),
+        fig = vh.metric_bars(per_head[metric], title=T(f"metric_{metric}"), x_title=T("head"),
                              y_title=T(f"metric_{metric}_unit"))  # fmt: skip
-        ui.show_figure(fig, "mh_metric", metrics[metric])
+        ui.show_figure(fig, "mh_metric", per_head[metric])
 
         st.subheader(T("similarity_header"))
         st.markdown(T("similarity_intro"))
@@ -115,13 +131,13 @@ with ui.friendly_errors():
         flat = shown.reshape(-1, *shown.shape[-2:])
         c = st.columns(3)
         with c[0]:
-            ui.show_figure(vh.attention_map(flat[a], labels, labels, title=head_names[a], **AX), "mh_pair_a", flat[a])
+            ui.show_figure(vh.attention_map(flat[a], labels, labels, title=head_names[a], **SMALL), "mh_pair_a", flat[a])
         with c[1]:
-            ui.show_figure(vh.attention_map(flat[b], labels, labels, title=head_names[b], **AX), "mh_pair_b", flat[b])
+            ui.show_figure(vh.attention_map(flat[b], labels, labels, title=head_names[b], **SMALL), "mh_pair_b", flat[b])
         with c[2]:
             diff = flat[a] - flat[b]
             title = T("difference", a=head_names[a], b=head_names[b])
-            fig = vh.attention_map(diff, labels, labels, title=title, signed=True, **AX)
+            fig = vh.attention_map(diff, labels, labels, title=title, signed=True, **SMALL)
             ui.show_figure(fig, "mh_pair_diff", diff)
 
         st.subheader(T("two_sentences_header"))
@@ -138,15 +154,15 @@ with ui.friendly_errors():
             map2 = heads.keep_tokens(second.maps, keep2).reshape(-1, len(labels2), len(labels2))[pick]
             c = st.columns(2)
             with c[0]:
-                fig = vh.attention_map(flat[pick], labels, labels, title=T("sentence_1"), **AX)
+                fig = vh.attention_map(flat[pick], labels, labels, title=T("sentence_1"), **SMALL)
                 ui.show_figure(fig, "mh_same_1", flat[pick])
             with c[1]:
-                fig = vh.attention_map(map2, labels2, labels2, title=T("sentence_2"), **AX)
+                fig = vh.attention_map(map2, labels2, labels2, title=T("sentence_2"), **SMALL)
                 ui.show_figure(fig, "mh_same_2", map2)
         else:
             st.info(T("other_empty"))
 
-    with tab_qk:
+    else:  # the query/key inspector
         st.markdown(T("qk_intro"))
         st.latex(r"e_{ij}=\frac{q_i\cdot k_j}{\sqrt{D_H}},\qquad \alpha_{ij}=\frac{e^{e_{ij}}}{\sum_{j'}e^{e_{ij'}}},"
                  r"\qquad y_i=\sum_j \alpha_{ij}\,v_j")  # fmt: skip

@@ -210,12 +210,26 @@ def test_reading_losses_are_the_cross_entropy(tm: TextModel) -> None:
 # --- figures ------------------------------------------------------------------------------------------
 
 
-def test_pool_max_keeps_the_peaks() -> None:
-    maps = np.zeros((1, 1, 512, 512), dtype=np.float32)
+def test_pool_peaks_keeps_the_peaks() -> None:
+    maps = np.zeros((1, 1, 512, 500), dtype=np.float32)
     maps[0, 0, 100, 7] = 0.9
-    small, k = vh.pool_max(maps, 64)
-    assert k == 8 and small.shape == (1, 1, 64, 64) and small.max() == pytest.approx(0.9)
-    assert vh.pool_max(maps[..., :30, :30], 64)[1] == 1
+    maps[0, 0, 101, 6] = -0.95  # the same 8 × 8 block: the stronger value wins, with its sign
+    maps[0, 0, 511, 499] = 0.5  # the last, partly padded block
+    small, k = vh.pool_peaks(maps, 64)
+    assert k == 8 and small.shape == (1, 1, 64, 63)
+    assert small[0, 0, 12, 0] == pytest.approx(-0.95) and small[0, 0, 63, 62] == pytest.approx(0.5)
+    assert np.count_nonzero(small) == 2
+    assert vh.pool_peaks(maps[..., :30, :30], 64)[1] == 1
+
+
+def test_large_maps_name_axes_once_and_pool_beyond_the_detail_size() -> None:
+    tokens = [f"t{i % 7}" for i in range(300)]  # repeated tokens: names must stay unique
+    w = np.random.default_rng(0).dirichlet(np.ones(300), 300).astype(np.float32)
+    fig = vh.attention_map(w, tokens, tokens)
+    assert fig.data[0].customdata is None and len(set(fig.data[0].y)) == 300 and fig.data[0].y[8] == "8: t1"
+    pooled = vh.attention_map(w, tokens, tokens, max_side=100)
+    assert np.asarray(pooled.data[0].z).shape == (100, 100) and pooled.data[0].x[1] == "3–5"
+    assert "max-pooled 3×3" in pooled.layout.title.text
 
 
 def test_figures_build() -> None:

@@ -26,32 +26,51 @@ def language_model():
     return open_page("language_model")
 
 
+VIEW_CHARTS = {"grid": 1, "head": 2, "compare": 7, "qk": 6}  # the figures each view shows
+
+
 def test_multihead_first_load(multihead) -> None:
     assert_clean(multihead)
     specs = plotly_specs(multihead)
-    assert len(specs) >= 5  # grid, detail, lines, metrics, similarity, pairs, inspector …
+    assert len(specs) == 1  # only the chosen view (the grid) is built and sent
     grid = specs[0]["data"][0]
-    assert grid["type"] == "heatmap"
+    assert grid["type"] == "heatmap" and grid["z"]["dtype"] == "u1"  # quantised thumbnails
     assert multihead.selectbox(key="mh_model").value == "tiny-gpt"
     assert "tiny-gpt" in multihead.selectbox(key="mh_model").options
 
 
+@pytest.mark.parametrize("view", list(VIEW_CHARTS))
+def test_multihead_builds_only_the_chosen_view(multihead, view: str) -> None:
+    multihead.segmented_control(key="mh_view").set_value(view).run()
+    assert_clean(multihead)
+    assert len(plotly_specs(multihead)) == VIEW_CHARTS[view]
+
+
 @pytest.mark.parametrize("lens", ["norm", "rollout"])
 def test_multihead_lenses(multihead, lens: str) -> None:
+    multihead.segmented_control(key="mh_view").set_value("head").run()
+    raw = plotly_specs(multihead)[0]["data"][0]["z"]
     multihead.radio(key="mh_lens").set_value(lens).run()
     assert_clean(multihead)
+    assert plotly_specs(multihead)[0]["data"][0]["z"] != raw
     multihead.radio(key="mh_lens").set_value("raw").run()
 
 
 def test_multihead_heads_and_inspector(multihead) -> None:
+    multihead.segmented_control(key="mh_view").set_value("compare").run()
     multihead.selectbox(key="mh_a").set_value(3)
     multihead.selectbox(key="mh_b").set_value(7)
-    multihead.selectbox(key="qk_head").set_value(2)
-    multihead.selectbox(key="qk_query").set_value(0)
-    multihead.radio(key="mh_metric").set_value("previous")
+    multihead.radio(key="mh_metric").set_value("previous").run()
+    assert_clean(multihead)
+    multihead.segmented_control(key="mh_view").set_value("head").run()
     multihead.selectbox(key="mh_focus").set_value(2).run()
     assert_clean(multihead)
+    multihead.segmented_control(key="mh_view").set_value("qk").run()
+    multihead.selectbox(key="qk_head").set_value(2)
+    multihead.selectbox(key="qk_query").set_value(0).run()
+    assert_clean(multihead)
     assert len(multihead.table) == 1  # the four matrix multiplications
+    multihead.segmented_control(key="mh_view").set_value("grid").run()
 
 
 @pytest.mark.parametrize("text", ["", "   \n  "])
@@ -93,6 +112,11 @@ def test_multihead_encoder_with_special_tokens_hidden() -> None:
     assert_clean(at)
     assert any("only the first 512 tokens" in w.value for w in at.warning)
     assert "max-pooled" in plotly_specs(at)[0]["layout"]["title"]["text"]
+    for view, budget in (("grid", 1e6), ("head", 4e6), ("compare", 4e6), ("qk", 2e6)):  # bytes of chart JSON
+        at.segmented_control(key="mh_view").set_value(view).run()
+        assert_clean(at)
+        sent = sum(len(el.proto.spec.encode()) for el in at.get("plotly_chart"))
+        assert sent <= budget, f"{view}: {sent / 1e6:.1f} MB of chart data at 512 tokens"
 
 
 def test_language_model_first_load(language_model) -> None:

@@ -6,6 +6,7 @@ Pages are thin scripts over this module: widgets in, library calls out, figures 
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import logging
 from collections.abc import Callable, Iterator, Mapping
@@ -48,12 +49,27 @@ def device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
-@st.cache_resource(show_spinner=False, max_entries=4)
+@st.cache_resource(show_spinner=False, max_entries=16)  # every registered model fits (< 0.5 GB in all)
 def cached_model(name: str) -> Any:
-    """``models.load_model(name)``, loaded (and checksum-verified) once per server process."""
+    """``models.load_model(name)``, loaded (and checksum-verified) once per server process.
+
+    Every session shares the object, so it is made read-only: each module in it in eval mode, no gradients.
+    """
     from tx_explorer import models
 
-    return models.load_model(name)
+    loaded = models.load_model(name)
+    for module in _modules(loaded):
+        module.eval().requires_grad_(False)
+    return loaded
+
+
+def _modules(obj: Any, depth: int = 2) -> Iterator[torch.nn.Module]:
+    """The torch modules in a loaded model: the object itself, or its attributes (e.g. ``bundle.text.model``)."""
+    if isinstance(obj, torch.nn.Module):
+        yield obj
+    elif depth and hasattr(obj, "__dict__"):
+        for value in vars(obj).values():
+            yield from _modules(value, depth - 1)
 
 
 def sidebar() -> None:
@@ -99,9 +115,10 @@ def show_figure(fig: go.Figure, key: str, data: np.ndarray | Mapping[str, np.nda
     arrays = data if isinstance(data, Mapping) else {key: data}
     cols = st.columns(2 * len(arrays))
     for i, (name, arr) in enumerate(arrays.items()):
+        # Files are made on click (deferred), not on every rerun: a 6 × 12 × 512² grid is 200 MB of CSV.
         cols[2 * i].download_button(
             f"{T('download_csv')} · {name}" if len(arrays) > 1 else T("download_csv"),
-            _csv(arr),
+            functools.partial(_csv, arr),
             file_name=f"{name}.csv",
             mime="text/csv",
             key=f"csv_{key}_{name}",
@@ -109,7 +126,7 @@ def show_figure(fig: go.Figure, key: str, data: np.ndarray | Mapping[str, np.nda
         )
         cols[2 * i + 1].download_button(
             f"{T('download_npy')} · {name}" if len(arrays) > 1 else T("download_npy"),
-            _npy(arr),
+            functools.partial(_npy, arr),
             file_name=f"{name}.npy",
             mime="application/octet-stream",
             key=f"npy_{key}_{name}",

@@ -28,8 +28,13 @@ from tx_explorer.textmodel import TextModel
 METRICS = ("entropy", "distance", "previous", "first", "self")
 
 
+def _tensor(maps: np.ndarray | Tensor, dtype: torch.dtype = torch.float32) -> Tensor:
+    """A tensor of ``maps``; numpy input is copied, as cached maps are read-only (torch cannot wrap those)."""
+    return maps.to(dtype) if isinstance(maps, Tensor) else torch.tensor(np.array(maps), dtype=dtype)
+
+
 def _check_maps(maps: Tensor) -> Tensor:
-    maps = torch.as_tensor(maps, dtype=torch.float64)
+    maps = _tensor(maps, torch.float64)
     if maps.dim() != 4 or maps.shape[-1] != maps.shape[-2]:
         raise ValueError(f"expected square maps [L, H, N, N], got shape {tuple(maps.shape)}")
     return maps
@@ -101,6 +106,8 @@ def head_labels(num_layers: int, num_heads: int) -> list[str]:
 def keep_tokens(maps: np.ndarray, keep: list[bool]) -> np.ndarray:
     """Drop the rows and columns of tokens not kept (e.g. [CLS]/[SEP]); weights are *not* renormalised.
 
+    Keeping every token returns ``maps`` itself.
+
     ``maps [..., N, N]`` → ``[..., n, n]`` with n = sum(keep).
     """
     k = np.asarray(keep, dtype=bool)
@@ -109,6 +116,8 @@ def keep_tokens(maps: np.ndarray, keep: list[bool]) -> np.ndarray:
         raise ValueError(f"keep has {k.shape[0]} entries for {maps.shape[-1]} tokens")
     if not k.any():
         raise ValueError("every token would be hidden")
+    if k.all():
+        return maps  # no copy: a 512-token model's maps are 75 MB
     return maps[..., k, :][..., k]
 
 
@@ -206,14 +215,14 @@ def norm_weighted_maps(tm: TextModel, text: str, maps: np.ndarray) -> np.ndarray
     ids = tm.encode(text, MAX_TOKENS).ids
     out = []
     for layer, x in enumerate(tm.attention_inputs(ids)):
-        w = norm_weighted(tm.attention_module(layer), x, torch.as_tensor(maps[layer])[None])[0]  # (H, N, N)
+        w = norm_weighted(tm.attention_module(layer), x, _tensor(maps[layer])[None])[0]  # (H, N, N)
         out.append(w / w.sum(-1, keepdim=True).clamp_min(1e-12))
     return torch.stack(out).numpy()
 
 
 def rollout_maps(maps: np.ndarray) -> np.ndarray:
     """Rollout through layers 0…l for every l (Abnar & Zuidema 2020) → ``[L, N, N]``."""
-    a = torch.as_tensor(maps)[:, None]  # (L, 1, H, N, N): the batch axis rollout expects
+    a = _tensor(maps)[:, None]  # (L, 1, H, N, N): the batch axis rollout expects
     return torch.stack([rollout(a[: layer + 1])[0] for layer in range(a.shape[0])]).numpy()
 
 

@@ -16,13 +16,14 @@ from tx_explorer.viz.heatmap import heatmap, mosaic
 from tx_explorer.viz.style import safe_labels
 
 BELOW = dict(orientation="h", y=-0.2, yanchor="top", traceorder="normal")  # a legend clear of the title
-HOVER_CELLS = 160 * 160  # above this, cells carry no per-cell labels (a 512² map would ship 0.5M strings)
+DETAIL_SIDE = 512  # a detail map larger than this is pooled: 512² float32 is already 1.4 MB of chart data
 
 
-def pool_max(maps: np.ndarray, cells: int) -> tuple[np.ndarray, int]:
-    """Shrink the last two axes to at most ``cells`` by max-pooling blocks of k × k; returns ``(maps, k)``.
+def pool_peaks(maps: np.ndarray, cells: int) -> tuple[np.ndarray, int]:
+    """Shrink the last two axes to at most ``cells`` by pooling blocks of k × k; returns ``(maps, k)``.
 
-    Max (not mean) so that a sharp weight — one key per query — stays visible in a thumbnail.
+    Each block keeps its value of largest magnitude (the max for weights, the strongest sign for a
+    difference map), so that a sharp weight — one key per query — stays visible in a thumbnail.
     """
     maps = np.asarray(maps, dtype=np.float32)
     n, m = maps.shape[-2:]
@@ -33,7 +34,9 @@ def pool_max(maps: np.ndarray, cells: int) -> tuple[np.ndarray, int]:
     padded = np.full((*maps.shape[:-2], pn, pm), np.nan, dtype=np.float32)
     padded[..., :n, :m] = maps
     blocks = padded.reshape(*maps.shape[:-2], pn // k, k, pm // k, k)  # (..., n/k, k, m/k, k)
-    return np.nanmax(blocks, axis=(-3, -1)), k
+    blocks = np.moveaxis(blocks, -3, -2).reshape(*maps.shape[:-2], pn // k, pm // k, k * k)  # (..., n/k, m/k, k²)
+    peak = np.nan_to_num(np.abs(blocks), nan=-1.0).argmax(-1)[..., None]
+    return np.take_along_axis(blocks, peak, -1)[..., 0], k
 
 
 def head_grid(maps: np.ndarray, *, title: str = "", cells: int = 64, zmax: float = 1.0) -> go.Figure:
@@ -41,7 +44,7 @@ def head_grid(maps: np.ndarray, *, title: str = "", cells: int = 64, zmax: float
 
     Inputs longer than ``cells`` tokens are max-pooled to ``cells`` × ``cells`` per thumbnail.
     """
-    small, k = pool_max(maps, cells)
+    small, k = pool_peaks(maps, cells)
     layers, heads = small.shape[:2]
     note = f" (max-pooled {k}×{k})" if k > 1 else ""
     fig = mosaic(
@@ -65,29 +68,21 @@ def attention_map(
     x_title: str = style.KEY_AXIS,
     y_title: str = style.QUERY_AXIS,
     signed: bool = False,
+    max_side: int = DETAIL_SIDE,
 ) -> go.Figure:
-    """A query × key map at full resolution; large maps hover with indices only, so they stay light.
+    """A query × key map, zoomable; maps wider than ``max_side`` are pooled to it by :func:`pool_peaks`.
 
-    ``signed``: a difference map on the diverging scale instead of weights in [0, 1].
+    After pooling the axes name index ranges ("8–15"). ``signed``: a difference map on the diverging scale.
     """
-    z = np.asarray(values, dtype=np.float32)
-    if z.size <= HOVER_CELLS:  # these builders escape labels themselves
-        if signed:
-            return signed_heatmap(z, row_labels, col_labels, title=title, x_title=x_title, y_title=y_title)
-        return heatmap(z, row_labels, col_labels, title=title, x_title=x_title, y_title=y_title)
-    row_labels, col_labels = safe_labels(row_labels), safe_labels(col_labels)
-    limit = float(np.nanmax(np.abs(z))) or 1.0
-    fig = go.Figure(go.Heatmap(
-        z=z, colorscale=style.DIVERGING if signed else style.WEIGHTS, zmin=-limit if signed else 0.0,
-        zmax=limit if signed else 1.0, hovertemplate="query %{y} · key %{x}: %{z:.4f}<extra></extra>",
-    ))  # fmt: skip
-    for n, labels, update in ((z.shape[1], col_labels, fig.update_xaxes), (z.shape[0], row_labels, fig.update_yaxes)):
-        idx = list(range(0, n, max(1, n // 48)))
-        update(tickmode="array", tickvals=idx, ticktext=[f"{i}: {labels[i]}" for i in idx])
-    fig.update_xaxes(title=x_title, tickangle=-45, automargin=True)
-    fig.update_yaxes(title=y_title, autorange="reversed", automargin=True)
-    fig.update_layout(title=title, height=760, margin=dict(l=10, r=10, t=40, b=10), font=style.FONT)
-    return fig
+    z, k = pool_peaks(values, max_side)
+    if k > 1:
+        n, m = np.shape(values)
+        row_labels = [f"{i}–{min(n, i + k) - 1}" for i in range(0, n, k)]
+        col_labels = [f"{j}–{min(m, j + k) - 1}" for j in range(0, m, k)]
+        title += f" (max-pooled {k}×{k})"
+    if signed:  # these builders escape labels themselves
+        return signed_heatmap(z, row_labels, col_labels, title=title, x_title=x_title, y_title=y_title)
+    return heatmap(z, row_labels, col_labels, title=title, x_title=x_title, y_title=y_title)
 
 
 def attention_lines(

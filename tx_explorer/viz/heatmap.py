@@ -9,9 +9,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+import plotly.colors
 import plotly.graph_objects as go
 
 from tx_explorer.viz import style
+
+
+LABELLED_CELLS = 48 * 48  # up to this many cells each carries its labels; beyond, the axes name rows and columns
 
 
 def _ticks(labels: Sequence[str] | None, n: int, max_ticks: int = 64) -> dict:
@@ -20,6 +24,11 @@ def _ticks(labels: Sequence[str] | None, n: int, max_ticks: int = 64) -> dict:
     step = max(1, int(np.ceil(n / max_ticks)))
     idx = list(range(0, n, step))
     return dict(tickmode="array", tickvals=idx, ticktext=[str(labels[i]) for i in idx])
+
+
+def _unique_names(labels: list[str]) -> list[str]:
+    """Category names for an axis: Plotly merges equal ones, so repeated labels get their index ("7: the")."""
+    return labels if len(set(labels)) == len(labels) else [f"{i}: {t}" for i, t in enumerate(labels)]
 
 
 def heatmap(
@@ -38,7 +47,10 @@ def heatmap(
     height: int | None = None,
     value_format: str = ".2f",
 ) -> go.Figure:
-    """A labelled heatmap of a 2-D array (rows top to bottom).
+    """A labelled heatmap of a 2-D array (rows top to bottom), light enough for 512 × 512 maps.
+
+    Up to :data:`LABELLED_CELLS` cells, each cell carries its row and column label for hover. Larger maps
+    would ship N² label pairs, so there the axes are categorical and name each row and column once.
 
     Args:
         values: ``[R, C]``; ±inf and NaN are drawn as gaps (masked positions).
@@ -49,36 +61,56 @@ def heatmap(
         raise ValueError(f"heatmap needs a 2-D array, got shape {z.shape}")
     rows, cols = z.shape
     finite = np.where(np.isfinite(z), z, np.nan)
-    if show_values is None:
-        show_values = rows <= 16 and cols <= 16
-    text = None
-    if show_values:
-        text = np.vectorize(lambda v: format(v, value_format) if np.isfinite(v) else ("−∞" if v == -np.inf else ""))(z)
     rl = style.safe_labels(row_labels if row_labels is not None else range(rows))
     cl = style.safe_labels(col_labels if col_labels is not None else range(cols))
-    custom = np.empty((rows, cols, 2), dtype=object)
-    custom[:, :, 0] = np.array(rl, dtype=object)[:, None]
-    custom[:, :, 1] = np.array(cl, dtype=object)[None, :]
-    fig = go.Figure(
-        go.Heatmap(
-            z=finite,
-            x=np.arange(cols),
-            y=np.arange(rows),
-            colorscale=colorscale,
-            zmin=zmin,
-            zmax=zmax,
-            zmid=zmid,
-            text=text,
-            texttemplate="%{text}" if show_values else None,
-            customdata=custom,
-            hovertemplate="query %{y}: %{customdata[0]}<br>key %{x}: %{customdata[1]}<br>value %{z:.4f}<extra></extra>",
+    if z.size > LABELLED_CELLS:
+        fig = go.Figure(go.Heatmap(
+            z=finite.astype(np.float32), x=_unique_names(cl), y=_unique_names(rl), colorscale=colorscale, zmin=zmin,
+            zmax=zmax, zmid=zmid, hovertemplate="query %{y}<br>key %{x}<br>value %{z:.4f}<extra></extra>",
+        ))  # fmt: skip
+        for names, update in ((fig.data[0].x, fig.update_xaxes), (fig.data[0].y, fig.update_yaxes)):
+            update(type="category", tickmode="array", tickvals=names[:: max(1, int(np.ceil(len(names) / 64)))])
+    else:
+        if show_values is None:
+            show_values = rows <= 16 and cols <= 16
+        text = None
+        if show_values:
+            text = np.vectorize(lambda v: format(v, value_format) if np.isfinite(v) else ("−∞" if v == -np.inf else ""))(z)
+        custom = np.empty((rows, cols, 2), dtype=object)
+        custom[:, :, 0] = np.array(rl, dtype=object)[:, None]
+        custom[:, :, 1] = np.array(cl, dtype=object)[None, :]
+        fig = go.Figure(
+            go.Heatmap(
+                z=finite,
+                x=np.arange(cols),
+                y=np.arange(rows),
+                colorscale=colorscale,
+                zmin=zmin,
+                zmax=zmax,
+                zmid=zmid,
+                text=text,
+                texttemplate="%{text}" if show_values else None,
+                customdata=custom,
+                hovertemplate="query %{y}: %{customdata[0]}<br>key %{x}: %{customdata[1]}<br>value %{z:.4f}<extra></extra>",
+            )
         )
-    )
-    fig.update_xaxes(title=x_title, **_ticks(cl, cols), tickangle=-45 if cols > 8 else 0, automargin=True, zeroline=False, showgrid=False)
-    fig.update_yaxes(title=y_title, autorange="reversed", **_ticks(rl, rows), automargin=True, zeroline=False, showgrid=False)
-    side = max(260, min(700, 32 * max(rows, cols) + 140))
+        fig.update_xaxes(**_ticks(cl, cols))
+        fig.update_yaxes(**_ticks(rl, rows))
+    fig.update_xaxes(title=x_title, tickangle=-45 if cols > 8 else 0, automargin=True, zeroline=False, showgrid=False)
+    fig.update_yaxes(title=y_title, autorange="reversed", automargin=True, zeroline=False, showgrid=False)
+    side = max(260, min(760, 32 * max(rows, cols) + 140))
     fig.update_layout(title=title, height=height or side, margin=dict(l=10, r=10, t=40 if title else 10, b=10), font=style.FONT)
     return fig
+
+
+GAP = 255  # mosaic cells are uint8: weights 0…254, this code for the gaps between tiles (drawn white)
+
+
+def _gap_colorscale(colorscale: str) -> list[list]:
+    """``colorscale`` over codes 0…254 and white for :data:`GAP`."""
+    top = (GAP - 1) / GAP
+    scale = [[pos * top, colour] for pos, colour in plotly.colors.get_colorscale(colorscale)]
+    return [*scale, [(GAP - 0.5) / GAP, "white"], [1.0, "white"]]
 
 
 def mosaic(
@@ -89,25 +121,31 @@ def mosaic(
     title: str = "",
     gap: int = 1,
     colorscale: str = style.WEIGHTS,
+    zmin: float = 0.0,
     zmax: float = 1.0,
     height: int | None = None,
 ) -> go.Figure:
-    """Many equally sized maps ``[R, C, n, m]`` tiled into **one** heatmap with NaN gaps between tiles.
+    """Many equally sized maps ``[R, C, n, m]`` tiled into **one** heatmap with gaps between tiles.
 
-    One trace renders several times faster than ``R × C`` subplots and sends one array. Hover reports the
-    tile's row and column names (e.g. layer and head) and the cell's query/key index.
+    One trace renders several times faster than ``R × C`` subplots and sends one array, quantised to uint8
+    codes (0 → ``zmin``, 254 → ``zmax``; 1 byte a cell instead of a JSON number, finer than the colour scale
+    resolves). Tiles carry no hover: their row and column names are the axis ticks.
     """
     maps = np.asarray(maps, dtype=np.float32)
     if maps.ndim != 4:
         raise ValueError(f"mosaic needs [R, C, n, m] maps, got shape {maps.shape}")
     r, c, n, m = maps.shape
-    big = np.full((r * (n + gap) - gap, c * (m + gap) - gap), np.nan, dtype=np.float32)
+    scaled = np.nan_to_num((maps - zmin) / ((zmax - zmin) or 1.0))
+    codes = np.rint(np.clip(scaled, 0.0, 1.0) * (GAP - 1)).astype(np.uint8)
+    big = np.full((r * (n + gap) - gap, c * (m + gap) - gap), GAP, dtype=np.uint8)
     for i in range(r):
         for j in range(c):
-            big[i * (n + gap) : i * (n + gap) + n, j * (m + gap) : j * (m + gap) + m] = maps[i, j]
-    fig = go.Figure(
-        go.Heatmap(z=big, colorscale=colorscale, zmin=0.0, zmax=zmax, hoverongaps=False, hoverinfo="skip")
-    )
+            big[i * (n + gap) : i * (n + gap) + n, j * (m + gap) : j * (m + gap) + m] = codes[i, j]
+    ticks = np.linspace(0.0, 1.0, 5)
+    fig = go.Figure(go.Heatmap(
+        z=big, colorscale=_gap_colorscale(colorscale), zmin=0, zmax=GAP, hoverinfo="skip",
+        colorbar=dict(tickvals=ticks * (GAP - 1), ticktext=[f"{zmin + t * (zmax - zmin):.3g}" for t in ticks]),
+    ))  # fmt: skip
     fig.update_xaxes(
         tickmode="array",
         tickvals=[j * (m + gap) + (m - 1) / 2 for j in range(c)],

@@ -143,8 +143,9 @@ def similarity_maps(sim: np.ndarray, *, title: str = "", height: int = 520) -> g
     (e.g. low-frequency sin-cos on a small grid) still shows its structure.
     """
     g = sim.shape[0]
-    fig = mosaic(sim, row_names=[str(r) for r in range(g)], col_names=[str(c) for c in range(g)], title=title, height=height)
-    fig.update_traces(zmin=float(np.min(sim)), zmax=1.0, colorscale=style.WEIGHTS, colorbar=dict(title="cos"))
+    names = [str(i) for i in range(g)]
+    fig = mosaic(sim, row_names=names, col_names=names, title=title, zmin=float(np.min(sim)), zmax=1.0, height=height)
+    fig.update_traces(colorbar_title_text="cos")
     fig.update_yaxes(title="patch row")
     fig.update_layout(margin=dict(l=50, r=10, t=90, b=10))  # column numbers sit on top, under the title
     return fig
