@@ -37,7 +37,7 @@ chromium:
 test: $(VENV)/.stamp-dev chromium
 	$(PY) -m pytest
 
-bench: $(VENV)/.stamp-dev
+bench: $(VENV)/.stamp-dev chromium
 	$(PY) -m benchmarks
 
 clean:

@@ -14,9 +14,26 @@ from tx_explorer import report
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCHMARKS_MD = ROOT / "BENCHMARKS.md"
-def write_section(key: str, text: str, path: Path = BENCHMARKS_MD) -> None:
-    """Replace this benchmark's keyed section of ``BENCHMARKS.md``, leaving the others as they are."""
-    report.write_section(path, key, text)
+FILE_ENV = "BENCHMARKS_FILE"  # smoke runs write to a scratch copy: BENCHMARKS_FILE=/tmp/b.md python -m benchmarks …
+
+
+def report_path() -> Path:
+    """Where sections go: ``$BENCHMARKS_FILE`` when set, else the repository's ``BENCHMARKS.md``."""
+    return Path(os.environ.get(FILE_ENV) or BENCHMARKS_MD)
+
+
+def write_section(key: str, text: str, path: Path | None = None) -> None:
+    """Replace this benchmark's keyed section of ``BENCHMARKS.md`` (or ``path``), leaving the others as they are."""
+    report.write_section(path or report_path(), key, text)
+
+
+def verdict(value: float, target: float, unit: str = "ms") -> str:
+    """``"met (120 ms under)"`` or ``"missed by 80 ms (1.27×)"`` for a value that should stay ≤ ``target``."""
+    digits = 0 if unit == "ms" else 1 if unit == "s" else 2
+    gap = abs(value - target)
+    if value <= target:
+        return f"met ({gap:,.{digits}f} {unit} under)"
+    return f"missed by {gap:,.{digits}f} {unit} ({value / target:.2f}×)"
 
 
 def _cpu_model() -> str:

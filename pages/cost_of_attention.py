@@ -1,6 +1,8 @@
 """The cost of attention (lecture §4.3–4.5, §9.6): FLOPs of the four matmuls, measured memory and time of
 naive, tiled ("flash") and PyTorch attention, and the tiled kernel opened tile by tile."""
 
+import time
+
 import numpy as np
 import pandas as pd
 import streamlit as st
@@ -29,8 +31,11 @@ def measured(method: str, n: int, heads: int, head_dim: int, repeats: int, block
 
 def run_measurements(methods: list[str], ns: list[int], heads: int, head_dim: int, repeats: int, block: int,
                      dtype: str) -> dict:
-    """Every (method, N) with a progress bar; naive stops at the first N the memory guard refuses."""
-    runs, refused = [], None
+    """Every (method, N) with a progress bar; naive stops at the first N the memory guard refuses, and no run
+    starts that is predicted to end after the time budget (the server is shared; reruns cancel between runs)."""
+    runs, refused, over_budget = [], None, None
+    deadline = time.monotonic() + cost.MEASURE_BUDGET_S
+    last: dict[str, cost.Measurement] = {}
     bar = st.progress(0.0)
     jobs = [(m, n) for n in ns for m in methods]
     for i, (method, n) in enumerate(jobs):
@@ -43,9 +48,13 @@ def run_measurements(methods: list[str], ns: list[int], heads: int, head_dim: in
             except memory.MemoryBudgetError as exc:
                 refused = str(exc)
                 continue
-        runs.append(measured(method, n, heads, head_dim, repeats, block, str(DEV), dtype))
+        if time.monotonic() + cost.predicted_seconds(last.get(method), n) > deadline:
+            over_budget = min(n, over_budget or n)
+            continue
+        last[method] = measured(method, n, heads, head_dim, repeats, block, str(DEV), dtype)
+        runs.append(last[method])
     bar.empty()
-    return {"runs": runs, "refused": refused}
+    return {"runs": runs, "refused": refused, "over_budget": over_budget}
 
 
 st.title(T("title"))
@@ -133,6 +142,8 @@ with ui.friendly_errors():
                   flash=memory.format_bytes(lecture["flash"])))
     if result and result["refused"]:
         st.info(T("refused", message=result["refused"]))
+    if result and result.get("over_budget"):
+        st.info(T("over_budget", n=f"{result['over_budget']:,}", seconds=cost.MEASURE_BUDGET_S))
     if by_method:
         series = {m: (np.array([r.n for r in rs]), np.array([r.seconds for r in rs])) for m, rs in by_method.items()}
         fig = vcost.time_curves(series, title=T("time_title"), x_title=AXIS_N, y_title=T("axis_seconds"))

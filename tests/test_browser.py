@@ -1,30 +1,46 @@
-"""The real app in a real browser: every page loads in headless Chromium with a chart and no error.
+"""The real app in a real browser: every page answers its main interaction (an upload over the configured limit
+is refused on the way), and eight sessions at once stay apart.
 
-Starts ``streamlit run app.py`` on a free local port, drives Debian's Chromium through Playwright (never
-``playwright install``) and saves one screenshot per page under ``test-artifacts/`` (git-ignored).
+Starts ``streamlit run app.py`` once on a free local port, drives Debian's Chromium through Playwright (never
+``playwright install``) and saves one screenshot per page under ``test-artifacts/screenshots/`` and the
+concurrency run's peak server memory in ``test-artifacts/concurrency.json`` (git-ignored).
 """
 
 from __future__ import annotations
 
 import ast
+import asyncio
+import json
 import os
+import re
 import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import expect
+
+from tx_explorer import locales
 
 ROOT = Path(__file__).resolve().parents[1]
-SHOTS = ROOT / "test-artifacts" / "screenshots"
+ARTIFACTS = ROOT / "test-artifacts"
+SHOTS = ARTIFACTS / "screenshots"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
     "--disable-sync", "--no-first-run", "--disable-quic",
 ]
+PLOT = '[data-testid="stPlotlyChart"]'
+IDLE = '[data-testid="stApp"][data-test-script-state="notRunning"]'
+CODE = '[data-testid="stCode"]'
+LONG = 180_000  # ms: a page's first run loads its models on a loaded 2-core machine
+GiB = 1024**3
 pytestmark = pytest.mark.browser
 
 
@@ -37,6 +53,15 @@ def app_pages() -> list[str]:
     raise AssertionError("app.py has no PAGES list")
 
 
+def page_url(server: str, slug: str) -> str:
+    return server + ("/" if f"pages/{slug}.py" == app_pages()[0] else f"/{slug}")
+
+
+def label(page: str, key: str) -> str:
+    """A widget's English label, from the page's locale file (the test follows the app's wording)."""
+    return locales.text(page, key, "en")
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -44,7 +69,8 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def server():
+def app():
+    """One ``streamlit run`` for the whole module: (url, server process)."""
     port = _free_port()
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TIMM_FUSED_ATTN": "0"}
     proc = subprocess.Popen(
@@ -61,12 +87,17 @@ def server():
     else:
         proc.kill()
         pytest.fail("the app did not answer /_stcore/health within 60 s:\n" + proc.stdout.read().decode(errors="replace"))
-    yield url
+    yield url, proc
     proc.terminate()
     try:
         proc.wait(timeout=10)
     except subprocess.TimeoutExpired:
         proc.kill()
+
+
+@pytest.fixture(scope="module")
+def server(app) -> str:
+    return app[0]
 
 
 @pytest.fixture(scope="module")
@@ -81,8 +112,25 @@ def browser():
         b.close()
 
 
-def wait_until_idle(page, timeout: float = 120_000) -> None:
-    page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]', timeout=timeout)
+def wait_until_idle(page, timeout: float = LONG) -> None:
+    page.wait_for_selector(IDLE, timeout=timeout)
+
+
+def assert_no_errors(page) -> None:
+    for testid in ("stException", "stAlertContentError"):
+        found = page.locator(f'[data-testid="{testid}"]')
+        assert found.count() == 0, found.all_inner_texts()
+
+
+def sample_png(folder: Path) -> Path:
+    """A 97 × 83 PNG (an unusual size, so the page's "read a … file" caption proves it read ours)."""
+    from PIL import Image, ImageDraw
+
+    image = Image.new("RGB", (97, 83), (30, 40, 60))
+    ImageDraw.Draw(image).ellipse((25, 18, 72, 65), fill=(250, 210, 40))
+    path = folder / "circle.png"
+    image.save(path)
+    return path
 
 
 def test_deep_link_on_a_fresh_server_gets_the_whole_app(server, browser):
@@ -90,24 +138,261 @@ def test_deep_link_on_a_fresh_server_gets_the_whole_app(server, browser):
     page = browser.new_page()
     try:
         page.goto(server + "/masks")
-        page.get_by_text("中文").wait_for(timeout=180_000)  # the language switch lives in app.py's sidebar
+        page.get_by_text("中文").wait_for(timeout=LONG)  # the language switch lives in app.py's sidebar
         wait_until_idle(page)
         assert page.locator('[data-testid="stSidebarNav"]').get_by_text("app", exact=True).count() == 0
     finally:
         page.close()
 
 
+# ---- end to end: each page's main interaction ---------------------------------------------------------------------
+# Each function acts like a user and waits for the evidence that the app answered *that* input.
+
+
+def chart_with(page, text: str):
+    return page.locator(PLOT).filter(has_text=text).first
+
+
+def type_text(page, field: str, text: str, *, area: bool) -> None:
+    """Replace a text box's content and apply it the way a user does (Ctrl+Enter in a text area, Enter in a line)."""
+    box = page.get_by_label(field, exact=True)
+    box.fill(text)
+    box.press("Control+Enter" if area else "Enter")
+
+
+def home(page, tmp: Path) -> None:
+    """Follow the lecture map's link to the masks page: the app navigates and that page draws its maps."""
+    page.locator('a[data-testid="stPageLink-NavLink"][href$="masks"]').first.click()
+    expect(page).to_have_url(re.compile(r"/masks$"), timeout=LONG)
+    expect(chart_with(page, "tired")).to_be_attached(timeout=LONG)  # the masks page's default sentence
+
+
+def operator(page, tmp: Path) -> None:
+    """One more query with the keyboard on the N_Q slider: the weights become 5 × 6."""
+    slider = page.locator('[data-testid="stSlider"]').filter(has=page.get_by_text("N_Q", exact=True))
+    slider.get_by_role("slider").press("ArrowRight")
+    expect(chart_with(page, "A = softmax(E) [5 × 6]")).to_be_attached(timeout=LONG)
+
+
+def self_attention(page, tmp: Path) -> None:
+    """Shuffle the tokens again: a new order σ(X) is drawn and the maps follow it."""
+    order = page.get_by_text(label("self_attention", "perm_order").split("{")[0].strip())
+    before = order.inner_text()
+    page.get_by_role("button", name=label("self_attention", "shuffle")).click()
+    expect(order).not_to_have_text(before, timeout=LONG)
+
+
+def masks(page, tmp: Path) -> None:
+    type_text(page, label("masks", "sentence"), "the zebra sat down", area=False)
+    expect(chart_with(page, "zebra")).to_be_attached(timeout=LONG)
+
+
+def multihead(page, tmp: Path) -> None:
+    """Only the text box: the rest of this page is being reorganised (view selector instead of tabs)."""
+    type_text(page, label("multihead", "text"), "The socket is ready.", area=True)
+    expect(page.locator(CODE).first).to_contain_text("socket", timeout=LONG)
+
+
+def moe(page, tmp: Path) -> None:
+    type_text(page, label("moe", "sentence"), "The socket is ready.", area=False)
+    expect(chart_with(page, "socket")).to_be_attached(timeout=LONG)  # the tokens coloured by expert
+
+
+def norms(page, tmp: Path) -> None:
+    """Start the live mini-training, then stop it: what was trained so far is kept and drawn."""
+    page.get_by_role("button", name=label("norms", "train")).click()
+    expect(page.locator('[data-testid="stProgress"]').first).to_be_attached(timeout=LONG)
+    page.get_by_role("button", name=label("norms", "stop")).click()
+    expect(page.get_by_text(label("norms", "live_done").split("{")[0].strip())).to_be_visible(timeout=LONG)
+
+
+def model_sizes(page, tmp: Path) -> None:
+    total = page.locator('[data-testid="stMetric"]').filter(has_text=label("model_sizes", "total")).first
+    before = total.inner_text()
+    field = page.get_by_label(label("model_sizes", "layers"), exact=True)
+    field.fill("24")
+    field.press("Enter")
+    expect(total).not_to_have_text(before, timeout=LONG)
+
+
+def language_model(page, tmp: Path) -> None:
+    type_text(page, label("language_model", "text"), "The socket is ready.", area=True)
+    expect(page.locator(CODE).first).to_contain_text("socket", timeout=LONG)
+    expect(page.locator(CODE).nth(1)).to_contain_text("socket", timeout=LONG)  # the prompt of the generation
+
+
+def vision_transformer(page, tmp: Path) -> None:
+    """Upload 200 MB against the 20 MB limit (.streamlit/config.toml): the browser refuses it before sending a
+    byte; then upload a real PNG: the page reads it (its size in the caption) and classifies it."""
+    page.get_by_text(label("vision_transformer", "source_upload"), exact=True).click()
+    uploader = page.locator('[data-testid="stFileUploaderDropzoneInput"]')
+    huge = tmp / "huge.png"
+    with open(huge, "wb") as f:
+        f.truncate(200 * 1024**2)  # sparse: no disk used
+    uploader.set_input_files(huge)
+    expect(page.get_by_text(re.compile(r"File must be .+ or smaller"))).to_be_visible(timeout=LONG)
+    wait_until_idle(page)
+    expect(page.get_by_text(label("vision_transformer", "upload_hint"))).to_be_visible()  # nothing reached the app
+    assert_no_errors(page)
+    page.screenshot(path=str(SHOTS / "upload-too-large.png"))
+    uploader.set_input_files(sample_png(tmp))  # … and the next request is answered
+    expect(page.get_by_text("Read a PNG file: 97×83 pixels")).to_be_visible(timeout=LONG)
+    expect(chart_with(page, label("vision_transformer", "prediction_title"))).to_be_attached(timeout=LONG)
+
+
+def seq2seq(page, tmp: Path) -> None:
+    type_text(page, label("seq2seq", "sentence"), "the girls often read a long letter in the garden", area=False)
+    expect(chart_with(page, "garden")).to_be_attached(timeout=LONG)  # the alignment maps' source words
+
+
+def cost_of_attention(page, tmp: Path) -> None:
+    """Measure the three implementations on this machine (D_H = 8 and one timed run, to keep the test short)."""
+    for key, value in (("head_dim", "8"), ("repeats", "1")):
+        field = page.get_by_label(label("cost_of_attention", key), exact=True)
+        field.fill(value)
+        field.press("Enter")
+    page.get_by_role("button", name=label("cost_of_attention", "measure")).click()
+    expect(chart_with(page, label("cost_of_attention", "time_title"))).to_be_attached(timeout=LONG)
+
+
+INTERACTIONS: dict[str, Callable] = {
+    f.__name__: f
+    for f in (home, operator, self_attention, masks, multihead, moe, norms, model_sizes, language_model,
+              vision_transformer, seq2seq, cost_of_attention)
+}  # fmt: skip
+
+
+def test_every_page_has_a_main_interaction():
+    assert set(INTERACTIONS) == {Path(p).stem for p in app_pages()}
+
+
 @pytest.mark.parametrize("path", app_pages())
-def test_page_renders_a_chart_without_errors(server, browser, path):
+def test_page_renders_and_answers_its_main_interaction(server, browser, path, tmp_path):
     SHOTS.mkdir(parents=True, exist_ok=True)
     slug = Path(path).stem
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     try:
-        page.goto(server + ("/" if path == app_pages()[0] else f"/{slug}"))
-        page.wait_for_selector('[data-testid="stPlotlyChart"] .main-svg', timeout=180_000)
+        page.goto(page_url(server, slug))
+        page.wait_for_selector(f"{PLOT} .main-svg", timeout=LONG)
         wait_until_idle(page)
+        assert_no_errors(page)
+        INTERACTIONS[slug](page, tmp_path)
+        wait_until_idle(page)
+        page.wait_for_selector(f"{PLOT} .main-svg", timeout=LONG)
         page.screenshot(path=str(SHOTS / f"{slug}.png"), full_page=True)
-        assert page.locator('[data-testid="stException"]').count() == 0, page.locator('[data-testid="stException"]').all_inner_texts()
-        assert page.locator('[data-testid="stAlertContentError"]').count() == 0, page.locator('[data-testid="stAlertContentError"]').all_inner_texts()
+        assert_no_errors(page)
     finally:
         page.close()
+
+
+# ---- eight sessions at once ----------------------------------------------------------------------------------------
+# (page, its text box, Enter or Ctrl+Enter, what to type, where the tokens show up); each session types its own
+# marker word, and must see it — and never another session's — in its own token display.
+TEXT_PAGES = {
+    "language_model": (label("language_model", "text"), True, "The {} is ready.", CODE),
+    "multihead": (label("multihead", "text"), True, "The {} is ready.", CODE),
+    "masks": (label("masks", "sentence"), False, "the {} sat down", PLOT),
+}
+SESSIONS = [
+    ("language_model", "socket"), ("language_model", "thread"), ("language_model", "window"),
+    ("multihead", "buffer"), ("multihead", "server"),
+    ("masks", "zebra"), ("masks", "quokka"), ("masks", "narwhal"),
+]  # fmt: skip
+
+
+async def _session(browser, server: str, i: int, slug: str, marker: str, barrier: asyncio.Barrier) -> dict:
+    from playwright.async_api import expect
+
+    field, area, template, display = TEXT_PAGES[slug]
+    context = await browser.new_context(viewport={"width": 1200, "height": 900})
+    page = await context.new_page()
+    try:
+        await page.goto(page_url(server, slug))
+        await page.wait_for_selector(f"{PLOT} .main-svg", timeout=LONG)
+        await page.wait_for_selector(IDLE, timeout=LONG)
+        await barrier.wait()  # all eight type at the same moment
+        t0 = time.monotonic()
+        box = page.get_by_label(field, exact=True)
+        await box.fill(template.format(marker))
+        await box.press("Control+Enter" if area else "Enter")
+        shown = page.locator(display).first
+        await expect(shown).to_contain_text(marker, timeout=LONG)
+        await page.wait_for_selector(IDLE, timeout=LONG)
+        seconds = time.monotonic() - t0
+        await page.screenshot(path=str(SHOTS / f"concurrent-{i}-{slug}.png"))
+        return {
+            "page": slug, "marker": marker, "shown": await shown.text_content(), "seconds": round(seconds, 2),
+            "exceptions": await page.locator('[data-testid="stException"]').all_inner_texts(),
+            "errors": await page.locator('[data-testid="stAlertContentError"]').all_inner_texts(),
+        }  # fmt: skip
+    except BaseException:
+        barrier.abort()  # the others stop waiting for this one
+        raise
+    finally:
+        await context.close()
+
+
+async def _all_sessions(server: str) -> list[dict]:
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as p:
+        browser = await p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            barrier = asyncio.Barrier(len(SESSIONS))
+            return await asyncio.gather(*(_session(browser, server, i, s, m, barrier) for i, (s, m) in enumerate(SESSIONS)))
+        finally:
+            await browser.close()
+
+
+def _memory(pid: int) -> dict[str, int]:
+    """VmRSS and VmHWM (peak resident set) of a process, in bytes."""
+    fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
+    return {k: int(fields[k].split()[0]) * 1024 for k in ("VmRSS", "VmHWM")}
+
+
+def test_eight_sessions_at_once_stay_apart_and_memory_stays_bounded(app):
+    server, proc = app
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    before = _memory(proc.pid)
+    samples: list[dict[str, int]] = []
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            samples.append(_memory(proc.pid))
+            done.wait(0.2)
+
+    out: dict[str, object] = {}
+
+    def drive() -> None:  # its own thread and event loop, beside the module's synchronous Playwright
+        try:
+            out["sessions"] = asyncio.run(_all_sessions(server))
+        except BaseException as exc:  # noqa: BLE001 — re-raised in the test's thread
+            out["error"] = exc
+
+    sampler, driver = threading.Thread(target=sample), threading.Thread(target=drive)
+    t0 = time.monotonic()
+    sampler.start()
+    driver.start()
+    driver.join()
+    done.set()
+    sampler.join()
+    if "error" in out:
+        raise out["error"]
+    sessions = out["sessions"]
+    peak_rss = max(s["VmRSS"] for s in samples + [before])
+    hwm = _memory(proc.pid)["VmHWM"]
+    ARTIFACTS.mkdir(exist_ok=True)
+    (ARTIFACTS / "concurrency.json").write_text(json.dumps({
+        "sessions": len(sessions), "pages": [s["page"] for s in sessions], "seconds": round(time.monotonic() - t0, 1),
+        "rss_before_bytes": before["VmRSS"], "peak_rss_bytes": peak_rss, "vm_hwm_bytes": hwm,
+        "per_session_seconds": [s["seconds"] for s in sessions],
+    }, indent=2) + "\n")  # fmt: skip
+
+    assert len(sessions) == len(SESSIONS) >= 8
+    markers = {m for _, m in SESSIONS}
+    for s in sessions:
+        assert not s["exceptions"] and not s["errors"], s
+        assert s["marker"] in s["shown"], s
+        assert not [m for m in markers - {s["marker"]} if m in s["shown"]], f"another session's text leaked: {s}"
+    assert hwm < 4 * GiB, f"server peak memory {hwm / GiB:.2f} GiB"

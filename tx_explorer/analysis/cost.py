@@ -22,6 +22,7 @@ from tx_explorer.analysis.seeding import generator
 from tx_explorer.attention import flash_attention, scaled_dot_product_attention
 
 LECTURE_N, LECTURE_H = 100_000, 64  # the lecture's example (§4.4): terabytes for the weights alone
+MEASURE_BUDGET_S = 60.0  # one press of the page's button starts no run predicted to end later (shared server)
 
 
 @dataclass(frozen=True)
@@ -228,6 +229,14 @@ def measure(
             _sync(device)
             times.append(time.perf_counter() - t0)
     return Measurement(method=method, n=n, seconds=statistics.median(times), peak_bytes=peak, runs=repeats)
+
+
+def predicted_seconds(previous: Measurement | None, n: int) -> float:
+    """Wall time of :func:`measure` at ``n`` (a warm-up plus ``previous.runs`` passes), extrapolated as N² from
+    the same method's ``previous`` measurement at a smaller N; 0 when there is none yet."""
+    if previous is None:
+        return 0.0
+    return previous.seconds * (previous.runs + 1) * (n / previous.n) ** 2
 
 
 def ratio(results: Sequence[Measurement], n: int, num: str, den: str, field: str = "seconds") -> float | None:

@@ -113,6 +113,8 @@ def next_token(
         return logits.argmax(dim=-1, keepdim=True)
     if temperature <= 0:
         raise ValueError(f"temperature must be positive, got {temperature}")
+    if top_k is not None and top_k < 1:
+        raise ValueError(f"top_k must be at least 1, got {top_k}")
     logits = logits / temperature
     if top_k is not None:
         kth = torch.topk(logits, min(top_k, logits.shape[-1])).values[:, -1:]

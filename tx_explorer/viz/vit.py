@@ -11,7 +11,6 @@ from collections.abc import Sequence
 
 import numpy as np
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from tx_explorer.viz import charts, style
 from tx_explorer.viz.heatmap import mosaic
@@ -73,6 +72,12 @@ def _overlay_traces(pixels: np.ndarray, attn: np.ndarray, zmax: float, opacity: 
     ]
 
 
+def _panel_domains(count: int, gap: float) -> list[list[float]]:
+    """``count`` equal spans of [0, 1] separated by ``gap`` (a fraction of the figure)."""
+    width = (1 - gap * (count - 1)) / count
+    return [[i * (width + gap), i * (width + gap) + width] for i in range(count)]
+
+
 def attention_overlays(
     pixels: np.ndarray,
     maps: np.ndarray,
@@ -86,7 +91,8 @@ def attention_overlays(
 ) -> go.Figure:
     """Small multiples: each ``[g, g]`` map of ``maps [K, g, g]`` over the image, on one shared colour scale.
 
-    ``highlight`` outlines the query patch (row-major index) in every panel.
+    ``highlight`` outlines the query patch (row-major index) in every panel. The panels' axes are laid out in
+    one layout dict: ``make_subplots`` and per-panel updates re-validate the figure each time (10× slower).
     """
     maps = np.asarray(maps, dtype=np.float64)
     if maps.ndim != 3 or len(names) != maps.shape[0]:
@@ -94,19 +100,27 @@ def attention_overlays(
     k, grid = maps.shape[0], maps.shape[1]
     cols = min(columns, k)
     rows = -(-k // cols)
-    fig = make_subplots(rows, cols, subplot_titles=list(names), horizontal_spacing=0.02, vertical_spacing=0.08)
+    patch = pixels.shape[0] // grid
+    x_domains, y_domains = _panel_domains(cols, 0.02), _panel_domains(rows, 0.08)[::-1]  # row 0 on top
     zmax = float(maps.max()) or 1.0
-    for i in range(k):
+    traces, layout, annotations, shapes = [], {}, [], []
+    for i, name in enumerate(style.safe_labels(names)):
+        suffix = str(i + 1) if i else ""
+        x_dom, y_dom = x_domains[i % cols], y_domains[i // cols]
         for trace in _overlay_traces(pixels, maps[i], zmax, opacity, show_scale=i == 0):
-            fig.add_trace(trace, row=i // cols + 1, col=i % cols + 1)
+            traces.append(trace.update(xaxis=f"x{suffix}", yaxis=f"y{suffix}"))
+        layout[f"xaxis{suffix}"] = dict(AXES_OFF, domain=x_dom, anchor=f"y{suffix}")
+        layout[f"yaxis{suffix}"] = dict(AXES_OFF, domain=y_dom, anchor=f"x{suffix}", autorange="reversed",
+                                        scaleanchor=f"x{suffix}")  # fmt: skip  (square panels)
+        annotations.append(dict(text=name, x=sum(x_dom) / 2, y=y_dom[1], xref="paper", yref="paper",
+                                xanchor="center", yanchor="bottom", showarrow=False))  # fmt: skip
         if highlight is not None:
-            _highlight(fig, pixels.shape[0] // grid, grid, highlight, row=i // cols + 1, col=i % cols + 1)
-    fig.update_xaxes(**AXES_OFF)
-    fig.update_yaxes(**AXES_OFF, autorange="reversed")
-    for i in range(k):  # square panels: each y axis follows its own x axis
-        fig.update_yaxes(scaleanchor=f"x{i + 1 if i else ''}", row=i // cols + 1, col=i % cols + 1)
-    fig.update_layout(title=title, height=height_per_row * rows + 60, margin=dict(l=5, r=5, t=70, b=5), font=style.FONT)
-    return fig
+            r, c = divmod(highlight, grid)
+            shapes.append(dict(type="rect", xref=f"x{suffix}", yref=f"y{suffix}", line=HIGHLIGHT, x0=c * patch - 0.5,
+                               x1=(c + 1) * patch - 0.5, y0=r * patch - 0.5, y1=(r + 1) * patch - 0.5))  # fmt: skip
+    layout.update(title=dict(text=title), height=height_per_row * rows + 60, margin=dict(l=5, r=5, t=70, b=5),
+                  font=style.FONT, annotations=annotations, shapes=shapes)  # fmt: skip
+    return go.Figure(traces, layout=layout)
 
 
 def patch_values(values: np.ndarray, channels: int = 3, *, title: str = "", height: int = 260) -> go.Figure:
@@ -130,7 +144,9 @@ def patch_values(values: np.ndarray, channels: int = 3, *, title: str = "", heig
 def vector_bars(vec: np.ndarray, *, title: str = "", x_title: str = "dimension", height: int = 260) -> go.Figure:
     """A D-dimensional vector (e.g. a patch's projection) as bars."""
     vec = np.asarray(vec, dtype=np.float64)
-    fig = go.Figure(go.Bar(x=np.arange(vec.size), y=vec, marker_color=np.where(vec >= 0, "#1f77b4", "#d62728")))
+    # Sign as a two-colour scale over 0/1: a list of colour strings is validated one by one (10× slower).
+    sign = dict(color=(vec >= 0).astype(np.uint8), colorscale=[[0, "#d62728"], [1, "#1f77b4"]], cmin=0, cmax=1)
+    fig = go.Figure(go.Bar(x=np.arange(vec.size), y=vec, marker=sign))
     fig.update_xaxes(title=x_title)
     fig.update_layout(title=title, height=height, margin=dict(CHART_MARGIN, t=40 if title else 10), font=style.FONT)
     return fig

@@ -1,0 +1,410 @@
+"""The app in headless Chromium: cold start, input → chart rendered on every page, server memory per session.
+
+    python -m benchmarks browser                                  # 3 cold starts, 3 inputs per page, 4 sessions
+    python -m benchmarks browser --repeats 1 --starts 1 --sessions 2 --only masks
+
+Starts ``streamlit run app.py`` exactly as the browser tests do (tests/test_browser.py: same flags, Debian's
+Chromium through Playwright, never ``playwright install``). Writes the section ``browser`` of BENCHMARKS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import os
+import shlex
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from benchmarks import ROOT, machine, verdict, write_section
+from tests.test_browser import ARGS, CHROMIUM, app_pages
+from tx_explorer import locales
+
+log = logging.getLogger("benchmarks.browser")
+COLD_TARGET_S = 10.0  # issue 11: command to first rendered page
+IDLE = '[data-testid="stApp"][data-test-script-state="notRunning"]'
+CHART = '[data-testid="stPlotlyChart"] .main-svg'
+ERRORS = '[data-testid="stException"], [data-testid="stAlertContentError"]'
+VIEWPORT = {"width": 1400, "height": 1000}
+# Counts script runs that end after the input (the state attribute leaves "running"/"rerunRequested"), so a
+# rerun too fast to be seen while it runs is still noticed.
+WATCH = """() => {
+  window.__benchRuns = 0;
+  if (window.__benchObserver) return;
+  const app = document.querySelector('[data-testid="stApp"]');
+  window.__benchObserver = new MutationObserver(records => {
+    for (const r of records) if (r.oldValue === 'running' || r.oldValue === 'rerunRequested') window.__benchRuns++;
+  });
+  window.__benchObserver.observe(app, {attributes: true, attributeOldValue: true,
+                                       attributeFilter: ['data-test-script-state']});
+}"""
+DONE = """() => window.__benchRuns > 0
+  && document.querySelector('[data-testid="stApp"]').getAttribute('data-test-script-state') === 'notRunning'
+  && document.querySelector('[data-testid="stPlotlyChart"] .main-svg') !== null"""
+PAINTED = "() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))"
+WORDS = ("today", "again", "at noon", "in the morning", "slowly", "twice", "for now", "once more", "here", "there")
+
+
+# ---- the server ---------------------------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def status_mb(pid: int) -> dict[str, float]:
+    """``VmRSS`` and ``VmHWM`` (peak) of a process from ``/proc/<pid>/status``, in MB."""
+    out = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            out[key] = int(value.split()[0]) * 1024 / 1e6  # kB
+    return out
+
+
+@dataclass
+class Server:
+    """``streamlit run app.py`` on a free port with the browser tests' flags; ``started`` = before the command."""
+
+    port: int = field(default_factory=free_port)
+    started: float = 0.0
+    proc: subprocess.Popen | None = None
+    log_file: object = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TIMM_FUSED_ATTN": "0"}
+        self.log_file = tempfile.TemporaryFile()  # a pipe nobody reads could fill and stall the server
+        self.started = time.perf_counter()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(self.port), "--server.address",
+             "127.0.0.1"], cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=self.log_file, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+
+    def wait_healthy(self, timeout: float = 120.0) -> float:
+        """Seconds from the command to ``/_stcore/health`` answering ``ok``."""
+        while time.perf_counter() - self.started < timeout:
+            with contextlib.suppress(OSError):
+                if urllib.request.urlopen(f"{self.url}/_stcore/health", timeout=1).read() == b"ok":
+                    return time.perf_counter() - self.started
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        raise RuntimeError(f"the app did not answer /_stcore/health within {timeout:.0f} s:\n{self.output()}")
+
+    def output(self) -> str:
+        self.log_file.seek(0)
+        return self.log_file.read().decode(errors="replace")[-4000:]
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.log_file.close()
+
+
+@contextlib.contextmanager
+def running_server() -> Iterator[Server]:
+    srv = Server()
+    srv.start()
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+# ---- what the user does on each page -------------------------------------------------------------------------------
+
+Act = Callable[[object, int], Callable[[], None]]  # (page, i) → prepares the input, returns the timed keystroke/click
+
+
+def type_text(selector: str, texts: Callable[[int], str], submit: str = "Enter") -> Act:
+    """Fill a text box (not timed), then the timed key that submits it (Enter; Ctrl+Enter in a text area)."""
+
+    def act(page, i: int) -> Callable[[], None]:
+        box = page.locator(selector).first
+        box.fill(texts(i))
+        return lambda: box.press(submit)
+
+    return act
+
+
+def click(selector: str) -> Act:
+    def act(page, i: int) -> Callable[[], None]:
+        target = page.locator(selector).first
+        target.scroll_into_view_if_needed()
+        return target.click
+
+    return act
+
+
+def click_text(within: str, labels: tuple[str, ...]) -> Act:
+    """Click the i-th of ``labels`` (cycled) inside ``within``, e.g. the sidebar's language switch."""
+
+    def act(page, i: int) -> Callable[[], None]:
+        return page.locator(within).get_by_text(labels[i % len(labels)], exact=True).click
+
+    return act
+
+
+def slider_key(nth: int) -> Act:
+    """One arrow key on the ``nth`` slider of the page (right, then left: always a new value)."""
+
+    def act(page, i: int) -> Callable[[], None]:
+        page.locator('[data-testid="stSlider"] input[type="range"]').nth(nth).focus()  # the thumb's hidden input
+        return lambda: page.keyboard.press("ArrowLeft" if i % 2 else "ArrowRight")
+
+    return act
+
+
+def _sentences(text: str) -> Callable[[int], str]:
+    return lambda i: f"{text} {WORDS[i % len(WORDS)]}"
+
+
+def _demo_sentence(i: int) -> str:
+    from tx_explorer.data import translation as tr
+
+    return tr.DEMO_SENTENCES[(i + 1) % len(tr.DEMO_SENTENCES)]  # in the toy language's vocabulary
+
+
+def _label(page: str, key: str) -> str:
+    return locales.text(page, key, "en")
+
+
+INPUTS: dict[str, tuple[str, Act]] = {
+    "home": ("language switch (English ↔ 中文)",
+             click_text('[data-testid="stSidebar"]', tuple(reversed(locales.LANGUAGES.values())))),
+    "operator": ("N_K slider, one arrow key (Streamlit debounces slider input)", slider_key(1)),
+    "self_attention": ("press Shuffle", click(".st-key-shuffle button")),
+    "masks": ("type a sentence + Enter", type_text(".st-key-sentence input", _sentences("the cat sat on the mat"))),
+    "multihead": ("type a text + Ctrl+Enter (tiny-gpt)", type_text('[class*="st-key-mh_text_"] textarea',
+                  _sentences("Return a new list containing all items from the iterable"), "Control+Enter")),
+    "moe": ("type a sentence + Enter", type_text(f'input[aria-label="{_label("moe", "sentence")}"]',
+            _sentences("The function returns a new list of the keys"))),
+    "norms": ("type a sentence + Enter", type_text(f'input[aria-label="{_label("norms", "sentence")}"]',
+              _sentences("The function returns a new list of the items"))),
+    "model_sizes": ("layers + Enter", type_text(".st-key-sizes_layers input", lambda i: str(13 + i))),
+    "language_model": ("type a text + Ctrl+Enter",
+                       type_text(".st-key-lm_text textarea", _sentences("Return a new list"), "Control+Enter")),
+    "vision_transformer": ("sample seed + 1 (button)", click('[data-testid="stNumberInputStepUp"]')),
+    "seq2seq": ("type a sentence + Enter", type_text(".st-key-s2s_text input", _demo_sentence)),
+    "cost_of_attention": ("N + Enter", type_text(".st-key-cost_n input", lambda i: str(1024 + 256 * (i + 1)))),
+}  # fmt: skip
+
+
+def _path(page_file: str) -> str:
+    return "/" if page_file == app_pages()[0] else f"/{Path(page_file).stem}"
+
+
+def open_page(browser, url: str):
+    """A new browser context (its own Streamlit session) on ``url``, once a chart is drawn and the app idle."""
+    ctx = browser.new_context(viewport=VIEWPORT)
+    page = ctx.new_page()
+    page.goto(url)
+    page.wait_for_selector(CHART, timeout=180_000)
+    page.wait_for_selector(IDLE, timeout=180_000)
+    page.evaluate(PAINTED)
+    return ctx, page
+
+
+# ---- the three measurements -----------------------------------------------------------------------------------------
+
+
+def cold_starts(browser, starts: int) -> list[tuple[float, float, float]]:
+    """(health answered, app shell drawn, first chart rendered): seconds from the command, a fresh server each."""
+    out = []
+    for _ in range(starts):
+        with running_server() as srv:
+            healthy = srv.wait_healthy()
+            ctx = browser.new_context(viewport=VIEWPORT)
+            page = ctx.new_page()
+            page.goto(srv.url + "/")
+            page.wait_for_selector('[data-testid="stApp"]', timeout=180_000)
+            shell = time.perf_counter() - srv.started
+            page.wait_for_selector(CHART, timeout=180_000)
+            page.wait_for_selector(IDLE, timeout=180_000)
+            page.evaluate(PAINTED)
+            out.append((healthy, shell, time.perf_counter() - srv.started))
+            ctx.close()
+        log.info("cold start: health %.2f s, app shell %.2f s, first chart %.2f s", *out[-1])
+    return out
+
+
+@dataclass
+class Latency:
+    first_visit_s: float
+    times_ms: list[float]
+    errors: int
+    failure: str = ""
+
+
+def input_latency(browser, url: str, act: Act, repeats: int) -> Latency:
+    """Input → rerun finished, a chart present and two frames painted; median of ``repeats`` after a warm-up."""
+    t0 = time.perf_counter()
+    ctx, page = open_page(browser, url)
+    first = time.perf_counter() - t0
+    times = []
+    try:
+        for i in range(repeats + 1):
+            fire = act(page, i)
+            page.evaluate(WATCH)
+            t0 = time.perf_counter()
+            fire()
+            page.wait_for_function(DONE, timeout=120_000, polling="raf")
+            page.evaluate(PAINTED)
+            if i:  # the first input is a warm-up
+                times.append(1000 * (time.perf_counter() - t0))
+        return Latency(first, times, page.locator(ERRORS).count())
+    except Exception as exc:  # noqa: BLE001 — one page's failure is reported in its row
+        message = (str(exc).splitlines() or [""])[0]
+        return Latency(first, times, page.locator(ERRORS).count(), f"{type(exc).__name__}: {message}")
+    finally:
+        ctx.close()
+
+
+def session_memory(browser, sessions: int) -> list[tuple[int, dict[str, float]]]:
+    """Server RSS after start-up, then after each of ``sessions`` browser sessions opened the multi-head page."""
+    path = next(p for p in app_pages() if Path(p).stem == "multihead")
+    with running_server() as srv:
+        srv.wait_healthy()
+        rows = [(0, status_mb(srv.proc.pid))]
+        contexts = []
+        try:
+            for k in range(1, sessions + 1):
+                contexts.append(open_page(browser, srv.url + _path(path))[0])
+                time.sleep(1.0)  # let the server finish sending before reading its memory
+                rows.append((k, status_mb(srv.proc.pid)))
+                log.info("%d session(s): RSS %.0f MB", k, rows[-1][1]["VmRSS"])
+        finally:
+            for ctx in contexts:
+                ctx.close()
+    return rows
+
+
+def per_session_mb(rows: list[tuple[int, dict[str, float]]]) -> float | None:
+    """(RSS with the most sessions − RSS with one) / (sessions − 1): what each further session adds."""
+    if len(rows) < 3:
+        return None
+    (k1, one), (kn, last) = rows[1], rows[-1]
+    return (last["VmRSS"] - one["VmRSS"]) / (kn - k1)
+
+
+# ---- report ------------------------------------------------------------------------------------------------------
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m benchmarks browser", description=__doc__.splitlines()[0])
+    p.add_argument("--repeats", type=int, default=3, help="timed inputs per page (after one warm-up input)")
+    p.add_argument("--starts", type=int, default=3, help="fresh server starts for the cold-start time")
+    p.add_argument("--sessions", type=int, default=4, help="browser sessions on the multi-head page for memory")
+    p.add_argument("--only", nargs="+", default=None, help="page names for the input latencies (default: all)")
+    p.add_argument("--no-write", action="store_true", help="print the section instead of writing BENCHMARKS.md")
+    return p
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    args = _parser().parse_args(argv)
+    header = machine(torch.device("cpu"))
+    command = "python -m benchmarks browser " + shlex.join(argv)
+    lines = ["## Browser: cold start, input → chart rendered, memory per session", "",
+             f"Command: `{command.strip()}` (from the repository root; `make bench` runs every benchmark).", "",
+             f"Machine: {header}.", ""]  # fmt: skip
+    if not Path(CHROMIUM).exists():
+        lines.append(f"Not run: no Chromium at {CHROMIUM} (`make chromium` installs Debian's).")
+        write_section("browser", "\n".join(lines))
+        return
+    from playwright.sync_api import sync_playwright
+
+    pages = [p for p in app_pages() if args.only is None or Path(p).stem in args.only]
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            starts = cold_starts(browser, args.starts)
+            latencies = {}
+            with running_server() as srv:
+                srv.wait_healthy()
+                for path in pages:
+                    what, act = INPUTS[Path(path).stem]
+                    latencies[path] = (what, input_latency(browser, srv.url + _path(path), act, args.repeats))
+                    log.info("%s: %s", path, latencies[path][1])
+            memory = session_memory(browser, args.sessions)
+        finally:
+            browser.close()
+
+    first = statistics.median(s for *_, s in starts)
+    lines += [
+        "Headless Chromium (Debian's, through Playwright; launched before the clock starts) on a server started "
+        "with the browser tests' command, `streamlit run app.py --server.port P --server.address 127.0.0.1`. "
+        "A chart counts as rendered when the page has a Plotly chart drawn (`.main-svg`), the app reports "
+        "`data-test-script-state=\"notRunning\"` after the input's rerun, and two animation frames have passed.",
+        "",
+        f"### Cold start: command → first page's chart rendered (median of {len(starts)} fresh servers)",
+        "",
+        "Between the app shell and the chart the server runs the first script: it imports torch, the page's "
+        "modules and Plotly, then computes and sends the page.",
+        "",
+        "| start | /_stcore/health answers | app shell drawn | first chart rendered |",
+        "|---:|---:|---:|---:|",
+        *[f"| {i + 1} | {h:.2f} s | {a:.2f} s | {s:.2f} s |" for i, (h, a, s) in enumerate(starts)],
+        "",
+        f"Median {first:.2f} s — target ≤ {COLD_TARGET_S:.0f} s: {verdict(first, COLD_TARGET_S, 's')}.",
+        "",
+        f"### Input → chart rendered, per page (median of {args.repeats} inputs after a warm-up input, one server)",
+        "",
+        "First visit = opening the page in a new session on the running server (includes loading its models the "
+        "first time). Each input makes a new value, so no Streamlit cache returns the previous answer.",
+        "",
+        "| page | input | first visit | input → chart (median) | inputs | errors on page |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    for path, (what, lat) in latencies.items():
+        median = f"{statistics.median(lat.times_ms):,.0f} ms" if lat.times_ms else "—"
+        note = f" (failed: {lat.failure})" if lat.failure else ""
+        lines.append(f"| {Path(path).stem} | {what}{note} | {lat.first_visit_s:.2f} s | {median} | {len(lat.times_ms)} "
+                     f"| {lat.errors} |")  # fmt: skip
+    each = per_session_mb(memory)
+    lines += [
+        "",
+        f"### Memory per session (server RSS from /proc/<pid>/status; {args.sessions} sessions on the multi-head page)",
+        "",
+        "Each session is its own browser context that opens the multi-head page with its default text and model; "
+        "models and cached analyses are shared by all sessions, so further sessions add only their own state and "
+        "messages.",
+        "",
+        "| sessions open | server RSS | peak RSS (VmHWM) |",
+        "|---:|---:|---:|",
+        *[f"| {k} | {mb['VmRSS']:,.0f} MB | {mb['VmHWM']:,.0f} MB |" for k, mb in memory],
+        "",
+        (f"Each further session: {each:,.1f} MB; the first one {memory[1][1]['VmRSS'] - memory[0][1]['VmRSS']:,.0f} MB "
+         "(models loaded, caches filled)." if each is not None else "Too few sessions for a per-session figure."),
+    ]  # fmt: skip
+    text = "\n".join(lines)
+    if args.no_write:
+        sys.stdout.write(text + "\n")
+    else:
+        write_section("browser", text)
+        log.info("wrote section browser")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,84 @@
+"""The benchmark suite's own logic (no timing is asserted anywhere): verdicts, where sections go, coverage of
+every page of app.py, the per-session memory arithmetic and the BertViz table's fallback."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+from benchmarks import FILE_ENV, verdict, write_section
+from benchmarks import __main__ as dispatcher
+from benchmarks import browser, heads_payload, pages
+from tests.test_browser import app_pages
+
+
+def test_verdict_says_met_or_missed_by_how_much():
+    assert verdict(120.0, 300.0) == "met (180 ms under)"
+    assert verdict(450.0, 300.0) == "missed by 150 ms (1.50×)"
+    assert verdict(12.5, 10.0, "s") == "missed by 2.5 s (1.25×)"
+    assert verdict(10.0, 10.0, "s").startswith("met")
+
+
+def test_sections_go_to_the_scratch_file_when_asked(tmp_path, monkeypatch):
+    scratch = tmp_path / "scratch.md"
+    monkeypatch.setenv(FILE_ENV, str(scratch))
+    write_section("pages", "smoke numbers")
+    assert "smoke numbers" in scratch.read_text()
+    monkeypatch.delenv(FILE_ENV)
+    explicit = tmp_path / "explicit.md"
+    write_section("pages", "other", explicit)
+    assert "other" in explicit.read_text() and "other" not in scratch.read_text()
+
+
+def test_every_page_of_the_app_has_an_interaction_and_a_browser_input():
+    stems = {Path(p).stem for p in app_pages()}
+    assert set(pages.INTERACTIONS) == stems
+    assert set(browser.INPUTS) == stems
+    assert all(i.page == page for page, rows in pages.INTERACTIONS.items() for i in rows)
+
+
+def test_dispatcher_runs_the_new_benchmarks_but_not_the_bertviz_child():
+    names = dispatcher._modules()
+    assert {"attention", "browser", "heads_payload", "pages"} <= set(names)
+    assert "_bertviz" not in names
+
+
+def test_per_session_memory_is_the_growth_after_the_first_session():
+    rows = [(0, {"VmRSS": 300.0}), (1, {"VmRSS": 700.0}), (2, {"VmRSS": 712.0}), (4, {"VmRSS": 736.0})]
+    assert browser.per_session_mb(rows) == 12.0
+    assert browser.per_session_mb(rows[:2]) is None
+    own = browser.status_mb(os.getpid())
+    assert 0 < own["VmRSS"] <= own["VmHWM"]
+
+
+def test_bertviz_table_falls_back_to_the_recorded_figures():
+    ours = [(32, 0.5, 1_000_000, 1), (128, 1.5, 1_000_000, 1), (512, 2.5, 10_000_000, 1)]
+    fallback = heads_payload.table(ours, None)
+    assert "| 53.0 MB | 53×" in fallback[3] and "—" in fallback[3]
+    assert "time ≤ 1 s: missed by 0.5 s" in fallback[3] and "bytes ≤ 2 MB: met" in fallback[3]
+    measured = {"rows": [{"tokens": n, "forward_s": 0.1, "build_s": 1.0, "bytes": 4e6 * (i + 1), "runs": 1}
+                         for i, n in enumerate(heads_payload.SIZES)]}  # fmt: skip
+    row = heads_payload.table(ours, measured)[2]
+    assert "0.10 + 1.00 s" in row and "| 4.0 MB | 4× |" in row and row.endswith("| — |")
+
+
+@pytest.fixture
+def one_thread():
+    """Two spinning torch threads are many times slower on a shared 2-core machine."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_every_page_interaction_runs_and_returns_serialisable_figures(one_thread):
+    """The benchmark calls the pages' library functions directly: it must keep up when they change."""
+    rows = [i for group in pages.INTERACTIONS.values() for i in group if i.models != ("minilm-l6",)]
+    loaded = {name: pages.load(name) for name in sorted({n for i in rows for n in i.models})}
+    for it in rows:
+        result = it.run(loaded)
+        assert result.figures and result.detail, it.page
+        assert all(len(pages.pio.to_json(f, validate=False)) > 100 for f in result.figures), it.page
