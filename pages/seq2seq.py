@@ -29,6 +29,12 @@ def load_translators() -> dict | None:
         return None
 
 
+@st.cache_data(max_entries=32, show_spinner=False)
+def translations(text: str, beam: int) -> dict:
+    """Every model's translation of ``text``, once per input: a rerun that changes nothing recomputes nothing."""
+    return {k: t.translate(text, beam=beam) for k, t in load_translators().items()}
+
+
 def input_problem(check: tr.SourceCheck) -> str:
     if check.problem == "empty":
         return T("empty")
@@ -72,7 +78,7 @@ else:
             st.markdown(T("reference", text=gold.italian))
         except tr.ParseError:
             st.info(T("no_gold"))
-        out = {k: t.translate(text, beam=beam) for k, t in translators.items()}
+        out = translations(text, beam)
         for col, (k, o) in zip(st.columns(3), out.items()):
             col.markdown(f"**{LABELS[k]}**")
             col.code(o.text or "∅", language=None)

@@ -13,6 +13,12 @@ from tx_explorer.viz import vit as vitviz
 T = ui.texts("vision_transformer")
 UPLOAD_TYPES = ["png", "jpg", "jpeg", "webp", "bmp", "gif"]
 
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def classified(name: str, pixels: np.ndarray):  # noqa: ANN201 (a Classification)
+    """The model's prediction and trace, once per image: a rerun that changes nothing recomputes nothing."""
+    return ui.cached_model(name).classify(pixels)
+
 st.title(T("title"))
 st.markdown(T("intro"))
 
@@ -105,7 +111,7 @@ with ui.friendly_errors():
 st.header(T("attn_header"))
 st.markdown(T("attn_intro"))
 with ui.friendly_errors():
-    result = clf.classify(pixels)
+    result = classified(name, pixels)
     prefix = clf.model.num_prefix
     queries = (["cls"] if prefix else []) + ["mean", "patch"]
     c = st.columns([2, 1])

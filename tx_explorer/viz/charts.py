@@ -71,11 +71,11 @@ def bars(
 ) -> go.Figure:
     """Grouped bars: one group per category (numeric axis, so repeated labels stay separate)."""
     idx = list(range(len(categories)))
-    fig = go.Figure([go.Bar(x=idx, y=list(np.asarray(v, dtype=float)), name=name) for name, v in series.items()])
-    fig.update_xaxes(title=x_title, tickmode="array", tickvals=idx, ticktext=[str(c) for c in categories])
-    fig.update_yaxes(title=y_title)
-    fig.update_layout(
-        title=title, barmode="group", height=height, margin=dict(l=10, r=10, t=40 if title else 10, b=10),
+    layout = dict(
+        title=dict(text=title), barmode="group", height=height, margin=dict(l=10, r=10, t=40 if title else 10, b=10),
         font=style.FONT, legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0),
-    )
+        xaxis=dict(title=dict(text=x_title), tickmode="array", tickvals=idx, ticktext=[str(c) for c in categories]),
+        yaxis=dict(title=dict(text=y_title)),
+    )  # one constructor call: every update_* re-validates the figure
+    fig = go.Figure([go.Bar(x=idx, y=np.asarray(v, dtype=float), name=name) for name, v in series.items()], layout=layout)
     return fig

@@ -174,16 +174,18 @@ def topk_bars(
     """Horizontal bars of the most likely next tokens, most likely on top; ``highlight`` marks one bar."""
     p = np.asarray(probs, dtype=float)
     tokens = safe_labels(tokens)
-    colors = ["#d62728" if i == highlight else "#1f77b4" for i in range(len(p))]
-    fig = go.Figure(go.Bar(x=p, y=list(range(len(p))), orientation="h", marker_color=colors,
-                           text=[f"{v:.3f}" for v in p], textposition="outside",
-                           customdata=[str(t) for t in tokens],
-                           hovertemplate="%{customdata}: %{x:.4f}<extra></extra>"))  # fmt: skip
-    fig.update_yaxes(tickmode="array", tickvals=list(range(len(p))), ticktext=[str(t) for t in tokens],
-                     autorange="reversed", automargin=True)  # fmt: skip
-    fig.update_xaxes(title="probability", range=[0, min(1.0, float(p.max()) * 1.25 + 1e-9)], automargin=True)
-    fig.update_layout(title=title, height=max(260, 26 * len(p) + 80), margin=dict(l=10, r=10, t=40, b=10),
-                      font=style.FONT)  # fmt: skip
+    rows = list(range(len(p)))
+    layout = dict(
+        title=dict(text=title), height=max(260, 26 * len(p) + 80), margin=dict(l=10, r=10, t=40, b=10), font=style.FONT,
+        yaxis=dict(tickmode="array", tickvals=rows, ticktext=[str(t) for t in tokens], autorange="reversed",
+                   automargin=True),
+        xaxis=dict(title=dict(text="probability"), range=[0, min(1.0, float(p.max()) * 1.25 + 1e-9)], automargin=True),
+    )  # fmt: skip
+    marker = dict(color=[1 if i == highlight else 0 for i in rows], colorscale=[[0, "#1f77b4"], [1, "#d62728"]],
+                  cmin=0, cmax=1)  # fmt: skip
+    fig = go.Figure(go.Bar(x=p, y=rows, orientation="h", marker=marker, text=[f"{v:.3f}" for v in p],
+                           textposition="outside", customdata=[str(t) for t in tokens],
+                           hovertemplate="%{customdata}: %{x:.4f}<extra></extra>"), layout=layout)  # fmt: skip
     return fig
 
 
