@@ -88,7 +88,7 @@ with ui.friendly_errors():
     ui.show_figure(fig, "lm_next", r.top_probs[pos])
     if actual is not None:
         loss = r.losses[pos]
-        st.caption(T("next_actual", token=r.tokens[pos + 1], loss=f"{loss:.2f}", p=f"{np.exp(-loss):.3f}"))
+        st.caption(T("next_actual", token=ui.escape_markdown(r.tokens[pos + 1]), loss=f"{loss:.2f}", p=f"{np.exp(-loss):.3f}"))
 
     st.header(T("loss_header"))
     st.markdown(T("loss_intro"))

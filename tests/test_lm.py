@@ -129,9 +129,14 @@ def test_encode_truncates_with_a_flag(tiny: textmodel.TextModel) -> None:
 def test_corpus_is_the_one_the_model_was_trained_on(tiny: textmodel.TextModel) -> None:
     docs = corpus.documents()
     desc = corpus.describe(docs)
-    assert desc["characters"] > 1_000_000 and all(corpus.is_prose(p) for d in docs[:200] for p in d.split("\n"))
+    assert desc["characters"] > 5_000_000 and all(corpus.is_prose(p) for d in docs[::50] for p in d.split("\n"))
+    assert "torch 2.14.1" in desc["source"]  # provenance names the pinned packages read
     if desc["python"] == tiny.info["corpus"]["python"]:
-        assert desc["sha256"] == tiny.info["corpus"]["sha256"]  # deterministic: same Python, same text
+        assert desc["sha256"] == tiny.info["corpus"]["sha256"]  # deterministic: same Python and pins, same text
+    stdlib = corpus.documents("stdlib")
+    assert docs[: len(stdlib)] == stdlib and len(stdlib) < len(docs)  # the standard library comes first
+    with pytest.raises(ValueError, match="unknown corpus"):
+        corpus.documents("web")
     parts = corpus.split(docs)
     assert len(parts.val) / len(docs) == pytest.approx(0.05, abs=0.02)
     assert set(parts.val).isdisjoint(parts.train)
@@ -176,7 +181,7 @@ def _train(tmp: Path, run: str, argv: list[str]) -> Path:
 
 def test_training_resumes_to_the_same_weights(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     docs = tuple(f"Document number {i} explains how the parser reads a line of text." for i in range(200))
-    monkeypatch.setattr(corpus, "documents", lambda: docs)
+    monkeypatch.setattr(corpus, "documents", lambda source="full": docs)
     unit = TransformerConfig(vocab_size=300, max_len=16, dim=16, num_layers=1, num_heads=2)
     monkeypatch.setitem(PRESETS, "unit", unit)
     straight = _train(tmp_path, "a", ["--steps", "6"])

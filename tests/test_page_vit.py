@@ -1,15 +1,12 @@
-"""The Vision Transformer page: loads clean, takes a real upload, and turns a corrupt upload into a message."""
+"""The Vision Transformer page: loads clean, shows the lecture's numbers, follows its controls, speaks Chinese.
+
+Uploads (a real one, and every kind of bad or unusual file) are rows of the table in tests/test_bad_input.py."""
 
 from __future__ import annotations
 
-import io
-
-import numpy as np
 import pytest
-from PIL import Image
 
 from tests.conftest import assert_clean, open_page, plotly_specs
-from tx_explorer.data import shapes
 
 
 @pytest.fixture(scope="module")
@@ -17,12 +14,6 @@ def at():
     page = open_page("vision_transformer")
     assert_clean(page)
     return page
-
-
-def _png(pixels: np.ndarray) -> bytes:
-    buf = io.BytesIO()
-    Image.fromarray(pixels).save(buf, "PNG")
-    return buf.getvalue()
 
 
 def test_first_load_shows_charts_and_the_lecture_numbers(at):
@@ -42,35 +33,6 @@ def test_choosing_a_patch_query_and_a_layer(at):
     assert_clean(at)
     at.slider[0].set_value(1).run()  # patch row
     assert_clean(at)
-
-
-def _switch_to_upload(at):
-    source = next(r for r in at.radio if "Upload your own" in r.options)
-    source.set_value("upload").run()
-    assert_clean(at)
-    return at.file_uploader[0]
-
-
-def test_an_actual_upload_is_classified():
-    at = open_page("vision_transformer")
-    uploader = _switch_to_upload(at)
-    star = shapes.sample(99, label=shapes.CLASSES.index("star"), size=96)
-    uploader.set_value(("star.png", _png(star.image), "image/png")).run()
-    assert_clean(at)
-    assert any("Read a PNG file: 96×96" in c.value for c in at.caption)
-    assert len(plotly_specs(at)) >= 8
-
-
-def test_a_corrupt_upload_gives_a_message_not_a_traceback():
-    at = open_page("vision_transformer")
-    uploader = _switch_to_upload(at)
-    uploader.set_value(("photo.png", b"this is not a png at all", "image/png")).run()
-    assert not at.exception
-    assert at.error and "not an image" in at.error[0].value
-    truncated = _png(shapes.sample(1).image)[:200]
-    at.file_uploader[0].set_value(("cut.png", truncated, "image/png")).run()  # re-read: the tree was rebuilt
-    assert not at.exception
-    assert at.error and "truncated" in at.error[0].value
 
 
 def test_chinese_text():

@@ -200,6 +200,8 @@ def mlp_param_counts(dim: int, mlp_ratio: float = 4.0, *, bias: bool = True) -> 
     if dim < 1 or mlp_ratio <= 0:
         raise ValueError(f"dim must be ≥ 1 and mlp_ratio > 0, got {dim} and {mlp_ratio}")
     h = int(mlp_ratio * dim)
+    if h < 1:
+        raise ValueError(f"D · ratio = {dim} · {mlp_ratio:g} leaves the MLP no hidden unit; raise D or the ratio")
     h_swi = swiglu_hidden(dim, mlp_ratio)
     cfg = TransformerConfig(dim=dim, num_heads=1, mlp_ratio=mlp_ratio, bias=bias)
     with torch.device("meta"):  # count without allocating

@@ -28,6 +28,8 @@ METRICS = ("token_accuracy", "exact_match", "bleu", "aer")
 
 def eval_set(per_bucket: int = 50, seed: int = EVAL_SEED) -> list[list[Example]]:
     """``per_bucket`` distinct held-out pairs for each bucket in :data:`BUCKETS` (never seen in training)."""
+    if int(per_bucket) != per_bucket or per_bucket < 1:  # 0 would "evaluate" nothing and report zeros
+        raise ValueError(f"the number of sentences per length bucket must be a positive integer, got {per_bucket!r}")
     out = []
     for k, (lo, hi) in enumerate(BUCKETS):
         unique = {ex.source: ex for ex in generate_examples(2 * per_bucket, seed + k, min_words=lo, max_words=hi, split="test")}

@@ -7,7 +7,8 @@ on the same corpus, tokenizer, batches, schedule and initialisation seed, in loc
 turn, so a cut-short run still compares like with like).
 
 Data, tokenizer, AdamW recipe, warm-up/cosine schedule and evaluation are the language model's
-(:mod:`tx_explorer.train.lm`); the tokenizer is ``tiny-gpt``'s when that bundle exists. The MoE's loss adds
+(:mod:`tx_explorer.train.lm`); by default the corpus is ``"stdlib"`` and the tokenizer the one in this
+bundle (tiny-gpt's first release), which reproduce the bundled run. The MoE's loss adds
 α·balance + β·z (Switch / ST-MoE coefficients 1e-2 and 1e-3); training routes with capacity factor 1.25 and
 counts drops, evaluation is dropless. Every step records the loss, the cumulative training FLOPs
 (3 × forward matmul FLOPs per token × tokens, :func:`tx_explorer.analysis.routing.moe_flops_per_token`) and
@@ -64,7 +65,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--heldout-windows", type=int, default=16, help="validation windows shipped for the routing statistics")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
-    p.add_argument("--tokenizer", type=Path, default=WEIGHTS_DIR / "tiny-gpt" / "tokenizer.json",
+    # The bundled run used the stdlib corpus and the tokenizer tiny-gpt had then, kept in this bundle.
+    p.add_argument("--corpus", default="stdlib", choices=sorted(corpus.SOURCES), help="text source (tx_explorer.data.corpus)")
+    p.add_argument("--tokenizer", type=Path, default=WEIGHTS_DIR / "tiny-moe" / "tokenizer.json",
                    help="reuse this tokenizer when it exists (else train one on the corpus, as the LM trainer does)")
     p.add_argument("--out", type=Path, default=WEIGHTS_DIR / "tiny-moe", help="bundle folder")
     return p.parse_args(argv)
@@ -82,10 +85,10 @@ def main(argv: list[str] | None = None) -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     t0 = time.time()
-    docs = corpus.documents()
+    docs = corpus.documents(args.corpus)
     parts = corpus.split(docs)
     if args.tokenizer.is_file():
-        verify(args.tokenizer.parent, "python -m tx_explorer.train lm --preset tiny")
+        verify(args.tokenizer.parent, "python -m tx_explorer.train moe --tokenizer ''  (a new tokenizer)")
         tok = Tokenizer.from_file(str(args.tokenizer))
     else:
         tok = train_bpe(parts.train, vocab_size=PRESETS["tiny"].vocab_size)
@@ -160,7 +163,7 @@ def main(argv: list[str] | None = None) -> None:
         "seconds": {k: round(v, 1) for k, v in seconds.items()},
         "minutes": round((time.time() - t0) / 60, 2),
         "threads": torch.get_num_threads(),
-        "corpus": corpus.describe(docs),
+        "corpus": corpus.describe(docs, args.corpus),
         "command": " ".join([RETRAIN, *(argv or [])]),
     }
     args.out.mkdir(parents=True, exist_ok=True)

@@ -10,7 +10,8 @@ MLP's parameters and usually does better. This command checks those claims at CP
 
 Every variant sees the same batches (one seeded generator each, same seed), the same number of steps and the
 same initialisation seed. Data, tokenizer, optimiser (AdamW, β₂ 0.95, decay on matrices), warm-up/cosine
-schedule and evaluation are the language model's (:mod:`tx_explorer.train.lm`). Each step records the
+schedule and evaluation are the language model's (:mod:`tx_explorer.train.lm`); by default the corpus is
+``"stdlib"`` and the tokenizer the one in this bundle, which reproduce the bundled run. Each step records the
 training loss, the learning rate, the global and per-block gradient norms (before clipping) and the
 residual stream's RMS after every block; validation loss every ``--eval-every`` steps.
 
@@ -222,7 +223,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=d.seed)
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads (1: these tiny models gain nothing from more, "
                    "and on a shared CPU extra threads spin-wait)")
-    p.add_argument("--tokenizer", type=Path, default=WEIGHTS_DIR / "tiny-gpt" / "tokenizer.json",
+    # The bundled run used the stdlib corpus and the tokenizer tiny-gpt had then, kept in this bundle.
+    p.add_argument("--corpus", default="stdlib", choices=sorted(corpus.SOURCES), help="text source (tx_explorer.data.corpus)")
+    p.add_argument("--tokenizer", type=Path, default=WEIGHTS_DIR / "variants" / "tokenizer.json",
                    help="reuse this tokenizer when it exists (else train one on the corpus, as the LM trainer does)")
     p.add_argument("--out", type=Path, default=BUNDLE, help="bundle folder")
     p.add_argument("--benchmarks", type=Path, default=ROOT / "BENCHMARKS.md", help="file whose variants section is rewritten ('' = none)")
@@ -256,10 +259,10 @@ def main(argv: list[str] | None = None) -> None:
     base = Settings(steps=args.steps, batch_size=args.batch_size, seq_len=args.seq_len, lr=args.lr, warmup=args.warmup,
                     seed=args.seed, eval_every=args.eval_every, eval_windows=args.eval_windows)
 
-    docs = corpus.documents()
+    docs = corpus.documents(args.corpus)
     parts = corpus.split(docs)
     if args.tokenizer.is_file():
-        verify(args.tokenizer.parent, "python -m tx_explorer.train lm --preset tiny")
+        verify(args.tokenizer.parent, "python -m tx_explorer.train variants --tokenizer ''  (a new tokenizer)")
         tok = Tokenizer.from_file(str(args.tokenizer))
     else:
         tok = train_bpe(parts.train, vocab_size=SHALLOW.vocab_size)
@@ -306,7 +309,7 @@ def main(argv: list[str] | None = None) -> None:
         "variants": results,
         "validation_tokens_final": min(len(val_pairs), args.final_windows) * args.seq_len,
         "train_tokens": len(train_ids),
-        "corpus": corpus.describe(docs),
+        "corpus": corpus.describe(docs, args.corpus),
         "tokenizer": args.tokenizer.name if args.tokenizer.is_file() else "trained by this run (tiny-gpt's was absent)",
         "threads": torch.get_num_threads(),
         "minutes": round((time.time() - t0) / 60, 2),
