@@ -24,7 +24,7 @@ $(VENV)/.stamp-dev: requirements-dev.txt $(VENV)/.stamp-app
 	touch $@
 
 run: $(VENV)/.stamp-app
-	$(PY) -m streamlit run app.py --server.port $(PORT) --server.address localhost
+	$(PY) serve.py --server.port $(PORT) --server.address localhost
 
 # Chromium comes from Debian (never `playwright install`); installed only when missing and apt is usable.
 chromium:

@@ -4,8 +4,10 @@ keyed section of ``BENCHMARKS.md`` with :func:`write_section`, leaving the other
 from __future__ import annotations
 
 import datetime
+import logging
 import os
 import platform
+import sys
 from pathlib import Path
 
 import torch
@@ -14,6 +16,7 @@ from tx_explorer import report
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCHMARKS_MD = ROOT / "BENCHMARKS.md"
+log = logging.getLogger("benchmarks")
 FILE_ENV = "BENCHMARKS_FILE"  # smoke runs write to a scratch copy: BENCHMARKS_FILE=/tmp/b.md python -m benchmarks …
 
 
@@ -25,6 +28,15 @@ def report_path() -> Path:
 def write_section(key: str, text: str, path: Path | None = None) -> None:
     """Replace this benchmark's keyed section of ``BENCHMARKS.md`` (or ``path``), leaving the others as they are."""
     report.write_section(path or report_path(), key, text)
+
+
+def publish(key: str, text: str, *, no_write: bool = False) -> None:
+    """Write section ``key`` (see :func:`write_section`), or print it instead with ``--no-write``."""
+    if no_write:
+        sys.stdout.write(text + "\n")
+        return
+    write_section(key, text)
+    log.info("wrote section %s", key)
 
 
 def verdict(value: float, target: float, unit: str = "ms") -> str:

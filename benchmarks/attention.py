@@ -16,7 +16,7 @@ import sys
 
 import torch
 
-from benchmarks import machine, write_section
+from benchmarks import machine, publish
 from tx_explorer.analysis import cost, memory
 
 log = logging.getLogger("benchmarks.attention")
@@ -123,11 +123,7 @@ def main(argv: list[str] | None = None) -> None:
         f"{_x(cost.ratio(results, 8192, 'naive', 'flash', 'peak_bytes'))}; flash time within 3× of SDPA at "
         f"N = 4096 — measured {_x(cost.ratio(results, 4096, 'flash', 'sdpa'))}.",
     ])
-    if args.no_write:
-        sys.stdout.write(text + "\n")
-    else:
-        write_section(f"attention-{device.type}", text)
-        log.info("wrote section attention-%s of BENCHMARKS.md", device.type)
+    publish(f"attention-{device.type}", text, no_write=args.no_write)
 
 
 if __name__ == "__main__":

@@ -3,8 +3,8 @@
     python -m benchmarks browser                                  # 3 cold starts, 3 inputs per page, 4 sessions
     python -m benchmarks browser --repeats 1 --starts 1 --sessions 2 --only masks
 
-Starts ``streamlit run app.py`` exactly as the browser tests do (tests/test_browser.py: same flags, Debian's
-Chromium through Playwright, never ``playwright install``). Writes the section ``browser`` of BENCHMARKS.md.
+Starts the app as ``make run`` and the browser tests do (``serve.py``: ``streamlit run app.py`` with the library's
+imports warmed meanwhile; Debian's Chromium through Playwright, never ``playwright install``). Writes the section ``browser`` of BENCHMARKS.md.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import torch
 
-from benchmarks import ROOT, machine, verdict, write_section
+from benchmarks import ROOT, machine, publish, verdict
 from tests.test_browser import ARGS, CHROMIUM, app_pages
 from tx_explorer import locales
 
@@ -77,7 +77,7 @@ def status_mb(pid: int) -> dict[str, float]:
 
 @dataclass
 class Server:
-    """``streamlit run app.py`` on a free port with the browser tests' flags; ``started`` = before the command."""
+    """``serve.py`` (``streamlit run app.py``) on a free port with the browser tests' flags; ``started`` = before the command."""
 
     port: int = field(default_factory=free_port)
     started: float = 0.0
@@ -93,7 +93,7 @@ class Server:
         self.log_file = tempfile.TemporaryFile()  # a pipe nobody reads could fill and stall the server
         self.started = time.perf_counter()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(self.port), "--server.address",
+            [sys.executable, "serve.py", "--server.port", str(self.port), "--server.address",
              "127.0.0.1"], cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=self.log_file, stderr=subprocess.STDOUT,
         )  # fmt: skip
 
@@ -331,7 +331,7 @@ def main(argv: list[str] | None = None) -> None:
              f"Machine: {header}.", ""]  # fmt: skip
     if not Path(CHROMIUM).exists():
         lines.append(f"Not run: no Chromium at {CHROMIUM} (`make chromium` installs Debian's).")
-        write_section("browser", "\n".join(lines))
+        publish("browser", "\n".join(lines), no_write=args.no_write)
         return
     from playwright.sync_api import sync_playwright
 
@@ -354,7 +354,8 @@ def main(argv: list[str] | None = None) -> None:
     first = statistics.median(s for *_, s in starts)
     lines += [
         "Headless Chromium (Debian's, through Playwright; launched before the clock starts) on a server started "
-        "with the browser tests' command, `streamlit run app.py --server.port P --server.address 127.0.0.1`. "
+        "with the browser tests' command, `python serve.py --server.port P --server.address 127.0.0.1` (what `make run` "
+        "runs: `streamlit run app.py` while torch and the library import in a background thread). "
         "A chart counts as rendered when the page has a Plotly chart drawn (`.main-svg`), the app reports "
         "`data-test-script-state=\"notRunning\"` after the input's rerun, and two animation frames have passed.",
         "",
@@ -372,7 +373,10 @@ def main(argv: list[str] | None = None) -> None:
         f"### Input → chart rendered, per page (median of {args.repeats} inputs after a warm-up input, one server)",
         "",
         "First visit = opening the page in a new session on the running server (includes loading its models the "
-        "first time). Each input makes a new value, so no Streamlit cache returns the previous answer.",
+        "first time). Each input makes a new value, so no Streamlit cache returns the previous answer. The whole page "
+        "reruns: the server's share is its sections' compute and figures (the pages table above covers the main one) "
+        "plus Streamlit's own work; the rest is Chromium laying out and drawing every Plotly chart on the page again, "
+        "on the same two cores as the server — pages with many charts (ViT, language model, masks) pay most there.",
         "",
         "| page | input | first visit | input → chart (median) | inputs | errors on page |",
         "|---|---|---:|---:|---:|---:|",
@@ -399,11 +403,7 @@ def main(argv: list[str] | None = None) -> None:
          "(models loaded, caches filled)." if each is not None else "Too few sessions for a per-session figure."),
     ]  # fmt: skip
     text = "\n".join(lines)
-    if args.no_write:
-        sys.stdout.write(text + "\n")
-    else:
-        write_section("browser", text)
-        log.info("wrote section browser")
+    publish("browser", text, no_write=args.no_write)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ import subprocess
 import sys
 import time
 
-from benchmarks import ROOT, machine, verdict, write_section
+from benchmarks import ROOT, machine, publish, verdict
 
 log = logging.getLogger("benchmarks.heads_payload")
 SIZES = (32, 128, 512)
@@ -166,11 +166,7 @@ def main(argv: list[str] | None = None) -> None:
         *table(ours, bertviz),
     ]
     text = "\n".join(lines)
-    if args.no_write:
-        sys.stdout.write(text + "\n")
-    else:
-        write_section("heads-payload", text)
-        log.info("wrote section heads-payload")
+    publish("heads-payload", text, no_write=args.no_write)
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 import torch
 
-from benchmarks import ROOT, machine, verdict, write_section
+from benchmarks import ROOT, machine, publish, verdict
 from tx_explorer import locales, masks, models, viz
 from tx_explorer.viz import charts
 from tx_explorer.viz import heads as vh
@@ -534,11 +534,7 @@ def main(argv: list[str] | None = None) -> None:
         for name, secs in loads.items():
             lines.append(f"| {name} | {statistics.median(secs):.2f} | {len(secs)} |")
     text = "\n".join(lines)
-    if args.no_write:
-        sys.stdout.write(text + "\n")
-    else:
-        write_section("pages", text)
-        log.info("wrote section pages")
+    publish("pages", text, no_write=args.no_write)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """The real app in a real browser: every page answers its main interaction (an upload over the configured limit
 is refused on the way), and eight sessions at once stay apart.
 
-Starts ``streamlit run app.py`` once on a free local port, drives Debian's Chromium through Playwright (never
-``playwright install``) and saves one screenshot per page under ``test-artifacts/screenshots/`` and the
+Starts the app once (``serve.py``, as ``make run`` does) on a free local port, drives Debian's Chromium through
+Playwright (never ``playwright install``) and saves one screenshot per page under ``test-artifacts/screenshots/`` and the
 concurrency run's peak server memory in ``test-artifacts/concurrency.json`` (git-ignored).
 """
 
@@ -74,7 +74,7 @@ def app():
     port = _free_port()
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TIMM_FUSED_ATTN": "0"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port), "--server.address", "127.0.0.1"],
+        [sys.executable, "serve.py", "--server.port", str(port), "--server.address", "127.0.0.1"],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
     )
     url = f"http://127.0.0.1:{port}"
