@@ -361,8 +361,8 @@ def main(argv: list[str] | None = None) -> None:
         "",
         f"### Cold start: command → first page's chart rendered (median of {len(starts)} fresh servers)",
         "",
-        "Between the app shell and the chart the server runs the first script: it imports torch, the page's "
-        "modules and Plotly, then computes and sends the page.",
+        "serve.py imports torch and the library while the server starts (competing with it for the two cores); "
+        "between the app shell and the chart the first script runs and Chromium loads Plotly and draws the page.",
         "",
         "| start | /_stcore/health answers | app shell drawn | first chart rendered |",
         "|---:|---:|---:|---:|",
