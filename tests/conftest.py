@@ -39,3 +39,15 @@ def plotly_specs(at: AppTest) -> list[dict]:
 @pytest.fixture
 def page():
     return open_page
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """One torch thread for a module of small tensors: a thread pool costs more than the work (and stalls badly
+    on a busy machine). Results do not depend on the thread count; the previous setting is restored."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -189,13 +189,13 @@ def masks(page, tmp: Path) -> None:
 
 def multihead(page, tmp: Path) -> None:
     """Only the text box: the rest of this page is being reorganised (view selector instead of tabs)."""
-    type_text(page, label("multihead", "text"), "The socket is ready.", area=True)
-    expect(page.locator(CODE).first).to_contain_text("socket", timeout=LONG)
+    type_text(page, label("multihead", "text"), "The module is ready.", area=True)
+    expect(page.locator(CODE).first).to_contain_text("module", timeout=LONG)
 
 
 def moe(page, tmp: Path) -> None:
-    type_text(page, label("moe", "sentence"), "The socket is ready.", area=False)
-    expect(chart_with(page, "socket")).to_be_attached(timeout=LONG)  # the tokens coloured by expert
+    type_text(page, label("moe", "sentence"), "The module is ready.", area=False)
+    expect(chart_with(page, "module")).to_be_attached(timeout=LONG)  # the tokens coloured by expert
 
 
 def norms(page, tmp: Path) -> None:
@@ -216,9 +216,9 @@ def model_sizes(page, tmp: Path) -> None:
 
 
 def language_model(page, tmp: Path) -> None:
-    type_text(page, label("language_model", "text"), "The socket is ready.", area=True)
-    expect(page.locator(CODE).first).to_contain_text("socket", timeout=LONG)
-    expect(page.locator(CODE).nth(1)).to_contain_text("socket", timeout=LONG)  # the prompt of the generation
+    type_text(page, label("language_model", "text"), "The module is ready.", area=True)
+    expect(page.locator(CODE).first).to_contain_text("module", timeout=LONG)
+    expect(page.locator(CODE).nth(1)).to_contain_text("module", timeout=LONG)  # the prompt of the generation
 
 
 def vision_transformer(page, tmp: Path) -> None:
@@ -287,14 +287,15 @@ def test_page_renders_and_answers_its_main_interaction(server, browser, path, tm
 
 # ---- eight sessions at once ----------------------------------------------------------------------------------------
 # (page, its text box, Enter or Ctrl+Enter, what to type, where the tokens show up); each session types its own
-# marker word, and must see it — and never another session's — in its own token display.
+# marker word (one token in every bundled tokenizer), and must see it — and never another session's — in its own
+# token display.
 TEXT_PAGES = {
     "language_model": (label("language_model", "text"), True, "The {} is ready.", CODE),
     "multihead": (label("multihead", "text"), True, "The {} is ready.", CODE),
     "masks": (label("masks", "sentence"), False, "the {} sat down", PLOT),
 }
 SESSIONS = [
-    ("language_model", "socket"), ("language_model", "thread"), ("language_model", "window"),
+    ("language_model", "module"), ("language_model", "thread"), ("language_model", "window"),
     ("multihead", "buffer"), ("multihead", "server"),
     ("masks", "zebra"), ("masks", "quokka"), ("masks", "narwhal"),
 ]  # fmt: skip

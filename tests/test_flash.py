@@ -17,14 +17,7 @@ from tx_explorer.attention import flash_attention, flash_attention_forward, scal
 SETTINGS = dict(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiles are small: handing each one to a thread pool costs more than the work (badly so on a shared
-    machine). Numbers do not depend on the thread count; the previous setting is restored afterwards."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # small tensors: see conftest.one_thread
 
 
 @st.composite

@@ -25,12 +25,7 @@ TOL = {"atol": 1e-5, "rtol": 1e-5}
 TEXTS = ["Return the value of the named attribute of the object.", "Open the file and read every line of it."]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # small tensors: see conftest.one_thread
 
 
 @pytest.fixture(scope="module")

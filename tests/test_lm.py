@@ -25,12 +25,7 @@ BUNDLE = models.WEIGHTS_DIR / "tiny-gpt"
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # small tensors: see conftest.one_thread
 
 
 @pytest.fixture(scope="module")
@@ -242,4 +237,3 @@ def test_twelve_l_d_squared_dominates_large_models() -> None:
     counted = params.count_params(cfg)
     blocks = counted["attention"] + counted["mlp"]
     assert blocks == pytest.approx(12 * cfg.num_layers * cfg.dim**2, rel=1e-3)
-

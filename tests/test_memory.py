@@ -14,14 +14,7 @@ from tx_explorer.analysis.memory import MemoryBudgetError, StorageTracker, check
 from tx_explorer.attention import flash_attention, scaled_dot_product_attention
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiles are small: handing each one to a thread pool costs more than the work (badly so on a shared
-    machine). Numbers do not depend on the thread count; the previous setting is restored afterwards."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # small tensors: see conftest.one_thread
 
 
 @pytest.mark.parametrize("numel, dtype", [(2_500_000, torch.float32), (3_000_000, torch.float64), (7_000_001, torch.uint8)])

@@ -17,6 +17,8 @@ from tx_explorer.modules.norms import LayerNorm, RMSNorm
 from tx_explorer.modules.transformer import CausalLM, Encoder, next_token
 from tx_explorer.trace import Trace
 
+pytestmark = pytest.mark.usefixtures("one_thread")  # small tensors: see conftest.one_thread
+
 TOL = {"atol": 1e-5, "rtol": 1e-5}
 SMALL = TransformerConfig(vocab_size=50, max_len=16, dim=32, num_layers=2, num_heads=4)
 
@@ -276,12 +278,3 @@ def test_a_few_training_steps_lower_the_loss() -> None:
         loss.backward()
         opt.step()
     assert loss.item() < 0.5 * first
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors: a second thread only adds synchronisation (and stalls badly on a busy machine)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
