@@ -35,7 +35,7 @@ from tx_explorer.analysis.bigram import bigram_baseline
 from tx_explorer.config import PRESETS, TransformerConfig
 from tx_explorer.data import corpus
 from tx_explorer.data.tokenizer import EOT, train_bpe
-from tx_explorer.models import WEIGHTS_DIR, save_bundle
+from tx_explorer.models import WEIGHTS_DIR, save_bundle, verify
 from tx_explorer.modules.transformer import CausalLM
 from tx_explorer.textmodel import unique_state
 
@@ -70,6 +70,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = p.parse_args(argv)
     args.run_dir = args.run_dir or ROOT / "runs" / f"lm-{args.preset}"
     return args
+
+
+def bundled_or_new_tokenizer(path: Path, texts: tuple[str, ...], vocab_size: int, command: str) -> Tokenizer:
+    """The tokenizer at ``path`` (its bundle verified first; ``command`` retrains without it), else a new BPE on ``texts``.
+
+    The MoE and variants trainers reuse their bundle's tokenizer, which is what reproduces the shipped runs.
+    """
+    if not path.is_file():
+        return train_bpe(texts, vocab_size=vocab_size)
+    verify(path.parent, f"{command} --tokenizer ''  (a new tokenizer)")
+    return Tokenizer.from_file(str(path))
 
 
 def encode_stream(tok: Tokenizer, docs: tuple[str, ...]) -> Tensor:

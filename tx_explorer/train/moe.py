@@ -29,19 +29,17 @@ import time
 from pathlib import Path
 
 import torch
-from tokenizers import Tokenizer
 from tqdm import tqdm
 
 from tx_explorer.analysis.routing import dense_flops_per_token, moe_flops_per_token, moe_params
 from tx_explorer.config import PRESETS
 from tx_explorer.data import corpus
-from tx_explorer.data.tokenizer import train_bpe
-from tx_explorer.models import WEIGHTS_DIR, save_bundle, verify
+from tx_explorer.models import WEIGHTS_DIR, save_bundle
 from tx_explorer.modules.moe_lm import MoECausalLM, MoEConfig
 from tx_explorer.modules.transformer import CausalLM
 from tx_explorer.moe_bundle import RETRAIN
 from tx_explorer.textmodel import unique_state
-from tx_explorer.train.lm import encode_stream, evaluate, lr_at, make_optimizer, windows
+from tx_explorer.train.lm import bundled_or_new_tokenizer, encode_stream, evaluate, lr_at, make_optimizer, windows
 from tx_explorer.train.variants import sample_batch
 
 log = logging.getLogger("tx_explorer.train.moe")
@@ -87,11 +85,7 @@ def main(argv: list[str] | None = None) -> None:
     t0 = time.time()
     docs = corpus.documents(args.corpus)
     parts = corpus.split(docs)
-    if args.tokenizer.is_file():
-        verify(args.tokenizer.parent, "python -m tx_explorer.train moe --tokenizer ''  (a new tokenizer)")
-        tok = Tokenizer.from_file(str(args.tokenizer))
-    else:
-        tok = train_bpe(parts.train, vocab_size=PRESETS["tiny"].vocab_size)
+    tok = bundled_or_new_tokenizer(args.tokenizer, parts.train, PRESETS["tiny"].vocab_size, "python -m tx_explorer.train moe")
     train_ids, val_ids = encode_stream(tok, parts.train), encode_stream(tok, parts.val)
     val_pairs = windows(val_ids, args.seq_len)
     log.info("corpus: %d / %d train / val tokens", len(train_ids), len(val_ids))

@@ -45,11 +45,11 @@ from tx_explorer import report
 from tx_explorer.analysis.norms import count_parameters, depth_profile, forward_with_stats, grad_norms
 from tx_explorer.config import TransformerConfig
 from tx_explorer.data import corpus
-from tx_explorer.data.tokenizer import EOT, train_bpe
+from tx_explorer.data.tokenizer import EOT
 from tx_explorer.models import WEIGHTS_DIR, verify, write_manifest
 from tx_explorer.modules.transformer import CausalLM
 from tx_explorer.textmodel import TextModel, load_state, unique_state
-from tx_explorer.train.lm import encode_stream, evaluate, lr_at, make_optimizer, windows
+from tx_explorer.train.lm import bundled_or_new_tokenizer, encode_stream, evaluate, lr_at, make_optimizer, windows
 
 log = logging.getLogger("tx_explorer.train.variants")
 ROOT = Path(__file__).resolve().parents[2]
@@ -261,11 +261,7 @@ def main(argv: list[str] | None = None) -> None:
 
     docs = corpus.documents(args.corpus)
     parts = corpus.split(docs)
-    if args.tokenizer.is_file():
-        verify(args.tokenizer.parent, "python -m tx_explorer.train variants --tokenizer ''  (a new tokenizer)")
-        tok = Tokenizer.from_file(str(args.tokenizer))
-    else:
-        tok = train_bpe(parts.train, vocab_size=SHALLOW.vocab_size)
+    tok = bundled_or_new_tokenizer(args.tokenizer, parts.train, SHALLOW.vocab_size, "python -m tx_explorer.train variants")
     vocab = tok.get_vocab_size()
     train_ids, val_ids = encode_stream(tok, parts.train), encode_stream(tok, parts.val)
     val_pairs = windows(val_ids, args.seq_len)
