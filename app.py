@@ -22,5 +22,7 @@ PAGES = [
 ]
 
 ui.sidebar()
-nav = st.navigation([st.Page(path, title=ui.nav_title(key), icon=icon, default=(i == 0)) for i, (path, key, icon) in enumerate(PAGES)])
+nav = st.navigation(
+    [st.Page(path, title=ui.nav_title(key), icon=icon, default=(i == 0)) for i, (path, key, icon) in enumerate(PAGES)]
+)
 nav.run()

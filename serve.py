@@ -14,7 +14,7 @@ from streamlit.web import cli
 def _warm_imports() -> None:
     # Not tx_explorer.ui: its first import must happen inside a script run (it leaves Streamlit's legacy
     # multipage mode there, see ui._leave_legacy_multipage_mode).
-    import tx_explorer.analysis.mask_gallery  # noqa: F401  (torch, the home page's example)
+    import tx_explorer.analysis.mask_gallery
     import tx_explorer.viz.heatmap  # noqa: F401  (Plotly and its figure classes)
 
 

@@ -73,5 +73,5 @@ def machine(device: torch.device) -> str:
     if device.type == "cuda":
         parts.insert(2, f"GPU {torch.cuda.get_device_name(device)} ({format_bytes(total_bytes(device))})")
     if hasattr(os, "getloadavg"):
-        parts.append("load average before the run {:.1f}".format(os.getloadavg()[0]))
+        parts.append(f"load average before the run {os.getloadavg()[0]:.1f}")
     return " · ".join(parts)

@@ -44,16 +44,27 @@ def main(argv: list[str] | None = None) -> None:
         for _ in range(args.repeats if n < 512 else args.large_repeats):
             t0 = time.perf_counter()
             with torch.no_grad():
-                out = model(input_ids=ids, attention_mask=torch.ones_like(ids), token_type_ids=torch.zeros_like(ids),
-                            output_attentions=True)  # fmt: skip
+                out = model(
+                    input_ids=ids,
+                    attention_mask=torch.ones_like(ids),
+                    token_type_ids=torch.zeros_like(ids),
+                    output_attentions=True,
+                )
             t1 = time.perf_counter()
             html = bertviz.model_view(out.attentions, enc.tokens, html_action="return").data
             build.append(time.perf_counter() - t1)
             forward.append(t1 - t0)
             size = len(html) if html.isascii() else len(html.encode())
             del html, out
-        rows.append({"tokens": len(enc.ids), "forward_s": statistics.median(forward),
-                     "build_s": statistics.median(build), "bytes": size, "runs": len(build)})  # fmt: skip
+        rows.append(
+            {
+                "tokens": len(enc.ids),
+                "forward_s": statistics.median(forward),
+                "build_s": statistics.median(build),
+                "bytes": size,
+                "runs": len(build),
+            }
+        )
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kB on Linux
     result = {"bertviz": importlib.metadata.version("bertviz"), "rows": rows, "peak_mb": peak_mb}
     sys.stdout.write(json.dumps(result) + "\n")

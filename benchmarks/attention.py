@@ -89,40 +89,51 @@ def main(argv: list[str] | None = None) -> None:
                     refused.append(f"N={n:,}: above --naive-max {args.naive_max:,}")
                     continue
                 try:
-                    memory.check_naive_fits(n, args.heads, args.head_dim, itemsize=itemsize, device=device,
-                                            fraction=args.fraction)
+                    memory.check_naive_fits(
+                        n, args.heads, args.head_dim, itemsize=itemsize, device=device, fraction=args.fraction
+                    )
                 except memory.MemoryBudgetError as exc:
                     refused.append(str(exc))
                     continue
-            r = cost.measure(method, n, heads=args.heads, head_dim=args.head_dim, repeats=repeats,
-                             block_size=args.block_size, device=device, dtype=args.dtype)
+            r = cost.measure(
+                method,
+                n,
+                heads=args.heads,
+                head_dim=args.head_dim,
+                repeats=repeats,
+                block_size=args.block_size,
+                device=device,
+                dtype=args.dtype,
+            )
             log.info("N=%d %-5s %.3f s  peak %s", n, method, r.seconds, memory.format_bytes(r.peak_bytes))
             results.append(r)
 
     command = "python -m benchmarks attention " + shlex.join(argv if argv is not None else sys.argv[1:])
-    how = (
-        "peak = max over the call of bytes held by tensors allocated during it "
-        + ("(CUDA allocator high-water mark)" if device.type == "cuda" else
-           "(TorchDispatchMode storage tracker; SDPA's internal per-thread scratch is not visible to it)")
+    how = "peak = max over the call of bytes held by tensors allocated during it " + (
+        "(CUDA allocator high-water mark)"
+        if device.type == "cuda"
+        else "(TorchDispatchMode storage tracker; SDPA's internal per-thread scratch is not visible to it)"
     )
-    text = "\n".join([
-        f"## Attention on {device.type.upper()}: naive vs tiled (ours) vs PyTorch SDPA",
-        "",
-        f"Command: `{command.strip()}` (from the repository root; `make bench` runs every benchmark).",
-        "",
-        f"Machine: {header}.",
-        "",
-        f"Forward pass only, no autograd; inputs `[1, {args.heads}, N, {args.head_dim}]` {args.dtype}; "
-        f"our kernel with {args.block_size}×{args.block_size} tiles; time = median of {args.repeats} runs "
-        f"({args.large_repeats} from N = {args.large_n:,}) after a warm-up; {how}.",
-        "",
-        table(results, args.sizes),
-        "",
-        *([f"Naive not run: {'; '.join(refused)}.", ""] if refused else []),
-        "Targets (issue 3, CPU): naive/flash peak ≥ 50× at N = 8192 — measured "
-        f"{_x(cost.ratio(results, 8192, 'naive', 'flash', 'peak_bytes'))}; flash time within 3× of SDPA at "
-        f"N = 4096 — measured {_x(cost.ratio(results, 4096, 'flash', 'sdpa'))}.",
-    ])
+    text = "\n".join(
+        [
+            f"## Attention on {device.type.upper()}: naive vs tiled (ours) vs PyTorch SDPA",
+            "",
+            f"Command: `{command.strip()}` (from the repository root; `make bench` runs every benchmark).",
+            "",
+            f"Machine: {header}.",
+            "",
+            f"Forward pass only, no autograd; inputs `[1, {args.heads}, N, {args.head_dim}]` {args.dtype}; "
+            f"our kernel with {args.block_size}×{args.block_size} tiles; time = median of {args.repeats} runs "
+            f"({args.large_repeats} from N = {args.large_n:,}) after a warm-up; {how}.",
+            "",
+            table(results, args.sizes),
+            "",
+            *([f"Naive not run: {'; '.join(refused)}.", ""] if refused else []),
+            "Targets (issue 3, CPU): naive/flash peak ≥ 50× at N = 8192 — measured "
+            f"{_x(cost.ratio(results, 8192, 'naive', 'flash', 'peak_bytes'))}; flash time within 3× of SDPA at "
+            f"N = 4096 — measured {_x(cost.ratio(results, 4096, 'flash', 'sdpa'))}.",
+        ]
+    )
     publish(f"attention-{device.type}", text, no_write=args.no_write)
 
 

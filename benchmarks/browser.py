@@ -93,9 +93,13 @@ class Server:
         self.log_file = tempfile.TemporaryFile()  # a pipe nobody reads could fill and stall the server
         self.started = time.perf_counter()
         self.proc = subprocess.Popen(
-            [sys.executable, "serve.py", "--server.port", str(self.port), "--server.address",
-             "127.0.0.1"], cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=self.log_file, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+            [sys.executable, "serve.py", "--server.port", str(self.port), "--server.address", "127.0.0.1"],
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=self.log_file,
+            stderr=subprocess.STDOUT,
+        )
 
     def wait_healthy(self, timeout: float = 120.0) -> float:
         """Seconds from the command to ``/_stcore/health`` answering ``ok``."""
@@ -191,24 +195,44 @@ def _label(page: str, key: str) -> str:
 
 
 INPUTS: dict[str, tuple[str, Act]] = {
-    "home": ("language switch (English ↔ 中文)",
-             click_text('[data-testid="stSidebar"]', tuple(reversed(locales.LANGUAGES.values())))),
+    "home": (
+        "language switch (English ↔ 中文)",
+        click_text('[data-testid="stSidebar"]', tuple(reversed(locales.LANGUAGES.values()))),
+    ),
     "operator": ("N_K slider, one arrow key (Streamlit debounces slider input)", slider_key(1)),
     "self_attention": ("press Shuffle", click(".st-key-shuffle button")),
     "masks": ("type a sentence + Enter", type_text(".st-key-sentence input", _sentences("the cat sat on the mat"))),
-    "multihead": ("type a text + Ctrl+Enter (tiny-gpt)", type_text('[class*="st-key-mh_text_"] textarea',
-                  _sentences("Return a new list containing all items from the iterable"), "Control+Enter")),
-    "moe": ("type a sentence + Enter", type_text(f'input[aria-label="{_label("moe", "sentence")}"]',
-            _sentences("The function returns a new list of the keys"))),
-    "norms": ("type a sentence + Enter", type_text(f'input[aria-label="{_label("norms", "sentence")}"]',
-              _sentences("The function returns a new list of the items"))),
+    "multihead": (
+        "type a text + Ctrl+Enter (tiny-gpt)",
+        type_text(
+            '[class*="st-key-mh_text_"] textarea',
+            _sentences("Return a new list containing all items from the iterable"),
+            "Control+Enter",
+        ),
+    ),
+    "moe": (
+        "type a sentence + Enter",
+        type_text(
+            f'input[aria-label="{_label("moe", "sentence")}"]',
+            _sentences("The function returns a new list of the keys"),
+        ),
+    ),
+    "norms": (
+        "type a sentence + Enter",
+        type_text(
+            f'input[aria-label="{_label("norms", "sentence")}"]',
+            _sentences("The function returns a new list of the items"),
+        ),
+    ),
     "model_sizes": ("layers + Enter", type_text(".st-key-sizes_layers input", lambda i: str(13 + i))),
-    "language_model": ("type a text + Ctrl+Enter",
-                       type_text(".st-key-lm_text textarea", _sentences("Return a new list"), "Control+Enter")),
+    "language_model": (
+        "type a text + Ctrl+Enter",
+        type_text(".st-key-lm_text textarea", _sentences("Return a new list"), "Control+Enter"),
+    ),
     "vision_transformer": ("sample seed + 1 (button)", click('[data-testid="stNumberInputStepUp"]')),
     "seq2seq": ("type a sentence + Enter", type_text(".st-key-s2s_text input", _demo_sentence)),
     "cost_of_attention": ("N + Enter", type_text(".st-key-cost_n input", lambda i: str(1024 + 256 * (i + 1)))),
-}  # fmt: skip
+}
 
 
 def _path(page_file: str) -> str:
@@ -274,7 +298,7 @@ def input_latency(browser, url: str, act: Act, repeats: int) -> Latency:
             if i:  # the first input is a warm-up
                 times.append(1000 * (time.perf_counter() - t0))
         return Latency(first, times, page.locator(ERRORS).count())
-    except Exception as exc:  # noqa: BLE001 — one page's failure is reported in its row
+    except Exception as exc:
         message = (str(exc).splitlines() or [""])[0]
         return Latency(first, times, page.locator(ERRORS).count(), f"{type(exc).__name__}: {message}")
     finally:
@@ -326,9 +350,14 @@ def main(argv: list[str] | None = None) -> None:
     args = _parser().parse_args(argv)
     header = machine(torch.device("cpu"))
     command = "python -m benchmarks browser " + shlex.join(argv)
-    lines = ["## Browser: cold start, input → chart rendered, memory per session", "",
-             f"Command: `{command.strip()}` (from the repository root; `make bench` runs every benchmark).", "",
-             f"Machine: {header}.", ""]  # fmt: skip
+    lines = [
+        "## Browser: cold start, input → chart rendered, memory per session",
+        "",
+        f"Command: `{command.strip()}` (from the repository root; `make bench` runs every benchmark).",
+        "",
+        f"Machine: {header}.",
+        "",
+    ]
     if not Path(CHROMIUM).exists():
         lines.append(f"Not run: no Chromium at {CHROMIUM} (`make chromium` installs Debian's).")
         publish("browser", "\n".join(lines), no_write=args.no_write)
@@ -357,7 +386,7 @@ def main(argv: list[str] | None = None) -> None:
         "with the browser tests' command, `python serve.py --server.port P --server.address 127.0.0.1` (what `make run` "
         "runs: `streamlit run app.py` while torch and the library import in a background thread). "
         "A chart counts as rendered when the page has a Plotly chart drawn (`.main-svg`), the app reports "
-        "`data-test-script-state=\"notRunning\"` after the input's rerun, and two animation frames have passed.",
+        '`data-test-script-state="notRunning"` after the input\'s rerun, and two animation frames have passed.',
         "",
         f"### Cold start: command → first page's chart rendered (median of {len(starts)} fresh servers)",
         "",
@@ -384,8 +413,10 @@ def main(argv: list[str] | None = None) -> None:
     for path, (what, lat) in latencies.items():
         median = f"{statistics.median(lat.times_ms):,.0f} ms" if lat.times_ms else "—"
         note = f" (failed: {lat.failure})" if lat.failure else ""
-        lines.append(f"| {Path(path).stem} | {what}{note} | {lat.first_visit_s:.2f} s | {median} | {len(lat.times_ms)} "
-                     f"| {lat.errors} |")  # fmt: skip
+        lines.append(
+            f"| {Path(path).stem} | {what}{note} | {lat.first_visit_s:.2f} s | {median} | {len(lat.times_ms)} "
+            f"| {lat.errors} |"
+        )
     each = per_session_mb(memory)
     lines += [
         "",
@@ -399,9 +430,13 @@ def main(argv: list[str] | None = None) -> None:
         "|---:|---:|---:|",
         *[f"| {k} | {mb['VmRSS']:,.0f} MB | {mb['VmHWM']:,.0f} MB |" for k, mb in memory],
         "",
-        (f"Each further session: {each:,.1f} MB; the first one {memory[1][1]['VmRSS'] - memory[0][1]['VmRSS']:,.0f} MB "
-         "(models loaded, caches filled)." if each is not None else "Too few sessions for a per-session figure."),
-    ]  # fmt: skip
+        (
+            f"Each further session: {each:,.1f} MB; the first one {memory[1][1]['VmRSS'] - memory[0][1]['VmRSS']:,.0f} MB "
+            "(models loaded, caches filled)."
+            if each is not None
+            else "Too few sessions for a per-session figure."
+        ),
+    ]
     text = "\n".join(lines)
     publish("browser", text, no_write=args.no_write)
 

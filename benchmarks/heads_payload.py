@@ -30,11 +30,23 @@ BENCH_DEPS = ROOT / ".bench-deps"
 # bertviz's own requirements beyond the app's (torch, transformers, tqdm, regex are there; boto3, requests and
 # sentencepiece serve only its neuron view, which `import bertviz` does not load): IPython and its dependencies.
 BERTVIZ = (
-    "bertviz==1.4.1", "ipython==9.18.1", "ipython-pygments-lexers==1.1.1", "jedi==0.20.1", "parso==0.8.7",
-    "matplotlib-inline==0.2.2", "traitlets==5.16.1", "pexpect==4.9.0", "ptyprocess==0.7.0",
-    "prompt-toolkit==3.0.53", "wcwidth==0.9.4", "stack-data==0.6.3", "executing==2.3.0", "asttokens==3.0.2",
-    "pure-eval==0.2.4", "psutil==7.2.2",
-)  # fmt: skip
+    "bertviz==1.4.1",
+    "ipython==9.18.1",
+    "ipython-pygments-lexers==1.1.1",
+    "jedi==0.20.1",
+    "parso==0.8.7",
+    "matplotlib-inline==0.2.2",
+    "traitlets==5.16.1",
+    "pexpect==4.9.0",
+    "ptyprocess==0.7.0",
+    "prompt-toolkit==3.0.53",
+    "wcwidth==0.9.4",
+    "stack-data==0.6.3",
+    "executing==2.3.0",
+    "asttokens==3.0.2",
+    "pure-eval==0.2.4",
+    "psutil==7.2.2",
+)
 
 
 def text_of(tokens: int) -> str:
@@ -70,9 +82,25 @@ def install_bertviz() -> None:
     stamp = BENCH_DEPS / ".installed"
     if stamp.is_file() and stamp.read_text() == "\n".join(BERTVIZ):
         return
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps",
-                    "--upgrade", "--target", str(BENCH_DEPS), *BERTVIZ], check=True, capture_output=True, text=True,
-                   timeout=600)  # fmt: skip
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--no-deps",
+            "--upgrade",
+            "--target",
+            str(BENCH_DEPS),
+            *BERTVIZ,
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     stamp.write_text("\n".join(BERTVIZ))
 
 
@@ -80,12 +108,31 @@ def measure_bertviz(repeats: int, large_repeats: int) -> dict:
     """Run :mod:`benchmarks._bertviz` with ``.bench-deps`` on the path; its JSON result."""
     install_bertviz()
     path = os.pathsep.join(p for p in (str(BENCH_DEPS), str(ROOT), os.environ.get("PYTHONPATH")) if p)
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1",
-           "PYTHONPATH": path}
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+        "PYTHONPATH": path,
+    }
     proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks._bertviz", "--sizes", *map(str, SIZES), "--repeats", str(repeats),
-         "--large-repeats", str(large_repeats)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "benchmarks._bertviz",
+            "--sizes",
+            *map(str, SIZES),
+            "--repeats",
+            str(repeats),
+            "--large-repeats",
+            str(large_repeats),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     if proc.returncode != 0:
         raise RuntimeError(proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -113,8 +160,10 @@ def table(ours: list[tuple[int, float, int, int]], bertviz: dict | None) -> list
             build, other = f"{r['forward_s']:.2f} + {r['build_s']:.2f} s", r["bytes"]
         else:
             build, other = "—", AUTHOR_BERTVIZ[n]
-        lines.append(f"| {n} | {seconds:.2f} s | {charts} | {size / 1e6:.2f} MB | {build} | {other / 1e6:,.1f} MB "
-                     f"| {other / size:,.0f}× | {_targets(n, seconds, size)} |")  # fmt: skip
+        lines.append(
+            f"| {n} | {seconds:.2f} s | {charts} | {size / 1e6:.2f} MB | {build} | {other / 1e6:,.1f} MB "
+            f"| {other / size:,.0f}× | {_targets(n, seconds, size)} |"
+        )
     return lines
 
 
@@ -140,9 +189,9 @@ def main(argv: list[str] | None = None) -> None:
     command = "python -m benchmarks heads_payload " + shlex.join(argv)
     if bertviz:
         about = (
-            f"BertViz {bertviz['bertviz']} `model_view(attentions, tokens, html_action=\"return\")` measured in the "
+            f'BertViz {bertviz["bertviz"]} `model_view(attentions, tokens, html_action="return")` measured in the '
             "same run, in a subprocess with bertviz and IPython from `.bench-deps/`, on the same texts and tokens: "
-            "MiniLM through `transformers.BertModel` (`attn_implementation=\"eager\"`, `output_attentions=True`) from "
+            'MiniLM through `transformers.BertModel` (`attn_implementation="eager"`, `output_attentions=True`) from '
             f"the local package; time = median forward + HTML build ({args.repeats} runs, "
             f"{args.bertviz_large_repeats} at 512 tokens); peak memory of that process {bertviz['peak_mb']:,.0f} MB. "
             "Its HTML also loads require.js from a CDN, so it renders nothing offline."

@@ -84,10 +84,11 @@ def operator(m: Models) -> Result:
 
     q, k, v = op.random_qkv(4, 6, 8, 4, 0)
     figs = [
-        charts.signed_heatmap(x.numpy(), _labels(p, x.shape[0]), _labels("d", x.shape[1]), title=name,
-                              x_title="dims", y_title=p)
+        charts.signed_heatmap(
+            x.numpy(), _labels(p, x.shape[0]), _labels("d", x.shape[1]), title=name, x_title="dims", y_title=p
+        )
         for name, x, p in (("Q", q, "q"), ("K", k, "k"), ("V", v, "k"))
-    ]  # fmt: skip
+    ]
     steps = op.operator_steps(q, k, v, True)
     rows, cols, dims = _labels("q", 4), _labels("k", 6), _labels("d", 4)
     figs += [
@@ -115,10 +116,11 @@ def self_attention(m: Models) -> Result:
     figs = [
         charts.signed_heatmap(check.out.numpy(), names, dims, title="out", x_title="dims", y_title="tokens"),
         heatmap(check.weights[0].numpy(), names, names, title="weights", **AX),
-        charts.signed_heatmap(check.out_shuffled.numpy(), shuffled, dims, title="out shuffled", x_title="dims",
-                              y_title="tokens"),
+        charts.signed_heatmap(
+            check.out_shuffled.numpy(), shuffled, dims, title="out shuffled", x_title="dims", y_title="tokens"
+        ),
         heatmap(check.weights_shuffled[0].numpy(), shuffled, shuffled, title="weights shuffled", **AX),
-    ]  # fmt: skip
+    ]
     return Result(figs, f"{n} tokens, D {dim}, {heads} heads")
 
 
@@ -138,8 +140,10 @@ def masks_page(m: Models) -> Result:
     figs = []
     for kind, kwargs in options.items():
         r = mg.masked_attention(mg.build_mask(kind, n, **kwargs), 0)
-        figs += [charts.signed_heatmap(r.steps.masked.numpy(), toks, toks, title="scores", **AX),
-                 heatmap(r.steps.weights.numpy(), toks, toks, title="weights", **AX)]  # fmt: skip
+        figs += [
+            charts.signed_heatmap(r.steps.masked.numpy(), toks, toks, title="scores", **AX),
+            heatmap(r.steps.weights.numpy(), toks, toks, title="weights", **AX),
+        ]
     return Result(figs, f"{n} tokens, 6 masks")
 
 
@@ -175,8 +179,9 @@ def norms_page(m: Models) -> Result:
     from tx_explorer.analysis import norms
     from tx_explorer.viz import norms as vn
 
-    pair = norms.attention_pair(m["variants:pre-ln"], m["variants:post-ln"], _en("norms", "sentence_default"),
-                                layer=0, head=0)  # fmt: skip
+    pair = norms.attention_pair(
+        m["variants:pre-ln"], m["variants:post-ln"], _en("norms", "sentence_default"), layer=0, head=0
+    )
     maps = {"pre-ln": pair.a.numpy(), "post-ln": pair.b.numpy(), "difference": pair.diff.numpy()}
     fig = vn.side_by_side(maps, row_labels=pair.tokens, col_labels=pair.tokens, diverging=["difference"], **AX)
     return Result([fig], f"{len(pair.tokens)} tokens, 2 variants")
@@ -186,8 +191,16 @@ def model_sizes(m: Models) -> Result:
     from tx_explorer.analysis import params
     from tx_explorer.config import TransformerConfig
 
-    cfg = TransformerConfig(vocab_size=50_257, max_len=1024, dim=768, num_layers=13, num_heads=12, mlp="mlp",
-                            positions="learned", tie_embeddings=True)  # fmt: skip
+    cfg = TransformerConfig(
+        vocab_size=50_257,
+        max_len=1024,
+        dim=768,
+        num_layers=13,
+        num_heads=12,
+        mlp="mlp",
+        positions="learned",
+        tie_embeddings=True,
+    )
     c = TransformerConfig.from_dict(cfg.to_dict())  # the page's cached function takes the dict
     params.count_params(c, "causal", None)
     measured = params.measure(params.build_on_meta(c, "causal", None))
@@ -207,13 +220,19 @@ def language_model(m: Models) -> Result:
     rows = [f"{t} (id {i})" for t, i in zip(toks, r.ids)]
     mask = masks.causal(n).float().numpy()
     figs = [
-        charts.signed_heatmap(r.embeddings, rows, [str(d) for d in range(r.embeddings.shape[1])], title="embeddings",
-                              x_title="dims", y_title="tokens"),
+        charts.signed_heatmap(
+            r.embeddings,
+            rows,
+            [str(d) for d in range(r.embeddings.shape[1])],
+            title="embeddings",
+            x_title="dims",
+            y_title="tokens",
+        ),
         heatmap(mask, toks, toks, title="mask", **AX),
         heatmap(r.maps[0, 0], toks, toks, title="weights", **AX),
         vh.topk_bars(r.top_labels[n - 1], r.top_probs[n - 1], title="next", highlight=None),
         vh.labelled_bars(labels[1:], {"loss": r.losses}, title="loss", x_title="predicted", y_title="nats"),
-    ]  # fmt: skip
+    ]
     new = 24  # the page's default: greedy, 24 new tokens
     g = lm.generate(tm, tm.encode(text, lm.MAX_TOKENS).ids, new, greedy=True, temperature=0.8, top_k=None, seed=0)
     maps = g.maps[0].mean(axis=0)
@@ -222,9 +241,15 @@ def language_model(m: Models) -> Result:
     ctx = [f"{i}: {t}" for i, t in enumerate(g.tokens[: row + 1])]
     figs += [
         vh.labelled_bars(ctx, {"weight": maps[row, : row + 1]}, x_title="context", y_title="weight", title="step"),
-        heatmap(maps[g.prompt_len - 1 : -1], [f"→ {t}" for t in gen_toks[g.prompt_len :]], gen_toks,
-                title="generated", x_title="context", y_title="generated"),
-    ]  # fmt: skip
+        heatmap(
+            maps[g.prompt_len - 1 : -1],
+            [f"→ {t}" for t in gen_toks[g.prompt_len :]],
+            gen_toks,
+            title="generated",
+            x_title="context",
+            y_title="generated",
+        ),
+    ]
     return Result(figs, f"{n} tokens + {new} generated")
 
 
@@ -246,8 +271,10 @@ def vision_transformer(m: Models) -> Result:
     lecture = vit_views.patch_view(big, vit_views.lecture_embed(), lecture_index)
     own = vit_views.patch_view(pixels, clf.model.patch_embed, index, normalise=clf)
     figs = []
-    for view, image, patch, pick in ((lecture, big, vit_views.LECTURE_PATCH, lecture_index),
-                                     (own, pixels, cfg.patch_size, index)):  # fmt: skip
+    for view, image, patch, pick in (
+        (lecture, big, vit_views.LECTURE_PATCH, lecture_index),
+        (own, pixels, cfg.patch_size, index),
+    ):
         figs += [
             vitviz.image_with_grid(image, patch, highlight=pick, height=340),
             vitviz.patch_values(view.values, title="values"),
@@ -293,18 +320,33 @@ def seq2seq(m: Models) -> Result:
     cross = out["transformer"].cross  # (L, H, T_out, T_in)
     axes = {"x_title": "source", "y_title": "output", "gold_label": "gold"}
     figs = []
-    for key, weights in (("attention", out["attention"].alignment),
-                         ("transformer", cross[ts["transformer"].align_layer or 0].mean(axis=0))):  # fmt: skip
+    for key, weights in (
+        ("attention", out["attention"].alignment),
+        ("transformer", cross[ts["transformer"].align_layer or 0].mean(axis=0)),
+    ):
         o = out[key]
         matches = gold is not None and o.tokens == gold.target
-        figs.append(vs.alignment_figure(weights, o.source, o.tokens, gold=gold.alignment if matches else None,
-                                        title=key, **axes))  # fmt: skip
+        figs.append(
+            vs.alignment_figure(
+                weights, o.source, o.tokens, gold=gold.alignment if matches else None, title=key, **axes
+            )
+        )
     figs.append(vs.cross_mosaic(cross, layer_name="layer", head_name="head", x_title="source", y_title="output"))
     o = out["attention"]
     if o.tokens:
         terms, context = ev.context_terms(o.alignment[0], o.annotations)
-        figs.append(vs.context_figure(o.alignment[0], terms, context, o.source, title="step", weight_title="weight",
-                                      dim_title="dim", source_title="source"))  # fmt: skip
+        figs.append(
+            vs.context_figure(
+                o.alignment[0],
+                terms,
+                context,
+                o.source,
+                title="step",
+                weight_title="weight",
+                dim_title="dim",
+                source_title="source",
+            )
+        )
     return Result(figs, f"{len(check.tokens)} words, beam 1, 3 models")
 
 
@@ -318,59 +360,136 @@ def cost_of_attention(m: Models) -> Result:
     curve_ns = np.unique(np.geomspace(64, 131_072, 48).astype(int))
     cost.four_matmuls(n, d, h)  # the page's table
     flops = cost.flops_by_n(flops_ns, d, h)
-    figs = [vcost.flops_bars(flops_ns, flops, cost.crossover_n(d), title="flops", crossover_label="crossover",
-                             x_title="N", y_title="share")]  # fmt: skip
+    figs = [
+        vcost.flops_bars(
+            flops_ns,
+            flops,
+            cost.crossover_n(d),
+            title="flops",
+            crossover_label="crossover",
+            x_title="N",
+            y_title="share",
+        )
+    ]
     lines = cost.memory_lines(curve_ns, h, 64, block_size=128, itemsize=4)
     lecture = cost.memory_lines([cost.LECTURE_N], cost.LECTURE_H, 64, block_size=128, itemsize=4)
     lecture = {k: float(v[0]) for k, v in lecture.items()}
     total = memory.total_bytes("cpu")
-    figs.append(vcost.memory_curves(
-        {k: (curve_ns, v) for k, v in lines.items()}, {}, device_bytes=total, device_label="RAM",
-        extrapolated={f"lecture {k}": (cost.LECTURE_N, lecture[k]) for k in ("naive", "flash")},
-        title="memory", analytic_label="analytic", measured_label="measured", x_title="N", y_title="bytes",
-    ))  # fmt: skip
+    figs.append(
+        vcost.memory_curves(
+            {k: (curve_ns, v) for k, v in lines.items()},
+            {},
+            device_bytes=total,
+            device_label="RAM",
+            extrapolated={f"lecture {k}": (cost.LECTURE_N, lecture[k]) for k in ("naive", "flash")},
+            title="memory",
+            analytic_label="analytic",
+            measured_label="measured",
+            x_title="N",
+            y_title="bytes",
+        )
+    )
     tr = flash_steps.trace_example(n=12, d=4, block_size=4, causal=True, seed=0)
     cols, rows = [f"after {j}" for j in range(tr.m.shape[1])], [f"row {i}" for i in range(tr.m.shape[0])]
     figs += [
-        vcost.tile_grid(tr.status, ["skipped", "partial", "full"], block_q=tr.block_q, block_k=tr.block_k,
-                        title="tiles", x_title="key tile", y_title="query tile"),
-        vcost.running_stat_map(tr.m, rows, cols, title="m", colorscale=style.DIVERGING, zmid=0.0, x_title="steps",
-                               y_title="queries"),
+        vcost.tile_grid(
+            tr.status,
+            ["skipped", "partial", "full"],
+            block_q=tr.block_q,
+            block_k=tr.block_k,
+            title="tiles",
+            x_title="key tile",
+            y_title="query tile",
+        ),
+        vcost.running_stat_map(
+            tr.m, rows, cols, title="m", colorscale=style.DIVERGING, zmid=0.0, x_title="steps", y_title="queries"
+        ),
         vcost.running_stat_map(tr.l, rows, cols, title="l", x_title="steps", y_title="queries"),
-    ]  # fmt: skip
+    ]
     return Result(figs, f"N {n:,}, D {d}, H {h}")
 
 
 INTERACTIONS: dict[str, list[Interaction]] = {
     "home": [Interaction("home", "open the page", "causal example: masked attention + heatmap", home)],
-    "operator": [Interaction("operator", "move a slider (N_K)",
-                             "random Q, K, V; the three steps; replace V; 8 heatmaps", operator)],
-    "self_attention": [Interaction("self_attention", "press Shuffle", "permutation check (6 tokens) + 4 heatmaps",
-                                   self_attention)],
-    "masks": [Interaction("masks", "type a sentence", "all six masks (st.tabs runs every tab) + 12 heatmaps",
-                          masks_page)],
-    "multihead": [
-        Interaction("multihead", "type a text (tiny-gpt)", "forward with trace + layer × head grid",
-                    multihead("tiny-gpt"), ("tiny-gpt",)),
-        Interaction("multihead", "type a text (MiniLM-L6, not bundled)", "forward with trace + layer × head grid",
-                    multihead("minilm-l6"), ("minilm-l6",)),
+    "operator": [
+        Interaction(
+            "operator", "move a slider (N_K)", "random Q, K, V; the three steps; replace V; 8 heatmaps", operator
+        )
     ],
-    "moe": [Interaction("moe", "type a sentence", "forward with routing trace + token and gate figures", moe,
-                        ("tiny-moe",))],
-    "norms": [Interaction("norms", "type a sentence (two variants)", "two forwards with trace + side-by-side maps",
-                          norms_page, ("variants:pre-ln", "variants:post-ln"))],
-    "model_sizes": [Interaction("model_sizes", "change the layer count", "formula + meta-device count + stacked bars",
-                                model_sizes)],
-    "language_model": [Interaction("language_model", "type a text", "read (embeddings, maps, next token, losses) + "
-                                   "24 greedy tokens + 7 figures", language_model, ("tiny-gpt",))],
-    "vision_transformer": [Interaction("vision_transformer", "pick another sample image",
-                                       "two patch views, classify with trace, maps, rollout + 10 figures",
-                                       vision_transformer, ("vit-shapes",))],
-    "seq2seq": [Interaction("seq2seq", "type a sentence", "three translations, AER, alignments, mosaic, one step",
-                            seq2seq, tuple(SEQ2SEQ.values()))],
-    "cost_of_attention": [Interaction("cost_of_attention", "change N", "FLOP table, analytic memory curves, tile "
-                                      "trace + 5 figures (the Measure button's timing run is a progress-bar job, "
-                                      "not timed)", cost_of_attention)],
+    "self_attention": [
+        Interaction("self_attention", "press Shuffle", "permutation check (6 tokens) + 4 heatmaps", self_attention)
+    ],
+    "masks": [
+        Interaction("masks", "type a sentence", "all six masks (st.tabs runs every tab) + 12 heatmaps", masks_page)
+    ],
+    "multihead": [
+        Interaction(
+            "multihead",
+            "type a text (tiny-gpt)",
+            "forward with trace + layer × head grid",
+            multihead("tiny-gpt"),
+            ("tiny-gpt",),
+        ),
+        Interaction(
+            "multihead",
+            "type a text (MiniLM-L6, not bundled)",
+            "forward with trace + layer × head grid",
+            multihead("minilm-l6"),
+            ("minilm-l6",),
+        ),
+    ],
+    "moe": [
+        Interaction("moe", "type a sentence", "forward with routing trace + token and gate figures", moe, ("tiny-moe",))
+    ],
+    "norms": [
+        Interaction(
+            "norms",
+            "type a sentence (two variants)",
+            "two forwards with trace + side-by-side maps",
+            norms_page,
+            ("variants:pre-ln", "variants:post-ln"),
+        )
+    ],
+    "model_sizes": [
+        Interaction("model_sizes", "change the layer count", "formula + meta-device count + stacked bars", model_sizes)
+    ],
+    "language_model": [
+        Interaction(
+            "language_model",
+            "type a text",
+            "read (embeddings, maps, next token, losses) + 24 greedy tokens + 7 figures",
+            language_model,
+            ("tiny-gpt",),
+        )
+    ],
+    "vision_transformer": [
+        Interaction(
+            "vision_transformer",
+            "pick another sample image",
+            "two patch views, classify with trace, maps, rollout + 10 figures",
+            vision_transformer,
+            ("vit-shapes",),
+        )
+    ],
+    "seq2seq": [
+        Interaction(
+            "seq2seq",
+            "type a sentence",
+            "three translations, AER, alignments, mosaic, one step",
+            seq2seq,
+            tuple(SEQ2SEQ.values()),
+        )
+    ],
+    "cost_of_attention": [
+        Interaction(
+            "cost_of_attention",
+            "change N",
+            "FLOP table, analytic memory curves, tile "
+            "trace + 5 figures (the Measure button's timing run is a progress-bar job, "
+            "not timed)",
+            cost_of_attention,
+        )
+    ],
 }
 
 
@@ -403,9 +522,11 @@ def figure_share(run: Callable[[Models], Result], loaded: Models) -> float:
     total = stats[(code.co_filename, code.co_firstlineno, code.co_name)][3]
     figures = sum(
         caller_stats[3]
-        for (file, _, _), (*_, callers) in stats.items() if file.startswith(VIZ_DIR)
-        for (caller_file, _, _), caller_stats in callers.items() if caller_file == code.co_filename
-    )  # fmt: skip
+        for (file, _, _), (*_, callers) in stats.items()
+        if file.startswith(VIZ_DIR)
+        for (caller_file, _, _), caller_stats in callers.items()
+        if caller_file == code.co_filename
+    )
     return figures / total if total else 0.0
 
 
@@ -422,8 +543,15 @@ def time_interaction(run: Callable[[Models], Result], loaded: Models, repeats: i
         totals.append(t2 - t0)
         jsons.append(t2 - t1)
     size = sum(len(s.encode()) for s in specs)
-    return Timing(1000 * statistics.median(totals), 1000 * statistics.median(jsons), share, size, len(specs), repeats,
-                  result.detail)
+    return Timing(
+        1000 * statistics.median(totals),
+        1000 * statistics.median(jsons),
+        share,
+        size,
+        len(specs),
+        repeats,
+        result.detail,
+    )
 
 
 LOAD_CHILD = """
@@ -449,8 +577,15 @@ def load_times(names: list[str], repeats: int) -> dict[str, list[float]]:
     times: dict[str, list[float]] = {}
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TIMM_FUSED_ATTN": "0"}  # as `make run`
     for _ in range(repeats):
-        proc = subprocess.run([sys.executable, "-c", LOAD_CHILD, *names], cwd=ROOT, env=env, capture_output=True,
-                              text=True, check=True, timeout=600)  # fmt: skip
+        proc = subprocess.run(
+            [sys.executable, "-c", LOAD_CHILD, *names],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=600,
+        )
         for name, seconds in json.loads(proc.stdout.strip().splitlines()[-1]).items():
             times.setdefault(name, []).append(seconds)
     return times
@@ -510,15 +645,20 @@ def main(argv: list[str] | None = None) -> None:
     for it, t in rows:
         target = verdict(t.median_ms, TARGET_MS) if it.models != ("minilm-l6",) else "— (not bundled)"
         rest = t.median_ms - t.json_ms
-        lines.append(f"| {it.page} | {it.action} | {it.timed} | {t.detail} | {t.median_ms:,.1f} "
-                     f"| {rest * (1 - t.figure_share):,.1f} | {rest * t.figure_share:,.1f} | {t.json_ms:,.1f} "
-                     f"| {t.charts} | {t.chart_bytes / 1e3:,.0f} kB | {target} |")  # fmt: skip
+        lines.append(
+            f"| {it.page} | {it.action} | {it.timed} | {t.detail} | {t.median_ms:,.1f} "
+            f"| {rest * (1 - t.figure_share):,.1f} | {rest * t.figure_share:,.1f} | {t.json_ms:,.1f} "
+            f"| {t.charts} | {t.chart_bytes / 1e3:,.0f} kB | {target} |"
+        )
     if skipped:
         absent = "; ".join(f"{i.page} ({', '.join(i.models)})" for i in skipped)
         lines += ["", f"Not run (model not on this machine): {absent}."]
     missed = [(it, t) for it, t in rows if t.median_ms > TARGET_MS and it.models != ("minilm-l6",)]
-    lines += ["", f"Targets met: {len(rows) - len(missed)} of {len(rows)} rows" + (
-        "; missed: " + ", ".join(f"{it.page} ({t.median_ms:,.0f} ms)" for it, t in missed) + "." if missed else ".")]
+    lines += [
+        "",
+        f"Targets met: {len(rows) - len(missed)} of {len(rows)} rows"
+        + ("; missed: " + ", ".join(f"{it.page} ({t.median_ms:,.0f} ms)" for it, t in missed) + "." if missed else "."),
+    ]
     if loads:
         lines += [
             "",

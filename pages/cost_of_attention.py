@@ -22,15 +22,18 @@ AXIS_N = T("axis_n")
 
 
 @st.cache_data(show_spinner=False, max_entries=512)
-def measured(method: str, n: int, heads: int, head_dim: int, repeats: int, block: int, device: str,
-             dtype: str) -> cost.Measurement:
+def measured(
+    method: str, n: int, heads: int, head_dim: int, repeats: int, block: int, device: str, dtype: str
+) -> cost.Measurement:
     """Median time and peak memory of one forward pass; cached, so pressing again costs nothing."""
-    return cost.measure(method, n, heads=heads, head_dim=head_dim, repeats=repeats, block_size=block,
-                        device=device, dtype=dtype)
+    return cost.measure(
+        method, n, heads=heads, head_dim=head_dim, repeats=repeats, block_size=block, device=device, dtype=dtype
+    )
 
 
-def run_measurements(methods: list[str], ns: list[int], heads: int, head_dim: int, repeats: int, block: int,
-                     dtype: str) -> dict:
+def run_measurements(
+    methods: list[str], ns: list[int], heads: int, head_dim: int, repeats: int, block: int, dtype: str
+) -> dict:
     """Every (method, N) with a progress bar; naive stops at the first N the memory guard refuses, and no run
     starts that is predicted to end after the time budget (the server is shared; reruns cancel between runs)."""
     runs, refused, over_budget = [], None, None
@@ -71,18 +74,36 @@ with ui.friendly_errors():
     products = cost.four_matmuls(n, d, h)
     total = sum(mm.flops for mm in products)
     quad = sum(mm.flops for mm in products if mm.quadratic)
-    st.dataframe(pd.DataFrame({
-        T("col_step"): [T(f"mm_{mm.key}") for mm in products],
-        T("col_product"): [f"{list(mm.left)} · {list(mm.right)} → {list(mm.out)}" for mm in products],
-        T("col_flops"): [f"{mm.flops:,}" for mm in products],
-        T("col_share"): [f"{100 * mm.flops / total:.1f}%" for mm in products],
-    }), hide_index=True)
-    st.markdown(T("flops_summary", n=f"{n:,}", total=cost.format_si(total), share=f"{100 * quad / total:.0f}%",
-                  cross=f"{int(cost.crossover_n(d)):,}"))
+    st.dataframe(
+        pd.DataFrame(
+            {
+                T("col_step"): [T(f"mm_{mm.key}") for mm in products],
+                T("col_product"): [f"{list(mm.left)} · {list(mm.right)} → {list(mm.out)}" for mm in products],
+                T("col_flops"): [f"{mm.flops:,}" for mm in products],
+                T("col_share"): [f"{100 * mm.flops / total:.1f}%" for mm in products],
+            }
+        ),
+        hide_index=True,
+    )
+    st.markdown(
+        T(
+            "flops_summary",
+            n=f"{n:,}",
+            total=cost.format_si(total),
+            share=f"{100 * quad / total:.0f}%",
+            cross=f"{int(cost.crossover_n(d)):,}",
+        )
+    )
     flops = cost.flops_by_n(FLOPS_NS, d, h)
-    fig = vcost.flops_bars(FLOPS_NS, {T(f"mm_{k}"): v for k, v in flops.items()}, cost.crossover_n(d),
-                           title=T("flops_title"), crossover_label=T("crossover_label"), x_title=AXIS_N,
-                           y_title=T("axis_share"))
+    fig = vcost.flops_bars(
+        FLOPS_NS,
+        {T(f"mm_{k}"): v for k, v in flops.items()},
+        cost.crossover_n(d),
+        title=T("flops_title"),
+        crossover_label=T("crossover_label"),
+        x_title=AXIS_N,
+        y_title=T("axis_share"),
+    )
     ui.show_figure(fig, "cost_flops", np.column_stack([FLOPS_NS, *flops.values()]))  # N, then the 4 products
 
 # ---- 2. memory and time, measured ---------------------------------------------------------------------------------
@@ -104,8 +125,10 @@ with ui.friendly_errors():
         methods += [f"sdpa:{b}" for b, ok in backends.items() if ok]
     with st.expander(T("backends_header"), expanded=ON_GPU):
         st.markdown(T("backends_intro"))
-        st.dataframe(pd.DataFrame({T("col_backend"): list(backends),
-                                   T("col_usable", dtype=dtype): list(backends.values())}), hide_index=True)
+        st.dataframe(
+            pd.DataFrame({T("col_backend"): list(backends), T("col_usable", dtype=dtype): list(backends.values())}),
+            hide_index=True,
+        )
 
 params = (heads, head_dim, block, max_n, repeats, dtype, str(DEV))
 st.caption(T("measure_hint", max_n=f"{max_n:,}"))
@@ -113,7 +136,8 @@ if st.button(T("measure"), type="primary", key="cost_measure"):
     with ui.friendly_errors():
         ns = [2**p for p in range(7, int(np.log2(max_n)) + 1)]
         st.session_state["cost_results"] = {
-            "params": params, **run_measurements(methods, ns, heads, head_dim, repeats, block, dtype)
+            "params": params,
+            **run_measurements(methods, ns, heads, head_dim, repeats, block, dtype),
         }
 
 result = st.session_state.get("cost_results")
@@ -134,12 +158,21 @@ with ui.friendly_errors():
             T("lecture_point", method=m, size=memory.format_bytes(lecture[m])): (cost.LECTURE_N, lecture[m])
             for m in ("naive", "flash")
         },
-        title=T("memory_title"), analytic_label=T("analytic"), measured_label=T("measured"), x_title=AXIS_N,
+        title=T("memory_title"),
+        analytic_label=T("analytic"),
+        measured_label=T("measured"),
+        x_title=AXIS_N,
         y_title=T("axis_bytes"),
     )
     ui.show_figure(fig, "cost_memory", np.column_stack([CURVE_NS, *lines.values()]))  # N, naive, flash, sdpa
-    st.markdown(T("lecture_note", head_dim=head_dim, naive=memory.format_bytes(lecture["naive"]),
-                  flash=memory.format_bytes(lecture["flash"])))
+    st.markdown(
+        T(
+            "lecture_note",
+            head_dim=head_dim,
+            naive=memory.format_bytes(lecture["naive"]),
+            flash=memory.format_bytes(lecture["flash"]),
+        )
+    )
     if result and result["refused"]:
         st.info(T("refused", message=result["refused"]))
     if result and result.get("over_budget"):
@@ -154,12 +187,17 @@ with ui.friendly_errors():
         if mem_x and time_x:
             st.markdown(T("ratio_note", n=f"{top:,}", mem=f"{mem_x:.1f}", time=f"{time_x:.1f}"))
         st.subheader(T("results"))
-        st.dataframe(pd.DataFrame({
-            T("col_n"): [r.n for r in runs],
-            T("col_method"): [r.method for r in runs],
-            T("col_ms"): [round(1000 * r.seconds, 2) for r in runs],
-            T("col_peak"): [memory.format_bytes(r.peak_bytes) for r in runs],
-        }), hide_index=True)
+        st.dataframe(
+            pd.DataFrame(
+                {
+                    T("col_n"): [r.n for r in runs],
+                    T("col_method"): [r.method for r in runs],
+                    T("col_ms"): [round(1000 * r.seconds, 2) for r in runs],
+                    T("col_peak"): [memory.format_bytes(r.peak_bytes) for r in runs],
+                }
+            ),
+            hide_index=True,
+        )
 
 st.subheader(T("guard_header"))
 st.markdown(T("guard_intro", itemsize=itemsize, fraction=f"{memory.DEFAULT_FRACTION:.0%}"))
@@ -169,18 +207,27 @@ guard_h = c[1].number_input(T("guard_h"), 1, 1024, 8, key="cost_guard_h")
 with ui.friendly_errors():
     try:
         need = memory.check_naive_fits(guard_n, guard_h, head_dim, itemsize=itemsize, device=DEV)
-        st.success(T("guard_ok", n=f"{guard_n:,}", h=guard_h, need=memory.format_bytes(need),
-                     free=memory.format_bytes(memory.available_bytes(DEV))))
+        st.success(
+            T(
+                "guard_ok",
+                n=f"{guard_n:,}",
+                h=guard_h,
+                need=memory.format_bytes(need),
+                free=memory.format_bytes(memory.available_bytes(DEV)),
+            )
+        )
     except memory.MemoryBudgetError as exc:
         st.warning(str(exc))
 
 # ---- 3. tile by tile ----------------------------------------------------------------------------------------------
 st.header(T("tile_header"))
 st.markdown(T("tile_intro"))
-st.latex(r"\begin{aligned} m' &= \max\big(m,\ \mathrm{rowmax}(S_{ij})\big), \qquad S_{ij} = Q_i K_j^\top / \sqrt{D_H} \\ "
-         r"\ell' &= e^{m - m'}\,\ell + \mathrm{rowsum}\big(e^{S_{ij} - m'}\big) \\ "
-         r"\tilde O' &= e^{m - m'}\,\tilde O + e^{S_{ij} - m'}\,V_j \\ "
-         r"O_i &= \tilde O / \ell, \qquad L_i = m + \log \ell \end{aligned}")
+st.latex(
+    r"\begin{aligned} m' &= \max\big(m,\ \mathrm{rowmax}(S_{ij})\big), \qquad S_{ij} = Q_i K_j^\top / \sqrt{D_H} \\ "
+    r"\ell' &= e^{m - m'}\,\ell + \mathrm{rowsum}\big(e^{S_{ij} - m'}\big) \\ "
+    r"\tilde O' &= e^{m - m'}\,\tilde O + e^{S_{ij} - m'}\,V_j \\ "
+    r"O_i &= \tilde O / \ell, \qquad L_i = m + \log \ell \end{aligned}"
+)
 st.markdown(T("tile_outro"))
 c = st.columns(4)
 tile_n = c[0].number_input(T("tile_n"), 1, flash_steps.MAX_TRACE_N, 12, key="cost_tile_n")
@@ -190,9 +237,13 @@ seed = c[3].number_input(T("tile_seed"), 0, 10_000, 0, key="cost_tile_seed")
 with ui.friendly_errors():
     tr = flash_steps.trace_example(n=tile_n, d=4, block_size=tile_b, causal=causal, seed=seed)
     fig = vcost.tile_grid(
-        tr.status, [T("status_skipped"), T("status_partial"), T("status_full")], block_q=tr.block_q,
-        block_k=tr.block_k, title=T("grid_title", computed=tr.computed_tiles, total=tr.status.size),
-        x_title=T("axis_key_tile"), y_title=T("axis_query_tile"),
+        tr.status,
+        [T("status_skipped"), T("status_partial"), T("status_full")],
+        block_q=tr.block_q,
+        block_k=tr.block_k,
+        title=T("grid_title", computed=tr.computed_tiles, total=tr.status.size),
+        x_title=T("axis_key_tile"),
+        y_title=T("axis_query_tile"),
     )
     ui.show_figure(fig, "cost_tiles", tr.status)
     cols = [T("after_tile", j=j) for j in range(tr.m.shape[1])]

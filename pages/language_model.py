@@ -20,19 +20,29 @@ def reading(name: str, text: str, k: int) -> lm.Reading:
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
-def generation(name: str, prompt: str, new: int, method: str, temperature: float, top_k: int, seed: int
-               ) -> lm.Generation:  # fmt: skip
+def generation(
+    name: str, prompt: str, new: int, method: str, temperature: float, top_k: int, seed: int
+) -> lm.Generation:
     tm = ui.cached_model(name)
     ids = tm.encode(prompt, lm.MAX_TOKENS).ids
-    return lm.generate(tm, ids, new, greedy=method == "greedy", temperature=temperature,
-                       top_k=top_k if method == "top_k" else None, seed=seed)  # fmt: skip
+    return lm.generate(
+        tm,
+        ids,
+        new,
+        greedy=method == "greedy",
+        temperature=temperature,
+        top_k=top_k if method == "top_k" else None,
+        seed=seed,
+    )
 
 
 st.title(T("title"))
 st.markdown(T("intro"))
-st.latex(r"p(x_{t+1}\mid x_1,\dots,x_t)=\mathrm{softmax}(h_t W_{\text{head}}),"
-         r"\quad W_{\text{head}}\in\mathbb{R}^{D\times V},"
-         r"\qquad \mathcal{L}=-\frac{1}{N-1}\sum_{t}\ln p(x_{t+1}\mid x_{\le t})")  # fmt: skip
+st.latex(
+    r"p(x_{t+1}\mid x_1,\dots,x_t)=\mathrm{softmax}(h_t W_{\text{head}}),"
+    r"\quad W_{\text{head}}\in\mathbb{R}^{D\times V},"
+    r"\qquad \mathcal{L}=-\frac{1}{N-1}\sum_{t}\ln p(x_{t+1}\mid x_{\le t})"
+)
 
 names = textmodel.available_text_models(kind="causal")
 if not names:
@@ -60,8 +70,14 @@ with ui.friendly_errors():
     st.markdown(T("embed_intro", vocab=tm.config.vocab_size, dim=tm.config.dim))
     rows = [f"{t} (id {i})" for t, i in zip(toks, r.ids)]
     dims = [str(d) for d in range(r.embeddings.shape[1])]
-    fig = charts.signed_heatmap(r.embeddings, rows, dims, title=T("embed_title", n=n, dim=tm.config.dim),
-                                x_title=T("dims"), y_title=T("tokens_axis"))  # fmt: skip
+    fig = charts.signed_heatmap(
+        r.embeddings,
+        rows,
+        dims,
+        title=T("embed_title", n=n, dim=tm.config.dim),
+        x_title=T("dims"),
+        y_title=T("tokens_axis"),
+    )
     ui.show_figure(fig, "lm_embed", r.embeddings)
 
     st.header(T("mask_header"))
@@ -83,12 +99,18 @@ with ui.friendly_errors():
     pos = st.slider(T("position"), 0, n - 1, n - 1, key="lm_pos") if n > 1 else 0
     actual = r.ids[pos + 1] if pos + 1 < n else None
     hit = [i for i, t in enumerate(r.top_ids[pos]) if t == actual]
-    fig = vh.topk_bars(r.top_labels[pos], r.top_probs[pos], title=T("next_title", token=toks[pos], pos=pos),
-                       highlight=hit[0] if hit else None)  # fmt: skip
+    fig = vh.topk_bars(
+        r.top_labels[pos],
+        r.top_probs[pos],
+        title=T("next_title", token=toks[pos], pos=pos),
+        highlight=hit[0] if hit else None,
+    )
     ui.show_figure(fig, "lm_next", r.top_probs[pos])
     if actual is not None:
         loss = r.losses[pos]
-        st.caption(T("next_actual", token=ui.escape_markdown(r.tokens[pos + 1]), loss=f"{loss:.2f}", p=f"{np.exp(-loss):.3f}"))
+        st.caption(
+            T("next_actual", token=ui.escape_markdown(r.tokens[pos + 1]), loss=f"{loss:.2f}", p=f"{np.exp(-loss):.3f}")
+        )
 
     st.header(T("loss_header"))
     st.markdown(T("loss_intro"))
@@ -97,8 +119,9 @@ with ui.friendly_errors():
         c = st.columns(2)
         c[0].metric(T("mean_loss"), f"{mean:.3f}")
         c[1].metric(T("perplexity"), f"{np.exp(mean):.1f}")
-        fig = vh.labelled_bars(labels[1:], {T("loss"): r.losses}, title=T("loss_title"), x_title=T("predicted"),
-                               y_title=T("nats"))  # fmt: skip
+        fig = vh.labelled_bars(
+            labels[1:], {T("loss"): r.losses}, title=T("loss_title"), x_title=T("predicted"), y_title=T("nats")
+        )
         ui.show_figure(fig, "lm_loss", r.losses)
     else:
         st.info(T("loss_one_token"))
@@ -121,17 +144,32 @@ with ui.friendly_errors():
     c = st.columns(3)
     step = c[0].slider(T("gen_step"), 1, new, 1, key="lm_step") if new > 1 else 1
     g_layer = c[1].selectbox(T("layer"), range(g.maps.shape[0]), key="lm_gen_layer")
-    g_head = c[2].selectbox(T("head"), [None, *range(g.maps.shape[1])], key="lm_gen_head",
-                            format_func=lambda h: T("mean_heads") if h is None else str(h))  # fmt: skip
+    g_head = c[2].selectbox(
+        T("head"),
+        [None, *range(g.maps.shape[1])],
+        key="lm_gen_head",
+        format_func=lambda h: T("mean_heads") if h is None else str(h),
+    )
     maps = g.maps[g_layer].mean(axis=0) if g_head is None else g.maps[g_layer, g_head]
     row = g.prompt_len + step - 2  # the position whose prediction produced generated token `step`
     gen_toks = vh.safe_labels(g.tokens)
     produced = gen_toks[row + 1]
     ctx = [f"{i}: {t}" for i, t in enumerate(g.tokens[: row + 1])]
-    fig = vh.labelled_bars(ctx, {T("weight"): maps[row, : row + 1]}, x_title=T("context"), y_title=T("weight"),
-                           title=T("gen_step_title", token=produced, step=step))  # fmt: skip
+    fig = vh.labelled_bars(
+        ctx,
+        {T("weight"): maps[row, : row + 1]},
+        x_title=T("context"),
+        y_title=T("weight"),
+        title=T("gen_step_title", token=produced, step=step),
+    )
     ui.show_figure(fig, "lm_gen_step", maps[row, : row + 1])
     rows_new = maps[g.prompt_len - 1 : -1]
-    fig = heatmap(rows_new, [f"→ {t}" for t in gen_toks[g.prompt_len :]], gen_toks, title=T("gen_map_title"),
-                  x_title=T("context"), y_title=T("generated"))  # fmt: skip
+    fig = heatmap(
+        rows_new,
+        [f"→ {t}" for t in gen_toks[g.prompt_len :]],
+        gen_toks,
+        title=T("gen_map_title"),
+        x_title=T("context"),
+        y_title=T("generated"),
+    )
     ui.show_figure(fig, "lm_gen_map", rows_new)

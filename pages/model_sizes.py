@@ -23,8 +23,10 @@ def fmt(n: float) -> str:
 
 st.title(T("title"))
 st.markdown(T("intro"))
-st.latex(r"N\approx\underbrace{12\,L\,D^2}_{\text{blocks: }4D^2\text{ attention}+8D^2\text{ MLP}}"
-         r"+\underbrace{V D}_{\text{token embedding}}+\underbrace{T D}_{\text{learned positions}}")  # fmt: skip
+st.latex(
+    r"N\approx\underbrace{12\,L\,D^2}_{\text{blocks: }4D^2\text{ attention}+8D^2\text{ MLP}}"
+    r"+\underbrace{V D}_{\text{token embedding}}+\underbrace{T D}_{\text{learned positions}}"
+)
 
 st.header(T("table_header"))
 st.markdown(T("table_intro"))
@@ -33,17 +35,25 @@ with ui.friendly_errors():
     for p in params.LECTURE_TABLE:
         formula, measured = counted(p.config.to_dict(), p.kind, p.decoder_layers)
         exact = sum(measured.values())
-        rows.append({
-            T("col_model"): p.model,
-            T("col_lecture"): f"{p.lecture_blocks} × {p.lecture_dim}, {p.lecture_heads} heads, "
-                              f"N {p.lecture_context}: ≈{fmt(p.lecture_params)}",
-            T("col_published"): f"{fmt(p.published_params)} ({p.published_source})",
-            T("col_config"): T(f"config_{p.kind}", layers=p.config.num_layers, dec=p.decoder_layers or 0,
-                               dim=p.config.dim, heads=p.config.num_heads, vocab=p.config.vocab_size,
-                               context=p.config.max_len),
-            T("col_counted"): f"{exact:,}",
-            T("col_check"): "✓" if formula == measured else "✗",
-        })  # fmt: skip
+        rows.append(
+            {
+                T("col_model"): p.model,
+                T("col_lecture"): f"{p.lecture_blocks} × {p.lecture_dim}, {p.lecture_heads} heads, "
+                f"N {p.lecture_context}: ≈{fmt(p.lecture_params)}",
+                T("col_published"): f"{fmt(p.published_params)} ({p.published_source})",
+                T("col_config"): T(
+                    f"config_{p.kind}",
+                    layers=p.config.num_layers,
+                    dec=p.decoder_layers or 0,
+                    dim=p.config.dim,
+                    heads=p.config.num_heads,
+                    vocab=p.config.vocab_size,
+                    context=p.config.max_len,
+                ),
+                T("col_counted"): f"{exact:,}",
+                T("col_check"): "✓" if formula == measured else "✗",
+            }
+        )
     st.dataframe(rows, hide_index=True)
     st.markdown(T("table_notes"))
     fig = vh.log_bars(
@@ -66,8 +76,12 @@ share = st.toggle(T("share"), value=True, key="sizes_share")
 with ui.friendly_errors():
     named = {k: (v, "encoder" if k.startswith("bert") else "causal") for k, v in PRESETS.items()}
     parts = {k: counted(cfg.to_dict(), kind)[1] for k, (cfg, kind) in named.items()}
-    fig = vh.stacked_parts(list(parts), {T(f"part_{p}"): [parts[m][p] for m in parts] for p in params.PARTS},
-                           title=T("breakdown_title"), share=share)  # fmt: skip
+    fig = vh.stacked_parts(
+        list(parts),
+        {T(f"part_{p}"): [parts[m][p] for m in parts] for p in params.PARTS},
+        title=T("breakdown_title"),
+        share=share,
+    )
     ui.show_figure(fig, "sizes_breakdown", {m: list(v.values()) for m, v in parts.items()})
 
 st.header(T("custom_header"))
@@ -80,12 +94,21 @@ vocab = c[3].number_input(T("vocab"), 1, 1_000_000, 50_257, key="sizes_vocab")
 c = st.columns(4)
 context = c[0].number_input(T("context"), 1, 1_000_000, 1024, key="sizes_context")
 mlp = c[1].selectbox(T("mlp"), ("mlp", "swiglu"), format_func=lambda m: T(f"mlp_{m}"), key="sizes_mlp")
-positions = c[2].selectbox(T("positions"), ("learned", "sinusoidal"), format_func=lambda p: T(f"pos_{p}"),
-                           key="sizes_pos")  # fmt: skip
+positions = c[2].selectbox(
+    T("positions"), ("learned", "sinusoidal"), format_func=lambda p: T(f"pos_{p}"), key="sizes_pos"
+)
 tie = c[3].toggle(T("tie"), value=True, key="sizes_tie")
 with ui.friendly_errors():
-    cfg = TransformerConfig(vocab_size=int(vocab), max_len=int(context), dim=int(dim), num_layers=int(layers),
-                            num_heads=int(heads_n), mlp=mlp, positions=positions, tie_embeddings=tie)  # fmt: skip
+    cfg = TransformerConfig(
+        vocab_size=int(vocab),
+        max_len=int(context),
+        dim=int(dim),
+        num_layers=int(layers),
+        num_heads=int(heads_n),
+        mlp=mlp,
+        positions=positions,
+        tie_embeddings=tie,
+    )
     formula, measured = counted(cfg.to_dict(), "causal")
     total = sum(measured.values())
     c = st.columns(3)

@@ -41,12 +41,16 @@ def load_bundle():
 
 st.title(T("title"))
 st.markdown(T("intro"))
-st.latex(r"p(x)=\operatorname{softmax}(W_r x),\qquad \mathcal{T}=\operatorname{top}_k\,p(x),\qquad "
-         r"y=\sum_{i\in\mathcal{T}} \frac{p_i(x)}{\sum_{j\in\mathcal{T}}p_j(x)}\;\mathrm{FFN}_i(x)")  # fmt: skip
+st.latex(
+    r"p(x)=\operatorname{softmax}(W_r x),\qquad \mathcal{T}=\operatorname{top}_k\,p(x),\qquad "
+    r"y=\sum_{i\in\mathcal{T}} \frac{p_i(x)}{\sum_{j\in\mathcal{T}}p_j(x)}\;\mathrm{FFN}_i(x)"
+)
 st.markdown(T("capacity_intro"))
 st.latex(r"\text{capacity}=\left\lceil \frac{k\cdot\text{tokens}}{E}\times\text{factor}\right\rceil")
-st.latex(r"\mathcal{L}_{\text{bal}}=E\sum_{i=1}^{E} f_i P_i\;(=1\text{ uniform}),\qquad "
-         r"\mathcal{L}_z=\frac{1}{N}\sum_{n}\Big(\log\sum_{i} e^{\ell_{n,i}}\Big)^2")  # fmt: skip
+st.latex(
+    r"\mathcal{L}_{\text{bal}}=E\sum_{i=1}^{E} f_i P_i\;(=1\text{ uniform}),\qquad "
+    r"\mathcal{L}_z=\frac{1}{N}\sum_{n}\Big(\log\sum_{i} e^{\ell_{n,i}}\Big)^2"
+)
 bundle = load_bundle()
 
 # 1. Cost: parameters ×E, compute ×k ---------------------------------------------------------------------------
@@ -67,17 +71,36 @@ with ui.friendly_errors():
     m[3].metric(T("ratio"), f"{counts['total'] / counts['active']:.2f}×")
     grid = list(range(top_k, max(n_experts, 16) + 1))
     sweep = routing.cost_sweep(cfg, grid)
-    fig = vm.cost_chart(grid, sweep["total"], sweep["active"], sweep["flops"], chosen=n_experts,
-                        title=T("cost_title", k=top_k), words=W)  # fmt: skip
-    ui.show_figure(fig, "moe_cost", np.array([grid, sweep["total"], sweep["active"], sweep["flops"]]).T)  # E, total, active, FLOPs
-    st.caption(T("cost_caption", dense=f"{dense / 1e6:.2f}", router=f"{flops['router'] / 1e3:.1f}", context=cfg.transformer.max_len))
+    fig = vm.cost_chart(
+        grid, sweep["total"], sweep["active"], sweep["flops"], chosen=n_experts, title=T("cost_title", k=top_k), words=W
+    )
+    ui.show_figure(
+        fig, "moe_cost", np.array([grid, sweep["total"], sweep["active"], sweep["flops"]]).T
+    )  # E, total, active, FLOPs
+    st.caption(
+        T(
+            "cost_caption",
+            dense=f"{dense / 1e6:.2f}",
+            router=f"{flops['router'] / 1e3:.1f}",
+            context=cfg.transformer.max_len,
+        )
+    )
 
 if bundle is not None:
     # 2. Dense vs MoE training curves ------------------------------------------------------------------------------
     st.header(T("loss_header"))
     s = bundle.summary
-    st.markdown(T("loss_intro", steps=s["steps"], tokens=f"{s['tokens_seen']:,}", moe=f"{s['final_val_loss']['moe']:.3f}",
-                  dense=f"{s['final_val_loss']['dense']:.3f}", moe_s=s["seconds"]["moe"], dense_s=s["seconds"]["dense"]))  # fmt: skip
+    st.markdown(
+        T(
+            "loss_intro",
+            steps=s["steps"],
+            tokens=f"{s['tokens_seen']:,}",
+            moe=f"{s['final_val_loss']['moe']:.3f}",
+            dense=f"{s['final_val_loss']['dense']:.3f}",
+            moe_s=s["seconds"]["moe"],
+            dense_s=s["seconds"]["dense"],
+        )
+    )
     axis = st.radio(T("loss_x"), ["step", "flops", "seconds"], format_func=lambda a: T(f"x_{a}"), horizontal=True)
     with ui.friendly_errors():
         labels = {"moe": T("label_moe", e=base.num_experts, k=base.top_k), "dense": T("label_dense")}
@@ -96,7 +119,9 @@ if bundle is not None:
         typed = {key: v.numpy() for key, v in routing.per_layer(routing.routing_tables(trace)).items()}  # [L, T, (E)]
         fig = vm.coloured_tokens(enc.tokens, typed["first"], base.num_experts, title=T("tokens_title"), words=W)
         ui.show_figure(fig, "moe_tokens", typed["first"])
-        fig = vm.gate_heatmaps(typed["gates"], typed["probs"], enc.tokens, title=T("gates_title", k=base.top_k), words=W)
+        fig = vm.gate_heatmaps(
+            typed["gates"], typed["probs"], enc.tokens, title=T("gates_title", k=base.top_k), words=W
+        )
         ui.show_figure(fig, "moe_gates", {"gates": typed["gates"], "probs": typed["probs"]})
         st.caption(T("gates_caption"))
 
@@ -111,7 +136,14 @@ if bundle is not None:
         frame.index = [T("layer", i=i) for i in range(len(stats))]
         st.dataframe(frame.style.format("{:.3f}"))
         base_first, base_any = routing.repetition_baseline(base.num_experts, base.top_k)
-        st.caption(T("stats_caption", ln_e=f"{math.log(base.num_experts):.3f}", first=f"{base_first:.3f}", any=f"{base_any:.3f}"))
+        st.caption(
+            T(
+                "stats_caption",
+                ln_e=f"{math.log(base.num_experts):.3f}",
+                first=f"{base_first:.3f}",
+                any=f"{base_any:.3f}",
+            )
+        )
         c = st.columns(2)
         with c[0]:
             loads = routing.load_matrix(tables).double()  # (L, E) assignments
@@ -120,8 +152,13 @@ if bundle is not None:
         with c[1]:
             fig = vm.drop_curves(FACTORS, np.array(drop_table), current=factor, title=T("drop_title"), words=W)
             ui.show_figure(fig, "moe_drop", np.array(drop_table))
-        fig = vm.entropy_bars([x["token_entropy"] for x in stats], [x["marginal_entropy"] for x in stats],
-                              math.log(base.num_experts), title=T("entropy_title"), words=W)  # fmt: skip
+        fig = vm.entropy_bars(
+            [x["token_entropy"] for x in stats],
+            [x["marginal_entropy"] for x in stats],
+            math.log(base.num_experts),
+            title=T("entropy_title"),
+            words=W,
+        )
         ui.show_figure(fig, "moe_entropy")
         st.markdown(T("entropy_caption"))
 
@@ -134,12 +171,19 @@ if bundle is not None:
                 ui.show_figure(vm.cooccurrence_heatmap(co, title=T("cooc_title"), words=W), "moe_cooc", co)
                 st.caption(T("cooc_caption"))
         with c[1]:
-            spec = routing.specialisation(table.chosen[..., 0].reshape(-1), bundle.heldout.reshape(-1), table.num_experts, top=6)
+            spec = routing.specialisation(
+                table.chosen[..., 0].reshape(-1), bundle.heldout.reshape(-1), table.num_experts, top=6
+            )
             rows = [
-                {T("col_expert"): e, T("col_tokens"): ", ".join(f"{bundle.text.labels([t])[0]} ({share:.0%}, {n})" for t, n, share in toks)
-                 or T("spec_none")}
+                {
+                    T("col_expert"): e,
+                    T("col_tokens"): ", ".join(
+                        f"{bundle.text.labels([t])[0]} ({share:.0%}, {n})" for t, n, share in toks
+                    )
+                    or T("spec_none"),
+                }
                 for e, toks in enumerate(spec)
-            ]  # fmt: skip
+            ]
             st.markdown(f"**{T('spec_title')}**")
             st.dataframe(pd.DataFrame(rows), hide_index=True)
             st.caption(T("spec_caption"))

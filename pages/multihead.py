@@ -45,8 +45,10 @@ def similarity(name: str, text: str) -> np.ndarray:
 
 st.title(T("title"))
 st.markdown(T("intro"))
-st.latex(r"\mathrm{MultiHead}(X)=\mathrm{Concat}(\mathrm{head}_1,\dots,\mathrm{head}_H)\,W_O,\quad "
-         r"\mathrm{head}_h=\mathrm{softmax}\!\left(\frac{XW_Q^h\,(XW_K^h)^\top}{\sqrt{D_H}}\right)XW_V^h")  # fmt: skip
+st.latex(
+    r"\mathrm{MultiHead}(X)=\mathrm{Concat}(\mathrm{head}_1,\dots,\mathrm{head}_H)\,W_O,\quad "
+    r"\mathrm{head}_h=\mathrm{softmax}\!\left(\frac{XW_Q^h\,(XW_K^h)^\top}{\sqrt{D_H}}\right)XW_V^h"
+)
 
 names = textmodel.available_text_models()
 if not names:
@@ -64,8 +66,16 @@ if not text.strip():
 
 with ui.friendly_errors():
     tm = ui.cached_model(name)
-    st.caption(T("model_caption", kind=T(f"kind_{tm.kind}"), layers=len(tm.model.blocks), heads=tm.config.num_heads,
-                 dim=tm.config.dim, context=tm.max_len))  # fmt: skip
+    st.caption(
+        T(
+            "model_caption",
+            kind=T(f"kind_{tm.kind}"),
+            layers=len(tm.model.blocks),
+            heads=tm.config.num_heads,
+            dim=tm.config.dim,
+            context=tm.max_len,
+        )
+    )
     data = analysed(name, text)
     if data.truncated:
         st.warning(T("truncated", n=data.num_tokens, limit=len(data.tokens)))
@@ -80,8 +90,9 @@ with ui.friendly_errors():
     head_names = heads.head_labels(num_layers, num_heads)
 
     # One view at a time: tabs would build (and send) every view's figures on each rerun.
-    view = st.segmented_control(T("view"), VIEWS, default="grid", required=True, format_func=lambda v: T(f"tab_{v}"),
-                                key="mh_view")  # fmt: skip
+    view = st.segmented_control(
+        T("view"), VIEWS, default="grid", required=True, format_func=lambda v: T(f"tab_{v}"), key="mh_view"
+    )
 
     if view == "grid":
         st.markdown(T("grid_intro"))
@@ -92,8 +103,9 @@ with ui.friendly_errors():
         c = st.columns(3)
         layer = c[0].selectbox(T("layer"), range(num_layers), index=num_layers - 1, key="mh_layer")
         head = c[1].selectbox(T("head"), range(num_heads), key="mh_head")
-        lens = c[2].radio(T("lens"), ("raw", "norm", "rollout"), format_func=lambda k: T(f"lens_{k}"), key="mh_lens",
-                          horizontal=True)  # fmt: skip
+        lens = c[2].radio(
+            T("lens"), ("raw", "norm", "rollout"), format_func=lambda k: T(f"lens_{k}"), key="mh_lens", horizontal=True
+        )
         st.markdown(T(f"lens_{lens}_help"))
         if lens == "raw":
             view = shown[layer, head]
@@ -102,8 +114,12 @@ with ui.friendly_errors():
             view = heads.keep_tokens(norm_maps[layer, head] if lens == "norm" else roll[layer], keep)
         title = T(f"lens_{lens}_title", layer=layer, head=head)
         ui.show_figure(vh.attention_map(view, labels, labels, title=title, **AX), "mh_detail", view)
-        focus = st.selectbox(T("focus"), [None, *range(len(labels))], key="mh_focus",
-                             format_func=lambda i: T("focus_all") if i is None else f"{i}: {labels[i]}")  # fmt: skip
+        focus = st.selectbox(
+            T("focus"),
+            [None, *range(len(labels))],
+            key="mh_focus",
+            format_func=lambda i: T("focus_all") if i is None else f"{i}: {labels[i]}",
+        )
         st.markdown(T("lines_intro"))
         fig = vh.attention_lines(view, labels, title=T("lines_title"), focus=focus)
         ui.show_figure(fig, "mh_lines", view)
@@ -112,10 +128,12 @@ with ui.friendly_errors():
         st.subheader(T("metrics_header"))
         st.markdown(T("metrics_intro"))
         per_head = metrics(name, text)
-        metric = st.radio(T("metric"), heads.METRICS, format_func=lambda m: T(f"metric_{m}"), horizontal=True,
-                          key="mh_metric")  # fmt: skip
-        fig = vh.metric_bars(per_head[metric], title=T(f"metric_{metric}"), x_title=T("head"),
-                             y_title=T(f"metric_{metric}_unit"))  # fmt: skip
+        metric = st.radio(
+            T("metric"), heads.METRICS, format_func=lambda m: T(f"metric_{m}"), horizontal=True, key="mh_metric"
+        )
+        fig = vh.metric_bars(
+            per_head[metric], title=T(f"metric_{metric}"), x_title=T("head"), y_title=T(f"metric_{metric}_unit")
+        )
         ui.show_figure(fig, "mh_metric", per_head[metric])
 
         st.subheader(T("similarity_header"))
@@ -126,14 +144,23 @@ with ui.friendly_errors():
         st.subheader(T("pair_header"))
         c = st.columns(2)
         a = c[0].selectbox(T("head_a"), range(len(head_names)), format_func=head_names.__getitem__, key="mh_a")
-        b = c[1].selectbox(T("head_b"), range(len(head_names)), index=min(1, len(head_names) - 1),
-                           format_func=head_names.__getitem__, key="mh_b")  # fmt: skip
+        b = c[1].selectbox(
+            T("head_b"),
+            range(len(head_names)),
+            index=min(1, len(head_names) - 1),
+            format_func=head_names.__getitem__,
+            key="mh_b",
+        )
         flat = shown.reshape(-1, *shown.shape[-2:])
         c = st.columns(3)
         with c[0]:
-            ui.show_figure(vh.attention_map(flat[a], labels, labels, title=head_names[a], **SMALL), "mh_pair_a", flat[a])
+            ui.show_figure(
+                vh.attention_map(flat[a], labels, labels, title=head_names[a], **SMALL), "mh_pair_a", flat[a]
+            )
         with c[1]:
-            ui.show_figure(vh.attention_map(flat[b], labels, labels, title=head_names[b], **SMALL), "mh_pair_b", flat[b])
+            ui.show_figure(
+                vh.attention_map(flat[b], labels, labels, title=head_names[b], **SMALL), "mh_pair_b", flat[b]
+            )
         with c[2]:
             diff = flat[a] - flat[b]
             title = T("difference", a=head_names[a], b=head_names[b])
@@ -164,13 +191,20 @@ with ui.friendly_errors():
 
     else:  # the query/key inspector
         st.markdown(T("qk_intro"))
-        st.latex(r"e_{ij}=\frac{q_i\cdot k_j}{\sqrt{D_H}},\qquad \alpha_{ij}=\frac{e^{e_{ij}}}{\sum_{j'}e^{e_{ij'}}},"
-                 r"\qquad y_i=\sum_j \alpha_{ij}\,v_j")  # fmt: skip
+        st.latex(
+            r"e_{ij}=\frac{q_i\cdot k_j}{\sqrt{D_H}},\qquad \alpha_{ij}=\frac{e^{e_{ij}}}{\sum_{j'}e^{e_{ij'}}},"
+            r"\qquad y_i=\sum_j \alpha_{ij}\,v_j"
+        )
         c = st.columns(3)
         q_layer = c[0].selectbox(T("layer"), range(num_layers), key="qk_layer")
         q_head = c[1].selectbox(T("head"), range(num_heads), key="qk_head")
-        query = c[2].selectbox(T("query"), range(len(data.tokens)), index=len(data.tokens) - 1, key="qk_query",
-                               format_func=lambda i: f"{i}: {data.tokens[i]}")  # fmt: skip
+        query = c[2].selectbox(
+            T("query"),
+            range(len(data.tokens)),
+            index=len(data.tokens) - 1,
+            key="qk_query",
+            format_func=lambda i: f"{i}: {data.tokens[i]}",
+        )
         qk = heads.inspect_text(tm, text, q_layer, q_head, query)
         st.table({T("step"): [s for s, _ in qk.shapes], T("shape"): [d for _, d in qk.shapes]})
         keys = [f"{j}: {t}" for j, t in enumerate(data.tokens)]
@@ -187,14 +221,22 @@ with ui.friendly_errors():
             ui.show_figure(fig, "qk_weights", qk.weights)
         c = st.columns(2)
         with c[0]:
-            fig = charts.signed_heatmap(np.vstack([qk.q, qk.out]), [T("q_row"), T("y_row")], dims, title=T("q_title"),
-                                        x_title=T("dims"), y_title="", height=260)  # fmt: skip
+            fig = charts.signed_heatmap(
+                np.vstack([qk.q, qk.out]),
+                [T("q_row"), T("y_row")],
+                dims,
+                title=T("q_title"),
+                x_title=T("dims"),
+                y_title="",
+                height=260,
+            )
             ui.show_figure(fig, "qk_q", np.vstack([qk.q, qk.out]))
             fig = charts.signed_heatmap(qk.k, safe_keys, dims, title=T("k_title"), x_title=T("dims"), y_title=T("key"))
             ui.show_figure(fig, "qk_k", qk.k)
         with c[1]:
             fig = charts.signed_heatmap(qk.v, safe_keys, dims, title=T("v_title"), x_title=T("dims"), y_title=T("key"))
             ui.show_figure(fig, "qk_v", qk.v)
-            fig = charts.signed_heatmap(qk.weighted, safe_keys, dims, title=T("weighted_title"), x_title=T("dims"),
-                                        y_title=T("key"))  # fmt: skip
+            fig = charts.signed_heatmap(
+                qk.weighted, safe_keys, dims, title=T("weighted_title"), x_title=T("dims"), y_title=T("key")
+            )
             ui.show_figure(fig, "qk_weighted", qk.weighted)

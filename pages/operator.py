@@ -24,8 +24,12 @@ def labels(prefix: str, n: int) -> list[str]:
 def matrix(name: str, m, rows: str, key: str) -> None:
     """One input matrix (rows = vectors, columns = dimensions)."""
     fig = charts.signed_heatmap(
-        m.numpy(), labels(rows, m.shape[0]), labels("d", m.shape[1]),
-        title=f"{name} [{m.shape[0]} × {m.shape[1]}]", x_title=T("axis_dims"), y_title=T(f"axis_{rows}"),
+        m.numpy(),
+        labels(rows, m.shape[0]),
+        labels("d", m.shape[1]),
+        title=f"{name} [{m.shape[0]} × {m.shape[1]}]",
+        x_title=T("axis_dims"),
+        y_title=T(f"axis_{rows}"),
     )
     ui.show_figure(fig, key, m.numpy())
 
@@ -89,8 +93,12 @@ if steps is not None:
         ui.show_figure(fig, "weights", steps.weights.numpy())
     with c[2]:
         fig = charts.signed_heatmap(
-            steps.out.numpy(), rows, labels("d", dv), title=f"Y = AV [{nq} × {dv}]",
-            x_title=T("axis_dims"), y_title=T("axis_q"),
+            steps.out.numpy(),
+            rows,
+            labels("d", dv),
+            title=f"Y = AV [{nq} × {dv}]",
+            x_title=T("axis_dims"),
+            y_title=T("axis_q"),
         )
         ui.show_figure(fig, "output", steps.out.numpy())
     summary = op.summarize(steps, q.shape[1], scaled)
@@ -120,8 +128,12 @@ if steps is not None:
         ui.show_figure(fig, "weights_after", r.after.weights.numpy())
     with c[1]:
         fig = charts.signed_heatmap(
-            r.after.out.numpy(), rows, labels("d", dv), title=T("out_after", which=which),
-            x_title=T("axis_dims"), y_title=T("axis_q"),
+            r.after.out.numpy(),
+            rows,
+            labels("d", dv),
+            title=T("out_after", which=which),
+            x_title=T("axis_dims"),
+            y_title=T("axis_q"),
         )
         ui.show_figure(fig, "out_after", r.after.out.numpy())
 
@@ -144,8 +156,13 @@ with ui.friendly_errors():
     for col, stat in zip(st.columns(3), refs):
         with col:
             fig = charts.lines(
-                DIMS, {names[s]: getattr(curves[s], stat) for s in curves}, title=T(f"curve_{stat}"),
-                x_title="D", y_title=T(f"axis_{stat}"), log_x=True, references=refs[stat],
+                DIMS,
+                {names[s]: getattr(curves[s], stat) for s in curves},
+                title=T(f"curve_{stat}"),
+                x_title="D",
+                y_title=T(f"axis_{stat}"),
+                log_x=True,
+                references=refs[stat],
             )
             data = {"scaled" if s else "unscaled": getattr(curves[s], stat) for s in curves}
             ui.show_figure(fig, f"curve_{stat}", data)
@@ -176,13 +193,21 @@ with ui.friendly_errors():
     ca = op.cross_attention(cq, cx, cd, ch, cs)
     head = st.selectbox(T("head"), range(ca.weights.shape[0]), format_func=lambda h: f"{h + 1}")
     fig = heatmap(
-        ca.weights[head].numpy(), labels("q", cq), labels("x", cx),
-        title=T("cross_title", head=head + 1, nq=cq, nx=cx), x_title=T("axis_x"), y_title=AX["y_title"],
+        ca.weights[head].numpy(),
+        labels("q", cq),
+        labels("x", cx),
+        title=T("cross_title", head=head + 1, nq=cq, nx=cx),
+        x_title=T("axis_x"),
+        y_title=AX["y_title"],
     )
     ui.show_figure(fig, "cross_weights", ca.weights.numpy())
     st.markdown(
         T(
             "cross_shapes",
-            q=list(ca.queries.shape), x=list(ca.context.shape), a=list(ca.weights.shape), y=list(ca.out.shape), nq=cq,
+            q=list(ca.queries.shape),
+            x=list(ca.context.shape),
+            a=list(ca.weights.shape),
+            y=list(ca.out.shape),
+            nq=cq,
         )
     )

@@ -50,8 +50,12 @@ with ui.friendly_errors():
         ui.show_figure(fig, "perm_weights", check.weights.numpy())
     with c[1]:
         fig = charts.signed_heatmap(
-            check.out_shuffled.numpy(), shuffled, dims, title=T("out_shuffled_title"),
-            x_title=T("axis_dims"), y_title=T("axis_tokens"),
+            check.out_shuffled.numpy(),
+            shuffled,
+            dims,
+            title=T("out_shuffled_title"),
+            x_title=T("axis_dims"),
+            y_title=T("axis_tokens"),
         )
         ui.show_figure(fig, "perm_out_shuffled", check.out_shuffled.numpy())
         fig = heatmap(check.weights_shuffled[0].numpy(), shuffled, shuffled, title=T("weights_shuffled_title"), **AX)
@@ -75,8 +79,11 @@ else:
         results = {k: position.word_order(sentence_a, sentence_b, dim, heads, k, seed) for k in position.POSITION_KINDS}
         words = results["none"].words_a
         fig = charts.bars(
-            words, {T(f"pos_{k}"): r.word_diff.numpy() for k, r in results.items()}, title=T("order_chart"),
-            x_title=T("order_x"), y_title=T("order_y"),
+            words,
+            {T(f"pos_{k}"): r.word_diff.numpy() for k, r in results.items()},
+            title=T("order_chart"),
+            x_title=T("order_x"),
+            y_title=T("order_y"),
         )
         ui.show_figure(fig, "word_order", {k: r.word_diff.numpy() for k, r in results.items()})
         for col, (k, r) in zip(st.columns(3), results.items()):
@@ -97,7 +104,10 @@ for name, reason in problems.items():
     st.warning(T("bundle_problem", name=name, reason=reason))
 sources = ["sinusoidal", "learned", *tables]
 source = st.radio(
-    T("enc_source"), sources, horizontal=True, key="enc_source",
+    T("enc_source"),
+    sources,
+    horizontal=True,
+    key="enc_source",
     format_func=lambda s: T(f"enc_{s}") if s in ("sinusoidal", "learned") else T("enc_trained", name=s),
 )
 c = st.columns(2)
@@ -114,14 +124,22 @@ with ui.friendly_errors():
     c = st.columns(2)
     with c[0]:
         fig = charts.signed_heatmap(
-            table.numpy(), pos_names, [str(j) for j in range(table.shape[1])], title=T("enc_matrix"),
-            x_title=T("axis_dims"), y_title=T("axis_positions"),
+            table.numpy(),
+            pos_names,
+            [str(j) for j in range(table.shape[1])],
+            title=T("enc_matrix"),
+            x_title=T("axis_dims"),
+            y_title=T("axis_positions"),
         )
         ui.show_figure(fig, "pos_table", table.numpy())
     with c[1]:
         fig = charts.signed_heatmap(
-            sim.numpy(), pos_names, pos_names, title=T("enc_similarity"),
-            x_title=T("axis_positions_cols"), y_title=T("axis_positions"),
+            sim.numpy(),
+            pos_names,
+            pos_names,
+            title=T("enc_similarity"),
+            x_title=T("axis_positions_cols"),
+            y_title=T("axis_positions"),
         )
         ui.show_figure(fig, "pos_similarity", sim.numpy())
     st.markdown(T(f"enc_reading_{'trained' if source in tables else source}"))

@@ -46,8 +46,10 @@ def input_problem(check: tr.SourceCheck) -> str:
 
 st.title(T("title"))
 st.markdown(T("intro"))
-st.latex(r"e_{t,i} = v^\top \tanh(W s_{t-1} + U h_i),\qquad a_{t,i} = \frac{\exp e_{t,i}}{\sum_j \exp e_{t,j}},"
-         r"\qquad c_t = \sum_i a_{t,i}\, h_i,\qquad s_t = \mathrm{GRU}([y_{t-1}; c_t],\, s_{t-1})")  # fmt: skip
+st.latex(
+    r"e_{t,i} = v^\top \tanh(W s_{t-1} + U h_i),\qquad a_{t,i} = \frac{\exp e_{t,i}}{\sum_j \exp e_{t,j}},"
+    r"\qquad c_t = \sum_i a_{t,i}\, h_i,\qquad s_t = \mathrm{GRU}([y_{t-1}; c_t],\, s_{t-1})"
+)
 st.caption(T("formula_caption"))
 translators = load_translators()
 if translators is None:
@@ -57,9 +59,11 @@ if translators is None:
 st.header(T("input_header"))
 st.session_state.setdefault("s2s_text", tr.LECTURE_EXAMPLE[0])
 st.selectbox(
-    T("examples"), tr.DEMO_SENTENCES, key="s2s_example",
+    T("examples"),
+    tr.DEMO_SENTENCES,
+    key="s2s_example",
     on_change=lambda: st.session_state.update(s2s_text=st.session_state["s2s_example"]),
-)  # fmt: skip
+)
 c = st.columns([3, 1])
 text = c[0].text_input(T("sentence"), key="s2s_text", max_chars=400)
 beam = c[1].slider(T("beam"), 1, 5, 1, help=T("beam_help"))
@@ -95,7 +99,9 @@ if out is not None:
         tfm = translators["transformer"]
         cross = out["transformer"].cross  # (L, H, T_out, T_in)
         c = st.columns(2)
-        layer = c[0].selectbox(T("layer"), range(cross.shape[0]), index=tfm.align_layer or 0, format_func=lambda i: str(i + 1))
+        layer = c[0].selectbox(
+            T("layer"), range(cross.shape[0]), index=tfm.align_layer or 0, format_func=lambda i: str(i + 1)
+        )
         heads = [T("head_mean")] + [str(h + 1) for h in range(cross.shape[1])]
         head = c[1].selectbox(T("head"), range(len(heads)), format_func=heads.__getitem__)
         tfm_map = cross[layer].mean(axis=0) if head == 0 else cross[layer, head - 1]
@@ -106,7 +112,9 @@ if out is not None:
         ):
             o = out[key]
             matches = gold is not None and o.tokens == gold.target
-            fig = vs.alignment_figure(weights, o.source, o.tokens, gold=gold.alignment if matches else None, title=title, **AXES)
+            fig = vs.alignment_figure(
+                weights, o.source, o.tokens, gold=gold.alignment if matches else None, title=title, **AXES
+            )
             with col:
                 ui.show_figure(fig, f"s2s_align_{key}", weights)
                 if gold is not None and not matches:
@@ -114,7 +122,9 @@ if out is not None:
         st.caption(T("align_layer_note", layer=(tfm.align_layer or 0) + 1))
         st.subheader(T("mosaic_title"))
         st.markdown(T("mosaic_intro"))
-        fig = vs.cross_mosaic(cross, layer_name=T("layer"), head_name=T("head"), x_title=T("mosaic_x"), y_title=T("mosaic_y"))
+        fig = vs.cross_mosaic(
+            cross, layer_name=T("layer"), head_name=T("head"), x_title=T("mosaic_x"), y_title=T("mosaic_y")
+        )
         ui.show_figure(fig, "s2s_cross_mosaic", cross)
 
     # 3. One decoder step ----------------------------------------------------------------------------------------
@@ -128,9 +138,15 @@ if out is not None:
             t = st.slider(T("step"), 1, len(o.tokens), 1) - 1 if len(o.tokens) > 1 else 0
             terms, context = ev.context_terms(o.alignment[t], o.annotations)
             fig = vs.context_figure(
-                o.alignment[t], terms, context, o.source, title=T("step_title", t=t + 1, word=o.tokens[t]),
-                weight_title=T("axis_weight"), dim_title=T("axis_dim"), source_title=T("axis_source"),
-            )  # fmt: skip
+                o.alignment[t],
+                terms,
+                context,
+                o.source,
+                title=T("step_title", t=t + 1, word=o.tokens[t]),
+                weight_title=T("axis_weight"),
+                dim_title=T("axis_dim"),
+                source_title=T("axis_source"),
+            )
             ui.show_figure(fig, "s2s_step", {"weights": o.alignment[t], "terms": terms, "context": context})
 
 # 4. The bottleneck: quality by length -----------------------------------------------------------------------------
@@ -144,7 +160,13 @@ if st.button(T("rerun")):
         buckets, scores = ev.eval_set(per_bucket), {}
         for i, (k, t) in enumerate(translators.items()):
             bar.progress(i / len(translators), text=T("running", model=LABELS[k]))
-            scores[k] = ev.evaluate(t, buckets, progress=lambda f, i=i, k=k: bar.progress((i + f) / len(translators), text=T("running", model=LABELS[k])))
+            scores[k] = ev.evaluate(
+                t,
+                buckets,
+                progress=lambda f, i=i, k=k: bar.progress(
+                    (i + f) / len(translators), text=T("running", model=LABELS[k])
+                ),
+            )
         bar.empty()
         st.session_state["s2s_eval"] = scores
 results = st.session_state.get("s2s_eval") or shipped
@@ -155,11 +177,22 @@ else:
     st.caption(T("rerun_done", n=n) if "s2s_eval" in st.session_state else T("shipped", n=n))
     cols = st.columns(2)
     for i, (metric, key, percent) in enumerate(
-        (("token_accuracy", "token_accuracy", True), ("exact_match", "exact_match", True), ("bleu", "bleu", False), ("aer", "aer_curve", True))
+        (
+            ("token_accuracy", "token_accuracy", True),
+            ("exact_match", "exact_match", True),
+            ("bleu", "bleu", False),
+            ("aer", "aer_curve", True),
+        )
     ):
         fig = vs.bucket_curves(
-            results, metric, labels=LABELS, title=T(key), percent=percent, floor_label=T("aer_floor"), x_title=T("axis_length")
-        )  # fmt: skip
+            results,
+            metric,
+            labels=LABELS,
+            title=T(key),
+            percent=percent,
+            floor_label=T("aer_floor"),
+            x_title=T("axis_length"),
+        )
         with cols[i % 2]:
             data = {k: np.array(r[metric], dtype=float) for k, r in results.items() if r.get(metric) is not None}
             ui.show_figure(fig, f"s2s_{metric}", data)

@@ -15,9 +15,10 @@ UPLOAD_TYPES = ["png", "jpg", "jpeg", "webp", "bmp", "gif"]
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
-def classified(name: str, pixels: np.ndarray):  # noqa: ANN201 (a Classification)
+def classified(name: str, pixels: np.ndarray):
     """The model's prediction and trace, once per image: a rerun that changes nothing recomputes nothing."""
     return ui.cached_model(name).classify(pixels)
+
 
 st.title(T("title"))
 st.markdown(T("intro"))
@@ -36,8 +37,19 @@ except models.BundleError as exc:
     st.error(str(exc))
     st.stop()
 cfg = clf.model.cfg
-st.caption(T("model_facts", size=cfg.image_size, patch=cfg.patch_size, n=cfg.num_patches, dim=cfg.dim,
-             layers=cfg.num_layers, heads=cfg.num_heads, pool=T(f"pool_{cfg.pool}"), positions=cfg.positions))
+st.caption(
+    T(
+        "model_facts",
+        size=cfg.image_size,
+        patch=cfg.patch_size,
+        n=cfg.num_patches,
+        dim=cfg.dim,
+        layers=cfg.num_layers,
+        heads=cfg.num_heads,
+        pool=T(f"pool_{cfg.pool}"),
+        positions=cfg.positions,
+    )
+)
 
 # 1. Input and preprocessing ----------------------------------------------------------------------------------
 st.header(T("input_header"))
@@ -58,8 +70,15 @@ if source == "upload":
         with ui.friendly_errors():
             loaded = images.load_image(upload.getvalue())
             picture, notes, mask = loaded.image, loaded.notes, None
-            st.caption(T("loaded", format=loaded.format, mode=loaded.original_mode,
-                         w=loaded.original_size[0], h=loaded.original_size[1]))
+            st.caption(
+                T(
+                    "loaded",
+                    format=loaded.format,
+                    mode=loaded.original_mode,
+                    w=loaded.original_size[0],
+                    h=loaded.original_size[1],
+                )
+            )
         if picture is None:
             st.stop()
 pixels = images.to_array(images.center_square(picture, cfg.image_size))
@@ -98,13 +117,27 @@ with ui.friendly_errors():
         with box:
             st.subheader(title)
             n_tok, width = view.patches.shape
-            st.markdown(T("patch_numbers", size=image.shape[0], patch=patch, grid=image.shape[0] // patch,
-                          n=n_tok, width=width, dim=view.conv.size))
+            st.markdown(
+                T(
+                    "patch_numbers",
+                    size=image.shape[0],
+                    patch=patch,
+                    grid=image.shape[0] // patch,
+                    n=n_tok,
+                    width=width,
+                    dim=view.conv.size,
+                )
+            )
             pick = lecture_index if key == "lecture" else index
             ui.show_figure(vitviz.image_with_grid(image, patch, highlight=pick, height=340), f"vit_grid_{key}")
-            ui.show_figure(vitviz.patch_values(view.values, title=T("values_title", n=width)), f"vit_values_{key}", view.values)
-            ui.show_figure(vitviz.vector_bars(view.conv, title=T("projection_title", dim=view.conv.size, weights=weights)),
-                           f"vit_proj_{key}", view.conv)
+            ui.show_figure(
+                vitviz.patch_values(view.values, title=T("values_title", n=width)), f"vit_values_{key}", view.values
+            )
+            ui.show_figure(
+                vitviz.vector_bars(view.conv, title=T("projection_title", dim=view.conv.size, weights=weights)),
+                f"vit_proj_{key}",
+                view.conv,
+            )
             st.caption(T("conv_linear", diff=f"{view.max_difference:.1e}"))
 
 # 3. Attention --------------------------------------------------------------------------------------------------
@@ -115,8 +148,9 @@ with ui.friendly_errors():
     prefix = clf.model.num_prefix
     queries = (["cls"] if prefix else []) + ["mean", "patch"]
     c = st.columns([2, 1])
-    query_kind = c[0].radio(T("query"), queries, horizontal=True,
-                            format_func=lambda q: T(f"query_{q}", patch=f"r{row}c{col}"))
+    query_kind = c[0].radio(
+        T("query"), queries, horizontal=True, format_func=lambda q: T(f"query_{q}", patch=f"r{row}c{col}")
+    )
     layer = c[1].slider(T("layer"), 1, cfg.num_layers, cfg.num_layers)
     query = {"cls": 0, "mean": "mean", "patch": prefix + index}[query_kind]
     maps = vit_views.query_maps(result.trace, query, num_prefix=prefix, grid=g)  # (L, H, g, g)
@@ -127,8 +161,12 @@ with ui.friendly_errors():
     ui.show_figure(fig, "vit_overlays", shown)
     c = st.columns([3, 2])
     with c[0]:
-        fig = vitviz.layer_head_maps(maps, [T("layer_n", l=i + 1) for i in range(cfg.num_layers)],
-                                     [T("head", h=h + 1) for h in range(cfg.num_heads)], title=T("mosaic_title"))
+        fig = vitviz.layer_head_maps(
+            maps,
+            [T("layer_n", l=i + 1) for i in range(cfg.num_layers)],
+            [T("head", h=h + 1) for h in range(cfg.num_heads)],
+            title=T("mosaic_title"),
+        )
         ui.show_figure(fig, "vit_mosaic", maps)
     with c[1]:
         fig = vitviz.prediction_bars(result.labels, result.probs, title=T("prediction_title"))
@@ -136,10 +174,14 @@ with ui.friendly_errors():
 
     st.subheader(T("rollout_header"))
     st.markdown(T("rollout_intro"))
-    st.latex(r"\tilde A = A_L\cdots A_1,\qquad A_l = \mathrm{rownorm}\!\left(\tfrac12\,\overline{W}_l + \tfrac12\,I\right)")
+    st.latex(
+        r"\tilde A = A_L\cdots A_1,\qquad A_l = \mathrm{rownorm}\!\left(\tfrac12\,\overline{W}_l + \tfrac12\,I\right)"
+    )
     rolled = vit_views.rollout_map(result.trace, query, num_prefix=prefix, grid=g)
     pair = np.stack([maps[-1].mean(axis=0), rolled])
-    fig = vitviz.attention_overlays(pixels, pair, [T("last_layer_mean"), T("rollout")], title=T("rollout_title"), highlight=hl)
+    fig = vitviz.attention_overlays(
+        pixels, pair, [T("last_layer_mean"), T("rollout")], title=T("rollout_title"), highlight=hl
+    )
     ui.show_figure(fig, "vit_rollout", pair)
     if mask is not None and query_kind == "cls":
         area, shares = vit_views.object_shares(pair, mask, cfg.patch_size)
@@ -179,7 +221,9 @@ with ui.friendly_errors():
     top = np.argsort(-result.probs)[:8]
     series = {T(f"cond_{i}"): p[top] for i, p in enumerate(shuf.probs.values())}
     with c[1]:
-        fig = vitviz.condition_bars([result.labels[i] for i in top], series, title=T("shuffle_title"), y_title=T("probability"))
+        fig = vitviz.condition_bars(
+            [result.labels[i] for i in top], series, title=T("shuffle_title"), y_title=T("probability")
+        )
         ui.show_figure(fig, "vit_shuffle", np.stack(list(shuf.probs.values())))
     c = st.columns(2)
     c[0].metric(T("change_with"), f"{shuf.logit_change['with']:.3g}")

@@ -20,8 +20,10 @@ def reference(kind: str, n: int, **p) -> torch.Tensor:
         "padding": lambda i, j: j < p["length"],
         "sliding_window": lambda i, j: 0 <= i - j < p["window"],
         "prefix_lm": lambda i, j: j <= i or j < p["prefix"],
-        "block_diagonal": lambda i, j: np.searchsorted(np.cumsum(p["sizes"]), i, side="right")
-        == np.searchsorted(np.cumsum(p["sizes"]), j, side="right"),
+        "block_diagonal": lambda i, j: (
+            np.searchsorted(np.cumsum(p["sizes"]), i, side="right")
+            == np.searchsorted(np.cumsum(p["sizes"]), j, side="right")
+        ),
     }[kind]
     return torch.tensor([[bool(rule(i, j)) for j in range(n)] for i in range(n)])
 

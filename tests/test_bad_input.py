@@ -38,9 +38,9 @@ from streamlit.testing.v1 import AppTest
 from tests.conftest import open_page, plotly_specs
 from tx_explorer import locales, masks, models
 from tx_explorer.analysis import cost, flash_steps, lm, memory, norms, position, routing, vit_views
-from tx_explorer.analysis import seq2seq_eval as ev
 from tx_explorer.analysis import mask_gallery as mg
 from tx_explorer.analysis import operator as op
+from tx_explorer.analysis import seq2seq_eval as ev
 from tx_explorer.config import TransformerConfig
 from tx_explorer.data import shapes
 from tx_explorer.modules.moe_lm import MoEConfig
@@ -57,14 +57,32 @@ CONTROL = "dog\x00bites\x07man\x1b[31m\r\nend\u200b\u202eevil"
 HTML = "<script>alert('x')</script><img src=x onerror=alert(1)> <b>bold</b>"
 MARKDOWN = "**bold** [link](javascript:alert(1)) ![img](https://example.com/x.png) # title :red[red]"
 TEXTS = {
-    "empty": "", "blank": " \t\n  ", "100k": HUGE, "emoji": EMOJI, "rtl": RTL, "combining": COMBINING,
-    "control": CONTROL, "html": HTML, "markdown": MARKDOWN,
-}  # fmt: skip
+    "empty": "",
+    "blank": " \t\n  ",
+    "100k": HUGE,
+    "emoji": EMOJI,
+    "rtl": RTL,
+    "combining": COMBINING,
+    "control": CONTROL,
+    "html": HTML,
+    "markdown": MARKDOWN,
+}
 # What would render if user text reached Markdown or Plotly markup unescaped.
 RENDERED_MARKDOWN = ("<script", "<img", "**bold**", "](javascript:", "![img](", ":red[red]")
 RENDERED_PLOTLY = ("<script", "<img", "<b>bold")
-MARKDOWN_ELEMENTS = ("markdown", "caption", "latex", "title", "header", "subheader", "error", "warning", "info",
-                     "success", "toast")  # fmt: skip
+MARKDOWN_ELEMENTS = (
+    "markdown",
+    "caption",
+    "latex",
+    "title",
+    "header",
+    "subheader",
+    "error",
+    "warning",
+    "info",
+    "success",
+    "toast",
+)
 MESSAGES = ("error", "warning", "info")
 
 
@@ -82,7 +100,12 @@ def _chunk(kind: bytes, data: bytes) -> bytes:
 def _declared_png(width: int, height: int) -> bytes:
     """A few dozen bytes of PNG whose header declares ``width × height`` RGB pixels (a decompression bomb)."""
     header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", header) + _chunk(b"IDAT", zlib.compress(b"\0" * 64)) + _chunk(b"IEND", b"")
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + _chunk(b"IHDR", header)
+        + _chunk(b"IDAT", zlib.compress(b"\0" * 64))
+        + _chunk(b"IEND", b"")
+    )
 
 
 def _noise(w: int, h: int, mode: str = "RGB") -> Image.Image:
@@ -118,15 +141,23 @@ UPLOADS = {  # name → (file name, bytes, the expected outcome, a phrase of the
     "canvas-6000x6000": ("big.png", _declared_png(6000, 6000), "error", "the limit is 25,000,000"),
     "over-20MB": ("huge.png", b"\x89PNG\r\n\x1a\n" + bytes(20 * 2**20), "error", "the limit is 20 MB"),
     "rgb-png": ("star.png", STAR_PNG, "chart", "Read a PNG file: 96×96 pixels, mode RGB"),
-    "16-bit": ("deep.png", _save(Image.fromarray(np.arange(48 * 48, dtype=np.uint16).reshape(48, 48) * 28), "PNG"),
-               "chart", "high bit depth scaled to 8 bits"),
+    "16-bit": (
+        "deep.png",
+        _save(Image.fromarray(np.arange(48 * 48, dtype=np.uint16).reshape(48, 48) * 28), "PNG"),
+        "chart",
+        "high bit depth scaled to 8 bits",
+    ),
     "cmyk-jpeg": ("print.jpg", _save(_noise(40, 40, "CMYK"), "JPEG"), "chart", "CMYK converted to RGB"),
-    "palette": ("palette.png", _save(_noise(40, 40).convert("P", palette=Image.Palette.ADAPTIVE), "PNG"), "chart",
-                "palette colours expanded"),
+    "palette": (
+        "palette.png",
+        _save(_noise(40, 40).convert("P", palette=Image.Palette.ADAPTIVE), "PNG"),
+        "chart",
+        "palette colours expanded",
+    ),
     "alpha": ("alpha.png", _translucent(), "chart", "transparency composited over white"),
     "animated-gif": ("anim.gif", _animated(), "chart", "using the first of 3 frames"),
     "exif-rotated": ("phone.jpg", _exif_rotated(), "chart", "rotated upright (EXIF orientation 6)"),
-}  # fmt: skip
+}
 
 
 # ---- the table -----------------------------------------------------------------------------------------------------
@@ -139,7 +170,9 @@ class W:
     label: str | None = None
 
     def find(self, at: AppTest) -> Any | None:
-        hits = [e for e in at.get(self.kind) if (self.key and e.key == self.key) or (self.label and e.label == self.label)]
+        hits = [
+            e for e in at.get(self.kind) if (self.key and e.key == self.key) or (self.label and e.label == self.label)
+        ]
         assert len(hits) <= 1, f"{self} is ambiguous"
         return hits[0] if hits else None
 
@@ -174,20 +207,30 @@ class Case:
         return f"{self.page}-{self.name}"
 
 
-def text_cases(page: str, fields: tuple[W, ...], chart: str, name: str = "", prepare=(), only=None, **outcomes) -> list[Case]:
+def text_cases(
+    page: str, fields: tuple[W, ...], chart: str, name: str = "", prepare=(), only=None, **outcomes
+) -> list[Case]:
     """A case per payload in TEXTS (or ``only``) typed into every field of ``fields``; each payload gives a chart
     unless ``outcomes[payload] = (kind, phrase)`` says which message it gets."""
     name = name or str(fields[0])
     return [
-        Case(page, f"{name}-{payload}", tuple((f, TEXTS[payload]) for f in fields), *outcomes.get(payload, ("chart", "")),
-             chart=chart, prepare=prepare)
+        Case(
+            page,
+            f"{name}-{payload}",
+            tuple((f, TEXTS[payload]) for f in fields),
+            *outcomes.get(payload, ("chart", "")),
+            chart=chart,
+            prepare=prepare,
+        )
         for payload in (only or TEXTS)
-    ]  # fmt: skip
+    ]
 
 
 def number_cases(page: str, chart: str, prepare=(), **outcomes) -> list[Case]:
-    return [Case(page, f"numbers-{n}", n, *outcomes.get(n.replace("-", "_"), ("chart", "")), chart=chart, prepare=prepare)
-            for n in NUMBERS]  # fmt: skip
+    return [
+        Case(page, f"numbers-{n}", n, *outcomes.get(n.replace("-", "_"), ("chart", "")), chart=chart, prepare=prepare)
+        for n in NUMBERS
+    ]
 
 
 # Emoji, right-to-left and combining marks take the same "not a number" path as control characters in fields
@@ -209,80 +252,203 @@ GUARD = (W("number_input", "cost_guard_n"), W("number_input", "cost_guard_h"))
 CASES: list[Case] = [
     Case("home", "no-inputs", (), "chart", chart="home_example"),
     # operator: hand-written matrices, then every number
-    *text_cases("operator", (W("text_area", "text_Q"),), "weights", prepare=OPERATOR_EDIT, only=NUMERIC_TEXT,
-                empty=("error", "Q is empty"), blank=("error", "Q is empty"), **{"100k": ("error", "at most 16 are allowed")},
-                **{p: NOT_A_NUMBER for p in ("control", "html", "markdown")}),
-    Case("operator", "text_Q-arabic-digits", ((W("text_area", "text_Q"), "٢ ٠ ٠\n٠ ٢ ٢"),), "chart", chart="weights",
-         prepare=OPERATOR_EDIT),
-    *text_cases("operator", (W("text_area", "text_K"),), "weights", prepare=OPERATOR_EDIT, only=("blank", "html"),
-                blank=("error", "K is empty"), html=NOT_A_NUMBER),
-    *text_cases("operator", (W("text_area", "text_V"),), "weights", prepare=OPERATOR_EDIT, only=("100k", "markdown"),
-                markdown=NOT_A_NUMBER, **{"100k": ("error", "at most 16 are allowed")}),
+    *text_cases(
+        "operator",
+        (W("text_area", "text_Q"),),
+        "weights",
+        prepare=OPERATOR_EDIT,
+        only=NUMERIC_TEXT,
+        empty=("error", "Q is empty"),
+        blank=("error", "Q is empty"),
+        **{"100k": ("error", "at most 16 are allowed")},
+        **{p: NOT_A_NUMBER for p in ("control", "html", "markdown")},
+    ),
+    Case(
+        "operator",
+        "text_Q-arabic-digits",
+        ((W("text_area", "text_Q"), "٢ ٠ ٠\n٠ ٢ ٢"),),
+        "chart",
+        chart="weights",
+        prepare=OPERATOR_EDIT,
+    ),
+    *text_cases(
+        "operator",
+        (W("text_area", "text_K"),),
+        "weights",
+        prepare=OPERATOR_EDIT,
+        only=("blank", "html"),
+        blank=("error", "K is empty"),
+        html=NOT_A_NUMBER,
+    ),
+    *text_cases(
+        "operator",
+        (W("text_area", "text_V"),),
+        "weights",
+        prepare=OPERATOR_EDIT,
+        only=("100k", "markdown"),
+        markdown=NOT_A_NUMBER,
+        **{"100k": ("error", "at most 16 are allowed")},
+    ),
     *number_cases("operator", "weights", prepare=OPERATOR_RANDOM),
     # self-attention: both sentences get the same text (same words, so only the input itself can fail)
-    *text_cases("self_attention", (W("text_input", "sentence_a"), W("text_input", "sentence_b")), "word_order",
-                name="sentences", empty=("error", "sentence is empty"), blank=("error", "sentence is empty"),
-                html=("error", "at most 16 are allowed"), markdown=("error", "at most 16 are allowed"),
-                **{"100k": ("error", "at most 16 are allowed")}),
+    *text_cases(
+        "self_attention",
+        (W("text_input", "sentence_a"), W("text_input", "sentence_b")),
+        "word_order",
+        name="sentences",
+        empty=("error", "sentence is empty"),
+        blank=("error", "sentence is empty"),
+        html=("error", "at most 16 are allowed"),
+        markdown=("error", "at most 16 are allowed"),
+        **{"100k": ("error", "at most 16 are allowed")},
+    ),
     *number_cases("self_attention", "word_order", at_min=("error", "even dim")),  # width 1: no sinusoids
     # masks: the sentence, the block sizes, every number
-    *text_cases("masks", (W("text_input", "sentence"),), "causal_weights", empty=EMPTY_MASK, blank=EMPTY_MASK,
-                markdown=("error", "longer than 32 characters"), **{"100k": ("error", "at most 24 are allowed")}),
-    *text_cases("masks", (W("text_input", "sizes_10"),), "block_diagonal_weights", name="sizes",
-                only=("empty", "blank", "100k", "control", "html", "markdown"),
-                empty=("error", "write the document lengths"), blank=("error", "write the document lengths"),
-                **{p: SIZES for p in ("100k", "control", "html", "markdown")}),
+    *text_cases(
+        "masks",
+        (W("text_input", "sentence"),),
+        "causal_weights",
+        empty=EMPTY_MASK,
+        blank=EMPTY_MASK,
+        markdown=("error", "longer than 32 characters"),
+        **{"100k": ("error", "at most 24 are allowed")},
+    ),
+    *text_cases(
+        "masks",
+        (W("text_input", "sizes_10"),),
+        "block_diagonal_weights",
+        name="sizes",
+        only=("empty", "blank", "100k", "control", "html", "markdown"),
+        empty=("error", "write the document lengths"),
+        blank=("error", "write the document lengths"),
+        **{p: SIZES for p in ("100k", "control", "html", "markdown")},
+    ),
     *number_cases("masks", "causal_weights"),
     # multi-head: the text and the model only (the page's layout is being reworked)
-    *text_cases("multihead", (W("text_area", "mh_text_example_code"),), "", empty=MH_EMPTY, blank=MH_EMPTY,
-                **{"100k": MH_LONG}),
-    Case("multihead", "model-and-html", ((W("selectbox", "mh_model"), "tiny-gpt"), (W("text_area", "mh_text_example_code"), HTML)),
-         "chart"),
+    *text_cases(
+        "multihead", (W("text_area", "mh_text_example_code"),), "", empty=MH_EMPTY, blank=MH_EMPTY, **{"100k": MH_LONG}
+    ),
+    Case(
+        "multihead",
+        "model-and-html",
+        ((W("selectbox", "mh_model"), "tiny-gpt"), (W("text_area", "mh_text_example_code"), HTML)),
+        "chart",
+    ),
     # Mixture of Experts
-    *text_cases("moe", (labelled("text_input", "moe", "sentence"),), "moe_tokens", name="sentence",
-                empty=("error", "text is empty"), blank=("error", "text is empty"),
-                **{"100k": ("warning", "(the model's context) are routed")}),
+    *text_cases(
+        "moe",
+        (labelled("text_input", "moe", "sentence"),),
+        "moe_tokens",
+        name="sentence",
+        empty=("error", "text is empty"),
+        blank=("error", "text is empty"),
+        **{"100k": ("warning", "(the model's context) are routed")},
+    ),
     *number_cases("moe", "moe_tokens"),
     # norms: the vector, γ, β, the sentence, every number
-    *text_cases("norms", (NORMS["vector"],), "norms_ln", name="vector", only=NUMERIC_TEXT, empty=("error", "x is empty"),
-                blank=("error", "x is empty"), **{"100k": ("error", "at most 64 are allowed")},
-                **{p: NOT_A_NUMBER for p in ("control", "html", "markdown")}),
+    *text_cases(
+        "norms",
+        (NORMS["vector"],),
+        "norms_ln",
+        name="vector",
+        only=NUMERIC_TEXT,
+        empty=("error", "x is empty"),
+        blank=("error", "x is empty"),
+        **{"100k": ("error", "at most 64 are allowed")},
+        **{p: NOT_A_NUMBER for p in ("control", "html", "markdown")},
+    ),
     Case("norms", "vector-arabic-digits", ((NORMS["vector"], "٤ ٦ ٥ ٩ ٣ ٧"),), "chart", chart="norms_ln"),
-    *text_cases("norms", (NORMS["gamma"], NORMS["beta"]), "norms_ln", name="gamma-beta", only=("blank", "100k", "html"),
-                html=NOT_A_NUMBER, **{"100k": ("error", "at most 64 are allowed")}),
-    *text_cases("norms", (NORMS["sentence"],), "norms_pair", name="sentence", empty=("error", "text is empty"),
-                blank=("error", "text is empty"), **{"100k": ("info", "cut to the models' context")}),
+    *text_cases(
+        "norms",
+        (NORMS["gamma"], NORMS["beta"]),
+        "norms_ln",
+        name="gamma-beta",
+        only=("blank", "100k", "html"),
+        html=NOT_A_NUMBER,
+        **{"100k": ("error", "at most 64 are allowed")},
+    ),
+    *text_cases(
+        "norms",
+        (NORMS["sentence"],),
+        "norms_pair",
+        name="sentence",
+        empty=("error", "text is empty"),
+        blank=("error", "text is empty"),
+        **{"100k": ("info", "cut to the models' context")},
+    ),
     *number_cases("norms", "norms_ln", at_min=("error", "leaves the MLP no hidden unit")),  # D = 1, ratio 0.5
     # model sizes: every number (no text)
     *number_cases("model_sizes", "sizes_custom"),
     # language model: the text, every number (top-k sampling, so that temperature and k are live)
-    *text_cases("language_model", (W("text_area", "lm_text"),), "lm_next", prepare=((W("slider", "lm_new"), 2),),
-                empty=("warning", "The text is empty"),
-                blank=("warning", "The text is empty"), **{"100k": ("warning", "only the first 128 tokens")}),
+    *text_cases(
+        "language_model",
+        (W("text_area", "lm_text"),),
+        "lm_next",
+        prepare=((W("slider", "lm_new"), 2),),
+        empty=("warning", "The text is empty"),
+        blank=("warning", "The text is empty"),
+        **{"100k": ("warning", "only the first 128 tokens")},
+    ),
     *number_cases("language_model", "lm_next", prepare=((W("radio", "lm_method"), "top_k"),)),
     # vision transformer: every number on the generated sample, then every kind of upload
     *number_cases("vision_transformer", "vit_overlays", prepare=VIT_SAMPLE),
     *[
-        Case("vision_transformer", f"upload-{name}", ((UPLOAD, (file, data, mimetypes.guess_type(file)[0])),), expect, says,
-             chart="vit_overlays", prepare=VIT_UPLOAD, recover=((UPLOAD, ("star.png", STAR_PNG, "image/png")),))
+        Case(
+            "vision_transformer",
+            f"upload-{name}",
+            ((UPLOAD, (file, data, mimetypes.guess_type(file)[0])),),
+            expect,
+            says,
+            chart="vit_overlays",
+            prepare=VIT_UPLOAD,
+            recover=((UPLOAD, ("star.png", STAR_PNG, "image/png")),),
+        )
         for name, (file, data, expect, says) in UPLOADS.items()
-    ],  # fmt: skip
+    ],
     # seq2seq: words outside the toy vocabulary are named; odd characters around known words are dropped
-    *text_cases("seq2seq", (W("text_input", "s2s_text"),), "s2s_align_attention", name="sentence",
-                empty=("warning", "Type an English sentence"), blank=("warning", "Type an English sentence"),
-                **{"100k": ("warning", "Shorten it")},
-                **{p: S2S_UNKNOWN for p in ("emoji", "rtl", "combining", "control", "html", "markdown")}),
+    *text_cases(
+        "seq2seq",
+        (W("text_input", "s2s_text"),),
+        "s2s_align_attention",
+        name="sentence",
+        empty=("warning", "Type an English sentence"),
+        blank=("warning", "Type an English sentence"),
+        **{"100k": ("warning", "Shorten it")},
+        **{p: S2S_UNKNOWN for p in ("emoji", "rtl", "combining", "control", "html", "markdown")},
+    ),
     *[
-        Case("seq2seq", f"known-words-{name}", ((W("text_input", "s2s_text"), text),), "chart", chart="s2s_align_attention")
-        for name, text in (("emoji", "we see 🐕 the sky 🚀"), ("control", "we\x00see\x07the\u200bsky\r\n"),
-                           ("rtl-marks", "\u202ewe see the sky\u202c"), ("html-comment", "we see <!-- --> the sky"))
-    ],  # fmt: skip
+        Case(
+            "seq2seq",
+            f"known-words-{name}",
+            ((W("text_input", "s2s_text"), text),),
+            "chart",
+            chart="s2s_align_attention",
+        )
+        for name, text in (
+            ("emoji", "we see 🐕 the sky 🚀"),
+            ("control", "we\x00see\x07the\u200bsky\r\n"),
+            ("rtl-marks", "\u202ewe see the sky\u202c"),
+            ("html-comment", "we see <!-- --> the sky"),
+        )
+    ],
     *number_cases("seq2seq", "s2s_align_attention"),
     # cost of attention: sizes whose naive attention cannot fit are estimated and refused with the number
-    Case("cost_of_attention", "guard-10M-tokens-1024-heads", tuple(zip(GUARD, (10_000_000, 1024))), "warning",
-         "naive attention at N=10000000, H=1024 needs", chart="cost_memory"),
-    Case("cost_of_attention", "guard-128k-tokens", tuple(zip(GUARD, (131_072, 64))), "warning", "so it was not run",
-         chart="cost_memory"),
+    Case(
+        "cost_of_attention",
+        "guard-10M-tokens-1024-heads",
+        tuple(zip(GUARD, (10_000_000, 1024))),
+        "warning",
+        "naive attention at N=10000000, H=1024 needs",
+        chart="cost_memory",
+    ),
+    Case(
+        "cost_of_attention",
+        "guard-128k-tokens",
+        tuple(zip(GUARD, (131_072, 64))),
+        "warning",
+        "so it was not run",
+        chart="cost_memory",
+    ),
     *number_cases("cost_of_attention", "cost_tiles"),
 ]
 
@@ -375,7 +541,9 @@ def test_bad_input(pages: Pages, case: Case) -> None:
     at = pages(case.page)
     restore = pages.restore.pop(case.page, ())
     _apply(at, restore)  # sent with this row's first run
-    if _apply(at, case.prepare) or (restore and not isinstance(case.inputs, str) and any(w.find(at) is None for w, _ in case.inputs)):
+    if _apply(at, case.prepare) or (
+        restore and not isinstance(case.inputs, str) and any(w.find(at) is None for w, _ in case.inputs)
+    ):
         at.run()
         assert_answers(at, "")
     if isinstance(case.inputs, str):  # every number of the page at once
@@ -453,7 +621,11 @@ OUT_OF_RANGE = [
         ("masks-no-tokens", lambda: masks.causal(0), "positive integer"),
         ("moe-top-k-above-experts", lambda: MoEConfig().replace(num_experts=4, top_k=5), "top_k must be between"),
         ("moe-no-experts", lambda: MoEConfig().replace(num_experts=0, top_k=1), "num_experts must be at least 1"),
-        ("moe-capacity-factor-0", lambda: routing.drop_rate(torch.full((4, 8), 0.125), 2, 0.0), "capacity factor must be positive"),
+        (
+            "moe-capacity-factor-0",
+            lambda: routing.drop_rate(torch.full((4, 8), 0.125), 2, 0.0),
+            "capacity factor must be positive",
+        ),
         ("norms-negative-eps", lambda: norms.norm_steps(X, eps=-1.0), "ε must be non-negative"),
         ("norms-smoothing-1", lambda: norms.ema([1.0, 2.0], 1.0), "smoothing must lie in"),
         ("norms-no-tokens", lambda: norms.sample_residual(0, 16), "at least 1 token"),
@@ -463,13 +635,23 @@ OUT_OF_RANGE = [
         ("model_sizes-heads-not-dividing", lambda: TransformerConfig(dim=768, num_heads=7), "does not divide"),
         ("language_model-no-new-tokens", lambda: lm.generate(_lm(), [1, 2], 0), "max_new_tokens must lie in"),
         ("language_model-too-many-new", lambda: lm.generate(_lm(), [1, 2], 10_000), "max_new_tokens must lie in"),
-        ("language_model-temperature-0", lambda: lm.generate(_lm(), [1, 2], 4, temperature=0.0), "temperature must be positive"),
+        (
+            "language_model-temperature-0",
+            lambda: lm.generate(_lm(), [1, 2], 4, temperature=0.0),
+            "temperature must be positive",
+        ),
         ("language_model-top-k-0", lambda: lm.generate(_lm(), [1, 2], 4, top_k=0), "top_k must be"),
-        ("vision_transformer-patch-outside",
-         lambda: vit_views.patch_view(np.zeros((224, 224, 3), np.uint8), vit_views.lecture_embed(), 196), "outside"),
+        (
+            "vision_transformer-patch-outside",
+            lambda: vit_views.patch_view(np.zeros((224, 224, 3), np.uint8), vit_views.lecture_embed(), 196),
+            "outside",
+        ),
         ("vision_transformer-seed-negative", lambda: shapes.sample(-1), "non-negative integer"),
-        ("seq2seq-beam-0", lambda: models.load_model("seq2seq-attention").translate("we see the sky", beam=0),
-         "beam_size must be at least 1"),
+        (
+            "seq2seq-beam-0",
+            lambda: models.load_model("seq2seq-attention").translate("we see the sky", beam=0),
+            "beam_size must be at least 1",
+        ),
         ("seq2seq-no-sentences-per-bucket", lambda: ev.eval_set(0), "must be a positive integer"),
         ("cost-n-0", lambda: cost.four_matmuls(0, 512, 8), "must be a positive integer"),
         ("cost-heads-not-dividing", lambda: cost.four_matmuls(1024, 512, 7), "must divide"),
@@ -477,7 +659,7 @@ OUT_OF_RANGE = [
         ("cost-tile-block-0", lambda: flash_steps.trace_example(block_size=0), "positive integer"),
         ("cost-naive-does-not-fit", lambda: memory.check_naive_fits(10_000_000, 1024, 256), "needs"),
     ]
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize("call, message", OUT_OF_RANGE)

@@ -22,7 +22,11 @@ def test_sections_are_replaced_in_place_and_others_kept(tmp_path):
 
 
 def test_table_puts_ratios_side_by_side():
-    runs = [Measurement("naive", 512, 0.3, 1000, 3), Measurement("flash", 512, 0.1, 10, 3), Measurement("sdpa", 512, 0.05, 5, 3)]
+    runs = [
+        Measurement("naive", 512, 0.3, 1000, 3),
+        Measurement("flash", 512, 0.1, 10, 3),
+        Measurement("sdpa", 512, 0.05, 5, 3),
+    ]
     row = table(runs, [512, 1024]).splitlines()
     assert row[2].split("|")[5:7] == [" 3.00× ", " 2.00× "] and "100.00×" in row[2]
     assert row[3].count("—") == 10  # N = 1024 not measured: dashes, not errors

@@ -9,9 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from benchmarks import FILE_ENV, verdict, write_section
+from benchmarks import FILE_ENV, browser, heads_payload, pages, verdict, write_section
 from benchmarks import __main__ as dispatcher
-from benchmarks import browser, heads_payload, pages
 from tests.test_browser import app_pages
 
 
@@ -59,8 +58,12 @@ def test_bertviz_table_falls_back_to_the_recorded_figures():
     fallback = heads_payload.table(ours, None)
     assert "| 53.0 MB | 53×" in fallback[3] and "—" in fallback[3]
     assert "time ≤ 1 s: missed by 0.5 s" in fallback[3] and "bytes ≤ 2 MB: met" in fallback[3]
-    measured = {"rows": [{"tokens": n, "forward_s": 0.1, "build_s": 1.0, "bytes": 4e6 * (i + 1), "runs": 1}
-                         for i, n in enumerate(heads_payload.SIZES)]}  # fmt: skip
+    measured = {
+        "rows": [
+            {"tokens": n, "forward_s": 0.1, "build_s": 1.0, "bytes": 4e6 * (i + 1), "runs": 1}
+            for i, n in enumerate(heads_payload.SIZES)
+        ]
+    }
     row = heads_payload.table(ours, measured)[2]
     assert "0.10 + 1.00 s" in row and "| 4.0 MB | 4× |" in row and row.endswith("| — |")
 

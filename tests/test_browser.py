@@ -33,8 +33,14 @@ ARTIFACTS = ROOT / "test-artifacts"
 SHOTS = ARTIFACTS / "screenshots"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-    "--disable-sync", "--no-first-run", "--disable-quic",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
 ]
 PLOT = '[data-testid="stPlotlyChart"]'
 IDLE = '[data-testid="stApp"][data-test-script-state="notRunning"]'
@@ -75,7 +81,10 @@ def app():
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TIMM_FUSED_ATTN": "0"}
     proc = subprocess.Popen(
         [sys.executable, "serve.py", "--server.port", str(port), "--server.address", "127.0.0.1"],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
     )
     url = f"http://127.0.0.1:{port}"
     for _ in range(120):
@@ -86,7 +95,9 @@ def app():
             time.sleep(0.5)
     else:
         proc.kill()
-        pytest.fail("the app did not answer /_stcore/health within 60 s:\n" + proc.stdout.read().decode(errors="replace"))
+        pytest.fail(
+            "the app did not answer /_stcore/health within 60 s:\n" + proc.stdout.read().decode(errors="replace")
+        )
     yield url, proc
     proc.terminate()
     try:
@@ -257,9 +268,21 @@ def cost_of_attention(page, tmp: Path) -> None:
 
 INTERACTIONS: dict[str, Callable] = {
     f.__name__: f
-    for f in (home, operator, self_attention, masks, multihead, moe, norms, model_sizes, language_model,
-              vision_transformer, seq2seq, cost_of_attention)
-}  # fmt: skip
+    for f in (
+        home,
+        operator,
+        self_attention,
+        masks,
+        multihead,
+        moe,
+        norms,
+        model_sizes,
+        language_model,
+        vision_transformer,
+        seq2seq,
+        cost_of_attention,
+    )
+}
 
 
 def test_every_page_has_a_main_interaction():
@@ -295,10 +318,15 @@ TEXT_PAGES = {
     "masks": (label("masks", "sentence"), False, "the {} sat down", PLOT),
 }
 SESSIONS = [
-    ("language_model", "module"), ("language_model", "thread"), ("language_model", "window"),
-    ("multihead", "buffer"), ("multihead", "server"),
-    ("masks", "zebra"), ("masks", "quokka"), ("masks", "narwhal"),
-]  # fmt: skip
+    ("language_model", "module"),
+    ("language_model", "thread"),
+    ("language_model", "window"),
+    ("multihead", "buffer"),
+    ("multihead", "server"),
+    ("masks", "zebra"),
+    ("masks", "quokka"),
+    ("masks", "narwhal"),
+]
 
 
 async def _session(browser, server: str, i: int, slug: str, marker: str, barrier: asyncio.Barrier) -> dict:
@@ -322,10 +350,13 @@ async def _session(browser, server: str, i: int, slug: str, marker: str, barrier
         seconds = time.monotonic() - t0
         await page.screenshot(path=str(SHOTS / f"concurrent-{i}-{slug}.png"))
         return {
-            "page": slug, "marker": marker, "shown": await shown.text_content(), "seconds": round(seconds, 2),
+            "page": slug,
+            "marker": marker,
+            "shown": await shown.text_content(),
+            "seconds": round(seconds, 2),
             "exceptions": await page.locator('[data-testid="stException"]').all_inner_texts(),
             "errors": await page.locator('[data-testid="stAlertContentError"]').all_inner_texts(),
-        }  # fmt: skip
+        }
     except BaseException:
         barrier.abort()  # the others stop waiting for this one
         raise
@@ -340,7 +371,9 @@ async def _all_sessions(server: str) -> list[dict]:
         browser = await p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         try:
             barrier = asyncio.Barrier(len(SESSIONS))
-            return await asyncio.gather(*(_session(browser, server, i, s, m, barrier) for i, (s, m) in enumerate(SESSIONS)))
+            return await asyncio.gather(
+                *(_session(browser, server, i, s, m, barrier) for i, (s, m) in enumerate(SESSIONS))
+            )
         finally:
             await browser.close()
 
@@ -368,7 +401,7 @@ def test_eight_sessions_at_once_stay_apart_and_memory_stays_bounded(app):
     def drive() -> None:  # its own thread and event loop, beside the module's synchronous Playwright
         try:
             out["sessions"] = asyncio.run(_all_sessions(server))
-        except BaseException as exc:  # noqa: BLE001 — re-raised in the test's thread
+        except BaseException as exc:
             out["error"] = exc
 
     sampler, driver = threading.Thread(target=sample), threading.Thread(target=drive)
@@ -384,11 +417,21 @@ def test_eight_sessions_at_once_stay_apart_and_memory_stays_bounded(app):
     peak_rss = max(s["VmRSS"] for s in samples + [before])
     hwm = _memory(proc.pid)["VmHWM"]
     ARTIFACTS.mkdir(exist_ok=True)
-    (ARTIFACTS / "concurrency.json").write_text(json.dumps({
-        "sessions": len(sessions), "pages": [s["page"] for s in sessions], "seconds": round(time.monotonic() - t0, 1),
-        "rss_before_bytes": before["VmRSS"], "peak_rss_bytes": peak_rss, "vm_hwm_bytes": hwm,
-        "per_session_seconds": [s["seconds"] for s in sessions],
-    }, indent=2) + "\n")  # fmt: skip
+    (ARTIFACTS / "concurrency.json").write_text(
+        json.dumps(
+            {
+                "sessions": len(sessions),
+                "pages": [s["page"] for s in sessions],
+                "seconds": round(time.monotonic() - t0, 1),
+                "rss_before_bytes": before["VmRSS"],
+                "peak_rss_bytes": peak_rss,
+                "vm_hwm_bytes": hwm,
+                "per_session_seconds": [s["seconds"] for s in sessions],
+            },
+            indent=2,
+        )
+        + "\n"
+    )
 
     assert len(sessions) == len(SESSIONS) >= 8
     markers = {m for _, m in SESSIONS}

@@ -32,7 +32,14 @@ SENTENCES = [
 BERT_CONFIGS = [
     dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, layer_norm_eps=1e-12),
     dict(hidden_size=48, num_hidden_layers=3, num_attention_heads=6, intermediate_size=100, layer_norm_eps=1e-5),
-    dict(hidden_size=24, num_hidden_layers=1, num_attention_heads=1, intermediate_size=61, layer_norm_eps=1e-7, type_vocab_size=3),
+    dict(
+        hidden_size=24,
+        num_hidden_layers=1,
+        num_attention_heads=1,
+        intermediate_size=61,
+        layer_norm_eps=1e-7,
+        type_vocab_size=3,
+    ),
 ]
 
 
@@ -62,8 +69,15 @@ def test_bert_parity_with_padding_and_token_types(overrides: dict) -> None:
 
 def test_bert_task_model_is_unwrapped() -> None:
     torch.manual_seed(1)
-    cfg = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
-                     max_position_embeddings=16, attn_implementation="eager")  # fmt: skip
+    cfg = BertConfig(
+        vocab_size=50,
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=16,
+        attn_implementation="eager",
+    )
     hf = BertForMaskedLM(cfg).eval()
     idx = torch.randint(0, 50, (1, 9))
     with torch.no_grad():
@@ -226,8 +240,9 @@ def _fake_cache(root: Path, hf: GPT2LMHeadModel) -> Path:
 
 def test_gpt2_loads_from_the_local_cache(tmp_path: Path, no_network: None) -> None:
     torch.manual_seed(0)
-    hf = GPT2LMHeadModel(GPT2Config(vocab_size=300, n_positions=16, n_embd=32, n_layer=2, n_head=2,
-                                    attn_implementation="eager")).eval()  # fmt: skip
+    hf = GPT2LMHeadModel(
+        GPT2Config(vocab_size=300, n_positions=16, n_embd=32, n_layer=2, n_head=2, attn_implementation="eager")
+    ).eval()
     assert gpt2.cached_checkpoint(tmp_path) is None
     snap = _fake_cache(tmp_path, hf)
     assert gpt2.cached_checkpoint(tmp_path) == snap

@@ -168,9 +168,27 @@ def test_bigram_against_a_loop() -> None:
 
 def _train(tmp: Path, run: str, argv: list[str]) -> Path:
     out = tmp / f"bundle-{run}"
-    train_lm.main(["--preset", "unit", "--batch-size", "2", "--eval-every", "2", "--eval-windows", "2",
-                   "--warmup", "1", "--run-dir", str(tmp / run), "--out", str(out),
-                   "--benchmarks", str(tmp / "B.md"), *argv])  # fmt: skip
+    train_lm.main(
+        [
+            "--preset",
+            "unit",
+            "--batch-size",
+            "2",
+            "--eval-every",
+            "2",
+            "--eval-windows",
+            "2",
+            "--warmup",
+            "1",
+            "--run-dir",
+            str(tmp / run),
+            "--out",
+            str(out),
+            "--benchmarks",
+            str(tmp / "B.md"),
+            *argv,
+        ]
+    )
     return out
 
 
@@ -223,9 +241,16 @@ def test_original_transformer_is_six_plus_six() -> None:
 
 @pytest.mark.parametrize(
     "changes",
-    [dict(mlp="swiglu"), dict(norm="rmsnorm"), dict(tie_embeddings=False), dict(positions="sinusoidal"),
-     dict(bias=False), dict(mlp_ratio=3.0, final_norm=False), dict(type_vocab_size=2, embed_norm=True)],
-)  # fmt: skip
+    [
+        dict(mlp="swiglu"),
+        dict(norm="rmsnorm"),
+        dict(tie_embeddings=False),
+        dict(positions="sinusoidal"),
+        dict(bias=False),
+        dict(mlp_ratio=3.0, final_norm=False),
+        dict(type_vocab_size=2, embed_norm=True),
+    ],
+)
 def test_formula_matches_the_meta_model(changes: dict) -> None:
     cfg = PRESETS["tiny"].replace(**changes)
     for kind in ("causal", "encoder"):

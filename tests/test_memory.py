@@ -13,11 +13,12 @@ from tx_explorer.analysis import cost, memory
 from tx_explorer.analysis.memory import MemoryBudgetError, StorageTracker, check_naive_fits, peak_memory
 from tx_explorer.attention import flash_attention, scaled_dot_product_attention
 
-
 pytestmark = pytest.mark.usefixtures("one_thread")  # small tensors: see conftest.one_thread
 
 
-@pytest.mark.parametrize("numel, dtype", [(2_500_000, torch.float32), (3_000_000, torch.float64), (7_000_001, torch.uint8)])
+@pytest.mark.parametrize(
+    "numel, dtype", [(2_500_000, torch.float32), (3_000_000, torch.float64), (7_000_001, torch.uint8)]
+)
 def test_a_known_allocation_is_measured_within_5_percent(numel, dtype):
     expected = numel * torch.empty(0, dtype=dtype).element_size()
     result, peak = peak_memory(lambda: torch.ones(numel, dtype=dtype))

@@ -12,10 +12,10 @@ from torch.nn import functional as F
 
 from tx_explorer.analysis import routing
 from tx_explorer.config import TransformerConfig
+from tx_explorer.modules.block import TransformerBlock
 from tx_explorer.modules.mlp import MLP, SwiGLU
 from tx_explorer.modules.moe import MoE, balance_loss, expert_capacity, route, z_loss
 from tx_explorer.modules.moe_lm import MoECausalLM, MoEConfig
-from tx_explorer.modules.block import TransformerBlock
 from tx_explorer.modules.transformer import CausalLM
 from tx_explorer.trace import Trace
 
@@ -135,7 +135,9 @@ def test_one_expert_top1_equals_the_dense_mlp_exactly(expert):
     cfg = SMALL
     block_moe = TransformerBlock(cfg, mlp=MoE(16, 64, num_experts=1, top_k=1))
     block_dense = TransformerBlock(cfg)
-    block_dense.load_state_dict({k.replace("mlp.experts.0.", "mlp."): v for k, v in block_moe.state_dict().items() if "router" not in k})
+    block_dense.load_state_dict(
+        {k.replace("mlp.experts.0.", "mlp."): v for k, v in block_moe.state_dict().items() if "router" not in k}
+    )
     assert torch.equal(block_moe(x), block_dense(x))
 
 
@@ -220,7 +222,10 @@ def test_flops_scale_with_k_and_not_with_e():
     assert f1["mlp"] == SMALL.num_layers * 2 * 2 * d * h
     assert f8["router"] == 4 * f1["router"] == SMALL.num_layers * 2 * d * 16
     assert f1["total"] == sum(v for key, v in f1.items() if key != "total")
-    assert routing.dense_flops_per_token(cfg.replace(top_k=2).dense_counterpart(), context=8)["total"] == f2["total"] - f2["router"]
+    assert (
+        routing.dense_flops_per_token(cfg.replace(top_k=2).dense_counterpart(), context=8)["total"]
+        == f2["total"] - f2["router"]
+    )
 
 
 # ---- statistics on hand-made routing tables -------------------------------------------------------------
@@ -345,7 +350,9 @@ def test_figures_escape_tokens_and_place_validation_points_at_their_steps():
         vm.gate_heatmaps(gates, gates[:, :1], tokens)
     strip = vm.coloured_tokens(tokens, np.array([[0, 2]]), 3)
     assert strip.data[0].text[0][0] == "&lt;b&gt;" and list(strip.data[0].z[0]) == [0.5, 2.5]
-    curves = {"moe": {"step": [1, 2, 3], "flops": [10, 20, 30], "train_loss": [3, 2, 1], "val_step": [3], "val_loss": [1.5]}}
+    curves = {
+        "moe": {"step": [1, 2, 3], "flops": [10, 20, 30], "train_loss": [3, 2, 1], "val_step": [3], "val_loss": [1.5]}
+    }
     fig = vm.loss_curves(curves, "flops")
     assert list(fig.data[1].x) == [30] and list(fig.data[1].y) == [1.5]
 

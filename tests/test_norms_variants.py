@@ -21,6 +21,7 @@ from tx_explorer.modules.mlp import MLP, SwiGLU
 from tx_explorer.modules.norms import LayerNorm, RMSNorm
 from tx_explorer.train import variants
 
+
 @pytest.fixture(autouse=True)
 def one_thread():
     """Tiny models run fastest on one thread; more threads only spin-wait on a shared CPU."""
@@ -109,7 +110,9 @@ def test_norm_steps_match_torch_layer_norm_and_rms_norm(data, d, eps):
     s = norms.norm_steps(x, g, b, eps=eps)
     torch.testing.assert_close(s.ln_out, F.layer_norm(x, (d,), g, b, eps=eps))
     torch.testing.assert_close(s.rms_out, F.rms_norm(x, (d,), g, eps=eps))
-    torch.testing.assert_close(s.centred.sum(), torch.zeros((), dtype=torch.float64), atol=1e-9 * (1 + x.abs().sum()), rtol=0)
+    torch.testing.assert_close(
+        s.centred.sum(), torch.zeros((), dtype=torch.float64), atol=1e-9 * (1 + x.abs().sum()), rtol=0
+    )
 
 
 def test_norm_steps_agree_with_the_project_modules_and_differ_when_the_mean_is_large():
@@ -126,7 +129,13 @@ def test_norm_steps_agree_with_the_project_modules_and_differ_when_the_mean_is_l
 
 @pytest.mark.parametrize(
     ("text", "message"),
-    [("", "empty"), ("1, x, 3", "not a number"), ("1, inf", "finite"), ("5", "at least 2"), (", ".join(["1"] * 65), "at most 64")],
+    [
+        ("", "empty"),
+        ("1, x, 3", "not a number"),
+        ("1, inf", "finite"),
+        ("5", "at least 2"),
+        (", ".join(["1"] * 65), "at most 64"),
+    ],
 )
 def test_bad_vectors_give_clear_messages(text, message):
     with pytest.raises(ValueError, match=message):
@@ -203,11 +212,16 @@ def _pattern(n: int = 4000, vocab: int = 16) -> torch.Tensor:
 
 def test_identically_seeded_runs_see_identical_batches_and_repeat_exactly():
     s = variants.Settings(steps=2, batch_size=4, seq_len=8, warmup=0)
-    runs = [list(variants.train_steps(variants.build("pre-rms", vocab_size=16, max_len=8), _pattern(), s)) for _ in range(2)]
+    runs = [
+        list(variants.train_steps(variants.build("pre-rms", vocab_size=16, max_len=8), _pattern(), s)) for _ in range(2)
+    ]
     assert [r.train_loss for r in runs[0]] == [r.train_loss for r in runs[1]]
     g1, g2 = torch.Generator().manual_seed(0), torch.Generator().manual_seed(0)
     for _ in range(3):
-        assert all(torch.equal(a, b) for a, b in zip(variants.sample_batch(_pattern(), 8, 4, g1), variants.sample_batch(_pattern(), 8, 4, g2)))
+        assert all(
+            torch.equal(a, b)
+            for a, b in zip(variants.sample_batch(_pattern(), 8, 4, g1), variants.sample_batch(_pattern(), 8, 4, g2))
+        )
 
 
 def test_mini_run_lowers_the_loss_in_a_few_steps():
@@ -226,7 +240,9 @@ def test_mini_run_stops_on_request_and_on_its_time_budget():
     assert list(variants.live_run(["pre-ln"], _pattern(), s, should_stop=lambda: True, vocab_size=16)) == []
     assert list(variants.live_run(["pre-ln"], _pattern(), s, time_budget=0.0, vocab_size=16)) == []
     calls = iter(range(1000))
-    got = list(variants.live_run(["pre-ln", "post-ln"], _pattern(), s, should_stop=lambda: next(calls) >= 3, vocab_size=16))
+    got = list(
+        variants.live_run(["pre-ln", "post-ln"], _pattern(), s, should_stop=lambda: next(calls) >= 3, vocab_size=16)
+    )
     assert [n for n, _ in got] == ["pre-ln", "post-ln", "pre-ln"]
     with pytest.raises(ValueError, match="at least one"):
         list(variants.live_run([], _pattern(), s))
@@ -234,14 +250,24 @@ def test_mini_run_stops_on_request_and_on_its_time_budget():
 
 def test_claims_are_computed_from_the_numbers():
     run = lambda loss, params=100_000: {"final_val_loss": loss, "non_embedding_parameters": params, "label": ""}  # noqa: E731
-    summary = {"variants": {
-        "post-ln": run(6.0), "pre-ln": run(5.5), "pre-rms": run(5.51), "pre-rms-swiglu": run(5.6, 99_800),
-        "deep-post-ln": run(None), "deep-pre-ln": run(5.9),
-    }}
+    summary = {
+        "variants": {
+            "post-ln": run(6.0),
+            "pre-ln": run(5.5),
+            "pre-rms": run(5.51),
+            "pre-rms-swiglu": run(5.6, 99_800),
+            "deep-post-ln": run(None),
+            "deep-pre-ln": run(5.9),
+        }
+    }
     verdicts = {c["key"]: c["holds"] for c in variants.claims(summary)}
     assert verdicts == {
-        "pre_beats_post": True, "deep_pre_beats_post": True, "gap_grows_with_depth": True,  # a diverged run loses
-        "rms_matches_ln": True, "swiglu_same_params": True, "swiglu_beats_mlp": False,
+        "pre_beats_post": True,
+        "deep_pre_beats_post": True,
+        "gap_grows_with_depth": True,  # a diverged run loses
+        "rms_matches_ln": True,
+        "swiglu_same_params": True,
+        "swiglu_beats_mlp": False,
     }
     summary["variants"]["deep-post-ln"] = run(6.2)
     assert {c["key"]: c["holds"] for c in variants.claims(summary)}["gap_grows_with_depth"] is False  # 0.3 < 0.5
@@ -264,7 +290,12 @@ def test_shipped_results_validate_against_their_manifest():
         assert len(h["layer_grad_norm"]) == n and len(h["layer_grad_norm"][0]) == r["config"]["num_layers"]
         assert len(h["residual_rms"][0]) == r["config"]["num_layers"] + 1
         assert len(res.profiles[name]["init"]["grad_norm"]) == r["config"]["num_layers"]
-        assert variants.variant_config(name, vocab_size=r["config"]["vocab_size"], max_len=r["config"]["max_len"]).to_dict() == r["config"]
+        assert (
+            variants.variant_config(
+                name, vocab_size=r["config"]["vocab_size"], max_len=r["config"]["max_len"]
+            ).to_dict()
+            == r["config"]
+        )
 
 
 def test_shipped_weights_reproduce_the_recorded_validation_loss_roughly():

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from conftest import assert_clean, open_page, plotly_specs
+
 from tx_explorer.analysis import seq2seq_eval
 
 
@@ -53,7 +53,9 @@ def test_long_example_and_step_slider(at):
 
 def test_rerun_evaluation_with_progress(at, monkeypatch):
     real = seq2seq_eval.eval_set
-    monkeypatch.setattr(seq2seq_eval, "eval_set", lambda per_bucket=1, seed=seq2seq_eval.EVAL_SEED: [b[:1] for b in real(1, seed)])
+    monkeypatch.setattr(
+        seq2seq_eval, "eval_set", lambda per_bucket=1, seed=seq2seq_eval.EVAL_SEED: [b[:1] for b in real(1, seed)]
+    )
     at.text_input(key="s2s_text").set_value("we see the sky").run()
     next(b for b in at.button if "Re-run" in b.label).click().run()
     assert_clean(at)

@@ -193,7 +193,11 @@ def test_masks_gallery_window_and_drawn_grid():
     assert hidden_counts(at)[5] == 44
     # Untick the only cell of a row: that query sees nothing, and the page says so.
     at.selectbox(key="custom_start").set_value("diagonal").run()
-    at.session_state["custom_diagonal_10"] = {"edited_rows": {0: {"1 the": False}}, "added_rows": [], "deleted_rows": []}
+    at.session_state["custom_diagonal_10"] = {
+        "edited_rows": {0: {"1 the": False}},
+        "added_rows": [],
+        "deleted_rows": [],
+    }
     at.run()
     assert_clean(at)
     assert any("rows 1 see no key" in w.value for w in at.warning)

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from conftest import assert_clean, open_page
+
 from tx_explorer import models, ui
 from tx_explorer.analysis import cost
 from tx_explorer.analysis import seq2seq_eval as ev

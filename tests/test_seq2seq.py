@@ -69,7 +69,9 @@ def test_agreement_reordering_and_pronoun_drop(english, italian):
     assert tr.parse(english.split()).italian == italian
 
 
-@pytest.mark.parametrize("english", ["we sees the sky", "a cats sleep", "we see sky", "see the sky", "the the", "we do not sees the sky"])
+@pytest.mark.parametrize(
+    "english", ["we sees the sky", "a cats sleep", "we see sky", "see the sky", "the the", "we do not sees the sky"]
+)
 def test_sentences_outside_the_grammar_have_no_gold(english):
     with pytest.raises(tr.ParseError):
         tr.parse(english.split())
@@ -87,7 +89,11 @@ def _check_example(ex: tr.Example) -> None:
     for i, word in enumerate(ex.source):
         if word == "we":
             assert all(ex.target[j].endswith("mo") for j in links[i]), ex  # vediamo, abbiamo, …
-        if i + 1 < n_src and word in {a.en for a in tr.ADJECTIVES} and ex.source[i + 1] in {n.en for n in tr.NOUNS} | {n.en_pl for n in tr.NOUNS}:
+        if (
+            i + 1 < n_src
+            and word in {a.en for a in tr.ADJECTIVES}
+            and ex.source[i + 1] in {n.en for n in tr.NOUNS} | {n.en_pl for n in tr.NOUNS}
+        ):
             assert min(links[i]) > max(links[i + 1]), f"adjective after its noun: {ex}"
     assert tr.parse(ex.source) == ex, "the parser recovers the tree, hence the same gold alignment"
 
@@ -103,7 +109,9 @@ def test_articles_agree_with_their_nouns():
     # Independent rules: masculine s+consonant/z nouns take lo/gli/uno; other masculine il/i/un; feminine la/le/una.
     def expected(noun: str, plural: bool) -> set[str]:
         entry = next(n for n in tr.NOUNS if noun in (n.it, n.it_pl))
-        impure = entry.gender == "m" and (entry.it.startswith("z") or (entry.it[0] == "s" and entry.it[1] not in "aeiou"))
+        impure = entry.gender == "m" and (
+            entry.it.startswith("z") or (entry.it[0] == "s" and entry.it[1] not in "aeiou")
+        )
         if entry.gender == "f":
             return {"le"} if plural else {"la", "una"}
         return ({"gli"} if plural else {"lo", "uno"}) if impure else ({"i"} if plural else {"il", "un"})
@@ -363,14 +371,19 @@ def test_attention_model_translates_the_lecture_example(translators):
     assert out.alignment.shape == (3, 4)
     np.testing.assert_allclose(out.alignment.sum(1), 1.0, rtol=1e-5)
     # vediamo ← we/see; il ← the or sky (the noun decides il/la/lo, so articles often look ahead); cielo ← sky
-    assert out.alignment[0].argmax() in (0, 1) and out.alignment[1].argmax() in (2, 3) and out.alignment[2].argmax() == 3
+    assert (
+        out.alignment[0].argmax() in (0, 1) and out.alignment[1].argmax() in (2, 3) and out.alignment[2].argmax() == 3
+    )
     np.testing.assert_allclose(out.contexts, out.alignment @ out.annotations, rtol=1e-4, atol=1e-5)
     (rec,) = out.trace.select("additive")
     assert rec.weights.shape == (1, 1, 4, 4) and rec.col_labels == ("we", "see", "the", "sky")
 
 
 def test_every_bundle_translates_and_reports_its_attention(translators):
-    fixed, tfm = translators["seq2seq-fixed"].translate("we see the sky"), translators["seq2seq-transformer"].translate("we see the sky")
+    fixed, tfm = (
+        translators["seq2seq-fixed"].translate("we see the sky"),
+        translators["seq2seq-transformer"].translate("we see the sky"),
+    )
     assert fixed.alignment is None and fixed.contexts.shape[0] == len(fixed.tokens)
     assert tfm.cross.shape[:2] == (2, 4) and tfm.cross.shape[2:] == (len(tfm.tokens), 4)
     np.testing.assert_allclose(tfm.cross.sum(-1), 1.0, rtol=1e-5)

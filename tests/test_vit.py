@@ -77,9 +77,20 @@ def test_patch_embed_refuses_wrong_sizes():
 
 TIMM_CONFIGS = [
     dict(img_size=32, patch_size=4, embed_dim=64, depth=2, num_heads=4, num_classes=10),
-    dict(img_size=48, patch_size=8, embed_dim=96, depth=3, num_heads=3, num_classes=5, global_pool="avg", class_token=False),
+    dict(
+        img_size=48,
+        patch_size=8,
+        embed_dim=96,
+        depth=3,
+        num_heads=3,
+        num_classes=5,
+        global_pool="avg",
+        class_token=False,
+    ),
     dict(img_size=32, patch_size=8, embed_dim=48, depth=1, num_heads=2, num_classes=7, global_pool="avg"),
-    dict(img_size=32, patch_size=16, embed_dim=32, depth=4, num_heads=2, num_classes=3, pos_embed="none", mlp_ratio=2.0),
+    dict(
+        img_size=32, patch_size=16, embed_dim=32, depth=4, num_heads=2, num_classes=3, pos_embed="none", mlp_ratio=2.0
+    ),
 ]
 
 
@@ -109,9 +120,13 @@ def test_logits_and_attention_match_timm(kw):
 
 def test_unsupported_timm_variants_are_refused_with_a_reason():
     with pytest.raises(ValueError, match="layer scale"):
-        vit_from_timm(timm_vit.VisionTransformer(img_size=32, patch_size=8, embed_dim=32, depth=1, num_heads=2, init_values=1e-5))
+        vit_from_timm(
+            timm_vit.VisionTransformer(img_size=32, patch_size=8, embed_dim=32, depth=1, num_heads=2, init_values=1e-5)
+        )
     with pytest.raises(ValueError, match="register tokens"):
-        vit_from_timm(timm_vit.VisionTransformer(img_size=32, patch_size=8, embed_dim=32, depth=1, num_heads=2, reg_tokens=2))
+        vit_from_timm(
+            timm_vit.VisionTransformer(img_size=32, patch_size=8, embed_dim=32, depth=1, num_heads=2, reg_tokens=2)
+        )
 
 
 def test_cached_timm_checkpoint_folder_loads_through_the_registry_loader(tmp_path):
@@ -121,9 +136,18 @@ def test_cached_timm_checkpoint_folder_loads_through_the_registry_loader(tmp_pat
     from tx_explorer.interop import timm_vit as interop
 
     small = {"img_size": 32, "patch_size": 8, "embed_dim": 32, "depth": 1, "num_heads": 2}
-    meta = {"architecture": "vit_tiny_patch16_224", "num_classes": 4, "label_names": ["a", "b", "c", "d"], "model_args": small,
-            "pretrained_cfg": {"mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]}}
-    ref = pytest.importorskip("timm").create_model("vit_tiny_patch16_224", pretrained=False, num_classes=4, **small).eval()
+    meta = {
+        "architecture": "vit_tiny_patch16_224",
+        "num_classes": 4,
+        "label_names": ["a", "b", "c", "d"],
+        "model_args": small,
+        "pretrained_cfg": {"mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]},
+    }
+    ref = (
+        pytest.importorskip("timm")
+        .create_model("vit_tiny_patch16_224", pretrained=False, num_classes=4, **small)
+        .eval()
+    )
     with torch.no_grad():
         for p in ref.parameters():
             p.add_(torch.randn_like(p) * 0.05)
@@ -171,7 +195,9 @@ def test_pooling_uses_the_right_tokens():
     x = model.features(torch.randn(2, 3, 32, 32))
     torch.testing.assert_close(model.pool(x), model.norm(x[:, 1:].mean(1)))  # the [CLS] output is left out
     tok = VisionTransformer(_small()).eval()
-    torch.testing.assert_close(tok.pool(x), torch.nn.functional.layer_norm(x[:, 0], (32,), tok.norm.weight, tok.norm.bias, 1e-6))
+    torch.testing.assert_close(
+        tok.pool(x), torch.nn.functional.layer_norm(x[:, 0], (32,), tok.norm.weight, tok.norm.bias, 1e-6)
+    )
 
 
 def test_token_pooling_without_a_class_token_is_refused():
@@ -180,7 +206,11 @@ def test_token_pooling_without_a_class_token_is_refused():
 
 
 @settings(max_examples=5, deadline=None)
-@given(seed=st.integers(0, 10_000), pool=st.sampled_from(["token", "avg"]), positions=st.sampled_from(["learned", "sincos2d"]))
+@given(
+    seed=st.integers(0, 10_000),
+    pool=st.sampled_from(["token", "avg"]),
+    positions=st.sampled_from(["learned", "sincos2d"]),
+)
 def test_without_positions_shuffling_patches_changes_nothing(seed, pool, positions):
     """Self-attention is permutation-equivariant and both poolings are symmetric: a jigsaw gets the same logits."""
     torch.manual_seed(seed)
@@ -335,7 +365,16 @@ RGB = Image.fromarray(np.random.default_rng(0).integers(0, 255, (40, 60, 3), dty
         (_encode(RGB, "TIFF"), "not an image in a supported format"),
         (b"GIF89a" + b"\0" * 10, "could not be read|not an image|truncated"),
     ],
-    ids=["zero-bytes", "text-as-png", "truncated-png", "truncated-jpeg", "bomb-30000", "over-pixel-limit", "tiff", "broken-gif"],
+    ids=[
+        "zero-bytes",
+        "text-as-png",
+        "truncated-png",
+        "truncated-jpeg",
+        "bomb-30000",
+        "over-pixel-limit",
+        "tiff",
+        "broken-gif",
+    ],
 )
 def test_bad_files_give_clear_value_errors(data, message):
     with pytest.raises(ValueError, match=message):
@@ -439,11 +478,37 @@ def test_training_cli_writes_a_loadable_bundle(tmp_path):
     from tx_explorer.train import vit as train_vit
 
     out = tmp_path / "bundle"
-    train_vit.main([
-        "--out", str(out), "--train-size", "48", "--val-size", "12", "--steps", "3", "--eval-every", "2",
-        "--batch-size", "8", "--dim", "16", "--layers", "1", "--heads", "2", "--image-size", "32",
-    ])
-    assert {p.name for p in out.iterdir()} == {"model.safetensors", "config.json", "labels.json", "results.json", "manifest.json"}
+    train_vit.main(
+        [
+            "--out",
+            str(out),
+            "--train-size",
+            "48",
+            "--val-size",
+            "12",
+            "--steps",
+            "3",
+            "--eval-every",
+            "2",
+            "--batch-size",
+            "8",
+            "--dim",
+            "16",
+            "--layers",
+            "1",
+            "--heads",
+            "2",
+            "--image-size",
+            "32",
+        ]
+    )
+    assert {p.name for p in out.iterdir()} == {
+        "model.safetensors",
+        "config.json",
+        "labels.json",
+        "results.json",
+        "manifest.json",
+    }
     results = json.loads((out / "results.json").read_text())
     assert [h["step"] for h in results["history"]] == [2, 3] and 0.0 <= results["held_out_accuracy"] <= 1.0
     assert 0.0 < results["object_attention"]["area_share"] < 1.0

@@ -4,6 +4,8 @@
 so they can be shown, and every faster path in the project is tested against it.
 
 Mask convention (PyTorch's): a boolean tensor broadcastable to ``[..., Nq, Nk]``, **True = may attend**.
+An additive float ``bias`` broadcastable to ``[..., Nq, Nk]`` (ALiBi's −m·(i − j), T5's relative buckets) is
+added to the scaled scores before the mask, as PyTorch's float ``attn_mask``; masking always wins over it.
 A query whose row is fully masked sees nothing: its weights are all zero and its output is the zero vector
 (softmax over an empty set is undefined; zero is the convention FlashAttention and PyTorch's math path
 converge on, and it keeps the row free of NaN).
@@ -19,7 +21,7 @@ import torch
 from torch import Tensor
 
 
-def _check_qkv(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> None:
+def _check_qkv(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, bias: Tensor | None = None) -> None:
     if q.dim() < 2 or k.dim() < 2 or v.dim() < 2:
         raise ValueError("q, k and v need at least two dimensions: [..., N, D]")
     if q.shape[-1] != k.shape[-1]:
@@ -36,13 +38,23 @@ def _check_qkv(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> None:
                 f"mask of shape {tuple(mask.shape)} does not broadcast to [..., Nq, Nk] = "
                 f"{(*q.shape[:-1], k.shape[-2])}"
             ) from None
+    if bias is not None:
+        if not bias.is_floating_point():
+            raise TypeError(f"bias must be a float tensor added to the scores, got {bias.dtype}")
+        try:
+            torch.broadcast_shapes(bias.shape, (*q.shape[:-1], k.shape[-2]))
+        except RuntimeError:
+            raise ValueError(
+                f"bias of shape {tuple(bias.shape)} does not broadcast to [..., Nq, Nk] = "
+                f"{(*q.shape[:-1], k.shape[-2])}"
+            ) from None
 
 
 @dataclass(frozen=True)
 class AttentionSteps:
     """Every intermediate of one attention call, for teaching.
 
-    scores:  E = QKᵀ·scale            [..., Nq, Nk]
+    scores:  E = QKᵀ·scale (+ bias)   [..., Nq, Nk]
     masked:  E with −∞ where hidden   [..., Nq, Nk]
     weights: A = softmax(masked)      [..., Nq, Nk]  (fully masked rows are zero)
     out:     Y = A·V                  [..., Nq, Dv]
@@ -55,12 +67,19 @@ class AttentionSteps:
 
 
 def attention_steps(
-    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, scale: float | None = None
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: Tensor | None = None,
+    scale: float | None = None,
+    bias: Tensor | None = None,
 ) -> AttentionSteps:
     """Scaled dot-product attention, keeping every intermediate (see :class:`AttentionSteps`)."""
-    _check_qkv(q, k, v, mask)
+    _check_qkv(q, k, v, mask, bias)
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     scores = (q @ k.transpose(-2, -1)) * scale  # (..., Nq, Nk)
+    if bias is not None:
+        scores = scores + bias
     masked = scores if mask is None else scores.masked_fill(~mask, float("-inf"))
     weights = torch.softmax(masked, dim=-1)
     if mask is not None:
@@ -71,9 +90,14 @@ def attention_steps(
 
 
 def scaled_dot_product_attention(
-    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, scale: float | None = None
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: Tensor | None = None,
+    scale: float | None = None,
+    bias: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
-    """softmax(q·kᵀ·scale + mask)·v, returning the output and the post-softmax weights.
+    """softmax(q·kᵀ·scale + bias, hidden where the mask is False)·v, returning the output and the weights.
 
     Args:
         q: queries ``[..., Nq, D]``.
@@ -81,11 +105,12 @@ def scaled_dot_product_attention(
         v: values ``[..., Nk, Dv]``.
         mask: boolean, broadcastable to ``[..., Nq, Nk]``; True = may attend.
         scale: multiplies the scores; default ``1/sqrt(D)`` (the √D scaling of §2.3).
+        bias: float, broadcastable to ``[..., Nq, Nk]``, added to the scaled scores (ALiBi, relative positions).
 
     Returns:
         ``(out [..., Nq, Dv], weights [..., Nq, Nk])``; rows of ``weights`` sum to 1, or to 0 when fully masked.
     """
-    steps = attention_steps(q, k, v, mask=mask, scale=scale)
+    steps = attention_steps(q, k, v, mask=mask, scale=scale, bias=bias)
     return steps.out, steps.weights
 
 
@@ -109,9 +134,22 @@ def _tile_mask(
     return visible
 
 
+def _tile_bias(bias: Tensor | None, i0: int, i1: int, j0: int, j1: int) -> Tensor | int:
+    """The additive bias of one block, ``[B or 1, i1 − i0, j1 − j0]``, or 0 without a bias."""
+    return 0 if bias is None else bias[..., i0:i1, j0:j1].reshape(-1, i1 - i0, j1 - j0)  # (B or 1, bq, bk)
+
+
 def _flash_forward(
-    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool, block_q: int, block_k: int, scale: float,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: Tensor | None,
+    causal: bool,
+    block_q: int,
+    block_k: int,
+    scale: float,
     on_tile: TileObserver | None = None,
+    bias: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
     """FA2 forward on flattened ``q [B, Nq, D]``, ``k [B, Nk, D]``, ``v [B, Nk, Dv]``; returns ``(out, lse)``.
 
@@ -136,7 +174,7 @@ def _flash_forward(
             if causal and j0 > i1 - 1:
                 break  # this key tile and all later ones lie above the diagonal: skipped, never computed
             j1 = min(j0 + block_k, nk)
-            s = torch.bmm(qi, k[:, j0:j1].transpose(1, 2))  # (B, bq, bk)
+            s = torch.bmm(qi, k[:, j0:j1].transpose(1, 2)).add_(_tile_bias(bias, i0, i1, j0, j1))  # (B, bq, bk)
             visible = _tile_mask(mask, causal, i0, i1, j0, j1, q.device)
             if visible is not None:
                 s.masked_fill_(~visible, float("-inf"))
@@ -155,10 +193,22 @@ def _flash_forward(
 
 
 def _flash_backward(
-    q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor, dout: Tensor, mask: Tensor | None, causal: bool,
-    block_q: int, block_k: int, scale: float,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    out: Tensor,
+    lse: Tensor,
+    dout: Tensor,
+    mask: Tensor | None,
+    causal: bool,
+    block_q: int,
+    block_k: int,
+    scale: float,
+    bias: Tensor | None = None,
 ) -> tuple[Tensor, Tensor, Tensor]:
-    """FA2 backward (Algorithm 2): each tile's probabilities are recomputed from ``lse``; O(N) extra memory."""
+    """FA2 backward (Algorithm 2): each tile's probabilities are recomputed from ``lse``; O(N) extra memory.
+
+    The bias is a constant (a position scheme's, not learned here): no gradient flows to it."""
     batch, nq, _ = q.shape
     nk = k.shape[1]
     delta = (dout * out).sum(dim=-1)  # (B, Nq): rowsum(dO ∘ O) = Σ_j P_ij·dP_ij
@@ -174,7 +224,7 @@ def _flash_backward(
         for i0 in range(first, nq, block_q):
             i1 = min(i0 + block_q, nq)
             qi, doi = q[:, i0:i1], dout[:, i0:i1]
-            s = torch.bmm(qi, kj.transpose(1, 2)).mul_(scale)  # (B, bq, bk)
+            s = torch.bmm(qi, kj.transpose(1, 2)).mul_(scale).add_(_tile_bias(bias, i0, i1, j0, j1))  # (B, bq, bk)
             visible = _tile_mask(mask, causal, i0, i1, j0, j1, q.device)
             if visible is not None:
                 s.masked_fill_(~visible, float("-inf"))
@@ -192,40 +242,49 @@ class _FlashAttention(torch.autograd.Function):
     """Saves q, k, v, the output and the row log-sum-exp; never the probabilities (O(N), not O(N²))."""
 
     @staticmethod
-    def forward(ctx, q, k, v, mask, causal, block_q, block_k, scale):  # noqa: ANN001 — autograd's signature
-        out, lse = _flash_forward(q, k, v, mask, causal, block_q, block_k, scale)
+    def forward(ctx, q, k, v, mask, bias, causal, block_q, block_k, scale):
+        out, lse = _flash_forward(q, k, v, mask, causal, block_q, block_k, scale, bias=bias)
         ctx.save_for_backward(q, k, v, out, lse)
-        ctx.mask, ctx.args = mask, (causal, block_q, block_k, scale)
+        ctx.mask, ctx.bias, ctx.args = mask, bias, (causal, block_q, block_k, scale)
         return out
 
     @staticmethod
-    def backward(ctx, dout):  # noqa: ANN001
+    def backward(ctx, dout):
         q, k, v, out, lse = ctx.saved_tensors
-        dq, dk, dv = _flash_backward(q, k, v, out, lse, dout.contiguous(), ctx.mask, *ctx.args)
-        return dq, dk, dv, None, None, None, None, None
+        dq, dk, dv = _flash_backward(q, k, v, out, lse, dout.contiguous(), ctx.mask, *ctx.args, bias=ctx.bias)
+        return dq, dk, dv, None, None, None, None, None, None
+
+
+def _fold_pairwise(t: Tensor | None, batch: tuple[int, ...], nq: int, nk: int, device: torch.device) -> Tensor | None:
+    """A mask or bias as a broadcast view ``[B or 1, Nq, Nk]``, never a copy: tiles are cut from it."""
+    if t is None:
+        return None
+    t = t.to(device)  # a tensor given on another device moves once, not tile by tile
+    t = t.reshape((1,) * (2 - t.dim()) + t.shape) if t.dim() < 2 else t  # [..., ≥1, ≥1]
+    if math.prod(t.shape[:-2]) == 1:
+        return t.reshape(1, *t.shape[-2:]).expand(1, nq, nk)  # (1, Nq, Nk), shared by the batch
+    return t.expand(*batch, nq, nk)  # (..., Nq, Nk)
 
 
 def _fold_batch(
-    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None
-) -> tuple[tuple[int, ...], Tensor, Tensor, Tensor, Tensor | None]:
+    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, bias: Tensor | None = None
+) -> tuple[tuple[int, ...], Tensor, Tensor, Tensor, Tensor | None, Tensor | None]:
     """Broadcast the leading dims and fold them into one; copies are O(N·D) at most, never O(Nq·Nk)."""
     nq, nk = q.shape[-2], k.shape[-2]
     leads = [q.shape[:-2], k.shape[:-2], v.shape[:-2]]
-    if mask is not None:
-        mask = mask.to(q.device)  # a mask given on another device moves once, not tile by tile
-        mask = mask.reshape((1,) * (2 - mask.dim()) + mask.shape) if mask.dim() < 2 else mask  # [..., ≥1, ≥1]
-        leads.append(mask.shape[:-2])
+    leads += [t.shape[:-2] for t in (mask, bias) if t is not None and t.dim() > 2]
     batch = tuple(torch.broadcast_shapes(*leads))
     q3 = q.expand(*batch, nq, q.shape[-1]).reshape(-1, nq, q.shape[-1])  # (B, Nq, D)
     k3 = k.expand(*batch, nk, k.shape[-1]).reshape(-1, nk, k.shape[-1])  # (B, Nk, D)
     v3 = v.expand(*batch, nk, v.shape[-1]).reshape(-1, nk, v.shape[-1])  # (B, Nk, Dv)
-    if mask is not None:
-        # Broadcast views, never copies: tiles are cut from them and only tiles are materialised.
-        if math.prod(mask.shape[:-2]) == 1:
-            mask = mask.reshape(1, *mask.shape[-2:]).expand(1, nq, nk)  # (1, Nq, Nk), shared by the batch
-        else:
-            mask = mask.expand(*batch, nq, nk)  # (..., Nq, Nk)
-    return batch, q3, k3, v3, mask
+    return (
+        batch,
+        q3,
+        k3,
+        v3,
+        _fold_pairwise(mask, batch, nq, nk, q.device),
+        _fold_pairwise(bias, batch, nq, nk, q.device),
+    )
 
 
 def _block_sizes(block_size: int | tuple[int, int]) -> tuple[int, int]:
@@ -236,12 +295,18 @@ def _block_sizes(block_size: int | tuple[int, int]) -> tuple[int, int]:
 
 
 def _prepare(
-    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, block_size: int | tuple[int, int], scale: float | None
-) -> tuple[tuple[int, ...], Tensor, Tensor, Tensor, Tensor | None, int, int, float]:
-    _check_qkv(q, k, v, mask)
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: Tensor | None,
+    bias: Tensor | None,
+    block_size: int | tuple[int, int],
+    scale: float | None,
+) -> tuple[tuple[int, ...], Tensor, Tensor, Tensor, Tensor | None, Tensor | None, int, int, float]:
+    _check_qkv(q, k, v, mask, bias)
     block_q, block_k = _block_sizes(block_size)
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
-    return (*_fold_batch(q, k, v, mask), block_q, block_k, scale)
+    return (*_fold_batch(q, k, v, mask, bias), block_q, block_k, scale)
 
 
 def flash_attention(
@@ -252,6 +317,7 @@ def flash_attention(
     causal: bool = False,
     block_size: int | tuple[int, int] = 64,
     scale: float | None = None,
+    bias: Tensor | None = None,
 ) -> Tensor:
     """Exact attention computed tile by tile (FlashAttention-2 loop order): equal to
     :func:`scaled_dot_product_attention`, but nothing of size ``Nq × Nk`` is ever allocated.
@@ -270,12 +336,14 @@ def flash_attention(
         causal: query i sees keys 0..i (top-left aligned, as ``masks.causal``); combined with ``mask`` by AND.
         block_size: tile side, or ``(block_q, block_k)``; any N works (the last tile is shorter).
         scale: multiplies the scores; default ``1/sqrt(D)``.
+        bias: float, broadcastable to ``[..., Nq, Nk]``, added to the scaled scores tile by tile (a constant:
+            it receives no gradient).
 
     Returns:
         ``out [..., Nq, Dv]``.
     """
-    batch, q3, k3, v3, mask3, block_q, block_k, scale = _prepare(q, k, v, mask, block_size, scale)
-    out = _FlashAttention.apply(q3, k3, v3, mask3, bool(causal), block_q, block_k, scale)  # (B, Nq, Dv)
+    batch, q3, k3, v3, mask3, bias3, block_q, block_k, scale = _prepare(q, k, v, mask, bias, block_size, scale)
+    out = _FlashAttention.apply(q3, k3, v3, mask3, bias3, bool(causal), block_q, block_k, scale)  # (B, Nq, Dv)
     return out.reshape(*batch, q.shape[-2], v.shape[-1])
 
 
@@ -289,6 +357,7 @@ def flash_attention_forward(
     block_size: int | tuple[int, int] = 64,
     scale: float | None = None,
     on_tile: TileObserver | None = None,
+    bias: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
     """The forward pass of :func:`flash_attention` alone (no autograd), for inspection.
 
@@ -301,6 +370,6 @@ def flash_attention_forward(
         ``(out [..., Nq, Dv], lse [..., Nq])``; ``lse`` is each row's log-sum-exp of its visible scaled
         scores (+∞ for a fully masked row).
     """
-    batch, q3, k3, v3, mask3, block_q, block_k, scale = _prepare(q, k, v, mask, block_size, scale)
-    out, lse = _flash_forward(q3, k3, v3, mask3, bool(causal), block_q, block_k, scale, on_tile)
+    batch, q3, k3, v3, mask3, bias3, block_q, block_k, scale = _prepare(q, k, v, mask, bias, block_size, scale)
+    out, lse = _flash_forward(q3, k3, v3, mask3, bool(causal), block_q, block_k, scale, on_tile, bias=bias3)
     return out.reshape(*batch, q.shape[-2], v.shape[-1]), lse.reshape(*batch, q.shape[-2])

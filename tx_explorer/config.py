@@ -12,15 +12,19 @@ class TransformerConfig:
     max_len: int = 128  # longest context in tokens (learned positions need a row each)
     dim: int = 128  # model width D
     num_layers: int = 4  # stacked blocks L
-    num_heads: int = 4  # heads H; D_H = D / H
+    num_heads: int = 4  # query heads H; D_H = D / H
+    num_kv_heads: int | None = None  # key/value heads: None = H (multi-head), 1 = multi-query, else grouped (§8.4)
     mlp: Literal["mlp", "swiglu"] = "mlp"  # classic GELU MLP or SwiGLU (§8.3)
     mlp_ratio: float = 4.0  # MLP hidden = ratio·D; SwiGLU uses 2/3 of it so parameters match
     activation: Literal["gelu", "gelu_tanh", "relu"] = "gelu"  # MLP non-linearity
     norm: Literal["layernorm", "rmsnorm"] = "layernorm"  # §5.2 / §8.2
     norm_position: Literal["pre", "post"] = "pre"  # x + f(norm(x)) or norm(x + f(x)) (§8.1)
     norm_eps: float = 1e-5  # ε inside the square root (BERT 1e-12, ViT 1e-6)
-    positions: Literal["learned", "sinusoidal", "none"] = "learned"  # §3.3; "none" shows equivariance
+    positions: Literal["learned", "sinusoidal", "rotary", "alibi", "none"] = "learned"  # §3.3 / §8; none: equivariant
+    rope_theta: float = 10000.0  # rotary base θ: pair i turns by position·θ^(−2i/D_H) (Llama 3 uses 500 000)
+    sliding_window: int | None = None  # a query sees itself and the window − 1 keys before it (Mistral); None = all
     bias: bool = True  # biases in linear layers and LayerNorm
+    qkv_bias: bool | None = None  # biases on the Q/K/V projections alone; None = follow ``bias`` (Qwen2: True)
     dropout: float = 0.0  # on attention weights, MLP output and embeddings; 0 for small-data runs
     tie_embeddings: bool = True  # LM head shares the token embedding matrix (GPT-2)
     type_vocab_size: int = 0  # BERT segment embeddings; 0 = none
@@ -35,10 +39,26 @@ class TransformerConfig:
             raise ValueError(f"num_heads={self.num_heads} does not divide dim={self.dim}")
         if self.positions == "sinusoidal" and self.dim % 2:
             raise ValueError("sinusoidal positions need an even dim")
+        if self.num_kv_heads is not None and (self.num_kv_heads < 1 or self.num_heads % self.num_kv_heads):
+            raise ValueError(f"num_kv_heads={self.num_kv_heads} must divide num_heads={self.num_heads}")
+        if self.positions == "rotary" and self.head_dim % 2:
+            raise ValueError("rotary positions turn pairs of dimensions: the head dimension must be even")
+        if self.sliding_window is not None and self.sliding_window < 1:
+            raise ValueError(f"sliding_window must be at least 1, got {self.sliding_window}")
 
     @property
     def head_dim(self) -> int:
         return self.dim // self.num_heads
+
+    @property
+    def kv_heads(self) -> int:
+        """Key/value heads actually built: H for multi-head attention, fewer for GQA/MQA."""
+        return self.num_heads if self.num_kv_heads is None else self.num_kv_heads
+
+    @property
+    def attention_bias(self) -> tuple[bool, bool]:
+        """(Q/K/V projections, output projection) biases."""
+        return (self.bias if self.qkv_bias is None else self.qkv_bias), self.bias
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -100,8 +120,14 @@ class ViTConfig:
     def blocks(self) -> TransformerConfig:
         """The shared block settings: pre-norm LayerNorm, exact GELU, biases (as in timm's ViT)."""
         return TransformerConfig(
-            max_len=self.num_tokens, dim=self.dim, num_layers=self.num_layers, num_heads=self.num_heads,
-            mlp_ratio=self.mlp_ratio, norm_eps=self.norm_eps, dropout=self.dropout, positions="none",
+            max_len=self.num_tokens,
+            dim=self.dim,
+            num_layers=self.num_layers,
+            num_heads=self.num_heads,
+            mlp_ratio=self.mlp_ratio,
+            norm_eps=self.norm_eps,
+            dropout=self.dropout,
+            positions="none",
             tie_embeddings=False,
         )
 
@@ -118,11 +144,26 @@ PRESETS: dict[str, TransformerConfig] = {
     # Trained and bundled by `python -m tx_explorer.train lm --preset tiny`.
     "tiny": TransformerConfig(),
     # Published architectures, for parameter counting on the meta device (§5.4).
-    "gpt2-small": TransformerConfig(vocab_size=50257, max_len=1024, dim=768, num_layers=12, num_heads=12, activation="gelu_tanh"),
-    "gpt2-xl": TransformerConfig(vocab_size=50257, max_len=1024, dim=1600, num_layers=48, num_heads=25, activation="gelu_tanh"),
-    "gpt3": TransformerConfig(vocab_size=50257, max_len=2048, dim=12288, num_layers=96, num_heads=96, activation="gelu_tanh"),
+    "gpt2-small": TransformerConfig(
+        vocab_size=50257, max_len=1024, dim=768, num_layers=12, num_heads=12, activation="gelu_tanh"
+    ),
+    "gpt2-xl": TransformerConfig(
+        vocab_size=50257, max_len=1024, dim=1600, num_layers=48, num_heads=25, activation="gelu_tanh"
+    ),
+    "gpt3": TransformerConfig(
+        vocab_size=50257, max_len=2048, dim=12288, num_layers=96, num_heads=96, activation="gelu_tanh"
+    ),
     "bert-base": TransformerConfig(
-        vocab_size=30522, max_len=512, dim=768, num_layers=12, num_heads=12, norm_position="post", norm_eps=1e-12,
-        type_vocab_size=2, embed_norm=True, final_norm=False, tie_embeddings=False,
+        vocab_size=30522,
+        max_len=512,
+        dim=768,
+        num_layers=12,
+        num_heads=12,
+        norm_position="post",
+        norm_eps=1e-12,
+        type_vocab_size=2,
+        embed_norm=True,
+        final_norm=False,
+        tie_embeddings=False,
     ),
 }

@@ -50,6 +50,15 @@ def sliding_window(n: int, window: int) -> Tensor:
     return (j <= i) & (i - j < window)
 
 
+def causal_between(q_pos: Tensor, k_pos: Tensor, window: int | None = None) -> Tensor:
+    """``[Nq, Nk]`` for queries and keys at absolute positions: key j is visible iff it is not in the future and,
+    with a ``window``, lies less than ``window`` positions back. Equals :func:`causal` / :func:`sliding_window`
+    when both are 0…N−1; with a KV cache the keys run further back than the queries."""
+    back = q_pos[:, None] - k_pos[None, :]  # (Nq, Nk): how far back each key lies
+    visible = back >= 0
+    return visible if window is None else visible & (back < _positive("window", window))
+
+
 def prefix_lm(n: int, prefix: int) -> Tensor:
     """``[n, n]``: full attention inside the first ``prefix`` tokens, causal after (T5's prefix LM)."""
     n = _positive("n", n)

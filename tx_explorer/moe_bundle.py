@@ -26,7 +26,9 @@ class MoEBundle:
 
     text: TextModel
     config: MoEConfig
-    curves: dict[str, dict[str, list[float]]]  # "moe" / "dense" → step, tokens, flops, seconds, train_loss, val_step, val_loss …
+    curves: dict[
+        str, dict[str, list[float]]
+    ]  # "moe" / "dense" → step, tokens, flops, seconds, train_loss, val_step, val_loss …
     heldout: Tensor  # [S, T] validation token windows
     group_size: int  # tokens routed together during training (one batch): the capacity is per group
     summary: dict[str, Any]
@@ -42,10 +44,20 @@ def load_tiny_moe(folder: Path) -> MoEBundle:
     read = lambda name: json.loads((folder / name).read_text())  # noqa: E731
     heldout = read("heldout.json")
     text = TextModel(
-        name=folder.name, model=model, tokenizer=Tokenizer.from_file(str(folder / "tokenizer.json")), kind="causal",
-        max_len=cfg.transformer.max_len, special_tokens=(EOT,), byte_level=True, info=read("training.json"),
-    )  # fmt: skip
+        name=folder.name,
+        model=model,
+        tokenizer=Tokenizer.from_file(str(folder / "tokenizer.json")),
+        kind="causal",
+        max_len=cfg.transformer.max_len,
+        special_tokens=(EOT,),
+        byte_level=True,
+        info=read("training.json"),
+    )
     return MoEBundle(
-        text=text, config=cfg, curves=read("curves.json"), heldout=torch.tensor(heldout["windows"], dtype=torch.long),
-        group_size=heldout["group_size"], summary=text.info,
-    )  # fmt: skip
+        text=text,
+        config=cfg,
+        curves=read("curves.json"),
+        heldout=torch.tensor(heldout["windows"], dtype=torch.long),
+        group_size=heldout["group_size"],
+        summary=text.info,
+    )

@@ -20,5 +20,7 @@ def write_section(path: Path, key: str, text: str) -> None:
     path = Path(path)
     old = path.read_text(encoding="utf-8") if path.exists() else HEADER
     pattern = re.compile(re.escape(start) + r".*?" + re.escape(end), flags=re.S)
-    new = pattern.sub(lambda _: block, old, count=1) if pattern.search(old) else old.rstrip("\n") + "\n\n" + block + "\n"
+    new = (
+        pattern.sub(lambda _: block, old, count=1) if pattern.search(old) else old.rstrip("\n") + "\n\n" + block + "\n"
+    )
     path.write_text(new, encoding="utf-8")

@@ -184,7 +184,6 @@ def load_tiny_gpt(folder: Path) -> TextModel:
     )
 
 
-
 # Registered models that are TextModels, in the order pickers list them (GPT-2 is registered only when cached).
 TEXT_MODELS: dict[str, Literal["causal", "encoder"]] = {"tiny-gpt": "causal", "gpt2": "causal", "minilm-l6": "encoder"}
 

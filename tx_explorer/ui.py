@@ -157,7 +157,7 @@ def friendly_errors() -> Iterator[None]:
     except torch.OutOfMemoryError:
         log.exception("out of memory")
         st.error(T("error_internal", kind="out of memory"))
-    except Exception as exc:  # noqa: BLE001 — the last line of defence for a page
+    except Exception as exc:
         log.exception("page error")
         st.error(T("error_internal", kind=type(exc).__name__))
 

@@ -84,9 +84,7 @@ def naive_bytes(n: int, heads: int, head_dim: int, *, batch: int = 1, itemsize: 
     return itemsize * batch * heads * (2 * n * n + n * head_dim)
 
 
-def flash_bytes(
-    n: int, heads: int, head_dim: int, *, block_size: int = 64, batch: int = 1, itemsize: int = 4
-) -> int:
+def flash_bytes(n: int, heads: int, head_dim: int, *, block_size: int = 64, batch: int = 1, itemsize: int = 4) -> int:
     """Peak bytes allocated by our tiled kernel (forward, no autograd), linear in N: the output and row log-sum-exp
     (``N·D_H + N``) plus one query tile's working set of ``b = min(block, N)`` rows — the larger of two
     moments: while a key tile is scored (the previous ``b × b`` tile is freed only once the next exists, next
@@ -122,8 +120,9 @@ def memory_lines(
     kw = dict(batch=batch, itemsize=itemsize)
     return {
         "naive": np.array([naive_bytes(int(n), heads, head_dim, **kw) for n in ns], dtype=np.float64),
-        "flash": np.array([flash_bytes(int(n), heads, head_dim, block_size=block_size, **kw) for n in ns],
-                          dtype=np.float64),
+        "flash": np.array(
+            [flash_bytes(int(n), heads, head_dim, block_size=block_size, **kw) for n in ns], dtype=np.float64
+        ),
         "sdpa": np.array([sdpa_bytes(int(n), heads, head_dim, **kw) for n in ns], dtype=np.float64),
     }
 
@@ -145,8 +144,12 @@ def sdpa_backends(device: torch.device | str, dtype: torch.dtype | str = torch.f
     device, dtype = torch.device(device), _dtype(dtype)
     q = torch.zeros(1, 2, 16, 64, device=device, dtype=dtype)
     usable = {}
-    for backend in (SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.CUDNN_ATTENTION,
-                    SDPBackend.MATH):
+    for backend in (
+        SDPBackend.FLASH_ATTENTION,
+        SDPBackend.EFFICIENT_ATTENTION,
+        SDPBackend.CUDNN_ATTENTION,
+        SDPBackend.MATH,
+    ):
         try:
             with sdpa_kernel([backend]), warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # PyTorch explains each refusal in a warning; the table says it

@@ -70,7 +70,10 @@ def generate(
     trace = Trace()
     tm.run(ids, trace=trace)
     return Generation(
-        ids=ids, tokens=tm.labels(ids), prompt_len=len(kept), prompt_cut=len(kept) < len(prompt),
+        ids=ids,
+        tokens=tm.labels(ids),
+        prompt_len=len(kept),
+        prompt_cut=len(kept) < len(prompt),
         maps=trace.stack()[:, 0].numpy(),
     )
 

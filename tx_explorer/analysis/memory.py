@@ -73,7 +73,7 @@ class StorageTracker(TorchDispatchMode):
         self.current += nbytes
         self.largest = max(self.largest, nbytes)
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001 — the mode protocol
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         for st in self._storages((args, kwargs)):
             self._see(st, count=False)

@@ -186,8 +186,15 @@ def norm_steps(
         raise ValueError("with ε = 0 a constant (or zero) vector has no scale to divide by; use ε > 0")
     ln_hat, rms_hat = centred / std, x / rms
     return NormSteps(
-        x=x, mean=float(mean), centred=centred, std=float(std), ln_hat=ln_hat, ln_out=g * ln_hat + b,
-        rms=float(rms), rms_hat=rms_hat, rms_out=g * rms_hat,
+        x=x,
+        mean=float(mean),
+        centred=centred,
+        std=float(std),
+        ln_hat=ln_hat,
+        ln_out=g * ln_hat + b,
+        rms=float(rms),
+        rms_hat=rms_hat,
+        rms_out=g * rms_hat,
     )
 
 
@@ -205,7 +212,9 @@ def mlp_param_counts(dim: int, mlp_ratio: float = 4.0, *, bias: bool = True) -> 
     h_swi = swiglu_hidden(dim, mlp_ratio)
     cfg = TransformerConfig(dim=dim, num_heads=1, mlp_ratio=mlp_ratio, bias=bias)
     with torch.device("meta"):  # count without allocating
-        counted = {kind: sum(p.numel() for p in make_mlp(cfg.replace(mlp=kind)).parameters()) for kind in ("mlp", "swiglu")}
+        counted = {
+            kind: sum(p.numel() for p in make_mlp(cfg.replace(mlp=kind)).parameters()) for kind in ("mlp", "swiglu")
+        }
     return {
         "mlp_hidden": h,
         "swiglu_hidden": h_swi,
@@ -260,7 +269,9 @@ def attention_pair(model_a: TextModel, model_b: TextModel, text: str, *, layer: 
     for tm in (model_a, model_b):
         cfg = tm.config
         if not 0 <= layer < cfg.num_layers or not 0 <= head < cfg.num_heads:
-            raise ValueError(f"{tm.name} has {cfg.num_layers} blocks × {cfg.num_heads} heads; layer {layer}, head {head} does not exist")
+            raise ValueError(
+                f"{tm.name} has {cfg.num_layers} blocks × {cfg.num_heads} heads; layer {layer}, head {head} does not exist"
+            )
         _, trace = tm.attention(enc)
         maps.append(trace.stack()[layer, 0, head])  # (N, N)
     return AttentionPair(tokens=enc.tokens, a=maps[0], b=maps[1], diff=maps[0] - maps[1], truncated=enc.truncated)

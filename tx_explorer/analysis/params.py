@@ -122,12 +122,30 @@ class Published:
 # Vaswani et al. 2017 Table 3 ("big": 6+6 layers, d_model 1024, d_ff 4096, 16 heads, shared ~37k BPE vocabulary,
 # sinusoidal positions, post-norm, ReLU); Radford et al. 2019 Table 2; Brown et al. 2020 Table 2.1.
 TRANSFORMER_BIG = TransformerConfig(
-    vocab_size=37000, max_len=512, dim=1024, num_layers=6, num_heads=16, activation="relu", norm_position="post",
-    positions="sinusoidal", final_norm=False,
+    vocab_size=37000,
+    max_len=512,
+    dim=1024,
+    num_layers=6,
+    num_heads=16,
+    activation="relu",
+    norm_position="post",
+    positions="sinusoidal",
+    final_norm=False,
 )
 LECTURE_TABLE = (
-    Published("Original Transformer", 12, 1024, 16, 512, 213e6, 213e6, "Vaswani et al. 2017, Table 3 (big)",
-              TRANSFORMER_BIG, "encoder-decoder", 6),
+    Published(
+        "Original Transformer",
+        12,
+        1024,
+        16,
+        512,
+        213e6,
+        213e6,
+        "Vaswani et al. 2017, Table 3 (big)",
+        TRANSFORMER_BIG,
+        "encoder-decoder",
+        6,
+    ),
     Published("GPT-2", 48, 1600, 25, 1024, 1.5e9, 1542e6, "Radford et al. 2019, Table 2", PRESETS["gpt2-xl"], "causal"),
     Published("GPT-3", 96, 12288, 96, 2048, 175e9, 175.0e9, "Brown et al. 2020, Table 2.1", PRESETS["gpt3"], "causal"),
-)  # fmt: skip
+)

@@ -74,7 +74,9 @@ def collect_routing(model: CausalLM, idx: Tensor, batch_size: int = 16) -> list[
         per_batch.append(routing_tables(trace))
     model.train(was_training)
     return [
-        RoutingTable(*(torch.cat([getattr(b[layer], f) for b in per_batch]) for f in ("probs", "chosen", "gates", "dropped")))
+        RoutingTable(
+            *(torch.cat([getattr(b[layer], f) for b in per_batch]) for f in ("probs", "chosen", "gates", "dropped"))
+        )
         for layer in range(len(per_batch[0]))
     ]
 
@@ -172,7 +174,9 @@ def specialisation(
     ``min_count`` times are skipped (a share of 1/1 says nothing)."""
     vocab = int(token_ids.max()) + 1 if token_ids.numel() else 1
     joint = torch.zeros(num_experts, vocab, dtype=torch.long)
-    joint.index_put_((first.reshape(-1), token_ids.reshape(-1)), torch.ones(first.numel(), dtype=torch.long), accumulate=True)
+    joint.index_put_(
+        (first.reshape(-1), token_ids.reshape(-1)), torch.ones(first.numel(), dtype=torch.long), accumulate=True
+    )
     totals = joint.sum(dim=0)  # (V,) occurrences of each token
     share = joint.double() / totals.clamp_min(1)
     table = []
@@ -241,7 +245,9 @@ def dense_flops_per_token(t: TransformerConfig, context: int | None = None) -> d
     return _flops(t, _mlp_flops(t, hidden), 0, context)
 
 
-def layer_statistics(table: RoutingTable, capacity_factor: float | None, group_size: int | None = None) -> dict[str, float]:
+def layer_statistics(
+    table: RoutingTable, capacity_factor: float | None, group_size: int | None = None
+) -> dict[str, float]:
     """Every scalar statistic of one layer's routing (see the functions above), drop rate at ``capacity_factor``."""
     probs, chosen = table.flat()
     e, k = table.num_experts, table.top_k
@@ -277,4 +283,8 @@ def load_matrix(tables: Sequence[RoutingTable]) -> Tensor:
 def cost_sweep(cfg: MoEConfig, experts: Sequence[int]) -> dict[str, list[int]]:
     """Total and active parameters and forward FLOPs per token of ``cfg`` with each number of experts (same k)."""
     rows = [(moe_params(c), moe_flops_per_token(c)["total"]) for c in (cfg.replace(num_experts=e) for e in experts)]
-    return {"total": [p["total"] for p, _ in rows], "active": [p["active"] for p, _ in rows], "flops": [f for _, f in rows]}
+    return {
+        "total": [p["total"] for p, _ in rows],
+        "active": [p["active"] for p, _ in rows],
+        "flops": [f for _, f in rows],
+    }

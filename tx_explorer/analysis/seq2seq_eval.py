@@ -32,7 +32,10 @@ def eval_set(per_bucket: int = 50, seed: int = EVAL_SEED) -> list[list[Example]]
         raise ValueError(f"the number of sentences per length bucket must be a positive integer, got {per_bucket!r}")
     out = []
     for k, (lo, hi) in enumerate(BUCKETS):
-        unique = {ex.source: ex for ex in generate_examples(2 * per_bucket, seed + k, min_words=lo, max_words=hi, split="test")}
+        unique = {
+            ex.source: ex
+            for ex in generate_examples(2 * per_bucket, seed + k, min_words=lo, max_words=hi, split="test")
+        }
         out.append(list(unique.values())[:per_bucket])
     return out
 
@@ -100,7 +103,11 @@ def aer_counts(predicted: Iterable[tuple[int, int]], gold: Iterable[tuple[int, i
     return len(a & s), len(a), len(s)
 
 
-def aer(predicted: Iterable[tuple[int, int]], sure: Iterable[tuple[int, int]], possible: Iterable[tuple[int, int]] | None = None) -> float:
+def aer(
+    predicted: Iterable[tuple[int, int]],
+    sure: Iterable[tuple[int, int]],
+    possible: Iterable[tuple[int, int]] | None = None,
+) -> float:
     """Alignment error rate: 1 − (|A∩S| + |A∩P|) / (|A| + |S|), with P ⊇ S (P = S when omitted)."""
     a, s = set(predicted), set(sure)
     p = s | set(possible or ())
@@ -133,7 +140,13 @@ def evaluate(
     (``aer`` is None for a model without attention) and ``aer_floor``, the lowest AER any one-link-per-word
     alignment can reach on these sentences.
     """
-    out: dict[str, Any] = {"model": translator.name, "buckets": [], "n": [], **{m: [] for m in METRICS}, "aer_floor": []}
+    out: dict[str, Any] = {
+        "model": translator.name,
+        "buckets": [],
+        "n": [],
+        **{m: [] for m in METRICS},
+        "aer_floor": [],
+    }
     total, done = sum(len(b) for b in buckets), 0
     for bucket in buckets:
         hyps: list[list[str]] = []

@@ -33,7 +33,9 @@ class PatchView:
     max_difference: float  # max |conv − linear|: the two are the same map
 
 
-def patch_view(pixels: np.ndarray, embed: PatchEmbed, index: int, *, normalise: ImageClassifier | None = None) -> PatchView:
+def patch_view(
+    pixels: np.ndarray, embed: PatchEmbed, index: int, *, normalise: ImageClassifier | None = None
+) -> PatchView:
     """Patchify ``pixels [S, S, 3]`` uint8 and project patch ``index`` both ways (convolution and Linear).
 
     With ``normalise`` the pixels are first normalised as that classifier does; otherwise scaled to [0, 1].
@@ -50,7 +52,10 @@ def patch_view(pixels: np.ndarray, embed: PatchEmbed, index: int, *, normalise: 
         conv = embed(x)[0, index]  # (D,)
         linear = embed.as_linear()(patches[index])
     return PatchView(
-        patches=patches.numpy(), values=patches[index].numpy(), conv=conv.numpy(), linear=linear.numpy(),
+        patches=patches.numpy(),
+        values=patches[index].numpy(),
+        conv=conv.numpy(),
+        linear=linear.numpy(),
         max_difference=float((conv - linear).abs().max()),
     )
 
@@ -130,7 +135,8 @@ def shuffle_experiment(classifier: ImageClassifier, pixels: np.ndarray, seed: in
         for name, inp in (("original", x), ("shuffled", x_shuffled)):
             logits[(name, positions)] = model(inp, use_positions=positions)[0].float().cpu()
     probs = {
-        f"{name}, {'with' if pos else 'without'} positions": torch.softmax(v, -1).numpy() for (name, pos), v in logits.items()
+        f"{name}, {'with' if pos else 'without'} positions": torch.softmax(v, -1).numpy()
+        for (name, pos), v in logits.items()
     }
     change = {
         ("with" if pos else "without"): float((logits[("shuffled", pos)] - logits[("original", pos)]).abs().max())
@@ -156,9 +162,15 @@ def bundle_results(name: str) -> dict[str, Any] | None:
     r = json.loads(path.read_text())
     m = r["object_attention"]
     return {
-        "accuracy": f"{r['held_out_accuracy']:.1%}", "images": m["images"], "area": f"{m['area_share']:.1%}",
-        "cls": f"{m['cls_last_layer_share']:.1%}", "cls_lift": f"{m['cls_last_layer_lift']:.2f}",
-        "head": m["cls_last_layer_best_head"] + 1, "head_share": f"{m['cls_last_layer_best_head_share']:.1%}",
-        "rollout": f"{m['rollout_share']:.1%}", "rollout_lift": f"{m['rollout_lift']:.2f}",
-        "beats": f"{m['images_where_cls_beats_area']:.0%}", "minutes": f"{r['train_minutes']:.1f}",
+        "accuracy": f"{r['held_out_accuracy']:.1%}",
+        "images": m["images"],
+        "area": f"{m['area_share']:.1%}",
+        "cls": f"{m['cls_last_layer_share']:.1%}",
+        "cls_lift": f"{m['cls_last_layer_lift']:.2f}",
+        "head": m["cls_last_layer_best_head"] + 1,
+        "head_share": f"{m['cls_last_layer_best_head_share']:.1%}",
+        "rollout": f"{m['rollout_share']:.1%}",
+        "rollout_lift": f"{m['rollout_lift']:.2f}",
+        "beats": f"{m['images_where_cls_beats_area']:.0%}",
+        "minutes": f"{r['train_minutes']:.1f}",
     }

@@ -167,9 +167,7 @@ def split(docs: tuple[str, ...], val_fraction: float = 0.05) -> Split:
         raise ValueError(f"val_fraction must lie in (0, 1), got {val_fraction}")
     threshold = round(val_fraction * 256)
     is_val = [hashlib.sha256(d.encode()).digest()[0] < threshold for d in docs]
-    return Split(
-        train=tuple(d for d, v in zip(docs, is_val) if not v), val=tuple(d for d, v in zip(docs, is_val) if v)
-    )
+    return Split(train=tuple(d for d, v in zip(docs, is_val) if not v), val=tuple(d for d, v in zip(docs, is_val) if v))
 
 
 def fingerprint(docs: tuple[str, ...]) -> str:

@@ -39,9 +39,7 @@ def _open(data: bytes, max_pixels: int) -> Image.Image:
         except (Image.DecompressionBombError, Image.DecompressionBombWarning):
             raise ValueError("the image declares an enormous canvas (a decompression bomb); refused") from None
         except UnidentifiedImageError:
-            raise ValueError(
-                f"this is not an image in a supported format ({', '.join(FORMATS.values())})"
-            ) from None
+            raise ValueError(f"this is not an image in a supported format ({', '.join(FORMATS.values())})") from None
         except (OSError, SyntaxError, EOFError) as exc:
             raise ValueError(f"the file is truncated or corrupt ({exc})") from None
     w, h = im.size

@@ -43,8 +43,9 @@ def _polygon(label: str, r: float, theta: float) -> np.ndarray:
     elif label == "cross":
         w = 0.32 * r
         quarter = np.array([[w, r], [w, w], [r, w]])  # one corner of the plus sign
-        pts = np.concatenate([quarter @ np.array([[np.cos(a), -np.sin(a)], [np.sin(a), np.cos(a)]]).T
-                              for a in -np.arange(4) * np.pi / 2])
+        pts = np.concatenate(
+            [quarter @ np.array([[np.cos(a), -np.sin(a)], [np.sin(a), np.cos(a)]]).T for a in -np.arange(4) * np.pi / 2]
+        )
     else:
         raise ValueError(f"{label!r} is not a polygon")
     rot = np.array([[np.cos(theta), -np.sin(theta)], [np.sin(theta), np.cos(theta)]])
@@ -110,7 +111,12 @@ def _distractors(rng: np.random.Generator, img: np.ndarray, difficulty: float) -
     count = int(rng.integers(0, 5))
     for k in range(count):
         x, y = rng.uniform(0, size, 2)
-        line, ang, length, d = rng.random() < 0.5, rng.uniform(0, np.pi), rng.uniform(0.15, 0.35) * size, rng.uniform(1, 2.5)
+        line, ang, length, d = (
+            rng.random() < 0.5,
+            rng.uniform(0, np.pi),
+            rng.uniform(0.15, 0.35) * size,
+            rng.uniform(1, 2.5),
+        )
         colour = rng.uniform(0, 255, 3)
         if k >= round(count * difficulty):
             continue
@@ -124,7 +130,9 @@ def _distractors(rng: np.random.Generator, img: np.ndarray, difficulty: float) -
         img[:] = img * (1 - a) + colour * a
 
 
-def render(rng: np.random.Generator, *, size: int = 64, label: int | None = None, difficulty: float = 1.0) -> ShapeSample:
+def render(
+    rng: np.random.Generator, *, size: int = 64, label: int | None = None, difficulty: float = 1.0
+) -> ShapeSample:
     """One random image ``size × size``: the object's class, colour, size, rotation and position are drawn from ``rng``.
 
     Objects are bright (any hue) and backgrounds dark (any hue), so the object always stands out.
@@ -150,7 +158,9 @@ def render(rng: np.random.Generator, *, size: int = 64, label: int | None = None
     return ShapeSample(image=np.clip(img, 0, 255).astype(np.uint8), mask=cover > 0.5, label=label)
 
 
-def sample(seed: int, index: int = 0, *, size: int = 64, label: int | None = None, difficulty: float = 1.0) -> ShapeSample:
+def sample(
+    seed: int, index: int = 0, *, size: int = 64, label: int | None = None, difficulty: float = 1.0
+) -> ShapeSample:
     """Image ``index`` of the set with ``seed`` (optionally forcing its class)."""
     return render(np.random.default_rng([seed, index]), size=size, label=label, difficulty=difficulty)
 

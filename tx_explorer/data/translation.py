@@ -118,8 +118,16 @@ CONJUNCTIONS = {"and": "e", "but": "ma", "because": "perché", "while": "mentre"
 PREPOSITIONS = ("in", "on", "with", "near", "for")
 INTERJECTIONS = {"hello": "ciao", "thanks": "grazie", "yes": "sì", "no": "no", "goodbye": "arrivederci"}
 # Definite article by (gender, plural, lo-type); articulated forms by preposition.
-_THE = {("m", 0, 0): "il", ("m", 0, 1): "lo", ("f", 0, 0): "la", ("f", 0, 1): "la",
-        ("m", 1, 0): "i", ("m", 1, 1): "gli", ("f", 1, 0): "le", ("f", 1, 1): "le"}  # fmt: skip
+_THE = {
+    ("m", 0, 0): "il",
+    ("m", 0, 1): "lo",
+    ("f", 0, 0): "la",
+    ("f", 0, 1): "la",
+    ("m", 1, 0): "i",
+    ("m", 1, 1): "gli",
+    ("f", 1, 0): "le",
+    ("f", 1, 1): "le",
+}
 _MERGED = {"in": "ne", "on": "su", "near": "a"}  # in+il = nel, su+la = sulla, a+gli = agli
 _PREP_IT = {"in": "in", "on": "su", "with": "con", "near": "vicino", "for": "per"}
 

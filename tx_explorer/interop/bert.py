@@ -57,7 +57,9 @@ def state_from_bert(sd: Mapping[str, Tensor], num_layers: int) -> dict[str, Tens
     for i in range(num_layers):
         src, dst = f"encoder.layer.{i}.", f"blocks.{i}."
         for p in ("weight", "bias"):
-            out[f"{dst}attn.qkv.{p}"] = torch.cat([sd[f"{src}attention.self.{n}.{p}"] for n in ("query", "key", "value")])
+            out[f"{dst}attn.qkv.{p}"] = torch.cat(
+                [sd[f"{src}attention.self.{n}.{p}"] for n in ("query", "key", "value")]
+            )
             out[f"{dst}attn.proj.{p}"] = sd[f"{src}attention.output.dense.{p}"]
             out[f"{dst}norm1.{p}"] = sd[f"{src}attention.output.LayerNorm.{p}"]
             out[f"{dst}mlp.fc1.{p}"] = sd[f"{src}intermediate.dense.{p}"]

@@ -32,8 +32,14 @@ from tx_explorer.textmodel import TextModel, load_state
 __all__ = ["DOWNLOAD", "cached_checkpoint", "causal_lm_from_gpt2", "gpt2_status", "load", "locate"]
 ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu"}
 _CONV1D = ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj")
-_BLOCK_KEYS = {"ln_1": "norm1", "attn.c_attn": "attn.qkv", "attn.c_proj": "attn.proj", "ln_2": "norm2",
-               "mlp.c_fc": "mlp.fc1", "mlp.c_proj": "mlp.fc2"}  # fmt: skip
+_BLOCK_KEYS = {
+    "ln_1": "norm1",
+    "attn.c_attn": "attn.qkv",
+    "attn.c_proj": "attn.proj",
+    "ln_2": "norm2",
+    "mlp.c_fc": "mlp.fc1",
+    "mlp.c_proj": "mlp.fc2",
+}
 
 
 def config_from_gpt2(cfg: Mapping[str, Any]) -> TransformerConfig:

@@ -39,7 +39,9 @@ def config_from_timm(timm_model: nn.Module) -> ViTConfig:
         "pooling other than 'token' or 'avg'": m.global_pool not in ("token", "avg"),
         "pooling that includes the class token": getattr(m, "pool_include_prefix", False),
         "no final norm": isinstance(m.norm, nn.Identity) and isinstance(m.fc_norm, nn.Identity),
-        "a norm before the patch projection": not isinstance(getattr(m.patch_embed, "norm", nn.Identity()), nn.Identity),
+        "a norm before the patch projection": not isinstance(
+            getattr(m.patch_embed, "norm", nn.Identity()), nn.Identity
+        ),
         "a classifier-less model (num_classes=0)": isinstance(m.head, nn.Identity),
     }
     block = m.blocks[0]
@@ -49,7 +51,9 @@ def config_from_timm(timm_model: nn.Module) -> ViTConfig:
         "attention output norm": not isinstance(getattr(block.attn, "norm", nn.Identity()), nn.Identity),
         "MLP hidden norm": not isinstance(getattr(block.mlp, "norm", nn.Identity()), nn.Identity),
         "a norm other than LayerNorm": not isinstance(block.norm1, nn.LayerNorm),
-        "an activation other than exact GELU": not (isinstance(block.mlp.act, nn.GELU) and block.mlp.act.approximate == "none"),
+        "an activation other than exact GELU": not (
+            isinstance(block.mlp.act, nn.GELU) and block.mlp.act.approximate == "none"
+        ),
         "linear layers without bias": block.attn.qkv.bias is None or block.attn.proj.bias is None,
     }
     found = [name for name, present in unsupported.items() if present]
@@ -86,12 +90,13 @@ def vit_from_timm(timm_model: nn.Module) -> VisionTransformer:
     cfg = config_from_timm(timm_model)
     ours = VisionTransformer(cfg)
     # Only one of timm's norm / fc_norm holds weights (the other is Identity); ours is always "norm".
-    state = {("norm" + k[len("fc_norm") :] if k.startswith("fc_norm.") else k): v for k, v in timm_model.state_dict().items()}
+    state = {
+        ("norm" + k[len("fc_norm") :] if k.startswith("fc_norm.") else k): v for k, v in timm_model.state_dict().items()
+    }
     missing, unexpected = ours.load_state_dict(state, strict=False)
     if missing or unexpected:
         raise ValueError(f"timm weights do not fit: missing {missing}, unexpected {unexpected}")
     return ours.eval()
-
 
 
 # ----------------------------------------------------------------------------------------------------------

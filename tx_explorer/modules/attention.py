@@ -1,4 +1,9 @@
-"""Multi-head attention (Vaswani et al. 2017, §3.2.2): heads in parallel, one fused QKV projection."""
+"""Multi-head attention (Vaswani et al. 2017, §3.2.2): heads in parallel, one fused QKV projection.
+
+One class covers multi-head, grouped-query and multi-query attention (they differ only in how many key/value
+heads there are), with the position scheme as an injected part (:mod:`tx_explorer.modules.positional`):
+rotary turns q and k, ALiBi adds a bias to the scores. :func:`make_attention` builds it from a config.
+"""
 
 from __future__ import annotations
 
@@ -7,42 +12,87 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from tx_explorer.attention import scaled_dot_product_attention
+from tx_explorer.config import TransformerConfig
+from tx_explorer.modules.cache import LayerCache
+from tx_explorer.modules.positional import ALiBi, RelativePositions, Rotary
 from tx_explorer.trace import Kind, Trace
 
 
 class MultiHeadAttention(nn.Module):
-    """MultiHead(X) = Concat(head₁…head_H)·W_O, head_h = softmax(Q_h K_hᵀ/√D_H)·V_h.
+    """MultiHead(X) = Concat(head₁…head_H)·W_O, head_h = softmax(Q_h K_{g(h)}ᵀ/√D_H + bias_h)·V_{g(h)}.
 
-    Self-attention takes Q, K and V from one fused ``Linear(dim, 3·dim)`` — the lecture's
-    ``[Q K V] = X[W_Q W_K W_V]`` — so the hardware sees one large matrix multiplication. With ``context``
-    (cross-attention) queries come from ``x`` and keys/values from ``context``, through the same weights.
+    Self-attention takes Q, K and V from one fused ``Linear(dim, (H + 2·H_kv)·D_H)`` — the lecture's
+    ``[Q K V] = X[W_Q W_K W_V]`` — so the hardware sees one large matrix multiplication. With ``num_kv_heads``
+    below ``num_heads`` (GQA; 1 = MQA) query head h reads key/value head g(h) = h // (H / H_kv), as
+    transformers' ``repeat_kv`` does. With ``context`` (cross-attention) queries come from ``x`` and
+    keys/values from ``context``, through the same weights.
     """
 
-    def __init__(self, dim: int, num_heads: int, *, bias: bool = True, dropout: float = 0.0) -> None:
+    def __init__(
+        self,
+        dim: int,
+        num_heads: int,
+        *,
+        num_kv_heads: int | None = None,
+        bias: bool = True,
+        qkv_bias: bool | None = None,
+        dropout: float = 0.0,
+        position: RelativePositions | None = None,
+    ) -> None:
         super().__init__()
+        num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
         if dim <= 0 or num_heads <= 0:
             raise ValueError(f"dim and num_heads must be positive, got dim={dim}, num_heads={num_heads}")
         if dim % num_heads:
             raise ValueError(f"num_heads={num_heads} does not divide dim={dim}: each head needs D/H dimensions")
+        if num_kv_heads <= 0 or num_heads % num_kv_heads:
+            raise ValueError(f"num_kv_heads={num_kv_heads} must divide num_heads={num_heads}")
         self.dim, self.num_heads, self.head_dim = dim, num_heads, dim // num_heads
-        self.qkv = nn.Linear(dim, 3 * dim, bias=bias)  # [W_Q W_K W_V]
+        self.num_kv_heads = num_kv_heads
+        self.kv_dim = num_kv_heads * self.head_dim
+        qkv_bias = bias if qkv_bias is None else qkv_bias
+        self.qkv = nn.Linear(dim, dim + 2 * self.kv_dim, bias=qkv_bias)  # [W_Q W_K W_V]
         self.proj = nn.Linear(dim, dim, bias=bias)  # W_O
         self.attn_drop = nn.Dropout(dropout)
+        self.position = position
 
-    def _heads(self, t: Tensor) -> Tensor:
+    @property
+    def groups(self) -> tuple[int, ...]:
+        """The key/value head each query head reads."""
+        per_group = self.num_heads // self.num_kv_heads
+        return tuple(h // per_group for h in range(self.num_heads))
+
+    def _heads(self, t: Tensor, heads: int) -> Tensor:
         b, n, _ = t.shape
-        return t.view(b, n, self.num_heads, self.head_dim).transpose(1, 2)  # (B, H, N, Dh)
+        return t.view(b, n, heads, self.head_dim).transpose(1, 2)  # (B, heads, N, Dh)
 
-    def project_qkv(self, x: Tensor, context: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
-        """Q from ``x``; K, V from ``context`` (or ``x``); each ``(B, H, N, Dh)``."""
+    def project_qkv(
+        self, x: Tensor, context: Tensor | None = None, pos: Tensor | None = None
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """Q from ``x``; K, V from ``context`` (or ``x``): ``(B, H, N, Dh)``, ``(B, H_kv, N, Dh)`` twice.
+
+        Self-attention turns q and k by a rotary position part at ``pos`` (default 0…N−1)."""
+        sizes = [self.dim, self.kv_dim, self.kv_dim]
         if context is None:
-            q, k, v = self.qkv(x).split(self.dim, dim=-1)  # 3 × (B, N, D)
+            q, k, v = self.qkv(x).split(sizes, dim=-1)  # (B, N, D), (B, N, D_kv) × 2
         else:
-            w_q, w_kv = self.qkv.weight.split([self.dim, 2 * self.dim])
-            b_q, b_kv = self.qkv.bias.split([self.dim, 2 * self.dim]) if self.qkv.bias is not None else (None, None)
-            q = nn.functional.linear(x, w_q, b_q)
-            k, v = nn.functional.linear(context, w_kv, b_kv).split(self.dim, dim=-1)
-        return self._heads(q), self._heads(k), self._heads(v)
+            w_q, w_kv = self.qkv.weight.split([self.dim, 2 * self.kv_dim])
+            b_q, b_kv = self.qkv.bias.split([self.dim, 2 * self.kv_dim]) if self.qkv.bias is not None else (None, None)
+            q = F.linear(x, w_q, b_q)
+            k, v = F.linear(context, w_kv, b_kv).split(self.kv_dim, dim=-1)
+        q, k, v = self._heads(q, self.num_heads), self._heads(k, self.num_kv_heads), self._heads(v, self.num_kv_heads)
+        if self.position is not None and context is None:
+            pos = torch.arange(x.shape[1], device=x.device) if pos is None else pos
+            q, k = self.position.rotate(q, pos), self.position.rotate(k, pos)
+        return q, k, v
+
+    def expand_kv(self, t: Tensor) -> Tensor:
+        """``[B, H_kv, N, Dh]`` → ``[B, H, N, Dh]``: each key/value head repeated for the queries of its group."""
+        if self.num_kv_heads == self.num_heads:
+            return t
+        b, _, n, dh = t.shape
+        rep = self.num_heads // self.num_kv_heads
+        return t[:, :, None].expand(b, self.num_kv_heads, rep, n, dh).reshape(b, self.num_heads, n, dh)
 
     def forward(
         self,
@@ -51,19 +101,64 @@ class MultiHeadAttention(nn.Module):
         mask: Tensor | None = None,
         trace: Trace | None = None,
         kind: Kind | None = None,
+        *,
+        pos: Tensor | None = None,
+        k_pos: Tensor | None = None,
+        cache: LayerCache | None = None,
     ) -> Tensor:
-        """x ``[B, Nq, D]``, context ``[B, Nk, D]`` or None, mask broadcastable to ``[B, H, Nq, Nk]`` → ``[B, Nq, D]``."""
-        q, k, v = self.project_qkv(x, context)
+        """x ``[B, Nq, D]``, context ``[B, Nk, D]`` or None, mask broadcastable to ``[B, H, Nq, Nk]`` → ``[B, Nq, D]``.
+
+        ``pos [Nq]`` are the queries' absolute positions and ``k_pos [Nk]`` the keys' (both 0…N−1 by default);
+        with ``cache`` the new keys and values are appended to it and the queries see every cached row.
+        """
+        q, k, v = self.project_qkv(x, context, pos)
+        if cache is not None:
+            k, v = cache.update(k, v)  # (B, H_kv, T + Nq, Dh)
+        k, v = self.expand_kv(k), self.expand_kv(v)  # (B, H, Nk, Dh)
+        bias = None
+        if self.position is not None and context is None:
+            q_pos = torch.arange(x.shape[1], device=x.device) if pos is None else pos
+            bias = self.position.score_bias(q_pos, q_pos if k_pos is None else k_pos)  # (H, Nq, Nk) or None
         fusable = mask is None or (mask.dtype == torch.bool and bool(mask.any(dim=-1).all()))
         if trace is None and fusable:
             # Nobody looks at the weights: PyTorch's fused kernel (flash-style on CPU) computes the same
             # output without materialising them. Fully masked rows (NaN there, zero in ours) keep our path.
             drop = self.attn_drop.p if self.training else 0.0
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=drop)  # (B, H, Nq, Dh)
+            attn_mask = mask if bias is None else (bias if mask is None else bias.masked_fill(~mask, float("-inf")))
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=drop)  # (B, H, Nq, Dh)
         else:
-            _, weights = scaled_dot_product_attention(q, k, v, mask=mask)  # (B, H, Nq, Nk)
+            _, weights = scaled_dot_product_attention(q, k, v, mask=mask, bias=bias)  # (B, H, Nq, Nk)
             if trace is not None:
-                trace.add(kind or ("cross" if context is not None else "self"), weights, name="attn")
+                trace.add(
+                    kind or ("cross" if context is not None else "self"),
+                    weights,
+                    name="attn",
+                    kv_heads=self.num_kv_heads,
+                    groups=self.groups,
+                )
             y = self.attn_drop(weights) @ v  # (B, H, Nq, Dh)
         y = y.transpose(1, 2).reshape(x.shape[0], x.shape[1], self.dim)  # (B, Nq, H·Dh)
         return self.proj(y)
+
+
+POSITION_PARTS = {  # position schemes that act inside attention (the others are added to the embeddings)
+    "rotary": lambda cfg: Rotary(cfg.head_dim, theta=cfg.rope_theta),
+    "alibi": lambda cfg: ALiBi(cfg.num_heads),
+}
+
+
+def make_attention(cfg: TransformerConfig, *, cross: bool = False) -> MultiHeadAttention:
+    """The attention a config asks for: MHA/GQA/MQA by ``num_kv_heads``, rotary or ALiBi by ``positions``.
+
+    Cross-attention keeps plain positions: its keys come from another sequence."""
+    position = None if cross or cfg.positions not in POSITION_PARTS else POSITION_PARTS[cfg.positions](cfg)
+    qkv_bias, out_bias = cfg.attention_bias
+    return MultiHeadAttention(
+        cfg.dim,
+        cfg.num_heads,
+        num_kv_heads=cfg.num_kv_heads,
+        bias=out_bias,
+        qkv_bias=qkv_bias,
+        dropout=cfg.dropout,
+        position=position,
+    )

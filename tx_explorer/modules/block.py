@@ -7,7 +7,8 @@ from collections.abc import Callable
 from torch import Tensor, nn
 
 from tx_explorer.config import TransformerConfig
-from tx_explorer.modules.attention import MultiHeadAttention
+from tx_explorer.modules.attention import make_attention
+from tx_explorer.modules.cache import LayerCache
 from tx_explorer.modules.mlp import MLP, SwiGLU, swiglu_hidden
 from tx_explorer.modules.norms import LayerNorm, RMSNorm
 from tx_explorer.trace import Kind, Trace
@@ -31,14 +32,24 @@ class TransformerBlock(nn.Module):
 
     With ``cross=True`` a cross-attention sub-layer (queries from x, keys/values from ``context``) sits
     between self-attention and the MLP, as in the original decoder (§2.5).
+
+    Attention and MLP are parts: pass your own (``attention=``, ``mlp=``) or let the config's factories build
+    them (:func:`~tx_explorer.modules.attention.make_attention`, :func:`make_mlp`).
     """
 
-    def __init__(self, cfg: TransformerConfig, *, cross: bool = False, mlp: nn.Module | None = None) -> None:
+    def __init__(
+        self,
+        cfg: TransformerConfig,
+        *,
+        cross: bool = False,
+        attention: nn.Module | None = None,
+        mlp: nn.Module | None = None,
+    ) -> None:
         super().__init__()
         self.norm_position = cfg.norm_position
         self.norm1 = make_norm(cfg)
-        self.attn = MultiHeadAttention(cfg.dim, cfg.num_heads, bias=cfg.bias, dropout=cfg.dropout)
-        self.cross_attn = MultiHeadAttention(cfg.dim, cfg.num_heads, bias=cfg.bias, dropout=cfg.dropout) if cross else None
+        self.attn = attention if attention is not None else make_attention(cfg)
+        self.cross_attn = make_attention(cfg, cross=True) if cross else None
         self.norm_cross = make_norm(cfg) if cross else None
         self.norm2 = make_norm(cfg)
         self.mlp = mlp if mlp is not None else make_mlp(cfg)
@@ -58,9 +69,17 @@ class TransformerBlock(nn.Module):
         context_mask: Tensor | None = None,
         trace: Trace | None = None,
         kind: Kind = "self",
+        pos: Tensor | None = None,
+        k_pos: Tensor | None = None,
+        cache: LayerCache | None = None,
     ) -> Tensor:
-        """x ``[B, N, D]`` → ``[B, N, D]``; masks broadcast to ``[B, H, N, N]`` / ``[B, H, N, Nctx]``."""
-        x = self.residual(x, lambda h: self.attn(h, mask=mask, trace=trace, kind=kind), self.norm1)
+        """x ``[B, N, D]`` → ``[B, N, D]``; masks broadcast to ``[B, H, N, N]`` / ``[B, H, N, Nctx]``.
+
+        ``pos``/``k_pos``/``cache``: the positions of queries and keys and this layer's KV cache (see
+        :class:`~tx_explorer.modules.attention.MultiHeadAttention`)."""
+        x = self.residual(
+            x, lambda h: self.attn(h, mask=mask, trace=trace, kind=kind, pos=pos, k_pos=k_pos, cache=cache), self.norm1
+        )
         if self.cross_attn is not None:
             if context is None:
                 raise ValueError("this block has cross-attention and needs a context")

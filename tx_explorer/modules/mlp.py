@@ -17,7 +17,9 @@ ACTIVATIONS = {
 class MLP(nn.Module):
     """FFN(x) = W₂·act(W₁x + b₁) + b₂ with hidden width ``hidden`` (4D in the classic Transformer)."""
 
-    def __init__(self, dim: int, hidden: int, *, activation: str = "gelu", bias: bool = True, dropout: float = 0.0) -> None:
+    def __init__(
+        self, dim: int, hidden: int, *, activation: str = "gelu", bias: bool = True, dropout: float = 0.0
+    ) -> None:
         super().__init__()
         if activation not in ACTIVATIONS:
             raise ValueError(f"unknown activation {activation!r}; choose one of {sorted(ACTIVATIONS)}")

@@ -47,9 +47,16 @@ class MoEConfig:
     def make_moe(self) -> MoE:
         t = self.transformer
         return MoE(
-            t.dim, self.expert_hidden, num_experts=self.num_experts, top_k=self.top_k, expert=t.mlp,
-            activation=t.activation, bias=t.bias, dropout=t.dropout,
-            capacity_factor=self.capacity_factor, eval_capacity_factor=self.eval_capacity_factor,
+            t.dim,
+            self.expert_hidden,
+            num_experts=self.num_experts,
+            top_k=self.top_k,
+            expert=t.mlp,
+            activation=t.activation,
+            bias=t.bias,
+            dropout=t.dropout,
+            capacity_factor=self.capacity_factor,
+            eval_capacity_factor=self.eval_capacity_factor,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -69,7 +76,9 @@ class MoECausalLM(CausalLM):
     def __init__(self, cfg: MoEConfig) -> None:
         super().__init__(cfg.transformer)
         self.moe_cfg = cfg
-        self.blocks = nn.ModuleList(TransformerBlock(cfg.transformer, mlp=cfg.make_moe()) for _ in range(cfg.transformer.num_layers))
+        self.blocks = nn.ModuleList(
+            TransformerBlock(cfg.transformer, mlp=cfg.make_moe()) for _ in range(cfg.transformer.num_layers)
+        )
         self.blocks.apply(_init_weights)
 
     def forward_with_aux(self, idx: Tensor, trace: Trace | None = None) -> tuple[Tensor, dict[str, Tensor]]:

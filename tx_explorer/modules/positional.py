@@ -28,7 +28,9 @@ class SinusoidalPositions(nn.Module):
         self.register_buffer("table", sinusoidal_table(max_len, dim), persistent=False)
 
     def forward(self, n: int) -> Tensor:
-        """The first ``n`` encodings, ``[n, dim]``."""
+        """The first ``n`` encodings, ``[n, dim]``; past ``max_len`` the formula is simply evaluated further."""
+        if n > self.table.shape[0]:
+            return sinusoidal_table(n, self.table.shape[1]).to(self.table)
         return self.table[:n]
 
 
@@ -41,3 +43,68 @@ class LearnedPositions(nn.Module):
 
     def forward(self, n: int) -> Tensor:
         return self.weight[:n]
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Relative schemes act inside attention, not on the embeddings: rotary turns q and k, ALiBi biases the scores.
+# Attention takes one of these as a part (``MultiHeadAttention(..., position=Rotary(...))``).
+
+
+class RelativePositions(nn.Module):
+    """The hooks an attention module calls: ``rotate`` on q and k, ``score_bias`` on the scores; here both are
+    the identity, and a scheme overrides the one it needs."""
+
+    def rotate(self, x: Tensor, pos: Tensor) -> Tensor:
+        """``x [B, H, N, Dh]`` at absolute positions ``pos [N]`` → the same shape."""
+        return x
+
+    def score_bias(self, q_pos: Tensor, k_pos: Tensor) -> Tensor | None:
+        """An additive bias ``[H, Nq, Nk]`` for queries at ``q_pos`` and keys at ``k_pos``, or None."""
+        return None
+
+
+class Rotary(RelativePositions):
+    """RoFormer (Su et al. 2021), as Llama/Qwen2/Mistral write it: dimension i is paired with i + Dh/2 and the
+    pair is turned by the angle pos·θ^(−2i/Dh). Then ⟨R(m)q, R(n)k⟩ depends on m − n only (§8)."""
+
+    def __init__(self, head_dim: int, theta: float = 10000.0) -> None:
+        super().__init__()
+        if head_dim % 2:
+            raise ValueError(f"rotary positions turn pairs of dimensions: head_dim must be even, got {head_dim}")
+        self.theta = theta
+        inv_freq = theta ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)  # (Dh/2,)
+        self.register_buffer("inv_freq", inv_freq.float(), persistent=False)
+
+    def angles(self, pos: Tensor) -> Tensor:
+        """``[N, Dh/2]``: the angle of every pair at every position."""
+        return pos.to(self.inv_freq)[:, None] * self.inv_freq[None, :]
+
+    def rotate(self, x: Tensor, pos: Tensor) -> Tensor:
+        angle = self.angles(pos).repeat(1, 2)  # (N, Dh): the same angle for i and i + Dh/2
+        cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)
+        x1, x2 = x.chunk(2, dim=-1)  # (B, H, N, Dh/2) each
+        return x * cos + torch.cat([-x2, x1], dim=-1) * sin  # (x1, x2) → (x1·cos − x2·sin, x2·cos + x1·sin)
+
+
+def alibi_slopes(num_heads: int) -> Tensor:
+    """Press et al. 2022: m_h = 2^(−8h/H), h = 1…H, for H a power of two; otherwise the first power of two's
+    slopes followed by every other slope of the next one (the paper's reference code)."""
+    if num_heads < 1:
+        raise ValueError(f"num_heads must be at least 1, got {num_heads}")
+    n = 2 ** math.floor(math.log2(num_heads))
+    slopes = [2 ** (-8 * h / n) for h in range(1, n + 1)]
+    if n < num_heads:
+        slopes += [2 ** (-8 * h / (2 * n)) for h in range(1, 2 * n + 1, 2)][: num_heads - n]
+    return torch.tensor(slopes)
+
+
+class ALiBi(RelativePositions):
+    """Attention with linear biases: score(i, j) − m_h·|i − j| per head h; no position embeddings at all."""
+
+    def __init__(self, num_heads: int) -> None:
+        super().__init__()
+        self.register_buffer("slopes", alibi_slopes(num_heads), persistent=False)
+
+    def score_bias(self, q_pos: Tensor, k_pos: Tensor) -> Tensor:
+        distance = (q_pos[:, None] - k_pos[None, :]).abs().to(self.slopes)  # (Nq, Nk)
+        return -self.slopes[:, None, None] * distance  # (H, Nq, Nk)

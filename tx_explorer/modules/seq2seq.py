@@ -295,7 +295,9 @@ class TransformerSeq2Seq(nn.Module):
 
 
 @torch.no_grad()
-def greedy_decode(model: nn.Module, src: Tensor, src_len: Tensor, *, bos: int, eos: int, max_len: int) -> list[list[int]]:
+def greedy_decode(
+    model: nn.Module, src: Tensor, src_len: Tensor, *, bos: int, eos: int, max_len: int
+) -> list[list[int]]:
     """Most likely word at each step, for a batch; each list stops before <eos> (or at ``max_len``)."""
     memory = model.encode(src, src_len)
     state = model.start(memory)
@@ -316,7 +318,15 @@ def greedy_decode(model: nn.Module, src: Tensor, src_len: Tensor, *, bos: int, e
 
 @torch.no_grad()
 def beam_search(
-    model: nn.Module, src: Tensor, src_len: Tensor, *, bos: int, eos: int, max_len: int, beam_size: int = 4, alpha: float = 1.0
+    model: nn.Module,
+    src: Tensor,
+    src_len: Tensor,
+    *,
+    bos: int,
+    eos: int,
+    max_len: int,
+    beam_size: int = 4,
+    alpha: float = 1.0,
 ) -> list[int]:
     """Beam search for one sentence (``src [1, T]``); finished hypotheses rank by log p / length^alpha.
 
@@ -360,4 +370,3 @@ def build(config: dict[str, Any]) -> nn.Module:
         return RNNSeq2Seq(RNNConfig.from_dict(config["model"]))
     cfg = TransformerConfig.from_dict(config["model"])
     return TransformerSeq2Seq(cfg, config["src_vocab"], config["tgt_vocab"])
-

@@ -9,6 +9,7 @@ from torch.nn import functional as F
 from tx_explorer import masks
 from tx_explorer.config import TransformerConfig
 from tx_explorer.modules.block import TransformerBlock, make_norm
+from tx_explorer.modules.cache import KVCache
 from tx_explorer.modules.norms import LayerNorm
 from tx_explorer.modules.positional import LearnedPositions, SinusoidalPositions
 from tx_explorer.trace import Kind, Trace
@@ -24,20 +25,20 @@ class Embeddings(nn.Module):
         self.pos_embed = {
             "learned": lambda: LearnedPositions(cfg.max_len, cfg.dim),
             "sinusoidal": lambda: SinusoidalPositions(cfg.max_len, cfg.dim),
-            "none": lambda: None,
-        }[cfg.positions]()
+        }.get(cfg.positions, lambda: None)()  # rotary and ALiBi act inside attention; "none" adds nothing
         self.type_embed = nn.Embedding(cfg.type_vocab_size, cfg.dim) if cfg.type_vocab_size else None
         self.norm = LayerNorm(cfg.dim, eps=cfg.norm_eps) if cfg.embed_norm else None
         self.drop = nn.Dropout(cfg.dropout)
 
-    def forward(self, idx: Tensor, token_type_ids: Tensor | None = None) -> Tensor:
-        """idx ``[B, N]`` (long) → ``[B, N, D]``."""
+    def forward(self, idx: Tensor, token_type_ids: Tensor | None = None, offset: int = 0) -> Tensor:
+        """idx ``[B, N]`` (long) at positions ``offset`` … ``offset + N − 1`` → ``[B, N, D]``."""
         n = idx.shape[1]
-        if n > self.max_len:
-            raise ValueError(f"{n} tokens exceed the model's context of {self.max_len}")
+        if offset + n > self.max_len and isinstance(self.pos_embed, LearnedPositions):
+            # Only a learned table has an end; the other schemes run past the training length (extrapolation).
+            raise ValueError(f"{offset + n} tokens exceed the model's context of {self.max_len}")
         x = self.tok_embed(idx)
         if self.pos_embed is not None:
-            x = x + self.pos_embed(n)
+            x = x + self.pos_embed(offset + n)[offset:]
         if self.type_embed is not None:
             x = x + self.type_embed(torch.zeros_like(idx) if token_type_ids is None else token_type_ids)
         if self.norm is not None:
@@ -58,10 +59,27 @@ class Stack(nn.Module):
         self.norm = make_norm(cfg) if cfg.final_norm else nn.Identity()
         self.apply(_init_weights)
 
-    def hidden(self, x: Tensor, mask: Tensor | None, trace: Trace | None) -> Tensor:
-        """Run the blocks over embedded ``x [B, N, D]``."""
+    def hidden(
+        self,
+        x: Tensor,
+        mask: Tensor | None,
+        trace: Trace | None,
+        *,
+        pos: Tensor | None = None,
+        k_pos: Tensor | None = None,
+        cache: KVCache | None = None,
+    ) -> Tensor:
+        """Run the blocks over embedded ``x [B, N, D]`` (queries at ``pos``, keys at ``k_pos``, default 0…N−1)."""
         for i, block in enumerate(self.blocks):
-            x = block(x, mask, trace=trace.scope(f"blocks.{i}", layer=i) if trace is not None else None, kind=self.kind)
+            x = block(
+                x,
+                mask,
+                trace=trace.scope(f"blocks.{i}", layer=i) if trace is not None else None,
+                kind=self.kind,
+                pos=pos,
+                k_pos=k_pos,
+                cache=cache.layer(i) if cache is not None else None,
+            )
         return self.norm(x)
 
 
@@ -76,10 +94,24 @@ class CausalLM(Stack):
         if cfg.tie_embeddings:
             self.head.weight = self.embed.tok_embed.weight
 
-    def forward(self, idx: Tensor, trace: Trace | None = None) -> Tensor:
-        """idx ``[B, N]`` → next-token logits ``[B, N, V]``."""
-        mask = masks.causal(idx.shape[1]).to(idx.device)
-        return self.head(self.hidden(self.embed(idx), mask, trace))
+    def forward(self, idx: Tensor, trace: Trace | None = None, *, cache: KVCache | None = None) -> Tensor:
+        """idx ``[B, N]`` → next-token logits ``[B, N, V]``.
+
+        With a :class:`~tx_explorer.modules.cache.KVCache` the ids are the *new* tokens: every layer appends
+        their keys and values to the cache and attends over all it holds; the logits are the new positions'.
+        """
+        n = idx.shape[1]
+        if cache is None:
+            pos = torch.arange(n, device=idx.device)
+            q_pos, k_pos, offset = pos, pos, 0
+        else:
+            offset = cache.seen
+            q_pos, k_pos = cache.begin(n, self.cfg.sliding_window, idx.device)
+        mask = masks.causal_between(q_pos, k_pos, self.cfg.sliding_window)  # (Nq, Nk)
+        x = self.hidden(self.embed(idx, offset=offset), mask, trace, pos=q_pos, k_pos=k_pos, cache=cache)
+        if cache is not None:
+            cache.commit(q_pos)
+        return self.head(x)
 
     @staticmethod
     def loss(logits: Tensor, targets: Tensor) -> Tensor:
@@ -101,12 +133,19 @@ class CausalLM(Stack):
         gen = None if seed is None else torch.Generator(device=idx.device).manual_seed(seed)  # None: global RNG
         for _ in range(max_new_tokens):
             logits = self(idx[:, -self.cfg.max_len :])[:, -1, :]
-            idx = torch.cat([idx, next_token(logits, temperature=temperature, top_k=top_k, greedy=greedy, generator=gen)], dim=1)
+            idx = torch.cat(
+                [idx, next_token(logits, temperature=temperature, top_k=top_k, greedy=greedy, generator=gen)], dim=1
+            )
         return idx
 
 
 def next_token(
-    logits: Tensor, *, temperature: float = 1.0, top_k: int | None = None, greedy: bool = False, generator: torch.Generator | None = None
+    logits: Tensor,
+    *,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    greedy: bool = False,
+    generator: torch.Generator | None = None,
 ) -> Tensor:
     """Pick one token per row of ``logits [B, V]`` → ``[B, 1]``: argmax, or a sample at ``temperature`` from the top k."""
     if greedy:
@@ -126,12 +165,20 @@ class Encoder(Stack):
     """BERT-style bidirectional encoder: every token attends to every (non-pad) token."""
 
     def forward(
-        self, idx: Tensor, attention_mask: Tensor | None = None, token_type_ids: Tensor | None = None, trace: Trace | None = None
+        self,
+        idx: Tensor,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        trace: Trace | None = None,
     ) -> Tensor:
         """idx ``[B, N]``, attention_mask ``[B, N]`` (1 = real token) → hidden states ``[B, N, D]``."""
         mask = None
         if attention_mask is not None:
             mask = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, N): hide padding keys
+        if self.cfg.sliding_window is not None:  # a bidirectional band: |i − j| < window (Longformer)
+            i = torch.arange(idx.shape[1], device=idx.device)
+            band = (i[:, None] - i[None, :]).abs() < self.cfg.sliding_window  # (N, N)
+            mask = band if mask is None else mask & band
         return self.hidden(self.embed(idx, token_type_ids), mask, trace)
 
 

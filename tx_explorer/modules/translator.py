@@ -102,11 +102,16 @@ class Translator:
         if beam == 1:
             out = greedy_decode(self.model, src, lengths, **ids)
         else:
-            out = [beam_search(self.model, src[b : b + 1, : lengths[b]], lengths[b : b + 1], beam_size=beam, **ids) for b in range(len(sources))]
+            out = [
+                beam_search(self.model, src[b : b + 1, : lengths[b]], lengths[b : b + 1], beam_size=beam, **ids)
+                for b in range(len(sources))
+            ]
         return [self.tgt_vocab.decode(o) for o in out]
 
     @torch.no_grad()
-    def force(self, sources: Sequence[Sequence[str]], targets: Sequence[Sequence[str]]) -> tuple[list[Translation], Trace]:
+    def force(
+        self, sources: Sequence[Sequence[str]], targets: Sequence[Sequence[str]]
+    ) -> tuple[list[Translation], Trace]:
         """Teacher-force ``targets`` through the model and read its alignments (one batch)."""
         src, lengths = self._src(sources)
         n = max(len(t) for t in targets)
@@ -162,5 +167,10 @@ def load(folder: Path) -> Translator:
     results_file = folder / "eval.json"
     results = json.loads(results_file.read_text(encoding="utf-8")) if results_file.is_file() else None
     return Translator(
-        folder.name, model, Vocab(vocab["source"]), Vocab(vocab["target"]), align_layer=config.get("align_layer"), results=results
+        folder.name,
+        model,
+        Vocab(vocab["source"]),
+        Vocab(vocab["target"]),
+        align_layer=config.get("align_layer"),
+        results=results,
     )

@@ -103,7 +103,9 @@ class VisionTransformer(nn.Module):
         super().__init__()
         self.cfg = cfg
         blocks = cfg.blocks()
-        self.patch_embed = PatchEmbed(image_size=cfg.image_size, patch_size=cfg.patch_size, in_chans=cfg.in_chans, dim=cfg.dim)
+        self.patch_embed = PatchEmbed(
+            image_size=cfg.image_size, patch_size=cfg.patch_size, in_chans=cfg.in_chans, dim=cfg.dim
+        )
         self.cls_token = nn.Parameter(torch.randn(1, 1, cfg.dim) * 0.02) if cfg.class_token else None
         if cfg.positions == "learned":
             self.pos_embed = nn.Parameter(torch.randn(1, cfg.num_tokens, cfg.dim) * 0.02)  # row 0 is [CLS]'s

@@ -42,30 +42,43 @@ from tx_explorer.textmodel import unique_state
 log = logging.getLogger("tx_explorer.train.lm")
 ROOT = Path(__file__).resolve().parents[2]
 BUNDLE_FILES = (
-    "model.safetensors", "config.json", "tokenizer.json", "training.json", "loss_curve.csv", "manifest.json",
-)  # fmt: skip
+    "model.safetensors",
+    "config.json",
+    "tokenizer.json",
+    "training.json",
+    "loss_curve.csv",
+    "manifest.json",
+)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m tx_explorer.train lm", description=__doc__.splitlines()[0])
     p.add_argument("--preset", default="tiny", choices=sorted(PRESETS), help="model size (tx_explorer.config.PRESETS)")
-    p.add_argument("--corpus", default="full", choices=sorted(corpus.SOURCES), help="text source (tx_explorer.data.corpus)")
+    p.add_argument(
+        "--corpus", default="full", choices=sorted(corpus.SOURCES), help="text source (tx_explorer.data.corpus)"
+    )
     p.add_argument("--steps", type=int, default=2400, help="optimiser steps (about 2 epochs of the full corpus)")
     p.add_argument("--batch-size", type=int, default=12, help="sequences per step")
     p.add_argument("--lr", type=float, default=3e-3, help="peak learning rate")
     p.add_argument("--warmup", type=int, default=30, help="linear warm-up steps")
-    p.add_argument("--max-minutes", type=float, default=0.0,
-                   help="stop at the next checkpoint after this long (still writing the bundle); 0 = never")
+    p.add_argument(
+        "--max-minutes",
+        type=float,
+        default=0.0,
+        help="stop at the next checkpoint after this long (still writing the bundle); 0 = never",
+    )
     p.add_argument("--weight-decay", type=float, default=0.1)
     p.add_argument("--eval-every", type=int, default=50, help="validation loss and checkpoint interval")
-    p.add_argument("--eval-windows", type=int, default=32,
-                   help="validation windows used during training (all of them at the end)")  # fmt: skip
+    p.add_argument(
+        "--eval-windows", type=int, default=32, help="validation windows used during training (all of them at the end)"
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     p.add_argument("--run-dir", type=Path, default=None, help="checkpoints (default: runs/lm-<preset>)")
     p.add_argument("--out", type=Path, default=WEIGHTS_DIR / "tiny-gpt", help="bundle folder")
-    p.add_argument("--benchmarks", type=Path, default=ROOT / "BENCHMARKS.md",
-                   help="file whose lm section is rewritten ('' = none)")  # fmt: skip
+    p.add_argument(
+        "--benchmarks", type=Path, default=ROOT / "BENCHMARKS.md", help="file whose lm section is rewritten ('' = none)"
+    )
     p.add_argument("--resume", action="store_true", help="continue from the run folder's checkpoint")
     args = p.parse_args(argv)
     args.run_dir = args.run_dir or ROOT / "runs" / f"lm-{args.preset}"
@@ -174,30 +187,32 @@ def write_curve(path: Path, rows: list[dict]) -> None:
 def update_benchmarks(path: Path, summary: dict) -> None:
     """Rewrite only the text between ``<!-- lm:start -->`` and ``<!-- lm:end -->`` (appending the section if absent)."""
     s = summary
-    body = "\n".join([
-        "## Language model: tiny-gpt vs a bigram baseline",
-        "",
-        f"Validation split of the prose corpus ({s['corpus']['source']}; {s['val_tokens']:,} validation tokens, "
-        f"{s['corpus']['documents']:,} documents and {s['corpus']['characters'] / 1e6:.1f} MB in all, "
-        f"Python {s['corpus']['python']}); "
-        f"BPE vocabulary {s['config']['vocab_size']}. Losses are mean cross-entropy in nats per token.",
-        "",
-        "| model | parameters | validation loss | perplexity |",
-        "|---|---|---|---|",
-        f"| bigram, add-k smoothed (k = {s['bigram']['k']}, chosen on training text) | "
-        f"{s['config']['vocab_size'] ** 2:,} counts | {s['bigram']['val_loss']:.3f} | {s['bigram']['val_ppl']:.1f} |",
-        f"| tiny-gpt ({s['config']['num_layers']} layers × {s['config']['num_heads']} heads, D {s['config']['dim']}, "
-        f"context {s['config']['max_len']}) | {s['parameters']:,} | {s['val_loss']:.3f} | "
-        f"{math.exp(s['val_loss']):.1f} |",
-        "",
-        f"Training: {s['steps']} steps"
-        + (f" (stopped early; {s['planned_steps']} planned)" if s["steps"] < s["planned_steps"] else "")
-        + f" × {s['batch_size']} × {s['config']['max_len']} tokens "
-        f"({s['tokens_seen']:,} tokens, {s['tokens_seen'] / s['train_tokens']:.1f} epochs), seed {s['seed']}, "
-        f"{s['minutes']:.1f} min wall-clock on this machine's CPU, {s['cpu_minutes']:.1f} min of CPU time with "
-        f"{s['threads']} torch thread(s) (the wall-clock time of an idle core when that is 1). "
-        "Rebuild: `python -m tx_explorer.train lm --preset tiny`.",
-    ])
+    body = "\n".join(
+        [
+            "## Language model: tiny-gpt vs a bigram baseline",
+            "",
+            f"Validation split of the prose corpus ({s['corpus']['source']}; {s['val_tokens']:,} validation tokens, "
+            f"{s['corpus']['documents']:,} documents and {s['corpus']['characters'] / 1e6:.1f} MB in all, "
+            f"Python {s['corpus']['python']}); "
+            f"BPE vocabulary {s['config']['vocab_size']}. Losses are mean cross-entropy in nats per token.",
+            "",
+            "| model | parameters | validation loss | perplexity |",
+            "|---|---|---|---|",
+            f"| bigram, add-k smoothed (k = {s['bigram']['k']}, chosen on training text) | "
+            f"{s['config']['vocab_size'] ** 2:,} counts | {s['bigram']['val_loss']:.3f} | {s['bigram']['val_ppl']:.1f} |",
+            f"| tiny-gpt ({s['config']['num_layers']} layers × {s['config']['num_heads']} heads, D {s['config']['dim']}, "
+            f"context {s['config']['max_len']}) | {s['parameters']:,} | {s['val_loss']:.3f} | "
+            f"{math.exp(s['val_loss']):.1f} |",
+            "",
+            f"Training: {s['steps']} steps"
+            + (f" (stopped early; {s['planned_steps']} planned)" if s["steps"] < s["planned_steps"] else "")
+            + f" × {s['batch_size']} × {s['config']['max_len']} tokens "
+            f"({s['tokens_seen']:,} tokens, {s['tokens_seen'] / s['train_tokens']:.1f} epochs), seed {s['seed']}, "
+            f"{s['minutes']:.1f} min wall-clock on this machine's CPU, {s['cpu_minutes']:.1f} min of CPU time with "
+            f"{s['threads']} torch thread(s) (the wall-clock time of an idle core when that is 1). "
+            "Rebuild: `python -m tx_explorer.train lm --preset tiny`.",
+        ]
+    )
     report.write_section(path, "lm", body)
 
 
@@ -219,8 +234,13 @@ def main(argv: list[str] | None = None) -> None:
         tok = train_bpe(parts.train, vocab_size=cfg.vocab_size)
         tok.save(str(tok_path))
     train_ids, val_ids = encode_stream(tok, parts.train), encode_stream(tok, parts.val)
-    log.info("corpus: %d train / %d val documents, %d / %d tokens",
-             len(parts.train), len(parts.val), len(train_ids), len(val_ids))  # fmt: skip
+    log.info(
+        "corpus: %d train / %d val documents, %d / %d tokens",
+        len(parts.train),
+        len(parts.val),
+        len(train_ids),
+        len(val_ids),
+    )
     val_pairs = windows(val_ids, cfg.max_len)
 
     torch.manual_seed(args.seed)
@@ -251,8 +271,13 @@ def main(argv: list[str] | None = None) -> None:
         done = step + 1
         if done % args.eval_every == 0 or done == args.steps:
             val = evaluate(model, val_pairs[: args.eval_windows])
-            row = {"step": done, "tokens": done * args.batch_size * n, "lr": f"{lr_at(step, args):.3g}",
-                   "train_loss": f"{loss.item():.4f}", "val_loss": f"{val:.4f}"}  # fmt: skip
+            row = {
+                "step": done,
+                "tokens": done * args.batch_size * n,
+                "lr": f"{lr_at(step, args):.3g}",
+                "train_loss": f"{loss.item():.4f}",
+                "val_loss": f"{val:.4f}",
+            }
             state["log"].append(row)
             state.update(step=done, elapsed=time.time() - t_run)
             settings = {k: str(v) for k, v in vars(args).items()}

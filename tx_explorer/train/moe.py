@@ -60,13 +60,21 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--eval-every", type=int, default=20, help="validation interval")
     p.add_argument("--eval-windows", type=int, default=16, help="validation windows during training")
     p.add_argument("--final-windows", type=int, default=128, help="validation windows for the final losses")
-    p.add_argument("--heldout-windows", type=int, default=16, help="validation windows shipped for the routing statistics")
+    p.add_argument(
+        "--heldout-windows", type=int, default=16, help="validation windows shipped for the routing statistics"
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     # The bundled run used the stdlib corpus and the tokenizer tiny-gpt had then, kept in this bundle.
-    p.add_argument("--corpus", default="stdlib", choices=sorted(corpus.SOURCES), help="text source (tx_explorer.data.corpus)")
-    p.add_argument("--tokenizer", type=Path, default=WEIGHTS_DIR / "tiny-moe" / "tokenizer.json",
-                   help="reuse this tokenizer when it exists (else train one on the corpus, as the LM trainer does)")
+    p.add_argument(
+        "--corpus", default="stdlib", choices=sorted(corpus.SOURCES), help="text source (tx_explorer.data.corpus)"
+    )
+    p.add_argument(
+        "--tokenizer",
+        type=Path,
+        default=WEIGHTS_DIR / "tiny-moe" / "tokenizer.json",
+        help="reuse this tokenizer when it exists (else train one on the corpus, as the LM trainer does)",
+    )
     p.add_argument("--out", type=Path, default=WEIGHTS_DIR / "tiny-moe", help="bundle folder")
     return p.parse_args(argv)
 
@@ -85,14 +93,21 @@ def main(argv: list[str] | None = None) -> None:
     t0 = time.time()
     docs = corpus.documents(args.corpus)
     parts = corpus.split(docs)
-    tok = bundled_or_new_tokenizer(args.tokenizer, parts.train, PRESETS["tiny"].vocab_size, "python -m tx_explorer.train moe")
+    tok = bundled_or_new_tokenizer(
+        args.tokenizer, parts.train, PRESETS["tiny"].vocab_size, "python -m tx_explorer.train moe"
+    )
     train_ids, val_ids = encode_stream(tok, parts.train), encode_stream(tok, parts.val)
     val_pairs = windows(val_ids, args.seq_len)
     log.info("corpus: %d / %d train / val tokens", len(train_ids), len(val_ids))
 
     base = PRESETS["tiny"].replace(vocab_size=tok.get_vocab_size(), max_len=args.seq_len)
-    cfg = MoEConfig(transformer=base, num_experts=args.experts, top_k=args.top_k, expert_ratio=args.expert_ratio,
-                    capacity_factor=args.capacity_factor)  # fmt: skip
+    cfg = MoEConfig(
+        transformer=base,
+        num_experts=args.experts,
+        top_k=args.top_k,
+        expert_ratio=args.expert_ratio,
+        capacity_factor=args.capacity_factor,
+    )
     flops = {  # training FLOPs per token: forward + backward ≈ 3 × forward
         "moe": 3 * moe_flops_per_token(cfg, args.seq_len)["total"],
         "dense": 3 * dense_flops_per_token(cfg.dense_counterpart(), args.seq_len)["total"],
@@ -100,8 +115,10 @@ def main(argv: list[str] | None = None) -> None:
     models = {"moe": build(cfg, False, args.seed), "dense": build(cfg, True, args.seed)}
     opts = {name: make_optimizer(m, args) for name, m in models.items()}
     gens = {name: torch.Generator().manual_seed(args.seed) for name in models}  # identical batches
-    curves = {name: {"step": [], "tokens": [], "flops": [], "seconds": [], "train_loss": [], "val_step": [], "val_loss": []}
-              for name in models}  # fmt: skip
+    curves = {
+        name: {"step": [], "tokens": [], "flops": [], "seconds": [], "train_loss": [], "val_step": [], "val_loss": []}
+        for name in models
+    }
     curves["moe"].update(balance_loss=[], z_loss=[], drop_rate=[])
     seconds = dict.fromkeys(models, 0.0)
     tokens_per_step = args.batch_size * args.seq_len
@@ -173,5 +190,10 @@ def main(argv: list[str] | None = None) -> None:
         heldout={"seq_len": args.seq_len, "group_size": tokens_per_step, "windows": heldout},
         training=summary,
     )
-    log.info("bundle written to %s in %.1f min (perplexity MoE %.1f, dense %.1f)", args.out, summary["minutes"],
-             math.exp(final["moe"]), math.exp(final["dense"]))  # fmt: skip
+    log.info(
+        "bundle written to %s in %.1f min (perplexity MoE %.1f, dense %.1f)",
+        args.out,
+        summary["minutes"],
+        math.exp(final["moe"]),
+        math.exp(final["dense"]),
+    )

@@ -23,19 +23,32 @@ from tqdm import tqdm
 from tx_explorer import models
 from tx_explorer.analysis.seq2seq_eval import aer_counts, eval_set, evaluate, hard_alignment
 from tx_explorer.config import TransformerConfig
-from tx_explorer.data.translation import LECTURE_EXAMPLE, Example, Vocab, generate_examples, parse, source_words, target_words
+from tx_explorer.data.translation import (
+    LECTURE_EXAMPLE,
+    Example,
+    Vocab,
+    generate_examples,
+    parse,
+    source_words,
+    target_words,
+)
 from tx_explorer.modules.seq2seq import RNNConfig, RNNSeq2Seq, TransformerSeq2Seq
 from tx_explorer.modules.translator import Translator
 
 log = logging.getLogger("tx_explorer.train.seq2seq")
 NAMES = ("fixed", "attention", "transformer")
-TRANSFORMER = TransformerConfig(vocab_size=1, max_len=64, dim=128, num_layers=2, num_heads=4, mlp_ratio=2.0, dropout=0.0)
+TRANSFORMER = TransformerConfig(
+    vocab_size=1, max_len=64, dim=128, num_layers=2, num_heads=4, mlp_ratio=2.0, dropout=0.0
+)
 
 
 def make_model(kind: str, src_vocab: int, tgt_vocab: int, score: str) -> tuple[nn.Module, dict]:
     """A fresh model and the ``config.json`` that rebuilds it."""
     if kind == "transformer":
-        return TransformerSeq2Seq(TRANSFORMER, src_vocab, tgt_vocab), {"family": "transformer", "model": TRANSFORMER.to_dict()}
+        return TransformerSeq2Seq(TRANSFORMER, src_vocab, tgt_vocab), {
+            "family": "transformer",
+            "model": TRANSFORMER.to_dict(),
+        }
     cfg = RNNConfig(src_vocab=src_vocab, tgt_vocab=tgt_vocab, context="fixed" if kind == "fixed" else score)
     return RNNSeq2Seq(cfg), {"family": "rnn", "model": cfg.to_dict()}
 
@@ -76,12 +89,16 @@ def lr_at(step: int, steps: int, base: float, warmup: int) -> float:
     return base * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))  # cosine down to 10 %
 
 
-def train_one(kind: str, args: argparse.Namespace, pool: list[Example], src: Vocab, tgt: Vocab) -> tuple[nn.Module, dict]:
+def train_one(
+    kind: str, args: argparse.Namespace, pool: list[Example], src: Vocab, tgt: Vocab
+) -> tuple[nn.Module, dict]:
     torch.manual_seed(args.seed)
     model, config = make_model(kind, len(src), len(tgt), args.score)
     transformer = kind == "transformer"
     base_lr = args.lr or (1e-3 if transformer else 3e-3)
-    opt = torch.optim.AdamW(model.parameters(), lr=base_lr, betas=(0.9, 0.98), weight_decay=0.01 if transformer else 0.0)
+    opt = torch.optim.AdamW(
+        model.parameters(), lr=base_lr, betas=(0.9, 0.98), weight_decay=0.01 if transformer else 0.0
+    )
     batches = Batches(pool, src, tgt, args.tokens, random.Random(args.seed))
     curriculum = int(args.curriculum * args.steps)
     model.train()
@@ -103,10 +120,17 @@ def train_one(kind: str, args: argparse.Namespace, pool: list[Example], src: Voc
             acc = ((logits.argmax(-1) == y_out) & real).sum().item() / real.sum().item()
             bar.set_postfix(loss=f"{loss.item():.3f}", acc=f"{acc:.3f}", len=longest)
     config["training"] = {
-        "steps": args.steps, "tokens_per_batch": args.tokens, "seed": args.seed, "lr": base_lr, "pool": len(pool),
-        "curriculum": args.curriculum, "wall_seconds": round(time.time() - start),
-        "cpu_seconds": round(time.process_time() - cpu), "threads": args.threads, "final_loss": round(loss.item(), 4),
-    }  # fmt: skip
+        "steps": args.steps,
+        "tokens_per_batch": args.tokens,
+        "seed": args.seed,
+        "lr": base_lr,
+        "pool": len(pool),
+        "curriculum": args.curriculum,
+        "wall_seconds": round(time.time() - start),
+        "cpu_seconds": round(time.process_time() - cpu),
+        "threads": args.threads,
+        "final_loss": round(loss.item(), 4),
+    }
     return model.eval(), config
 
 
@@ -134,7 +158,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--tokens", type=int, default=1000, help="source words per batch (short sentences → more of them)")
     p.add_argument("--lr", type=float, default=None, help="peak learning rate (default 3e-3 RNN, 1e-3 Transformer)")
     p.add_argument("--warmup", type=int, default=100)
-    p.add_argument("--curriculum", type=float, default=0.3, help="fraction of steps over which the longest length grows")
+    p.add_argument(
+        "--curriculum", type=float, default=0.3, help="fraction of steps over which the longest length grows"
+    )
     p.add_argument("--pool", type=int, default=30000, help="training pairs generated up front")
     p.add_argument("--max-words", type=int, default=40)
     p.add_argument("--score", choices=("additive", "dot", "general"), default="additive", help="attention score")

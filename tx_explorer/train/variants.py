@@ -40,8 +40,7 @@ from tokenizers import Tokenizer
 from torch import Tensor
 from tqdm import tqdm
 
-from tx_explorer import locales
-from tx_explorer import report
+from tx_explorer import locales, report
 from tx_explorer.analysis.norms import count_parameters, depth_profile, forward_with_stats, grad_norms
 from tx_explorer.config import TransformerConfig
 from tx_explorer.data import corpus
@@ -56,8 +55,14 @@ ROOT = Path(__file__).resolve().parents[2]
 BUNDLE = WEIGHTS_DIR / "variants"
 RETRAIN = "python -m tx_explorer.train variants"
 BUNDLE_FILES = (
-    "history.json", "summary.json", "profiles.json", "model.safetensors", "tokens.safetensors", "config.json",
-    "tokenizer.json", "manifest.json",
+    "history.json",
+    "summary.json",
+    "profiles.json",
+    "model.safetensors",
+    "tokens.safetensors",
+    "config.json",
+    "tokenizer.json",
+    "manifest.json",
 )
 
 # Shallow: 4 blocks × D 64 (4 heads of 16). Deep: 16 blocks × D 32 (2 heads of 16) — the same 12·L·D².
@@ -103,7 +108,9 @@ VARIANTS: dict[str, Variant] = {
 }
 
 
-def variant_config(name: str, *, vocab_size: int = SHALLOW.vocab_size, max_len: int = SHALLOW.max_len) -> TransformerConfig:
+def variant_config(
+    name: str, *, vocab_size: int = SHALLOW.vocab_size, max_len: int = SHALLOW.max_len
+) -> TransformerConfig:
     """The :class:`TransformerConfig` of a named variant (see :data:`VARIANTS`)."""
     if name not in VARIANTS:
         raise KeyError(f"unknown variant {name!r}; choose from {', '.join(VARIANTS)}")
@@ -115,7 +122,9 @@ def variant_settings(name: str, base: Settings) -> Settings:
     return replace(base, **VARIANTS[name].recipe)
 
 
-def build(name: str, *, seed: int = 0, vocab_size: int = SHALLOW.vocab_size, max_len: int = SHALLOW.max_len) -> CausalLM:
+def build(
+    name: str, *, seed: int = 0, vocab_size: int = SHALLOW.vocab_size, max_len: int = SHALLOW.max_len
+) -> CausalLM:
     """A freshly initialised variant (seeded, so every run of a variant starts from the same weights)."""
     torch.manual_seed(seed)
     return CausalLM(variant_config(name, vocab_size=vocab_size, max_len=max_len))
@@ -192,7 +201,9 @@ def live_run(
     if not names:
         raise ValueError("choose at least one variant to train")
     runs = {
-        name: train_steps(build(name, seed=settings.seed, vocab_size=vocab_size, max_len=settings.seq_len), train_ids, settings)
+        name: train_steps(
+            build(name, seed=settings.seed, vocab_size=vocab_size, max_len=settings.seq_len), train_ids, settings
+        )
         for name in names
     }
     deadline = time.monotonic() + time_budget
@@ -215,20 +226,38 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--batch-size", type=int, default=d.batch_size)
     p.add_argument("--seq-len", type=int, default=d.seq_len, help="context of every variant")
     p.add_argument("--lr", type=float, default=d.lr, help="peak learning rate (all variants)")
-    p.add_argument("--warmup", type=int, default=d.warmup, help="warm-up of the shallow variants (the deep pair has none)")
+    p.add_argument(
+        "--warmup", type=int, default=d.warmup, help="warm-up of the shallow variants (the deep pair has none)"
+    )
     p.add_argument("--eval-every", type=int, default=d.eval_every)
     p.add_argument("--eval-windows", type=int, default=d.eval_windows)
     p.add_argument("--final-windows", type=int, default=128, help="validation windows for the final loss")
     p.add_argument("--live-tokens", type=int, default=100_000, help="training tokens shipped for the page's mini-run")
     p.add_argument("--seed", type=int, default=d.seed)
-    p.add_argument("--threads", type=int, default=1, help="torch CPU threads (1: these tiny models gain nothing from more, "
-                   "and on a shared CPU extra threads spin-wait)")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch CPU threads (1: these tiny models gain nothing from more, "
+        "and on a shared CPU extra threads spin-wait)",
+    )
     # The bundled run used the stdlib corpus and the tokenizer tiny-gpt had then, kept in this bundle.
-    p.add_argument("--corpus", default="stdlib", choices=sorted(corpus.SOURCES), help="text source (tx_explorer.data.corpus)")
-    p.add_argument("--tokenizer", type=Path, default=WEIGHTS_DIR / "variants" / "tokenizer.json",
-                   help="reuse this tokenizer when it exists (else train one on the corpus, as the LM trainer does)")
+    p.add_argument(
+        "--corpus", default="stdlib", choices=sorted(corpus.SOURCES), help="text source (tx_explorer.data.corpus)"
+    )
+    p.add_argument(
+        "--tokenizer",
+        type=Path,
+        default=WEIGHTS_DIR / "variants" / "tokenizer.json",
+        help="reuse this tokenizer when it exists (else train one on the corpus, as the LM trainer does)",
+    )
     p.add_argument("--out", type=Path, default=BUNDLE, help="bundle folder")
-    p.add_argument("--benchmarks", type=Path, default=ROOT / "BENCHMARKS.md", help="file whose variants section is rewritten ('' = none)")
+    p.add_argument(
+        "--benchmarks",
+        type=Path,
+        default=ROOT / "BENCHMARKS.md",
+        help="file whose variants section is rewritten ('' = none)",
+    )
     return p.parse_args(argv)
 
 
@@ -256,12 +285,22 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
     t0 = time.time()
-    base = Settings(steps=args.steps, batch_size=args.batch_size, seq_len=args.seq_len, lr=args.lr, warmup=args.warmup,
-                    seed=args.seed, eval_every=args.eval_every, eval_windows=args.eval_windows)
+    base = Settings(
+        steps=args.steps,
+        batch_size=args.batch_size,
+        seq_len=args.seq_len,
+        lr=args.lr,
+        warmup=args.warmup,
+        seed=args.seed,
+        eval_every=args.eval_every,
+        eval_windows=args.eval_windows,
+    )
 
     docs = corpus.documents(args.corpus)
     parts = corpus.split(docs)
-    tok = bundled_or_new_tokenizer(args.tokenizer, parts.train, SHALLOW.vocab_size, "python -m tx_explorer.train variants")
+    tok = bundled_or_new_tokenizer(
+        args.tokenizer, parts.train, SHALLOW.vocab_size, "python -m tx_explorer.train variants"
+    )
     vocab = tok.get_vocab_size()
     train_ids, val_ids = encode_stream(tok, parts.train), encode_stream(tok, parts.val)
     val_pairs = windows(val_ids, args.seq_len)
@@ -276,8 +315,12 @@ def main(argv: list[str] | None = None) -> None:
         init = depth_profile(model, probe_x, probe_y)
         start = time.time()
         records = []
-        bar = tqdm(train_steps(model, train_ids, settings, val_pairs=val_pairs[: settings.eval_windows]),
-                   total=settings.steps, desc=name, unit="step")
+        bar = tqdm(
+            train_steps(model, train_ids, settings, val_pairs=val_pairs[: settings.eval_windows]),
+            total=settings.steps,
+            desc=name,
+            unit="step",
+        )
         for record in bar:
             records.append(record)
             bar.set_postfix(loss=f"{record.train_loss:.3f}", grad=f"{record.grad_norm:.2f}")
@@ -311,15 +354,28 @@ def main(argv: list[str] | None = None) -> None:
         "minutes": round((time.time() - t0) / 60, 2),
         "command": " ".join([RETRAIN, *(argv or [])]),
     }
-    write_bundle(args.out, summary=summary, history=history, profiles=profiles, weights=weights, tokenizer=tok,
-                 live_tokens={"train": train_ids[: args.live_tokens], "val": val_ids[: args.live_tokens // 10]})
+    write_bundle(
+        args.out,
+        summary=summary,
+        history=history,
+        profiles=profiles,
+        weights=weights,
+        tokenizer=tok,
+        live_tokens={"train": train_ids[: args.live_tokens], "val": val_ids[: args.live_tokens // 10]},
+    )
     if str(args.benchmarks):
         update_benchmarks(args.benchmarks, {**summary, "profiles": profiles})
     log.info("bundle written to %s in %.1f min", args.out, summary["minutes"])
 
 
 def write_bundle(
-    out: Path, *, summary: dict, history: dict, profiles: dict, weights: dict[str, Tensor], tokenizer: Tokenizer,
+    out: Path,
+    *,
+    summary: dict,
+    history: dict,
+    profiles: dict,
+    weights: dict[str, Tensor],
+    tokenizer: Tokenizer,
     live_tokens: dict[str, Tensor],
 ) -> None:
     """Write the bundle files (replacing only our own) and the manifest."""
@@ -329,7 +385,9 @@ def write_bundle(
     (out / "history.json").write_text(json.dumps(history, separators=(",", ":")) + "\n")
     (out / "profiles.json").write_text(json.dumps(profiles, separators=(",", ":")) + "\n")
     (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
-    (out / "config.json").write_text(json.dumps({k: v["config"] for k, v in summary["variants"].items()}, indent=1) + "\n")
+    (out / "config.json").write_text(
+        json.dumps({k: v["config"] for k, v in summary["variants"].items()}, indent=1) + "\n"
+    )
     save_file({k: v.contiguous() for k, v in weights.items()}, str(out / "model.safetensors"))
     save_file({k: v.to(torch.int16).contiguous() for k, v in live_tokens.items()}, str(out / "tokens.safetensors"))
     tokenizer.save(str(out / "tokenizer.json"))
@@ -361,11 +419,22 @@ class Results:
         if name not in self.summary["variants"]:
             raise KeyError(f"variant {name!r} is not in the bundle; it has {', '.join(self.names)}")
         prefix = f"{name}."
-        state = {k[len(prefix) :]: v.float() for k, v in load_file(str(self.folder / "model.safetensors")).items() if k.startswith(prefix)}
+        state = {
+            k[len(prefix) :]: v.float()
+            for k, v in load_file(str(self.folder / "model.safetensors")).items()
+            if k.startswith(prefix)
+        }
         model = CausalLM(TransformerConfig.from_dict(self.summary["variants"][name]["config"]))
         load_state(model, state)
-        return TextModel(name=name, model=model, tokenizer=Tokenizer.from_file(str(self.folder / "tokenizer.json")),
-                         kind="causal", max_len=model.cfg.max_len, special_tokens=(EOT,), byte_level=True)
+        return TextModel(
+            name=name,
+            model=model,
+            tokenizer=Tokenizer.from_file(str(self.folder / "tokenizer.json")),
+            kind="causal",
+            max_len=model.cfg.max_len,
+            special_tokens=(EOT,),
+            byte_level=True,
+        )
 
 
 def load_results(folder: Path = BUNDLE) -> Results:
@@ -373,7 +442,9 @@ def load_results(folder: Path = BUNDLE) -> Results:
     folder = Path(folder)
     verify(folder, RETRAIN)
     read = lambda n: json.loads((folder / n).read_text())  # noqa: E731
-    return Results(summary=read("summary.json"), history=read("history.json"), profiles=read("profiles.json"), folder=folder)
+    return Results(
+        summary=read("summary.json"), history=read("history.json"), profiles=read("profiles.json"), folder=folder
+    )
 
 
 RMS_TOLERANCE = 0.02  # nats: "still works" = no worse than LayerNorm by more than this
@@ -391,7 +462,10 @@ def _gap(runs: dict, pre: str, post: str) -> float:
 # claim → (the variants it reads, the test on their summaries). Losses are final validation losses.
 CLAIMS: dict[str, tuple[tuple[str, ...], Callable[[dict], bool]]] = {
     "pre_beats_post": (("pre-ln", "post-ln"), lambda r: _loss(r["pre-ln"]) < _loss(r["post-ln"])),
-    "deep_pre_beats_post": (("deep-pre-ln", "deep-post-ln"), lambda r: _loss(r["deep-pre-ln"]) < _loss(r["deep-post-ln"])),
+    "deep_pre_beats_post": (
+        ("deep-pre-ln", "deep-post-ln"),
+        lambda r: _loss(r["deep-pre-ln"]) < _loss(r["deep-post-ln"]),
+    ),
     "gap_grows_with_depth": (
         ("pre-ln", "post-ln", "deep-pre-ln", "deep-post-ln"),
         lambda r: _gap(r, "deep-pre-ln", "deep-post-ln") > _gap(r, "pre-ln", "post-ln"),
@@ -399,8 +473,10 @@ CLAIMS: dict[str, tuple[tuple[str, ...], Callable[[dict], bool]]] = {
     "rms_matches_ln": (("pre-rms", "pre-ln"), lambda r: _loss(r["pre-rms"]) <= _loss(r["pre-ln"]) + RMS_TOLERANCE),
     "swiglu_same_params": (
         ("pre-rms-swiglu", "pre-rms"),
-        lambda r: abs(r["pre-rms-swiglu"]["non_embedding_parameters"] - r["pre-rms"]["non_embedding_parameters"])
-        <= 0.01 * r["pre-rms"]["non_embedding_parameters"],
+        lambda r: (
+            abs(r["pre-rms-swiglu"]["non_embedding_parameters"] - r["pre-rms"]["non_embedding_parameters"])
+            <= 0.01 * r["pre-rms"]["non_embedding_parameters"]
+        ),
     ),
     "swiglu_beats_mlp": (("pre-rms-swiglu", "pre-rms"), lambda r: _loss(r["pre-rms-swiglu"]) < _loss(r["pre-rms"])),
 }
@@ -443,29 +519,34 @@ def update_benchmarks(path: Path, summary: dict) -> None:
             f"{'—' if g is None else f'{g[0]:.2g} / {g[-1]:.2g}'} | {r['seconds']:.0f} s |"
         )
     s0 = next(iter(summary["variants"].values()))["settings"]
-    body = "\n".join([
-        "## Block variants: Post-LN vs Pre-LN, LayerNorm vs RMSNorm, MLP vs SwiGLU",
-        "",
-        f"Same data (identical batches), seed {s0['seed']}, {s0['steps']} steps × {s0['batch_size']} × {s0['seq_len']} tokens, "
-        f"AdamW with clipping at {s0['clip']:g}. Validation loss in nats per token on "
-        f"{summary['validation_tokens_final']:,} held-out tokens; train loss averaged over the last 20 steps; "
-        "gradient norm measured before clipping; first/last-block gradient norms on one fixed held-out batch.",
-        "",
-        "| variant | blocks × D | parameters (non-embedding / all) | peak lr, warm-up | validation loss | train loss | max grad norm "
-        "| grad norm, first / last block, after training | time |",
-        "|---|---|---|---|---|---|---|---|---|",
-        *rows,
-        "",
-        "Claims of the lecture, checked on these numbers (a claim that does not hold at this scale says so):",
-        "",
-        *[
-            f"- {locales.text('norms', 'claim_' + c['key'], 'en')}: **{'holds' if c['holds'] else 'does not hold'}** ("
-            + "; ".join(f"{runs[n]['label']} {_fmt_loss(c['losses'][n])}, {c['params'][n]:,} non-embedding parameters" for n in c["variants"])
-            + ")"
-            for c in claims(summary)
-        ],
-        "",
-        f"Whole run: {summary['minutes']:.1f} min wall-clock on this machine's CPU ({summary['threads']} thread(s), shared "
-        f"with other jobs). Rebuild: `{summary['command']}`.",
-    ])
+    body = "\n".join(
+        [
+            "## Block variants: Post-LN vs Pre-LN, LayerNorm vs RMSNorm, MLP vs SwiGLU",
+            "",
+            f"Same data (identical batches), seed {s0['seed']}, {s0['steps']} steps × {s0['batch_size']} × {s0['seq_len']} tokens, "
+            f"AdamW with clipping at {s0['clip']:g}. Validation loss in nats per token on "
+            f"{summary['validation_tokens_final']:,} held-out tokens; train loss averaged over the last 20 steps; "
+            "gradient norm measured before clipping; first/last-block gradient norms on one fixed held-out batch.",
+            "",
+            "| variant | blocks × D | parameters (non-embedding / all) | peak lr, warm-up | validation loss | train loss | max grad norm "
+            "| grad norm, first / last block, after training | time |",
+            "|---|---|---|---|---|---|---|---|---|",
+            *rows,
+            "",
+            "Claims of the lecture, checked on these numbers (a claim that does not hold at this scale says so):",
+            "",
+            *[
+                f"- {locales.text('norms', 'claim_' + c['key'], 'en')}: **{'holds' if c['holds'] else 'does not hold'}** ("
+                + "; ".join(
+                    f"{runs[n]['label']} {_fmt_loss(c['losses'][n])}, {c['params'][n]:,} non-embedding parameters"
+                    for n in c["variants"]
+                )
+                + ")"
+                for c in claims(summary)
+            ],
+            "",
+            f"Whole run: {summary['minutes']:.1f} min wall-clock on this machine's CPU ({summary['threads']} thread(s), shared "
+            f"with other jobs). Rebuild: `{summary['command']}`.",
+        ]
+    )
     report.write_section(path, "variants", body)

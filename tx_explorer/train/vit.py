@@ -79,7 +79,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--val-size", type=int, default=1200, help="held-out images (another seed)")
     p.add_argument("--steps", type=int, default=5000, help="optimiser steps (one batch each)")
     p.add_argument("--eval-every", type=int, default=500, help="steps between held-out evaluations")
-    p.add_argument("--curriculum", type=float, default=0.3, help="share of the steps until full-difficulty images appear")
+    p.add_argument(
+        "--curriculum", type=float, default=0.3, help="share of the steps until full-difficulty images appear"
+    )
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--lr", type=float, default=1.5e-3)
     p.add_argument("--weight-decay", type=float, default=0.05)
@@ -103,8 +105,13 @@ def main(argv: list[str] | None = None) -> None:
     torch.manual_seed(args.seed)
     gen = torch.Generator().manual_seed(args.seed)
     cfg = ViTConfig(
-        image_size=args.image_size, patch_size=args.patch_size, num_classes=len(shapes.CLASSES), dim=args.dim,
-        num_layers=args.layers, num_heads=args.heads, positions=args.positions,
+        image_size=args.image_size,
+        patch_size=args.patch_size,
+        num_classes=len(shapes.CLASSES),
+        dim=args.dim,
+        num_layers=args.layers,
+        num_heads=args.heads,
+        positions=args.positions,
     )
     clf = ImageClassifier(VisionTransformer(cfg), shapes.CLASSES)
     log.info("generating %d training and %d held-out images", args.train_size, args.val_size)
@@ -116,7 +123,8 @@ def main(argv: list[str] | None = None) -> None:
     decay = [p for p in clf.model.parameters() if p.dim() >= 2]
     no_decay = [p for p in clf.model.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": args.weight_decay}, {"params": no_decay, "weight_decay": 0.0}], betas=(0.9, 0.99)
+        [{"params": decay, "weight_decay": args.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        betas=(0.9, 0.99),
     )
     order = torch.from_numpy(np.argsort(levels, kind="stable"))
     sorted_levels = levels[order.numpy()]

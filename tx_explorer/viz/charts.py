@@ -29,8 +29,17 @@ def signed_heatmap(
     finite = z[np.isfinite(z)]
     limit = float(np.abs(finite).max()) if finite.size and np.abs(finite).max() > 0 else 1.0
     return heatmap(
-        z, row_labels, col_labels, title=title, x_title=x_title, y_title=y_title,
-        colorscale=style.DIVERGING, zmin=-limit, zmax=limit, zmid=0.0, height=height,
+        z,
+        row_labels,
+        col_labels,
+        title=title,
+        x_title=x_title,
+        y_title=y_title,
+        colorscale=style.DIVERGING,
+        zmin=-limit,
+        zmax=limit,
+        zmid=0.0,
+        height=height,
     )
 
 
@@ -54,7 +63,10 @@ def lines(
     fig.update_xaxes(title=x_title, type="log" if log_x else "linear")
     fig.update_yaxes(title=y_title)
     fig.update_layout(
-        title=title, height=height, margin=dict(l=10, r=10, t=40 if title else 10, b=10), font=style.FONT,
+        title=title,
+        height=height,
+        margin=dict(l=10, r=10, t=40 if title else 10, b=10),
+        font=style.FONT,
         legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0),
     )
     return fig
@@ -72,10 +84,16 @@ def bars(
     """Grouped bars: one group per category (numeric axis, so repeated labels stay separate)."""
     idx = list(range(len(categories)))
     layout = dict(
-        title=dict(text=title), barmode="group", height=height, margin=dict(l=10, r=10, t=40 if title else 10, b=10),
-        font=style.FONT, legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0),
+        title=dict(text=title),
+        barmode="group",
+        height=height,
+        margin=dict(l=10, r=10, t=40 if title else 10, b=10),
+        font=style.FONT,
+        legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0),
         xaxis=dict(title=dict(text=x_title), tickmode="array", tickvals=idx, ticktext=[str(c) for c in categories]),
         yaxis=dict(title=dict(text=y_title)),
     )  # one constructor call: every update_* re-validates the figure
-    fig = go.Figure([go.Bar(x=idx, y=np.asarray(v, dtype=float), name=name) for name, v in series.items()], layout=layout)
+    fig = go.Figure(
+        [go.Bar(x=idx, y=np.asarray(v, dtype=float), name=name) for name, v in series.items()], layout=layout
+    )
     return fig

@@ -56,15 +56,22 @@ def flops_bars(
             hovertemplate="N=%{x}<br>" + name + ": %{customdata[0]:.3s} FLOPs (%{customdata[1]:.1f}%)<extra></extra>",
         )
     fig.update_layout(
-        barmode="stack", barnorm="percent", title=title, font=style.FONT, height=380,
-        margin=dict(l=70, r=10, t=60 if title else 30, b=10), legend=dict(orientation="h", y=-0.25),
+        barmode="stack",
+        barnorm="percent",
+        title=title,
+        font=style.FONT,
+        height=380,
+        margin=dict(l=70, r=10, t=60 if title else 30, b=10),
+        legend=dict(orientation="h", y=-0.25),
     )
     fig.update_xaxes(title=x_title, type="category")
     fig.update_yaxes(title=y_title)
     logs = np.log2(ns)
     if len(ns) > 1 and logs[0] <= np.log2(crossover) <= logs[-1]:
         x = float(np.interp(np.log2(crossover), logs, np.arange(len(ns))))
-        fig.add_shape(type="line", x0=x, x1=x, y0=0, y1=1, xref="x", yref="paper", line=dict(dash="dash", color="black"))
+        fig.add_shape(
+            type="line", x0=x, x1=x, y0=0, y1=1, xref="x", yref="paper", line=dict(dash="dash", color="black")
+        )
         fig.add_annotation(x=x, y=1.0, xref="x", yref="paper", text=crossover_label, showarrow=False, yanchor="bottom")
     return fig
 
@@ -73,7 +80,10 @@ def _log_axes(fig: go.Figure, x_title: str, y_title: str, title: str) -> None:
     fig.update_xaxes(type="log", title=x_title)
     fig.update_yaxes(type="log", title=y_title)
     fig.update_layout(
-        title=title, font=style.FONT, height=440, margin=dict(l=80, r=10, t=40, b=10),
+        title=title,
+        font=style.FONT,
+        height=440,
+        margin=dict(l=80, r=10, t=40, b=10),
         legend=dict(orientation="h", y=-0.2),
     )
 
@@ -103,27 +113,46 @@ def memory_curves(
     names = list(dict.fromkeys([*analytic, *(measured or {})]))
     for name, (ns, values) in analytic.items():
         fig.add_scatter(
-            x=ns, y=values, mode="lines", name=f"{name} ({analytic_label})",
+            x=ns,
+            y=values,
+            mode="lines",
+            name=f"{name} ({analytic_label})",
             line=dict(dash="dash", color=_color(name, names.index(name))),
             hovertemplate=f"N=%{{x:,}}<br>%{{y:.3s}}B<extra>{name} ({analytic_label})</extra>",
         )
     for name, (ns, values) in (measured or {}).items():
         fig.add_scatter(
-            x=ns, y=values, mode="markers", name=f"{name} ({measured_label})",
+            x=ns,
+            y=values,
+            mode="markers",
+            name=f"{name} ({measured_label})",
             marker=dict(size=9, color=_color(name, names.index(name))),
             hovertemplate=f"N=%{{x:,}}<br>%{{y:.3s}}B<extra>{name} ({measured_label})</extra>",
         )
     for i, (label, (n, value)) in enumerate((extrapolated or {}).items()):
         fig.add_scatter(
-            x=[n], y=[value], mode="markers+text", name=label, text=[label], textposition="middle left",
+            x=[n],
+            y=[value],
+            mode="markers+text",
+            name=label,
+            text=[label],
+            textposition="middle left",
             marker=dict(symbol="star", size=14, color=_EXTRA[i % len(_EXTRA)]),
             hovertemplate=f"N=%{{x:,}}<br>%{{y:.3s}}B<extra>{label}</extra>",
         )
     if device_bytes:
         fig.add_hline(y=device_bytes, line=dict(color="black", width=1))
         # Placed by hand: on log axes annotations take log10 coordinates (add_hline's own label lands off-chart).
-        fig.add_annotation(x=0.01, xref="paper", y=np.log10(device_bytes), yref="y", text=device_label,
-                           showarrow=False, xanchor="left", yanchor="bottom")
+        fig.add_annotation(
+            x=0.01,
+            xref="paper",
+            y=np.log10(device_bytes),
+            yref="y",
+            text=device_label,
+            showarrow=False,
+            xanchor="left",
+            yanchor="bottom",
+        )
     _log_axes(fig, x_title, y_title, title)
     fig.update_yaxes(exponentformat="SI", ticksuffix="B")  # 10GB, not 10B (plotly's default "billion")
     return fig
@@ -141,14 +170,25 @@ def time_curves(
     fig = go.Figure()
     for i, (name, (ns, secs)) in enumerate(measured.items()):
         fig.add_scatter(
-            x=ns, y=secs, mode="lines+markers", name=name, marker=dict(size=8), line=dict(color=_color(name, i)),
+            x=ns,
+            y=secs,
+            mode="lines+markers",
+            name=name,
+            marker=dict(size=8),
+            line=dict(color=_color(name, i)),
             hovertemplate=f"N=%{{x:,}}<br>%{{y:.3g}} s<extra>{name}</extra>",
         )
     if guide in measured and len(measured[guide][0]):
         ns = np.asarray(measured[guide][0], dtype=np.float64)
         n_last, t_last = ns[-1], float(np.asarray(measured[guide][1])[-1])
-        fig.add_scatter(x=ns, y=t_last * (ns / n_last) ** 2, mode="lines", name="∝ N²",
-                        line=dict(dash="dot", color="gray"), hoverinfo="skip")
+        fig.add_scatter(
+            x=ns,
+            y=t_last * (ns / n_last) ** 2,
+            mode="lines",
+            name="∝ N²",
+            line=dict(dash="dot", color="gray"),
+            hoverinfo="skip",
+        )
     _log_axes(fig, x_title, y_title, title)
     return fig
 
@@ -173,17 +213,32 @@ def tile_grid(
     scale = [[pos, TILE_COLORS[c]] for c in range(k) for pos in (c / k, (c + 1) / k)]
     tr, tc = status.shape
     first = np.stack(np.meshgrid(np.arange(tc) * block_k, np.arange(tr) * block_q), axis=-1)  # first key, first row
-    fig = go.Figure(go.Heatmap(
-        z=status, zmin=-0.5, zmax=k - 0.5, colorscale=scale, showscale=False, xgap=3, ygap=3,
-        text=np.array(names, dtype=object)[status], texttemplate="%{text}" if max(tr, tc) <= 8 else None,
-        textfont=dict(size=11), customdata=first,
-        hovertemplate="i=%{y} (rows %{customdata[1]}…)<br>j=%{x} (keys %{customdata[0]}…)<br>%{text}<extra></extra>",
-    ))
+    fig = go.Figure(
+        go.Heatmap(
+            z=status,
+            zmin=-0.5,
+            zmax=k - 0.5,
+            colorscale=scale,
+            showscale=False,
+            xgap=3,
+            ygap=3,
+            text=np.array(names, dtype=object)[status],
+            texttemplate="%{text}" if max(tr, tc) <= 8 else None,
+            textfont=dict(size=11),
+            customdata=first,
+            hovertemplate="i=%{y} (rows %{customdata[1]}…)<br>j=%{x} (keys %{customdata[0]}…)<br>%{text}<extra></extra>",
+        )
+    )
     axis = dict(tickmode="array", showgrid=False, zeroline=False, constrain="domain")
     fig.update_xaxes(title=x_title, tickvals=list(range(tc)), side="top", **axis)
     fig.update_yaxes(title=y_title, tickvals=list(range(tr)), autorange="reversed", scaleanchor="x", **axis)
-    fig.update_layout(title=dict(text=title, y=0.98, yanchor="top"), height=min(640, max(300, 60 * tr + 160)),
-                      font=style.FONT, margin=dict(l=70, r=10, t=100, b=10), plot_bgcolor="white")
+    fig.update_layout(
+        title=dict(text=title, y=0.98, yanchor="top"),
+        height=min(640, max(300, 60 * tr + 160)),
+        font=style.FONT,
+        margin=dict(l=70, r=10, t=100, b=10),
+        plot_bgcolor="white",
+    )
     return fig
 
 
@@ -200,7 +255,18 @@ def running_stat_map(
 ) -> go.Figure:
     """A row statistic (running max or sum) ``[Nq, Tc]`` after each key tile; NaN (skipped tile) is a gap."""
     values = np.asarray(values, dtype=np.float64)
-    fig = heatmap(values, row_labels, col_labels, title=title, x_title=x_title, y_title=y_title,
-                  colorscale=colorscale, zmin=None, zmax=None, zmid=zmid, height=100 + 26 * values.shape[0])
+    fig = heatmap(
+        values,
+        row_labels,
+        col_labels,
+        title=title,
+        x_title=x_title,
+        y_title=y_title,
+        colorscale=colorscale,
+        zmin=None,
+        zmax=None,
+        zmid=zmid,
+        height=100 + 26 * values.shape[0],
+    )
     # Room for the row labels in a narrow column, and no zero line across the gaps of skipped tiles.
     return fig.update_yaxes(automargin=True, zeroline=False).update_xaxes(automargin=True, zeroline=False)

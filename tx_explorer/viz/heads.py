@@ -124,28 +124,60 @@ def attention_lines(
             continue
         xs = np.tile([0.0, 1.0, np.nan], sel.sum())
         ys = np.stack([qi[sel], kj[sel], np.full(sel.sum(), np.nan)], axis=1).ravel()
-        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", hoverinfo="skip", showlegend=False,
-                                 line=dict(color="#1f77b4", width=2), opacity=(level + 1) / 10))  # fmt: skip
+        fig.add_trace(
+            go.Scatter(
+                x=xs,
+                y=ys,
+                mode="lines",
+                hoverinfo="skip",
+                showlegend=False,
+                line=dict(color="#1f77b4", width=2),
+                opacity=(level + 1) / 10,
+            )
+        )
     strength = w.sum(axis=0) if focus is None else w[focus]
-    fig.add_trace(go.Scatter(
-        x=np.zeros(n), y=np.arange(n), mode="text", text=[str(t) for t in left], textposition="middle left",
-        hovertext=[f"query {i}: {t}" for i, t in enumerate(left)], hoverinfo="text", showlegend=False,
-    ))  # fmt: skip
-    fig.add_trace(go.Scatter(
-        x=np.ones(m), y=np.arange(m), mode="text+markers", text=[str(t) for t in right], textposition="middle right",
-        marker=dict(size=6, color=strength, colorscale=style.WEIGHTS, cmin=0, cmax=max(1.0, float(strength.max()))),
-        hovertext=[f"key {j}: {t} · weight {strength[j]:.3f}" for j, t in enumerate(right)], hoverinfo="text",
-        showlegend=False,
-    ))  # fmt: skip
+    fig.add_trace(
+        go.Scatter(
+            x=np.zeros(n),
+            y=np.arange(n),
+            mode="text",
+            text=[str(t) for t in left],
+            textposition="middle left",
+            hovertext=[f"query {i}: {t}" for i, t in enumerate(left)],
+            hoverinfo="text",
+            showlegend=False,
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=np.ones(m),
+            y=np.arange(m),
+            mode="text+markers",
+            text=[str(t) for t in right],
+            textposition="middle right",
+            marker=dict(size=6, color=strength, colorscale=style.WEIGHTS, cmin=0, cmax=max(1.0, float(strength.max()))),
+            hovertext=[f"key {j}: {t} · weight {strength[j]:.3f}" for j, t in enumerate(right)],
+            hoverinfo="text",
+            showlegend=False,
+        )
+    )
     fig.update_xaxes(visible=False, range=[-0.8, 1.8])
     fig.update_yaxes(visible=False, autorange="reversed")
-    fig.update_layout(title=title, height=max(300, min(2400, 22 * max(n, m) + 80)), margin=dict(l=10, r=10, t=40, b=10),
-                      font=style.FONT)  # fmt: skip
+    fig.update_layout(
+        title=title,
+        height=max(300, min(2400, 22 * max(n, m) + 80)),
+        margin=dict(l=10, r=10, t=40, b=10),
+        font=style.FONT,
+    )
     return fig
 
 
 def labelled_bars(
-    categories: Sequence[str], series: Mapping[str, Sequence[float]], *, title: str = "", x_title: str = "",
+    categories: Sequence[str],
+    series: Mapping[str, Sequence[float]],
+    *,
+    title: str = "",
+    x_title: str = "",
     y_title: str = "",
 ) -> go.Figure:
     """Grouped bars over token (or head) labels; the axes grow to fit long labels."""
@@ -158,14 +190,29 @@ def labelled_bars(
 def metric_bars(values: np.ndarray, *, title: str = "", x_title: str = "", y_title: str = "") -> go.Figure:
     """A per-head metric ``[L, H]`` as grouped bars: one group per head, one bar per layer."""
     v = np.asarray(values, dtype=float)
-    return labelled_bars([f"head {h}" for h in range(v.shape[1])], {f"layer {i}": v[i] for i in range(v.shape[0])},
-                         title=title, x_title=x_title, y_title=y_title)  # fmt: skip
+    return labelled_bars(
+        [f"head {h}" for h in range(v.shape[1])],
+        {f"layer {i}": v[i] for i in range(v.shape[0])},
+        title=title,
+        x_title=x_title,
+        y_title=y_title,
+    )
 
 
 def similarity_matrix(distances: np.ndarray, labels: Sequence[str], *, title: str = "") -> go.Figure:
     """Pairwise head distances ``[K, K]`` in [0, 1] (0 = identical maps)."""
-    return heatmap(distances, labels, labels, title=title, x_title="head", y_title="head",
-                   colorscale=style.SEQUENTIAL + "_r", zmin=0.0, zmax=1.0, show_values=len(labels) <= 16)  # fmt: skip
+    return heatmap(
+        distances,
+        labels,
+        labels,
+        title=title,
+        x_title="head",
+        y_title="head",
+        colorscale=style.SEQUENTIAL + "_r",
+        zmin=0.0,
+        zmax=1.0,
+        show_values=len(labels) <= 16,
+    )
 
 
 def topk_bars(
@@ -176,16 +223,31 @@ def topk_bars(
     tokens = safe_labels(tokens)
     rows = list(range(len(p)))
     layout = dict(
-        title=dict(text=title), height=max(260, 26 * len(p) + 80), margin=dict(l=10, r=10, t=40, b=10), font=style.FONT,
-        yaxis=dict(tickmode="array", tickvals=rows, ticktext=[str(t) for t in tokens], autorange="reversed",
-                   automargin=True),
+        title=dict(text=title),
+        height=max(260, 26 * len(p) + 80),
+        margin=dict(l=10, r=10, t=40, b=10),
+        font=style.FONT,
+        yaxis=dict(
+            tickmode="array", tickvals=rows, ticktext=[str(t) for t in tokens], autorange="reversed", automargin=True
+        ),
         xaxis=dict(title=dict(text="probability"), range=[0, min(1.0, float(p.max()) * 1.25 + 1e-9)], automargin=True),
-    )  # fmt: skip
-    marker = dict(color=[1 if i == highlight else 0 for i in rows], colorscale=[[0, "#1f77b4"], [1, "#d62728"]],
-                  cmin=0, cmax=1)  # fmt: skip
-    fig = go.Figure(go.Bar(x=p, y=rows, orientation="h", marker=marker, text=[f"{v:.3f}" for v in p],
-                           textposition="outside", customdata=[str(t) for t in tokens],
-                           hovertemplate="%{customdata}: %{x:.4f}<extra></extra>"), layout=layout)  # fmt: skip
+    )
+    marker = dict(
+        color=[1 if i == highlight else 0 for i in rows], colorscale=[[0, "#1f77b4"], [1, "#d62728"]], cmin=0, cmax=1
+    )
+    fig = go.Figure(
+        go.Bar(
+            x=p,
+            y=rows,
+            orientation="h",
+            marker=marker,
+            text=[f"{v:.3f}" for v in p],
+            textposition="outside",
+            customdata=[str(t) for t in tokens],
+            hovertemplate="%{customdata}: %{x:.4f}<extra></extra>",
+        ),
+        layout=layout,
+    )
     return fig
 
 
@@ -198,13 +260,28 @@ def stacked_parts(
     fig = go.Figure()
     for name, v in values.items():
         x = v / np.where(total > 0, total, 1) if share else v
-        fig.add_trace(go.Bar(y=list(models), x=x, name=name, orientation="h", customdata=v,
-                             hovertemplate=f"{name}: %{{customdata:,.0f}}<extra>%{{y}}</extra>"))  # fmt: skip
-    fig.update_xaxes(title="share of parameters" if share else "parameters", tickformat=".0%" if share else "~s",
-                     automargin=True)  # fmt: skip
+        fig.add_trace(
+            go.Bar(
+                y=list(models),
+                x=x,
+                name=name,
+                orientation="h",
+                customdata=v,
+                hovertemplate=f"{name}: %{{customdata:,.0f}}<extra>%{{y}}</extra>",
+            )
+        )
+    fig.update_xaxes(
+        title="share of parameters" if share else "parameters", tickformat=".0%" if share else "~s", automargin=True
+    )
     fig.update_yaxes(automargin=True)
-    fig.update_layout(title=title, barmode="stack", height=max(260, 60 * len(models) + 120), font=style.FONT,
-                      margin=dict(l=10, r=10, t=40, b=10), legend=BELOW)  # fmt: skip
+    fig.update_layout(
+        title=title,
+        barmode="stack",
+        height=max(260, 60 * len(models) + 120),
+        font=style.FONT,
+        margin=dict(l=10, r=10, t=40, b=10),
+        legend=BELOW,
+    )
     return fig
 
 
@@ -212,12 +289,19 @@ def log_bars(
     categories: Sequence[str], series: Mapping[str, Sequence[float]], *, title: str = "", y_title: str = ""
 ) -> go.Figure:
     """Grouped bars on a logarithmic axis (sizes spanning orders of magnitude)."""
-    fig = go.Figure([
-        go.Bar(x=list(categories), y=list(np.asarray(v, dtype=float)), name=name,
-               hovertemplate="%{y:,.0f}<extra>" + name + "</extra>")
-        for name, v in series.items()
-    ])  # fmt: skip
+    fig = go.Figure(
+        [
+            go.Bar(
+                x=list(categories),
+                y=list(np.asarray(v, dtype=float)),
+                name=name,
+                hovertemplate="%{y:,.0f}<extra>" + name + "</extra>",
+            )
+            for name, v in series.items()
+        ]
+    )
     fig.update_yaxes(title=y_title, type="log", automargin=True)
-    fig.update_layout(title=title, barmode="group", height=380, font=style.FONT, margin=dict(l=10, r=10, t=40, b=10),
-                      legend=BELOW)  # fmt: skip
+    fig.update_layout(
+        title=title, barmode="group", height=380, font=style.FONT, margin=dict(l=10, r=10, t=40, b=10), legend=BELOW
+    )
     return fig

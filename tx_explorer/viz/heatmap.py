@@ -14,7 +14,6 @@ import plotly.graph_objects as go
 
 from tx_explorer.viz import style
 
-
 LABELLED_CELLS = 48 * 48  # up to this many cells each carries its labels; beyond, the axes name rows and columns
 
 
@@ -69,8 +68,13 @@ def heatmap(
     yaxis = dict(axes, title=dict(text=y_title), autorange="reversed")
     if z.size > LABELLED_CELLS:
         x, y = _unique_names(cl), _unique_names(rl)
-        trace = go.Heatmap(z=finite.astype(np.float32), x=x, y=y, **common,
-                           hovertemplate="query %{y}<br>key %{x}<br>value %{z:.4f}<extra></extra>")  # fmt: skip
+        trace = go.Heatmap(
+            z=finite.astype(np.float32),
+            x=x,
+            y=y,
+            **common,
+            hovertemplate="query %{y}<br>key %{x}<br>value %{z:.4f}<extra></extra>",
+        )
         for names, axis in ((x, xaxis), (y, yaxis)):
             axis.update(type="category", tickmode="array", tickvals=names[:: max(1, int(np.ceil(len(names) / 64)))])
     else:
@@ -78,21 +82,34 @@ def heatmap(
             show_values = rows <= 16 and cols <= 16
         text = None
         if show_values:
-            text = np.vectorize(lambda v: format(v, value_format) if np.isfinite(v) else ("−∞" if v == -np.inf else ""))(z)
+            text = np.vectorize(
+                lambda v: format(v, value_format) if np.isfinite(v) else ("−∞" if v == -np.inf else "")
+            )(z)
         custom = np.empty((rows, cols, 2), dtype=object)
         custom[:, :, 0] = np.array(rl, dtype=object)[:, None]
         custom[:, :, 1] = np.array(cl, dtype=object)[None, :]
         trace = go.Heatmap(
-            z=finite, x=np.arange(cols), y=np.arange(rows), **common, text=text,
-            texttemplate="%{text}" if show_values else None, customdata=custom,
+            z=finite,
+            x=np.arange(cols),
+            y=np.arange(rows),
+            **common,
+            text=text,
+            texttemplate="%{text}" if show_values else None,
+            customdata=custom,
             hovertemplate="query %{y}: %{customdata[0]}<br>key %{x}: %{customdata[1]}<br>value %{z:.4f}<extra></extra>",
-        )  # fmt: skip
+        )
         xaxis.update(_ticks(cl, cols))
         yaxis.update(_ticks(rl, rows))
     side = max(260, min(760, 32 * max(rows, cols) + 140))
     # One constructor call: each update_* call re-validates, and together they cost 3× the figure itself.
-    layout = dict(title=dict(text=title), height=height or side, margin=dict(l=10, r=10, t=40 if title else 10, b=10),
-                  font=style.FONT, xaxis=xaxis, yaxis=yaxis)  # fmt: skip
+    layout = dict(
+        title=dict(text=title),
+        height=height or side,
+        margin=dict(l=10, r=10, t=40 if title else 10, b=10),
+        font=style.FONT,
+        xaxis=xaxis,
+        yaxis=yaxis,
+    )
     return go.Figure(trace, layout=layout)
 
 
@@ -135,10 +152,16 @@ def mosaic(
         for j in range(c):
             big[i * (n + gap) : i * (n + gap) + n, j * (m + gap) : j * (m + gap) + m] = codes[i, j]
     ticks = np.linspace(0.0, 1.0, 5)
-    fig = go.Figure(go.Heatmap(
-        z=big, colorscale=_gap_colorscale(colorscale), zmin=0, zmax=GAP, hoverinfo="skip",
-        colorbar=dict(tickvals=ticks * (GAP - 1), ticktext=[f"{zmin + t * (zmax - zmin):.3g}" for t in ticks]),
-    ))  # fmt: skip
+    fig = go.Figure(
+        go.Heatmap(
+            z=big,
+            colorscale=_gap_colorscale(colorscale),
+            zmin=0,
+            zmax=GAP,
+            hoverinfo="skip",
+            colorbar=dict(tickvals=ticks * (GAP - 1), ticktext=[f"{zmin + t * (zmax - zmin):.3g}" for t in ticks]),
+        )
+    )
     fig.update_xaxes(
         tickmode="array",
         tickvals=[j * (m + gap) + (m - 1) / 2 for j in range(c)],

@@ -67,7 +67,12 @@ def _tick_labels(tokens: Sequence[str], max_ticks: int = 64) -> dict:
 
 
 def gate_heatmaps(
-    gates: np.ndarray, probs: np.ndarray, tokens: Sequence[str], *, title: str = "", words: Mapping[str, str] | None = None
+    gates: np.ndarray,
+    probs: np.ndarray,
+    tokens: Sequence[str],
+    *,
+    title: str = "",
+    words: Mapping[str, str] | None = None,
 ) -> go.Figure:
     """Token × expert heatmaps, one panel per layer: colour = gate weight (0 for experts not chosen).
 
@@ -81,27 +86,46 @@ def gate_heatmaps(
     if gates.ndim != 3 or gates.shape != probs.shape or gates.shape[1] != len(tokens):
         raise ValueError(f"gates and probs must both be [L, T={len(tokens)}, E], got {gates.shape} and {probs.shape}")
     n_layers, t, e = gates.shape
-    fig = make_subplots(rows=1, cols=n_layers, shared_yaxes=True, horizontal_spacing=0.02,
-                        subplot_titles=[f"{w['layer']} {i}" for i in range(n_layers)])  # fmt: skip
+    fig = make_subplots(
+        rows=1,
+        cols=n_layers,
+        shared_yaxes=True,
+        horizontal_spacing=0.02,
+        subplot_titles=[f"{w['layer']} {i}" for i in range(n_layers)],
+    )
     labels = _escape(tokens)
     tok = np.array(labels, dtype=object)[:, None].repeat(e, axis=1)
     for layer in range(n_layers):
         fig.add_trace(
             go.Heatmap(
-                z=gates[layer], x=np.arange(e), y=np.arange(t), colorscale=style.WEIGHTS, zmin=0.0, zmax=1.0,
-                customdata=np.stack([tok, probs[layer]], axis=-1), showscale=layer == n_layers - 1,
+                z=gates[layer],
+                x=np.arange(e),
+                y=np.arange(t),
+                colorscale=style.WEIGHTS,
+                zmin=0.0,
+                zmax=1.0,
+                customdata=np.stack([tok, probs[layer]], axis=-1),
+                showscale=layer == n_layers - 1,
                 hovertemplate=f"{w['token']} %{{y}}: %{{customdata[0]}}<br>{w['expert']} %{{x}}<br>{w['gate']} %{{z:.3f}}<br>"
                 f"{w['router_p']} %{{customdata[1]:.3f}}<extra>{w['layer']} {layer}</extra>",
             ),
-            row=1, col=layer + 1,
-        )  # fmt: skip
-        fig.update_xaxes(title=w["expert"], tickmode="linear", dtick=1 if e <= 16 else max(1, e // 8), row=1, col=layer + 1)
+            row=1,
+            col=layer + 1,
+        )
+        fig.update_xaxes(
+            title=w["expert"], tickmode="linear", dtick=1 if e <= 16 else max(1, e // 8), row=1, col=layer + 1
+        )
     fig.update_yaxes(autorange="reversed", **_tick_labels(labels), row=1, col=1)
     return _layout(fig, title, max(280, min(900, 20 * t + 160)), left=100)
 
 
 def coloured_tokens(
-    tokens: Sequence[str], first: np.ndarray, num_experts: int, *, title: str = "", words: Mapping[str, str] | None = None
+    tokens: Sequence[str],
+    first: np.ndarray,
+    num_experts: int,
+    *,
+    title: str = "",
+    words: Mapping[str, str] | None = None,
 ) -> go.Figure:
     """The text once per layer, each token's cell coloured by its first-choice expert ``first [L, T]``."""
     w = _words(words)
@@ -115,14 +139,28 @@ def coloured_tokens(
     text = np.array(_escape(tokens), dtype=object)[None, :].repeat(n_layers, axis=0)
     fig = go.Figure(
         go.Heatmap(
-            z=first + 0.5, x=np.arange(t), y=np.arange(n_layers), zmin=0, zmax=num_experts, colorscale=scale,
-            text=text, texttemplate="%{text}", textfont=dict(color="white", size=11), customdata=first, xgap=2, ygap=4,
+            z=first + 0.5,
+            x=np.arange(t),
+            y=np.arange(n_layers),
+            zmin=0,
+            zmax=num_experts,
+            colorscale=scale,
+            text=text,
+            texttemplate="%{text}",
+            textfont=dict(color="white", size=11),
+            customdata=first,
+            xgap=2,
+            ygap=4,
             hovertemplate=f"{w['layer']} %{{y}}<br>{w['token']} %{{x}}: %{{text}}<br>{w['first_choice']}: "
             f"{w['expert']} %{{customdata}}<extra></extra>",
-            colorbar=dict(title=w["expert"], tickmode="array", tickvals=np.arange(num_experts) + 0.5,
-                          ticktext=[str(i) for i in range(num_experts)]),
+            colorbar=dict(
+                title=w["expert"],
+                tickmode="array",
+                tickvals=np.arange(num_experts) + 0.5,
+                ticktext=[str(i) for i in range(num_experts)],
+            ),
         )
-    )  # fmt: skip
+    )
     fig.update_xaxes(title=w["token"], showticklabels=False)
     fig.update_yaxes(title=w["layer"], autorange="reversed", tickmode="linear", dtick=1)
     return _layout(fig, title, 70 * n_layers + 130)
@@ -134,27 +172,45 @@ def load_heatmap(load: np.ndarray, *, title: str = "", words: Mapping[str, str] 
     load = np.asarray(load, dtype=np.float64)
     fig = go.Figure(
         go.Heatmap(
-            z=load, x=np.arange(load.shape[1]), y=np.arange(load.shape[0]), colorscale=style.DIVERGING, zmid=1.0,
-            zmin=0.0, zmax=max(2.0, float(load.max())), text=np.round(load, 2), texttemplate="%{text}",
+            z=load,
+            x=np.arange(load.shape[1]),
+            y=np.arange(load.shape[0]),
+            colorscale=style.DIVERGING,
+            zmid=1.0,
+            zmin=0.0,
+            zmax=max(2.0, float(load.max())),
+            text=np.round(load, 2),
+            texttemplate="%{text}",
             hovertemplate=f"{w['layer']} %{{y}}, {w['expert']} %{{x}}<br>%{{z:.2f}} {w['load']}<extra></extra>",
             colorbar=dict(title=w["load"]),
         )
-    )  # fmt: skip
+    )
     fig.update_xaxes(title=w["expert"], tickmode="linear", dtick=1)
     fig.update_yaxes(title=w["layer"], autorange="reversed", tickmode="linear", dtick=1)
     return _layout(fig, title, 60 * load.shape[0] + 150)
 
 
 def drop_curves(
-    factors: Sequence[float], rates: np.ndarray, *, current: float | None = None, title: str = "",
+    factors: Sequence[float],
+    rates: np.ndarray,
+    *,
+    current: float | None = None,
+    title: str = "",
     words: Mapping[str, str] | None = None,
-) -> go.Figure:  # fmt: skip
+) -> go.Figure:
     """Drop rate against capacity factor, one line per layer (``rates [L, F]``), a marker at ``current``."""
     w = _words(words)
     fig = go.Figure()
     for layer, row in enumerate(np.asarray(rates, dtype=np.float64)):
-        fig.add_trace(go.Scatter(x=list(factors), y=100 * row, mode="lines", name=f"{w['layer']} {layer}",
-                                 line=dict(color=EXPERT_COLOURS[layer % len(EXPERT_COLOURS)])))  # fmt: skip
+        fig.add_trace(
+            go.Scatter(
+                x=list(factors),
+                y=100 * row,
+                mode="lines",
+                name=f"{w['layer']} {layer}",
+                line=dict(color=EXPERT_COLOURS[layer % len(EXPERT_COLOURS)]),
+            )
+        )
     if current is not None:
         fig.add_vline(x=current, line_dash="dash", line_color="grey", annotation_text=f"{current:g}")
     fig.update_xaxes(title=w["capacity_factor"])
@@ -163,16 +219,22 @@ def drop_curves(
 
 
 def entropy_bars(
-    token_entropy: Sequence[float], marginal_entropy: Sequence[float], ln_e: float, *, title: str = "",
+    token_entropy: Sequence[float],
+    marginal_entropy: Sequence[float],
+    ln_e: float,
+    *,
+    title: str = "",
     words: Mapping[str, str] | None = None,
-) -> go.Figure:  # fmt: skip
+) -> go.Figure:
     """Per layer: mean per-token router entropy and the marginal expert distribution's entropy, against ln E."""
     w = _words(words)
     layers = [f"{w['layer']} {i}" for i in range(len(token_entropy))]
-    fig = go.Figure([
-        go.Bar(x=layers, y=list(token_entropy), name=w["token_entropy"]),
-        go.Bar(x=layers, y=list(marginal_entropy), name=w["marginal_entropy"]),
-    ])  # fmt: skip
+    fig = go.Figure(
+        [
+            go.Bar(x=layers, y=list(token_entropy), name=w["token_entropy"]),
+            go.Bar(x=layers, y=list(marginal_entropy), name=w["marginal_entropy"]),
+        ]
+    )
     fig.add_hline(y=ln_e, line_dash="dash", line_color="grey", annotation_text=f"ln E = {ln_e:.2f} ({w['uniform']})")
     fig.update_yaxes(title=w["nats"], rangemode="tozero")
     return _layout(fig, title, 380, barmode="group", legend=dict(orientation="h", y=-0.2))
@@ -185,27 +247,45 @@ def cooccurrence_heatmap(counts: np.ndarray, *, title: str = "", words: Mapping[
     e = counts.shape[0]
     fig = go.Figure(
         go.Heatmap(
-            z=counts, x=np.arange(e), y=np.arange(e), colorscale=style.SEQUENTIAL, zmin=0,
-            text=counts, texttemplate="%{text}" if e <= 16 else None, colorbar=dict(title=w["count"]),
+            z=counts,
+            x=np.arange(e),
+            y=np.arange(e),
+            colorscale=style.SEQUENTIAL,
+            zmin=0,
+            text=counts,
+            texttemplate="%{text}" if e <= 16 else None,
+            colorbar=dict(title=w["count"]),
             hovertemplate=f"{w['first_choice']} %{{y}}, {w['second_choice']} %{{x}}<br>{w['count']} %{{z}}<extra></extra>",
         )
-    )  # fmt: skip
+    )
     fig.update_xaxes(title=w["second_choice"], tickmode="linear", dtick=1)
     fig.update_yaxes(title=w["first_choice"], autorange="reversed", tickmode="linear", dtick=1)
     return _layout(fig, title, 30 * e + 200)
 
 
 def cost_chart(
-    experts: Sequence[int], total: Sequence[float], active: Sequence[float], flops: Sequence[float], *,
-    chosen: int | None = None, title: str = "", words: Mapping[str, str] | None = None,
-) -> go.Figure:  # fmt: skip
+    experts: Sequence[int],
+    total: Sequence[float],
+    active: Sequence[float],
+    flops: Sequence[float],
+    *,
+    chosen: int | None = None,
+    title: str = "",
+    words: Mapping[str, str] | None = None,
+) -> go.Figure:
     """Total vs active parameters (left axis) and forward FLOPs per token (right axis) against E, for fixed k."""
     w = _words(words)
     fig = make_subplots(specs=[[{"secondary_y": True}]])
-    fig.add_trace(go.Scatter(x=list(experts), y=list(total), name=w["total_params"], mode="lines+markers"), secondary_y=False)
-    fig.add_trace(go.Scatter(x=list(experts), y=list(active), name=w["active_params"], mode="lines+markers"), secondary_y=False)
-    fig.add_trace(go.Scatter(x=list(experts), y=list(flops), name=w["flops"], mode="lines", line=dict(dash="dot")),
-                  secondary_y=True)  # fmt: skip
+    fig.add_trace(
+        go.Scatter(x=list(experts), y=list(total), name=w["total_params"], mode="lines+markers"), secondary_y=False
+    )
+    fig.add_trace(
+        go.Scatter(x=list(experts), y=list(active), name=w["active_params"], mode="lines+markers"), secondary_y=False
+    )
+    fig.add_trace(
+        go.Scatter(x=list(experts), y=list(flops), name=w["flops"], mode="lines", line=dict(dash="dot")),
+        secondary_y=True,
+    )
     if chosen is not None:
         fig.add_vline(x=chosen, line_dash="dash", line_color="grey")
     fig.update_xaxes(title=w["experts_axis"])
@@ -217,9 +297,14 @@ def cost_chart(
 
 
 def loss_curves(
-    curves: Mapping[str, Mapping[str, Sequence[float]]], x: str = "step", *, labels: Mapping[str, str] | None = None,
-    x_title: str = "", title: str = "", words: Mapping[str, str] | None = None,
-) -> go.Figure:  # fmt: skip
+    curves: Mapping[str, Mapping[str, Sequence[float]]],
+    x: str = "step",
+    *,
+    labels: Mapping[str, str] | None = None,
+    x_title: str = "",
+    title: str = "",
+    words: Mapping[str, str] | None = None,
+) -> go.Figure:
     """Training (thin) and validation (thick, markers) loss of each run against ``x`` ("step", "flops", "seconds"…).
 
     ``curves[name]`` holds the columns ``x``, ``step``, ``train_loss``, ``val_step`` and ``val_loss``; validation
@@ -231,11 +316,26 @@ def loss_curves(
         colour = EXPERT_COLOURS[i % len(EXPERT_COLOURS)]
         label = labels.get(name, name) if labels else name
         xs = np.asarray(c[x], dtype=np.float64)
-        fig.add_trace(go.Scatter(x=xs, y=c["train_loss"], name=f"{label} · {w['train']}", mode="lines",
-                                 line=dict(color=colour, width=1), opacity=0.45))  # fmt: skip
+        fig.add_trace(
+            go.Scatter(
+                x=xs,
+                y=c["train_loss"],
+                name=f"{label} · {w['train']}",
+                mode="lines",
+                line=dict(color=colour, width=1),
+                opacity=0.45,
+            )
+        )
         at = {s: xs[j] for j, s in enumerate(c["step"])}
-        fig.add_trace(go.Scatter(x=[at[s] for s in c["val_step"]], y=c["val_loss"], name=f"{label} · {w['validation']}",
-                                 mode="lines+markers", line=dict(color=colour, width=3)))  # fmt: skip
+        fig.add_trace(
+            go.Scatter(
+                x=[at[s] for s in c["val_step"]],
+                y=c["val_loss"],
+                name=f"{label} · {w['validation']}",
+                mode="lines+markers",
+                line=dict(color=colour, width=3),
+            )
+        )
     fig.update_xaxes(title=x_title or x)
     fig.update_yaxes(title=w["loss_axis"])
     return _layout(fig, title, 420, legend=dict(orientation="h", y=-0.25))

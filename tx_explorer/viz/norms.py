@@ -36,17 +36,38 @@ def curves(
     fig = go.Figure()
     for i, (name, (x, y)) in enumerate(series.items()):
         y = np.asarray(y, dtype=np.float64)
-        fig.add_trace(go.Scatter(x=list(x), y=np.where(np.isfinite(y), y, np.nan), mode="lines", name=name,
-                                 line=dict(color=_colour(i), width=1.6), legendgroup=name))
+        fig.add_trace(
+            go.Scatter(
+                x=list(x),
+                y=np.where(np.isfinite(y), y, np.nan),
+                mode="lines",
+                name=name,
+                line=dict(color=_colour(i), width=1.6),
+                legendgroup=name,
+            )
+        )
         if dashed and name in dashed:
             dx, dy = dashed[name]
-            fig.add_trace(go.Scatter(x=list(dx), y=list(dy), mode="lines+markers", name=f"{name} · {dashed_suffix}",
-                                     line=dict(color=_colour(i), dash="dash", width=1.6), marker=dict(size=4),
-                                     legendgroup=name))
+            fig.add_trace(
+                go.Scatter(
+                    x=list(dx),
+                    y=list(dy),
+                    mode="lines+markers",
+                    name=f"{name} · {dashed_suffix}",
+                    line=dict(color=_colour(i), dash="dash", width=1.6),
+                    marker=dict(size=4),
+                    legendgroup=name,
+                )
+            )
     fig.update_xaxes(title=x_title)
     fig.update_yaxes(title=y_title, type="log" if log_y else "linear")
-    fig.update_layout(title=title, height=height, margin=dict(l=60, r=10, t=40 if title else 10, b=40), font=style.FONT,
-                      legend=dict(orientation="h", yanchor="top", y=-0.18))
+    fig.update_layout(
+        title=title,
+        height=height,
+        margin=dict(l=60, r=10, t=40 if title else 10, b=40),
+        font=style.FONT,
+        legend=dict(orientation="h", yanchor="top", y=-0.18),
+    )
     return fig
 
 
@@ -68,17 +89,29 @@ def depth_profiles(
         for variant, values in panels[panel].items():
             i = variants.index(variant)
             fig.add_trace(
-                go.Scatter(x=list(range(x_start, x_start + len(values))), y=list(values), mode="lines+markers",
-                           name=variant, legendgroup=variant, showlegend=c == 1, line=dict(color=_colour(i)),
-                           marker=dict(size=5)),
-                row=1, col=c,
+                go.Scatter(
+                    x=list(range(x_start, x_start + len(values))),
+                    y=list(values),
+                    mode="lines+markers",
+                    name=variant,
+                    legendgroup=variant,
+                    showlegend=c == 1,
+                    line=dict(color=_colour(i)),
+                    marker=dict(size=5),
+                ),
+                row=1,
+                col=c,
             )
         fig.update_xaxes(title=x_title, row=1, col=c)
     fig.update_yaxes(title=y_title, type="log" if log_y else "linear", row=1, col=1)
     if log_y:
         fig.update_yaxes(type="log")
-    fig.update_layout(height=height, margin=dict(l=60, r=10, t=40, b=40), font=style.FONT,
-                      legend=dict(orientation="h", yanchor="top", y=-0.2))
+    fig.update_layout(
+        height=height,
+        margin=dict(l=60, r=10, t=40, b=40),
+        font=style.FONT,
+        legend=dict(orientation="h", yanchor="top", y=-0.2),
+    )
     return fig
 
 
@@ -109,33 +142,66 @@ def side_by_side(
         custom[:, :, 0] = np.array(rl, dtype=object)[:, None]
         custom[:, :, 1] = np.array(cl, dtype=object)[None, :]
         fig.add_trace(
-            go.Heatmap(z=z, x=np.arange(z.shape[1]), y=np.arange(z.shape[0]), customdata=custom,
-                       coloraxis="coloraxis2" if is_div else "coloraxis",
-                       hovertemplate="%{customdata[0]} → %{customdata[1]}<br>%{z:.4f}<extra>" + name + "</extra>"),
-            row=1, col=c,
+            go.Heatmap(
+                z=z,
+                x=np.arange(z.shape[1]),
+                y=np.arange(z.shape[0]),
+                customdata=custom,
+                coloraxis="coloraxis2" if is_div else "coloraxis",
+                hovertemplate="%{customdata[0]} → %{customdata[1]}<br>%{z:.4f}<extra>" + name + "</extra>",
+            ),
+            row=1,
+            col=c,
         )
         step = max(1, int(np.ceil(len(cl) / 24)))
-        fig.update_xaxes(tickmode="array", tickvals=list(range(0, len(cl), step)), ticktext=cl[::step], tickangle=-45,
-                         title=x_title, row=1, col=c)
-        fig.update_yaxes(tickmode="array", tickvals=list(range(0, len(rl), step)), ticktext=rl[::step],
-                         autorange="reversed", title=y_title if c == 1 else None, showticklabels=c == 1, row=1, col=c)
+        fig.update_xaxes(
+            tickmode="array",
+            tickvals=list(range(0, len(cl), step)),
+            ticktext=cl[::step],
+            tickangle=-45,
+            title=x_title,
+            row=1,
+            col=c,
+        )
+        fig.update_yaxes(
+            tickmode="array",
+            tickvals=list(range(0, len(rl), step)),
+            ticktext=rl[::step],
+            autorange="reversed",
+            title=y_title if c == 1 else None,
+            showticklabels=c == 1,
+            row=1,
+            col=c,
+        )
     fig.update_layout(
         coloraxis=dict(colorscale=style.WEIGHTS, cmin=0, cmax=zmax, colorbar=dict(x=1.0, len=0.9, thickness=12)),
-        coloraxis2=dict(colorscale=style.DIVERGING, cmin=-dmax, cmax=dmax, colorbar=dict(x=1.08, len=0.9, thickness=12)),
-        height=height, margin=dict(l=60, r=40, t=40, b=60), font=style.FONT,
+        coloraxis2=dict(
+            colorscale=style.DIVERGING, cmin=-dmax, cmax=dmax, colorbar=dict(x=1.08, len=0.9, thickness=12)
+        ),
+        height=height,
+        margin=dict(l=60, r=40, t=40, b=60),
+        font=style.FONT,
     )
     return fig
 
 
-def layer_by_step(values: np.ndarray, steps: Sequence[int], *, title: str = "", z_title: str = "", height: int = 340) -> go.Figure:
+def layer_by_step(
+    values: np.ndarray, steps: Sequence[int], *, title: str = "", z_title: str = "", height: int = 340
+) -> go.Figure:
     """A ``[L, S]`` heatmap (block × step) of a per-layer quantity, on a log₁₀ colour scale."""
     v = np.asarray(values, dtype=np.float64)
     z = np.log10(np.where(v > 0, v, np.nan))
-    fig = go.Figure(go.Heatmap(
-        z=z, x=list(steps), y=list(range(v.shape[0])), colorscale=style.SEQUENTIAL, customdata=v,
-        colorbar=dict(title=f"log₁₀ {z_title}"),
-        hovertemplate="block %{y}, step %{x}<br>" + z_title + " %{customdata:.4g}<extra></extra>",
-    ))
+    fig = go.Figure(
+        go.Heatmap(
+            z=z,
+            x=list(steps),
+            y=list(range(v.shape[0])),
+            colorscale=style.SEQUENTIAL,
+            customdata=v,
+            colorbar=dict(title=f"log₁₀ {z_title}"),
+            hovertemplate="block %{y}, step %{x}<br>" + z_title + " %{customdata:.4g}<extra></extra>",
+        )
+    )
     fig.update_xaxes(title="step")
     fig.update_yaxes(title="block", autorange="reversed")
     fig.update_layout(title=title, height=height, margin=dict(l=60, r=10, t=40 if title else 10, b=50), font=style.FONT)

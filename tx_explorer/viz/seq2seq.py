@@ -75,22 +75,44 @@ def context_figure(
     names = [f"{a:.2f} · h({w})" for a, w in zip(weights_row, source)] + ["c_t = Σ"]
     fig = make_subplots(rows=2, cols=1, row_heights=[0.3, 0.7], vertical_spacing=0.16)
     fig.add_trace(
-        go.Bar(x=list(range(n)), y=np.asarray(weights_row), marker_color=MODEL_COLORS["attention"], name="a_t",
-               customdata=list(source), hovertemplate="%{customdata}: %{y:.3f}<extra></extra>"),
-        row=1, col=1,
-    )  # fmt: skip
+        go.Bar(
+            x=list(range(n)),
+            y=np.asarray(weights_row),
+            marker_color=MODEL_COLORS["attention"],
+            name="a_t",
+            customdata=list(source),
+            hovertemplate="%{customdata}: %{y:.3f}<extra></extra>",
+        ),
+        row=1,
+        col=1,
+    )
     bound = float(np.abs(rows).max()) or 1.0
     fig.add_trace(
-        go.Heatmap(z=rows, y=list(range(n + 1)), colorscale=style.DIVERGING, zmid=0, zmin=-bound, zmax=bound,
-                   customdata=np.repeat(np.array(names, dtype=object)[:, None], rows.shape[1], axis=1),
-                   hovertemplate="%{customdata}<br>dim %{x}: %{z:.3f}<extra></extra>", colorbar=dict(len=0.65, y=0.33)),
-        row=2, col=1,
-    )  # fmt: skip
+        go.Heatmap(
+            z=rows,
+            y=list(range(n + 1)),
+            colorscale=style.DIVERGING,
+            zmid=0,
+            zmin=-bound,
+            zmax=bound,
+            customdata=np.repeat(np.array(names, dtype=object)[:, None], rows.shape[1], axis=1),
+            hovertemplate="%{customdata}<br>dim %{x}: %{z:.3f}<extra></extra>",
+            colorbar=dict(len=0.65, y=0.33),
+        ),
+        row=2,
+        col=1,
+    )
     fig.update_xaxes(title=source_title, tickmode="array", tickvals=list(range(n)), ticktext=list(source), row=1, col=1)
     fig.update_yaxes(title=weight_title, range=[0, 1], row=1, col=1)
     fig.update_yaxes(tickmode="array", tickvals=list(range(n + 1)), ticktext=names, autorange="reversed", row=2, col=1)
     fig.update_xaxes(title=dim_title, row=2, col=1)
-    fig.update_layout(title=title, height=max(420, 22 * n + 320), showlegend=False, margin=dict(l=10, r=10, t=40, b=10), font=style.FONT)
+    fig.update_layout(
+        title=title,
+        height=max(420, 22 * n + 320),
+        showlegend=False,
+        margin=dict(l=10, r=10, t=40, b=10),
+        font=style.FONT,
+    )
     return fig
 
 
@@ -113,9 +135,14 @@ def bucket_curves(
     if floor is not None:
         first = next(iter(results.values()))
         fig.add_trace(
-            go.Scatter(x=list(first["buckets"]), y=[None if v is None else (100 * v if percent else v) for v in floor],
-                       mode="lines", name=floor_label, line=dict(color="grey", dash="dash"))
-        )  # fmt: skip
+            go.Scatter(
+                x=list(first["buckets"]),
+                y=[None if v is None else (100 * v if percent else v) for v in floor],
+                mode="lines",
+                name=floor_label,
+                line=dict(color="grey", dash="dash"),
+            )
+        )
     for key, r in results.items():
         values = r.get(metric)
         if values is None:
@@ -123,12 +150,25 @@ def bucket_curves(
         name = (labels or {}).get(key, key)
         y = [None if v is None else (100 * v if percent else v) for v in values]
         fig.add_trace(
-            go.Scatter(x=list(r["buckets"]), y=y, mode="lines+markers", name=name, line=dict(color=MODEL_COLORS.get(key)),
-                       customdata=r.get("n"), hovertemplate="%{x}: %{y:.1f} (n=%{customdata})<extra>" + name + "</extra>")
-        )  # fmt: skip
+            go.Scatter(
+                x=list(r["buckets"]),
+                y=y,
+                mode="lines+markers",
+                name=name,
+                line=dict(color=MODEL_COLORS.get(key)),
+                customdata=r.get("n"),
+                hovertemplate="%{x}: %{y:.1f} (n=%{customdata})<extra>" + name + "</extra>",
+            )
+        )
     fig.update_xaxes(title=x_title, type="category")
     fig.update_yaxes(title=y_title, range=[0, 101] if percent or metric == "bleu" else None)
-    fig.update_layout(title=title, height=340, margin=dict(l=10, r=10, t=40, b=10), font=style.FONT, legend=dict(orientation="h", y=-0.3))
+    fig.update_layout(
+        title=title,
+        height=340,
+        margin=dict(l=10, r=10, t=40, b=10),
+        font=style.FONT,
+        legend=dict(orientation="h", y=-0.3),
+    )
     return fig
 
 

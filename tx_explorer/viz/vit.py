@@ -33,8 +33,13 @@ def _grid_lines(size: int, patch: int) -> go.Scatter:
 def _highlight(fig: go.Figure, patch: int, grid: int, index: int, **where: int) -> None:
     r, c = divmod(index, grid)
     fig.add_shape(
-        type="rect", x0=c * patch - 0.5, x1=(c + 1) * patch - 0.5, y0=r * patch - 0.5, y1=(r + 1) * patch - 0.5,
-        line=HIGHLIGHT, **where,
+        type="rect",
+        x0=c * patch - 0.5,
+        x1=(c + 1) * patch - 0.5,
+        y0=r * patch - 0.5,
+        y1=(r + 1) * patch - 0.5,
+        line=HIGHLIGHT,
+        **where,
     )
 
 
@@ -65,8 +70,16 @@ def _overlay_traces(pixels: np.ndarray, attn: np.ndarray, zmax: float, opacity: 
     return [
         go.Image(z=pixels, hoverinfo="skip"),
         go.Heatmap(
-            z=attn, x0=(patch - 1) / 2, dx=patch, y0=(patch - 1) / 2, dy=patch, zmin=0.0, zmax=zmax,
-            colorscale=style.WEIGHTS, opacity=opacity, showscale=show_scale,
+            z=attn,
+            x0=(patch - 1) / 2,
+            dx=patch,
+            y0=(patch - 1) / 2,
+            dy=patch,
+            zmin=0.0,
+            zmax=zmax,
+            colorscale=style.WEIGHTS,
+            opacity=opacity,
+            showscale=show_scale,
             hovertemplate="patch row %{y}, col %{x}<br>weight %{z:.4f}<extra></extra>",
         ),
     ]
@@ -110,16 +123,43 @@ def attention_overlays(
         for trace in _overlay_traces(pixels, maps[i], zmax, opacity, show_scale=i == 0):
             traces.append(trace.update(xaxis=f"x{suffix}", yaxis=f"y{suffix}"))
         layout[f"xaxis{suffix}"] = dict(AXES_OFF, domain=x_dom, anchor=f"y{suffix}")
-        layout[f"yaxis{suffix}"] = dict(AXES_OFF, domain=y_dom, anchor=f"x{suffix}", autorange="reversed",
-                                        scaleanchor=f"x{suffix}")  # fmt: skip  (square panels)
-        annotations.append(dict(text=name, x=sum(x_dom) / 2, y=y_dom[1], xref="paper", yref="paper",
-                                xanchor="center", yanchor="bottom", showarrow=False))  # fmt: skip
+        layout[f"yaxis{suffix}"] = dict(
+            AXES_OFF, domain=y_dom, anchor=f"x{suffix}", autorange="reversed", scaleanchor=f"x{suffix}"
+        )  # square panels
+        annotations.append(
+            dict(
+                text=name,
+                x=sum(x_dom) / 2,
+                y=y_dom[1],
+                xref="paper",
+                yref="paper",
+                xanchor="center",
+                yanchor="bottom",
+                showarrow=False,
+            )
+        )
         if highlight is not None:
             r, c = divmod(highlight, grid)
-            shapes.append(dict(type="rect", xref=f"x{suffix}", yref=f"y{suffix}", line=HIGHLIGHT, x0=c * patch - 0.5,
-                               x1=(c + 1) * patch - 0.5, y0=r * patch - 0.5, y1=(r + 1) * patch - 0.5))  # fmt: skip
-    layout.update(title=dict(text=title), height=height_per_row * rows + 60, margin=dict(l=5, r=5, t=70, b=5),
-                  font=style.FONT, annotations=annotations, shapes=shapes)  # fmt: skip
+            shapes.append(
+                dict(
+                    type="rect",
+                    xref=f"x{suffix}",
+                    yref=f"y{suffix}",
+                    line=HIGHLIGHT,
+                    x0=c * patch - 0.5,
+                    x1=(c + 1) * patch - 0.5,
+                    y0=r * patch - 0.5,
+                    y1=(r + 1) * patch - 0.5,
+                )
+            )
+    layout.update(
+        title=dict(text=title),
+        height=height_per_row * rows + 60,
+        margin=dict(l=5, r=5, t=70, b=5),
+        font=style.FONT,
+        annotations=annotations,
+        shapes=shapes,
+    )
     return go.Figure(traces, layout=layout)
 
 
@@ -128,13 +168,18 @@ def patch_values(values: np.ndarray, channels: int = 3, *, title: str = "", heig
     values = np.asarray(values, dtype=np.float64)
     per = values.size // channels
     names, colours = ("R", "G", "B"), ("#d62728", "#2ca02c", "#1f77b4")
-    fig = go.Figure([
-        go.Scatter(
-            x=np.arange(c * per, (c + 1) * per), y=values[c * per : (c + 1) * per], mode="lines",
-            name=names[c] if c < 3 else f"ch{c}", line=dict(color=colours[c % 3], width=1),
-        )
-        for c in range(channels)
-    ])
+    fig = go.Figure(
+        [
+            go.Scatter(
+                x=np.arange(c * per, (c + 1) * per),
+                y=values[c * per : (c + 1) * per],
+                mode="lines",
+                name=names[c] if c < 3 else f"ch{c}",
+                line=dict(color=colours[c % 3], width=1),
+            )
+            for c in range(channels)
+        ]
+    )
     fig.update_xaxes(title=f"index in the flattened patch (0 … {values.size - 1})")
     fig.update_yaxes(title="value")
     fig.update_layout(title=title, height=height, margin=dict(CHART_MARGIN, t=40 if title else 10), font=style.FONT)
@@ -167,17 +212,23 @@ def similarity_maps(sim: np.ndarray, *, title: str = "", height: int = 520) -> g
     return fig
 
 
-def layer_head_maps(maps: np.ndarray, row_names: Sequence[str], col_names: Sequence[str], *, title: str = "") -> go.Figure:
+def layer_head_maps(
+    maps: np.ndarray, row_names: Sequence[str], col_names: Sequence[str], *, title: str = ""
+) -> go.Figure:
     """All ``[L, H, g, g]`` maps (one query) tiled as layers × heads, on a colour range up to their maximum."""
     fig = mosaic(maps, row_names=row_names, col_names=col_names, title=title, zmax=float(np.max(maps)) or 1.0)
     fig.update_layout(margin=dict(l=70, r=10, t=80, b=10))
     return fig
 
 
-def condition_bars(categories: Sequence[str], series: dict[str, np.ndarray], *, title: str = "", y_title: str = "") -> go.Figure:
+def condition_bars(
+    categories: Sequence[str], series: dict[str, np.ndarray], *, title: str = "", y_title: str = ""
+) -> go.Figure:
     """Grouped bars (one group per class, one bar per condition) with the legend under the plot."""
     fig = charts.bars(categories, series, title=title, y_title=y_title, height=400)
-    fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.15, xanchor="left", x=0), margin=dict(l=60, b=90))
+    fig.update_layout(
+        legend=dict(orientation="h", yanchor="top", y=-0.15, xanchor="left", x=0), margin=dict(l=60, b=90)
+    )
     return fig
 
 
@@ -189,9 +240,14 @@ def prediction_bars(
     order = np.argsort(-probs)[:top]
     fig = go.Figure(
         go.Bar(
-            x=probs[order], y=np.arange(order.size), orientation="h", text=[f"{probs[i]:.1%}" for i in order],
-            textposition="auto", marker_color=_bar_colours(order.size),
-            customdata=[labels[i] for i in order], hovertemplate="%{customdata}: %{x:.4f}<extra></extra>",
+            x=probs[order],
+            y=np.arange(order.size),
+            orientation="h",
+            text=[f"{probs[i]:.1%}" for i in order],
+            textposition="auto",
+            marker_color=_bar_colours(order.size),
+            customdata=[labels[i] for i in order],
+            hovertemplate="%{customdata}: %{x:.4f}<extra></extra>",
         )
     )
     fig.update_yaxes(
@@ -200,7 +256,10 @@ def prediction_bars(
     fig.update_xaxes(title="probability", range=[0, 1])
     fig.update_yaxes(automargin=True)
     fig.update_layout(
-        title=title, height=height or 90 + 28 * order.size, margin=dict(l=10, r=10, t=40 if title else 10, b=40), font=style.FONT
+        title=title,
+        height=height or 90 + 28 * order.size,
+        margin=dict(l=10, r=10, t=40 if title else 10, b=40),
+        font=style.FONT,
     )
     return fig
 

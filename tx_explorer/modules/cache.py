@@ -1,0 +1,74 @@
+"""A key/value cache of our own for incremental decoding (§6.3 made fast).
+
+Decoding one token at a time recomputes nothing if every layer keeps the keys and values it has already
+made: a new token's query attends to the stored keys plus its own. ``model(ids, cache=cache)`` appends each
+layer's new rows and returns logits for the new positions only; a sliding-window model keeps only its last
+``window`` rows, so its cache stops growing. Rotary keys are stored already turned (their position is fixed).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+
+class KVCache:
+    """Per layer, keys and values ``[B, H_kv, T, Dh]``; ``positions [T]`` are the absolute positions kept."""
+
+    def __init__(self) -> None:
+        self.keys: list[Tensor] = []
+        self.values: list[Tensor] = []
+        self.positions = torch.empty(0, dtype=torch.long)  # (T,), shared by every layer
+        self.seen = 0  # tokens consumed so far: the next token's position
+        self.window: int | None = None  # rows kept per layer (a sliding-window model's window)
+
+    def begin(self, n: int, window: int | None, device: torch.device) -> tuple[Tensor, Tensor]:
+        """Positions of ``n`` new queries ``[n]`` and of every key they see, kept ones first ``[T + n]``."""
+        self.window = window
+        self.positions = self.positions.to(device)
+        q_pos = torch.arange(self.seen, self.seen + n, device=device)
+        return q_pos, torch.cat([self.positions, q_pos])
+
+    def update(self, layer: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """Append ``k, v [B, H_kv, n, Dh]`` to ``layer``; return all keys and values this step attends to."""
+        if layer > len(self.keys):
+            raise IndexError(f"layer {layer} updated before layer {len(self.keys)}")
+        if layer < len(self.keys):
+            k = torch.cat([self.keys[layer], k], dim=2)  # (B, H_kv, T + n, Dh)
+            v = torch.cat([self.values[layer], v], dim=2)
+            self.keys[layer], self.values[layer] = self._keep(k), self._keep(v)
+        else:
+            self.keys.append(self._keep(k))
+            self.values.append(self._keep(v))
+        return k, v
+
+    def commit(self, q_pos: Tensor) -> None:
+        """After every layer has been updated: remember the new positions."""
+        positions = torch.cat([self.positions, q_pos])
+        self.positions = positions if self.window is None else positions[-self.window :]
+        self.seen += q_pos.numel()
+
+    def _keep(self, t: Tensor) -> Tensor:
+        return t if self.window is None or t.shape[2] <= self.window else t[:, :, -self.window :]
+
+    def layer(self, index: int) -> LayerCache:
+        return LayerCache(self, index)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the cached tensors: 2 · layers · H_kv · Dh · bytes per element · T (times B)."""
+        return sum(t.numel() * t.element_size() for t in (*self.keys, *self.values))
+
+    def __len__(self) -> int:
+        """Rows held per layer (tokens seen, or the window once it is full)."""
+        return int(self.positions.numel())
+
+
+class LayerCache:
+    """One layer's view of a :class:`KVCache`, handed to that layer's attention."""
+
+    def __init__(self, cache: KVCache, index: int) -> None:
+        self.cache, self.index = cache, index
+
+    def update(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        return self.cache.update(self.index, k, v)
