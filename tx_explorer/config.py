@@ -143,6 +143,16 @@ class ViTConfig:
 PRESETS: dict[str, TransformerConfig] = {
     # Trained and bundled by `python -m tx_explorer.train lm --preset tiny`.
     "tiny": TransformerConfig(),
+    # Bundled too (`--preset tiny-llama`): today's recipe at tiny-gpt's size. Rotary positions, 4 query heads
+    # sharing 2 key/value heads, RMSNorm, SwiGLU (hidden 384 = 3D, so 12·D² per block like tiny-gpt), no biases.
+    "tiny-llama": TransformerConfig(
+        positions="rotary",
+        num_kv_heads=2,
+        norm="rmsnorm",
+        mlp="swiglu",
+        mlp_ratio=4.5,
+        bias=False,
+    ),
     # Published architectures, for parameter counting on the meta device (§5.4).
     "gpt2-small": TransformerConfig(
         vocab_size=50257, max_len=1024, dim=768, num_layers=12, num_heads=12, activation="gelu_tanh"
