@@ -26,15 +26,19 @@ $(VENV)/.stamp-dev: requirements-dev.txt $(VENV)/.stamp-app
 run: $(VENV)/.stamp-app
 	$(PY) serve.py --server.port $(PORT) --server.address localhost
 
-# Chromium comes from Debian (never `playwright install`); installed only when missing and apt is usable.
+# Chromium and a CJK font (the 中文 screenshots) come from Debian (never `playwright install`); each is installed
+# only when missing and apt is usable.
 chromium:
-	@command -v chromium >/dev/null 2>&1 || { \
-	  if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
-	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
-	      || echo "chromium could not be installed: browser tests will fail"; \
-	  else echo "chromium is missing and apt is not usable: install chromium for the browser tests"; fi; }
+	@missing=""; command -v chromium >/dev/null 2>&1 || missing="chromium"; \
+	  [ -n "$$(fc-list :lang=zh 2>/dev/null)" ] || missing="$$missing fonts-noto-cjk"; \
+	  if [ -n "$$missing" ]; then \
+	    if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+	      (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null) \
+	        || echo "$$missing could not be installed: browser tests will fail"; \
+	    else echo "missing $$missing and apt is not usable: install it for the browser tests"; fi; fi
 
 test: $(VENV)/.stamp-dev chromium
+	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
 	$(PY) -m pytest
 
 bench: $(VENV)/.stamp-dev chromium

@@ -4,7 +4,8 @@
     python -m benchmarks browser --repeats 1 --starts 1 --sessions 2 --only masks
 
 Starts the app as ``make run`` and the browser tests do (``serve.py``: ``streamlit run app.py`` with the library's
-imports warmed meanwhile; Debian's Chromium through Playwright, never ``playwright install``). Writes the section ``browser`` of BENCHMARKS.md.
+imports warmed meanwhile; Debian's Chromium through Playwright, never ``playwright install``). Writes the section
+``browser`` of BENCHMARKS.md.
 """
 
 from __future__ import annotations
@@ -77,7 +78,10 @@ def status_mb(pid: int) -> dict[str, float]:
 
 @dataclass
 class Server:
-    """``serve.py`` (``streamlit run app.py``) on a free port with the browser tests' flags; ``started`` = before the command."""
+    """``serve.py`` (``streamlit run app.py``) on a free port with the browser tests' flags.
+
+    ``started`` = before the command.
+    """
 
     port: int = field(default_factory=free_port)
     started: float = 0.0
@@ -210,6 +214,10 @@ INPUTS: dict[str, tuple[str, Act]] = {
             "Control+Enter",
         ),
     ),
+    "head_science": (
+        "type a text + Ctrl+Enter (tiny-gpt: every head ablated)",
+        type_text(".st-key-hs_text textarea", _sentences("Return a new list containing all items"), "Control+Enter"),
+    ),
     "moe": (
         "type a sentence + Enter",
         type_text(
@@ -232,6 +240,11 @@ INPUTS: dict[str, tuple[str, Act]] = {
     "vision_transformer": ("sample seed + 1 (button)", click('[data-testid="stNumberInputStepUp"]')),
     "seq2seq": ("type a sentence + Enter", type_text(".st-key-s2s_text input", _demo_sentence)),
     "cost_of_attention": ("N + Enter", type_text(".st-key-cost_n input", lambda i: str(1024 + 256 * (i + 1)))),
+    "position_lab": ("rotary positions + Enter", type_text(".st-key-rot_pos input", lambda i: str(48 + 8 * i))),
+    "kv_cache": (
+        "type a prompt + Enter (decoded token by token)",
+        type_text(".st-key-kv_prompt input", _sentences("The function returns a new list of the keys")),
+    ),
 }
 
 
@@ -383,8 +396,8 @@ def main(argv: list[str] | None = None) -> None:
     first = statistics.median(s for *_, s in starts)
     lines += [
         "Headless Chromium (Debian's, through Playwright; launched before the clock starts) on a server started "
-        "with the browser tests' command, `python serve.py --server.port P --server.address 127.0.0.1` (what `make run` "
-        "runs: `streamlit run app.py` while torch and the library import in a background thread). "
+        "with the browser tests' command, `python serve.py --server.port P --server.address 127.0.0.1` "
+        "(what `make run` runs: `streamlit run app.py` while torch and the library import in a background thread). "
         "A chart counts as rendered when the page has a Plotly chart drawn (`.main-svg`), the app reports "
         '`data-test-script-state="notRunning"` after the input\'s rerun, and two animation frames have passed.',
         "",
@@ -431,7 +444,8 @@ def main(argv: list[str] | None = None) -> None:
         *[f"| {k} | {mb['VmRSS']:,.0f} MB | {mb['VmHWM']:,.0f} MB |" for k, mb in memory],
         "",
         (
-            f"Each further session: {each:,.1f} MB; the first one {memory[1][1]['VmRSS'] - memory[0][1]['VmRSS']:,.0f} MB "
+            f"Each further session: {each:,.1f} MB; "
+            f"the first one {memory[1][1]['VmRSS'] - memory[0][1]['VmRSS']:,.0f} MB "
             "(models loaded, caches filled)."
             if each is not None
             else "Too few sessions for a per-session figure."

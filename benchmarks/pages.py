@@ -35,6 +35,7 @@ import torch
 from benchmarks import ROOT, machine, publish, verdict
 from tx_explorer import locales, masks, models, viz
 from tx_explorer.viz import charts
+from tx_explorer.viz import bars as vb
 from tx_explorer.viz import heads as vh
 from tx_explorer.viz.heatmap import heatmap
 
@@ -80,7 +81,7 @@ def home(m: Models) -> Result:
 
 
 def operator(m: Models) -> Result:
-    from tx_explorer.analysis import operator as op
+    from tx_explorer.analysis import operator_lab as op
 
     q, k, v = op.random_qkv(4, 6, 8, 4, 0)
     figs = [
@@ -176,8 +177,8 @@ def moe(m: Models) -> Result:
 
 
 def norms_page(m: Models) -> Result:
-    from tx_explorer.analysis import norms
-    from tx_explorer.viz import norms as vn
+    from tx_explorer.analysis import norm_lab as norms
+    from tx_explorer.viz import norm_figures as vn
 
     pair = norms.attention_pair(
         m["variants:pre-ln"], m["variants:post-ln"], _en("norms", "sentence_default"), layer=0, head=0
@@ -204,7 +205,7 @@ def model_sizes(m: Models) -> Result:
     c = TransformerConfig.from_dict(cfg.to_dict())  # the page's cached function takes the dict
     params.count_params(c, "causal", None)
     measured = params.measure(params.build_on_meta(c, "causal", None))
-    fig = vh.stacked_parts(["your model"], {p: [measured[p]] for p in params.PARTS}, title="custom", share=False)
+    fig = vb.stacked_parts(["your model"], {p: [measured[p]] for p in params.PARTS}, title="custom", share=False)
     return Result([fig], "13 × 768, vocabulary 50,257")
 
 
@@ -215,7 +216,7 @@ def language_model(m: Models) -> Result:
     text = _en("language_model", "default_text")
     r = lm.read(tm, text, 15)
     n = len(r.tokens)
-    toks = vh.safe_labels(r.tokens)
+    toks = vb.safe_labels(r.tokens)
     labels = [f"{i}: {t}" for i, t in enumerate(r.tokens)]
     rows = [f"{t} (id {i})" for t, i in zip(toks, r.ids)]
     mask = masks.causal(n).float().numpy()
@@ -230,17 +231,17 @@ def language_model(m: Models) -> Result:
         ),
         heatmap(mask, toks, toks, title="mask", **AX),
         heatmap(r.maps[0, 0], toks, toks, title="weights", **AX),
-        vh.topk_bars(r.top_labels[n - 1], r.top_probs[n - 1], title="next", highlight=None),
-        vh.labelled_bars(labels[1:], {"loss": r.losses}, title="loss", x_title="predicted", y_title="nats"),
+        vb.topk_bars(r.top_labels[n - 1], r.top_probs[n - 1], title="next", highlight=None),
+        vb.labelled_bars(labels[1:], {"loss": r.losses}, title="loss", x_title="predicted", y_title="nats"),
     ]
     new = 24  # the page's default: greedy, 24 new tokens
     g = lm.generate(tm, tm.encode(text, lm.MAX_TOKENS).ids, new, greedy=True, temperature=0.8, top_k=None, seed=0)
     maps = g.maps[0].mean(axis=0)
     row = g.prompt_len - 1
-    gen_toks = vh.safe_labels(g.tokens)
+    gen_toks = vb.safe_labels(g.tokens)
     ctx = [f"{i}: {t}" for i, t in enumerate(g.tokens[: row + 1])]
     figs += [
-        vh.labelled_bars(ctx, {"weight": maps[row, : row + 1]}, x_title="context", y_title="weight", title="step"),
+        vb.labelled_bars(ctx, {"weight": maps[row, : row + 1]}, x_title="context", y_title="weight", title="step"),
         heatmap(
             maps[g.prompt_len - 1 : -1],
             [f"→ {t}" for t in gen_toks[g.prompt_len :]],
@@ -409,6 +410,32 @@ def cost_of_attention(m: Models) -> Result:
     return Result(figs, f"N {n:,}, D {d}, H {h}")
 
 
+def position_lab(m: Models) -> Result:
+    from tx_explorer.views import position_lab as view
+
+    demo = view.rotary_demo(16, 10000.0, 64, 4, 0, True)
+    return Result([demo.rotation.figure, demo.scores.figure, demo.by_distance.figure], "D_h 16, 64 positions")
+
+
+def kv_cache(m: Models) -> Result:
+    from tx_explorer.views import kv_cache as view
+
+    tm = m["tiny-gpt"]
+    decoded = view.decode(tm, "The function returns a new list of the keys", 8)
+    last = len(decoded.decoding.steps) - 1
+    cv = view.cache_view(tm, decoded.decoding.ids, decoded.labels, last, 0)
+    figs = [cv.keys.figure, cv.values.figure, cv.groups.figure, decoded.growth.figure, decoded.diff.figure]
+    return Result(figs, f"{len(decoded.decoding.ids)} tokens, cached and uncached")
+
+
+def head_science(m: Models) -> Result:
+    from tx_explorer.views import head_science as view
+
+    text = _en("head_science", "text_default")
+    r = view.importance(m["tiny-gpt"], text)
+    return Result([*(p.figure for p in r.panels), view.pattern(m["tiny-gpt"], text, 0, 0).figure], r.notes[0])
+
+
 INTERACTIONS: dict[str, list[Interaction]] = {
     "home": [Interaction("home", "open the page", "causal example: masked attention + heatmap", home)],
     "operator": [
@@ -437,6 +464,15 @@ INTERACTIONS: dict[str, list[Interaction]] = {
             multihead("minilm-l6"),
             ("minilm-l6",),
         ),
+    ],
+    "head_science": [
+        Interaction(
+            "head_science",
+            "type a text (tiny-gpt)",
+            "every head zero-ablated (L·H + 1 forwards) + 2 maps + the chosen head's pattern",
+            head_science,
+            ("tiny-gpt",),
+        )
     ],
     "moe": [
         Interaction("moe", "type a sentence", "forward with routing trace + token and gate figures", moe, ("tiny-moe",))
@@ -490,13 +526,27 @@ INTERACTIONS: dict[str, list[Interaction]] = {
             cost_of_attention,
         )
     ],
+    "position_lab": [
+        Interaction(
+            "position_lab", "change the rotary positions", "rotation, 64 × 64 scores, check + 3 figures", position_lab
+        )
+    ],
+    "kv_cache": [
+        Interaction(
+            "kv_cache",
+            "type a prompt",
+            "cached and uncached greedy decoding step by step + cache view + 5 figures",
+            kv_cache,
+            ("tiny-gpt",),
+        )
+    ],
 }
 
 
 def load(name: str) -> Any:
     """A registry model, or ``variants:<name>``: one trained variant of the norms page's bundle."""
     if name.startswith("variants:"):
-        from tx_explorer.train import variants
+        from tx_explorer.families import variants
 
         return variants.load_results().text_model(name.split(":", 1)[1])
     return models.load_model(name)
@@ -563,7 +613,7 @@ out = {"(import torch + tx_explorer.models)": time.perf_counter() - t0}
 for name in sys.argv[1:]:
     t0 = time.perf_counter()
     if name.startswith("variants:"):
-        from tx_explorer.train import variants
+        from tx_explorer.families import variants
         variants.load_results().text_model(name.split(":", 1)[1])
     else:
         models.load_model(name)

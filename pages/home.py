@@ -13,12 +13,12 @@ T = ui.texts("home")
 LECTURE = [
     ("s1", ["seq2seq"]),
     ("s2", ["operator", "seq2seq"]),
-    ("s3", ["self_attention", "masks"]),
-    ("s4", ["multihead", "cost_of_attention"]),
+    ("s3", ["self_attention", "masks", "position_lab"]),
+    ("s4", ["multihead", "head_science", "cost_of_attention"]),
     ("s5", ["multihead", "norms", "model_sizes"]),
-    ("s6", ["language_model"]),
+    ("s6", ["language_model", "kv_cache"]),
     ("s7", ["vision_transformer"]),
-    ("s8", ["norms", "moe"]),
+    ("s8", ["norms", "moe", "position_lab", "kv_cache"]),
     ("s9", ["operator", "self_attention", "masks", "norms", "cost_of_attention"]),
 ]
 EXAMPLE = ["Attention", "is", "very"]
@@ -29,7 +29,7 @@ def page_link(key: str) -> None:
     try:
         st.page_link(f"pages/{key}.py", icon=":material/arrow_forward:")
     except StreamlitPageNotFoundError:
-        st.markdown(T("planned", name=T(f"page_{key}")))
+        st.markdown(T("planned", name=ui.page_title(key)))
 
 
 st.title(T("title"))

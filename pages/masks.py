@@ -3,41 +3,27 @@
 import pandas as pd
 import streamlit as st
 
-from tx_explorer import masks, ui
+from tx_explorer import ui
 from tx_explorer.analysis import mask_gallery as mg
-from tx_explorer.viz import charts
-from tx_explorer.viz.heatmap import heatmap
+from tx_explorer.views import masks as view
 
 T = ui.texts("masks")
-AX = ui.axes()
-EXAMPLE = ["Attention", "is", "very"]
+LANG = ui.lang()
 
 
 def show(kind: str, mask, toks: list[str], seed: int) -> None:
     """Scores with −∞ where hidden, the weights after the softmax, and the check that hidden weights are 0."""
-    r = mg.masked_attention(mask, seed)
-    c = st.columns(2)
-    with c[0]:
-        fig = charts.signed_heatmap(r.steps.masked.numpy(), toks, toks, title=T("scores_title"), **AX)
-        ui.show_figure(fig, f"{kind}_scores", r.steps.masked.numpy())
-    with c[1]:
-        fig = heatmap(r.steps.weights.numpy(), toks, toks, title=T("weights_title"), **AX)
-        ui.show_figure(fig, f"{kind}_weights", {"weights": r.steps.weights.numpy(), "mask": r.mask.numpy()})
-    if r.max_hidden_weight == 0.0:
-        st.success(T("check_ok", hidden=r.hidden, total=r.mask.numel(), rowsum=f"{r.max_row_error:.1e}"))
-    else:
-        st.error(T("check_failed", hidden=r.hidden, max=f"{r.max_hidden_weight:.3g}"))
-    if r.empty_rows:
-        st.warning(T("empty_rows", rows=", ".join(str(i + 1) for i in r.empty_rows)))
-    st.markdown(T(f"why_{kind}"))
+    m = view.masked(kind, mask, toks, seed, lang=LANG)
+    ui.row(m.scores, m.weights)
+    (st.success if m.ok else st.error)(m.check)
+    if m.empty_rows:
+        st.warning(m.empty_rows)
+    st.markdown(m.why)
 
 
-st.title(T("title"))
+st.title(ui.page_title("masks"))
 st.markdown(T("intro"))
-st.latex(
-    r"E_{ij}=\begin{cases}q_i\cdot k_j/\sqrt{D} & M_{ij}=1\\ -\infty & M_{ij}=0\end{cases}"
-    r"\qquad A=\operatorname{softmax}(E),\quad e^{-\infty}=0"
-)
+st.latex(view.LATEX)
 
 c = st.columns([4, 1])
 sentence = c[0].text_input(T("sentence"), T("sentence_default"), max_chars=500, help=T("sentence_help"), key="sentence")
@@ -81,19 +67,10 @@ if toks is not None:
 st.header(T("example_header"))
 st.markdown(T("example_intro"))
 with ui.friendly_errors():
-    example = mg.masked_attention(masks.causal(len(EXAMPLE)), seed)
+    panel, table = view.example(seed, lang=LANG)
     c = st.columns(2)
     with c[0]:
-        fig = heatmap(example.steps.weights.numpy(), EXAMPLE, EXAMPLE, title=T("example_title"), **AX)
-        ui.show_figure(fig, "example_weights", example.steps.weights.numpy())
-    with c[1]:
-        seen = mg.visible_keys(example.mask, EXAMPLE)
-        st.table(
-            {
-                T("col_position"): EXAMPLE,
-                T("col_sees"): [" ".join(s) for s in seen],
-                T("col_predicts"): [*EXAMPLE[1:], T("next_word")],
-            }
-        )
+        ui.show(panel)
+    c[1].table(table)
     st.markdown(T("example_reading"))
 st.markdown(T("compare_table"))

@@ -5,7 +5,7 @@ import streamlit as st
 from tx_explorer import ui
 from tx_explorer.analysis import params
 from tx_explorer.config import PRESETS, TransformerConfig
-from tx_explorer.viz import heads as vh
+from tx_explorer.viz import bars as vb
 
 T = ui.texts("model_sizes")
 
@@ -21,7 +21,7 @@ def fmt(n: float) -> str:
     return f"{n / 1e9:.2f}B" if n >= 1e9 else f"{n / 1e6:.1f}M"
 
 
-st.title(T("title"))
+st.title(ui.page_title("model_sizes"))
 st.markdown(T("intro"))
 st.latex(
     r"N\approx\underbrace{12\,L\,D^2}_{\text{blocks: }4D^2\text{ attention}+8D^2\text{ MLP}}"
@@ -33,14 +33,21 @@ st.markdown(T("table_intro"))
 with ui.friendly_errors():
     rows = []
     for p in params.LECTURE_TABLE:
+        row = p.model.lower().replace(" ", "_").replace("-", "")  # original_transformer, gpt2, gpt3
         formula, measured = counted(p.config.to_dict(), p.kind, p.decoder_layers)
         exact = sum(measured.values())
         rows.append(
             {
-                T("col_model"): p.model,
-                T("col_lecture"): f"{p.lecture_blocks} × {p.lecture_dim}, {p.lecture_heads} heads, "
-                f"N {p.lecture_context}: ≈{fmt(p.lecture_params)}",
-                T("col_published"): f"{fmt(p.published_params)} ({p.published_source})",
+                T("col_model"): T(f"model_{row}"),
+                T("col_lecture"): T(
+                    "lecture_cell",
+                    blocks=p.lecture_blocks,
+                    dim=p.lecture_dim,
+                    heads=p.lecture_heads,
+                    context=p.lecture_context,
+                    params=fmt(p.lecture_params),
+                ),
+                T("col_published"): f"{fmt(p.published_params)} ({T(f'source_{row}')})",
                 T("col_config"): T(
                     f"config_{p.kind}",
                     layers=p.config.num_layers,
@@ -56,7 +63,7 @@ with ui.friendly_errors():
         )
     st.dataframe(rows, hide_index=True)
     st.markdown(T("table_notes"))
-    fig = vh.log_bars(
+    fig = vb.log_bars(
         [p.model for p in params.LECTURE_TABLE],
         {
             T("series_lecture"): [p.lecture_params for p in params.LECTURE_TABLE],
@@ -76,11 +83,12 @@ share = st.toggle(T("share"), value=True, key="sizes_share")
 with ui.friendly_errors():
     named = {k: (v, "encoder" if k.startswith("bert") else "causal") for k, v in PRESETS.items()}
     parts = {k: counted(cfg.to_dict(), kind)[1] for k, (cfg, kind) in named.items()}
-    fig = vh.stacked_parts(
+    fig = vb.stacked_parts(
         list(parts),
         {T(f"part_{p}"): [parts[m][p] for m in parts] for p in params.PARTS},
         title=T("breakdown_title"),
         share=share,
+        x_title=T("share_axis") if share else T("parameters"),
     )
     ui.show_figure(fig, "sizes_breakdown", {m: list(v.values()) for m, v in parts.items()})
 
@@ -113,12 +121,12 @@ with ui.friendly_errors():
     total = sum(measured.values())
     c = st.columns(3)
     c[0].metric(T("total"), fmt(total), help=f"{total:,}")
-    c[1].metric(T("rule"), fmt(12 * cfg.num_layers * cfg.dim**2), help=T("rule_help"))
+    c[1].metric(T("rule"), fmt(params.rule_of_thumb(cfg)), help=T("rule_help"))
     c[2].metric(T("head_dim"), cfg.head_dim)
     if formula == measured:
         st.success(T("check_ok", total=f"{total:,}"))
     else:
         st.error(T("check_bad", formula=f"{sum(formula.values()):,}", measured=f"{total:,}"))
     by_part = {T(f"part_{p}"): [measured[p]] for p in params.PARTS}
-    fig = vh.stacked_parts([T("your_model")], by_part, title=T("custom_title"), share=False)
+    fig = vb.stacked_parts([T("your_model")], by_part, title=T("custom_title"), share=False, x_title=T("parameters"))
     ui.show_figure(fig, "sizes_custom", {"formula": list(formula.values()), "measured": list(measured.values())})

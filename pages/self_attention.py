@@ -4,11 +4,10 @@ import streamlit as st
 
 from tx_explorer import ui
 from tx_explorer.analysis import position
-from tx_explorer.viz import charts
-from tx_explorer.viz.heatmap import heatmap
+from tx_explorer.views import self_attention as view
 
 T = ui.texts("self_attention")
-AX = ui.axes()
+LANG = ui.lang()
 
 
 @st.cache_data(max_entries=4, show_spinner=False)
@@ -16,13 +15,13 @@ def trained_tables():
     return position.bundled_position_tables()
 
 
-st.title(T("title"))
+st.title(ui.page_title("self_attention"))
 st.markdown(T("intro"))
-st.latex(r"Q=XW_Q,\quad K=XW_K,\quad V=XW_V,\qquad [Q\;K\;V]=X\,[W_Q\;W_K\;W_V]")
+st.latex(view.LATEX["qkv"])
 
 # 1. Permutation equivariance -----------------------------------------------------------------------------------
 st.header(T("perm_header"))
-st.latex(r"F(\sigma(X))=\sigma(F(X))")
+st.latex(view.LATEX["perm"])
 st.markdown(T("perm_intro"))
 c = st.columns(5)
 n = c[0].slider(T("tokens"), 2, 16, 6)
@@ -35,36 +34,16 @@ if st.button(T("shuffle"), icon=":material/shuffle:", key="shuffle"):
     st.session_state.perm_seed += 1
 check = None
 with ui.friendly_errors():
-    check = position.permutation_check(n, dim, heads, seed, st.session_state.perm_seed, kind)
-    names = [f"x{i + 1}" for i in range(n)]
-    shuffled = [names[i] for i in check.perm.tolist()]
-    st.markdown(T("perm_order", order=", ".join(shuffled)))
-    dims = [f"d{i + 1}" for i in range(dim)]
+    perm = view.permutation(n, dim, heads, seed, st.session_state.perm_seed, kind, lang=LANG)
+    check = perm.check
+    st.markdown(perm.order)
     c = st.columns(2)
     with c[0]:
-        fig = charts.signed_heatmap(
-            check.out.numpy(), names, dims, title=T("out_title"), x_title=T("axis_dims"), y_title=T("axis_tokens")
-        )
-        ui.show_figure(fig, "perm_out", check.out.numpy())
-        fig = heatmap(check.weights[0].numpy(), names, names, title=T("weights_title"), **AX)
-        ui.show_figure(fig, "perm_weights", check.weights.numpy())
+        ui.show(perm.out, perm.weights)
     with c[1]:
-        fig = charts.signed_heatmap(
-            check.out_shuffled.numpy(),
-            shuffled,
-            dims,
-            title=T("out_shuffled_title"),
-            x_title=T("axis_dims"),
-            y_title=T("axis_tokens"),
-        )
-        ui.show_figure(fig, "perm_out_shuffled", check.out_shuffled.numpy())
-        fig = heatmap(check.weights_shuffled[0].numpy(), shuffled, shuffled, title=T("weights_shuffled_title"), **AX)
-        ui.show_figure(fig, "perm_weights_shuffled", check.weights_shuffled.numpy())
+        ui.show(perm.out_shuffled, perm.weights_shuffled)
     st.metric(T("max_diff"), f"{check.max_diff:.2e}")
-    if check.max_diff < position.EQUIVARIANCE_TOL:
-        st.success(T("perm_equal", diff=f"{check.max_diff:.1e}"))
-    else:
-        st.info(T("perm_broken", diff=f"{check.max_diff:.2f}", kind=T(f"pos_{kind}")))
+    (st.success if perm.equal else st.info)(perm.verdict)
 
 # 2. Dog bites man ----------------------------------------------------------------------------------------------
 st.header(T("order_header"))
@@ -76,28 +55,16 @@ if check is None:
     st.info(T("order_needs_layer"))
 else:
     with ui.friendly_errors():
-        results = {k: position.word_order(sentence_a, sentence_b, dim, heads, k, seed) for k in position.POSITION_KINDS}
-        words = results["none"].words_a
-        fig = charts.bars(
-            words,
-            {T(f"pos_{k}"): r.word_diff.numpy() for k, r in results.items()},
-            title=T("order_chart"),
-            x_title=T("order_x"),
-            y_title=T("order_y"),
-        )
-        ui.show_figure(fig, "word_order", {k: r.word_diff.numpy() for k, r in results.items()})
-        for col, (k, r) in zip(st.columns(3), results.items()):
-            col.metric(T("order_metric", kind=T(f"pos_{k}")), f"{r.max_diff:.2e}")
-            col.caption(T("order_pooled", diff=f"{r.pooled_diff:.2e}"))
-        same = results["none"].max_diff < position.EQUIVARIANCE_TOL
-        st.markdown(T("order_conclusion" if same else "order_unexpected"))
+        order = view.word_order(sentence_a, sentence_b, dim, heads, seed, lang=LANG)
+        ui.show(order.chart)
+        for col, k in zip(st.columns(3), position.POSITION_KINDS):
+            col.metric(T("order_metric", kind=T(f"pos_{k}")), f"{order.max_diff[k]:.2e}")
+            col.caption(T("order_pooled", diff=f"{order.pooled_diff[k]:.2e}"))
+        st.markdown(order.conclusion)
 
 # 3. Positional encodings ---------------------------------------------------------------------------------------
 st.header(T("enc_header"))
-st.latex(
-    r"\tilde{x}_i=x_i+p_i,\qquad p_{i,2j}=\sin\!\left(\frac{i}{10000^{2j/D}}\right),"
-    r"\quad p_{i,2j+1}=\cos\!\left(\frac{i}{10000^{2j/D}}\right)"
-)
+st.latex(view.LATEX["enc"])
 st.markdown(T("enc_intro"))
 tables, problems = trained_tables()
 for name, reason in problems.items():
@@ -114,32 +81,8 @@ c = st.columns(2)
 n_pos = c[0].slider(T("enc_positions"), 2, 128, 64)
 enc_dim = c[1].slider(T("enc_dim"), 2, 256, 64, step=2, disabled=source in tables)
 with ui.friendly_errors():
-    if source in tables:
-        table = tables[source][:n_pos]
-        st.caption(T("enc_trained_note", rows=tables[source].shape[0], dim=table.shape[1]))
-    else:
-        table = position.position_table(source, n_pos, enc_dim, seed=seed)
-    sim = position.position_similarity(table)
-    pos_names = [str(i) for i in range(table.shape[0])]
-    c = st.columns(2)
-    with c[0]:
-        fig = charts.signed_heatmap(
-            table.numpy(),
-            pos_names,
-            [str(j) for j in range(table.shape[1])],
-            title=T("enc_matrix"),
-            x_title=T("axis_dims"),
-            y_title=T("axis_positions"),
-        )
-        ui.show_figure(fig, "pos_table", table.numpy())
-    with c[1]:
-        fig = charts.signed_heatmap(
-            sim.numpy(),
-            pos_names,
-            pos_names,
-            title=T("enc_similarity"),
-            x_title=T("axis_positions_cols"),
-            y_title=T("axis_positions"),
-        )
-        ui.show_figure(fig, "pos_similarity", sim.numpy())
+    table, similarity, note = view.encodings(source, n_pos, enc_dim, seed, tables, lang=LANG)
+    if note:
+        st.caption(note)
+    ui.row(table, similarity)
     st.markdown(T(f"enc_reading_{'trained' if source in tables else source}"))

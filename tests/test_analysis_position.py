@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from tx_explorer import models
 from tx_explorer.analysis import position as pos
+from tx_explorer.bundle import save_bundle
 
 TOL = pos.EQUIVARIANCE_TOL
 
@@ -142,8 +143,8 @@ def fake_registry(tmp_path, monkeypatch):
 
 def test_bundled_position_tables_reads_trained_tables(fake_registry):
     table = torch.randn(6, 4)
-    models.save_bundle(fake_registry / "lm", {"embed.pos_embed.weight": table, "head.weight": torch.ones(2, 4)}, {})
-    models.save_bundle(fake_registry / "rnn", {"rnn.weight": torch.ones(2, 2)}, {})
+    save_bundle(fake_registry / "lm", {"embed.pos_embed.weight": table, "head.weight": torch.ones(2, 4)}, {})
+    save_bundle(fake_registry / "rnn", {"rnn.weight": torch.ones(2, 2)}, {})
     models.REGISTRY["lm"] = models.Entry("x:y", "lm", "python -m tx_explorer.train lm")
     models.REGISTRY["rnn"] = models.Entry("x:y", "rnn", "python -m tx_explorer.train rnn")
     tables, problems = pos.bundled_position_tables()
@@ -151,7 +152,7 @@ def test_bundled_position_tables_reads_trained_tables(fake_registry):
 
 
 def test_bundled_position_tables_reports_a_tampered_bundle(fake_registry):
-    models.save_bundle(fake_registry / "lm", {"embed.pos_embed.weight": torch.randn(6, 4)}, {})
+    save_bundle(fake_registry / "lm", {"embed.pos_embed.weight": torch.randn(6, 4)}, {})
     models.REGISTRY["lm"] = models.Entry("x:y", "lm", "python -m tx_explorer.train lm")
     with open(fake_registry / "lm" / "model.safetensors", "ab") as f:
         f.write(b"tampered")

@@ -20,8 +20,11 @@ import ast
 import functools
 import io
 import mimetypes
+import os
 import re
+import shutil
 import struct
+import tempfile
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,10 +39,23 @@ from streamlit.runtime.state.common import user_key_from_element_id
 from streamlit.testing.v1 import AppTest
 
 from tests.conftest import open_page, plotly_specs
-from tx_explorer import locales, masks, models
-from tx_explorer.analysis import cost, flash_steps, lm, memory, norms, position, routing, vit_views
+from tx_explorer import locales, masks, models, paths, ui
+from tx_explorer.analysis import (
+    cost,
+    flash_io,
+    flash_steps,
+    kv_cache,
+    lm,
+    memory,
+    position,
+    position_lab,
+    routing,
+    vit_views,
+)
+from tx_explorer.analysis import head_science as hs
 from tx_explorer.analysis import mask_gallery as mg
-from tx_explorer.analysis import operator as op
+from tx_explorer.analysis import norm_lab as norms
+from tx_explorer.analysis import operator_lab as op
 from tx_explorer.analysis import seq2seq_eval as ev
 from tx_explorer.config import TransformerConfig
 from tx_explorer.data import shapes
@@ -241,6 +257,25 @@ NOT_A_NUMBER = ("error", "is not a number")
 SIZES = ("error", "whole numbers")
 MH_EMPTY = ("warning", "The text is empty")
 MH_LONG = ("warning", "only the first 128 tokens")
+# A checkpoint folder typed on the multi-head page (tx_explorer.paths): folders made by the checkpoint_folders
+# fixture under BYOC, whose "roots" folder is the allowed root; a good folder goes back in after each bad one.
+BYOC = Path(tempfile.gettempdir()) / f"tx-explorer-byoc-{os.getpid()}"
+FOLDER_BOX = W("text_input", "mh_model_folder")
+GOOD_FOLDER = str(BYOC / "roots" / "qwen2")
+PICK_FOLDER = ((W("selectbox", "mh_model"), ui.FOLDER), (FOLDER_BOX, GOOD_FOLDER))
+NOT_ALLOWED = ("error", "this folder cannot be opened")
+FOLDERS = {  # name → (typed path, expected outcome)
+    "qwen2": (GOOD_FOLDER, ("chart", "8 query heads share 2 key/value heads")),
+    "outside-existing": (str(BYOC / "outside"), NOT_ALLOWED),
+    "outside-missing": (str(BYOC / "nothing-here"), NOT_ALLOWED),
+    "outside-system": ("/etc", NOT_ALLOWED),
+    "dotdot-escape": (f"{BYOC}/roots/../outside", NOT_ALLOWED),
+    "symlink-escape": (str(BYOC / "roots" / "escape"), NOT_ALLOWED),
+    "missing-inside": (str(BYOC / "roots" / "nothing"), ("error", "is not a folder")),
+    "not-a-model": (str(BYOC / "roots" / "empty"), ("error", "config.json is missing")),
+    "unsupported": (str(BYOC / "roots" / "t5"), ("error", "'t5' is not supported; supported: bert, gpt2")),
+    "corrupt-weights": (str(BYOC / "roots" / "corrupt"), ("error", "model.safetensors is corrupt or truncated")),
+}
 S2S_UNKNOWN = ("warning", "not in the vocabulary")
 OPERATOR_EDIT = ((W("radio", "source"), "edit"),)
 OPERATOR_RANDOM = ((W("radio", "source"), "random"),)
@@ -248,6 +283,8 @@ VIT_SAMPLE = ((labelled("radio", "vision_transformer", "source"), "sample"),)
 VIT_UPLOAD = ((labelled("radio", "vision_transformer", "source"), "upload"),)
 NORMS = {k: labelled("text_input", "norms", k) for k in ("vector", "gamma", "beta", "sentence")}
 GUARD = (W("number_input", "cost_guard_n"), W("number_input", "cost_guard_h"))
+HS_PATCHING = ((W("segmented_control", "hs_view"), "patching"),)
+HS_UNEQUAL = ("error", "needs prompts of equal token length")
 
 CASES: list[Case] = [
     Case("home", "no-inputs", (), "chart", chart="home_example"),
@@ -334,6 +371,17 @@ CASES: list[Case] = [
         ((W("selectbox", "mh_model"), "tiny-gpt"), (W("text_area", "mh_text_example_code"), HTML)),
         "chart",
     ),
+    *[
+        Case("multihead", f"folder-{name}", ((FOLDER_BOX, path),), *outcome, prepare=PICK_FOLDER)
+        for name, (path, outcome) in FOLDERS.items()
+    ],
+    *[
+        Case("multihead", f"folder-{payload}", ((FOLDER_BOX, TEXTS[payload]),), *outcome, prepare=PICK_FOLDER)
+        for payload, outcome in {
+            **dict.fromkeys(TEXTS, NOT_ALLOWED),
+            **dict.fromkeys(("empty", "blank"), ("info", "Type the path of a checkpoint folder")),
+        }.items()
+    ],
     # Mixture of Experts
     *text_cases(
         "moe",
@@ -450,6 +498,51 @@ CASES: list[Case] = [
         chart="cost_memory",
     ),
     *number_cases("cost_of_attention", "cost_tiles"),
+    # position lab: the rotary demonstration's numbers (an odd head size cannot be split into pairs)
+    Case(
+        "position_lab", "head-dim-odd", ((W("number_input", "rot_dh"), 3),), "error", "even number", "rotary_rotation"
+    ),
+    *number_cases("position_lab", "rotary_rotation"),
+    # KV cache stepper: the prompt (empty, or too long for the model's context) and a window beyond the context
+    *text_cases(
+        "kv_cache",
+        (W("text_input", "kv_prompt"),),
+        "kv_growth",
+        empty=("error", "the prompt is empty"),
+        blank=("error", "the prompt is empty"),
+        **{"100k": ("error", "but this model's context holds")},
+    ),
+    Case("kv_cache", "window-beyond-context", ((W("number_input", "kv_window"), 4096),), "error", "sliding window"),
+    *number_cases("kv_cache", "kv_growth", at_max=("error", "sliding window must hold")),
+    # head science: the text (importance view), the patching prompts and answers, every number
+    *text_cases(
+        "head_science",
+        (W("text_area", "hs_text"),),
+        "hs_importance_loss",
+        empty=("warning", "The text is empty"),
+        blank=("warning", "The text is empty"),
+        **{"100k": ("chart", "only the first 128 are analysed")},
+    ),
+    *text_cases(
+        "head_science",
+        (W("text_input", "hs_corrupt_tiny-gpt_0"),),
+        "hs_patch_residual",
+        name="corrupt",
+        prepare=HS_PATCHING,
+        empty=("error", "the text is empty"),
+        blank=("error", "the text is empty"),
+        **{p: HS_UNEQUAL for p in ("100k", "emoji", "rtl", "combining", "control", "html", "markdown")},
+    ),
+    Case(
+        "head_science",
+        "answer-not-one-token",
+        ((W("text_input", "hs_a_tiny-gpt_0"), " supercalifragilistic"), (W("text_input", "hs_b_tiny-gpt_0"), " a")),
+        "error",
+        "is not a single token",
+        chart="hs_patch_residual",
+        prepare=HS_PATCHING,
+    ),
+    *number_cases("head_science", "hs_pattern", prepare=((W("segmented_control", "hs_view"), "importance"),)),
 ]
 
 
@@ -536,8 +629,30 @@ def pages():
     yield Pages({}, {})
 
 
+@pytest.fixture(scope="module")
+def checkpoint_folders():
+    """The folders of ``FOLDERS``: random Qwen2 checkpoints (one with its weights cut in half), an empty folder and
+    an unsupported config inside the allowed root, a folder outside it and a symlink out of it."""
+    from tests.checkpoints import write_checkpoint
+
+    roots = BYOC / "roots"
+    write_checkpoint(roots / "qwen2", "qwen2")
+    write_checkpoint(roots / "corrupt", "qwen2")
+    weights = roots / "corrupt" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    (roots / "empty").mkdir()
+    (roots / "t5").mkdir()
+    (roots / "t5" / "config.json").write_text('{"model_type": "t5"}')
+    (BYOC / "outside").mkdir()
+    (roots / "escape").symlink_to(BYOC / "outside", target_is_directory=True)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(paths.ENV_ROOTS, str(roots))
+        yield roots
+    shutil.rmtree(BYOC, ignore_errors=True)
+
+
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
-def test_bad_input(pages: Pages, case: Case) -> None:
+def test_bad_input(pages: Pages, checkpoint_folders: Path, case: Case) -> None:
     at = pages(case.page)
     restore = pages.restore.pop(case.page, ())
     _apply(at, restore)  # sent with this row's first run
@@ -545,6 +660,8 @@ def test_bad_input(pages: Pages, case: Case) -> None:
         restore and not isinstance(case.inputs, str) and any(w.find(at) is None for w, _ in case.inputs)
     ):
         at.run()
+        while _apply(at, case.prepare):  # inputs that appear once another is set (a folder box after its choice)
+            at.run()
         assert_answers(at, "")
     if isinstance(case.inputs, str):  # every number of the page at once
         pairs = numeric_inputs(at, case.inputs)
@@ -612,7 +729,7 @@ OUT_OF_RANGE = [
         ("operator-N_Q-0", lambda: op.random_qkv(0, 6, 8, 4, 0), "N_Q must be a positive integer"),
         ("operator-D-negative", lambda: op.random_qkv(4, 6, -1, 4, 0), "D must be a positive integer"),
         ("operator-one-key", lambda: op.softmax_saturation([1, 2], n_keys=1), "at least 2 keys"),
-        ("operator-cross-heads-0", lambda: op.cross_attention(3, 7, 16, 0, 0), "num_heads must be positive"),
+        ("operator-cross-heads-0", lambda: op.cross_attention(3, 7, 16, 0, 0), "num_heads must be a positive integer"),
         ("self_attention-tokens-0", lambda: position.permutation_check(0, 16, 4, 0, 1, "none"), "positive integer"),
         ("self_attention-positions-0", lambda: position.position_table("sinusoidal", 0, 64), "positive integer"),
         ("masks-window-0", lambda: mg.build_mask("sliding_window", 10, window=0), "window must be a positive integer"),
@@ -620,7 +737,11 @@ OUT_OF_RANGE = [
         ("masks-padding-beyond-n", lambda: mg.build_mask("padding", 10, length=11), "every length must lie in"),
         ("masks-no-tokens", lambda: masks.causal(0), "positive integer"),
         ("moe-top-k-above-experts", lambda: MoEConfig().replace(num_experts=4, top_k=5), "top_k must be between"),
-        ("moe-no-experts", lambda: MoEConfig().replace(num_experts=0, top_k=1), "num_experts must be at least 1"),
+        (
+            "moe-no-experts",
+            lambda: MoEConfig().replace(num_experts=0, top_k=1),
+            "num_experts must be a positive integer",
+        ),
         (
             "moe-capacity-factor-0",
             lambda: routing.drop_rate(torch.full((4, 8), 0.125), 2, 0.0),
@@ -631,7 +752,7 @@ OUT_OF_RANGE = [
         ("norms-no-tokens", lambda: norms.sample_residual(0, 16), "at least 1 token"),
         ("norms-mlp-width-0", lambda: norms.mlp_param_counts(0), "dim must be"),
         ("norms-mlp-no-hidden-unit", lambda: norms.mlp_param_counts(1, 0.5), "no hidden unit"),
-        ("model_sizes-no-layers", lambda: TransformerConfig(num_layers=0), "num_layers must be at least 1"),
+        ("model_sizes-no-layers", lambda: TransformerConfig(num_layers=0), "num_layers must be a positive integer"),
         ("model_sizes-heads-not-dividing", lambda: TransformerConfig(dim=768, num_heads=7), "does not divide"),
         ("language_model-no-new-tokens", lambda: lm.generate(_lm(), [1, 2], 0), "max_new_tokens must lie in"),
         ("language_model-too-many-new", lambda: lm.generate(_lm(), [1, 2], 10_000), "max_new_tokens must lie in"),
@@ -650,7 +771,7 @@ OUT_OF_RANGE = [
         (
             "seq2seq-beam-0",
             lambda: models.load_model("seq2seq-attention").translate("we see the sky", beam=0),
-            "beam_size must be at least 1",
+            "beam_size must be a positive integer",
         ),
         ("seq2seq-no-sentences-per-bucket", lambda: ev.eval_set(0), "must be a positive integer"),
         ("cost-n-0", lambda: cost.four_matmuls(0, 512, 8), "must be a positive integer"),
@@ -658,6 +779,15 @@ OUT_OF_RANGE = [
         ("cost-tile-n-beyond", lambda: flash_steps.trace_example(n=flash_steps.MAX_TRACE_N + 1), "at most"),
         ("cost-tile-block-0", lambda: flash_steps.trace_example(block_size=0), "positive integer"),
         ("cost-naive-does-not-fit", lambda: memory.check_naive_fits(10_000_000, 1024, 256), "needs"),
+        ("head_science-layer-beyond", lambda: hs.check_head(hs.text_model(_lm()), 4, 0), "does not exist"),
+        ("head_science-head-negative", lambda: hs.check_head(hs.text_model(_lm()), 0, -1), "does not exist"),
+        ("head_science-one-token", lambda: hs.encode(_lm(), "a"), "needs at least 2"),
+        ("head_science-unequal", lambda: hs.activation_patching(_lm(), [1, 2], [1]), "equal token length"),
+        ("cost-io-tile-0", lambda: flash_io.tiled_io(1024, 64, 0), "tile must be a positive integer"),
+        ("position_lab-one-position", lambda: position_lab.rotary_relative_check(8, 1), "at least 2 positions"),
+        ("position_lab-odd-head-dim", lambda: position_lab.rotary_relative_check(7, 8), "must be even"),
+        ("kv_cache-window-0", lambda: kv_cache.check_window(TransformerConfig(), 0), "sliding window must hold"),
+        ("kv_cache-new-tokens-beyond", lambda: kv_cache.check_prompt(TransformerConfig(), [1], 65), "new tokens"),
     ]
 ]
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from benchmarks import FILE_ENV, browser, heads_payload, pages, verdict, write_section
+from benchmarks import FILE_ENV, browser, heads_payload, kv_cache, pages, verdict, write_section
 from benchmarks import __main__ as dispatcher
 from tests.test_browser import app_pages
 
@@ -85,3 +85,19 @@ def test_every_page_interaction_runs_and_returns_serialisable_figures(one_thread
         result = it.run(loaded)
         assert result.figures and result.detail, it.page
         assert all(len(pages.pio.to_json(f, validate=False)) > 100 for f in result.figures), it.page
+
+
+def test_kv_cache_benchmark_decodes_the_same_tokens_both_ways_and_counts_the_cache():
+    from tx_explorer.config import PRESETS
+    from tx_explorer.modules.transformer import CausalLM
+
+    torch.manual_seed(0)
+    lm = CausalLM(PRESETS["tiny-llama"]).eval()
+    prompt = torch.randint(0, lm.cfg.vocab_size, (1, 8))
+    full, _, no_bytes = kv_cache.decode(lm, prompt, 20, cached=False)
+    cached, _, nbytes = kv_cache.decode(lm, prompt, 20, cached=True)
+    assert full == cached and len(full) == 20 and full[:8] == prompt[0].tolist() and no_bytes == 0
+    cfg = lm.cfg  # the last token is never run, so 19 rows of keys and values per layer, float32
+    assert nbytes == 2 * cfg.num_layers * cfg.kv_heads * cfg.head_dim * 4 * 19
+    rows = [{"total": 64, "full": 6.0, "cached": 2.0, "bytes": nbytes}]
+    assert "| 64 | 32 | 6.00 | 2.00 | 3.0× |" in kv_cache.section(rows, "tiny-llama", 3)

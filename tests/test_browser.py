@@ -2,8 +2,8 @@
 is refused on the way), and eight sessions at once stay apart.
 
 Starts the app once (``serve.py``, as ``make run`` does) on a free local port, drives Debian's Chromium through
-Playwright (never ``playwright install``) and saves one screenshot per page under ``test-artifacts/screenshots/`` and the
-concurrency run's peak server memory in ``test-artifacts/concurrency.json`` (git-ignored).
+Playwright (never ``playwright install``) and saves one screenshot per page under ``test-artifacts/screenshots/``
+and the concurrency run's peak server memory in ``test-artifacts/concurrency.json`` (git-ignored).
 """
 
 from __future__ import annotations
@@ -75,10 +75,17 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def app():
+def model_root(tmp_path_factory) -> Path:
+    """The folder the server allows checkpoints in (``TX_EXPLORER_MODEL_ROOTS``); tests put folders there."""
+    return tmp_path_factory.mktemp("model-root")
+
+
+@pytest.fixture(scope="module")
+def app(model_root):
     """One ``streamlit run`` for the whole module: (url, server process)."""
     port = _free_port()
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TIMM_FUSED_ATTN": "0"}
+    env["TX_EXPLORER_MODEL_ROOTS"] = str(model_root)
     proc = subprocess.Popen(
         [sys.executable, "serve.py", "--server.port", str(port), "--server.address", "127.0.0.1"],
         cwd=ROOT,
@@ -204,6 +211,12 @@ def multihead(page, tmp: Path) -> None:
     expect(page.locator(CODE).first).to_contain_text("module", timeout=LONG)
 
 
+def head_science(page, tmp: Path) -> None:
+    """Type a text: every head is ablated on it (progress bar), and the chosen head's pattern names its tokens."""
+    type_text(page, label("head_science", "text"), "The module is ready.", area=True)
+    expect(chart_with(page, "module")).to_be_attached(timeout=LONG)
+
+
 def moe(page, tmp: Path) -> None:
     type_text(page, label("moe", "sentence"), "The module is ready.", area=False)
     expect(chart_with(page, "module")).to_be_attached(timeout=LONG)  # the tokens coloured by expert
@@ -266,6 +279,20 @@ def cost_of_attention(page, tmp: Path) -> None:
     expect(chart_with(page, label("cost_of_attention", "time_title"))).to_be_attached(timeout=LONG)
 
 
+def position_lab(page, tmp: Path) -> None:
+    """A new number of positions for the rotary demonstration: the live relative-position check reruns."""
+    field = page.get_by_label(label("position_lab", "positions"), exact=True)
+    field.fill("32")
+    field.press("Enter")
+    expect(page.get_by_text("m, n < 32")).to_be_visible(timeout=LONG)
+
+
+def kv_cache(page, tmp: Path) -> None:
+    """Type a prompt: it is decoded token by token and the cached keys' rows name its tokens."""
+    type_text(page, label("kv_cache", "prompt"), "The module is ready", area=False)
+    expect(chart_with(page, "module")).to_be_attached(timeout=LONG)
+
+
 INTERACTIONS: dict[str, Callable] = {
     f.__name__: f
     for f in (
@@ -274,6 +301,7 @@ INTERACTIONS: dict[str, Callable] = {
         self_attention,
         masks,
         multihead,
+        head_science,
         moe,
         norms,
         model_sizes,
@@ -281,6 +309,8 @@ INTERACTIONS: dict[str, Callable] = {
         vision_transformer,
         seq2seq,
         cost_of_attention,
+        position_lab,
+        kv_cache,
     )
 }
 
@@ -414,7 +444,7 @@ def test_eight_sessions_at_once_stay_apart_and_memory_stays_bounded(app):
     if "error" in out:
         raise out["error"]
     sessions = out["sessions"]
-    peak_rss = max(s["VmRSS"] for s in samples + [before])
+    peak_rss = max(s["VmRSS"] for s in [*samples, before])
     hwm = _memory(proc.pid)["VmHWM"]
     ARTIFACTS.mkdir(exist_ok=True)
     (ARTIFACTS / "concurrency.json").write_text(
@@ -440,3 +470,29 @@ def test_eight_sessions_at_once_stay_apart_and_memory_stays_bounded(app):
         assert s["marker"] in s["shown"], s
         assert not [m for m in markers - {s["marker"]} if m in s["shown"]], f"another session's text leaked: {s}"
     assert hwm < 4 * GiB, f"server peak memory {hwm / GiB:.2f} GiB"
+
+
+# ---- a checkpoint of one's own -------------------------------------------------------------------------------------
+def test_a_qwen2_folder_typed_on_the_multihead_page_shows_its_grouped_heads(server, browser, model_root):
+    """A random Qwen2 (2 layers, 8 query heads sharing 2 key/value heads) saved with ``save_pretrained`` into an
+    allowed root: choose "a checkpoint folder", type its path, and the head grid shows every head with its group."""
+    from tests.checkpoints import write_checkpoint
+
+    folder = model_root / "my-qwen2"
+    write_checkpoint(folder, "qwen2")
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    try:
+        page.goto(page_url(server, "multihead"))
+        wait_until_idle(page)
+        page.get_by_label(label("multihead", "model"), exact=True).click()  # open the selectbox
+        page.get_by_role("option", name=locales.text("common", "model_folder_option")).click()
+        wait_until_idle(page)
+        type_text(page, locales.text("common", "model_folder"), str(folder), area=False)
+        expect(chart_with(page, "h7 · kv1")).to_be_attached(timeout=LONG)  # layer × head mosaic, 4 heads per group
+        expect(page.get_by_text("8 query heads share 2 key/value heads", exact=False).first).to_be_visible()
+        wait_until_idle(page)
+        assert_no_errors(page)
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SHOTS / "multihead-checkpoint.png"), full_page=True)
+    finally:
+        page.close()

@@ -8,8 +8,8 @@ import pytest
 from conftest import assert_clean, open_page
 
 from tx_explorer.analysis import heads, lm
-from tx_explorer.modules.translator import Translator
-from tx_explorer.modules.vit import ImageClassifier
+from tx_explorer.families.images import ImageClassifier
+from tx_explorer.families.translation import Translator
 
 # page → (object, attribute) of the model work its main view does after an input
 WORK = {

@@ -17,7 +17,7 @@ from tx_explorer.config import TransformerConfig
 from tx_explorer.data.tokenizer import EOT, train_bpe
 from tx_explorer.modules.attention import MultiHeadAttention
 from tx_explorer.modules.transformer import CausalLM
-from tx_explorer.textmodel import TextModel
+from tx_explorer.families.text import TextModel
 from tx_explorer.trace import Trace
 from tx_explorer.viz import heads as vh
 
@@ -239,6 +239,3 @@ def test_figures_build() -> None:
     focus = vh.attention_lines(maps[0, 0], tokens, focus=50, min_weight=0.0)
     assert sum(np.isfinite(np.asarray(t.x, dtype=float)).sum() // 2 for t in focus.data if t.mode == "lines") == 51
     vh.similarity_matrix(np.zeros((3, 3)), ["a", "b", "c"])
-    vh.topk_bars(["a", "b"], [0.7, 0.2], highlight=1)
-    vh.stacked_parts(["m"], {"x": [1], "y": [3]})
-    vh.log_bars(["m"], {"x": [1e9]})

@@ -13,13 +13,14 @@ from hypothesis import strategies as st
 from transformers import AutoTokenizer, BertConfig, BertForMaskedLM, BertModel, GPT2Config, GPT2LMHeadModel
 
 from tx_explorer import models
+from tx_explorer.bundle import sha256
 from tx_explorer.data.tokenizer import train_bpe
 from tx_explorer.interop import gpt2, gpt2_cache, minilm
 from tx_explorer.interop.bert import config_from_bert, encoder_from_bert
 from tx_explorer.interop.common import mlp_ratio
 from tx_explorer.interop.gpt2 import causal_lm_from_gpt2, config_from_gpt2
 from tx_explorer.modules.block import make_mlp
-from tx_explorer.textmodel import TextModel
+from tx_explorer.families.text import TextModel
 from tx_explorer.trace import Trace
 
 TOL = {"atol": 1e-4, "rtol": 1e-4}
@@ -208,7 +209,7 @@ def test_registry_lists_minilm_and_gpt2_only_when_cached(minilm_model: TextModel
 
 def test_minilm_refuses_modified_files(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(minilm.SHA256, "config.json", "0" * 64)
-    with pytest.raises(models.BundleError, match="config.json"):
+    with pytest.raises(models.BundleError, match=r"config\.json"):
         models.load_model("minilm-l6")
 
 
@@ -230,7 +231,7 @@ def _fake_cache(root: Path, hf: GPT2LMHeadModel) -> Path:
     (repo / "refs").mkdir()
     (repo / "refs" / "main").write_text("a" * 40)
     hf.save_pretrained(snap)
-    blob = repo / "blobs" / models.sha256(snap / "model.safetensors")
+    blob = repo / "blobs" / sha256(snap / "model.safetensors")
     blob.parent.mkdir()
     shutil.move(snap / "model.safetensors", blob)
     (snap / "model.safetensors").symlink_to(blob)

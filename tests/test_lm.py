@@ -13,12 +13,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from safetensors.torch import load_file
 
-from tx_explorer import models, textmodel
+from tx_explorer import models
 from tx_explorer.analysis import params
 from tx_explorer.analysis.bigram import bigram_baseline, bigram_counts, bigram_nll
 from tx_explorer.config import PRESETS, TransformerConfig
 from tx_explorer.data import corpus
 from tx_explorer.data.tokenizer import EOT, byte_level_label
+from tx_explorer.families.text import TextModel, load_tiny_gpt
 from tx_explorer.train import lm as train_lm
 
 BUNDLE = models.WEIGHTS_DIR / "tiny-gpt"
@@ -29,7 +30,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")  # small tensors: see conftes
 
 
 @pytest.fixture(scope="module")
-def tiny() -> textmodel.TextModel:
+def tiny() -> TextModel:
     return models.load_model("tiny-gpt")
 
 
@@ -43,15 +44,15 @@ def test_bundle_is_small_and_complete() -> None:
     assert set(json.loads((BUNDLE / "manifest.json").read_text())) == set(files) - {"manifest.json"}
 
 
-def test_registry_loads_tiny_gpt(tiny: textmodel.TextModel) -> None:
-    assert "tiny-gpt" in models.available_models() and "tiny-gpt" in textmodel.available_text_models("causal")
+def test_registry_loads_tiny_gpt(tiny: TextModel) -> None:
+    assert "tiny-gpt" in models.available_models() and "tiny-gpt" in models.available_models("text", kind="causal")
     assert tiny.kind == "causal" and tiny.max_len == PRESETS["tiny"].max_len
     assert not tiny.model.training and not any(p.requires_grad for p in tiny.model.parameters())
     assert tiny.model.head.weight is tiny.model.embed.tok_embed.weight  # tied, stored once
     assert "head.weight" not in load_file(str(BUNDLE / "model.safetensors"))
 
 
-def test_tiny_gpt_beats_the_bigram_clearly(tiny: textmodel.TextModel) -> None:
+def test_tiny_gpt_beats_the_bigram_clearly(tiny: TextModel) -> None:
     info = tiny.info
     assert info["val_loss"] < info["bigram"]["val_loss"] - 0.2
     assert info["corpus"]["sha256"] and info["parameters"] == sum(p.numel() for p in tiny.model.parameters())
@@ -70,20 +71,20 @@ def test_loss_curve_goes_down() -> None:
 def test_manifest_rejects_a_tampered_file(tmp_path: Path, victim: str) -> None:
     copy = tmp_path / "tiny-gpt"
     shutil.copytree(BUNDLE, copy)  # never touch the real bundle
-    assert textmodel.load_tiny_gpt(copy).max_len > 0  # the untouched copy loads
+    assert load_tiny_gpt(copy).max_len > 0  # the untouched copy loads
     data = bytearray((copy / victim).read_bytes())
     data[len(data) // 2] ^= 0x01
     (copy / victim).write_bytes(bytes(data))
     with pytest.raises(models.BundleError, match=rf"{victim}.*python -m tx_explorer.train lm --preset tiny"):
-        textmodel.load_tiny_gpt(copy)
+        load_tiny_gpt(copy)
 
 
 def test_missing_file_names_the_retrain_command(tmp_path: Path) -> None:
     copy = tmp_path / "tiny-gpt"
     shutil.copytree(BUNDLE, copy)
     (copy / "tokenizer.json").unlink()
-    with pytest.raises(models.BundleError, match="missing.*python -m tx_explorer.train lm"):
-        textmodel.load_tiny_gpt(copy)
+    with pytest.raises(models.BundleError, match=r"missing.*python -m tx_explorer\.train lm"):
+        load_tiny_gpt(copy)
 
 
 # --- tokenizer and encoding ---------------------------------------------------------------------------
@@ -91,13 +92,13 @@ def test_missing_file_names_the_retrain_command(tmp_path: Path) -> None:
 
 @settings(max_examples=60, deadline=None)
 @given(text=st.text(min_size=1, max_size=200))
-def test_tokenizer_round_trip(tiny: textmodel.TextModel, text: str) -> None:
+def test_tokenizer_round_trip(tiny: TextModel, text: str) -> None:
     ids = tiny.tokenizer.encode(text).ids
     assert tiny.decode(ids) == text
     assert all(0 <= i < tiny.config.vocab_size for i in ids)
 
 
-def test_tokenizer_basics(tiny: textmodel.TextModel) -> None:
+def test_tokenizer_basics(tiny: TextModel) -> None:
     assert tiny.tokenizer.get_vocab_size() == PRESETS["tiny"].vocab_size
     assert tiny.tokenizer.token_to_id(EOT) == 0
     enc = tiny.encode("The function returns a list.")
@@ -106,7 +107,7 @@ def test_tokenizer_basics(tiny: textmodel.TextModel) -> None:
     assert byte_level_label("ð") == "\\xf0"  # a lone byte of a multi-byte character
 
 
-def test_encode_truncates_with_a_flag(tiny: textmodel.TextModel) -> None:
+def test_encode_truncates_with_a_flag(tiny: TextModel) -> None:
     long = tiny.encode("word " * 2000)
     assert long.truncated and len(long.ids) == tiny.max_len and long.num_tokens > tiny.max_len
     short = tiny.encode("word " * 10)
@@ -121,7 +122,7 @@ def test_encode_truncates_with_a_flag(tiny: textmodel.TextModel) -> None:
 # --- corpus and baseline ------------------------------------------------------------------------------
 
 
-def test_corpus_is_the_one_the_model_was_trained_on(tiny: textmodel.TextModel) -> None:
+def test_corpus_is_the_one_the_model_was_trained_on(tiny: TextModel) -> None:
     docs = corpus.documents()
     desc = corpus.describe(docs)
     assert desc["characters"] > 5_000_000 and all(corpus.is_prose(p) for d in docs[::50] for p in d.split("\n"))
@@ -205,7 +206,7 @@ def test_training_resumes_to_the_same_weights(tmp_path: Path, monkeypatch: pytes
     for key in a:
         torch.testing.assert_close(a[key], b[key], rtol=0, atol=0)
     assert "<!-- lm:start -->" in (tmp_path / "B.md").read_text()
-    tm = textmodel.load_tiny_gpt(resumed)
+    tm = load_tiny_gpt(resumed)
     assert tm.info["steps"] == 6 and tm.max_len == 16
 
 

@@ -54,7 +54,7 @@ def test_frees_are_subtracted_and_preexisting_tensors_are_not_counted():
 def test_naive_attention_is_measured_as_the_analytic_count():
     q, k, v = (torch.randn(1, 2, 256, 16) for _ in range(3))
     _, peak = peak_memory(lambda: scaled_dot_product_attention(q, k, v)[0])
-    assert peak == pytest.approx(cost.naive_bytes(256, 2, 16), rel=0.01)
+    assert peak == pytest.approx(memory.naive_bytes(256, 2, 16), rel=0.01)
 
 
 @pytest.mark.parametrize("n, block", [(300, 64), (1024, 128), (50, 64)])
@@ -76,7 +76,7 @@ def test_guard_refuses_with_the_numbers():
 
 
 def test_guard_lets_small_attention_run_and_returns_the_estimate():
-    assert check_naive_fits(512, 8, 64, free=10**10) == cost.naive_bytes(512, 8, 64)
+    assert check_naive_fits(512, 8, 64, free=10**10) == memory.naive_bytes(512, 8, 64)
     assert check_naive_fits(512, 8, 64) > 0  # against the memory free right now
 
 
@@ -91,7 +91,7 @@ def test_format_bytes():
 
 
 def test_lecture_example_needs_terabytes_naively():
-    assert cost.naive_bytes(cost.LECTURE_N, cost.LECTURE_H, 64) > 5e12  # two 64 × 10⁵ × 10⁵ float32 arrays
+    assert memory.naive_bytes(cost.LECTURE_N, cost.LECTURE_H, 64) > 5e12  # two 64 × 10⁵ × 10⁵ float32 arrays
     assert cost.flash_bytes(cost.LECTURE_N, cost.LECTURE_H, 64) < 2e9
 
 

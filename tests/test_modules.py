@@ -12,7 +12,7 @@ from tx_explorer import masks
 from tx_explorer.config import TransformerConfig
 from tx_explorer.modules.attention import MultiHeadAttention
 from tx_explorer.modules.block import TransformerBlock
-from tx_explorer.modules.mlp import MLP, SwiGLU, swiglu_hidden
+from tx_explorer.modules.mlp import MLP, SwiGLU
 from tx_explorer.modules.norms import LayerNorm, RMSNorm
 from tx_explorer.modules.transformer import CausalLM, Encoder, next_token
 from tx_explorer.trace import Trace
@@ -68,9 +68,9 @@ def test_rmsnorm_does_not_centre() -> None:
 def test_mlp_and_swiglu_parameter_counts(dim: int) -> None:
     mlp = MLP(dim, 4 * dim)
     assert sum(p.numel() for p in mlp.parameters()) == 8 * dim * dim + 4 * dim + dim  # W₁, W₂, b₁, b₂
-    swiglu = SwiGLU(dim, swiglu_hidden(dim))
-    n = sum(p.numel() for p in swiglu.parameters())
-    assert n == 3 * dim * swiglu_hidden(dim)
+    hidden = TransformerConfig(dim=dim, num_heads=1, mlp="swiglu").mlp_hidden
+    n = sum(p.numel() for p in SwiGLU(dim, hidden).parameters())
+    assert n == 3 * dim * hidden
     assert abs(n - 8 * dim * dim) <= 3 * dim  # hidden 8D/3, rounded to an integer
 
 

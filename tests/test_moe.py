@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.nn import functional as F
 
-from tx_explorer.analysis import routing
+from tx_explorer.analysis import params, routing
 from tx_explorer.config import TransformerConfig
 from tx_explorer.modules.block import TransformerBlock
 from tx_explorer.modules.mlp import MLP, SwiGLU
@@ -223,7 +223,7 @@ def test_flops_scale_with_k_and_not_with_e():
     assert f8["router"] == 4 * f1["router"] == SMALL.num_layers * 2 * d * 16
     assert f1["total"] == sum(v for key, v in f1.items() if key != "total")
     assert (
-        routing.dense_flops_per_token(cfg.replace(top_k=2).dense_counterpart(), context=8)["total"]
+        params.flops_per_token(cfg.replace(top_k=2).dense_counterpart(), context=8)["total"]
         == f2["total"] - f2["router"]
     )
 

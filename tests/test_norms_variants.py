@@ -14,9 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.nn import functional as F
 
-from tx_explorer.analysis import norms
+from tx_explorer.analysis import norm_lab
+from tx_explorer.bundle import BundleError, verify
 from tx_explorer.config import TransformerConfig
-from tx_explorer.models import BundleError, verify
+from tx_explorer.families import variants as shipped
 from tx_explorer.modules.mlp import MLP, SwiGLU
 from tx_explorer.modules.norms import LayerNorm, RMSNorm
 from tx_explorer.train import variants
@@ -52,15 +53,22 @@ def test_variant_is_built_from_its_config(name):
 
 def test_variants_share_one_parameter_budget():
     """12·L·D² is equal for 4 × 64 and 16 × 32; norms, biases and SwiGLU rounding move it by under 2 %."""
-    counts = {n: norms.count_parameters(variants.build(n), non_embedding=True) for n in variants.VARIANTS}
+    counts = {n: norm_lab.count_parameters(variants.build(n), non_embedding=True) for n in variants.VARIANTS}
     ref = counts["pre-ln"]
     assert all(abs(c - ref) / ref < 0.02 for c in counts.values()), counts
     assert variants.SHALLOW.num_layers * variants.SHALLOW.dim**2 == variants.DEEP.num_layers * variants.DEEP.dim**2
 
 
 def test_build_is_seeded_and_unknown_names_are_rejected():
-    a, b = variants.build("pre-ln", seed=3), variants.build("pre-ln", seed=3)
+    torch.manual_seed(1)  # the server's global RNG is shared by every session: what it holds must not matter
+    a = variants.build("pre-ln", seed=3)
+    torch.manual_seed(2)
+    b, c = variants.build("pre-ln", seed=3), variants.build("pre-ln", seed=4)
     assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
+    assert not torch.equal(a.blocks[0].attn.qkv.weight, c.blocks[0].attn.qkv.weight)
+    w = a.blocks[0].mlp.fc1.weight  # GPT-2's init: N(0, 0.02²), zero biases, unit norm gains
+    assert abs(w.std().item() - 0.02) < 0.002 and not a.blocks[0].mlp.fc1.bias.any()
+    assert torch.equal(a.blocks[0].norm1.weight, torch.ones_like(a.blocks[0].norm1.weight))
     with pytest.raises(KeyError, match="unknown variant"):
         variants.variant_config("sandwich-ln")
 
@@ -77,27 +85,35 @@ def test_build_is_seeded_and_unknown_names_are_rejected():
 )
 def test_zero_branch_pre_norm_is_exactly_the_identity(n, norm, mlp, scale, offset, seed):
     cfg = SMALL.replace(norm=norm, mlp=mlp)
-    x = norms.sample_residual(n, cfg.dim, scale=scale, offset=offset, seed=seed)
-    demo = norms.identity_demo(cfg, x, seed=seed)
+    x = norm_lab.sample_residual(n, cfg.dim, scale=scale, offset=offset, seed=seed)
+    demo = norm_lab.identity_demo(cfg, x, seed=seed)
     assert torch.equal(demo.pre, x) and demo.pre_error == 0.0
     assert demo.post_vs_norm == 0.0
 
 
+def test_zero_branch_blocks_do_not_depend_on_the_global_rng():
+    torch.manual_seed(1)
+    a = norm_lab.zero_branch_block(SMALL, "pre", seed=5)
+    torch.manual_seed(2)
+    b = norm_lab.zero_branch_block(SMALL, "pre", seed=5)
+    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
+
+
 def test_zero_branch_post_norm_returns_the_norm_of_x():
     """Checked against torch's own norms: Post-Norm(x) = LN(LN(x)) ≠ x."""
-    x = norms.sample_residual(5, SMALL.dim, scale=4.0, offset=2.0, seed=1)
-    ln = norms.identity_demo(SMALL, x)
+    x = norm_lab.sample_residual(5, SMALL.dim, scale=4.0, offset=2.0, seed=1)
+    ln = norm_lab.identity_demo(SMALL, x)
     ref = F.layer_norm(F.layer_norm(x, (SMALL.dim,), eps=SMALL.norm_eps), (SMALL.dim,), eps=SMALL.norm_eps)
     torch.testing.assert_close(ln.post, ref)
     assert ln.post_change > 1.0
-    rms = norms.identity_demo(SMALL.replace(norm="rmsnorm"), x)
+    rms = norm_lab.identity_demo(SMALL.replace(norm="rmsnorm"), x)
     ref = F.rms_norm(F.rms_norm(x, (SMALL.dim,), eps=SMALL.norm_eps), (SMALL.dim,), eps=SMALL.norm_eps)
     torch.testing.assert_close(rms.post, ref)
 
 
 def test_identity_demo_rejects_a_wrong_width():
     with pytest.raises(ValueError, match=r"\[N, 16\]"):
-        norms.identity_demo(SMALL, torch.zeros(3, 8))
+        norm_lab.identity_demo(SMALL, torch.zeros(3, 8))
 
 
 # LayerNorm and RMSNorm step by step (§5.2, §8.2) --------------------------------------------------------------
@@ -107,7 +123,7 @@ def test_norm_steps_match_torch_layer_norm_and_rms_norm(data, d, eps):
     x = torch.tensor(data.draw(st.lists(finite, min_size=d, max_size=d)), dtype=torch.float64)
     g = torch.tensor(data.draw(st.lists(finite, min_size=d, max_size=d)), dtype=torch.float64)
     b = torch.tensor(data.draw(st.lists(finite, min_size=d, max_size=d)), dtype=torch.float64)
-    s = norms.norm_steps(x, g, b, eps=eps)
+    s = norm_lab.norm_steps(x, g, b, eps=eps)
     torch.testing.assert_close(s.ln_out, F.layer_norm(x, (d,), g, b, eps=eps))
     torch.testing.assert_close(s.rms_out, F.rms_norm(x, (d,), g, eps=eps))
     torch.testing.assert_close(
@@ -117,12 +133,12 @@ def test_norm_steps_match_torch_layer_norm_and_rms_norm(data, d, eps):
 
 def test_norm_steps_agree_with_the_project_modules_and_differ_when_the_mean_is_large():
     x = torch.tensor([4.0, 6.0, 5.0, 9.0, 3.0, 7.0])
-    s = norms.norm_steps(x)
+    s = norm_lab.norm_steps(x)
     torch.testing.assert_close(s.ln_out.float(), LayerNorm(6)(x))
     torch.testing.assert_close(s.rms_out.float(), RMSNorm(6)(x))
     assert s.mean == pytest.approx(34 / 6)
     assert (s.ln_out - s.rms_out).abs().max() > 0.5  # mean-centring matters when μ ≫ σ
-    shifted = norms.norm_steps(x + 100)
+    shifted = norm_lab.norm_steps(x + 100)
     torch.testing.assert_close(shifted.ln_out, s.ln_out, atol=1e-4, rtol=0)  # LayerNorm ignores a shift
     assert (shifted.rms_out - s.rms_out).abs().max() > 0.3  # RMSNorm does not
 
@@ -139,28 +155,28 @@ def test_norm_steps_agree_with_the_project_modules_and_differ_when_the_mean_is_l
 )
 def test_bad_vectors_give_clear_messages(text, message):
     with pytest.raises(ValueError, match=message):
-        norms.norm_steps(norms.parse_vector(text))
+        norm_lab.norm_steps(norm_lab.parse_vector(text))
 
 
 def test_constant_vector_with_zero_eps_is_refused_and_gamma_must_fit():
     with pytest.raises(ValueError, match="ε > 0"):
-        norms.norm_steps([0.0, 0.0], eps=0.0)
+        norm_lab.norm_steps([0.0, 0.0], eps=0.0)
     with pytest.raises(ValueError, match="one per dimension"):
-        norms.norm_steps([1.0, 2.0, 3.0], gamma=[1.0, 2.0])
+        norm_lab.norm_steps([1.0, 2.0, 3.0], gamma=[1.0, 2.0])
 
 
 # MLP vs SwiGLU parameter counts (§8.3) ------------------------------------------------------------------------
 @settings(max_examples=30, deadline=None)
 @given(dim=st.integers(1, 2048), ratio=st.sampled_from([1.0, 2.0, 4.0, 8.0 / 3.0]), bias=st.booleans())
 def test_mlp_counts_formula_equals_the_modules_own_count(dim, ratio, bias):
-    c = norms.mlp_param_counts(dim, ratio, bias=bias)
+    c = norm_lab.mlp_param_counts(dim, ratio, bias=bias)
     assert c["mlp_formula"] == c["mlp_counted"] and c["swiglu_formula"] == c["swiglu_counted"]
 
 
 def test_swiglu_at_8d_over_3_matches_the_4d_mlp():
-    c = norms.mlp_param_counts(768, 4.0, bias=False)  # LLaMA-style: hidden 2048
+    c = norm_lab.mlp_param_counts(768, 4.0, bias=False)  # LLaMA-style: hidden 2048
     assert c["swiglu_hidden"] == 2048 and c["swiglu_counted"] == c["mlp_counted"] == 8 * 768**2
-    c = norms.mlp_param_counts(64)
+    c = norm_lab.mlp_param_counts(64)
     assert abs(c["swiglu_counted"] - c["mlp_counted"]) / c["mlp_counted"] < 0.01
 
 
@@ -171,7 +187,7 @@ def test_forward_with_stats_is_the_model_forward_and_measures_rms():
 
     model = CausalLM(SMALL)
     idx = torch.randint(0, SMALL.vocab_size, (3, 10))
-    logits, rms = norms.forward_with_stats(model, idx)
+    logits, rms = norm_lab.forward_with_stats(model, idx)
     assert torch.equal(logits, model(idx))
     emb = model.embed(idx).detach().double()
     assert rms.shape == (SMALL.num_layers + 1,)
@@ -183,7 +199,7 @@ def test_grad_norms_match_clip_grad_norm():
     model = variants.build("deep-post-ln", vocab_size=32, max_len=16)
     idx = torch.randint(0, 32, (2, 16))
     model.loss(model(idx), idx).backward()
-    total, per_layer = norms.grad_norms(model)
+    total, per_layer = norm_lab.grad_norms(model)
     ref = torch.nn.utils.clip_grad_norm_(model.parameters(), float("inf"))
     assert total == pytest.approx(float(ref), rel=1e-5)
     assert len(per_layer) == 16 and sum(g * g for g in per_layer) < total**2
@@ -194,14 +210,14 @@ def test_depth_profile_restores_existing_gradients():
     idx = torch.randint(0, 32, (2, 16))
     model.loss(model(idx), idx).backward()
     before = [p.grad.clone() for p in model.parameters()]
-    prof = norms.depth_profile(model, idx, idx)
+    prof = norm_lab.depth_profile(model, idx, idx)
     assert len(prof["grad_norm"]) == 4 and len(prof["residual_rms"]) == 5
     assert all(torch.equal(a, p.grad) for a, p in zip(before, model.parameters()))
 
 
 def test_ema_is_debiased_and_skips_missing_values():
-    assert norms.ema([2.0, 2.0, 2.0], 0.9) == pytest.approx([2.0, 2.0, 2.0])
-    out = norms.ema([1.0, None, 3.0], 0.5)
+    assert norm_lab.ema([2.0, 2.0, 2.0], 0.9) == pytest.approx([2.0, 2.0, 2.0])
+    out = norm_lab.ema([1.0, None, 3.0], 0.5)
     assert math.isnan(out[1]) and out[2] == pytest.approx((0.5 * 1 + 3) / 1.5)
 
 
@@ -260,7 +276,7 @@ def test_claims_are_computed_from_the_numbers():
             "deep-pre-ln": run(5.9),
         }
     }
-    verdicts = {c["key"]: c["holds"] for c in variants.claims(summary)}
+    verdicts = {c["key"]: c["holds"] for c in shipped.claims(summary)}
     assert verdicts == {
         "pre_beats_post": True,
         "deep_pre_beats_post": True,
@@ -270,19 +286,19 @@ def test_claims_are_computed_from_the_numbers():
         "swiglu_beats_mlp": False,
     }
     summary["variants"]["deep-post-ln"] = run(6.2)
-    assert {c["key"]: c["holds"] for c in variants.claims(summary)}["gap_grows_with_depth"] is False  # 0.3 < 0.5
+    assert {c["key"]: c["holds"] for c in shipped.claims(summary)}["gap_grows_with_depth"] is False  # 0.3 < 0.5
     del summary["variants"]["deep-pre-ln"]
-    assert "deep_pre_beats_post" not in {c["key"] for c in variants.claims(summary)}
+    assert "deep_pre_beats_post" not in {c["key"] for c in shipped.claims(summary)}
 
 
 # The shipped results ------------------------------------------------------------------------------------------
 def test_shipped_results_validate_against_their_manifest():
-    verify(variants.BUNDLE, variants.RETRAIN)
-    manifest = json.loads((variants.BUNDLE / "manifest.json").read_text())
-    assert set(manifest) == set(variants.BUNDLE_FILES) - {"manifest.json"}
-    res = variants.load_results()
+    verify(shipped.BUNDLE, shipped.RETRAIN)
+    manifest = json.loads((shipped.BUNDLE / "manifest.json").read_text())
+    assert set(manifest) == set(shipped.BUNDLE_FILES) - {"manifest.json"}
+    res = shipped.load_results()
     assert set(res.names) == set(variants.VARIANTS)
-    assert sum((variants.BUNDLE / f).stat().st_size for f in manifest) < 8_000_000
+    assert sum((shipped.BUNDLE / f).stat().st_size for f in manifest) < 8_000_000
     for name in res.names:
         h, r = res.history[name], res.summary["variants"][name]
         n = len(h["step"])
@@ -299,7 +315,7 @@ def test_shipped_results_validate_against_their_manifest():
 
 
 def test_shipped_weights_reproduce_the_recorded_validation_loss_roughly():
-    res = variants.load_results()
+    res = shipped.load_results()
     tm = res.text_model("pre-ln")
     val = res.tokens("val")
     from tx_explorer.train.lm import evaluate, windows
@@ -310,7 +326,7 @@ def test_shipped_weights_reproduce_the_recorded_validation_loss_roughly():
 
 def test_a_tampered_results_file_is_rejected(tmp_path):
     copy = tmp_path / "variants"
-    shutil.copytree(variants.BUNDLE, copy)
+    shutil.copytree(shipped.BUNDLE, copy)
     (copy / "history.json").write_text((copy / "history.json").read_text().replace("1", "2", 1))
-    with pytest.raises(BundleError, match="history.json.*python -m tx_explorer.train variants"):
-        variants.load_results(copy)
+    with pytest.raises(BundleError, match=r"history\.json.*python -m tx_explorer\.train variants"):
+        shipped.load_results(copy)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from conftest import assert_clean, open_page, plotly_specs
 
-from tx_explorer import textmodel
+from tx_explorer import models
 
 LONG = "All work and no play makes the parser a dull boy. " * 200  # 10 000 characters
 SCRIPT = "<script>alert('x')</script> <b>bold</b> & done"
@@ -97,7 +97,7 @@ def test_multihead_html_and_emoji_are_literal(multihead) -> None:
     assert all("<script>" not in m.value for m in multihead.markdown)
 
 
-@pytest.mark.skipif("minilm-l6" not in textmodel.available_text_models(), reason="MiniLM package not installed")
+@pytest.mark.skipif("minilm-l6" not in models.available_models("text"), reason="MiniLM package not installed")
 def test_multihead_encoder_with_special_tokens_hidden() -> None:
     at = open_page("multihead")
     at.selectbox(key="mh_model").set_value("minilm-l6").run()

@@ -14,10 +14,11 @@ from conftest import assert_clean, open_page
 from tx_explorer import models, ui
 from tx_explorer.analysis import cost
 from tx_explorer.analysis import seq2seq_eval as ev
-from tx_explorer.modules.translator import Translator
-from tx_explorer.modules.vit import ImageClassifier
-from tx_explorer.moe_bundle import MoEBundle
-from tx_explorer.textmodel import TextModel
+from tx_explorer.families.images import ImageClassifier
+from tx_explorer.families.moe import MoEBundle
+from tx_explorer.families.text import TextModel
+from tx_explorer.families.translation import Translator
+from tx_explorer.families.variants import Results, load_results
 from tx_explorer.train import variants
 
 
@@ -27,6 +28,8 @@ def modules_of(obj) -> list[torch.nn.Module]:
         return [obj.text.model]
     if isinstance(obj, (TextModel, Translator, ImageClassifier)):
         return [obj.model]
+    if isinstance(obj, Results):  # weights load per variant, each into its own read-only TextModel
+        return [obj.text_model(name).model for name in obj.names]
     raise AssertionError(f"{type(obj).__name__}: unknown model type, say here where its modules are")
 
 
@@ -45,7 +48,7 @@ def test_cached_models_are_in_eval_mode_without_gradients(name):
 
 
 def test_norm_variant_models_shared_by_the_norms_page_are_read_only():
-    res = variants.load_results()
+    res = load_results()
     for name in res.names:
         assert_read_only(res.text_model(name).model)
 

@@ -19,9 +19,9 @@ from tx_explorer.analysis.rollout import rollout
 from tx_explorer.analysis.vit_metrics import cls_to_patches, object_share, patch_coverage
 from tx_explorer.config import ViTConfig
 from tx_explorer.data import images, shapes
-from tx_explorer.interop import vit_from_timm
+from tx_explorer.families.images import ImageClassifier
+from tx_explorer.interop.timm_vit import vit_from_timm
 from tx_explorer.modules.vit import (
-    ImageClassifier,
     PatchEmbed,
     VisionTransformer,
     patchify,
@@ -474,7 +474,7 @@ def test_bundled_vit_shapes_classifies_held_out_images():
 
 
 def test_training_cli_writes_a_loadable_bundle(tmp_path):
-    from tx_explorer.modules.vit import load
+    from tx_explorer.families.images import load
     from tx_explorer.train import vit as train_vit
 
     out = tmp_path / "bundle"

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from tx_explorer.errors import positive_int
+
 
 def _check_qkv(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, bias: Tensor | None = None) -> None:
     if q.dim() < 2 or k.dim() < 2 or v.dim() < 2:
@@ -289,9 +291,9 @@ def _fold_batch(
 
 def _block_sizes(block_size: int | tuple[int, int]) -> tuple[int, int]:
     sizes = tuple(block_size) if isinstance(block_size, (tuple, list)) else (block_size, block_size)
-    if len(sizes) != 2 or any(isinstance(b, bool) or int(b) != b or b < 1 for b in sizes):
+    if len(sizes) != 2:
         raise ValueError(f"block_size must be a positive integer or a pair of them, got {block_size!r}")
-    return int(sizes[0]), int(sizes[1])
+    return positive_int("block_size", sizes[0]), positive_int("block_size", sizes[1])
 
 
 def _prepare(

@@ -2,12 +2,40 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
-from typing import Any, Literal
+from typing import Any, Literal, Self, get_type_hints
+
+from tx_explorer.errors import InputError, positive_int
+
+
+class Serialisable:
+    """``to_dict``, ``from_dict`` and ``replace`` for the frozen dataclass configs (``config.json`` of a bundle).
+
+    ``from_dict`` ignores keys it does not know (a bundle's extra fields, or ones a later version added) and
+    rebuilds nested configs from their dicts.
+    """
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)  # type: ignore[call-overload]
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Self:
+        types = get_type_hints(cls)
+        kwargs = {}
+        for f in fields(cls):  # type: ignore[arg-type]
+            if f.name in d:
+                value, kind = d[f.name], types[f.name]
+                nested = isinstance(kind, type) and issubclass(kind, Serialisable) and isinstance(value, Mapping)
+                kwargs[f.name] = kind.from_dict(value) if nested else value
+        return cls(**kwargs)
+
+    def replace(self, **changes: Any) -> Self:
+        return replace(self, **changes)  # type: ignore[type-var]
 
 
 @dataclass(frozen=True)
-class TransformerConfig:
+class TransformerConfig(Serialisable):
     vocab_size: int = 2048  # tokens the embedding knows (byte-level BPE trained on our corpus)
     max_len: int = 128  # longest context in tokens (learned positions need a row each)
     dim: int = 128  # model width D
@@ -33,18 +61,17 @@ class TransformerConfig:
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "max_len", "dim", "num_layers", "num_heads"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+            positive_int(name, getattr(self, name))
         if self.dim % self.num_heads:
-            raise ValueError(f"num_heads={self.num_heads} does not divide dim={self.dim}")
+            raise InputError("heads_divide", heads=self.num_heads, dim=self.dim)
         if self.positions == "sinusoidal" and self.dim % 2:
-            raise ValueError("sinusoidal positions need an even dim")
-        if self.num_kv_heads is not None and (self.num_kv_heads < 1 or self.num_heads % self.num_kv_heads):
-            raise ValueError(f"num_kv_heads={self.num_kv_heads} must divide num_heads={self.num_heads}")
+            raise InputError("sinusoidal_even")
+        if self.num_kv_heads is not None and self.num_heads % positive_int("num_kv_heads", self.num_kv_heads):
+            raise InputError("kv_heads_divide", kv_heads=self.num_kv_heads, heads=self.num_heads)
         if self.positions == "rotary" and self.head_dim % 2:
-            raise ValueError("rotary positions turn pairs of dimensions: the head dimension must be even")
-        if self.sliding_window is not None and self.sliding_window < 1:
-            raise ValueError(f"sliding_window must be at least 1, got {self.sliding_window}")
+            raise InputError("rotary_even")
+        if self.sliding_window is not None:
+            positive_int("sliding_window", self.sliding_window)
 
     @property
     def head_dim(self) -> int:
@@ -60,20 +87,16 @@ class TransformerConfig:
         """(Q/K/V projections, output projection) biases."""
         return (self.bias if self.qkv_bias is None else self.qkv_bias), self.bias
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> TransformerConfig:
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in known})
-
-    def replace(self, **changes: Any) -> TransformerConfig:
-        return replace(self, **changes)
+    @property
+    def mlp_hidden(self) -> int:
+        """The MLP's hidden width: ratio·D, or for SwiGLU ⌊2/3 of it⌉ (three matrices: 3·D·h ≈ 2·D·ratio·D)."""
+        if self.mlp == "swiglu":
+            return max(1, round(2 * self.mlp_ratio * self.dim / 3))
+        return int(self.mlp_ratio * self.dim)
 
 
 @dataclass(frozen=True)
-class ViTConfig:
+class ViTConfig(Serialisable):
     """A Vision Transformer (Dosovitskiy et al. 2020, lecture §7): image → patch tokens → encoder → class."""
 
     image_size: int = 64  # square input side in pixels; must be a multiple of patch_size
@@ -89,15 +112,15 @@ class ViTConfig:
     positions: Literal["learned", "sincos2d", "none"] = "learned"  # learned 1-D table or fixed 2-D sin-cos (MAE)
     norm_eps: float = 1e-6  # timm's LayerNorm ε, so copied timm weights give the same logits
     dropout: float = 0.0  # on attention weights and MLP output; 0 for small-data runs
+    qkv_bias: bool = True  # biases on the Q/K/V projection (timm's qkv_bias; the output projection keeps its own)
 
     def __post_init__(self) -> None:
         for name in ("image_size", "patch_size", "in_chans", "num_classes", "dim", "num_layers", "num_heads"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+            positive_int(name, getattr(self, name))
         if self.image_size % self.patch_size:
-            raise ValueError(f"patch_size={self.patch_size} does not divide image_size={self.image_size}")
+            raise InputError("patch_divides", patch=self.patch_size, size=self.image_size)
         if self.dim % self.num_heads:
-            raise ValueError(f"num_heads={self.num_heads} does not divide dim={self.dim}")
+            raise InputError("heads_divide", heads=self.num_heads, dim=self.dim)
         if self.pool == "token" and not self.class_token:
             raise ValueError("pool='token' needs class_token=True; use pool='avg' without a class token")
         if self.positions == "sincos2d" and self.dim % 4:
@@ -127,17 +150,10 @@ class ViTConfig:
             mlp_ratio=self.mlp_ratio,
             norm_eps=self.norm_eps,
             dropout=self.dropout,
+            qkv_bias=self.qkv_bias,
             positions="none",
             tie_embeddings=False,
         )
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> ViTConfig:
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in known})
 
 
 PRESETS: dict[str, TransformerConfig] = {

@@ -11,40 +11,37 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-
-def _positive(name: str, value: int) -> int:
-    if int(value) != value or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return int(value)
+from tx_explorer.errors import InputError, positive_int
 
 
 def full(n: int) -> Tensor:
     """``[n, n]`` all True: unmasked self-attention (encoders, ViT)."""
-    n = _positive("n", n)
+    n = positive_int("n", n)
     return torch.ones(n, n, dtype=torch.bool)
 
 
 def causal(n: int) -> Tensor:
     """``[n, n]`` lower-triangular: query i sees keys 0..i (autoregressive decoding, §3.4)."""
-    n = _positive("n", n)
+    n = positive_int("n", n)
     return torch.ones(n, n, dtype=torch.bool).tril()
 
 
 def padding(lengths: Sequence[int] | Tensor, n: int) -> Tensor:
     """``[B, 1, n]``: key j of sequence b is visible iff ``j < lengths[b]`` (pad tokens are hidden)."""
-    n = _positive("n", n)
+    n = positive_int("n", n)
     lengths = torch.as_tensor(lengths, dtype=torch.long).reshape(-1)
     if lengths.numel() == 0:
         raise ValueError("padding needs at least one sequence length")
     if (lengths < 0).any() or (lengths > n).any():
-        raise ValueError(f"every length must lie in [0, {n}], got {lengths.tolist()}")
+        raise InputError("lengths_range", n=n, lengths=lengths.tolist())
     keys = torch.arange(n)
     return (keys[None, :] < lengths[:, None])[:, None, :]  # (B, 1, n)
 
 
 def sliding_window(n: int, window: int) -> Tensor:
-    """``[n, n]`` causal band: query i sees itself and the ``window - 1`` keys before it (Longformer/Mistral)."""
-    n, window = _positive("n", n), _positive("window", window)
+    """``[n, n]`` causal band: query i sees itself and the ``window - 1`` keys before it (Mistral's window;
+    Longformer's is two-sided)."""
+    n, window = positive_int("n", n), positive_int("window", window)
     i = torch.arange(n)[:, None]
     j = torch.arange(n)[None, :]
     return (j <= i) & (i - j < window)
@@ -56,14 +53,14 @@ def causal_between(q_pos: Tensor, k_pos: Tensor, window: int | None = None) -> T
     when both are 0…N−1; with a KV cache the keys run further back than the queries."""
     back = q_pos[:, None] - k_pos[None, :]  # (Nq, Nk): how far back each key lies
     visible = back >= 0
-    return visible if window is None else visible & (back < _positive("window", window))
+    return visible if window is None else visible & (back < positive_int("window", window))
 
 
 def prefix_lm(n: int, prefix: int) -> Tensor:
     """``[n, n]``: full attention inside the first ``prefix`` tokens, causal after (T5's prefix LM)."""
-    n = _positive("n", n)
+    n = positive_int("n", n)
     if int(prefix) != prefix or not 0 <= prefix <= n:
-        raise ValueError(f"prefix must be an integer in [0, {n}], got {prefix!r}")
+        raise InputError("prefix_range", n=n, prefix=prefix)
     return causal(n) | (torch.arange(n)[None, :] < prefix)  # every query sees the whole prefix
 
 
@@ -74,7 +71,7 @@ def block_diagonal(sizes: Sequence[int]) -> Tensor:
     """
     if len(sizes) == 0:
         raise ValueError("block_diagonal needs at least one block size")
-    sizes = [_positive("every block size", s) for s in sizes]
+    sizes = [positive_int("every block size", s) for s in sizes]
     doc = torch.repeat_interleave(torch.arange(len(sizes)), torch.tensor(sizes))
     return doc[:, None] == doc[None, :]
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import io
+import itertools
 import logging
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -17,7 +18,8 @@ import plotly.graph_objects as go
 import streamlit as st
 import torch
 
-from tx_explorer import locales
+from tx_explorer import locales, models
+from tx_explorer.errors import InputError
 
 log = logging.getLogger("tx_explorer")
 
@@ -33,8 +35,20 @@ def texts(page: str) -> Callable[..., str]:
     return lambda key, **fmt: locales.text(page, key, current, **fmt)
 
 
-def nav_title(key: str) -> str:
-    return locales.text("common", key, lang())
+def page_title(page: str) -> str:
+    """The one name of ``pages/<page>.py`` (sidebar, its own title, the Home map): ``page_<page>`` in common.json."""
+    return locales.text("common", f"page_{page}", lang())
+
+
+def words(defaults: Mapping[str, str], page: str = "common") -> dict[str, str]:
+    """A figure module's ``WORDS`` in the chosen language (``fig_<key>`` in ``locales/<page>.json``)."""
+    return locales.words(page, defaults, lang())
+
+
+def model_description(name: str) -> str:
+    """A registered model's description in the chosen language (``model_<name>`` in common.json, else English)."""
+    key = f"model_{name}"
+    return locales.text("common", key, lang()) if key in locales.table("common") else models.REGISTRY[name].description
 
 
 def axes() -> dict[str, str]:
@@ -49,18 +63,96 @@ def device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
-@st.cache_resource(show_spinner=False, max_entries=16)  # every registered model fits (< 0.5 GB in all)
 def cached_model(name: str) -> Any:
-    """``models.load_model(name)``, loaded (and checksum-verified) once per server process.
+    """A registered model by name, or a checkpoint folder by its path, loaded once per server process.
 
     Every session shares the object, so it is made read-only: each module in it in eval mode, no gradients.
     """
-    from tx_explorer import models
+    return _registered_model(name) if name in models.REGISTRY else _checkpoint(name)
 
-    loaded = models.load_model(name)
+
+@st.cache_resource(show_spinner=False, max_entries=16)  # every registered model fits (< 0.5 GB in all)
+def _registered_model(name: str) -> Any:
+    """``models.load_model(name)``, loaded (and checksum-verified) once."""
+    return _read_only(models.load_model(name))
+
+
+@st.cache_resource(show_spinner=False, max_entries=2)  # a visitor's checkpoints may be gigabytes: keep the last two
+def _checkpoint(folder: str) -> Any:
+    """A checkpoint folder, checked against the allowed roots again, then loaded whole or not at all."""
+    from tx_explorer import paths
+
+    return _read_only(paths.open_checkpoint(folder))
+
+
+def _read_only(loaded: Any) -> Any:
     for module in _modules(loaded):
         module.eval().requires_grad_(False)
     return loaded
+
+
+FOLDER = "\0folder"  # the picker's "a checkpoint folder" choice: no registered name or path contains a NUL
+
+
+@st.cache_data(ttl=30, show_spinner=False)  # a directory scan: cheap, but not on every rerun
+def _cached_checkpoints(kind: str | None) -> dict[str, str]:
+    from tx_explorer import paths
+
+    return {str(c.folder): c.repo for c in paths.cached_checkpoints() if kind is None or c.kind == kind}
+
+
+def text_model_picker(
+    label: str,
+    key: str,
+    *,
+    kind: str | None = None,
+    help: str | None = None,
+    where: Any = st,
+    extra: Sequence[str] = (),
+) -> str | None:
+    """A text page's model choice: registered models, checkpoints in the local Hugging Face cache, or a folder.
+
+    ``where`` holds the selectbox (a column); the folder's text box goes below. Returns a name for
+    :func:`cached_model` (a registered name or a checkpoint folder), or None after a message while the chosen
+    folder is not typed yet or lies outside the allowed roots (:mod:`tx_explorer.paths`).
+    """
+    from tx_explorer import paths
+
+    T = texts("common")
+    cached = _cached_checkpoints(kind)
+    options = [*models.available_models("text", kind=kind), *extra, *cached, FOLDER]  # extra: e.g. tiny-moe
+
+    labels = {folder: T("model_cached", repo=repo) for folder, repo in cached.items()}
+    labels[FOLDER] = T("model_folder_option")
+    choice = where.selectbox(label, options, key=key, help=help, format_func=lambda o: labels.get(o, o))
+    if choice != FOLDER:
+        return choice
+    typed = st.text_input(
+        T("model_folder"), key=f"{key}_folder", max_chars=4096, help=T("model_folder_help", variable=paths.ENV_ROOTS)
+    )
+    if not typed.strip():
+        st.info(T("model_folder_empty"))
+        return None
+    try:
+        return str(paths.allowed_folder(typed))
+    except InputError as exc:
+        st.error(T("error_input", message=escape_markdown(error_text(exc))))
+        return None
+
+
+def architecture_caption(cfg: Any) -> str:
+    """How a text model's blocks are built, in words: positions, K/V sharing, window, norm and MLP kinds."""
+    T = texts("common")
+    heads, kv = cfg.num_heads, cfg.kv_heads
+    sharing = "mha" if kv == heads else "mqa" if kv == 1 else "gqa"
+    parts = [
+        T(f"arch_positions_{cfg.positions}", theta=cfg.rope_theta),
+        T(f"arch_{sharing}", heads=heads, kv=kv),
+        *([T("arch_window", window=cfg.sliding_window)] if cfg.sliding_window else []),
+        T(f"arch_norm_{cfg.norm}"),
+        T(f"arch_mlp_{cfg.mlp}"),
+    ]
+    return " · ".join(parts)
 
 
 def _modules(obj: Any, depth: int = 2) -> Iterator[torch.nn.Module]:
@@ -134,6 +226,54 @@ def show_figure(fig: go.Figure, key: str, data: np.ndarray | Mapping[str, np.nda
         )
 
 
+def show(*panels: Any) -> None:
+    """Show :class:`tx_explorer.views.Panel` s (figure, key, the numbers behind it) one below the other."""
+    for panel in panels:
+        if panel is not None:
+            show_figure(panel.figure, panel.key, panel.data)
+
+
+def metrics(values: Mapping[str, str]) -> None:
+    """A row of ``st.metric`` s, one column each: ``{label: value}``."""
+    for col, (label, value) in zip(st.columns(len(values)), values.items()):
+        col.metric(label, value)
+
+
+def section(T: Callable[..., str], name: str, *formulas: str, intro: bool = True, level: str = "header") -> None:
+    """A page section's start: the header ``T(f"{name}_header")``, its intro ``T(f"{name}_intro")``, formulas."""
+    (st.subheader if level == "subheader" else st.header)(T(f"{name}_header"))
+    if intro:
+        st.markdown(T(f"{name}_intro"))
+    for formula in formulas:
+        st.latex(formula)
+
+
+def row(*panels: Any, headings: tuple[str, ...] = ()) -> None:
+    """Panels side by side, one column each (a heading in Markdown above each when given)."""
+    for i, (col, panel) in enumerate(zip(st.columns(len(panels)), panels)):
+        with col:
+            if i < len(headings):
+                st.markdown(headings[i])
+            show(panel)
+
+
+def optional(load: Callable[[], Any], error: type[Exception], message: Callable[[Exception], str]) -> Any:
+    """``load()``, or None after a warning ``message(exc)`` when it raises ``error`` (e.g. a bundle not built)."""
+    try:
+        return load()
+    except error as exc:
+        st.warning(message(exc))
+        return None
+
+
+_redraws = itertools.count()
+
+
+def redraw(placeholder: Any, panel: Any) -> None:
+    """Draw a panel's figure into an ``st.empty()`` placeholder, replacing what was there (a growing curve)."""
+    placeholder.plotly_chart(panel.figure, key=f"{panel.key}_live_{next(_redraws)}", theme=None)
+
+
 _MARKDOWN_SPECIALS = "\\`*_{}[]<>#|~$"  # what Markdown, HTML or LaTeX would act on mid-line
 
 
@@ -142,21 +282,27 @@ def escape_markdown(text: str) -> str:
     return "".join("\\" + c if c in _MARKDOWN_SPECIALS else c for c in text)
 
 
+def error_text(exc: BaseException) -> str:
+    """An exception's message for the user: an :class:`InputError` in the chosen language, others as they are."""
+    return exc.message(lang()) if isinstance(exc, InputError) else str(exc)
+
+
 @contextlib.contextmanager
 def friendly_errors() -> Iterator[None]:
     """Turn exceptions inside a page section into a clear message; the app keeps serving.
 
-    ``ValueError``/``TypeError``/``LookupError`` are input problems and their message is shown as is;
-    anything else is logged server-side with its traceback and summarised for the user.
+    ``ValueError``/``TypeError``/``LookupError`` are input problems and their message is shown (in the chosen
+    language for an :class:`~tx_explorer.errors.InputError`); anything else is logged server-side with its
+    traceback and summarised for the user.
     """
     T = texts("common")
     try:
         yield
     except (ValueError, TypeError, LookupError) as exc:
-        st.error(T("error_input", message=escape_markdown(str(exc))))
+        st.error(T("error_input", message=escape_markdown(error_text(exc))))
     except torch.OutOfMemoryError:
         log.exception("out of memory")
-        st.error(T("error_internal", kind="out of memory"))
+        st.error(T("error_internal", kind=T("out_of_memory")))
     except Exception as exc:
         log.exception("page error")
         st.error(T("error_internal", kind=type(exc).__name__))

@@ -18,8 +18,10 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from tx_explorer.analysis.memory import naive_bytes, peak_memory
 from tx_explorer.analysis.seeding import generator
 from tx_explorer.attention import flash_attention, scaled_dot_product_attention
+from tx_explorer.errors import InputError, positive_int
 
 LECTURE_N, LECTURE_H = 100_000, 64  # the lecture's example (§4.4): terabytes for the weights alone
 MEASURE_BUDGET_S = 60.0  # one press of the page's button starts no run predicted to end later (shared server)
@@ -38,21 +40,16 @@ class Matmul:
     quadratic: bool  # grows with N² (the token-mixing products) rather than N
 
 
-def _positive(**values: int) -> None:
-    for name, value in values.items():
-        if isinstance(value, bool) or int(value) != value or value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
-
-
 def four_matmuls(n: int, d: int, h: int) -> list[Matmul]:
     """Shapes and FLOPs of the four products for ``n`` tokens, model width ``d``, ``h`` heads (D_H = d / h).
 
     QKV projection ``[N, D]·[D, 3·H·D_H]``, similarity ``[H, N, D_H]·[H, D_H, N]``, V-weighting
     ``[H, N, N]·[H, N, D_H]`` and output projection ``[N, H·D_H]·[H·D_H, D]``.
     """
-    _positive(N=n, D=d, H=h)
+    for name, value in (("N", n), ("D", d), ("H", h)):
+        positive_int(name, value)
     if d % h:
-        raise ValueError(f"the number of heads H={h} must divide the width D={d}")
+        raise InputError("heads_divide_width", heads=h, dim=d)
     dh = d // h
     return [
         Matmul("qkv", "QKV projection", (n, d), (d, 3 * h * dh), (n, 3 * h * dh), 2 * n * d * 3 * h * dh, False),
@@ -62,26 +59,10 @@ def four_matmuls(n: int, d: int, h: int) -> list[Matmul]:
     ]
 
 
-def format_si(value: float, unit: str = "") -> str:
-    """Three significant digits with a decimal prefix: ``format_si(137.4e9, "B") == '137 GB'``."""
-    exp = 0
-    while abs(value) >= 999.5 * 1000**exp and exp < 6:  # 999.7 → "1.00 k", not "1e+03"
-        exp += 1
-    scaled = value / 1000**exp
-    text = f"{scaled:.3g}" if abs(scaled) < 99.95 else f"{scaled:.0f}"
-    return f"{text} {' kMGTPE'[exp].strip()}{unit}".rstrip()
-
-
 def crossover_n(d: int) -> float:
     """The N where the two N² products (4·N²·D FLOPs) equal the two projections (8·N·D²): N = 2·D."""
-    _positive(D=d)
+    positive_int("D", d)
     return 2.0 * d
-
-
-def naive_bytes(n: int, heads: int, head_dim: int, *, batch: int = 1, itemsize: int = 4) -> int:
-    """Peak bytes allocated by materialising attention: scores and weights ``[B, H, N, N]`` alive together
-    (softmax reads one while writing the other) plus the output ``[B, H, N, D_H]``."""
-    return itemsize * batch * heads * (2 * n * n + n * head_dim)
 
 
 def flash_bytes(n: int, heads: int, head_dim: int, *, block_size: int = 64, batch: int = 1, itemsize: int = 4) -> int:
@@ -214,9 +195,9 @@ def measure(
     """Time (median of ``repeats`` runs after one warm-up) and peak memory of one self-attention forward pass
     on random ``[batch, heads, n, head_dim]`` inputs, without autograd. Check :func:`memory.check_naive_fits`
     before measuring "naive" at large ``n``."""
-    from tx_explorer.analysis.memory import peak_memory  # memory imports this module for its estimates
 
-    _positive(N=n, heads=heads, head_dim=head_dim, batch=batch, repeats=repeats)
+    for name, value in (("N", n), ("heads", heads), ("head_dim", head_dim), ("batch", batch), ("repeats", repeats)):
+        positive_int(name, value)
     device = torch.device(device)
     dtype = _dtype(dtype)
     fn = attention_fn(method, block_size=block_size)

@@ -15,6 +15,7 @@ from torch import Tensor
 
 from tx_explorer.analysis.seeding import generator
 from tx_explorer.attention import flash_attention_forward, scaled_dot_product_attention
+from tx_explorer.errors import InputError, positive_int
 
 SKIPPED, PARTIAL, FULL = 0, 1, 2  # tile status codes: never computed / computed with hidden entries / all visible
 MAX_TRACE_N = 64  # the view draws every row: beyond this it stops being readable
@@ -63,10 +64,8 @@ def trace_flash(
         raise ValueError("the tile view traces one head: q, k, v must be [N, D] matrices")
     nq, nk = q.shape[0], k.shape[0]
     if max(nq, nk) > MAX_TRACE_N:
-        raise ValueError(f"the tile view draws every row; use at most {MAX_TRACE_N} tokens, got {max(nq, nk)}")
-    if isinstance(block_size, bool) or int(block_size) != block_size or block_size < 1:
-        raise ValueError(f"block_size must be a positive integer, got {block_size!r}")
-    b = int(block_size)
+        raise InputError("tile_view_size", limit=MAX_TRACE_N, count=max(nq, nk))
+    b = positive_int("block_size", block_size)
     tr, tc = math.ceil(nq / b), math.ceil(nk / b)
     m_hist = np.full((nq, tc), np.nan)
     l_hist = np.full((nq, tc), np.nan)
@@ -102,8 +101,7 @@ def trace_flash(
 def trace_example(n: int = 12, d: int = 4, block_size: int = 4, causal: bool = True, seed: int = 0) -> FlashTrace:
     """:func:`trace_flash` on standard normal ``Q, K, V [n, d]`` drawn from ``seed``."""
     for name, value in (("N", n), ("D", d)):
-        if isinstance(value, bool) or int(value) != value or value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        positive_int(name, value)
     g = generator(seed)
     q, k, v = (torch.randn(int(n), int(d), generator=g) for _ in range(3))
     return trace_flash(q, k, v, causal=causal, block_size=block_size)

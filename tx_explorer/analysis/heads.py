@@ -13,17 +13,17 @@ Inputs are one sequence's maps ``[L, H, N, N]`` (``Trace.stack()[:, 0]``) unless
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 from torch import Tensor
 
+from tx_explorer.analysis.information import entropy
 from tx_explorer.analysis.rollout import rollout
 from tx_explorer.attention import attention_steps
+from tx_explorer.families.text import TextModel
 from tx_explorer.modules.attention import MultiHeadAttention
-from tx_explorer.textmodel import TextModel
 
 METRICS = ("entropy", "distance", "previous", "first", "self")
 
@@ -51,7 +51,7 @@ def head_metrics(maps: Tensor) -> dict[str, np.ndarray]:
     a = _check_maps(maps)
     n = a.shape[-1]
     idx = torch.arange(n, dtype=torch.float64)
-    entropy = -torch.special.xlogy(a, a).sum(-1).mean(-1)  # 0·ln 0 = 0
+    mean_entropy = entropy(a).mean(-1)
     distance = torch.einsum("lhij,ij->lh", a, (idx[:, None] - idx[None, :]).abs()) / n
     if n == 1:
         nan = torch.full(a.shape[:2], float("nan"), dtype=torch.float64)
@@ -61,13 +61,8 @@ def head_metrics(maps: Tensor) -> dict[str, np.ndarray]:
         previous = a[..., rows, rows - 1].mean(-1)
         first = a[..., 1:, 0].mean(-1)
         self_ = a[..., rows, rows].mean(-1)
-    out = dict(entropy=entropy, distance=distance, previous=previous, first=first, self=self_)
+    out = dict(entropy=mean_entropy, distance=distance, previous=previous, first=first, self=self_)
     return {k: v.numpy() for k, v in out.items()}
-
-
-def _sum_xlogx(a: Tensor) -> Tensor:
-    """Σ a·log₂ a along the last axis (0·log 0 = 0): minus the entropy in bits."""
-    return torch.special.xlogy(a, a).sum(-1) / math.log(2)
 
 
 def js_distance(p: Tensor, q: Tensor) -> Tensor:
@@ -76,7 +71,7 @@ def js_distance(p: Tensor, q: Tensor) -> Tensor:
     JS(p‖q) = H(m) − ½H(p) − ½H(q) with m = ½(p + q), the same as ½KL(p‖m) + ½KL(q‖m).
     """
     p, q = torch.as_tensor(p, dtype=torch.float64), torch.as_tensor(q, dtype=torch.float64)
-    js = 0.5 * _sum_xlogx(p) + 0.5 * _sum_xlogx(q) - _sum_xlogx(0.5 * (p + q))
+    js = entropy(0.5 * (p + q), bits=True) - 0.5 * entropy(p, bits=True) - 0.5 * entropy(q, bits=True)
     return js.clamp_min(0).sqrt()
 
 
@@ -89,11 +84,11 @@ def head_similarity(maps: Tensor, max_queries: int = 64) -> np.ndarray:
     n = a.shape[-2]
     rows = torch.linspace(0, n - 1, min(n, max_queries)).round().long().unique()
     flat = a[..., rows, :].reshape(-1, len(rows), n)  # (K = L·H, rows, N)
-    own = _sum_xlogx(flat)  # (K, rows): reused by every pair
+    own = entropy(flat, bits=True)  # (K, rows): reused by every pair
     k = flat.shape[0]
     out = torch.zeros(k, k, dtype=torch.float64)
     for i in range(k):  # pairs (i, j ≥ i) only: the distance is symmetric
-        js = 0.5 * own[i] + 0.5 * own[i:] - _sum_xlogx(0.5 * (flat[i] + flat[i:]))  # (K − i, rows)
+        js = entropy(0.5 * (flat[i] + flat[i:]), bits=True) - 0.5 * own[i] - 0.5 * own[i:]  # (K − i, rows)
         out[i, i:] = out[i:, i] = js.clamp_min(0).sqrt().mean(-1)
     return out.numpy()
 
@@ -149,7 +144,7 @@ class QueryKeyView:
     v: np.ndarray  # [N, D_H]   vⱼ = xⱼ W_V^h
     weighted: np.ndarray  # [N, D_H]  αᵢⱼ vⱼ
     out: np.ndarray  # [D_H]     yᵢ = Σⱼ αᵢⱼ vⱼ
-    shapes: list[tuple[str, str]]  # the four matrix multiplications with this model's sizes
+    shapes: list[tuple[str, str]]  # (key, shapes) of the four products: qkv, qk, av, out (as in analysis.cost)
 
 
 @torch.no_grad()
@@ -166,10 +161,10 @@ def inspect_query(
     steps = attention_steps(q[query : query + 1], k, v, mask=None if mask is None else mask[query : query + 1])
     d, h, dh = mha.dim, mha.num_heads, mha.head_dim
     shapes = [
-        ("QKV projection", f"[{n}, {d}] · [{d}, {3 * h * dh}] → [{n}, {3 * h * dh}]"),
-        ("QK similarity", f"[{h}, {n}, {dh}] · [{h}, {dh}, {n}] → [{h}, {n}, {n}]"),
-        ("V weighting", f"[{h}, {n}, {n}] · [{h}, {n}, {dh}] → [{h}, {n}, {dh}]"),
-        ("Output projection", f"[{n}, {h * dh}] · [{h * dh}, {d}] → [{n}, {d}]"),
+        ("qkv", f"[{n}, {d}] · [{d}, {3 * h * dh}] → [{n}, {3 * h * dh}]"),
+        ("qk", f"[{h}, {n}, {dh}] · [{h}, {dh}, {n}] → [{h}, {n}, {n}]"),
+        ("av", f"[{h}, {n}, {n}] · [{h}, {n}, {dh}] → [{h}, {n}, {dh}]"),
+        ("out", f"[{n}, {h * dh}] · [{h * dh}, {d}] → [{n}, {d}]"),
     ]
     w = steps.weights[0]
     return QueryKeyView(

@@ -1,6 +1,6 @@
 """Reading a causal language model (§6): embeddings, next-token distributions, per-token loss, generation.
 
-Every function takes logits or a :class:`~tx_explorer.textmodel.TextModel` and returns numbers; nothing
+Every function takes logits or a :class:`~tx_explorer.families.text.TextModel` and returns numbers; nothing
 here draws.
 """
 
@@ -14,8 +14,9 @@ from torch import Tensor
 from torch.nn import functional as F
 
 from tx_explorer.analysis.heads import MAX_TOKENS
+from tx_explorer.errors import InputError
+from tx_explorer.families.text import TextModel
 from tx_explorer.modules.transformer import CausalLM
-from tx_explorer.textmodel import TextModel
 from tx_explorer.trace import Trace
 
 
@@ -27,7 +28,7 @@ def embedding_rows(tm: TextModel, ids: list[int]) -> np.ndarray:
 def token_losses(logits: Tensor, ids: list[int]) -> np.ndarray:
     """Teacher forcing: −ln p(x_{t+1} | x_≤t) for t = 0 … N−2 → ``[N − 1]`` nats (nothing predicts token 0)."""
     if len(ids) < 2:
-        raise ValueError("per-token loss needs at least two tokens")
+        raise InputError("loss_two_tokens")
     target = torch.as_tensor(ids[1:], dtype=torch.long)
     return F.cross_entropy(logits[0, :-1].float(), target, reduction="none").double().numpy()
 
@@ -58,9 +59,9 @@ def generate(
     if not isinstance(tm.model, CausalLM):
         raise TypeError(f"{tm.name} is an encoder: it does not predict next tokens")
     if not 1 <= max_new_tokens < tm.max_len:
-        raise ValueError(f"max_new_tokens must lie in [1, {tm.max_len - 1}], got {max_new_tokens}")
+        raise InputError("new_tokens_range", limit=tm.max_len - 1, value=max_new_tokens)
     if not prompt:
-        raise ValueError("the prompt is empty")
+        raise InputError("prompt_empty")
     room = tm.max_len - max_new_tokens
     kept = prompt[-room:]
     device = next(tm.model.parameters()).device

@@ -14,6 +14,7 @@ from torch import Tensor
 from tx_explorer import masks
 from tx_explorer.analysis.seeding import generator
 from tx_explorer.attention import AttentionSteps, attention_steps
+from tx_explorer.errors import InputError
 
 MaskKind = Literal["causal", "padding", "sliding_window", "prefix_lm", "block_diagonal", "custom"]
 MASK_KINDS: tuple[str, ...] = ("causal", "padding", "sliding_window", "prefix_lm", "block_diagonal", "custom")
@@ -31,11 +32,11 @@ def tokens(text: str, max_tokens: int = MAX_TOKENS) -> list[str]:
     """
     words = str(text).split()
     if not words:
-        raise ValueError("the sentence is empty: type at least one word")
+        raise InputError("sentence_empty_word")
     if len(words) > max_tokens:
-        raise ValueError(f"the sentence has {len(words)} tokens; at most {max_tokens} are allowed here")
+        raise InputError("too_many_tokens", count=len(words), limit=max_tokens)
     if max(len(w) for w in words) > MAX_TOKEN_CHARS:
-        raise ValueError(f"a token is longer than {MAX_TOKEN_CHARS} characters; separate words with spaces")
+        raise InputError("token_too_long", limit=MAX_TOKEN_CHARS)
     return words
 
 
@@ -43,15 +44,15 @@ def parse_sizes(text: str, n: int) -> list[int]:
     """Block sizes such as ``"3, 4, 3"``; they must be positive integers summing to ``n``."""
     cells = [c for c in re.split(r"[,;\s]+", str(text)) if c]
     if not cells:
-        raise ValueError(f"write the document lengths, e.g. '3, 4, 3', summing to {n}")
+        raise InputError("sizes_missing", n=n)
     try:
         sizes = [int(c) for c in cells]
     except ValueError:
-        raise ValueError(f"document lengths must be whole numbers, got {str(text)[:40]!r}") from None
+        raise InputError("sizes_not_whole", text=str(text)[:40]) from None
     if any(s < 1 for s in sizes):
-        raise ValueError("every document length must be at least 1")
+        raise InputError("sizes_below_one")
     if sum(sizes) != n:
-        raise ValueError(f"the document lengths sum to {sum(sizes)} but the sequence has {n} tokens")
+        raise InputError("sizes_sum", total=sum(sizes), n=n)
     return sizes
 
 
@@ -84,10 +85,10 @@ def mask_from_grid(grid: np.ndarray | Sequence[Sequence[bool]]) -> Tensor:
     if arr.ndim != 2 or arr.shape[0] != arr.shape[1] or arr.size == 0:
         raise ValueError(f"a custom mask must be a square grid, got shape {arr.shape}")
     if not all(v in (True, False, 0, 1) for v in arr.flat):  # None (a cleared cell) or text are refused
-        raise ValueError("every cell of the custom mask must be ticked or unticked")
+        raise InputError("grid_cells")
     mask = torch.tensor(arr.astype(bool))
     if not mask.any():
-        raise ValueError("the custom mask is empty: tick at least one cell (a query row and the key it may see)")
+        raise InputError("grid_empty")
     return mask
 
 

@@ -24,7 +24,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-from tx_explorer.analysis.cost import format_si, naive_bytes
+from tx_explorer.config import TransformerConfig
+from tx_explorer.errors import InputError
 
 T = TypeVar("T")
 DEFAULT_FRACTION = 0.5  # naive attention may use at most this share of the memory that is free right now
@@ -137,12 +138,28 @@ def total_bytes(device: torch.device | str = "cpu") -> int:
     return total if total is not None else os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 
+def format_si(value: float, unit: str = "") -> str:
+    """Three significant digits with a decimal prefix: ``format_si(137.4e9, "B") == '137 GB'``."""
+    exp = 0
+    while abs(value) >= 999.5 * 1000**exp and exp < 6:  # 999.7 → "1.00 k", not "1e+03"
+        exp += 1
+    scaled = value / 1000**exp
+    text = f"{scaled:.3g}" if abs(scaled) < 99.95 else f"{scaled:.0f}"
+    return f"{text} {' kMGTPE'[exp].strip()}{unit}".rstrip()
+
+
 def format_bytes(n: float) -> str:
     """Decimal units, three significant digits: ``format_bytes(137.4e9) == '137 GB'``."""
     return format_si(n, "B")
 
 
-class MemoryBudgetError(ValueError):
+def naive_bytes(n: int, heads: int, head_dim: int, *, batch: int = 1, itemsize: int = 4) -> int:
+    """Peak bytes allocated by materialising attention: scores and weights ``[B, H, N, N]`` alive together
+    (softmax reads one while writing the other) plus the output ``[B, H, N, D_H]``."""
+    return itemsize * batch * heads * (2 * n * n + n * head_dim)
+
+
+class MemoryBudgetError(InputError):
     """Raised instead of running something that would not fit; the message carries the numbers."""
 
 
@@ -171,9 +188,23 @@ def check_naive_fits(
     need = naive_bytes(n, heads, head_dim, batch=batch, itemsize=itemsize)
     free = available_bytes(device) if free is None else free
     if need > fraction * free:
-        where = "this GPU" if torch.device(device).type == "cuda" else "this machine"
         raise MemoryBudgetError(
-            f"naive attention at N={n}, H={heads} needs {format_bytes(need)}; {where} has {format_bytes(free)} free "
-            f"(the limit is {fraction:.0%} of that, {format_bytes(fraction * free)}), so it was not run"
+            "naive_too_big_gpu" if torch.device(device).type == "cuda" else "naive_too_big",
+            n=n,
+            heads=heads,
+            need=format_bytes(need),
+            free=format_bytes(free),
+            fraction=fraction,
+            limit=format_bytes(fraction * free),
         )
     return need
+
+
+def kv_cache_bytes(cfg: TransformerConfig, tokens: int, bytes_per_element: int = 4, batch: int = 1) -> int:
+    """Bytes of a KV cache after ``tokens`` tokens: 2 (K and V) · layers · kv_heads · head_dim · bytes · rows · B.
+
+    Rows are the tokens seen, or the sliding window once it is full (the cache then stops growing)."""
+    if tokens < 0:
+        raise ValueError(f"tokens must be non-negative, got {tokens}")
+    rows = tokens if cfg.sliding_window is None else min(tokens, cfg.sliding_window)
+    return 2 * cfg.num_layers * cfg.kv_heads * cfg.head_dim * bytes_per_element * rows * batch

@@ -1,12 +1,15 @@
-"""Parameter counts (§5.4): from the config by formula, and from a model built on the ``meta`` device.
+"""Parameter and FLOP counts (§5.4), each formula written once, and the real model built on the ``meta`` device.
 
 Per block, attention holds 4D² (W_Q, W_K, W_V, W_O) and the MLP 2·D·4D = 8D², so a stack of L blocks
 holds about 12·L·D² (Kaplan et al. 2020), plus V·D for the token embedding (shared with the LM head when
 tied), T·D for learned positions, and small change for biases and norms. A decoder block of the original
-encoder–decoder Transformer also has cross-attention: 16D².
+encoder–decoder Transformer also has cross-attention: 16D². Grouped-query attention shrinks W_K and W_V to
+D × H_kv·D_H each, so attention holds D·(D + 2·H_kv·D_H) + D·D.
 
-The formula is checked against ``sum(p.numel())`` of the real modules instantiated on the ``meta`` device:
-shapes without memory, so even GPT-3's 175B parameters count exactly in milliseconds.
+A token's forward pass costs 2 FLOPs per weight it meets (one multiply-add) plus the two N-dependent products
+QKᵀ and AV, 2·2·N·D over N keys. The formulas are checked against ``sum(p.numel())`` of the real modules
+instantiated on the ``meta`` device: shapes without memory, so even GPT-3's 175B parameters count exactly
+in milliseconds.
 """
 
 from __future__ import annotations
@@ -19,15 +22,50 @@ from torch import nn
 
 from tx_explorer.config import PRESETS, TransformerConfig
 from tx_explorer.modules.block import TransformerBlock, make_norm
-from tx_explorer.modules.mlp import swiglu_hidden
 from tx_explorer.modules.transformer import CausalLM, Encoder
 
 Kind = Literal["causal", "encoder", "encoder-decoder"]
 PARTS = ("embeddings", "attention", "mlp", "norms", "head")
 
 
-def _norm_size(cfg: TransformerConfig) -> int:
+def attention_weights(cfg: TransformerConfig) -> int:
+    """Matrix entries of one attention layer: W_Q and W_O are D × D, W_K and W_V D × H_kv·D_H each."""
+    kv = cfg.kv_heads * cfg.head_dim
+    return cfg.dim * (cfg.dim + 2 * kv) + cfg.dim * cfg.dim
+
+
+def attention_params(cfg: TransformerConfig) -> int:
+    """One attention layer (self or cross): :func:`attention_weights` plus the Q/K/V and output biases."""
+    qkv_bias, out_bias = cfg.attention_bias
+    return attention_weights(cfg) + (cfg.dim + 2 * cfg.kv_heads * cfg.head_dim) * qkv_bias + cfg.dim * out_bias
+
+
+def mlp_weights(cfg: TransformerConfig, hidden: int | None = None) -> int:
+    """Matrix entries of one MLP of width ``hidden`` (default ``cfg.mlp_hidden``): SwiGLU has three matrices."""
+    h = cfg.mlp_hidden if hidden is None else hidden
+    return (3 if cfg.mlp == "swiglu" else 2) * cfg.dim * h
+
+
+def mlp_params(cfg: TransformerConfig, hidden: int | None = None) -> int:
+    """One MLP (or one expert of that width): weights plus biases; SwiGLU is built without biases."""
+    h = cfg.mlp_hidden if hidden is None else hidden
+    return mlp_weights(cfg, h) + (h + cfg.dim if cfg.bias and cfg.mlp != "swiglu" else 0)
+
+
+def norm_params(cfg: TransformerConfig) -> int:
+    """One norm: the gain, and LayerNorm's shift when the config has biases."""
     return cfg.dim if cfg.norm == "rmsnorm" else (2 * cfg.dim if cfg.bias else cfg.dim)
+
+
+def embedding_params(cfg: TransformerConfig) -> int:
+    """Token embedding, learned positions (other schemes have no parameters) and segment embeddings."""
+    positions = cfg.max_len * cfg.dim if cfg.positions == "learned" else 0
+    return cfg.vocab_size * cfg.dim + positions + cfg.type_vocab_size * cfg.dim
+
+
+def rule_of_thumb(cfg: TransformerConfig) -> int:
+    """12·L·D²: the blocks' weights when attention is 4D² and the MLP 8D² (Kaplan et al. 2020)."""
+    return 12 * cfg.num_layers * cfg.dim**2
 
 
 def count_params(cfg: TransformerConfig, kind: Kind = "causal", decoder_layers: int | None = None) -> dict[str, int]:
@@ -38,26 +76,41 @@ def count_params(cfg: TransformerConfig, kind: Kind = "causal", decoder_layers: 
             (``num_layers`` encoder blocks, ``decoder_layers`` decoder blocks with cross-attention, one
             embedding shared by both sides and the output projection, as in Vaswani et al. 2017 §3.4).
     """
-    d, v = cfg.dim, cfg.vocab_size
-    embeddings = v * d + (cfg.max_len * d if cfg.positions == "learned" else 0) + cfg.type_vocab_size * d
-    attn = 4 * d * d + (4 * d if cfg.bias else 0)
-    if cfg.mlp == "swiglu":
-        mlp = 3 * d * swiglu_hidden(d, cfg.mlp_ratio)  # SwiGLU is built without biases
-    else:
-        hidden = int(cfg.mlp_ratio * d)
-        mlp = 2 * d * hidden + (hidden + d if cfg.bias else 0)
-    norm = _norm_size(cfg)
+    norm = norm_params(cfg)
     enc_layers = cfg.num_layers
     dec_layers = (cfg.num_layers if decoder_layers is None else decoder_layers) if kind == "encoder-decoder" else 0
     stacks = 2 if kind == "encoder-decoder" else 1
     return {
-        "embeddings": embeddings,
-        "attention": (enc_layers + 2 * dec_layers) * attn,
-        "mlp": (enc_layers + dec_layers) * mlp,
+        "embeddings": embedding_params(cfg),
+        "attention": (enc_layers + 2 * dec_layers) * attention_params(cfg),
+        "mlp": (enc_layers + dec_layers) * mlp_params(cfg),
         "norms": (2 * enc_layers + 3 * dec_layers) * norm
         + (stacks * norm if cfg.final_norm else 0)
-        + (2 * d if cfg.embed_norm else 0),
-        "head": v * d if kind == "causal" and not cfg.tie_embeddings else 0,
+        + (2 * cfg.dim if cfg.embed_norm else 0),  # BERT's embedding LayerNorm, always with a shift
+        "head": cfg.vocab_size * cfg.dim if kind == "causal" and not cfg.tie_embeddings else 0,
+    }
+
+
+def flops_per_token(
+    cfg: TransformerConfig, context: int | None = None, *, mlp: int | None = None, router: int = 0
+) -> dict[str, int]:
+    """Forward matmul FLOPs per token of a causal LM (2 per multiply-add), exact from the config.
+
+    Counts the attention projections, QKᵀ and AV over ``context`` keys (default: the full context; a causal
+    model's average is about half), the MLP and the LM head; norms, softmax and activations are left out
+    (a few % at small sizes). ``mlp`` replaces one layer's MLP weight count (a MoE's k experts) and ``router``
+    adds a router's. Training costs ≈ 3× (backward = 2× forward).
+    """
+    n = cfg.max_len if context is None else context
+    mlp_flops = 2 * (mlp_weights(cfg) if mlp is None else mlp)
+    attention = 2 * attention_weights(cfg) + 2 * 2 * n * cfg.dim  # Q, K, V, O projections; QKᵀ and AV over n keys
+    head = 2 * cfg.dim * cfg.vocab_size
+    return {
+        "mlp": cfg.num_layers * mlp_flops,
+        "attention": cfg.num_layers * attention,
+        "router": cfg.num_layers * 2 * router,
+        "head": head,
+        "total": cfg.num_layers * (mlp_flops + attention + 2 * router) + head,
     }
 
 

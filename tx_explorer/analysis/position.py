@@ -13,6 +13,8 @@ from torch.nn import functional as F
 
 from tx_explorer import models
 from tx_explorer.analysis.seeding import generator, randn, seeded_mha
+from tx_explorer.bundle import BundleError, read_bundle
+from tx_explorer.errors import InputError, positive_int
 from tx_explorer.modules.positional import sinusoidal_table
 from tx_explorer.trace import Trace
 
@@ -30,8 +32,7 @@ def position_table(kind: PositionKind, n: int, dim: int, seed: int = 0) -> Tenso
     ``"none"`` is all zeros; ``"sinusoidal"`` is Vaswani et al.'s fixed table; ``"learned"`` is a trainable
     table *before training*: independent N(0, 1) rows, on the scale of the token vectors used here.
     """
-    if int(n) != n or n < 1:
-        raise ValueError(f"the number of positions must be a positive integer, got {n!r}")
+    positive_int("n", n, key="positions_positive")
     if kind == "none":
         return torch.zeros(n, dim)
     if kind == "sinusoidal":
@@ -61,8 +62,8 @@ def bundled_position_tables() -> tuple[dict[str, Tensor], dict[str, str]]:
         if not entry.bundled:
             continue
         try:
-            state, _ = models.read_bundle(models.WEIGHTS_DIR / name, entry.retrain)
-        except models.BundleError as exc:
+            state, _ = read_bundle(models.WEIGHTS_DIR / name, entry.retrain)
+        except BundleError as exc:
             problems[name] = str(exc)
             continue
         found = [t for key, t in state.items() if key.endswith("pos_embed.weight") and t.dim() == 2]
@@ -92,8 +93,7 @@ def permutation_check(
     Positions ``P`` stay attached to the *slots* (position 0 is position 0 whatever token sits there), so
     with ``positions="none"`` the outputs are the same rows shuffled, and with positions they are not.
     """
-    if int(n) != n or n < 1:
-        raise ValueError(f"the number of tokens must be a positive integer, got {n!r}")
+    positive_int("n", n, key="tokens_positive")
     mha = seeded_mha(dim, num_heads, seed)
     x = randn(n, dim, seed=seed + 1)
     perm = torch.randperm(n, generator=generator(perm_seed))
@@ -119,11 +119,11 @@ def tokenize_words(text: str, max_words: int = MAX_WORDS) -> list[str]:
     """
     words = _TOKEN.findall(str(text).lower())
     if not words:
-        raise ValueError("the sentence is empty: type a few words")
+        raise InputError("sentence_empty_words")
     if len(words) > max_words:
-        raise ValueError(f"the sentence has {len(words)} words; at most {max_words} are allowed here")
+        raise InputError("too_many_words", count=len(words), limit=max_words)
     if max(len(w) for w in words) > MAX_WORD_CHARS:
-        raise ValueError(f"a word is longer than {MAX_WORD_CHARS} characters")
+        raise InputError("word_too_long", limit=MAX_WORD_CHARS)
     return words
 
 
@@ -159,7 +159,7 @@ def word_order(
     """
     words_a, words_b = tokenize_words(sentence_a), tokenize_words(sentence_b)
     if sorted(words_a) != sorted(words_b):
-        raise ValueError("the two sentences must use exactly the same words, only in another order")
+        raise InputError("not_a_permutation")
     vocab = {w: i for i, w in enumerate(sorted(set(words_a)))}
     table = randn(len(vocab), dim, seed=seed + 1)  # one vector per word, the same in both sentences
     mha = seeded_mha(dim, num_heads, seed)

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from tx_explorer.config import TransformerConfig
-from tx_explorer.modules.mlp import swiglu_hidden
+from tx_explorer.analysis import params
+from tx_explorer.analysis.information import entropy
 from tx_explorer.modules.moe import balance_loss, expert_capacity, route
 from tx_explorer.modules.moe_lm import MoEConfig
 from tx_explorer.modules.transformer import CausalLM
@@ -117,11 +117,6 @@ def drop_curve(probs: Tensor, top_k: int, factors: Sequence[float], group_size: 
     return [drop_rate(probs, top_k, f, group_size) for f in factors]
 
 
-def entropy(p: Tensor) -> Tensor:
-    """Shannon entropy in nats along the last axis (0·log 0 = 0)."""
-    return -(p * p.clamp_min(1e-30).log()).sum(dim=-1)
-
-
 def token_entropy(probs: Tensor) -> Tensor:
     """Each token's router entropy ``[N]``: 0 = certain of one expert, ln E = undecided."""
     return entropy(probs)
@@ -189,60 +184,35 @@ def specialisation(
 
 
 def moe_params(cfg: MoEConfig) -> dict[str, int]:
-    """Exact parameter counts (equal to ``sum(p.numel())`` of the model): total, and active per token."""
+    """Exact parameter counts (equal to ``sum(p.numel())`` of the model): total, and active per token.
+
+    Built from the dense model's per-part formulas (:mod:`tx_explorer.analysis.params`): a MoE block is a
+    dense block whose MLP became E experts plus a router.
+    """
     t = cfg.transformer
-    d, h, e, k = t.dim, cfg.expert_hidden, cfg.num_experts, cfg.top_k
-    b = int(t.bias)
-    norm = d * (1 + b) if t.norm == "layernorm" else d
-    expert = 3 * d * h if t.mlp == "swiglu" else d * h + h * b + h * d + d * b
-    attention = 4 * d * d + 4 * d * b
-    embed = t.vocab_size * d + (t.max_len * d if t.positions == "learned" else 0) + t.type_vocab_size * d
-    embed += norm if t.embed_norm else 0
-    head = 0 if t.tie_embeddings else t.vocab_size * d
-    per_layer_shared = attention + 2 * norm + d * e  # + router
-    shared = embed + head + (norm if t.final_norm else 0) + t.num_layers * per_layer_shared
+    e, k, layers = cfg.num_experts, cfg.top_k, cfg.transformer.num_layers
+    dense = params.count_params(t)
+    expert = params.mlp_params(t, cfg.expert_hidden)
+    router = t.dim * e
+    embedding = dense["embeddings"] + dense["head"]
+    shared = embedding + dense["attention"] + dense["norms"] + layers * router
     return {
-        "total": shared + t.num_layers * e * expert,
-        "active": shared + t.num_layers * k * expert,
-        "experts_total": t.num_layers * e * expert,
-        "experts_active": t.num_layers * k * expert,
-        "router": t.num_layers * d * e,
-        "embedding": embed + head,
+        "total": shared + layers * e * expert,
+        "active": shared + layers * k * expert,
+        "experts_total": layers * e * expert,
+        "experts_active": layers * k * expert,
+        "router": layers * router,
+        "embedding": embedding,
     }
-
-
-def _flops(t: TransformerConfig, mlp_flops: int, router: int, context: int | None) -> dict[str, int]:
-    n = t.max_len if context is None else context
-    attention = 2 * 4 * t.dim * t.dim + 2 * 2 * n * t.dim  # Q, K, V, O projections; QKᵀ and AV over n keys
-    head = 2 * t.dim * t.vocab_size
-    return {
-        "mlp": t.num_layers * mlp_flops,
-        "attention": t.num_layers * attention,
-        "router": t.num_layers * router,
-        "head": head,
-        "total": t.num_layers * (mlp_flops + attention + router) + head,
-    }
-
-
-def _mlp_flops(t: TransformerConfig, hidden: int) -> int:
-    return 2 * 3 * t.dim * hidden if t.mlp == "swiglu" else 2 * 2 * t.dim * hidden
 
 
 def moe_flops_per_token(cfg: MoEConfig, context: int | None = None) -> dict[str, int]:
-    """Forward matmul FLOPs per token (2 per multiply-add), exact from the config.
-
-    Counts the token's k experts ("mlp"), the router, the attention projections, QKᵀ and AV over ``context``
-    keys (default: the full context; a causal model's average is about half) and the LM head; norms, softmax
-    and activations are left out (a few % at this size). Training costs ≈ 3× (backward = 2× forward).
-    """
+    """:func:`tx_explorer.analysis.params.flops_per_token` of the MoE: the token's k experts and the router
+    take the MLP's place."""
     t = cfg.transformer
-    return _flops(t, cfg.top_k * _mlp_flops(t, cfg.expert_hidden), 2 * t.dim * cfg.num_experts, context)
-
-
-def dense_flops_per_token(t: TransformerConfig, context: int | None = None) -> dict[str, int]:
-    """:func:`moe_flops_per_token` for a dense LM (one MLP, no router)."""
-    hidden = swiglu_hidden(t.dim, t.mlp_ratio) if t.mlp == "swiglu" else int(t.mlp_ratio * t.dim)
-    return _flops(t, _mlp_flops(t, hidden), 0, context)
+    return params.flops_per_token(
+        t, context, mlp=cfg.top_k * params.mlp_weights(t, cfg.expert_hidden), router=t.dim * cfg.num_experts
+    )
 
 
 def layer_statistics(

@@ -7,17 +7,21 @@ change another's numbers. Everything here draws from a private ``torch.Generator
 from __future__ import annotations
 
 import math
+from typing import TypeVar
 
 import torch
 from torch import Tensor, nn
 
+from tx_explorer.errors import InputError
 from tx_explorer.modules.attention import MultiHeadAttention
+
+M = TypeVar("M", bound=nn.Module)
 
 
 def generator(seed: int) -> torch.Generator:
     """A CPU generator seeded with ``seed`` (any integer ≥ 0)."""
     if int(seed) != seed or seed < 0:
-        raise ValueError(f"the seed must be a non-negative integer, got {seed!r}")
+        raise InputError("seed_range", seed=seed)
     return torch.Generator().manual_seed(int(seed))
 
 
@@ -42,3 +46,23 @@ def seeded_mha(dim: int, num_heads: int, seed: int) -> MultiHeadAttention:
         layer.weight.normal_(0.0, 1.0 / math.sqrt(layer.in_features), generator=g)
         nn.init.zeros_(layer.bias)
     return mha.eval().requires_grad_(False)
+
+
+@torch.no_grad()
+def seeded_init(module: M, seed: int, *, std: float = 0.02) -> M:
+    """Re-draw every parameter of ``module`` from a private generator: GPT-2's initialisation, reproducible
+    from ``seed`` alone, whatever the global RNG holds.
+
+    Every parameter of two or more dimensions (linear maps, embeddings, position tables) gets N(0, std²), biases
+    0 and norm gains 1 — what :class:`~tx_explorer.modules.transformer.CausalLM` draws by default. Whatever the
+    module's constructor drew is overwritten, so nothing of the global RNG's state reaches the result.
+    """
+    g = generator(seed)
+    for name, p in module.named_parameters():
+        if p.dim() >= 2:
+            p.normal_(0.0, std, generator=g)
+        elif name.rsplit(".", 1)[-1] == "bias":
+            p.zero_()
+        else:  # a norm's gain γ
+            p.fill_(1.0)
+    return module

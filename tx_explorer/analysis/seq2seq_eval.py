@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from tx_explorer.data.translation import Example, generate_examples
+from tx_explorer.errors import positive_int
 
 BUCKETS: tuple[tuple[int, int], ...] = tuple((lo, lo + 4) for lo in range(1, 41, 5))  # 1–5, 6–10, …, 36–40
 EVAL_SEED = 2015
@@ -28,8 +29,7 @@ METRICS = ("token_accuracy", "exact_match", "bleu", "aer")
 
 def eval_set(per_bucket: int = 50, seed: int = EVAL_SEED) -> list[list[Example]]:
     """``per_bucket`` distinct held-out pairs for each bucket in :data:`BUCKETS` (never seen in training)."""
-    if int(per_bucket) != per_bucket or per_bucket < 1:  # 0 would "evaluate" nothing and report zeros
-        raise ValueError(f"the number of sentences per length bucket must be a positive integer, got {per_bucket!r}")
+    positive_int("per_bucket", per_bucket, key="per_bucket_positive")  # 0 would "evaluate" nothing, report zeros
     out = []
     for k, (lo, hi) in enumerate(BUCKETS):
         unique = {

@@ -42,7 +42,7 @@ def object_attention(classifier: Any, images: np.ndarray, masks: np.ndarray, *, 
     """Mean object share of the last layer's [CLS] attention (head mean, and the best head) and of rollout.
 
     Args:
-        classifier: an :class:`~tx_explorer.modules.vit.ImageClassifier` whose model has a class token.
+        classifier: an :class:`~tx_explorer.families.images.ImageClassifier` whose model has a class token.
         images: ``[B, S, S, 3]`` uint8 at the model's input size; masks ``[B, S, S]`` bool.
     """
     model = classifier.model

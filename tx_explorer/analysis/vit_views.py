@@ -1,6 +1,6 @@
 """What the Vision Transformer page shows, computed: patches, projections, per-query maps, positions, shuffles.
 
-Pure functions over an :class:`~tx_explorer.modules.vit.ImageClassifier` and arrays; the page only draws them.
+Pure functions over an :class:`~tx_explorer.families.images.ImageClassifier` and arrays; the page only draws them.
 """
 
 from __future__ import annotations
@@ -15,8 +15,10 @@ from torch import Tensor
 
 from tx_explorer.analysis.rollout import rollout
 from tx_explorer.analysis.vit_metrics import object_share, patch_coverage
-from tx_explorer.models import WEIGHTS_DIR
-from tx_explorer.modules.vit import ImageClassifier, PatchEmbed, patchify, shuffle_patches
+from tx_explorer.bundle import WEIGHTS_DIR
+from tx_explorer.errors import InputError
+from tx_explorer.families.images import ImageClassifier
+from tx_explorer.modules.vit import PatchEmbed, patchify, shuffle_patches
 from tx_explorer.trace import Trace
 
 LECTURE_SIZE, LECTURE_PATCH, LECTURE_DIM = 224, 16, 768  # ViT-B/16 (lecture §7.1): 196 tokens of 768 values
@@ -47,7 +49,7 @@ def patch_view(
     embed = embed.cpu()
     patches = patchify(x, embed.patch_size)[0]  # (N, C·P·P)
     if not 0 <= index < patches.shape[0]:
-        raise ValueError(f"patch index {index} is outside 0…{patches.shape[0] - 1}")
+        raise InputError("patch_outside", index=index, last=patches.shape[0] - 1)
     with torch.no_grad():
         conv = embed(x)[0, index]  # (D,)
         linear = embed.as_linear()(patches[index])

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
+from tx_explorer.errors import InputError
+
 FORMATS = {"PNG": "PNG", "JPEG": "JPEG", "WEBP": "WebP", "BMP": "BMP", "GIF": "GIF"}
 MAX_BYTES = 20 * 1024 * 1024  # uploads beyond this are refused before decoding
 MAX_PIXELS = 25_000_000  # e.g. 5000 × 5000; a photo from a phone is ~12 MP
@@ -37,16 +39,16 @@ def _open(data: bytes, max_pixels: int) -> Image.Image:
         try:
             im = Image.open(io.BytesIO(data), formats=list(FORMATS))
         except (Image.DecompressionBombError, Image.DecompressionBombWarning):
-            raise ValueError("the image declares an enormous canvas (a decompression bomb); refused") from None
+            raise InputError("image_bomb") from None
         except UnidentifiedImageError:
-            raise ValueError(f"this is not an image in a supported format ({', '.join(FORMATS.values())})") from None
+            raise InputError("not_an_image", formats=", ".join(FORMATS.values())) from None
         except (OSError, SyntaxError, EOFError) as exc:
-            raise ValueError(f"the file is truncated or corrupt ({exc})") from None
+            raise InputError("image_corrupt", detail=str(exc)) from None
     w, h = im.size
     if w < 1 or h < 1:
-        raise ValueError(f"the image has no pixels ({w}×{h})")
+        raise InputError("image_no_pixels", w=w, h=h)
     if w * h > max_pixels:
-        raise ValueError(f"the image is {w}×{h} = {w * h:,} pixels; the limit is {max_pixels:,}")
+        raise InputError("image_too_many_pixels", w=w, h=h, pixels=w * h, limit=max_pixels)
     return im
 
 
@@ -60,7 +62,7 @@ def _decode(im: Image.Image) -> list[str]:
     try:
         im.load()
     except (OSError, SyntaxError, EOFError, ValueError) as exc:
-        raise ValueError(f"the file is truncated or corrupt ({exc})") from None
+        raise InputError("image_corrupt", detail=str(exc)) from None
     return notes
 
 
@@ -95,9 +97,9 @@ def load_image(data: bytes, *, max_pixels: int = MAX_PIXELS, max_bytes: int = MA
         ValueError: with a message fit for the user, for anything that is not a sound, reasonably sized image.
     """
     if not data:
-        raise ValueError("the file is empty (0 bytes)")
+        raise InputError("file_empty")
     if len(data) > max_bytes:
-        raise ValueError(f"the file is {len(data) / 2**20:.1f} MB; the limit is {max_bytes / 2**20:.0f} MB")
+        raise InputError("file_too_big", mb=len(data) / 2**20, limit=max_bytes / 2**20)
     im = _open(data, max_pixels)
     fmt, mode, size = FORMATS[im.format], im.mode, im.size
     notes = _decode(im)

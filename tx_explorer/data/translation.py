@@ -92,7 +92,8 @@ def _adjectives() -> tuple[Adjective, ...]:
 def _verbs() -> tuple[Verb, ...]:
     rows = """see sees vedo vedi vede vediamo vedete vedono t|eat eats mangio mangi mangia mangiamo mangiate mangiano t
     buy buys compro compri compra compriamo comprate comprano t|find finds trovo trovi trova troviamo trovate trovano t
-    read reads leggo leggi legge leggiamo leggete leggono t|write writes scrivo scrivi scrive scriviamo scrivete scrivono t
+    read reads leggo leggi legge leggiamo leggete leggono t
+    write writes scrivo scrivi scrive scriviamo scrivete scrivono t
     love loves amo ami ama amiamo amate amano t|take takes prendo prendi prende prendiamo prendete prendono t
     want wants voglio vuoi vuole vogliamo volete vogliono t|have has ho hai ha abbiamo avete hanno t
     open opens apro apri apre apriamo aprite aprono t|close closes chiudo chiudi chiude chiudiamo chiudete chiudono t
@@ -100,7 +101,8 @@ def _verbs() -> tuple[Verb, ...]:
     call calls chiamo chiami chiama chiamiamo chiamate chiamano t
     paint paints dipingo dipingi dipinge dipingiamo dipingete dipingono t
     sleep sleeps dormo dormi dorme dormiamo dormite dormono i|run runs corro corri corre corriamo correte corrono i
-    sing sings canto canti canta cantiamo cantate cantano i|work works lavoro lavori lavora lavoriamo lavorate lavorano i
+    sing sings canto canti canta cantiamo cantate cantano i
+    work works lavoro lavori lavora lavoriamo lavorate lavorano i
     swim swims nuoto nuoti nuota nuotiamo nuotate nuotano i|laugh laughs rido ridi ride ridiamo ridete ridono i
     wait waits aspetto aspetti aspetta aspettiamo aspettate aspettano i
     dance dances ballo balli balla balliamo ballate ballano i"""

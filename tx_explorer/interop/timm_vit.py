@@ -13,9 +13,11 @@ from typing import Any
 
 from torch import nn
 
+from tx_explorer.bundle import BundleError
 from tx_explorer.config import ViTConfig
+from tx_explorer.families.images import ImageClassifier
 from tx_explorer.interop.hf_cache import cached_snapshot, download_command
-from tx_explorer.modules.vit import ImageClassifier, VisionTransformer
+from tx_explorer.modules.vit import VisionTransformer
 
 
 def _one(value: Any) -> int:
@@ -54,7 +56,9 @@ def config_from_timm(timm_model: nn.Module) -> ViTConfig:
         "an activation other than exact GELU": not (
             isinstance(block.mlp.act, nn.GELU) and block.mlp.act.approximate == "none"
         ),
-        "linear layers without bias": block.attn.qkv.bias is None or block.attn.proj.bias is None,
+        "an attention output or MLP without bias": any(
+            layer.bias is None for layer in (block.attn.proj, block.mlp.fc1, block.mlp.fc2)
+        ),
     }
     found = [name for name, present in unsupported.items() if present]
     if found:
@@ -78,6 +82,7 @@ def config_from_timm(timm_model: nn.Module) -> ViTConfig:
         pool=m.global_pool,
         positions=positions,
         norm_eps=block.norm1.eps,
+        qkv_bias=block.attn.qkv.bias is not None,  # timm's qkv_bias=False (the output projection keeps one)
     )
 
 
@@ -130,8 +135,6 @@ def timm_status() -> str:
 
 def locate() -> Path:
     """Like :func:`cached_checkpoint`, but raises ``BundleError`` saying how to get a checkpoint."""
-    from tx_explorer.models import BundleError
-
     folder = cached_checkpoint()
     if folder is None:
         raise BundleError(timm_status())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
 
@@ -21,3 +22,8 @@ def text(page: str, key: str, lang: str = "en", **fmt: object) -> str:
     entry = table(page)[key]
     s = entry.get(lang) or entry["en"]
     return s.format(**fmt) if fmt else s
+
+
+def words(page: str, defaults: Mapping[str, str], lang: str = "en") -> dict[str, str]:
+    """A figure module's words (its English ``WORDS``) in ``lang``: key ``k`` is ``fig_<k>`` in ``<page>.json``."""
+    return {key: text(page, f"fig_{key}", lang) for key in defaults}

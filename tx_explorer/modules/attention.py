@@ -13,6 +13,8 @@ from torch.nn import functional as F
 
 from tx_explorer.attention import scaled_dot_product_attention
 from tx_explorer.config import TransformerConfig
+from tx_explorer.edit import Edit
+from tx_explorer.errors import positive_int
 from tx_explorer.modules.cache import LayerCache
 from tx_explorer.modules.positional import ALiBi, RelativePositions, Rotary
 from tx_explorer.trace import Kind, Trace
@@ -41,11 +43,11 @@ class MultiHeadAttention(nn.Module):
     ) -> None:
         super().__init__()
         num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
-        if dim <= 0 or num_heads <= 0:
-            raise ValueError(f"dim and num_heads must be positive, got dim={dim}, num_heads={num_heads}")
+        for name, value in (("dim", dim), ("num_heads", num_heads), ("num_kv_heads", num_kv_heads)):
+            positive_int(name, value)
         if dim % num_heads:
             raise ValueError(f"num_heads={num_heads} does not divide dim={dim}: each head needs D/H dimensions")
-        if num_kv_heads <= 0 or num_heads % num_kv_heads:
+        if num_heads % num_kv_heads:
             raise ValueError(f"num_kv_heads={num_kv_heads} must divide num_heads={num_heads}")
         self.dim, self.num_heads, self.head_dim = dim, num_heads, dim // num_heads
         self.num_kv_heads = num_kv_heads
@@ -105,11 +107,13 @@ class MultiHeadAttention(nn.Module):
         pos: Tensor | None = None,
         k_pos: Tensor | None = None,
         cache: LayerCache | None = None,
+        edit: Edit | None = None,
     ) -> Tensor:
         """x ``[B, Nq, D]``, context ``[B, Nk, D]`` or None, mask broadcastable to ``[B, H, Nq, Nk]`` → ``[B, Nq, D]``.
 
         ``pos [Nq]`` are the queries' absolute positions and ``k_pos [Nk]`` the keys' (both 0…N−1 by default);
         with ``cache`` the new keys and values are appended to it and the queries see every cached row.
+        ``edit`` (scoped to this layer) may change the weights and each head's output before W_O.
         """
         q, k, v = self.project_qkv(x, context, pos)
         if cache is not None:
@@ -120,14 +124,19 @@ class MultiHeadAttention(nn.Module):
             q_pos = torch.arange(x.shape[1], device=x.device) if pos is None else pos
             bias = self.position.score_bias(q_pos, q_pos if k_pos is None else k_pos)  # (H, Nq, Nk) or None
         fusable = mask is None or (mask.dtype == torch.bool and bool(mask.any(dim=-1).all()))
-        if trace is None and fusable:
+        if trace is None and fusable and not (edit is not None and edit.wants_weights()):
             # Nobody looks at the weights: PyTorch's fused kernel (flash-style on CPU) computes the same
             # output without materialising them. Fully masked rows (NaN there, zero in ours) keep our path.
             drop = self.attn_drop.p if self.training else 0.0
-            attn_mask = mask if bias is None else (bias if mask is None else bias.masked_fill(~mask, float("-inf")))
+            attn_mask = mask
+            if bias is not None:  # one float mask: the bias where visible, −∞ where hidden
+                bias = bias.to(q.dtype)
+                attn_mask = bias if mask is None else torch.where(mask, bias, float("-inf"))
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=drop)  # (B, H, Nq, Dh)
         else:
             _, weights = scaled_dot_product_attention(q, k, v, mask=mask, bias=bias)  # (B, H, Nq, Nk)
+            if edit is not None:
+                weights = edit.apply("weights", weights)
             if trace is not None:
                 trace.add(
                     kind or ("cross" if context is not None else "self"),
@@ -137,6 +146,8 @@ class MultiHeadAttention(nn.Module):
                     groups=self.groups,
                 )
             y = self.attn_drop(weights) @ v  # (B, H, Nq, Dh)
+        if edit is not None:
+            y = edit.apply("head", y)
         y = y.transpose(1, 2).reshape(x.shape[0], x.shape[1], self.dim)  # (B, Nq, H·Dh)
         return self.proj(y)
 

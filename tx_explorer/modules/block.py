@@ -7,9 +7,10 @@ from collections.abc import Callable
 from torch import Tensor, nn
 
 from tx_explorer.config import TransformerConfig
+from tx_explorer.edit import Edit
 from tx_explorer.modules.attention import make_attention
 from tx_explorer.modules.cache import LayerCache
-from tx_explorer.modules.mlp import MLP, SwiGLU, swiglu_hidden
+from tx_explorer.modules.mlp import MLP, SwiGLU
 from tx_explorer.modules.norms import LayerNorm, RMSNorm
 from tx_explorer.trace import Kind, Trace
 
@@ -22,8 +23,8 @@ def make_norm(cfg: TransformerConfig) -> nn.Module:
 
 def make_mlp(cfg: TransformerConfig) -> nn.Module:
     if cfg.mlp == "swiglu":
-        return SwiGLU(cfg.dim, swiglu_hidden(cfg.dim, cfg.mlp_ratio), bias=False, dropout=cfg.dropout)
-    return MLP(cfg.dim, int(cfg.mlp_ratio * cfg.dim), activation=cfg.activation, bias=cfg.bias, dropout=cfg.dropout)
+        return SwiGLU(cfg.dim, cfg.mlp_hidden, bias=False, dropout=cfg.dropout)
+    return MLP(cfg.dim, cfg.mlp_hidden, activation=cfg.activation, bias=cfg.bias, dropout=cfg.dropout)
 
 
 class TransformerBlock(nn.Module):
@@ -72,13 +73,19 @@ class TransformerBlock(nn.Module):
         pos: Tensor | None = None,
         k_pos: Tensor | None = None,
         cache: LayerCache | None = None,
+        edit: Edit | None = None,
     ) -> Tensor:
         """x ``[B, N, D]`` → ``[B, N, D]``; masks broadcast to ``[B, H, N, N]`` / ``[B, H, N, Nctx]``.
 
         ``pos``/``k_pos``/``cache``: the positions of queries and keys and this layer's KV cache (see
-        :class:`~tx_explorer.modules.attention.MultiHeadAttention`)."""
+        :class:`~tx_explorer.modules.attention.MultiHeadAttention`). ``edit`` (scoped to this layer) may change
+        the residual stream at the block's input ("pre"), after attention ("mid") and at its output ("post")."""
+        site = (lambda name, t: edit.apply(name, t)) if edit is not None else (lambda name, t: t)
+        x = site("pre", x)
         x = self.residual(
-            x, lambda h: self.attn(h, mask=mask, trace=trace, kind=kind, pos=pos, k_pos=k_pos, cache=cache), self.norm1
+            x,
+            lambda h: self.attn(h, mask=mask, trace=trace, kind=kind, pos=pos, k_pos=k_pos, cache=cache, edit=edit),
+            self.norm1,
         )
         if self.cross_attn is not None:
             if context is None:
@@ -87,4 +94,5 @@ class TransformerBlock(nn.Module):
             x = self.residual(
                 x, lambda h: self.cross_attn(h, context=context, mask=context_mask, trace=cross_trace), self.norm_cross
             )
-        return self.residual(x, lambda h: self.mlp(h, trace=trace), self.norm2)
+        x = site("mid", x)
+        return site("post", self.residual(x, lambda h: self.mlp(h, trace=trace), self.norm2))

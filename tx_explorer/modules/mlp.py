@@ -44,8 +44,3 @@ class SwiGLU(nn.Module):
 
     def forward(self, x: Tensor, trace: Trace | None = None) -> Tensor:
         return self.drop(self.w3(F.silu(self.w1(x)) * self.w2(x)))
-
-
-def swiglu_hidden(dim: int, mlp_ratio: float = 4.0) -> int:
-    """2/3 of the MLP's hidden width, so that 3·D·h ≈ 2·D·(ratio·D) parameters."""
-    return max(1, round(2 * mlp_ratio * dim / 3))

@@ -31,6 +31,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
+from tx_explorer.errors import InputError
 from tx_explorer.modules.mlp import MLP, SwiGLU
 from tx_explorer.trace import Trace
 
@@ -40,7 +41,7 @@ def expert_capacity(num_tokens: int, num_experts: int, top_k: int, factor: float
     if factor is None:
         return None
     if factor <= 0:
-        raise ValueError(f"capacity factor must be positive, got {factor}")
+        raise InputError("capacity_positive", value=factor)
     # The 1e-9 keeps float noise (3.0000000000000004) from adding a slot; at least one slot per expert.
     return max(1, math.ceil(top_k * num_tokens / num_experts * factor - 1e-9))
 
@@ -74,7 +75,10 @@ def route(probs: Tensor, top_k: int, capacity: int | None = None) -> Routing:
 
 
 def balance_loss(probs: Tensor, chosen: Tensor) -> Tensor:
-    """Switch load-balancing loss ``E · Σ_i f_i · P_i`` from ``probs [N, E]`` and ``chosen [N, k]`` (= 1 when uniform)."""
+    """Switch load-balancing loss ``E · Σ_i f_i · P_i`` (= 1 when uniform).
+
+    ``probs [N, E]`` are the router's probabilities, ``chosen [N, k]`` the experts each token went to.
+    """
     e = probs.shape[-1]
     f = torch.bincount(chosen.reshape(-1), minlength=e).to(probs.dtype) / chosen.numel()  # not differentiable
     return e * (f * probs.mean(dim=0)).sum()
@@ -104,7 +108,7 @@ class MoE(nn.Module):
     ) -> None:
         super().__init__()
         if not 1 <= top_k <= num_experts:
-            raise ValueError(f"top_k must be between 1 and num_experts={num_experts}, got {top_k}")
+            raise InputError("top_k_experts", experts=num_experts, top_k=top_k)
         if expert not in ("mlp", "swiglu"):
             raise ValueError(f"expert must be 'mlp' or 'swiglu', got {expert!r}")
         self.num_experts, self.top_k = num_experts, top_k

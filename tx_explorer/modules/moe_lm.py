@@ -2,25 +2,24 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
-from typing import Any
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor, nn
 
-from tx_explorer.config import TransformerConfig
+from tx_explorer.config import Serialisable, TransformerConfig
+from tx_explorer.errors import InputError, positive_int
 from tx_explorer.modules.block import TransformerBlock
-from tx_explorer.modules.mlp import swiglu_hidden
 from tx_explorer.modules.moe import MoE
 from tx_explorer.modules.transformer import CausalLM, _init_weights
 from tx_explorer.trace import Trace
 
 
 @dataclass(frozen=True)
-class MoEConfig:
+class MoEConfig(Serialisable):
     """The dense LM's settings plus the experts. Experts use ``transformer.mlp`` / ``activation`` / ``bias``."""
 
-    transformer: TransformerConfig = TransformerConfig()
+    transformer: TransformerConfig = field(default_factory=TransformerConfig)  # the dense LM around the experts
     num_experts: int = 8  # E expert MLPs per block
     top_k: int = 2  # k experts per token (Mixtral: 2 of 8)
     expert_ratio: float = 2.0  # expert hidden = ratio·D; the dense counterpart's MLP is k·ratio·D wide
@@ -30,15 +29,14 @@ class MoEConfig:
     z_coef: float = 1e-3  # coefficient of the router z-loss (ST-MoE)
 
     def __post_init__(self) -> None:
-        if self.num_experts < 1:
-            raise ValueError(f"num_experts must be at least 1, got {self.num_experts}")
+        positive_int("num_experts", self.num_experts)
         if not 1 <= self.top_k <= self.num_experts:
-            raise ValueError(f"top_k must be between 1 and num_experts={self.num_experts}, got {self.top_k}")
+            raise InputError("top_k_experts", experts=self.num_experts, top_k=self.top_k)
 
     @property
     def expert_hidden(self) -> int:
-        d = self.transformer.dim
-        return swiglu_hidden(d, self.expert_ratio) if self.transformer.mlp == "swiglu" else int(self.expert_ratio * d)
+        """Each expert's hidden width: the dense MLP's formula at ``expert_ratio``."""
+        return self.transformer.replace(mlp_ratio=self.expert_ratio).mlp_hidden
 
     def dense_counterpart(self) -> TransformerConfig:
         """A dense LM with the same *active* parameters: one MLP as wide as the k chosen experts together."""
@@ -58,16 +56,6 @@ class MoEConfig:
             capacity_factor=self.capacity_factor,
             eval_capacity_factor=self.eval_capacity_factor,
         )
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> MoEConfig:
-        return cls(**{**d, "transformer": TransformerConfig.from_dict(d["transformer"])})
-
-    def replace(self, **changes: Any) -> MoEConfig:
-        return replace(self, **changes)
 
 
 class MoECausalLM(CausalLM):

@@ -7,11 +7,13 @@ import math
 import torch
 from torch import Tensor, nn
 
+from tx_explorer.errors import InputError, positive_int
+
 
 def sinusoidal_table(n: int, dim: int, base: float = 10000.0) -> Tensor:
     """Vaswani et al. 2017 §3.5: P[pos, 2i] = sin(pos/base^{2i/D}), P[pos, 2i+1] = cos(…). Shape ``[n, dim]``."""
     if n < 1 or dim < 2 or dim % 2:
-        raise ValueError(f"sinusoidal encodings need n ≥ 1 and an even dim ≥ 2, got n={n}, dim={dim}")
+        raise InputError("sinusoidal_size", n=n, dim=dim)
     pos = torch.arange(n, dtype=torch.float32)[:, None]
     freq = torch.exp(torch.arange(0, dim, 2, dtype=torch.float32) * (-math.log(base) / dim))
     table = torch.zeros(n, dim)
@@ -72,15 +74,20 @@ class Rotary(RelativePositions):
         if head_dim % 2:
             raise ValueError(f"rotary positions turn pairs of dimensions: head_dim must be even, got {head_dim}")
         self.theta = theta
-        inv_freq = theta ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)  # (Dh/2,)
-        self.register_buffer("inv_freq", inv_freq.float(), persistent=False)
+        self.head_dim = head_dim
 
-    def angles(self, pos: Tensor) -> Tensor:
-        """``[N, Dh/2]``: the angle of every pair at every position."""
-        return pos.to(self.inv_freq)[:, None] * self.inv_freq[None, :]
+    def inv_freq(self, dtype: torch.dtype = torch.float32) -> Tensor:
+        """θ^(−2i/Dh) for i < Dh/2, ``[Dh/2]``."""
+        return (self.theta ** (-torch.arange(0, self.head_dim, 2, dtype=torch.float64) / self.head_dim)).to(dtype)
+
+    def angles(self, pos: Tensor, dtype: torch.dtype = torch.float32) -> Tensor:
+        """``[N, Dh/2]``: the angle of every pair at every position. Never in half precision: bf16 holds every
+        integer only up to 256, so the positions themselves would round."""
+        dtype = torch.promote_types(dtype, torch.float32)
+        return pos.to(dtype)[:, None] * self.inv_freq(dtype).to(pos.device)[None, :]
 
     def rotate(self, x: Tensor, pos: Tensor) -> Tensor:
-        angle = self.angles(pos).repeat(1, 2)  # (N, Dh): the same angle for i and i + Dh/2
+        angle = self.angles(pos, x.dtype).repeat(1, 2)  # (N, Dh): the same angle for i and i + Dh/2
         cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)
         x1, x2 = x.chunk(2, dim=-1)  # (B, H, N, Dh/2) each
         return x * cos + torch.cat([-x2, x1], dim=-1) * sin  # (x1, x2) → (x1·cos − x2·sin, x2·cos + x1·sin)
@@ -89,8 +96,7 @@ class Rotary(RelativePositions):
 def alibi_slopes(num_heads: int) -> Tensor:
     """Press et al. 2022: m_h = 2^(−8h/H), h = 1…H, for H a power of two; otherwise the first power of two's
     slopes followed by every other slope of the next one (the paper's reference code)."""
-    if num_heads < 1:
-        raise ValueError(f"num_heads must be at least 1, got {num_heads}")
+    positive_int("num_heads", num_heads)
     n = 2 ** math.floor(math.log2(num_heads))
     slopes = [2 ** (-8 * h / n) for h in range(1, n + 1)]
     if n < num_heads:

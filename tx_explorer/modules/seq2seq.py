@@ -16,8 +16,8 @@ alignment ``[B, 1, T_out, T_in]`` (RNN) or cross-attention ``[B, H, T_out, T_in]
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
 
 import torch
 from torch import Tensor, nn
@@ -25,14 +25,15 @@ from torch.nn import functional as F
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from tx_explorer import masks
-from tx_explorer.config import TransformerConfig
+from tx_explorer.config import Serialisable, TransformerConfig
+from tx_explorer.errors import positive_int
 from tx_explorer.modules.block import TransformerBlock, make_norm
 from tx_explorer.modules.transformer import Embeddings, Encoder, _init_weights
 from tx_explorer.trace import Trace
 
 
 @dataclass(frozen=True)
-class RNNConfig:
+class RNNConfig(Serialisable):
     src_vocab: int  # English words + 4 specials
     tgt_vocab: int  # Italian words + 4 specials
     context: Literal["fixed", "additive", "dot", "general"] = "additive"  # how c_t is formed
@@ -41,14 +42,6 @@ class RNNConfig:
     dec_hidden: int = 128  # decoder state s_t (n); "dot" needs dec_hidden == 2·hidden
     attn_dim: int = 64  # n′: width of the additive score's tanh layer
     dropout: float = 0.0  # the generator never repeats itself much: no overfitting to fight
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> RNNConfig:
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in known})
 
 
 @dataclass(frozen=True)
@@ -222,6 +215,8 @@ class AttentionDecoder(_Readout):
 class RNNSeq2Seq(nn.Module):
     """BiGRU encoder → (fixed or attention) GRU decoder; s_0 = tanh(W_s [→h_T; ←h_1])."""
 
+    architecture: ClassVar[str] = "rnn"  # what a Translator asks to know how to read the alignment
+
     def __init__(self, cfg: RNNConfig) -> None:
         super().__init__()
         self.cfg = cfg
@@ -252,6 +247,8 @@ class RNNSeq2Seq(nn.Module):
 
 class TransformerSeq2Seq(nn.Module):
     """Bidirectional encoder + causal decoder whose blocks cross-attend to the encoder output (§2.5)."""
+
+    architecture: ClassVar[str] = "transformer"
 
     def __init__(self, cfg: TransformerConfig, src_vocab: int, tgt_vocab: int) -> None:
         super().__init__()
@@ -335,8 +332,7 @@ def beam_search(
     """
     if src.shape[0] != 1:
         raise ValueError("beam_search translates one sentence at a time")
-    if beam_size < 1:
-        raise ValueError(f"beam_size must be at least 1, got {beam_size}")
+    positive_int("beam_size", beam_size)
     memory = model.encode(src, src_len)
     state = model.start(memory)
     seqs = [[bos]]

@@ -8,6 +8,8 @@ from torch.nn import functional as F
 
 from tx_explorer import masks
 from tx_explorer.config import TransformerConfig
+from tx_explorer.edit import Edit
+from tx_explorer.errors import InputError, positive_int
 from tx_explorer.modules.block import TransformerBlock, make_norm
 from tx_explorer.modules.cache import KVCache
 from tx_explorer.modules.norms import LayerNorm
@@ -30,13 +32,19 @@ class Embeddings(nn.Module):
         self.norm = LayerNorm(cfg.dim, eps=cfg.norm_eps) if cfg.embed_norm else None
         self.drop = nn.Dropout(cfg.dropout)
 
-    def forward(self, idx: Tensor, token_type_ids: Tensor | None = None, offset: int = 0) -> Tensor:
-        """idx ``[B, N]`` (long) at positions ``offset`` … ``offset + N − 1`` → ``[B, N, D]``."""
+    def forward(
+        self, idx: Tensor, token_type_ids: Tensor | None = None, offset: int = 0, *, edit: Edit | None = None
+    ) -> Tensor:
+        """idx ``[B, N]`` (long) at positions ``offset`` … ``offset + N − 1`` → ``[B, N, D]``.
+
+        ``edit`` may replace the token vectors before positions are added (site "tokens": attribution)."""
         n = idx.shape[1]
         if offset + n > self.max_len and isinstance(self.pos_embed, LearnedPositions):
             # Only a learned table has an end; the other schemes run past the training length (extrapolation).
-            raise ValueError(f"{offset + n} tokens exceed the model's context of {self.max_len}")
+            raise InputError("context_exceeded", count=offset + n, limit=self.max_len)
         x = self.tok_embed(idx)
+        if edit is not None:
+            x = edit.apply("tokens", x)  # (B, N, D)
         if self.pos_embed is not None:
             x = x + self.pos_embed(offset + n)[offset:]
         if self.type_embed is not None:
@@ -68,8 +76,11 @@ class Stack(nn.Module):
         pos: Tensor | None = None,
         k_pos: Tensor | None = None,
         cache: KVCache | None = None,
+        edit: Edit | None = None,
     ) -> Tensor:
-        """Run the blocks over embedded ``x [B, N, D]`` (queries at ``pos``, keys at ``k_pos``, default 0…N−1)."""
+        """Run the blocks over embedded ``x [B, N, D]`` (queries at ``pos``, keys at ``k_pos``, default 0…N−1).
+
+        ``trace`` and ``edit`` reach each block scoped to its layer."""
         for i, block in enumerate(self.blocks):
             x = block(
                 x,
@@ -79,6 +90,7 @@ class Stack(nn.Module):
                 pos=pos,
                 k_pos=k_pos,
                 cache=cache.layer(i) if cache is not None else None,
+                edit=edit.scope(i) if edit is not None else None,
             )
         return self.norm(x)
 
@@ -94,8 +106,10 @@ class CausalLM(Stack):
         if cfg.tie_embeddings:
             self.head.weight = self.embed.tok_embed.weight
 
-    def forward(self, idx: Tensor, trace: Trace | None = None, *, cache: KVCache | None = None) -> Tensor:
-        """idx ``[B, N]`` → next-token logits ``[B, N, V]``.
+    def forward(
+        self, idx: Tensor, trace: Trace | None = None, *, cache: KVCache | None = None, edit: Edit | None = None
+    ) -> Tensor:
+        """idx ``[B, N]`` → next-token logits ``[B, N, V]``; ``edit`` changes heads and residuals (see ``Edit``).
 
         With a :class:`~tx_explorer.modules.cache.KVCache` the ids are the *new* tokens: every layer appends
         their keys and values to the cache and attends over all it holds; the logits are the new positions'.
@@ -108,7 +122,8 @@ class CausalLM(Stack):
             offset = cache.seen
             q_pos, k_pos = cache.begin(n, self.cfg.sliding_window, idx.device)
         mask = masks.causal_between(q_pos, k_pos, self.cfg.sliding_window)  # (Nq, Nk)
-        x = self.hidden(self.embed(idx, offset=offset), mask, trace, pos=q_pos, k_pos=k_pos, cache=cache)
+        x = self.embed(idx, offset=offset, edit=edit)
+        x = self.hidden(x, mask, trace, pos=q_pos, k_pos=k_pos, cache=cache, edit=edit)
         if cache is not None:
             cache.commit(q_pos)
         return self.head(x)
@@ -147,13 +162,16 @@ def next_token(
     greedy: bool = False,
     generator: torch.Generator | None = None,
 ) -> Tensor:
-    """Pick one token per row of ``logits [B, V]`` → ``[B, 1]``: argmax, or a sample at ``temperature`` from the top k."""
+    """Pick one token per row of ``logits [B, V]`` → ``[B, 1]``.
+
+    The argmax when ``greedy``, else a sample at ``temperature`` from the ``top_k`` most likely tokens.
+    """
     if greedy:
         return logits.argmax(dim=-1, keepdim=True)
     if temperature <= 0:
-        raise ValueError(f"temperature must be positive, got {temperature}")
-    if top_k is not None and top_k < 1:
-        raise ValueError(f"top_k must be at least 1, got {top_k}")
+        raise InputError("temperature_positive", value=temperature)
+    if top_k is not None:
+        positive_int("top_k", top_k)
     logits = logits / temperature
     if top_k is not None:
         kth = torch.topk(logits, min(top_k, logits.shape[-1])).values[:, -1:]
@@ -170,6 +188,8 @@ class Encoder(Stack):
         attention_mask: Tensor | None = None,
         token_type_ids: Tensor | None = None,
         trace: Trace | None = None,
+        *,
+        edit: Edit | None = None,
     ) -> Tensor:
         """idx ``[B, N]``, attention_mask ``[B, N]`` (1 = real token) → hidden states ``[B, N, D]``."""
         mask = None
@@ -179,7 +199,7 @@ class Encoder(Stack):
             i = torch.arange(idx.shape[1], device=idx.device)
             band = (i[:, None] - i[None, :]).abs() < self.cfg.sliding_window  # (N, N)
             mask = band if mask is None else mask & band
-        return self.hidden(self.embed(idx, token_type_ids), mask, trace)
+        return self.hidden(self.embed(idx, token_type_ids, edit=edit), mask, trace, edit=edit)
 
 
 def _init_weights(module: nn.Module) -> None:

@@ -6,22 +6,15 @@ is unmasked, and either the [CLS] token's output or the mean of the patch output
 
 Parameter names follow timm's ``VisionTransformer`` (``patch_embed.proj``, ``cls_token``, ``pos_embed``,
 ``blocks.i.{norm1,attn.qkv,attn.proj,norm2,mlp.fc1,mlp.fc2}``, ``norm``, ``head``), so
-:func:`tx_explorer.interop.vit_from_timm` is a near-identity copy.
+:func:`tx_explorer.interop.timm_vit.vit_from_timm` is a near-identity copy.
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
-from pathlib import Path
-
-import numpy as np
 import torch
-from PIL import Image
 from torch import Tensor, nn
 
 from tx_explorer.config import ViTConfig
-from tx_explorer.data.images import center_square, to_array
 from tx_explorer.modules.block import TransformerBlock, make_norm
 from tx_explorer.modules.positional import sinusoidal_table
 from tx_explorer.trace import Trace
@@ -44,7 +37,7 @@ def patchify(images: Tensor, patch_size: int) -> Tensor:
 
 def unpatchify(patches: Tensor, patch_size: int, grid: tuple[int, int]) -> Tensor:
     """Inverse of :func:`patchify`: ``[B, N, C·P·P]`` → ``[B, C, H, W]``."""
-    b, n, cpp = patches.shape
+    b, _, cpp = patches.shape
     gh, gw = grid
     c = cpp // (patch_size * patch_size)
     x = patches.reshape(b, gh, gw, c, patch_size, patch_size)  # (B, gh, gw, C, P, P)
@@ -167,50 +160,3 @@ def _init_weights(module: nn.Module) -> None:
         nn.init.trunc_normal_(module.weight, std=0.02)
         if module.bias is not None:
             nn.init.zeros_(module.bias)
-
-
-@dataclass(frozen=True)
-class Classification:
-    labels: tuple[str, ...]  # class names, in the model's order
-    probs: np.ndarray  # [C] softmax probabilities
-    trace: Trace  # one [1, H, T, T] record per layer, labelled "CLS", "r0c0", …
-    pixels: np.ndarray  # [S, S, 3] uint8: the image exactly as the model saw it (for overlays)
-
-
-@dataclass
-class ImageClassifier:
-    """A trained :class:`VisionTransformer` with its class names and input normalisation."""
-
-    model: VisionTransformer
-    labels: tuple[str, ...]
-    mean: tuple[float, float, float] = (0.5, 0.5, 0.5)
-    std: tuple[float, float, float] = (0.5, 0.5, 0.5)
-
-    def to_tensor(self, pixels: np.ndarray) -> Tensor:
-        """``[S, S, 3]`` or ``[B, S, S, 3]`` uint8 → normalised ``[B, 3, S, S]`` float on the model's device."""
-        x = torch.tensor(np.asarray(pixels), dtype=torch.float32)
-        x = (x if x.dim() == 4 else x[None]).permute(0, 3, 1, 2) / 255.0  # (B, 3, S, S)
-        mean, std = torch.tensor(self.mean)[:, None, None], torch.tensor(self.std)[:, None, None]
-        return ((x - mean) / std).to(next(self.model.parameters()).device)
-
-    @torch.no_grad()
-    def classify(self, image: Image.Image | np.ndarray, *, use_positions: bool = True) -> Classification:
-        """Centre-crop and resize ``image`` to the model's input size, then classify it."""
-        pil = image if isinstance(image, Image.Image) else Image.fromarray(np.asarray(image, dtype=np.uint8))
-        pixels = to_array(center_square(pil, self.model.cfg.image_size))
-        trace = Trace()
-        logits = self.model(self.to_tensor(pixels), trace, use_positions=use_positions)
-        trace.label(self.model.token_labels())
-        probs = torch.softmax(logits[0].float(), dim=-1).cpu().numpy()
-        return Classification(labels=self.labels, probs=probs, trace=trace, pixels=pixels)
-
-
-def load(folder: Path) -> ImageClassifier:
-    """The registry loader: a bundle written by ``python -m tx_explorer.train vit``."""
-    from tx_explorer.models import read_bundle  # here: tx_explorer.models imports model families at load time
-
-    state, config = read_bundle(folder, "python -m tx_explorer.train vit")
-    meta = json.loads((Path(folder) / "labels.json").read_text())
-    model = VisionTransformer(ViTConfig.from_dict(config))
-    model.load_state_dict(state)
-    return ImageClassifier(model.eval(), tuple(meta["labels"]), tuple(meta["mean"]), tuple(meta["std"]))

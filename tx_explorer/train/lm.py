@@ -22,6 +22,7 @@ import json
 import logging
 import math
 import time
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -32,15 +33,18 @@ from tqdm import tqdm
 
 from tx_explorer import report
 from tx_explorer.analysis.bigram import bigram_baseline
+from tx_explorer.bundle import WEIGHTS_DIR, save_bundle, verify
 from tx_explorer.config import PRESETS, TransformerConfig
 from tx_explorer.data import corpus
 from tx_explorer.data.tokenizer import EOT, train_bpe
-from tx_explorer.models import WEIGHTS_DIR, save_bundle, verify
+from tx_explorer.families.text import unique_state
 from tx_explorer.modules.transformer import CausalLM
-from tx_explorer.textmodel import unique_state
+from tx_explorer.train.common import lr_at, make_optimizer, sample_batch, train_loop
 
 log = logging.getLogger("tx_explorer.train.lm")
 ROOT = Path(__file__).resolve().parents[2]
+BUNDLES = {"tiny": "tiny-gpt", "tiny-llama": "tiny-llama"}  # preset → bundle folder; others: lm-<preset>
+SIBLINGS = ("tiny-llama",)  # presets trained with tiny-gpt's tokenizer and reported beside it
 BUNDLE_FILES = (
     "model.safetensors",
     "config.json",
@@ -75,18 +79,30 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     p.add_argument("--run-dir", type=Path, default=None, help="checkpoints (default: runs/lm-<preset>)")
-    p.add_argument("--out", type=Path, default=WEIGHTS_DIR / "tiny-gpt", help="bundle folder")
+    p.add_argument("--out", type=Path, default=None, help="bundle folder (default: tiny-gpt's, tiny-llama's …)")
+    p.add_argument(
+        "--tokenizer",
+        type=Path,
+        default=None,
+        help="reuse this bundled tokenizer.json; '' = train a new BPE on the training split (default: tiny-gpt's "
+        f"for {', '.join(SIBLINGS)}, so that their losses compare; else new)",
+    )
     p.add_argument(
         "--benchmarks", type=Path, default=ROOT / "BENCHMARKS.md", help="file whose lm section is rewritten ('' = none)"
     )
     p.add_argument("--resume", action="store_true", help="continue from the run folder's checkpoint")
     args = p.parse_args(argv)
     args.run_dir = args.run_dir or ROOT / "runs" / f"lm-{args.preset}"
+    args.out = args.out or WEIGHTS_DIR / bundle_name(args.preset)
+    if args.tokenizer is None:
+        args.tokenizer = WEIGHTS_DIR / BUNDLES["tiny"] / "tokenizer.json" if args.preset in SIBLINGS else Path("")
     return args
 
 
 def bundled_or_new_tokenizer(path: Path, texts: tuple[str, ...], vocab_size: int, command: str) -> Tokenizer:
-    """The tokenizer at ``path`` (its bundle verified first; ``command`` retrains without it), else a new BPE on ``texts``.
+    """The tokenizer at ``path`` (its bundle verified first), else a new BPE on ``texts``.
+
+    ``command`` is the retrain command the error message names when the bundle is damaged.
 
     The MoE and variants trainers reuse their bundle's tokenizer, which is what reproduces the shipped runs.
     """
@@ -131,23 +147,6 @@ def evaluate(model: CausalLM, pairs: list[tuple[Tensor, Tensor]]) -> float:
     return total / count
 
 
-def lr_at(step: int, args: argparse.Namespace) -> float:
-    """Linear warm-up to ``lr``, cosine decay to ``lr / 10``."""
-    if step < args.warmup:
-        return args.lr * (step + 1) / args.warmup
-    progress = (step - args.warmup) / max(1, args.steps - args.warmup)
-    return args.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
-
-
-def make_optimizer(model: CausalLM, args: argparse.Namespace) -> torch.optim.AdamW:
-    """AdamW with weight decay on matrices only (norm gains and biases are not decayed)."""
-    params = {id(p): p for p in model.parameters()}.values()  # tied weights once
-    decay = [p for p in params if p.dim() >= 2]
-    other = [p for p in params if p.dim() < 2]
-    groups = [{"params": decay, "weight_decay": args.weight_decay}, {"params": other, "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=args.lr, betas=(0.9, 0.95))
-
-
 def save_checkpoint(run_dir: Path, model: CausalLM, opt: torch.optim.AdamW, gen: torch.Generator, state: dict) -> None:
     """Weights, AdamW moments and RNG states as safetensors; step and log as JSON (no pickle)."""
     tensors = {f"model.{k}": v for k, v in unique_state(model).items()}
@@ -184,12 +183,45 @@ def write_curve(path: Path, rows: list[dict]) -> None:
         w.writerows(rows)
 
 
+def bundle_name(preset: str) -> str:
+    """The bundle folder (under tx_explorer/weights) and model name of a preset."""
+    return BUNDLES.get(preset, f"lm-{preset}")
+
+
+def describe(s: dict) -> str:
+    """One table cell naming a trained model's architecture from its training summary."""
+    c = s["config"]
+    kv = c.get("num_kv_heads")
+    heads = f"{c['num_heads']} heads" + (f" sharing {kv} key/value heads" if kv and kv != c["num_heads"] else "")
+    parts = [f"{c['num_layers']} layers × {heads}", f"D {c['dim']}", f"context {c['max_len']}"]
+    if s["preset"] in SIBLINGS:  # tiny-gpt's row stays as it was; its siblings say how they differ from it
+        parts += [f"{c['positions']} positions", c["norm"], c["mlp"], "biases" if c["bias"] else "no biases"]
+    return f"{bundle_name(s['preset'])} ({', '.join(parts)})"
+
+
 def update_benchmarks(path: Path, summary: dict) -> None:
-    """Rewrite only the text between ``<!-- lm:start -->`` and ``<!-- lm:end -->`` (appending the section if absent)."""
+    """Rewrite only this run's section of BENCHMARKS.md: ``lm``, or ``lm-<name>`` for a sibling of tiny-gpt
+    (:data:`SIBLINGS`), which also lists tiny-gpt's bundled result (same corpus, split and tokenizer)."""
     s = summary
+    name = bundle_name(s["preset"])
+    rows = [s]
+    reference = WEIGHTS_DIR / BUNDLES["tiny"] / "training.json"
+    if s["preset"] in SIBLINGS and reference.is_file():
+        rows.insert(0, json.loads(reference.read_text()))
+    table = [
+        f"| {describe(r)} | {r['parameters']:,} | {r['val_loss']:.3f} | {math.exp(r['val_loss']):.1f} |" for r in rows
+    ]
+    verdict = []
+    if len(rows) == 2:
+        gap = s["val_loss"] - rows[0]["val_loss"]
+        better = f"{name} is better" if gap < 0 else "tiny-gpt is better" if gap > 0 else "they tie"
+        same = "Same corpus, split, tokenizer, steps and batches"
+        verdict = ["", f"{same}: {better} by {abs(gap):.3f} nats per token on the validation split."]
+    title = f"{name} beside tiny-gpt and a bigram" if s["preset"] in SIBLINGS else f"{name} vs a bigram baseline"
+    retrain = "python -m tx_explorer.train lm --preset " + s["preset"]
     body = "\n".join(
         [
-            "## Language model: tiny-gpt vs a bigram baseline",
+            f"## Language model: {title}",
             "",
             f"Validation split of the prose corpus ({s['corpus']['source']}; {s['val_tokens']:,} validation tokens, "
             f"{s['corpus']['documents']:,} documents and {s['corpus']['characters'] / 1e6:.1f} MB in all, "
@@ -199,21 +231,21 @@ def update_benchmarks(path: Path, summary: dict) -> None:
             "| model | parameters | validation loss | perplexity |",
             "|---|---|---|---|",
             f"| bigram, add-k smoothed (k = {s['bigram']['k']}, chosen on training text) | "
-            f"{s['config']['vocab_size'] ** 2:,} counts | {s['bigram']['val_loss']:.3f} | {s['bigram']['val_ppl']:.1f} |",
-            f"| tiny-gpt ({s['config']['num_layers']} layers × {s['config']['num_heads']} heads, D {s['config']['dim']}, "
-            f"context {s['config']['max_len']}) | {s['parameters']:,} | {s['val_loss']:.3f} | "
-            f"{math.exp(s['val_loss']):.1f} |",
+            f"{s['config']['vocab_size'] ** 2:,} counts | {s['bigram']['val_loss']:.3f} | "
+            f"{s['bigram']['val_ppl']:.1f} |",
+            *table,
+            *verdict,
             "",
-            f"Training: {s['steps']} steps"
+            f"Training{'' if len(rows) == 1 else f' ({name})'}: {s['steps']} steps"
             + (f" (stopped early; {s['planned_steps']} planned)" if s["steps"] < s["planned_steps"] else "")
             + f" × {s['batch_size']} × {s['config']['max_len']} tokens "
             f"({s['tokens_seen']:,} tokens, {s['tokens_seen'] / s['train_tokens']:.1f} epochs), seed {s['seed']}, "
             f"{s['minutes']:.1f} min wall-clock on this machine's CPU, {s['cpu_minutes']:.1f} min of CPU time with "
             f"{s['threads']} torch thread(s) (the wall-clock time of an idle core when that is 1). "
-            "Rebuild: `python -m tx_explorer.train lm --preset tiny`.",
+            f"Rebuild: `{retrain}`.",
         ]
     )
-    report.write_section(path, "lm", body)
+    report.write_section(path, f"lm-{name}" if s["preset"] in SIBLINGS else "lm", body)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -231,7 +263,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.resume and tok_path.is_file():
         tok = Tokenizer.from_file(str(tok_path))
     else:
-        tok = train_bpe(parts.train, vocab_size=cfg.vocab_size)
+        command = f"python -m tx_explorer.train lm --preset {args.preset}"
+        tok = bundled_or_new_tokenizer(args.tokenizer, parts.train, cfg.vocab_size, command)
         tok.save(str(tok_path))
     train_ids, val_ids = encode_stream(tok, parts.train), encode_stream(tok, parts.val)
     log.info(
@@ -245,7 +278,7 @@ def main(argv: list[str] | None = None) -> None:
 
     torch.manual_seed(args.seed)
     model = CausalLM(cfg)
-    opt = make_optimizer(model, args)
+    opt = make_optimizer(model, lr=args.lr, weight_decay=args.weight_decay)
     gen = torch.Generator().manual_seed(args.seed)
     state = {"step": 0, "log": [], "elapsed": 0.0}
     if args.resume and (args.run_dir / "checkpoint.safetensors").is_file():
@@ -253,36 +286,29 @@ def main(argv: list[str] | None = None) -> None:
         log.info("resumed at step %d", state["step"])
 
     n = cfg.max_len
-    model.train()
-    bar = tqdm(range(state["step"], args.steps), initial=state["step"], total=args.steps, desc="lm", unit="step")
+
+    def loss_fn(step: int) -> Tensor:
+        x, y = sample_batch(train_ids, n, args.batch_size, gen)  # (B, N) each
+        return model.loss(model(x), y)
+
+    schedule = partial(lr_at, steps=args.steps, peak=args.lr, warmup=args.warmup)
     t_run = time.time() - state["elapsed"]
-    for step in bar:
-        for g in opt.param_groups:
-            g["lr"] = lr_at(step, args)
-        starts = torch.randint(0, len(train_ids) - n - 1, (args.batch_size,), generator=gen)
-        x = torch.stack([train_ids[s : s + n] for s in starts])  # (B, N)
-        y = torch.stack([train_ids[s + 1 : s + n + 1] for s in starts])
-        loss = model.loss(model(x), y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        bar.set_postfix(loss=f"{loss.item():.3f}")
-        done = step + 1
+    for s in train_loop(model, opt, loss_fn, steps=args.steps, schedule=schedule, start=state["step"], desc="lm"):
+        done = s.step
         if done % args.eval_every == 0 or done == args.steps:
             val = evaluate(model, val_pairs[: args.eval_windows])
             row = {
                 "step": done,
                 "tokens": done * args.batch_size * n,
-                "lr": f"{lr_at(step, args):.3g}",
-                "train_loss": f"{loss.item():.4f}",
+                "lr": f"{s.lr:.3g}",
+                "train_loss": f"{s.loss:.4f}",
                 "val_loss": f"{val:.4f}",
             }
             state["log"].append(row)
             state.update(step=done, elapsed=time.time() - t_run)
             settings = {k: str(v) for k, v in vars(args).items()}
             save_checkpoint(args.run_dir, model, opt, gen, {**state, "args": settings})
-            tqdm.write(f"step {done}: train {loss.item():.3f}  val {val:.3f}")
+            tqdm.write(f"step {done}: train {s.loss:.3f}  val {val:.3f}")
             if args.max_minutes and time.time() - t0 > 60 * args.max_minutes:
                 log.warning("stopping early at step %d of %d (--max-minutes %s)", done, args.steps, args.max_minutes)
                 break

@@ -26,21 +26,23 @@ import argparse
 import logging
 import math
 import time
+from functools import partial
 from pathlib import Path
 
 import torch
-from tqdm import tqdm
+from torch import Tensor
 
-from tx_explorer.analysis.routing import dense_flops_per_token, moe_flops_per_token, moe_params
+from tx_explorer.analysis.params import flops_per_token
+from tx_explorer.analysis.routing import moe_flops_per_token, moe_params
+from tx_explorer.bundle import WEIGHTS_DIR, save_bundle
 from tx_explorer.config import PRESETS
 from tx_explorer.data import corpus
-from tx_explorer.models import WEIGHTS_DIR, save_bundle
+from tx_explorer.families.moe import RETRAIN
+from tx_explorer.families.text import unique_state
 from tx_explorer.modules.moe_lm import MoECausalLM, MoEConfig
 from tx_explorer.modules.transformer import CausalLM
-from tx_explorer.moe_bundle import RETRAIN
-from tx_explorer.textmodel import unique_state
-from tx_explorer.train.lm import bundled_or_new_tokenizer, encode_stream, evaluate, lr_at, make_optimizer, windows
-from tx_explorer.train.variants import sample_batch
+from tx_explorer.train.common import LossFn, lr_at, make_optimizer, sample_batch, train_loop
+from tx_explorer.train.lm import bundled_or_new_tokenizer, encode_stream, evaluate, windows
 
 log = logging.getLogger("tx_explorer.train.moe")
 
@@ -85,6 +87,19 @@ def build(cfg: MoEConfig, dense: bool, seed: int) -> CausalLM:
     return CausalLM(cfg.dense_counterpart()) if dense else MoECausalLM(cfg)
 
 
+def loss_fn(model: CausalLM, ids: Tensor, args: argparse.Namespace, gen: torch.Generator) -> LossFn:
+    """Next-token loss on random windows of ``ids``, logged as ``ce``; the MoE adds its auxiliary losses."""
+
+    def step_loss(step: int) -> tuple[Tensor, dict[str, float]]:
+        x, y = sample_batch(ids, args.seq_len, args.batch_size, gen)
+        if isinstance(model, MoECausalLM):
+            return model.training_loss(x, y)
+        loss = model.loss(model(x), y)
+        return loss, {"ce": loss.item()}
+
+    return step_loss
+
+
 def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     args = parse_args(argv)
@@ -110,11 +125,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     flops = {  # training FLOPs per token: forward + backward ≈ 3 × forward
         "moe": 3 * moe_flops_per_token(cfg, args.seq_len)["total"],
-        "dense": 3 * dense_flops_per_token(cfg.dense_counterpart(), args.seq_len)["total"],
+        "dense": 3 * flops_per_token(cfg.dense_counterpart(), args.seq_len)["total"],
     }
     models = {"moe": build(cfg, False, args.seed), "dense": build(cfg, True, args.seed)}
-    opts = {name: make_optimizer(m, args) for name, m in models.items()}
-    gens = {name: torch.Generator().manual_seed(args.seed) for name in models}  # identical batches
     curves = {
         name: {"step": [], "tokens": [], "flops": [], "seconds": [], "train_loss": [], "val_step": [], "val_loss": []}
         for name in models
@@ -122,37 +135,27 @@ def main(argv: list[str] | None = None) -> None:
     curves["moe"].update(balance_loss=[], z_loss=[], drop_rate=[])
     seconds = dict.fromkeys(models, 0.0)
     tokens_per_step = args.batch_size * args.seq_len
-    bar = tqdm(range(args.steps), desc="moe+dense", unit="step")
-    for step in bar:
-        for name, model in models.items():
-            start = time.time()
-            model.train()
-            for g in opts[name].param_groups:
-                g["lr"] = lr_at(step, args)
-            x, y = sample_batch(train_ids, args.seq_len, args.batch_size, gens[name])
-            if name == "moe":
-                loss, logged = model.training_loss(x, y)
-            else:
-                loss = model.loss(model(x), y)
-                logged = {"ce": loss.item()}
-            opts[name].zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opts[name].step()
-            seconds[name] += time.time() - start
-            c, done = curves[name], step + 1
-            c["step"].append(done)
-            c["tokens"].append(done * tokens_per_step)
-            c["flops"].append(done * tokens_per_step * flops[name])
+    schedule = partial(lr_at, steps=args.steps, peak=args.lr, warmup=args.warmup)
+    # One model after the other: each has its own optimiser and an identically seeded batch generator, and
+    # training draws no other randomness, so both see the same batches and the runs do not interact.
+    for name, model in models.items():
+        opt = make_optimizer(model, lr=args.lr, weight_decay=args.weight_decay)
+        step_loss = loss_fn(model, train_ids, args, torch.Generator().manual_seed(args.seed))
+        c, clock = curves[name], time.time()
+        for s in train_loop(model, opt, step_loss, steps=args.steps, schedule=schedule, desc=name):
+            seconds[name] += time.time() - clock
+            c["step"].append(s.step)
+            c["tokens"].append(s.step * tokens_per_step)
+            c["flops"].append(s.step * tokens_per_step * flops[name])
             c["seconds"].append(round(seconds[name], 2))
-            c["train_loss"].append(round(logged["ce"], 4))
+            c["train_loss"].append(round(s.info["ce"], 4))
             for key in ("balance_loss", "z_loss", "drop_rate"):
-                if key in logged:
-                    c[key].append(round(logged[key], 4))
-            if done % args.eval_every == 0 or done == args.steps:
-                c["val_step"].append(done)
+                if key in s.info:
+                    c[key].append(round(s.info[key], 4))
+            if s.step % args.eval_every == 0 or s.step == args.steps:
+                c["val_step"].append(s.step)
                 c["val_loss"].append(round(evaluate(model, val_pairs[: args.eval_windows]), 4))
-        bar.set_postfix(moe=f"{curves['moe']['train_loss'][-1]:.3f}", dense=f"{curves['dense']['train_loss'][-1]:.3f}")
+            clock = time.time()
 
     final = {name: evaluate(m, val_pairs[: args.final_windows]) for name, m in models.items()}
     log.info("final validation loss: MoE %.3f, dense %.3f nats", final["moe"], final["dense"])

@@ -10,18 +10,17 @@ from __future__ import annotations
 
 import argparse
 import logging
-import math
 import random
 import time
+from functools import partial
 from pathlib import Path
 
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
-from tqdm import tqdm
 
-from tx_explorer import models
 from tx_explorer.analysis.seq2seq_eval import aer_counts, eval_set, evaluate, hard_alignment
+from tx_explorer.bundle import WEIGHTS_DIR, save_bundle
 from tx_explorer.config import TransformerConfig
 from tx_explorer.data.translation import (
     LECTURE_EXAMPLE,
@@ -32,8 +31,9 @@ from tx_explorer.data.translation import (
     source_words,
     target_words,
 )
+from tx_explorer.families.translation import Translator
 from tx_explorer.modules.seq2seq import RNNConfig, RNNSeq2Seq, TransformerSeq2Seq
-from tx_explorer.modules.translator import Translator
+from tx_explorer.train.common import lr_at, make_optimizer, train_loop
 
 log = logging.getLogger("tx_explorer.train.seq2seq")
 NAMES = ("fixed", "attention", "transformer")
@@ -82,13 +82,6 @@ class Batches:
         return src, lengths, tgt[:, :-1], tgt[:, 1:]
 
 
-def lr_at(step: int, steps: int, base: float, warmup: int) -> float:
-    if step < warmup:
-        return base * (step + 1) / warmup
-    progress = (step - warmup) / max(1, steps - warmup)
-    return base * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))  # cosine down to 10 %
-
-
 def train_one(
     kind: str, args: argparse.Namespace, pool: list[Example], src: Vocab, tgt: Vocab
 ) -> tuple[nn.Module, dict]:
@@ -96,29 +89,25 @@ def train_one(
     model, config = make_model(kind, len(src), len(tgt), args.score)
     transformer = kind == "transformer"
     base_lr = args.lr or (1e-3 if transformer else 3e-3)
-    opt = torch.optim.AdamW(
-        model.parameters(), lr=base_lr, betas=(0.9, 0.98), weight_decay=0.01 if transformer else 0.0
+    # Weight decay on every parameter (the Transformer's biases and norm gains too), as the bundled
+    # translators were trained; the RNNs use none.
+    opt = make_optimizer(
+        model, lr=base_lr, weight_decay=0.01 if transformer else 0.0, betas=(0.9, 0.98), decay_vectors=True
     )
     batches = Batches(pool, src, tgt, args.tokens, random.Random(args.seed))
     curriculum = int(args.curriculum * args.steps)
-    model.train()
-    start, cpu = time.time(), time.process_time()
-    bar = tqdm(range(args.steps), desc=f"seq2seq-{kind}", unit="step")
-    for step in bar:
+
+    def loss_fn(step: int) -> tuple[Tensor, dict[str, float]]:
         longest = args.max_words if step >= curriculum else 8 + (args.max_words - 8) * step // max(1, curriculum)
         s, s_len, y_in, y_out = batches.sample(longest)
-        for group in opt.param_groups:
-            group["lr"] = lr_at(step, args.steps, base_lr, args.warmup)
-        logits = model(s, s_len, y_in)
-        loss = F.cross_entropy(logits.flatten(0, 1), y_out.flatten(), ignore_index=0)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        if step % 20 == 0:
-            real = y_out != 0
-            acc = ((logits.argmax(-1) == y_out) & real).sum().item() / real.sum().item()
-            bar.set_postfix(loss=f"{loss.item():.3f}", acc=f"{acc:.3f}", len=longest)
+        logits = model(s, s_len, y_in)  # (B, T, V)
+        real = y_out != 0
+        acc = ((logits.argmax(-1) == y_out) & real).sum().item() / real.sum().item()
+        return F.cross_entropy(logits.flatten(0, 1), y_out.flatten(), ignore_index=0), {"acc": acc, "len": longest}
+
+    start, cpu = time.time(), time.process_time()
+    schedule = partial(lr_at, steps=args.steps, peak=base_lr, warmup=args.warmup)
+    *_, last = train_loop(model, opt, loss_fn, steps=args.steps, schedule=schedule, desc=f"seq2seq-{kind}")
     config["training"] = {
         "steps": args.steps,
         "tokens_per_batch": args.tokens,
@@ -129,7 +118,7 @@ def train_one(
         "wall_seconds": round(time.time() - start),
         "cpu_seconds": round(time.process_time() - cpu),
         "threads": args.threads,
-        "final_loss": round(loss.item(), 4),
+        "final_loss": round(last.loss, 4),
     }
     return model.eval(), config
 
@@ -167,7 +156,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--per-bucket", type=int, default=50, help="held-out sentences per length bucket")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads (small matrices: 1 is usually fastest)")
-    p.add_argument("--out", type=Path, default=models.WEIGHTS_DIR)
+    p.add_argument("--out", type=Path, default=WEIGHTS_DIR)
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     torch.set_num_threads(args.threads)
@@ -186,7 +175,7 @@ def main(argv: list[str] | None = None) -> None:
         results = evaluate(translator, buckets, progress=None)
         log.info("%s token accuracy by bucket: %s", kind, [round(x, 3) for x in results["token_accuracy"]])
         vocab = {"source": src.words, "target": tgt.words}
-        models.save_bundle(args.out / f"seq2seq-{kind}", model.state_dict(), config, vocab=vocab, eval=results)
+        save_bundle(args.out / f"seq2seq-{kind}", model.state_dict(), config, vocab=vocab, eval=results)
         log.info("saved %s", args.out / f"seq2seq-{kind}")
 
 

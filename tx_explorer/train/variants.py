@@ -25,45 +25,31 @@ training on one fixed batch), ``model.safetensors`` (each variant's weights unde
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import math
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import load_file, save_file
-from tokenizers import Tokenizer
 from torch import Tensor
-from tqdm import tqdm
 
 from tx_explorer import locales, report
-from tx_explorer.analysis.norms import count_parameters, depth_profile, forward_with_stats, grad_norms
+from tx_explorer.analysis.norm_lab import count_parameters, depth_profile, forward_with_stats, grad_norms
+from tx_explorer.analysis.seeding import seeded_init
 from tx_explorer.config import TransformerConfig
 from tx_explorer.data import corpus
-from tx_explorer.data.tokenizer import EOT
-from tx_explorer.models import WEIGHTS_DIR, verify, write_manifest
+from tx_explorer.families.text import unique_state
+from tx_explorer.families.variants import BUNDLE, RETRAIN, claims, write_bundle
 from tx_explorer.modules.transformer import CausalLM
-from tx_explorer.textmodel import TextModel, load_state, unique_state
-from tx_explorer.train.lm import bundled_or_new_tokenizer, encode_stream, evaluate, lr_at, make_optimizer, windows
+from tx_explorer.train.common import lr_at, make_optimizer, sample_batch, train_loop
+from tx_explorer.train.lm import bundled_or_new_tokenizer, encode_stream, evaluate, windows
 
 log = logging.getLogger("tx_explorer.train.variants")
 ROOT = Path(__file__).resolve().parents[2]
-BUNDLE = WEIGHTS_DIR / "variants"
-RETRAIN = "python -m tx_explorer.train variants"
-BUNDLE_FILES = (
-    "history.json",
-    "summary.json",
-    "profiles.json",
-    "model.safetensors",
-    "tokens.safetensors",
-    "config.json",
-    "tokenizer.json",
-    "manifest.json",
-)
 
 # Shallow: 4 blocks × D 64 (4 heads of 16). Deep: 16 blocks × D 32 (2 heads of 16) — the same 12·L·D².
 SHALLOW = TransformerConfig(vocab_size=2048, max_len=64, dim=64, num_layers=4, num_heads=4)
@@ -125,9 +111,9 @@ def variant_settings(name: str, base: Settings) -> Settings:
 def build(
     name: str, *, seed: int = 0, vocab_size: int = SHALLOW.vocab_size, max_len: int = SHALLOW.max_len
 ) -> CausalLM:
-    """A freshly initialised variant (seeded, so every run of a variant starts from the same weights)."""
-    torch.manual_seed(seed)
-    return CausalLM(variant_config(name, vocab_size=vocab_size, max_len=max_len))
+    """A freshly initialised variant, drawn from its own generator (the norms page builds these in the server,
+    where the global RNG is shared by every session): the same ``seed`` gives the same weights."""
+    return seeded_init(CausalLM(variant_config(name, vocab_size=vocab_size, max_len=max_len)), seed)
 
 
 @dataclass(frozen=True)
@@ -143,43 +129,48 @@ class StepRecord:
     val_loss: float | None = None
 
 
-def sample_batch(ids: Tensor, n: int, batch_size: int, gen: torch.Generator) -> tuple[Tensor, Tensor]:
-    """Random windows of ``n`` tokens from ``ids [T]`` and their next tokens: ``(x, y)``, each ``[B, n]``."""
-    if len(ids) < n + 2:
-        raise ValueError(f"need more than {n + 1} tokens to sample windows of {n}, got {len(ids)}")
-    starts = torch.randint(0, len(ids) - n - 1, (batch_size,), generator=gen)
-    return torch.stack([ids[s : s + n] for s in starts]), torch.stack([ids[s + 1 : s + n + 1] for s in starts])
-
-
 def train_steps(
-    model: CausalLM, train_ids: Tensor, settings: Settings, *, val_pairs: Sequence[tuple[Tensor, Tensor]] = ()
+    model: CausalLM,
+    train_ids: Tensor,
+    settings: Settings,
+    *,
+    val_pairs: Sequence[tuple[Tensor, Tensor]] = (),
+    desc: str | None = None,
 ) -> Iterator[StepRecord]:
     """Train ``model`` in place, yielding a :class:`StepRecord` after every step.
 
     The batch sequence depends only on ``settings.seed``, so variants trained with equal settings see
     identical data. A non-finite loss ends the run after its record (the run has diverged).
     """
-    opt = make_optimizer(model, settings)
+    opt = make_optimizer(model, lr=settings.lr, weight_decay=settings.weight_decay)
     gen = torch.Generator().manual_seed(settings.seed)
-    model.train()
-    for step in range(settings.steps):
-        lr = lr_at(step, settings)
-        for g in opt.param_groups:
-            g["lr"] = lr
+    schedule = partial(lr_at, steps=settings.steps, peak=settings.lr, warmup=settings.warmup)
+
+    def loss_fn(step: int) -> tuple[Tensor, dict[str, Any]]:
         x, y = sample_batch(train_ids, settings.seq_len, settings.batch_size, gen)
         logits, rms = forward_with_stats(model, x)
-        loss = model.loss(logits, y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        total, per_layer = grad_norms(model)
-        torch.nn.utils.clip_grad_norm_(model.parameters(), settings.clip)
-        opt.step()
-        done = step + 1
-        finite = math.isfinite(loss.item())
+        return model.loss(logits, y), {"residual_rms": rms.tolist()}
+
+    def norms_before_clipping(m: CausalLM) -> dict[str, Any]:
+        total, per_layer = grad_norms(m)
+        return {"grad": total, "layer_grad_norm": per_layer}
+
+    steps = train_loop(
+        model,
+        opt,
+        loss_fn,
+        steps=settings.steps,
+        schedule=schedule,
+        clip=settings.clip,
+        desc=desc,
+        on_gradients=norms_before_clipping,
+    )
+    for s in steps:
+        finite = math.isfinite(s.loss)
         val = None
-        if val_pairs and finite and (done % settings.eval_every == 0 or done == settings.steps):
+        if val_pairs and finite and (s.step % settings.eval_every == 0 or s.step == settings.steps):
             val = evaluate(model, list(val_pairs))
-        yield StepRecord(done, lr, loss.item(), total, per_layer, rms.tolist(), val)
+        yield StepRecord(s.step, s.lr, s.loss, s.info["grad"], s.info["layer_grad_norm"], s.info["residual_rms"], val)
         if not finite:
             return
 
@@ -193,7 +184,9 @@ def live_run(
     should_stop: Callable[[], bool] = lambda: False,
     vocab_size: int = SHALLOW.vocab_size,
 ) -> Iterator[tuple[str, StepRecord]]:
-    """Train fresh copies of ``names`` in lock-step with one recipe (one step each in turn), yielding ``(name, record)``.
+    """Train fresh copies of ``names`` in lock-step with one recipe, yielding ``(name, record)``.
+
+    Lock-step: one step of each variant in turn, so every variant sees the same batches.
 
     Stops after ``settings.steps`` steps, when ``time_budget`` seconds have passed, or as soon as
     ``should_stop()`` is true — so a page can draw the curves as they grow and cancel at any time.
@@ -248,7 +241,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--tokenizer",
         type=Path,
-        default=WEIGHTS_DIR / "variants" / "tokenizer.json",
+        default=BUNDLE / "tokenizer.json",
         help="reuse this tokenizer when it exists (else train one on the corpus, as the LM trainer does)",
     )
     p.add_argument("--out", type=Path, default=BUNDLE, help="bundle folder")
@@ -314,16 +307,7 @@ def main(argv: list[str] | None = None) -> None:
         model = build(name, seed=settings.seed, vocab_size=vocab, max_len=settings.seq_len)
         init = depth_profile(model, probe_x, probe_y)
         start = time.time()
-        records = []
-        bar = tqdm(
-            train_steps(model, train_ids, settings, val_pairs=val_pairs[: settings.eval_windows]),
-            total=settings.steps,
-            desc=name,
-            unit="step",
-        )
-        for record in bar:
-            records.append(record)
-            bar.set_postfix(loss=f"{record.train_loss:.3f}", grad=f"{record.grad_norm:.2f}")
+        records = list(train_steps(model, train_ids, settings, val_pairs=val_pairs[: settings.eval_windows], desc=name))
         diverged = not math.isfinite(records[-1].train_loss)
         final_val = float("nan") if diverged else evaluate(model, val_pairs[: args.final_windows])
         profiles[name] = {"init": init, "final": depth_profile(model, probe_x, probe_y)}
@@ -368,139 +352,6 @@ def main(argv: list[str] | None = None) -> None:
     log.info("bundle written to %s in %.1f min", args.out, summary["minutes"])
 
 
-def write_bundle(
-    out: Path,
-    *,
-    summary: dict,
-    history: dict,
-    profiles: dict,
-    weights: dict[str, Tensor],
-    tokenizer: Tokenizer,
-    live_tokens: dict[str, Tensor],
-) -> None:
-    """Write the bundle files (replacing only our own) and the manifest."""
-    out.mkdir(parents=True, exist_ok=True)
-    for name in BUNDLE_FILES:
-        (out / name).unlink(missing_ok=True)
-    (out / "history.json").write_text(json.dumps(history, separators=(",", ":")) + "\n")
-    (out / "profiles.json").write_text(json.dumps(profiles, separators=(",", ":")) + "\n")
-    (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
-    (out / "config.json").write_text(
-        json.dumps({k: v["config"] for k, v in summary["variants"].items()}, indent=1) + "\n"
-    )
-    save_file({k: v.contiguous() for k, v in weights.items()}, str(out / "model.safetensors"))
-    save_file({k: v.to(torch.int16).contiguous() for k, v in live_tokens.items()}, str(out / "tokens.safetensors"))
-    tokenizer.save(str(out / "tokenizer.json"))
-    write_manifest(out)
-
-
-@dataclass(frozen=True)
-class Results:
-    """The shipped variants bundle as the page reads it."""
-
-    summary: dict
-    history: dict
-    profiles: dict
-    folder: Path
-
-    @property
-    def names(self) -> list[str]:
-        return list(self.summary["variants"])
-
-    def label(self, name: str) -> str:
-        return self.summary["variants"][name]["label"]
-
-    def tokens(self, split: str = "train") -> Tensor:
-        """The shipped slice of the token stream (for the live mini-run), as int64."""
-        return load_file(str(self.folder / "tokens.safetensors"))[split].long()
-
-    def text_model(self, name: str) -> TextModel:
-        """A trained variant with the shared tokenizer, ready for :meth:`TextModel.attention`."""
-        if name not in self.summary["variants"]:
-            raise KeyError(f"variant {name!r} is not in the bundle; it has {', '.join(self.names)}")
-        prefix = f"{name}."
-        state = {
-            k[len(prefix) :]: v.float()
-            for k, v in load_file(str(self.folder / "model.safetensors")).items()
-            if k.startswith(prefix)
-        }
-        model = CausalLM(TransformerConfig.from_dict(self.summary["variants"][name]["config"]))
-        load_state(model, state)
-        return TextModel(
-            name=name,
-            model=model,
-            tokenizer=Tokenizer.from_file(str(self.folder / "tokenizer.json")),
-            kind="causal",
-            max_len=model.cfg.max_len,
-            special_tokens=(EOT,),
-            byte_level=True,
-        )
-
-
-def load_results(folder: Path = BUNDLE) -> Results:
-    """Verify the bundle's checksums, then read its JSON files (weights load lazily per variant)."""
-    folder = Path(folder)
-    verify(folder, RETRAIN)
-    read = lambda n: json.loads((folder / n).read_text())  # noqa: E731
-    return Results(
-        summary=read("summary.json"), history=read("history.json"), profiles=read("profiles.json"), folder=folder
-    )
-
-
-RMS_TOLERANCE = 0.02  # nats: "still works" = no worse than LayerNorm by more than this
-
-
-def _loss(r: dict) -> float:
-    """Final validation loss; a diverged run (None) counts as infinitely bad."""
-    return math.inf if r["final_val_loss"] is None else r["final_val_loss"]
-
-
-def _gap(runs: dict, pre: str, post: str) -> float:
-    return _loss(runs[post]) - _loss(runs[pre])
-
-
-# claim → (the variants it reads, the test on their summaries). Losses are final validation losses.
-CLAIMS: dict[str, tuple[tuple[str, ...], Callable[[dict], bool]]] = {
-    "pre_beats_post": (("pre-ln", "post-ln"), lambda r: _loss(r["pre-ln"]) < _loss(r["post-ln"])),
-    "deep_pre_beats_post": (
-        ("deep-pre-ln", "deep-post-ln"),
-        lambda r: _loss(r["deep-pre-ln"]) < _loss(r["deep-post-ln"]),
-    ),
-    "gap_grows_with_depth": (
-        ("pre-ln", "post-ln", "deep-pre-ln", "deep-post-ln"),
-        lambda r: _gap(r, "deep-pre-ln", "deep-post-ln") > _gap(r, "pre-ln", "post-ln"),
-    ),
-    "rms_matches_ln": (("pre-rms", "pre-ln"), lambda r: _loss(r["pre-rms"]) <= _loss(r["pre-ln"]) + RMS_TOLERANCE),
-    "swiglu_same_params": (
-        ("pre-rms-swiglu", "pre-rms"),
-        lambda r: (
-            abs(r["pre-rms-swiglu"]["non_embedding_parameters"] - r["pre-rms"]["non_embedding_parameters"])
-            <= 0.01 * r["pre-rms"]["non_embedding_parameters"]
-        ),
-    ),
-    "swiglu_beats_mlp": (("pre-rms-swiglu", "pre-rms"), lambda r: _loss(r["pre-rms-swiglu"]) < _loss(r["pre-rms"])),
-}
-
-
-def claims(summary: dict) -> list[dict[str, Any]]:
-    """Check the lecture's claims on the run's numbers: ``{key, holds, variants, losses, params}``.
-
-    Claims whose variants were not all trained are left out.
-    """
-    runs = summary["variants"]
-    return [
-        {
-            "key": key,
-            "holds": bool(test(runs)),
-            "variants": list(names),
-            "losses": {n: runs[n]["final_val_loss"] for n in names},
-            "params": {n: runs[n]["non_embedding_parameters"] for n in names},
-        }
-        for key, (names, test) in CLAIMS.items()
-        if all(n in runs for n in names)
-    ]
-
-
 def _fmt_loss(loss: float | None) -> str:
     return "diverged" if loss is None else f"{loss:.3f}"
 
@@ -514,8 +365,10 @@ def update_benchmarks(path: Path, summary: dict) -> None:
         val = _fmt_loss(r["final_val_loss"]) if not r["diverged_at"] else f"diverged at step {r['diverged_at']}"
         g = summary["profiles"][name]["final"]["grad_norm"] if "profiles" in summary else None
         rows.append(
-            f"| {r['label']} | {c['num_layers']} × {c['dim']} | {r['non_embedding_parameters']:,} / {r['parameters']:,} | "
-            f"{s['lr']:g}, warm-up {s['warmup']} | {val} | {r['final_train_loss_avg20']:.3f} | {r['max_grad_norm']:.3g} | "
+            f"| {r['label']} | {c['num_layers']} × {c['dim']} | "
+            f"{r['non_embedding_parameters']:,} / {r['parameters']:,} | "
+            f"{s['lr']:g}, warm-up {s['warmup']} | {val} | {r['final_train_loss_avg20']:.3f} | "
+            f"{r['max_grad_norm']:.3g} | "
             f"{'—' if g is None else f'{g[0]:.2g} / {g[-1]:.2g}'} | {r['seconds']:.0f} s |"
         )
     s0 = next(iter(summary["variants"].values()))["settings"]
@@ -523,20 +376,22 @@ def update_benchmarks(path: Path, summary: dict) -> None:
         [
             "## Block variants: Post-LN vs Pre-LN, LayerNorm vs RMSNorm, MLP vs SwiGLU",
             "",
-            f"Same data (identical batches), seed {s0['seed']}, {s0['steps']} steps × {s0['batch_size']} × {s0['seq_len']} tokens, "
+            f"Same data (identical batches), seed {s0['seed']}, "
+            f"{s0['steps']} steps × {s0['batch_size']} × {s0['seq_len']} tokens, "
             f"AdamW with clipping at {s0['clip']:g}. Validation loss in nats per token on "
             f"{summary['validation_tokens_final']:,} held-out tokens; train loss averaged over the last 20 steps; "
             "gradient norm measured before clipping; first/last-block gradient norms on one fixed held-out batch.",
             "",
-            "| variant | blocks × D | parameters (non-embedding / all) | peak lr, warm-up | validation loss | train loss | max grad norm "
-            "| grad norm, first / last block, after training | time |",
+            "| variant | blocks × D | parameters (non-embedding / all) | peak lr, warm-up | validation loss "
+            "| train loss | max grad norm | grad norm, first / last block, after training | time |",
             "|---|---|---|---|---|---|---|---|---|",
             *rows,
             "",
             "Claims of the lecture, checked on these numbers (a claim that does not hold at this scale says so):",
             "",
             *[
-                f"- {locales.text('norms', 'claim_' + c['key'], 'en')}: **{'holds' if c['holds'] else 'does not hold'}** ("
+                f"- {locales.text('norms', 'claim_' + c['key'], 'en')}: "
+                f"**{'holds' if c['holds'] else 'does not hold'}** ("
                 + "; ".join(
                     f"{runs[n]['label']} {_fmt_loss(c['losses'][n])}, {c['params'][n]:,} non-embedding parameters"
                     for n in c["variants"]
@@ -545,8 +400,8 @@ def update_benchmarks(path: Path, summary: dict) -> None:
                 for c in claims(summary)
             ],
             "",
-            f"Whole run: {summary['minutes']:.1f} min wall-clock on this machine's CPU ({summary['threads']} thread(s), shared "
-            f"with other jobs). Rebuild: `{summary['command']}`.",
+            f"Whole run: {summary['minutes']:.1f} min wall-clock on this machine's CPU "
+            f"({summary['threads']} thread(s), shared with other jobs). Rebuild: `{summary['command']}`.",
         ]
     )
     report.write_section(path, "variants", body)

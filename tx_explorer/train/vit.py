@@ -14,20 +14,21 @@ from __future__ import annotations
 
 import argparse
 import logging
-import math
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 import torch
 from torch.nn import functional as F
-from tqdm import tqdm
 
 from tx_explorer.analysis.vit_metrics import object_attention
+from tx_explorer.bundle import WEIGHTS_DIR, save_bundle
 from tx_explorer.config import ViTConfig
 from tx_explorer.data import shapes
-from tx_explorer.models import WEIGHTS_DIR, save_bundle
-from tx_explorer.modules.vit import ImageClassifier, VisionTransformer
+from tx_explorer.families.images import ImageClassifier
+from tx_explorer.modules.vit import VisionTransformer
+from tx_explorer.train.common import lr_at, make_optimizer, train_loop
 
 log = logging.getLogger("tx_explorer.train.vit")
 HELD_OUT_SEED_OFFSET = 1_000_003  # held-out images use seed + this: no image is shared with training
@@ -51,14 +52,6 @@ def augment(batch: torch.Tensor, gen: torch.Generator, *, shift: int = 4) -> tor
     gain = 1 + 0.3 * (torch.rand(b, 1, 1, 1, generator=gen) - 0.5)
     bias = 40 * (torch.rand(b, 1, 1, 1, generator=gen) - 0.5)
     return (out * gain + bias).clamp(0, 255)
-
-
-def lr_at(step: int, total: int, *, peak: float, warmup: int) -> float:
-    """Linear warm-up, then cosine decay to 1% of the peak."""
-    if step < warmup:
-        return peak * (step + 1) / warmup
-    t = (step - warmup) / max(1, total - warmup)
-    return peak * (0.01 + 0.99 * 0.5 * (1 + math.cos(math.pi * t)))
 
 
 @torch.no_grad()
@@ -120,31 +113,24 @@ def main(argv: list[str] | None = None) -> None:
     x_val, m_val, y_val = shapes.make_dataset(args.val_size, seed=args.seed + HELD_OUT_SEED_OFFSET, size=cfg.image_size)
     x_train_t, y_train_t = torch.from_numpy(x_train), torch.from_numpy(y_train)
 
-    decay = [p for p in clf.model.parameters() if p.dim() >= 2]
-    no_decay = [p for p in clf.model.parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": args.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-        betas=(0.9, 0.99),
-    )
+    opt = make_optimizer(clf.model, lr=args.lr, weight_decay=args.weight_decay, betas=(0.9, 0.99))
     order = torch.from_numpy(np.argsort(levels, kind="stable"))
     sorted_levels = levels[order.numpy()]
-    start, history = time.monotonic(), []
-    bar = tqdm(range(1, args.steps + 1), desc="vit-shapes", unit="step")
-    for step in bar:
-        clf.model.train()
+
+    def loss_fn(step: int) -> tuple[torch.Tensor, dict[str, float]]:
+        clf.model.train()  # the held-out evaluation leaves it in eval mode
         # Curriculum: images are drawn from a difficulty window [cap − ½, cap] whose top rises from 0.25 to 1.
-        cap = min(1.0, 0.25 + 0.75 * step / max(1.0, args.curriculum * args.steps))
+        cap = min(1.0, 0.25 + 0.75 * (step + 1) / max(1.0, args.curriculum * args.steps))
         lo, hi = np.searchsorted(sorted_levels, [cap - 0.5, cap], side="right")
         idx = order[torch.randint(int(lo), int(hi), (args.batch_size,), generator=gen)]
         x = clf.to_tensor(augment(x_train_t[idx], gen).numpy())
-        loss = F.cross_entropy(clf.model(x), y_train_t[idx], label_smoothing=args.label_smoothing)
-        for group in opt.param_groups:
-            group["lr"] = lr_at(step - 1, args.steps, peak=args.lr, warmup=max(20, args.steps // 20))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(clf.model.parameters(), 1.0)
-        opt.step()
-        bar.set_postfix(loss=f"{loss.item():.3f}", cap=f"{cap:.2f}")
+        return F.cross_entropy(clf.model(x), y_train_t[idx], label_smoothing=args.label_smoothing), {"cap": cap}
+
+    # The bundled classifier's cosine ended at 1 % of the peak, not at the common 10 %: kept, so it retrains alike.
+    schedule = partial(lr_at, steps=args.steps, peak=args.lr, warmup=max(20, args.steps // 20), floor=0.01)
+    start, history = time.monotonic(), []
+    for s in train_loop(clf.model, opt, loss_fn, steps=args.steps, schedule=schedule, desc="vit-shapes"):
+        step, cap = s.step, s.info["cap"]
         minutes = (time.monotonic() - start) / 60
         out_of_time = minutes > args.max_minutes
         if step % args.eval_every == 0 or step == args.steps or out_of_time:
@@ -154,7 +140,6 @@ def main(argv: list[str] | None = None) -> None:
         if out_of_time:
             log.info("time budget of %.0f minutes reached at step %d; stopping", args.max_minutes, step)
             break
-    bar.close()
 
     clf.model.eval()
     metrics = object_attention(clf, x_val, m_val)

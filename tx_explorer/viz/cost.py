@@ -226,7 +226,9 @@ def tile_grid(
             texttemplate="%{text}" if max(tr, tc) <= 8 else None,
             textfont=dict(size=11),
             customdata=first,
-            hovertemplate="i=%{y} (rows %{customdata[1]}…)<br>j=%{x} (keys %{customdata[0]}…)<br>%{text}<extra></extra>",
+            # the axis titles name the tiles, in the caller's language; "(8…)": the tile's first row or key
+            hovertemplate=f"{y_title} = %{{y}} (%{{customdata[1]}}…)<br>{x_title} = %{{x}} (%{{customdata[0]}}…)<br>"
+            "%{text}<extra></extra>",
         )
     )
     axis = dict(tickmode="array", showgrid=False, zeroline=False, constrain="domain")

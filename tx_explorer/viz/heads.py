@@ -1,4 +1,4 @@
-"""Figures for multi-head attention and language models: grids, BertViz-style lines, similarities, bars.
+"""Figures for multi-head attention: head grids, maps, BertViz-style lines, head similarities, per-head metrics.
 
 Pure functions: arrays and labels in, ``go.Figure`` out.
 """
@@ -11,12 +11,25 @@ import numpy as np
 import plotly.graph_objects as go
 
 from tx_explorer.viz import style
-from tx_explorer.viz.charts import bars, signed_heatmap
+from tx_explorer.viz.bars import labelled_bars
+from tx_explorer.viz.charts import signed_heatmap
 from tx_explorer.viz.heatmap import heatmap, mosaic
 from tx_explorer.viz.style import safe_labels
 
-BELOW = dict(orientation="h", y=-0.2, yanchor="top", traceorder="normal")  # a legend clear of the title
+WORDS = {  # every visible word; a page passes its translations (``fig_<key>`` in common.json)
+    "layer": "layer {i}",
+    "head": "head {i}",
+    "head_group": "h{i} · kv{g}",  # grouped-query attention: query head i reads key/value head g
+    "heads": "head",
+    "pooled": " (max-pooled {k}×{k})",
+    "query_hover": "query {i}: {token}",
+    "key_hover": "key {j}: {token} · weight {w:.3f}",
+}
 DETAIL_SIDE = 512  # a detail map larger than this is pooled: 512² float32 is already 1.4 MB of chart data
+
+
+def _words(words: Mapping[str, str] | None) -> dict[str, str]:
+    return {**WORDS, **(words or {})}
 
 
 def pool_peaks(maps: np.ndarray, cells: int) -> tuple[np.ndarray, int]:
@@ -39,18 +52,30 @@ def pool_peaks(maps: np.ndarray, cells: int) -> tuple[np.ndarray, int]:
     return np.take_along_axis(blocks, peak, -1)[..., 0], k
 
 
-def head_grid(maps: np.ndarray, *, title: str = "", cells: int = 64, zmax: float = 1.0) -> go.Figure:
+def head_grid(
+    maps: np.ndarray,
+    *,
+    title: str = "",
+    cells: int = 64,
+    zmax: float = 1.0,
+    words: Mapping[str, str] | None = None,
+    groups: Sequence[int] | None = None,
+) -> go.Figure:
     """All layers × heads as thumbnails: ``maps [L, H, N, N]`` → one mosaic (rows = layers, columns = heads).
 
-    Inputs longer than ``cells`` tokens are max-pooled to ``cells`` × ``cells`` per thumbnail.
+    Inputs longer than ``cells`` tokens are max-pooled to ``cells`` × ``cells`` per thumbnail. ``groups``: the
+    key/value head each query head reads (grouped-query attention), named in the column titles ("h3 · kv1").
     """
     small, k = pool_peaks(maps, cells)
     layers, heads = small.shape[:2]
-    note = f" (max-pooled {k}×{k})" if k > 1 else ""
+    w = _words(words)
+    note = w["pooled"].format(k=k) if k > 1 else ""
     fig = mosaic(
         small,
-        row_names=[f"layer {i}" for i in range(layers)],
-        col_names=[f"head {j}" for j in range(heads)],
+        row_names=[w["layer"].format(i=i) for i in range(layers)],
+        col_names=[
+            w["head"].format(i=j) if groups is None else w["head_group"].format(i=j, g=groups[j]) for j in range(heads)
+        ],
         title=title + note,
         zmax=zmax,
         height=min(1400, 150 * layers + 120) if heads <= 6 else None,
@@ -69,6 +94,7 @@ def attention_map(
     y_title: str = style.QUERY_AXIS,
     signed: bool = False,
     max_side: int = DETAIL_SIDE,
+    words: Mapping[str, str] | None = None,
 ) -> go.Figure:
     """A query × key map, zoomable; maps wider than ``max_side`` are pooled to it by :func:`pool_peaks`.
 
@@ -79,7 +105,7 @@ def attention_map(
         n, m = np.shape(values)
         row_labels = [f"{i}–{min(n, i + k) - 1}" for i in range(0, n, k)]
         col_labels = [f"{j}–{min(m, j + k) - 1}" for j in range(0, m, k)]
-        title += f" (max-pooled {k}×{k})"
+        title += _words(words)["pooled"].format(k=k)
     if signed:  # these builders escape labels themselves
         return signed_heatmap(z, row_labels, col_labels, title=title, x_title=x_title, y_title=y_title)
     return heatmap(z, row_labels, col_labels, title=title, x_title=x_title, y_title=y_title)
@@ -94,6 +120,7 @@ def attention_lines(
     min_weight: float = 0.02,
     focus: int | None = None,
     max_lines: int = 3000,
+    words: Mapping[str, str] | None = None,
 ) -> go.Figure:
     """BertViz's head view: queries on the left, keys on the right, a line per weight (opacity = weight).
 
@@ -104,6 +131,7 @@ def attention_lines(
         max_lines: keep the strongest lines when there are more (long inputs).
     """
     w = np.asarray(weights, dtype=np.float64)
+    wd = _words(words)
     left = safe_labels(left)
     right = left if right is None else safe_labels(right)
     n, m = w.shape
@@ -143,7 +171,7 @@ def attention_lines(
             mode="text",
             text=[str(t) for t in left],
             textposition="middle left",
-            hovertext=[f"query {i}: {t}" for i, t in enumerate(left)],
+            hovertext=[wd["query_hover"].format(i=i, token=t) for i, t in enumerate(left)],
             hoverinfo="text",
             showlegend=False,
         )
@@ -156,7 +184,7 @@ def attention_lines(
             text=[str(t) for t in right],
             textposition="middle right",
             marker=dict(size=6, color=strength, colorscale=style.WEIGHTS, cmin=0, cmax=max(1.0, float(strength.max()))),
-            hovertext=[f"key {j}: {t} · weight {strength[j]:.3f}" for j, t in enumerate(right)],
+            hovertext=[wd["key_hover"].format(j=j, token=t, w=strength[j]) for j, t in enumerate(right)],
             hoverinfo="text",
             showlegend=False,
         )
@@ -172,136 +200,39 @@ def attention_lines(
     return fig
 
 
-def labelled_bars(
-    categories: Sequence[str],
-    series: Mapping[str, Sequence[float]],
+def metric_bars(
+    values: np.ndarray,
     *,
     title: str = "",
     x_title: str = "",
     y_title: str = "",
+    words: Mapping[str, str] | None = None,
 ) -> go.Figure:
-    """Grouped bars over token (or head) labels; the axes grow to fit long labels."""
-    fig = bars(safe_labels(categories), series, title=title, x_title=x_title, y_title=y_title)
-    fig.update_xaxes(automargin=True)
-    fig.update_yaxes(automargin=True)
-    return fig
-
-
-def metric_bars(values: np.ndarray, *, title: str = "", x_title: str = "", y_title: str = "") -> go.Figure:
     """A per-head metric ``[L, H]`` as grouped bars: one group per head, one bar per layer."""
     v = np.asarray(values, dtype=float)
+    w = _words(words)
     return labelled_bars(
-        [f"head {h}" for h in range(v.shape[1])],
-        {f"layer {i}": v[i] for i in range(v.shape[0])},
+        [w["head"].format(i=h) for h in range(v.shape[1])],
+        {w["layer"].format(i=i): v[i] for i in range(v.shape[0])},
         title=title,
         x_title=x_title,
         y_title=y_title,
     )
 
 
-def similarity_matrix(distances: np.ndarray, labels: Sequence[str], *, title: str = "") -> go.Figure:
+def similarity_matrix(
+    distances: np.ndarray, labels: Sequence[str], *, title: str = "", words: Mapping[str, str] | None = None
+) -> go.Figure:
     """Pairwise head distances ``[K, K]`` in [0, 1] (0 = identical maps)."""
     return heatmap(
         distances,
         labels,
         labels,
         title=title,
-        x_title="head",
-        y_title="head",
+        x_title=_words(words)["heads"],
+        y_title=_words(words)["heads"],
         colorscale=style.SEQUENTIAL + "_r",
         zmin=0.0,
         zmax=1.0,
         show_values=len(labels) <= 16,
     )
-
-
-def topk_bars(
-    tokens: Sequence[str], probs: Sequence[float], *, title: str = "", highlight: int | None = None
-) -> go.Figure:
-    """Horizontal bars of the most likely next tokens, most likely on top; ``highlight`` marks one bar."""
-    p = np.asarray(probs, dtype=float)
-    tokens = safe_labels(tokens)
-    rows = list(range(len(p)))
-    layout = dict(
-        title=dict(text=title),
-        height=max(260, 26 * len(p) + 80),
-        margin=dict(l=10, r=10, t=40, b=10),
-        font=style.FONT,
-        yaxis=dict(
-            tickmode="array", tickvals=rows, ticktext=[str(t) for t in tokens], autorange="reversed", automargin=True
-        ),
-        xaxis=dict(title=dict(text="probability"), range=[0, min(1.0, float(p.max()) * 1.25 + 1e-9)], automargin=True),
-    )
-    marker = dict(
-        color=[1 if i == highlight else 0 for i in rows], colorscale=[[0, "#1f77b4"], [1, "#d62728"]], cmin=0, cmax=1
-    )
-    fig = go.Figure(
-        go.Bar(
-            x=p,
-            y=rows,
-            orientation="h",
-            marker=marker,
-            text=[f"{v:.3f}" for v in p],
-            textposition="outside",
-            customdata=[str(t) for t in tokens],
-            hovertemplate="%{customdata}: %{x:.4f}<extra></extra>",
-        ),
-        layout=layout,
-    )
-    return fig
-
-
-def stacked_parts(
-    models: Sequence[str], parts: Mapping[str, Sequence[float]], *, title: str = "", share: bool = True
-) -> go.Figure:
-    """One horizontal bar per model, split into parts (e.g. embeddings / attention / MLP / norms / head)."""
-    values = {k: np.asarray(v, dtype=float) for k, v in parts.items()}
-    total = np.sum(list(values.values()), axis=0)
-    fig = go.Figure()
-    for name, v in values.items():
-        x = v / np.where(total > 0, total, 1) if share else v
-        fig.add_trace(
-            go.Bar(
-                y=list(models),
-                x=x,
-                name=name,
-                orientation="h",
-                customdata=v,
-                hovertemplate=f"{name}: %{{customdata:,.0f}}<extra>%{{y}}</extra>",
-            )
-        )
-    fig.update_xaxes(
-        title="share of parameters" if share else "parameters", tickformat=".0%" if share else "~s", automargin=True
-    )
-    fig.update_yaxes(automargin=True)
-    fig.update_layout(
-        title=title,
-        barmode="stack",
-        height=max(260, 60 * len(models) + 120),
-        font=style.FONT,
-        margin=dict(l=10, r=10, t=40, b=10),
-        legend=BELOW,
-    )
-    return fig
-
-
-def log_bars(
-    categories: Sequence[str], series: Mapping[str, Sequence[float]], *, title: str = "", y_title: str = ""
-) -> go.Figure:
-    """Grouped bars on a logarithmic axis (sizes spanning orders of magnitude)."""
-    fig = go.Figure(
-        [
-            go.Bar(
-                x=list(categories),
-                y=list(np.asarray(v, dtype=float)),
-                name=name,
-                hovertemplate="%{y:,.0f}<extra>" + name + "</extra>",
-            )
-            for name, v in series.items()
-        ]
-    )
-    fig.update_yaxes(title=y_title, type="log", automargin=True)
-    fig.update_layout(
-        title=title, barmode="group", height=380, font=style.FONT, margin=dict(l=10, r=10, t=40, b=10), legend=BELOW
-    )
-    return fig

@@ -30,6 +30,11 @@ def _unique_names(labels: list[str]) -> list[str]:
     return labels if len(set(labels)) == len(labels) else [f"{i}: {t}" for i, t in enumerate(labels)]
 
 
+def _hover_name(axis_title: str) -> str:
+    """An axis title as the prefix of a hover line ("" without a title)."""
+    return f"{axis_title} " if axis_title else ""
+
+
 def heatmap(
     values: np.ndarray,
     row_labels: Sequence[str] | None = None,
@@ -64,6 +69,8 @@ def heatmap(
     cl = style.safe_labels(col_labels if col_labels is not None else range(cols))
     common = dict(colorscale=colorscale, zmin=zmin, zmax=zmax, zmid=zmid)
     axes = dict(automargin=True, zeroline=False, showgrid=False)
+    # The hover names a cell by the axis titles, so it speaks the caller's language: "queries (rows) 3: the".
+    x_name, y_name = (_hover_name(t) for t in (x_title, y_title))
     xaxis = dict(axes, title=dict(text=x_title), tickangle=-45 if cols > 8 else 0)
     yaxis = dict(axes, title=dict(text=y_title), autorange="reversed")
     if z.size > LABELLED_CELLS:
@@ -73,7 +80,7 @@ def heatmap(
             x=x,
             y=y,
             **common,
-            hovertemplate="query %{y}<br>key %{x}<br>value %{z:.4f}<extra></extra>",
+            hovertemplate=f"{y_name}%{{y}}<br>{x_name}%{{x}}<br>%{{z:.4f}}<extra></extra>",
         )
         for names, axis in ((x, xaxis), (y, yaxis)):
             axis.update(type="category", tickmode="array", tickvals=names[:: max(1, int(np.ceil(len(names) / 64)))])
@@ -96,7 +103,8 @@ def heatmap(
             text=text,
             texttemplate="%{text}" if show_values else None,
             customdata=custom,
-            hovertemplate="query %{y}: %{customdata[0]}<br>key %{x}: %{customdata[1]}<br>value %{z:.4f}<extra></extra>",
+            hovertemplate=f"{y_name}%{{y}}: %{{customdata[0]}}<br>{x_name}%{{x}}: %{{customdata[1]}}<br>%{{z:.4f}}"
+            "<extra></extra>",
         )
         xaxis.update(_ticks(cl, cols))
         yaxis.update(_ticks(rl, rows))

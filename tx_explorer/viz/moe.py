@@ -106,7 +106,8 @@ def gate_heatmaps(
                 zmax=1.0,
                 customdata=np.stack([tok, probs[layer]], axis=-1),
                 showscale=layer == n_layers - 1,
-                hovertemplate=f"{w['token']} %{{y}}: %{{customdata[0]}}<br>{w['expert']} %{{x}}<br>{w['gate']} %{{z:.3f}}<br>"
+                hovertemplate=f"{w['token']} %{{y}}: %{{customdata[0]}}<br>{w['expert']} %{{x}}<br>"
+                f"{w['gate']} %{{z:.3f}}<br>"
                 f"{w['router_p']} %{{customdata[1]:.3f}}<extra>{w['layer']} {layer}</extra>",
             ),
             row=1,
@@ -255,7 +256,8 @@ def cooccurrence_heatmap(counts: np.ndarray, *, title: str = "", words: Mapping[
             text=counts,
             texttemplate="%{text}" if e <= 16 else None,
             colorbar=dict(title=w["count"]),
-            hovertemplate=f"{w['first_choice']} %{{y}}, {w['second_choice']} %{{x}}<br>{w['count']} %{{z}}<extra></extra>",
+            hovertemplate=f"{w['first_choice']} %{{y}}, {w['second_choice']} %{{x}}<br>"
+            f"{w['count']} %{{z}}<extra></extra>",
         )
     )
     fig.update_xaxes(title=w["second_choice"], tickmode="linear", dtick=1)

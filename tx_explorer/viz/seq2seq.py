@@ -96,7 +96,7 @@ def context_figure(
             zmin=-bound,
             zmax=bound,
             customdata=np.repeat(np.array(names, dtype=object)[:, None], rows.shape[1], axis=1),
-            hovertemplate="%{customdata}<br>dim %{x}: %{z:.3f}<extra></extra>",
+            hovertemplate=f"%{{customdata}}<br>{dim_title} %{{x}}: %{{z:.3f}}<extra></extra>",
             colorbar=dict(len=0.65, y=0.33),
         ),
         row=2,

@@ -7,7 +7,7 @@ so patch (r, c) of size P spans x ∈ [c·P − ½, (c+1)·P − ½] and a ``[g,
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import plotly.graph_objects as go
@@ -15,8 +15,21 @@ import plotly.graph_objects as go
 from tx_explorer.viz import charts, style
 from tx_explorer.viz.heatmap import mosaic
 
+WORDS = {  # every visible word; a page passes its translations (``fig_<key>`` in its locale file)
+    "flat_index": "index in the flattened patch (0 … {last})",
+    "value": "value",
+    "dimension": "dimension",
+    "patch_row": "patch row",
+    "patch_hover": "patch row %{y}, column %{x}",
+    "weight": "weight",
+    "probability": "probability",
+}
 GRID_LINE = dict(color="rgba(255,255,255,0.75)", width=1)
 HIGHLIGHT = dict(color="#ff2d55", width=3)
+
+
+def _words(words: Mapping[str, str] | None) -> dict[str, str]:
+    return {**WORDS, **(words or {})}
 
 
 def _grid_lines(size: int, patch: int) -> go.Scatter:
@@ -65,7 +78,9 @@ def image_with_grid(
     return _frame(fig, title, height)
 
 
-def _overlay_traces(pixels: np.ndarray, attn: np.ndarray, zmax: float, opacity: float, show_scale: bool) -> list:
+def _overlay_traces(
+    pixels: np.ndarray, attn: np.ndarray, zmax: float, opacity: float, show_scale: bool, hover: str
+) -> list:
     patch = pixels.shape[0] // attn.shape[0]
     return [
         go.Image(z=pixels, hoverinfo="skip"),
@@ -80,7 +95,7 @@ def _overlay_traces(pixels: np.ndarray, attn: np.ndarray, zmax: float, opacity: 
             colorscale=style.WEIGHTS,
             opacity=opacity,
             showscale=show_scale,
-            hovertemplate="patch row %{y}, col %{x}<br>weight %{z:.4f}<extra></extra>",
+            hovertemplate=hover,
         ),
     ]
 
@@ -101,6 +116,7 @@ def attention_overlays(
     highlight: int | None = None,
     columns: int = 5,
     height_per_row: int = 230,
+    words: Mapping[str, str] | None = None,
 ) -> go.Figure:
     """Small multiples: each ``[g, g]`` map of ``maps [K, g, g]`` over the image, on one shared colour scale.
 
@@ -116,11 +132,13 @@ def attention_overlays(
     patch = pixels.shape[0] // grid
     x_domains, y_domains = _panel_domains(cols, 0.02), _panel_domains(rows, 0.08)[::-1]  # row 0 on top
     zmax = float(maps.max()) or 1.0
+    w = _words(words)
+    hover = f"{w['patch_hover']}<br>{w['weight']} %{{z:.4f}}<extra></extra>"
     traces, layout, annotations, shapes = [], {}, [], []
     for i, name in enumerate(style.safe_labels(names)):
         suffix = str(i + 1) if i else ""
         x_dom, y_dom = x_domains[i % cols], y_domains[i // cols]
-        for trace in _overlay_traces(pixels, maps[i], zmax, opacity, show_scale=i == 0):
+        for trace in _overlay_traces(pixels, maps[i], zmax, opacity, i == 0, hover):
             traces.append(trace.update(xaxis=f"x{suffix}", yaxis=f"y{suffix}"))
         layout[f"xaxis{suffix}"] = dict(AXES_OFF, domain=x_dom, anchor=f"y{suffix}")
         layout[f"yaxis{suffix}"] = dict(
@@ -163,7 +181,14 @@ def attention_overlays(
     return go.Figure(traces, layout=layout)
 
 
-def patch_values(values: np.ndarray, channels: int = 3, *, title: str = "", height: int = 260) -> go.Figure:
+def patch_values(
+    values: np.ndarray,
+    channels: int = 3,
+    *,
+    title: str = "",
+    height: int = 260,
+    words: Mapping[str, str] | None = None,
+) -> go.Figure:
     """One flattened patch (``C·P·P`` values, channel-major) as a line per colour channel."""
     values = np.asarray(values, dtype=np.float64)
     per = values.size // channels
@@ -180,24 +205,29 @@ def patch_values(values: np.ndarray, channels: int = 3, *, title: str = "", heig
             for c in range(channels)
         ]
     )
-    fig.update_xaxes(title=f"index in the flattened patch (0 … {values.size - 1})")
-    fig.update_yaxes(title="value")
+    w = _words(words)
+    fig.update_xaxes(title=w["flat_index"].format(last=values.size - 1))
+    fig.update_yaxes(title=w["value"])
     fig.update_layout(title=title, height=height, margin=dict(CHART_MARGIN, t=40 if title else 10), font=style.FONT)
     return fig
 
 
-def vector_bars(vec: np.ndarray, *, title: str = "", x_title: str = "dimension", height: int = 260) -> go.Figure:
+def vector_bars(
+    vec: np.ndarray, *, title: str = "", height: int = 260, words: Mapping[str, str] | None = None
+) -> go.Figure:
     """A D-dimensional vector (e.g. a patch's projection) as bars."""
     vec = np.asarray(vec, dtype=np.float64)
     # Sign as a two-colour scale over 0/1: a list of colour strings is validated one by one (10× slower).
     sign = dict(color=(vec >= 0).astype(np.uint8), colorscale=[[0, "#d62728"], [1, "#1f77b4"]], cmin=0, cmax=1)
     fig = go.Figure(go.Bar(x=np.arange(vec.size), y=vec, marker=sign))
-    fig.update_xaxes(title=x_title)
+    fig.update_xaxes(title=_words(words)["dimension"])
     fig.update_layout(title=title, height=height, margin=dict(CHART_MARGIN, t=40 if title else 10), font=style.FONT)
     return fig
 
 
-def similarity_maps(sim: np.ndarray, *, title: str = "", height: int = 520) -> go.Figure:
+def similarity_maps(
+    sim: np.ndarray, *, title: str = "", height: int = 520, words: Mapping[str, str] | None = None
+) -> go.Figure:
     """Position-embedding similarity small multiples: ``sim [g, g, g, g]``, tile (r, c) = that patch's map.
 
     The colour range runs from the smallest similarity to 1, so that a table whose rows are all alike
@@ -207,7 +237,7 @@ def similarity_maps(sim: np.ndarray, *, title: str = "", height: int = 520) -> g
     names = [str(i) for i in range(g)]
     fig = mosaic(sim, row_names=names, col_names=names, title=title, zmin=float(np.min(sim)), zmax=1.0, height=height)
     fig.update_traces(colorbar_title_text="cos")
-    fig.update_yaxes(title="patch row")
+    fig.update_yaxes(title=_words(words)["patch_row"])
     fig.update_layout(margin=dict(l=50, r=10, t=90, b=10))  # column numbers sit on top, under the title
     return fig
 
@@ -233,7 +263,13 @@ def condition_bars(
 
 
 def prediction_bars(
-    labels: Sequence[str], probs: np.ndarray, *, top: int = 10, title: str = "", height: int | None = None
+    labels: Sequence[str],
+    probs: np.ndarray,
+    *,
+    top: int = 10,
+    title: str = "",
+    height: int | None = None,
+    words: Mapping[str, str] | None = None,
 ) -> go.Figure:
     """The ``top`` most probable classes as horizontal bars, most probable on top."""
     probs = np.asarray(probs, dtype=np.float64)
@@ -253,7 +289,7 @@ def prediction_bars(
     fig.update_yaxes(
         tickmode="array", tickvals=list(range(order.size)), ticktext=[labels[i] for i in order], autorange="reversed"
     )
-    fig.update_xaxes(title="probability", range=[0, 1])
+    fig.update_xaxes(title=_words(words)["probability"], range=[0, 1])
     fig.update_yaxes(automargin=True)
     fig.update_layout(
         title=title,

@@ -138,7 +138,7 @@ def side_by_side(
         is_div = name in diverging
         rl = list(row_labels) if row_labels is not None else [str(i) for i in range(z.shape[0])]
         cl = list(col_labels) if col_labels is not None else [str(j) for j in range(z.shape[1])]
-        custom = np.empty(z.shape + (2,), dtype=object)
+        custom = np.empty((*z.shape, 2), dtype=object)
         custom[:, :, 0] = np.array(rl, dtype=object)[:, None]
         custom[:, :, 1] = np.array(cl, dtype=object)[None, :]
         fig.add_trace(
@@ -186,7 +186,14 @@ def side_by_side(
 
 
 def layer_by_step(
-    values: np.ndarray, steps: Sequence[int], *, title: str = "", z_title: str = "", height: int = 340
+    values: np.ndarray,
+    steps: Sequence[int],
+    *,
+    title: str = "",
+    z_title: str = "",
+    x_title: str = "step",
+    y_title: str = "block",
+    height: int = 340,
 ) -> go.Figure:
     """A ``[L, S]`` heatmap (block × step) of a per-layer quantity, on a log₁₀ colour scale."""
     v = np.asarray(values, dtype=np.float64)
@@ -199,10 +206,10 @@ def layer_by_step(
             colorscale=style.SEQUENTIAL,
             customdata=v,
             colorbar=dict(title=f"log₁₀ {z_title}"),
-            hovertemplate="block %{y}, step %{x}<br>" + z_title + " %{customdata:.4g}<extra></extra>",
+            hovertemplate=f"{y_title} %{{y}}, {x_title} %{{x}}<br>{z_title} %{{customdata:.4g}}<extra></extra>",
         )
     )
-    fig.update_xaxes(title="step")
-    fig.update_yaxes(title="block", autorange="reversed")
+    fig.update_xaxes(title=x_title)
+    fig.update_yaxes(title=y_title, autorange="reversed")
     fig.update_layout(title=title, height=height, margin=dict(l=60, r=10, t=40 if title else 10, b=50), font=style.FONT)
     return fig

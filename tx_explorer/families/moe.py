@@ -11,10 +11,10 @@ import torch
 from tokenizers import Tokenizer
 from torch import Tensor
 
+from tx_explorer.bundle import read_bundle
 from tx_explorer.data.tokenizer import EOT
-from tx_explorer.models import read_bundle
+from tx_explorer.families.text import TextModel, load_state
 from tx_explorer.modules.moe_lm import MoECausalLM, MoEConfig
-from tx_explorer.textmodel import TextModel, load_state
 
 RETRAIN = "python -m tx_explorer.train moe"
 

@@ -16,12 +16,14 @@ import torch
 from torch import Tensor, nn
 
 from tx_explorer import masks
-from tx_explorer.analysis.operator import parse_matrix
+from tx_explorer.analysis import params
+from tx_explorer.analysis.operator_lab import parse_matrix
+from tx_explorer.analysis.seeding import seeded_init
 from tx_explorer.config import TransformerConfig
+from tx_explorer.errors import InputError
+from tx_explorer.families.text import TextModel
 from tx_explorer.modules.block import TransformerBlock, make_mlp
-from tx_explorer.modules.mlp import swiglu_hidden
 from tx_explorer.modules.transformer import CausalLM
-from tx_explorer.textmodel import TextModel
 
 
 def forward_with_stats(model: CausalLM, idx: Tensor) -> tuple[Tensor, Tensor]:
@@ -97,7 +99,7 @@ class IdentityDemo:
 def sample_residual(n: int, dim: int, *, scale: float = 1.0, offset: float = 0.0, seed: int = 0) -> Tensor:
     """A residual stream ``[n, dim]`` = offset + scale·N(0, 1), seeded: something for the norms to change."""
     if n < 1 or dim < 2:
-        raise ValueError(f"need at least 1 token and 2 dimensions, got {n} and {dim}")
+        raise InputError("residual_size", n=n, dim=dim)
     g = torch.Generator().manual_seed(seed)
     return offset + scale * torch.randn(n, dim, generator=g)
 
@@ -105,8 +107,7 @@ def sample_residual(n: int, dim: int, *, scale: float = 1.0, offset: float = 0.0
 def zero_branch_block(cfg: TransformerConfig, position: str, *, seed: int = 0) -> TransformerBlock:
     """A block at ``position`` ("pre"/"post") whose attention and MLP output projections are zero,
     so each residual branch contributes exactly 0 (as a freshly zero-initialised branch does)."""
-    torch.manual_seed(seed)
-    block = TransformerBlock(cfg.replace(norm_position=position, dropout=0.0))
+    block = seeded_init(TransformerBlock(cfg.replace(norm_position=position, dropout=0.0)), seed)
     out_layers = [block.attn.proj, block.mlp.fc2 if hasattr(block.mlp, "fc2") else block.mlp.w3]
     with torch.no_grad():
         for layer in out_layers:
@@ -169,21 +170,21 @@ def norm_steps(
     x = torch.as_tensor(x, dtype=torch.float64).reshape(-1)
     d = x.numel()
     if d < 2:
-        raise ValueError(f"a norm over one number is degenerate: give at least 2 values, got {d}")
+        raise InputError("norm_one_value", count=d)
     if not torch.isfinite(x).all():
-        raise ValueError("the vector contains NaN or infinity")
+        raise InputError("vector_not_finite")
     if eps < 0:
-        raise ValueError(f"ε must be non-negative, got {eps}")
+        raise InputError("eps_negative", eps=eps)
     g = torch.ones(d, dtype=torch.float64) if gamma is None else torch.as_tensor(gamma, dtype=torch.float64).reshape(-1)
     b = torch.zeros(d, dtype=torch.float64) if beta is None else torch.as_tensor(beta, dtype=torch.float64).reshape(-1)
     if g.numel() != d or b.numel() != d:
-        raise ValueError(f"γ and β need {d} values each (one per dimension), got {g.numel()} and {b.numel()}")
+        raise InputError("gamma_beta_size", d=d, gamma=g.numel(), beta=b.numel())
     mean = x.mean()
     centred = x - mean
     std = (centred.pow(2).mean() + eps).sqrt()
     rms = (x.pow(2).mean() + eps).sqrt()
     if std == 0 or rms == 0:
-        raise ValueError("with ε = 0 a constant (or zero) vector has no scale to divide by; use ε > 0")
+        raise InputError("constant_vector")
     ln_hat, rms_hat = centred / std, x / rms
     return NormSteps(
         x=x,
@@ -198,6 +199,9 @@ def norm_steps(
     )
 
 
+KINDS = ("mlp", "swiglu")
+
+
 def mlp_param_counts(dim: int, mlp_ratio: float = 4.0, *, bias: bool = True) -> dict[str, int]:
     """Parameters of the classic MLP (D → rD → D) and of SwiGLU (hidden ⌊2rD/3⌉, no biases) at width ``dim``.
 
@@ -205,21 +209,17 @@ def mlp_param_counts(dim: int, mlp_ratio: float = 4.0, *, bias: bool = True) -> 
     MLP ``2·D·h + (h + D)·bias``, SwiGLU ``3·D·h'``.
     """
     if dim < 1 or mlp_ratio <= 0:
-        raise ValueError(f"dim must be ≥ 1 and mlp_ratio > 0, got {dim} and {mlp_ratio}")
-    h = int(mlp_ratio * dim)
-    if h < 1:
-        raise ValueError(f"D · ratio = {dim} · {mlp_ratio:g} leaves the MLP no hidden unit; raise D or the ratio")
-    h_swi = swiglu_hidden(dim, mlp_ratio)
-    cfg = TransformerConfig(dim=dim, num_heads=1, mlp_ratio=mlp_ratio, bias=bias)
+        raise InputError("mlp_width", dim=dim, ratio=mlp_ratio)
+    cfgs = {kind: TransformerConfig(dim=dim, num_heads=1, mlp=kind, mlp_ratio=mlp_ratio, bias=bias) for kind in KINDS}
+    if cfgs["mlp"].mlp_hidden < 1:
+        raise InputError("mlp_no_hidden", dim=dim, ratio=mlp_ratio)
     with torch.device("meta"):  # count without allocating
-        counted = {
-            kind: sum(p.numel() for p in make_mlp(cfg.replace(mlp=kind)).parameters()) for kind in ("mlp", "swiglu")
-        }
+        counted = {kind: sum(p.numel() for p in make_mlp(cfg).parameters()) for kind, cfg in cfgs.items()}
     return {
-        "mlp_hidden": h,
-        "swiglu_hidden": h_swi,
-        "mlp_formula": 2 * dim * h + (h + dim) * int(bias),
-        "swiglu_formula": 3 * dim * h_swi,
+        "mlp_hidden": cfgs["mlp"].mlp_hidden,
+        "swiglu_hidden": cfgs["swiglu"].mlp_hidden,
+        "mlp_formula": params.mlp_params(cfgs["mlp"]),
+        "swiglu_formula": params.mlp_params(cfgs["swiglu"]),
         "mlp_counted": counted["mlp"],
         "swiglu_counted": counted["swiglu"],
     }
@@ -231,7 +231,7 @@ def ema(values: Sequence[float | None], smoothing: float) -> list[float]:
     Missing values (None, a diverged step) stay missing and do not enter the average.
     """
     if not 0 <= smoothing < 1:
-        raise ValueError(f"smoothing must lie in [0, 1), got {smoothing}")
+        raise InputError("smoothing_range", smoothing=smoothing)
     out, avg, weight = [], 0.0, 0.0
     for v in values:
         if v is None or not math.isfinite(v):
@@ -270,7 +270,8 @@ def attention_pair(model_a: TextModel, model_b: TextModel, text: str, *, layer: 
         cfg = tm.config
         if not 0 <= layer < cfg.num_layers or not 0 <= head < cfg.num_heads:
             raise ValueError(
-                f"{tm.name} has {cfg.num_layers} blocks × {cfg.num_heads} heads; layer {layer}, head {head} does not exist"
+                f"{tm.name} has {cfg.num_layers} blocks × {cfg.num_heads} heads; "
+                f"layer {layer}, head {head} does not exist"
             )
         _, trace = tm.attention(enc)
         maps.append(trace.stack()[layer, 0, head])  # (N, N)

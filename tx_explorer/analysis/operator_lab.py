@@ -15,8 +15,10 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from tx_explorer.analysis.information import entropy
 from tx_explorer.analysis.seeding import generator, randn, seeded_mha
 from tx_explorer.attention import AttentionSteps, attention_steps
+from tx_explorer.errors import InputError, positive_int
 from tx_explorer.trace import Trace
 
 MAX_SIDE = 16  # editable matrices stay small enough to read every number
@@ -36,8 +38,7 @@ EXAMPLE: dict[str, Tensor] = {
 def random_qkv(nq: int, nk: int, d: int, dv: int, seed: int) -> tuple[Tensor, Tensor, Tensor]:
     """Standard normal ``Q [nq, d]``, ``K [nk, d]``, ``V [nk, dv]`` from one seed."""
     for name, value in (("N_Q", nq), ("N_K", nk), ("D", d), ("D_V", dv)):
-        if int(value) != value or value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        positive_int(name, value)
     g = generator(seed)
     return torch.randn(nq, d, generator=g), torch.randn(nk, d, generator=g), torch.randn(nk, dv, generator=g)
 
@@ -52,30 +53,30 @@ def parse_matrix(text: str, name: str = "matrix", max_side: int = MAX_SIDE) -> T
     """
     lines = [line.strip() for line in str(text).splitlines() if line.strip()]
     if not lines:
-        raise ValueError(f"{name} is empty: write one row per line, e.g. '1 0 2'")
+        raise InputError("matrix_empty", name=name)
     if len(lines) > max_side:
-        raise ValueError(f"{name} has {len(lines)} rows; at most {max_side} are allowed here")
+        raise InputError("matrix_rows", name=name, count=len(lines), limit=max_side)
     rows: list[list[float]] = []
     for i, line in enumerate(lines, start=1):
         cells = [c for c in _NUMBER.split(line) if c]
         if len(cells) > max_side:
-            raise ValueError(f"{name}, row {i} has {len(cells)} entries; at most {max_side} are allowed here")
-        values = [_number(c, f"{name}, row {i}") for c in cells]
+            raise InputError("matrix_cols", name=name, row=i, count=len(cells), limit=max_side)
+        values = [_number(c, name, i) for c in cells]
         if rows and len(values) != len(rows[0]):
-            raise ValueError(f"{name}, row {i} has {len(values)} entries but row 1 has {len(rows[0])}")
+            raise InputError("matrix_ragged", name=name, row=i, count=len(values), first=len(rows[0]))
         rows.append(values)
     return torch.tensor(rows, dtype=torch.float32)
 
 
-def _number(cell: str, where: str) -> float:
+def _number(cell: str, name: str, row: int) -> float:
     try:
         value = float(cell)
     except ValueError:
-        raise ValueError(f"{where}: {cell[:20]!r} is not a number") from None
+        raise InputError("not_a_number", name=name, row=row, cell=cell[:20]) from None
     if not math.isfinite(value):
-        raise ValueError(f"{where}: entries must be finite numbers (no inf or nan)")
+        raise InputError("not_finite", name=name, row=row)
     if abs(value) > MAX_ABS:
-        raise ValueError(f"{where}: entries must lie within ±{MAX_ABS:g}, got {value:g}")
+        raise InputError("too_large", name=name, row=row, limit=MAX_ABS, value=value)
     return value
 
 
@@ -156,11 +157,11 @@ def softmax_saturation(
     √D and the distribution collapses onto one key, whose gradient vanishes.
     """
     if not dims or any(int(d) != d or d < 1 for d in dims):
-        raise ValueError(f"dims must be positive integers, got {list(dims)!r}")
+        raise InputError("dims_positive", dims=list(dims))
     if n_keys < 2 or trials < 1:
-        raise ValueError(f"need at least 2 keys and 1 trial, got n_keys={n_keys}, trials={trials}")
+        raise InputError("keys_and_trials", n_keys=n_keys, trials=trials)
     if trials * n_keys * max(dims) > MAX_SAMPLES:
-        raise ValueError(f"trials · keys · D = {trials * n_keys * max(dims):,} exceeds {MAX_SAMPLES:,}; use fewer")
+        raise InputError("too_many_samples", count=trials * n_keys * max(dims), limit=MAX_SAMPLES)
     g = generator(seed)
     d_max = int(max(dims))
     q = torch.randn(trials, 1, d_max, generator=g, dtype=torch.float64)
@@ -170,8 +171,7 @@ def softmax_saturation(
     for d in dims:
         e = partial[..., int(d) - 1] / (math.sqrt(d) if scaled else 1.0)  # (trials, n_keys)
         a = torch.softmax(e, dim=-1)
-        entropy = -(a * torch.log(a.clamp_min(1e-300))).sum(-1)  # 0·log 0 = 0
-        stats["entropy"].append(entropy.mean().item())
+        stats["entropy"].append(entropy(a).mean().item())
         stats["max_weight"].append(a.max(-1).values.mean().item())
         stats["grad_norm"].append(softmax_jacobian_norm(a).mean().item())
         stats["logit_std"].append(e.std().item())
@@ -234,8 +234,7 @@ def cross_attention(nq: int, nx: int, dim: int, num_heads: int, seed: int) -> Cr
         ValueError: when ``num_heads`` does not divide ``dim`` or a size is not positive.
     """
     for name, value in (("N_Q", nq), ("N_X", nx)):
-        if int(value) != value or value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        positive_int(name, value)
     mha = seeded_mha(dim, num_heads, seed)
     g = generator(seed + 1)
     x = torch.randn(1, nq, dim, generator=g)

@@ -20,14 +20,17 @@ import torch
 from tokenizers import Tokenizer
 from torch import Tensor, nn
 
-from tx_explorer import masks, models
+from tx_explorer import masks
+from tx_explorer.bundle import read_bundle
 from tx_explorer.config import TransformerConfig
 from tx_explorer.data.tokenizer import EOT, byte_level_label
+from tx_explorer.errors import InputError
 from tx_explorer.modules.attention import MultiHeadAttention
 from tx_explorer.modules.transformer import CausalLM, Stack
 from tx_explorer.trace import Trace
 
 RETRAIN_TINY_GPT = "python -m tx_explorer.train lm --preset tiny"
+RETRAIN_TINY_LLAMA = "python -m tx_explorer.train lm --preset tiny-llama"  # with tiny-gpt's tokenizer
 
 
 @dataclass(frozen=True)
@@ -79,7 +82,7 @@ class TextModel:
             ValueError: when the text is empty or only whitespace.
         """
         if not text or not text.strip():
-            raise ValueError("the text is empty: type a sentence")
+            raise InputError("text_empty")
         keep = self.max_len if limit is None else min(limit, self.max_len)
         enc = self.tokenizer.encode(text)
         ids, toks = list(enc.ids), list(enc.tokens)
@@ -123,8 +126,12 @@ class TextModel:
         return out, trace
 
     def mask(self, n: int) -> Tensor | None:
-        """The attention mask the model applies to ``n`` tokens: causal, or none for an encoder."""
-        return masks.causal(n) if self.kind == "causal" else None
+        """The attention mask the model applies to ``n`` tokens: causal (within a sliding window, if the model
+        has one: Mistral), or none for an encoder."""
+        if self.kind != "causal":
+            return None
+        pos = torch.arange(n)
+        return masks.causal_between(pos, pos, self.config.sliding_window)  # (n, n)
 
     def attention_module(self, layer: int) -> MultiHeadAttention:
         return self.model.blocks[layer].attn
@@ -167,8 +174,18 @@ def load_state(model: nn.Module, state: dict[str, Tensor]) -> None:
 
 def load_tiny_gpt(folder: Path) -> TextModel:
     """Registry loader for ``tiny-gpt``: verified safetensors weights, config.json, tokenizer.json, training.json."""
+    return load_causal_bundle(folder, RETRAIN_TINY_GPT)
+
+
+def load_tiny_llama(folder: Path) -> TextModel:
+    """Registry loader for ``tiny-llama`` (rotary, grouped-query, RMSNorm, SwiGLU), a bundle like tiny-gpt's."""
+    return load_causal_bundle(folder, RETRAIN_TINY_LLAMA)
+
+
+def load_causal_bundle(folder: Path, retrain: str) -> TextModel:
+    """A bundled :class:`CausalLM` with its byte-level BPE; ``retrain`` is the command a damaged bundle names."""
     folder = Path(folder)
-    state, config = models.read_bundle(folder, RETRAIN_TINY_GPT)
+    state, config = read_bundle(folder, retrain)
     cfg = TransformerConfig.from_dict(config)
     model = CausalLM(cfg)
     load_state(model, state)
@@ -182,13 +199,3 @@ def load_tiny_gpt(folder: Path) -> TextModel:
         byte_level=True,
         info=json.loads((folder / "training.json").read_text()),
     )
-
-
-# Registered models that are TextModels, in the order pickers list them (GPT-2 is registered only when cached).
-TEXT_MODELS: dict[str, Literal["causal", "encoder"]] = {"tiny-gpt": "causal", "gpt2": "causal", "minilm-l6": "encoder"}
-
-
-def available_text_models(kind: Literal["causal", "encoder"] | None = None) -> list[str]:
-    """The text models whose files are on this machine (``kind``: only decoders or only encoders)."""
-    present = set(models.available_models())
-    return [n for n, k in TEXT_MODELS.items() if n in present and (kind is None or k == kind)]

@@ -17,10 +17,12 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from tx_explorer.bundle import read_bundle
 from tx_explorer.data.translation import SourceCheck, Vocab, check_source
 from tx_explorer.modules.seq2seq import beam_search, build, greedy_decode
 from tx_explorer.trace import Trace
 
+RETRAIN = "python -m tx_explorer.train seq2seq --model {kind}"  # kind: fixed, attention or transformer
 MAX_WORDS = 40  # longest English input (the models were trained on 1–40 words)
 MAX_TARGET = 60  # longest Italian output; the Transformer has 64 positions
 
@@ -78,7 +80,7 @@ class Translator:
 
     @property
     def is_transformer(self) -> bool:
-        return not hasattr(self.model, "bridge")
+        return self.model.architecture == "transformer"
 
     @property
     def has_alignment(self) -> bool:
@@ -155,12 +157,9 @@ class Translator:
 
 
 def load(folder: Path) -> Translator:
-    """Registry loader for ``tx_explorer/weights/seq2seq-*``."""
-    from tx_explorer import models  # the registry imports model modules lazily; import it lazily in turn
-
+    """Registry loader for ``tx_explorer/weights/seq2seq-<kind>`` (checksums verified first)."""
     folder = Path(folder)
-    entry = models.REGISTRY.get(folder.name)
-    state, config = models.read_bundle(folder, entry.retrain if entry else "")
+    state, config = read_bundle(folder, RETRAIN.format(kind=folder.name.removeprefix("seq2seq-")))
     model = build(config)
     model.load_state_dict(state)
     vocab = json.loads((folder / "vocab.json").read_text(encoding="utf-8"))

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from torch.nn import functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from tx_explorer.analysis import operator as op
+from tx_explorer.analysis import operator_lab as op
 from tx_explorer.analysis.seeding import generator, seeded_mha
 
 DIMS = [2**i for i in range(11)]

@@ -1,0 +1,128 @@
+"""Tiny random checkpoint folders, written exactly as a user's would be: ``save_pretrained`` + ``tokenizer.json``.
+
+``write_checkpoint(folder, family)`` builds a random ``transformers`` model of one family (small enough to load in
+a fraction of a second), perturbs every weight so that biases and norms matter, saves it with ``save_pretrained``
+(safetensors; sharded with ``max_shard_size``; in bf16/fp16 with ``dtype``) and trains a tiny tokenizer into the
+same folder. It returns the float32 ``transformers`` model whose outputs the loaded checkpoint must reproduce.
+Shared by the library tests (test_checkpoint.py) and the app/browser tests.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import torch
+from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+from torch import nn
+
+FAMILIES = ("bert", "gpt2", "llama", "qwen2", "mistral")
+TEXT = [
+    "The cat sat on the mat because it was tired.",
+    "Attention is all you need; heads specialise and copy tokens.",
+    "Rotary positions turn queries and keys; grouped heads share their keys and values.",
+] * 4
+VOCAB = 300  # every config's vocab_size; the trained tokenizers (256 byte symbols + merges) stay below it
+
+_LLAMA_LIKE = dict(
+    vocab_size=VOCAB,
+    hidden_size=64,
+    intermediate_size=88,
+    num_hidden_layers=2,
+    num_attention_heads=8,
+    num_key_value_heads=2,  # GQA: four query heads per key/value head
+    max_position_embeddings=64,
+    rms_norm_eps=1e-5,
+)
+CONFIGS: dict[str, dict[str, Any]] = {
+    "bert": dict(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=48,
+        max_position_embeddings=64,
+    ),
+    "gpt2": dict(vocab_size=VOCAB, n_embd=32, n_layer=2, n_head=4, n_positions=64, bos_token_id=0, eos_token_id=0),
+    "llama": dict(_LLAMA_LIKE, rope_theta=500.0, tie_word_embeddings=False),
+    "qwen2": dict(_LLAMA_LIKE, tie_word_embeddings=True),
+    "mistral": dict(_LLAMA_LIKE, sliding_window=6, head_dim=8, tie_word_embeddings=False),
+}
+
+
+def hf_model(family: str, seed: int = 0, **overrides: Any) -> nn.Module:
+    """A random float32 ``transformers`` model of ``family`` (eager attention), every weight perturbed."""
+    import transformers as tf
+
+    config_cls, model_cls = {
+        "bert": (tf.BertConfig, tf.BertModel),
+        "gpt2": (tf.GPT2Config, tf.GPT2LMHeadModel),
+        "llama": (tf.LlamaConfig, tf.LlamaForCausalLM),
+        "qwen2": (tf.Qwen2Config, tf.Qwen2ForCausalLM),
+        "mistral": (tf.MistralConfig, tf.MistralForCausalLM),
+    }[family]
+    torch.manual_seed(seed)
+    config = config_cls(**(CONFIGS[family] | overrides), attn_implementation="eager")
+    model = model_cls(config).eval()
+    with torch.no_grad():  # transformers zero-initialises biases and sets norms to one: make them all count
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    return model
+
+
+def write_tokenizer(folder: Path, family: str) -> Tokenizer:
+    """Train a tiny tokenizer into ``folder/tokenizer.json``: WordPiece with [CLS]/[SEP] for BERT, byte-level
+    BPE with ``<|endoftext|>`` for the decoders."""
+    if family == "bert":
+        tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+        tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+        tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        tok.decoder = decoders.WordPiece()
+        specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+        tok.train_from_iterator(TEXT, trainers.WordPieceTrainer(vocab_size=120, special_tokens=specials))
+        from tokenizers.processors import TemplateProcessing
+
+        cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+        tok.post_processor = TemplateProcessing(
+            single="[CLS] $A [SEP]", special_tokens=[("[CLS]", cls), ("[SEP]", sep)]
+        )
+    else:
+        tok = Tokenizer(models.BPE())
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tok.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(
+            vocab_size=VOCAB - 10,
+            special_tokens=["<|endoftext|>"],
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        )
+        tok.train_from_iterator(TEXT, trainer)
+    assert tok.get_vocab_size() <= VOCAB
+    folder.mkdir(parents=True, exist_ok=True)
+    tok.save(str(folder / "tokenizer.json"))
+    return tok
+
+
+def write_checkpoint(
+    folder: Path,
+    family: str,
+    *,
+    dtype: torch.dtype | None = None,
+    max_shard_size: str | None = None,
+    seed: int = 0,
+    **overrides: Any,
+) -> nn.Module:
+    """Save a random ``family`` checkpoint and a tokenizer into ``folder``; return the float32 reference model.
+
+    ``dtype`` (e.g. ``torch.bfloat16``) stores the weights in that precision; the returned reference then holds
+    the same rounded weights in float32. ``max_shard_size`` (e.g. ``"20KB"``) splits the weights into shards
+    listed in ``model.safetensors.index.json``."""
+    model = hf_model(family, seed, **overrides)
+    kwargs = {} if max_shard_size is None else {"max_shard_size": max_shard_size}
+    (copy.deepcopy(model).to(dtype) if dtype is not None else model).save_pretrained(folder, **kwargs)
+    if dtype is not None:
+        with torch.no_grad():  # round the weights alone: the rotary buffers stay float32, as a loader rebuilds them
+            for p in model.parameters():
+                p.copy_(p.to(dtype))
+    write_tokenizer(Path(folder), family)
+    return model

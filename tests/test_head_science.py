@@ -1,0 +1,157 @@
+"""Head science against independent references: ablation = zeroed W_O columns, patching the one differing token
+recovers exactly 1, the last logit-lens read-out is the output, induction scores of a perfect pattern, IG
+completeness, and every view on a decoder with GQA (tiny-llama preset), an MoE LM and an encoder."""
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+from tokenizers import Tokenizer
+
+from tx_explorer.analysis import head_science as hs
+from tx_explorer.config import PRESETS, TransformerConfig
+from tx_explorer.errors import InputError
+from tx_explorer.families.text import TextModel
+from tx_explorer.models import WEIGHTS_DIR
+from tx_explorer.modules.moe_lm import MoECausalLM, MoEConfig
+from tx_explorer.modules.transformer import CausalLM, Encoder
+from tx_explorer.views import head_science as view
+
+SMALL = dict(vocab_size=2048, max_len=64, dim=32, num_layers=2, num_heads=4)  # tiny-gpt's tokenizer: 2048 ids
+TEXT = "The function returns a list of the keys in the dictionary, and the list is sorted."
+
+
+def _text_model(kind: str) -> TextModel:
+    torch.manual_seed(0)
+    tokenizer = Tokenizer.from_file(str(WEIGHTS_DIR / "tiny-gpt" / "tokenizer.json"))
+    if kind == "encoder":
+        model, mode = Encoder(TransformerConfig(**SMALL)), "encoder"
+    elif kind == "moe":
+        model, mode = MoECausalLM(MoEConfig(transformer=TransformerConfig(**SMALL), num_experts=4)), "causal"
+    else:
+        model, mode = CausalLM(PRESETS["tiny-llama"].replace(**SMALL)), "causal"  # GQA 4/2, rotary
+    return TextModel(name=kind, model=model, tokenizer=tokenizer, kind=mode, max_len=64, byte_level=True)
+
+
+@pytest.fixture(scope="module", params=["llama", "moe", "encoder"])
+def tm(request):
+    return _text_model(request.param)
+
+
+@pytest.fixture(scope="module")
+def llama():
+    return _text_model("llama")
+
+
+def test_importance_matches_zeroed_wo_columns(llama):
+    ids = hs.encode(llama, TEXT)
+    r = hs.head_importance(llama, ids)
+    other = copy.deepcopy(llama.model)
+    with torch.no_grad():
+        other.blocks[1].attn.proj.weight[:, 2 * 8 : 3 * 8] = 0.0  # head 2 of layer 1 (head_dim 8)
+        x = torch.tensor([ids])
+        loss = lambda m: torch.nn.functional.cross_entropy(m(x)[0, :-1], x[0, 1:]).item()  # noqa: E731
+    assert abs(r.delta_loss[1, 2] - (loss(other) - loss(llama.model))) < 1e-5
+    assert r.base_loss == pytest.approx(loss(llama.model), abs=1e-6)
+
+
+def test_mean_ablation_states_its_reference(llama):
+    means = hs.reference_means(llama, length=32, count=4)
+    assert means.count == 128 and "held-out" in means.source and means.values.shape == (2, 4, 8)
+    r = hs.head_importance(llama, hs.encode(llama, TEXT), mode="mean", reference=means)
+    assert r.mode == "mean" and np.isfinite(r.delta_loss).all()
+
+
+def test_patching_the_differing_token_recovers_exactly_one(llama):
+    clean, corrupt = hs.encode(llama, "If the file is missing, the"), hs.encode(llama, "If the path is missing, the")
+    assert len(clean) == len(corrupt)
+    differ = [i for i, (a, b) in enumerate(zip(clean, corrupt)) if a != b]
+    answers = hs.answer_ids(llama, (" file", " path"))
+    p = hs.activation_patching(llama, clean, corrupt, answers=answers)
+    # Layer 0's input differs only at the changed token: patching it there makes the run the clean one.
+    assert np.abs(p.residual[0, differ].sum() - 1.0) < 1e-4
+    others = [i for i in range(len(clean)) if i not in differ]
+    assert np.abs(p.residual[0, others]).max() < 1e-4
+
+
+def test_patching_refuses_unequal_lengths_and_equal_answers(tm):
+    with pytest.raises(InputError, match="equal token length") as info:
+        hs.activation_patching(tm, [1, 2, 3], [1, 2])
+    assert "相同" in info.value.message("zh")
+    if tm.kind == "causal":
+        with pytest.raises(InputError, match="same"):
+            hs.activation_patching(tm, [5, 6, 7], [5, 6, 8], answers=(9, 9))
+
+
+def test_logit_lens_last_readout_is_the_output(tm):
+    r = hs.logit_lens(tm, hs.encode(tm, TEXT))
+    assert r.final_max_diff <= 1e-5 and len(r.rows) == 4
+    assert np.allclose(r.cosine_to_final[-1], 1.0, atol=1e-5)
+    if tm.kind == "causal":
+        assert r.top_ids.shape[-1] == hs.TOP_K and np.abs(r.kl_to_final[-1]).max() < 1e-5
+        assert (r.entropy >= 0).all()
+
+
+def test_repeat_scores_of_perfect_patterns():
+    n, m = 5, 11
+    t = torch.arange(m)
+    induction = torch.zeros(m, m)
+    induction[t[n + 1 :], t[n + 1 :] - n + 1] = 1.0
+    previous = torch.zeros(m, m)
+    previous[t[1:], t[1:] - 1] = 1.0
+    s = hs.repeat_scores(torch.stack([induction, previous])[None], n)  # (1, 2, M, M)
+    assert s["induction"].tolist() == [[1.0, 0.0]] and s["previous"].tolist() == [[0.0, 1.0]]
+    assert s["duplicate"].tolist() == [[0.0, 0.0]]
+
+
+def test_taxonomy_scores_and_sinks(tm):
+    r = hs.taxonomy(tm, hs.encode(tm, TEXT), repeat_length=12)
+    for k in ("previous", "duplicate", "induction", "sink"):
+        assert ((r.scores[k] >= 0) & (r.scores[k] <= 1 + 1e-6)).all()
+    assert r.coords.shape == (8, 2) and r.sinks.shape == (2, 4)
+    assert (r.sink_effect is None) == (not r.sinks.any())
+
+
+def test_attribution_completeness_and_deletion(tm):
+    r = hs.attribution(tm, hs.encode(tm, TEXT)[:12], steps=64)
+    assert set(r.scores) == set(hs.ATTRIBUTION_METHODS)
+    scale = abs(r.f_input - r.f_baseline) + 1e-3
+    assert r.completeness_gap <= 0.05 * scale + 1e-4  # midpoint rule, 64 steps
+    for curve in r.deletion.values():
+        assert curve[0] == pytest.approx(r.f_input, rel=1e-4, abs=1e-6)  # nothing removed yet
+        assert curve[-1] == pytest.approx(r.f_baseline, rel=1e-4, abs=1e-6)  # everything removed: the baseline
+
+
+def test_head_range_and_short_text_are_refused(llama):
+    with pytest.raises(InputError, match="does not exist"):
+        hs.check_head(llama, 2, 0)
+    with pytest.raises(InputError, match="at least 2"):
+        hs.encode(llama, "a")
+    with pytest.raises(InputError, match="single token"):
+        hs.answer_ids(llama, (" supercalifragilistic", " file"))
+
+
+def test_progress_is_reported(llama):
+    seen = []
+    hs.head_importance(llama, hs.encode(llama, TEXT), progress=lambda f, what: seen.append(f))
+    assert seen[0] == 0.0 and seen[-1] == 1.0 and seen == sorted(seen) and len(seen) == 9
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_every_view_builds_in_both_languages(tm, lang):
+    assert view.importance(tm, TEXT, lang=lang).panels
+    assert view.pattern(tm, TEXT, 1, 3, lang=lang).figure
+    pair = hs.PatchPair("If the file is missing, the", "If the path is missing, the", (" file", " path"))
+    assert len(view.patching(tm, pair.clean, pair.corrupt, pair.answers, lang=lang).panels) == 2
+    assert view.lens(tm, TEXT, "kl", lang=lang).notes
+    assert view.taxonomy(tm, TEXT, "induction", lang=lang).table
+    assert len(view.attribution(tm, TEXT, lang=lang).table) == 2
+
+
+def test_notebook_api_returns_the_page_figures():
+    from tx_explorer import explore
+
+    assert list(explore.head_importance()) == ["hs_importance_loss", "hs_importance_logit"]
+    assert list(explore.patching("tiny-gpt", lang="zh")) == ["hs_patch_residual", "hs_patch_heads"]
+    assert list(explore.head_taxonomy(score="sink")) == ["hs_scores", "hs_map"]

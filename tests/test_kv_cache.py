@@ -1,0 +1,174 @@
+"""KV cache stepper and FlashAttention's IO counts (issue 17): cached = uncached decoding for every model with a
+cache, the bytes formula = the cache tensors' bytes, published numbers as their configs state them, and the IO
+counts against a direct tally of each algorithm's reads and writes."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from tx_explorer import models
+from tx_explorer.analysis import flash_io
+from tx_explorer.analysis import kv_cache as kv
+from tx_explorer.analysis.memory import kv_cache_bytes
+from tx_explorer.config import PRESETS, TransformerConfig
+from tx_explorer.errors import InputError
+from tx_explorer.modules.cache import KVCache
+from tx_explorer.modules.transformer import CausalLM
+
+SMALL = TransformerConfig(vocab_size=40, max_len=24, dim=16, num_layers=2, num_heads=4)
+SHAPES = {
+    "learned-mha": SMALL,
+    "sinusoidal": SMALL.replace(positions="sinusoidal"),
+    "rotary-gqa": SMALL.replace(positions="rotary", num_kv_heads=2, norm="rmsnorm", mlp="swiglu", bias=False),
+    "alibi-mqa": SMALL.replace(positions="alibi", num_kv_heads=1),
+    "rotary-window": SMALL.replace(positions="rotary", num_kv_heads=2, sliding_window=5),
+    "none": SMALL.replace(positions="none"),
+    "tiny-llama": PRESETS["tiny-llama"].replace(vocab_size=64),
+}
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def _model(cfg: TransformerConfig, seed: int = 0) -> CausalLM:
+    torch.manual_seed(seed)
+    return CausalLM(cfg).eval()
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_cached_decoding_equals_uncached(shape):
+    cfg = SHAPES[shape]
+    d = kv.decode(_model(cfg), [3, 1, 4, 1, 5, 9, 2], 9)
+    assert len(d.ids) == 16 and len(d.steps) == 15
+    assert d.identical and d.max_diff <= kv.LOGIT_TOLERANCE
+    ref = _model(cfg).generate(torch.tensor([[3, 1, 4, 1, 5, 9, 2]]), 9, greedy=True)[0].tolist()
+    assert d.ids == ref  # the same tokens as uncached greedy generation
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_formula_bytes_equal_the_cache_tensors_at_every_step(shape):
+    cfg = SHAPES[shape]
+    d = kv.decode(_model(cfg), list(range(10)), 4)
+    for s in d.steps:
+        assert s.nbytes == s.formula
+        assert s.rows == min(s.position + 1, cfg.sliding_window or math.inf)
+    # the formula written out, independently of kv_cache_bytes
+    t = len(d.steps)
+    rows = min(t, cfg.sliding_window or t)
+    assert d.steps[-1].nbytes == 2 * cfg.num_layers * cfg.kv_heads * cfg.head_dim * 4 * rows
+
+
+def test_every_registered_causal_model_decodes_the_same_with_its_cache():
+    names = models.available_models("text", kind="causal")
+    assert names
+    for name in names:
+        if not models.REGISTRY[name].bundled:
+            continue  # large downloaded checkpoints: the shapes above cover their architectures
+        tm = models.load_model(name)
+        d = kv.decode(tm.model, list(tm.tokenizer.encode("The cache keeps keys and values").ids), 6)
+        assert d.identical and d.max_diff <= kv.LOGIT_TOLERANCE, (name, d.max_diff)
+        assert all(s.nbytes == s.formula for s in d.steps), name
+
+
+def test_cache_at_replays_the_steps():
+    model = _model(SHAPES["rotary-window"])
+    ids = list(range(12))
+    cache = kv.cache_at(model, ids, 7)
+    assert cache.positions.tolist() == [3, 4, 5, 6, 7]  # window 5: the last five positions
+    assert kv.tensor(cache, 1, "k").shape == (2, 5, 4)
+    full = kv.cache_at(model, ids, 11)
+    assert full.seen == 12 and len(full) == 5
+    with pytest.raises(ValueError):
+        kv.cache_at(model, ids, 12)
+
+
+def test_sharing_table_formula_equals_measured():
+    rows = kv.sharing_table(PRESETS["tiny-llama"], 20, 8)
+    assert [r.name for r in rows] == list(kv.SHARING)
+    assert [r.kv_heads for r in rows] == [4, 2, 1, 4]
+    assert all(r.formula == r.measured for r in rows)
+    mha = rows[0].formula
+    assert rows[1].formula == mha // 2 and rows[2].formula == mha // 4 and rows[3].formula == mha * 8 // 20
+
+
+def test_kv_cache_bytes_counts_batch_dtype_and_window():
+    cfg = SMALL.replace(num_kv_heads=2)
+    assert kv_cache_bytes(cfg, 10) == 2 * 2 * 2 * 4 * 4 * 10
+    assert kv_cache_bytes(cfg, 10, 2, batch=3) == 2 * 2 * 2 * 4 * 2 * 10 * 3
+    assert kv_cache_bytes(cfg.replace(sliding_window=4), 10) == kv_cache_bytes(cfg, 4)
+    cache = KVCache()
+    model = _model(cfg)
+    model(torch.zeros(3, 6, dtype=torch.long), cache=cache)  # batch 3, six tokens at once
+    assert cache.nbytes == kv_cache_bytes(cfg, 6, batch=3)
+
+
+def test_published_configs_match_the_cited_numbers():
+    per_token = {name: p.per_token() // 1024 for name, p in kv.PUBLISHED.items()}  # fp16, KiB
+    assert per_token == {"Llama-2-7B": 512, "Llama-3-8B": 128, "Mistral-7B": 128, "Qwen2-0.5B": 12}
+    curve = kv.published_curve([4096, 131072])
+    assert curve["Mistral-7B"][0] == curve["Mistral-7B"][1]  # the 4096 window caps it
+    assert curve["Llama-2-7B"][1] == 64 * 2**30  # 512 KiB × 128k = 64 GiB
+
+
+@pytest.mark.parametrize(
+    "prompt, new, key",
+    [([], 3, "kv_prompt_empty"), (list(range(20)), 5, "kv_prompt_too_long"), ([1], -1, "kv_new_tokens")],
+)
+def test_bad_decoding_requests_are_refused_with_a_message(prompt, new, key):
+    with pytest.raises(InputError) as exc:
+        kv.decode(_model(SMALL), prompt, new)
+    assert exc.value.key == key and exc.value.message("zh")
+
+
+def test_window_larger_than_the_context_is_refused():
+    with pytest.raises(InputError) as exc:
+        kv.sharing_configs(SMALL, SMALL.max_len + 1)
+    assert exc.value.key == "kv_window_range"
+
+
+# FlashAttention's IO counts --------------------------------------------------------------------------------------
+def _tally_naive(n: int, d: int) -> int:
+    """Algorithm 0 of Dao et al. 2022, one access per number moved."""
+    reads = {"Q": n * d, "K": n * d, "S": n * n, "P": n * n, "V": n * d}
+    writes = {"S": n * n, "P": n * n, "O": n * d}
+    return sum(reads.values()) + sum(writes.values())
+
+
+def _tally_tiled(n: int, d: int, b: int) -> int:
+    """Algorithm 1 loop by loop: outer over key/value tiles, inner over query rows in tiles."""
+    total = 0
+    for j in range(0, n, b):
+        kv_rows = min(b, n - j)
+        total += 2 * kv_rows * d  # K_j, V_j into fast memory
+        for i in range(0, n, b):
+            q_rows = min(b, n - i)
+            total += q_rows * d + q_rows * d + 2 * q_rows  # read Q_i, O_i, ℓ_i, m_i
+            total += q_rows * d + 2 * q_rows  # write O_i, ℓ_i, m_i
+    return total
+
+
+@pytest.mark.parametrize("n, d, b", [(1, 1, 1), (7, 3, 2), (64, 16, 16), (100, 8, 32)])
+def test_io_counts_match_a_direct_tally(n, d, b):
+    assert flash_io.naive_io(n, d) == _tally_naive(n, d)
+    assert flash_io.tiled_io(n, d, b) == _tally_tiled(n, d, b)
+
+
+def test_tiled_io_follows_theorem_2():
+    """Θ(N²d²/M): the ratio to N²d²/M tends to Algorithm 1's constant 4·(3d + 4)/d as N grows."""
+    limit = 4 * (3 * 64 + 4) / 64
+    ratios = [flash_io.tiled_io(n, 64, 128) / flash_io.theorem_bound(n, 64, 128) for n in (2**12, 2**16)]
+    assert ratios[1] == pytest.approx(limit, rel=0.01) and abs(ratios[1] - limit) < abs(ratios[0] - limit)
+    assert flash_io.tiled_io(8192, 64, 256) < flash_io.tiled_io(8192, 64, 64) < flash_io.naive_io(8192, 64)
+
+
+def test_io_rejects_non_positive_sizes():
+    with pytest.raises(InputError):
+        flash_io.tiled_io(16, 8, 0)

@@ -1,0 +1,124 @@
+"""Bring your own checkpoint, in the app: the text pages list the local Hugging Face cache and open a typed folder
+inside the allowed roots (tx_explorer.paths); tiny-llama is offered beside tiny-gpt with its GQA heads named."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.checkpoints import write_checkpoint
+from tests.conftest import assert_clean, open_page
+from tx_explorer import locales, paths, ui
+from tx_explorer.models import available_models
+
+OUTSIDE = "the app opens only folders inside the local Hugging Face cache"
+
+
+@pytest.fixture(scope="module")
+def disk(tmp_path_factory, one_thread) -> dict[str, Path]:
+    """A random Qwen2 (8 query / 2 KV heads) in an allowed root, a Llama in the HF cache, one outside both."""
+    base = tmp_path_factory.mktemp("byoc")
+    qwen = base / "roots" / "my-qwen2"
+    write_checkpoint(qwen, "qwen2")
+    cache = base / "hf" / "hub"
+    llama = cache / "models--someone--tiny-llama-hf" / "snapshots" / "abc123"
+    write_checkpoint(llama, "llama")
+    outside = base / "elsewhere" / "model"
+    write_checkpoint(outside, "qwen2")
+    return {"roots": base / "roots", "qwen": qwen, "cache": cache, "llama": llama, "outside": outside}
+
+
+@pytest.fixture
+def env(disk, monkeypatch) -> dict[str, Path]:
+    monkeypatch.setenv("HF_HUB_CACHE", str(disk["cache"]))
+    monkeypatch.setenv(paths.ENV_ROOTS, str(disk["roots"]))
+    monkeypatch.setenv(paths.ENV_CONFIG, str(disk["roots"] / "absent.toml"))
+    ui._cached_checkpoints.clear()  # the picker's directory scan is cached for 30 s
+    return disk
+
+
+def pick_folder(at, key: str, folder: str):
+    at.selectbox(key=key).set_value(ui.FOLDER).run()
+    assert [i.value for i in at.info] and not at.error  # asks for a path first
+    at.text_input(key=f"{key}_folder").set_value(folder).run()
+    return at
+
+
+def captions(at) -> str:
+    return " ".join(c.value for c in at.caption)
+
+
+def test_tiny_llama_is_offered_wherever_tiny_gpt_is():
+    if "tiny-llama" not in available_models("text"):
+        pytest.skip("tiny-llama is not built yet: python -m tx_explorer.train lm --preset tiny-llama")
+    for family, kind in (("text", None), ("text", "causal")):
+        assert {"tiny-gpt", "tiny-llama"} <= set(available_models(family, kind=kind))
+    at = open_page("multihead")
+    at.selectbox(key="mh_model").set_value("tiny-llama").run()
+    assert_clean(at)
+    assert "4 query heads share 2 key/value heads" in captions(at) and "RoPE" in captions(at)
+    grid = [s for s in _plotly_text(at) if "h3 · kv1" in s]
+    assert grid, "the head grid names each head's key/value group"
+
+
+def _plotly_text(at) -> list[str]:
+    from tests.conftest import plotly_specs
+
+    return [str(spec) for spec in plotly_specs(at)]
+
+
+def test_multihead_opens_a_typed_qwen2_folder_and_shows_its_gqa_heads(env):
+    at = pick_folder(open_page("multihead"), "mh_model", str(env["qwen"]))
+    assert_clean(at)
+    assert "8 query heads share 2 key/value heads" in captions(at) and "rotary positions" in captions(at)
+    specs = " ".join(_plotly_text(at))
+    assert "h7 · kv1" in specs and "h0 · kv0" in specs  # 2 layers × 8 heads, four per key/value head
+    at.session_state["lang"] = "zh"  # the same page in Chinese
+    at.run()
+    assert_clean(at)
+    assert "个查询头共享" in captions(at)
+
+
+def test_the_local_cache_is_listed_and_opens_on_the_language_model_page(env):
+    at = open_page("language_model")
+    box = at.selectbox(key="lm_model")
+    label = locales.text("common", "model_cached", repo="someone/tiny-llama-hf")
+    assert str(env["llama"]) in box.options or label in box.options, box.options
+    box.set_value(str(env["llama"])).run()
+    assert_clean(at)
+    assert "rotary positions (RoPE, θ = 500)" in captions(at)
+    assert at.get("plotly_chart")
+
+
+@pytest.mark.parametrize("where", ["outside", "missing-outside", "dotdot", "symlink"])
+def test_folders_outside_the_roots_get_one_message(env, where, tmp_path):
+    link = env["roots"] / "link-out"
+    if not link.exists():
+        link.symlink_to(env["outside"], target_is_directory=True)
+    typed = {
+        "outside": str(env["outside"]),
+        "missing-outside": str(env["outside"].parent / "nothing"),
+        "dotdot": f"{env['roots']}/../elsewhere/model",
+        "symlink": str(link),
+    }[where]
+    at = pick_folder(open_page("multihead"), "mh_model", typed)
+    assert [e.value for e in at.error] == [
+        locales.text("common", "error_input", message=ui.escape_markdown(_refusal()))
+    ]
+    assert not at.get("plotly_chart") and not at.exception
+
+
+def _refusal() -> str:
+    return locales.text("errors", "folder_not_allowed", variable=paths.ENV_ROOTS)
+
+
+def test_a_bad_folder_inside_a_root_is_refused_and_the_page_recovers(env):
+    bad = env["roots"] / "not-a-model"
+    bad.mkdir(exist_ok=True)
+    (bad / "config.json").write_text('{"model_type": "t5"}')
+    at = pick_folder(open_page("multihead"), "mh_model", str(bad))
+    assert any("not supported; supported: bert, gpt2, llama, qwen2, mistral" in e.value for e in at.error)
+    at.text_input(key="mh_model_folder").set_value(str(env["qwen"])).run()
+    assert_clean(at)
+    assert at.get("plotly_chart")

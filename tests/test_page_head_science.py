@@ -1,0 +1,53 @@
+"""AppTest: the head-science page — every view on first load and after switching, in both languages, and the
+patching prompts' refusal when their token lengths differ."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import assert_clean, open_page, plotly_specs
+
+VIEW_CHARTS = {"importance": 3, "patching": 2, "lens": 1, "taxonomy": 2, "attribution": 2}
+
+
+@pytest.fixture(scope="module")
+def page():
+    return open_page("head_science")
+
+
+def test_first_load_shows_the_importance_maps(page) -> None:
+    assert_clean(page)
+    assert page.selectbox(key="hs_model").value == "tiny-gpt"
+    specs = plotly_specs(page)
+    assert len(specs) == VIEW_CHARTS["importance"] and specs[0]["data"][0]["type"] == "heatmap"
+    assert any("Δ loss" in c.value for c in page.caption) or specs[0]["layout"]["title"]["text"].startswith("Δ loss")
+
+
+@pytest.mark.parametrize("view", list(VIEW_CHARTS))
+def test_each_view(page, view: str) -> None:
+    page.segmented_control(key="hs_view").set_value(view).run()
+    assert_clean(page)
+    assert len(plotly_specs(page)) == VIEW_CHARTS[view]
+    if view in ("taxonomy", "attribution"):
+        assert page.dataframe
+
+
+def test_lens_states_that_the_last_readout_is_the_output(page) -> None:
+    page.segmented_control(key="hs_view").set_value("lens").run()
+    assert any("max |difference| = 0.00e+00" in c.value for c in page.caption)
+
+
+def test_unequal_patching_prompts_are_refused(page) -> None:
+    page.segmented_control(key="hs_view").set_value("patching").run()
+    page.text_input(key="hs_corrupt_tiny-gpt_0").set_value("The name of the function and").run()
+    assert not page.exception
+    assert page.error and "equal token length" in page.error[0].value
+    page.text_input(key="hs_corrupt_tiny-gpt_0").set_value("The name is the").run()
+    assert_clean(page)
+
+
+def test_chinese(page) -> None:
+    page.session_state["lang"] = "zh"
+    page.segmented_control(key="hs_view").set_value("taxonomy").run()
+    assert_clean(page)
+    assert any("归纳" in c.value for c in page.caption)
+    page.session_state["lang"] = "en"

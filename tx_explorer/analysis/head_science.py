@@ -1,0 +1,498 @@
+"""What a head does, measured: ablation, activation patching, a sub-layer logit lens, a head taxonomy and
+attribution beside attention. Every function takes a :class:`~tx_explorer.families.text.TextModel` (decoder or
+encoder) and changes the computation only through the :class:`~tx_explorer.edit.Edit` contract.
+
+Decoders are scored by their next-token loss and logits; encoders (MiniLM) by their mean-pooled sentence
+embedding, the quantity sentence-transformers uses. Long jobs take ``progress(fraction, what)``.
+Definitions: /work/shared/reference/modern.md's "Head science" section (Olsson et al. 2022 for induction,
+Sundararajan et al. 2017 for integrated gradients, Xiao et al. 2023 for sinks).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import Tensor
+from torch.nn import functional as F
+
+from tx_explorer.analysis.rollout import rollout
+from tx_explorer.edit import Edit, HeadMeans, head_means
+from tx_explorer.errors import InputError
+from tx_explorer.families.text import TextModel
+from tx_explorer.trace import Trace
+
+Progress = Callable[[float, str], None]
+HELDOUT_FILE = Path(__file__).resolve().parents[1] / "data" / "heldout_text.json"
+SINK_THRESHOLD = 0.5  # a head putting at least half of its attention on the first token is flagged as a sink
+TOP_K = 5  # tokens shown per logit-lens cell
+SCORES = ("previous", "duplicate", "induction", "distance", "sink", "entropy")
+
+
+def no_progress(fraction: float, what: str) -> None:
+    """The default progress callback: says nothing."""
+
+
+def text_model(obj: object) -> TextModel:
+    """The :class:`TextModel` inside a registry object (``tiny-moe`` loads as a bundle holding one)."""
+    return obj if isinstance(obj, TextModel) else obj.text
+
+
+def _device(tm: TextModel) -> torch.device:
+    return next(tm.model.parameters()).device
+
+
+def _ids(tm: TextModel, ids: Sequence[int] | Tensor) -> Tensor:
+    """``[B, N]`` long on the model's device; a flat list is one sequence."""
+    t = torch.as_tensor(ids, dtype=torch.long)
+    return (t[None] if t.dim() == 1 else t).to(_device(tm))
+
+
+def encode(tm: TextModel, text: str, limit: int = 64) -> list[int]:
+    """Token ids of ``text`` (at most ``limit``); a decoder needs two tokens (one prediction)."""
+    ids = tm.encode(text, limit=limit).ids
+    if tm.kind == "causal" and len(ids) < 2:
+        raise InputError("hs_too_short", count=len(ids))
+    return ids
+
+
+def check_head(tm: TextModel, layer: int, head: int) -> None:
+    layers, heads = len(tm.model.blocks), tm.config.num_heads
+    if not (0 <= layer < layers and 0 <= head < heads):
+        raise InputError("hs_head_range", layer=layer, head=head, layers=layers, heads=heads)
+
+
+def forward(tm: TextModel, ids: Tensor, edit: Edit | None = None, trace: Trace | None = None) -> Tensor:
+    """Logits ``[B, N, V]`` (decoder) or hidden states ``[B, N, D]`` (encoder)."""
+    return tm.model(ids, trace=trace, edit=edit)
+
+
+def sentence_embedding(hidden: Tensor) -> Tensor:
+    """Mean pooling over tokens, ``[B, N, D] → [B, D]`` (sentence-transformers' pooling for MiniLM)."""
+    return hidden.mean(dim=1)
+
+
+@dataclass(frozen=True)
+class Scores:
+    """Per-sequence outcome of one run: decoder loss and target logit, or encoder sentence embedding."""
+
+    loss: Tensor | None  # [B] mean next-token cross-entropy
+    target_logit: Tensor | None  # [B] logit of the last token given the ones before it
+    embedding: Tensor | None  # [B, D]
+
+
+def score(tm: TextModel, ids: Tensor, out: Tensor) -> Scores:
+    if tm.kind == "encoder":
+        return Scores(None, None, sentence_embedding(out))
+    ce = F.cross_entropy(out[:, :-1].transpose(1, 2), ids[:, 1:], reduction="none").mean(dim=1)  # (B,)
+    target = out[:, -2].gather(1, ids[:, -1:])[:, 0]  # (B,)
+    return Scores(ce, target, None)
+
+
+# --- held-out reference windows ---------------------------------------------------------------------------------
+def heldout_windows(tm: TextModel, *, length: int = 64, count: int = 8) -> tuple[Tensor, str]:
+    """``count`` windows of ``length`` tokens from the training corpus's validation documents, and their name.
+
+    The documents are text (``data/heldout_text.json``), so every tokenizer cuts its own windows."""
+    data = json.loads(HELDOUT_FILE.read_text(encoding="utf-8"))
+    length = min(length, tm.max_len)
+    ids: list[int] = []
+    for doc in data["documents"]:
+        ids += tm.tokenizer.encode(doc, add_special_tokens=False).ids
+    count = min(count, len(ids) // length)
+    windows = torch.tensor(ids[: count * length], dtype=torch.long).view(count, length)  # (S, T)
+    return windows, f"{count} held-out windows × {length} tokens"
+
+
+def reference_means(tm: TextModel, *, length: int = 64, count: int = 8) -> HeadMeans:
+    """Per-head mean outputs over the held-out windows: the stated reference set of mean ablation."""
+    windows, source = heldout_windows(tm, length=length, count=count)
+    return head_means(lambda ids, e: forward(tm, ids.to(_device(tm)), e), windows, source=source)
+
+
+# --- head importance ----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class HeadImportance:
+    """Effect of ablating each head alone, ``[L, H]`` arrays (decoder: loss and logit; encoder: cosine)."""
+
+    delta_loss: np.ndarray | None  # ablated − clean mean loss (positive: the head helped)
+    delta_logit: np.ndarray | None  # ablated − clean target logit
+    cosine_change: np.ndarray | None  # 1 − cos(clean, ablated sentence embedding)
+    base_loss: float | None
+    base_logit: float | None
+    mode: str
+    source: str  # "the text (N tokens)" or the held-out windows' description
+
+
+@torch.no_grad()
+def head_importance(
+    tm: TextModel,
+    ids: Sequence[int] | Tensor,
+    *,
+    mode: str = "zero",
+    reference: HeadMeans | None = None,
+    source: str = "",
+    progress: Progress = no_progress,
+) -> HeadImportance:
+    """Ablate every layer × head in turn on ``ids`` (one sequence or ``[S, T]`` windows) and measure the change."""
+    x = _ids(tm, ids)
+    layers, heads = len(tm.model.blocks), tm.config.num_heads
+    clean = score(tm, x, forward(tm, x))
+    delta_loss, delta_logit, cosine = (np.zeros((layers, heads)) for _ in range(3))
+    for layer in range(layers):
+        for head in range(heads):
+            progress((layer * heads + head) / (layers * heads), f"L{layer} H{head}")
+            s = score(tm, x, forward(tm, x, Edit().ablate(layer, head, mode=mode, reference=reference)))
+            if tm.kind == "encoder":
+                cosine[layer, head] = (1 - F.cosine_similarity(s.embedding, clean.embedding, dim=-1)).mean().item()
+            else:
+                delta_loss[layer, head] = (s.loss - clean.loss).mean().item()
+                delta_logit[layer, head] = (s.target_logit - clean.target_logit).mean().item()
+    progress(1.0, "")
+    encoder = tm.kind == "encoder"
+    return HeadImportance(
+        delta_loss=None if encoder else delta_loss,
+        delta_logit=None if encoder else delta_logit,
+        cosine_change=cosine if encoder else None,
+        base_loss=None if encoder else clean.loss.mean().item(),
+        base_logit=None if encoder else clean.target_logit.mean().item(),
+        mode=mode,
+        source=source or f"{x.shape[0]} × {x.shape[1]} tokens",
+    )
+
+
+# --- activation patching ------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class PatchPair:
+    """A clean and a corrupted prompt of equal token length, and optionally the two answers to compare."""
+
+    clean: str
+    corrupt: str
+    answers: tuple[str, str] | None = None  # (clean answer, corrupted answer); None: each prompt's top prediction
+
+
+# Measured on the bundled models (benchmarks/head_science.py): the clean − corrupted difference is large and
+# patching localises it. Token lengths depend on the tokenizer, so each model has its own; others use "*".
+EXAMPLE_PAIRS: dict[str, tuple[PatchPair, ...]] = {
+    "tiny-gpt": (
+        PatchPair("The name of the", "The name is the"),
+        PatchPair("If the file is missing, the", "If the path is missing, the", (" file", " path")),
+        PatchPair("A string is returned. The string", "A number is returned. The number"),
+    ),
+    "tiny-moe": (PatchPair("It is not", "It is a"),),
+    "minilm-l6": (
+        PatchPair("The cat sat on the mat.", "The dog sat on the mat."),
+        PatchPair("A man is playing a guitar.", "A woman is slicing an onion."),
+    ),
+    "*": (PatchPair("It is not", "It is a"), PatchPair("The name of the", "The name is the")),
+}
+
+
+def example_pairs(name: str) -> tuple[PatchPair, ...]:
+    return EXAMPLE_PAIRS.get(name, EXAMPLE_PAIRS["*"])
+
+
+def answer_ids(tm: TextModel, answers: tuple[str, str]) -> tuple[int, int]:
+    """The token ids of two answer words; each must be one token of this model."""
+    out = []
+    for word in answers:
+        ids = tm.tokenizer.encode(word, add_special_tokens=False).ids
+        if len(ids) != 1:
+            raise InputError("hs_answer_token", text=word)
+        out.append(ids[0])
+    return out[0], out[1]
+
+
+@dataclass(frozen=True)
+class Patching:
+    """Logit difference recovered, ``(patched − corrupted) / (clean − corrupted)``: 0 = corrupted, 1 = clean."""
+
+    residual: np.ndarray  # [L, N]: the residual stream entering layer l at position p, from the clean run
+    heads: np.ndarray  # [L, H]: head h's output at every position, from the clean run
+    clean_metric: float
+    corrupt_metric: float
+    metric: str  # what was compared, e.g. "logit(▁the) − logit(▁a)"
+
+
+def _patch_metric(tm: TextModel, out: Tensor, clean: Tensor | None, answers: tuple[int, int] | None) -> Tensor:
+    """Per batch row: the logit difference of the two answers at the last position, or (encoder) the cosine
+    similarity of the sentence embedding to the clean run's."""
+    if tm.kind == "encoder":
+        return F.cosine_similarity(sentence_embedding(out), clean, dim=-1)
+    return out[:, -1, answers[0]] - out[:, -1, answers[1]]
+
+
+@torch.no_grad()
+def activation_patching(
+    tm: TextModel,
+    clean_ids: Sequence[int],
+    corrupt_ids: Sequence[int],
+    *,
+    answers: tuple[int, int] | None = None,
+    progress: Progress = no_progress,
+) -> Patching:
+    """Patch the clean run's activations into the corrupted run, one site at a time.
+
+    ``answers`` = (clean answer, corrupted answer) token ids; by default each prompt's top prediction.
+    """
+    if len(clean_ids) != len(corrupt_ids):
+        raise InputError("hs_unequal_lengths", clean=len(clean_ids), corrupt=len(corrupt_ids))
+    clean, corrupt = _ids(tm, clean_ids), _ids(tm, corrupt_ids)
+    rec_clean, rec_corrupt = Edit().record(), Edit().record()
+    out_clean, out_corrupt = forward(tm, clean, rec_clean), forward(tm, corrupt, rec_corrupt)
+    ref = sentence_embedding(out_clean) if tm.kind == "encoder" else None
+    if tm.kind == "causal":
+        answers = answers or (int(out_clean[0, -1].argmax()), int(out_corrupt[0, -1].argmax()))
+        if answers[0] == answers[1]:
+            raise InputError("hs_same_answer", token=tm.labels([answers[0]])[0])
+        metric = "logit({}) − logit({})".format(*tm.labels(list(answers)))
+    else:
+        metric = "cos(sentence embedding, clean)"
+    hi = _patch_metric(tm, out_clean, ref, answers).item()
+    lo = _patch_metric(tm, out_corrupt, ref, answers).item()
+    if abs(hi - lo) < 1e-6:
+        raise InputError("hs_no_difference")
+    layers, heads, n = len(tm.model.blocks), tm.config.num_heads, clean.shape[1]
+    residual, head_map = np.zeros((layers, n)), np.zeros((layers, heads))
+    for layer in range(layers):
+        progress(layer / layers, f"L{layer}")
+        # One batch row per position: row p is the corrupted residual with position p taken from the clean run.
+        rows = rec_corrupt.captured.get_site("pre", layer).repeat(n, 1, 1)  # (N, N, D)
+        rows[torch.arange(n), torch.arange(n)] = rec_clean.captured.get_site("pre", layer)[0]
+        out = forward(tm, corrupt.repeat(n, 1), Edit().patch_residual(layer, None, rows))
+        residual[layer] = ((_patch_metric(tm, out, ref, answers) - lo) / (hi - lo)).cpu().numpy()
+        # One batch row per head: row h has head h's output from the clean run, the others from the corrupted.
+        source = rec_corrupt.captured.get_site("head", layer).repeat(heads, 1, 1, 1)  # (H, H, N, Dh)
+        source[torch.arange(heads), torch.arange(heads)] = rec_clean.captured.get_site("head", layer)[0]
+        edit = Edit()
+        for h in range(heads):
+            edit.patch_head(layer, h, source)
+        out = forward(tm, corrupt.repeat(heads, 1), edit)
+        head_map[layer] = ((_patch_metric(tm, out, ref, answers) - lo) / (hi - lo)).cpu().numpy()
+    progress(1.0, "")
+    return Patching(residual=residual, heads=head_map, clean_metric=hi, corrupt_metric=lo, metric=metric)
+
+
+# --- logit lens below layer level -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class LogitLens:
+    """Read-outs after the attention ("attn") and after the MLP ("mlp") of every layer, ``[2L, N, …]``."""
+
+    rows: list[str]  # "L0 attn", "L0 mlp", …
+    top_ids: np.ndarray  # [2L, N, 5] (decoder); empty for an encoder
+    top_probs: np.ndarray  # [2L, N, 5]
+    entropy: np.ndarray  # [2L, N] nats (decoder)
+    kl_to_final: np.ndarray  # [2L, N] KL(final ‖ read-out) in nats (decoder)
+    cosine_to_final: np.ndarray  # [2L, N] each token's read-out vs its final hidden state (both kinds)
+    final_max_diff: float  # max |last read-out − the model's output|: 0 up to float rounding
+
+
+@torch.no_grad()
+def logit_lens(tm: TextModel, ids: Sequence[int]) -> LogitLens:
+    """Final norm (+ LM head for a decoder) applied to the residual stream after every sub-layer."""
+    x = _ids(tm, ids)
+    rec = Edit().record()
+    out = forward(tm, x, rec)
+    layers = len(tm.model.blocks)
+    rows = [f"L{layer} {part}" for layer in range(layers) for part in ("attn", "mlp")]
+    resid = torch.cat([rec.captured.get_site(s, layer) for layer in range(layers) for s in ("mid", "post")])
+    normed = tm.model.norm(resid)  # (2L, N, D)
+    final_hidden = tm.model.norm(rec.captured.get_site("post", layers - 1))[0]  # (N, D)
+    cosine = F.cosine_similarity(normed, final_hidden[None], dim=-1).cpu().numpy()
+    if tm.kind == "encoder":
+        none, top = np.zeros((2 * layers, x.shape[1])), np.zeros((2 * layers, x.shape[1], 0))
+        diff = (normed[-1] - out[0]).abs().max().item()
+        return LogitLens(rows, top.astype(int), top, none, none, cosine, diff)
+    logits = tm.model.head(normed)  # (2L, N, V)
+    logp = logits.log_softmax(dim=-1)
+    final_logp = out[0].log_softmax(dim=-1)  # (N, V)
+    entropy = -(logp.exp() * logp).sum(dim=-1)
+    kl = (final_logp.exp() * (final_logp - logp)).sum(dim=-1)
+    top = logp.exp().topk(TOP_K, dim=-1)
+    return LogitLens(
+        rows=rows,
+        top_ids=top.indices.cpu().numpy(),
+        top_probs=top.values.cpu().numpy(),
+        entropy=entropy.cpu().numpy(),
+        kl_to_final=kl.clamp_min(0).cpu().numpy(),
+        cosine_to_final=cosine,
+        final_max_diff=(logits[-1] - out[0]).abs().max().item(),
+    )
+
+
+# --- head taxonomy ---------------------------------------------------------------------------------------------
+def repeated_random_tokens(tm: TextModel, length: int = 24, seed: int = 0) -> list[int]:
+    """A first token (the model's special token if it has one), then ``length`` random ordinary tokens twice."""
+    gen = torch.Generator().manual_seed(seed)
+    ordinary = torch.tensor(sorted(set(range(tm.config.vocab_size)) - set(tm.special_ids)))
+    seq = ordinary[torch.randint(len(ordinary), (length,), generator=gen)].tolist()
+    first = min(tm.special_ids) if tm.special_ids else seq[0]
+    if tm.kind == "encoder":  # [CLS] … [SEP]: the ids of the tokenizer's own specials
+        wrapped = tm.tokenizer.encode("x").ids
+        return [wrapped[0], *seq, *seq, wrapped[-1]]
+    return [first, *seq, *seq]
+
+
+def repeat_scores(maps: Tensor, n: int) -> dict[str, Tensor]:
+    """Induction, previous- and duplicate-token scores ``[L, H]`` from maps ``[L, H, M, M]`` of one first token
+    followed by n tokens twice (second copy at n+1…2n): the mean attention of its queries t on t − n + 1, t − 1
+    and t − n."""
+    t = torch.arange(n + 1, 2 * n + 1)  # queries of the second copy
+    return {
+        "induction": maps[..., t, t - n + 1].mean(-1),
+        "previous": maps[..., t, t - 1].mean(-1),
+        "duplicate": maps[..., t, t - n].mean(-1),
+    }
+
+
+def _maps(tm: TextModel, ids: Tensor) -> Tensor:
+    trace = Trace()
+    forward(tm, ids, trace=trace)
+    return trace.stack(name_contains="attn")[:, 0]  # (L, H, N, N)
+
+
+@dataclass(frozen=True)
+class Taxonomy:
+    """Per head ``[L, H]`` scores (see :data:`SCORES`), sink flags, the 2-D map and the sink ablation effect."""
+
+    scores: dict[str, np.ndarray]
+    sinks: np.ndarray  # [L, H] bool: sink share ≥ SINK_THRESHOLD
+    coords: np.ndarray  # [L·H, 2]: the heads' standardised scores projected on their two principal axes
+    sink_effect: float | None  # loss change (decoder) / 1 − cosine (encoder) with every sink head renormalised
+    base_loss: float | None
+    repeat_length: int
+
+
+@torch.no_grad()
+def taxonomy(tm: TextModel, ids: Sequence[int], *, repeat_length: int = 24, seed: int = 0) -> Taxonomy:
+    """Induction, previous- and duplicate-token scores on a repeated random sequence (first copy at 1…n,
+    second at n+1…2n; query t scores its attention on t − n + 1, t − 1 and t − n); distance, sink share and
+    entropy on ``ids``."""
+    scores = repeat_scores(_maps(tm, _ids(tm, repeated_random_tokens(tm, repeat_length, seed))), repeat_length)
+    x = _ids(tm, ids)
+    w = _maps(tm, x)  # (L, H, N, N)
+    i = torch.arange(x.shape[1])
+    dist = (i[:, None] - i[None, :]).abs().float()  # (N, N)
+    scores["distance"] = (w * dist).sum(-1).mean(-1)
+    scores["sink"] = w[..., 1:, 0].mean(-1)  # query 0 sees only itself in a decoder: left out
+    scores["entropy"] = -(w * w.clamp_min(1e-12).log()).sum(-1).mean(-1)
+    scores = {k: scores[k].numpy() for k in SCORES}
+    sinks = scores["sink"] >= SINK_THRESHOLD
+    stacked = np.stack([scores[k].ravel() for k in SCORES], axis=1)  # (L·H, 6)
+    z = (stacked - stacked.mean(0)) / np.where(stacked.std(0) > 0, stacked.std(0), 1.0)
+    _, _, vt = np.linalg.svd(z, full_matrices=False)
+    coords = z @ vt[:2].T
+    effect, base = None, None
+    if sinks.any():
+        edit = Edit()
+        for layer, head in zip(*np.nonzero(sinks)):
+            edit.drop_keys(int(layer), [0], heads=[int(head)])
+        clean, dropped = score(tm, x, forward(tm, x)), score(tm, x, forward(tm, x, edit))
+        if tm.kind == "encoder":
+            effect = (1 - F.cosine_similarity(clean.embedding, dropped.embedding, dim=-1)).item()
+        else:
+            effect, base = (dropped.loss - clean.loss).item(), clean.loss.item()
+    return Taxonomy(scores, sinks, coords, effect, base, repeat_length)
+
+
+# --- attribution beside attention --------------------------------------------------------------------------------
+ATTRIBUTION_METHODS = ("grad_input", "integrated_gradients", "attention", "rollout")
+
+
+@dataclass(frozen=True)
+class Attribution:
+    """Per-token scores of each method, their deletion curves and faithfulness (lower deletion AUC = better)."""
+
+    scores: dict[str, np.ndarray]  # method → [N]
+    removed: np.ndarray  # [P] fraction of the tokens removed at each point of the deletion curves
+    deletion: dict[str, np.ndarray]  # method → [P] target value after removing that fraction, top-scored first
+    faithfulness: dict[str, float]  # method → area under its deletion curve (mean of the curve)
+    random_auc: float  # the same area for random orders: the level a useless method reaches
+    completeness_gap: float  # |Σ IG − (f(x) − f(baseline))|
+    f_input: float
+    f_baseline: float
+    target: str  # what f is: "p(▁the | …)" or "⟨sentence embedding, its direction⟩"
+
+
+def _objective(tm: TextModel, x: Tensor, emb: Tensor, target: int | Tensor) -> Tensor:
+    """f per batch row of token vectors ``emb [B, N, D]`` (positions added as usual): the target token's
+    probability at the last position (decoder; the LM head runs on that position only) or the sentence
+    embedding's projection on the clean embedding's direction (encoder)."""
+    x0 = tm.model.embed(x.expand(emb.shape[0], -1), edit=Edit().patch_tokens(emb))  # (B, N, D)
+    mask = tm.mask(emb.shape[1])
+    hidden = tm.model.hidden(x0, None if mask is None else mask.to(emb.device), None)  # (B, N, D)
+    if tm.kind == "encoder":
+        return sentence_embedding(hidden) @ target
+    return tm.model.head(hidden[:, -1]).softmax(dim=-1)[:, target]
+
+
+def _gradient(tm: TextModel, x: Tensor, emb: Tensor, target: int | Tensor) -> Tensor:
+    emb = emb.detach().requires_grad_(True)
+    with torch.enable_grad():
+        f = _objective(tm, x, emb, target)
+        (grad,) = torch.autograd.grad(f.sum(), emb)
+    return grad
+
+
+@torch.no_grad()
+def attribution(
+    tm: TextModel, ids: Sequence[int], *, steps: int = 32, points: int = 17, random_orders: int = 4, seed: int = 0
+) -> Attribution:
+    """Gradient × input and integrated gradients on the token vectors (baseline: zero token vectors, positions
+    kept, as BERT attributions do; ``steps`` midpoints), raw attention (last layer, head mean, row of the last
+    token) and rollout (its row), compared by deletion: tokens removed (token vector zeroed) in each method's
+    order, highest score first, read at ``points`` evenly spaced fractions of the tokens; ``random_orders``
+    random orders give the chance level. An MoE's routing is piecewise constant along the path, so its
+    completeness error stays larger than a dense model's."""
+    x = _ids(tm, ids)
+    n = x.shape[1]
+    rec = Edit().record()
+    trace = Trace()
+    out = forward(tm, x, rec, trace)
+    emb = rec.captured.get_site("tokens", None)  # (1, N, D)
+    if tm.kind == "encoder":
+        e = sentence_embedding(out)[0]
+        target, label = e / e.norm(), "⟨sentence embedding, its direction⟩"
+    else:
+        target = int(out[0, -1].argmax())
+        label = f"p({tm.labels([target])[0]} | …)"
+    grad = _gradient(tm, x, emb, target)
+    alphas = (torch.arange(steps, dtype=emb.dtype) + 0.5) / steps  # midpoint rule on [0, 1]
+    grads = _gradient(tm, x, alphas[:, None, None].to(emb.device) * emb, target)  # (S, N, D)
+    ig = (emb * grads.mean(dim=0, keepdim=True)).sum(-1)[0]  # (N,)
+    f_x = _objective(tm, x, emb, target).item()
+    f_0 = _objective(tm, x, torch.zeros_like(emb), target).item()
+    maps = trace.stack(name_contains="attn")  # (L, 1, H, N, N)
+    scores = {
+        "grad_input": (grad * emb).sum(-1)[0].cpu(),
+        "integrated_gradients": ig.cpu(),
+        "attention": maps[-1, 0].mean(0)[-1],
+        "rollout": rollout(maps)[0, -1],
+    }
+
+    removed = torch.linspace(0, n, min(points, n + 1)).round().long()  # tokens removed at each point
+
+    def curve(order: Tensor) -> Tensor:  # row r: the first removed[r] tokens of ``order`` zeroed
+        keep = (torch.arange(n)[None, :] >= removed[:, None]).to(emb.dtype)  # (P, N) in ``order``'s ranks
+        keep = keep[:, order.argsort()]  # (P, N) by token position
+        return _objective(tm, x, keep[..., None].to(emb.device) * emb, target).cpu()
+
+    deletion = {m: curve(s.argsort(descending=True)) for m, s in scores.items()}
+    gen = torch.Generator().manual_seed(seed)
+    randoms = [curve(torch.randperm(n, generator=gen)).mean() for _ in range(random_orders)]
+    random_auc = torch.stack(randoms).mean().item()
+    return Attribution(
+        scores={m: s.numpy() for m, s in scores.items()},
+        removed=(removed.float() / n).numpy(),
+        deletion={m: d.numpy() for m, d in deletion.items()},
+        faithfulness={m: d.mean().item() for m, d in deletion.items()},
+        random_auc=random_auc,
+        completeness_gap=abs(ig.sum().item() - (f_x - f_0)),
+        f_input=f_x,
+        f_baseline=f_0,
+        target=label,
+    )

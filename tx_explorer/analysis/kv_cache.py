@@ -1,0 +1,202 @@
+"""The KV cache, measured (lecture §4.3, §6.3, §8.4): decoding token by token with our own cache.
+
+:func:`decode` feeds a prompt one token at a time through :class:`~tx_explorer.modules.cache.KVCache`, then
+continues greedily; every step is checked against the uncached forward pass (same logits within 1e-4, same
+token). :func:`cache_at` gives the cache's tensors after any step. :func:`sharing_table` sets the bytes
+formula beside the bytes of real cache tensors for multi-head, grouped-query, multi-query and sliding-window
+versions of one shape, and :data:`PUBLISHED` holds the configurations the memory curve is drawn for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from tx_explorer.analysis.memory import kv_cache_bytes
+from tx_explorer.config import TransformerConfig
+from tx_explorer.errors import InputError
+from tx_explorer.modules.cache import KVCache
+from tx_explorer.modules.transformer import CausalLM
+
+LOGIT_TOLERANCE = 1e-4  # cached and uncached logits agree within this (float32)
+MAX_NEW_TOKENS = 64  # a page's cap on greedy continuation
+
+
+@dataclass(frozen=True)
+class Published:
+    """A published model's attention shape, as its config.json states it (``source`` says where)."""
+
+    cfg: TransformerConfig
+    source: str
+
+    def per_token(self, bytes_per_element: int = 2) -> int:
+        return kv_cache_bytes(self.cfg.replace(sliding_window=None), 1, bytes_per_element)
+
+
+def _published(layers: int, heads: int, kv: int, head_dim: int, vocab: int, window: int | None = None):
+    return TransformerConfig(
+        vocab_size=vocab,
+        max_len=131072,
+        dim=heads * head_dim,
+        num_layers=layers,
+        num_heads=heads,
+        num_kv_heads=kv,
+        sliding_window=window,
+        positions="rotary",
+    )
+
+
+PUBLISHED: dict[str, Published] = {
+    "Llama-2-7B": Published(
+        _published(32, 32, 32, 128, 32000), "Touvron et al. 2023; meta-llama/Llama-2-7b-hf config.json"
+    ),
+    "Llama-3-8B": Published(_published(32, 32, 8, 128, 128256), "Meta 2024; meta-llama/Meta-Llama-3-8B config.json"),
+    "Mistral-7B": Published(
+        _published(32, 32, 8, 128, 32000, window=4096), "Jiang et al. 2023; mistralai/Mistral-7B-v0.1 config.json"
+    ),
+    "Qwen2-0.5B": Published(_published(24, 14, 2, 64, 151936), "Qwen team 2024; Qwen/Qwen2-0.5B config.json"),
+}
+
+
+def check_prompt(cfg: TransformerConfig, prompt: Sequence[int], new_tokens: int) -> None:
+    """Refuse an empty prompt, a bad count, or more tokens than the model's context holds."""
+    if not prompt:
+        raise InputError("kv_prompt_empty")
+    if not 0 <= new_tokens <= MAX_NEW_TOKENS:
+        raise InputError("kv_new_tokens", value=new_tokens, limit=MAX_NEW_TOKENS)
+    if len(prompt) + new_tokens > cfg.max_len:
+        raise InputError("kv_prompt_too_long", count=len(prompt), new=new_tokens, limit=cfg.max_len)
+
+
+def check_window(cfg: TransformerConfig, window: int | None) -> None:
+    """A sliding window must hold at least one key and no more than the context."""
+    if window is not None and not 1 <= window <= cfg.max_len:
+        raise InputError("kv_window_range", window=window, limit=cfg.max_len)
+
+
+@dataclass(frozen=True)
+class Step:
+    position: int  # the fed token's position
+    token: int  # the fed token
+    rows: int  # rows each layer's cache holds after the step
+    nbytes: int  # bytes of the cache tensors
+    formula: int  # kv_cache_bytes at this many tokens
+    logit_diff: float  # max |cached − uncached| over the vocabulary at this position
+    same_next: bool  # both pick the same next token (argmax)
+
+
+@dataclass(frozen=True)
+class Decoding:
+    ids: list[int]  # prompt then greedy continuation
+    prompt_len: int
+    steps: list[Step]
+
+    @property
+    def max_diff(self) -> float:
+        return max(s.logit_diff for s in self.steps)
+
+    @property
+    def identical(self) -> bool:
+        return all(s.same_next for s in self.steps)
+
+
+@torch.no_grad()
+def decode(model: CausalLM, prompt: Sequence[int], new_tokens: int) -> Decoding:
+    """Feed ``prompt`` one token at a time through a KV cache, then ``new_tokens`` greedy tokens; each step's
+    logits are compared with a full uncached forward pass over every token so far."""
+    cfg = model.cfg
+    check_prompt(cfg, prompt, new_tokens)
+    model.eval()
+    device = next(model.parameters()).device
+    ids, cache, steps = list(prompt), KVCache(), []
+    for t in range(len(prompt) + new_tokens - 1 if new_tokens else len(prompt)):
+        cached = model(torch.tensor([[ids[t]]], device=device), cache=cache)[0, -1]  # (V,)
+        full = model(torch.tensor([ids[: t + 1]], device=device))[0, -1]  # (V,): no cache, all t + 1 tokens
+        nxt = int(cached.argmax())
+        steps.append(
+            Step(
+                position=t,
+                token=ids[t],
+                rows=len(cache),
+                nbytes=cache.nbytes,
+                formula=kv_cache_bytes(cfg, t + 1, cache.keys[0].element_size()),
+                logit_diff=float((cached - full).abs().max()),
+                same_next=nxt == int(full.argmax()),
+            )
+        )
+        if t + 1 == len(ids):
+            ids.append(nxt)
+    return Decoding(ids=ids, prompt_len=len(prompt), steps=steps)
+
+
+@torch.no_grad()
+def cache_at(model: CausalLM, ids: Sequence[int], step: int) -> KVCache:
+    """The cache after feeding ``ids[: step + 1]`` one token at a time (what step ``step`` of :func:`decode` saw)."""
+    if not 0 <= step < len(ids):
+        raise ValueError(f"step must lie in [0, {len(ids) - 1}], got {step}")
+    device = next(model.parameters()).device
+    cache = KVCache()
+    model.eval()
+    for t in range(step + 1):
+        model(torch.tensor([[ids[t]]], device=device), cache=cache)
+    return cache
+
+
+SHARING = ("mha", "gqa", "mqa", "window")
+
+
+def sharing_configs(cfg: TransformerConfig, window: int) -> dict[str, TransformerConfig]:
+    """One shape, four ways to cache it: every head its own K/V (MHA), half as many K/V heads (GQA; the
+    model's own count when it already shares), one K/V head (MQA), and MHA with a sliding window."""
+    check_window(cfg, window)
+    h = cfg.num_heads
+    gqa = cfg.kv_heads if 1 < cfg.kv_heads < h else next((g for g in range(h // 2, 1, -1) if h % g == 0), 1)
+    base = cfg.replace(sliding_window=None)
+    return {
+        "mha": base.replace(num_kv_heads=None),
+        "gqa": base.replace(num_kv_heads=gqa),
+        "mqa": base.replace(num_kv_heads=1),
+        "window": base.replace(num_kv_heads=None, sliding_window=window),
+    }
+
+
+@dataclass(frozen=True)
+class SharingRow:
+    name: str
+    kv_heads: int
+    window: int | None
+    formula: int
+    measured: int  # bytes of the cache tensors after the tokens
+
+
+@torch.no_grad()
+def sharing_table(cfg: TransformerConfig, tokens: int, window: int, *, seed: int = 0) -> list[SharingRow]:
+    """For each of :func:`sharing_configs`: the formula's bytes and those of a real cache after ``tokens``
+    tokens (a randomly initialised model of that shape: the bytes do not depend on the weights)."""
+    if not 1 <= tokens <= cfg.max_len:
+        raise InputError("kv_prompt_too_long", count=tokens, new=0, limit=cfg.max_len)
+    rows = []
+    ids = torch.randint(0, cfg.vocab_size, (1, tokens), generator=torch.Generator().manual_seed(seed))
+    for name, c in sharing_configs(cfg, window).items():
+        torch.manual_seed(seed)
+        model = CausalLM(c.replace(num_layers=cfg.num_layers)).eval()
+        cache = KVCache()
+        for t in range(tokens):  # a row per step, as decoding fills it
+            model(ids[:, t : t + 1], cache=cache)
+        rows.append(SharingRow(name, c.kv_heads, c.sliding_window, kv_cache_bytes(c, tokens), cache.nbytes))
+    return rows
+
+
+def published_curve(tokens: Sequence[int], bytes_per_element: int = 2) -> dict[str, list[int]]:
+    """``{model: bytes at each token count}`` from the formula (fp16 by default), window included."""
+    return {name: [kv_cache_bytes(p.cfg, t, bytes_per_element) for t in tokens] for name, p in PUBLISHED.items()}
+
+
+def tensor(cache: KVCache, layer: int, which: str) -> Tensor:
+    """One layer's cached keys or values ``[H_kv, T, Dh]`` (batch 0)."""
+    if not 0 <= layer < len(cache.keys):
+        raise ValueError(f"layer must lie in [0, {len(cache.keys) - 1}], got {layer}")
+    return (cache.keys if which == "k" else cache.values)[layer][0]

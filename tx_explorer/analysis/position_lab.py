@@ -1,0 +1,201 @@
+"""The position lab (lecture §3.3, §8): what a position scheme lets a causal LM do, in and beyond its context.
+
+Numbers only. Models that differ only in ``TransformerConfig.positions`` are measured by: loss at every
+position of long held-out windows (a learned table stops at its length: ``NaN`` there), attention weight by
+query–key distance, sensitivity to the order of the context (a shuffled-prefix probe), and how far the
+first layer's scores on one repeated token depend on anything but i − j. :func:`verdicts` turns these into
+the usual claims, each holding or not. The live rotary demonstration is :func:`rotation_path` and
+:func:`rotary_relative_check`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+from torch.nn import functional as F
+
+from tx_explorer.modules.positional import Rotary
+from tx_explorer.modules.transformer import CausalLM
+from tx_explorer.trace import Trace
+
+SCHEMES = ("none", "sinusoidal", "learned", "rotary", "alibi")
+RELATIVE_TOLERANCE = 1e-4  # "depends only on i − j": spread along a diagonal ≤ this × the largest |score|
+ORDER_FRACTION = 0.1  # "cannot order tokens": shuffling hurts it less than this × the others' mean harm
+
+
+def reach(model: CausalLM, n: int) -> int:
+    """Positions the model can be run on out of ``n``: a learned table has no row past its length."""
+    return min(n, model.cfg.max_len) if model.cfg.positions == "learned" else n
+
+
+@torch.no_grad()
+def loss_by_position(model: CausalLM, windows: Tensor, *, batch: int = 32) -> Tensor:
+    """Mean cross-entropy at each position of ``windows [W, N + 1]`` (inputs then next tokens) → ``[N]``.
+
+    Positions a learned table cannot reach are ``NaN`` (the model is not run there rather than failing)."""
+    n = windows.shape[1] - 1
+    m = reach(model, n)
+    total = torch.zeros(m, dtype=torch.float64)
+    model.eval()
+    for chunk in windows.split(batch):
+        x, y = chunk[:, :m], chunk[:, 1 : m + 1]  # (B, m) each
+        ce = F.cross_entropy(model(x).transpose(1, 2), y, reduction="none")  # (B, m)
+        total += ce.double().sum(0)
+    return torch.cat([(total / len(windows)).float(), torch.full((n - m,), math.nan)])
+
+
+@torch.no_grad()
+def attention_by_distance(model: CausalLM, x: Tensor) -> Tensor:
+    """Mean attention weight a query at i puts on the key at i − d, per layer and head → ``[L, H, N]``.
+
+    Averaged over the batch ``x [B, N]`` and over every query that has a key d back."""
+    trace = Trace()
+    model.eval()
+    model(x, trace)
+    w = trace.stack()  # (L, B, H, N, N)
+    n = w.shape[-1]
+    by_d = [torch.diagonal(w, offset=-d, dim1=-2, dim2=-1).mean(dim=(1, -1)) for d in range(n)]  # (L, H) each
+    return torch.stack(by_d, dim=-1)  # (L, H, N)
+
+
+@torch.no_grad()
+def order_probe(model: CausalLM, windows: Tensor, *, seed: int = 0, batch: int = 64) -> tuple[float, float]:
+    """Mean loss on the last position of ``windows [W, N + 1]`` with the context as written and with every
+    context token but the last shuffled (one permutation per window): ``(original, shuffled)``.
+
+    A model blind to order gives the same prediction either way."""
+    gen = torch.Generator().manual_seed(seed)
+    x, y = windows[:, :-1], windows[:, -1]  # (W, N), (W,)
+    perms = torch.stack([torch.randperm(x.shape[1] - 1, generator=gen) for _ in range(len(x))])  # (W, N − 1)
+    shuffled = torch.cat([torch.gather(x[:, :-1], 1, perms), x[:, -1:]], dim=1)  # last token kept in place
+    model.eval()
+    sums = [0.0, 0.0]
+    for i in range(0, len(x), batch):
+        for j, inp in enumerate((x, shuffled)):
+            logits = model(inp[i : i + batch])[:, -1]  # (b, V)
+            sums[j] += float(F.cross_entropy(logits, y[i : i + batch], reduction="sum"))
+    return sums[0] / len(x), sums[1] / len(x)
+
+
+@torch.no_grad()
+def first_layer_scores(model: CausalLM, token: int, n: int) -> Tensor:
+    """Pre-softmax scores of the first layer ``[H, n, n]`` (causal part; the rest 0) on ``token`` repeated n times.
+
+    With the same content at every position, a scheme whose scores depend only on i − j gives constant
+    diagonals; absolute positions (added to the embeddings) do not."""
+    model.eval()
+    block = model.blocks[0]
+    x = model.embed(torch.full((1, n), token))  # (1, n, D)
+    h = block.norm1(x) if block.norm_position == "pre" else x
+    attn = block.attn
+    q, k, _ = attn.project_qkv(h)
+    s = q @ attn.expand_kv(k).transpose(-2, -1) / math.sqrt(attn.head_dim)  # (1, H, n, n)
+    if attn.position is not None:
+        pos = torch.arange(n)
+        bias = attn.position.score_bias(pos, pos)
+        s = s if bias is None else s + bias
+    return torch.tril(s[0])
+
+
+def diagonal_spread(scores: Tensor) -> float:
+    """Largest (max − min) along any causal diagonal i − j = d of ``scores [..., n, n]``."""
+    n = scores.shape[-1]
+    spread = [torch.diagonal(scores, offset=-d, dim1=-2, dim2=-1) for d in range(n - 1)]
+    return max(float((t.amax(-1) - t.amin(-1)).max()) for t in spread)
+
+
+def relative_spread(model: CausalLM, tokens: Sequence[int], n: int) -> dict[str, float]:
+    """``{spread, scale}``: the worst diagonal spread of :func:`first_layer_scores` over ``tokens`` and the
+    largest |score|, so the spread can be read relative to the scores' size."""
+    scores = [first_layer_scores(model, t, n) for t in tokens]
+    return {"spread": max(diagonal_spread(s) for s in scores), "scale": max(float(s.abs().max()) for s in scores)}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Verdicts on the run's numbers. ``runs`` maps a scheme to its results dict (see the trainer's summary.json).
+
+
+def _mean(values: Sequence[float | None]) -> float:
+    kept = [v for v in values if v is not None and math.isfinite(v)]
+    return sum(kept) / len(kept) if kept else math.nan
+
+
+def inside_beyond(loss: Sequence[float | None], context: int) -> tuple[float, float]:
+    """Mean loss over positions inside the training context and beyond it (NaN where never run)."""
+    return _mean(loss[:context]), _mean(loss[context:])
+
+
+@dataclass(frozen=True)
+class Verdict:
+    key: str
+    holds: bool
+    numbers: dict[str, float]  # the figures the verdict reads, by name (scheme or scheme:quantity)
+
+
+def verdicts(runs: Mapping[str, Mapping], context: int) -> list[Verdict]:
+    """The usual claims about positions, each holding or not on these runs (claims missing a scheme are left out)."""
+    out = []
+    if "none" in runs and len(runs) > 1:
+        harm = {s: r["order_probe"]["shuffled"] - r["order_probe"]["original"] for s, r in runs.items()}
+        others = _mean([h for s, h in harm.items() if s != "none"])
+        out.append(Verdict("none_cannot_order", harm["none"] < ORDER_FRACTION * others, harm))
+    if {"alibi", "learned", "sinusoidal"} <= set(runs):
+        beyond = {s: inside_beyond(runs[s]["loss_by_position"], context)[1] for s in runs}
+        # A learned table cannot run past its length at all: beating it there is automatic, and said so.
+        holds = beyond["alibi"] < beyond["sinusoidal"] and not math.isfinite(beyond["learned"])
+        out.append(Verdict("alibi_extrapolates", holds, beyond))
+    if "rotary" in runs:
+        rel = {s: r["relative"]["spread"] / r["relative"]["scale"] for s, r in runs.items()}
+        out.append(Verdict("rotary_relative", rel["rotary"] <= RELATIVE_TOLERANCE, rel))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Rotary made visible
+
+
+def rotation_path(q: Tensor, positions: Tensor, theta: float = 10000.0) -> Tensor:
+    """Where each 2-D pair (i, i + Dh/2) of one head vector ``q [Dh]`` lands at ``positions [P]`` → ``[Dh/2, P, 2]``.
+
+    Pair i turns by position·θ^(−2i/Dh): the first pairs spin fast, the last barely move."""
+    rot = Rotary(q.numel(), theta).double()
+    turned = rot.rotate(q.double().expand(len(positions), -1)[None, None], positions)[0, 0]  # (P, Dh)
+    half = q.numel() // 2
+    return torch.stack([turned[:, :half], turned[:, half:]], dim=-1).transpose(0, 1)  # (Dh/2, P, 2)
+
+
+@dataclass(frozen=True)
+class RelativeCheck:
+    scores: Tensor  # [P, P]: ⟨R(m)q, R(n)k⟩ for m, n < P
+    by_distance: Tensor  # [2P − 1]: the score at each m − n (from −(P − 1) to P − 1), read at n = 0 or m = 0
+    max_deviation: float  # largest |score(m, n) − score at the same m − n|
+    scale: float  # largest |score|
+
+
+def rotary_relative_check(
+    head_dim: int, positions: int, *, theta: float = 10000.0, seed: int = 0, dtype: torch.dtype = torch.float64
+) -> RelativeCheck:
+    """Turn one random (q, k) pair to every position m, n < ``positions`` and check ⟨R(m)q, R(n)k⟩ = f(m − n)."""
+    if head_dim < 2 or head_dim % 2:
+        raise ValueError(f"rotary turns pairs of dimensions: the head dimension must be even, got {head_dim}")
+    if positions < 2:
+        raise ValueError(f"need at least 2 positions, got {positions}")
+    gen = torch.Generator().manual_seed(seed)
+    q, k = torch.randn(2, head_dim, generator=gen, dtype=torch.float64).to(dtype)
+    rot = Rotary(head_dim, theta).to(dtype)
+    pos = torch.arange(positions)
+    rq = rot.rotate(q.expand(positions, -1)[None, None], pos)[0, 0]  # (P, Dh)
+    rk = rot.rotate(k.expand(positions, -1)[None, None], pos)[0, 0]
+    scores = (rq @ rk.T).double()  # (P, P)
+    ref = torch.cat([scores[0, 1:].flip(0), scores[:, 0]])  # m − n from −(P−1) … P−1
+    offset = pos[:, None] - pos[None, :] + positions - 1  # index of m − n in ref
+    return RelativeCheck(
+        scores=scores,
+        by_distance=ref,
+        max_deviation=float((scores - ref[offset]).abs().max()),
+        scale=float(scores.abs().max()),
+    )

@@ -1,0 +1,43 @@
+"""Errors a user can fix by changing an input, in both languages.
+
+An :class:`InputError` is a ``ValueError`` whose message lives in ``locales/errors.json`` under a key, with its
+parameters: ``str(exc)`` is the English message (the Python API reads as before), and the app shows
+``exc.message(lang)`` in the language of the interface.
+"""
+
+from __future__ import annotations
+
+from tx_explorer import locales
+
+
+class InputError(ValueError):
+    """A bad input, named by a key of ``locales/errors.json`` and the values its message quotes."""
+
+    def __init__(self, key: str, **params: object) -> None:
+        self.key, self.params = key, params
+        super().__init__(self.message("en"))
+
+    def __reduce__(self) -> tuple:  # pickled by key and parameters (caches, worker processes)
+        return _rebuild, (type(self), self.key, self.params)
+
+    def message(self, lang: str) -> str:
+        """The message in ``lang`` ("en" or "zh")."""
+        return locales.text("errors", self.key, lang, **self.params)
+
+
+def _rebuild(cls: type[InputError], key: str, params: dict[str, object]) -> InputError:
+    return cls(key, **params)
+
+
+def positive_int(name: str, value: object, *, key: str = "positive_integer") -> int:
+    """``value`` as an ``int`` when it is a whole number ≥ 1, else an :class:`InputError`.
+
+    The message ``key`` quotes ``name`` and ``value``; booleans are refused (``True`` is no size).
+    """
+    try:
+        ok = not isinstance(value, bool) and int(value) == value and value >= 1  # type: ignore[call-overload,operator]
+    except (TypeError, ValueError, OverflowError):  # None, text, nan, inf
+        ok = False
+    if not ok:
+        raise InputError(key, name=name, value=value)
+    return int(value)  # type: ignore[call-overload]

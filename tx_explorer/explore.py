@@ -1,0 +1,421 @@
+"""Every page's figures from Python, without Streamlit: for Jupyter notebooks and scripts.
+
+    from tx_explorer import explore
+    figs = explore.heads("minilm-l6", "The cat sat on the mat.")
+    figs["mh_grid"].show()            # a Plotly figure; every key is the page's download name
+    figs.save("heads.html")           # all of them in one self-contained HTML file (works offline)
+    explore.operator(lang="zh")       # the same words as the app's 中文 pages
+
+Each function runs what the page's sections run (:mod:`tx_explorer.views`), with the page's defaults, and returns
+:class:`Figures`: a dict of named Plotly figures. Models are given by registry name (``models.available_models()``)
+or as a loaded object, and a name is loaded once per process.
+"""
+
+from __future__ import annotations
+
+import functools
+import html
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import plotly.graph_objects as go
+import torch
+
+from tx_explorer import locales, models
+from tx_explorer.views import Panel
+from tx_explorer.views import cost_of_attention as v_cost
+from tx_explorer.views import head_science as v_hs
+from tx_explorer.views import language_model as v_lm
+from tx_explorer.views import masks as v_masks
+from tx_explorer.views import moe as v_moe
+from tx_explorer.views import multihead as v_heads
+from tx_explorer.views import norms as v_norms
+from tx_explorer.views import operator as v_op
+from tx_explorer.views import self_attention as v_self
+from tx_explorer.views import seq2seq as v_s2s
+from tx_explorer.views import vision_transformer as v_vit
+
+__all__ = [
+    "Figures",
+    "attribution",
+    "cost",
+    "head_importance",
+    "head_taxonomy",
+    "heads",
+    "inspector",
+    "logit_lens",
+    "masks",
+    "moe",
+    "next_token",
+    "norms",
+    "operator",
+    "patching",
+    "positions",
+    "self_attention",
+    "seq2seq",
+    "vit",
+]
+
+
+class Figures(dict[str, go.Figure]):
+    """Named Plotly figures (the page's keys: ``"mh_grid"``, ``"scores"``, …) with a way to save them all."""
+
+    def save(self, path: str | Path, *, title: str = "Transformer Explorer") -> Path:
+        """Write every figure into one HTML file (Plotly's JavaScript embedded once: it opens offline)."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        body = "\n".join(
+            fig.to_html(full_html=False, include_plotlyjs=i == 0, default_width="100%")
+            for i, fig in enumerate(self.values())
+        )
+        page = f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{html.escape(title)}</title></head>'
+        path.write_text(f"{page}<body>\n{body}\n</body></html>\n", encoding="utf-8")
+        return path
+
+
+def _figures(*panels: Panel | None) -> Figures:
+    return Figures({p.key: p.figure for p in panels if p is not None})
+
+
+_load = functools.cache(models.load_model)  # loaders return models in eval mode
+
+
+def _model(model: str | Any) -> Any:
+    """A registry name, loaded once per process, or an already loaded model as is."""
+    return _load(model) if isinstance(model, str) else model
+
+
+def _default(page: str, key: str, lang: str) -> str:
+    return locales.text(page, key, lang)
+
+
+# ---- the foundations: operator, self-attention and positions, masks --------------------------------------------
+
+
+def operator(
+    nq: int = 4,
+    nk: int = 6,
+    d: int = 8,
+    dv: int = 4,
+    *,
+    seed: int = 0,
+    scaled: bool = True,
+    replace: str = "V",
+    n_keys: int = 16,
+    lang: str = "en",
+) -> Figures:
+    """Random Q, K, V; E = QKᵀ/√D, A = softmax(E), Y = AV; A and Y after drawing a new V (or K); the √D curves."""
+    q, k, v = v_op.random_qkv(nq, nk, d, dv, seed)
+    steps = v_op.steps(q, k, v, scaled, lang=lang)
+    r = v_op.replace(q, k, v, replace, seed=seed + 1, scaled=scaled, lang=lang)
+    curves, _ = v_op.scaling(n_keys, lang=lang)
+    return _figures(*v_op.inputs(q, k, v, lang=lang), steps.scores, steps.weights, steps.out, r.weights, r.out, *curves)
+
+
+def self_attention(
+    n: int = 6,
+    dim: int = 16,
+    heads: int = 4,
+    *,
+    seed: int = 0,
+    positions: str = "none",
+    a: str = "dog bites man",
+    b: str = "man bites dog",
+    lang: str = "en",
+) -> Figures:
+    """One attention layer on tokens and on the same tokens shuffled (equal up to the order without positions),
+    and how much each word's output changes between two word orders, per kind of position."""
+    p = v_self.permutation(n, dim, heads, seed, 1, positions, lang=lang)
+    order = v_self.word_order(a, b, dim, heads, seed, lang=lang)
+    return _figures(p.out, p.weights, p.out_shuffled, p.weights_shuffled, order.chart)
+
+
+def positions(kind: str = "sinusoidal", n: int = 64, dim: int = 64, *, seed: int = 0, lang: str = "en") -> Figures:
+    """A position table ("sinusoidal" or "learned" at initialisation) and the similarity of its rows."""
+    table, similarity, _ = v_self.encodings(kind, n, dim, seed, lang=lang)
+    return _figures(table, similarity)
+
+
+def masks(sentence: str | None = None, kind: str = "causal", *, seed: int = 0, lang: str = "en", **options) -> Figures:
+    """Scores with −∞ where the mask hides a key and the weights after the softmax, for one kind of mask
+    (causal, padding, sliding_window, prefix_lm, block_diagonal, custom; ``options`` as the page's inputs)."""
+    sentence = _default("masks", "sentence_default", lang) if sentence is None else sentence
+    m = v_masks.sentence_mask(sentence, kind, seed, lang=lang, **options)
+    return _figures(m.scores, m.weights)
+
+
+# ---- real models: heads, language model, MoE, seq2seq, ViT ---------------------------------------------------
+
+
+def heads(
+    model: str | Any = "tiny-gpt",
+    text: str | None = None,
+    *,
+    layer: int | None = None,
+    head: int = 0,
+    lens: str = "raw",
+    hide_special: bool = False,
+    metric: str = "entropy",
+    lang: str = "en",
+) -> Figures:
+    """Every layer × head of a text model on ``text``; one head (default: last layer) through a lens ("raw",
+    "norm", "rollout"), as a map and as lines; one head metric for every head; the heads' similarity."""
+    tm = _model(model)
+    text = _default("multihead", "example_prose_text", lang) if text is None else text
+    data = v_heads.analyse(tm, text)
+    s = v_heads.shown(data, hide_special)
+    layer = data.maps.shape[0] - 1 if layer is None else layer
+    both = v_heads.lens_maps(tm, text, data) if lens != "raw" else None
+    return _figures(
+        v_heads.grid(s, v_heads.kv_groups(tm), lang=lang),
+        v_heads.detail(s, layer, head, lens, both, lang=lang),
+        v_heads.lines(s, layer, head, lens, both, lang=lang),
+        v_heads.metric(v_heads.head_metrics(data.maps), metric, lang=lang),
+        v_heads.similarity(v_heads.head_similarity(data.maps), s, lang=lang),
+    )
+
+
+def inspector(
+    model: str | Any = "tiny-gpt",
+    text: str | None = None,
+    *,
+    layer: int = 0,
+    head: int = 0,
+    query: int | None = None,
+    lang: str = "en",
+) -> Figures:
+    """One query of one head opened: scores and weights over the keys, q and y, the keys, values and α·v."""
+    tm = _model(model)
+    text = _default("multihead", "example_prose_text", lang) if text is None else text
+    tokens = v_heads.analyse(tm, text).tokens
+    qk = v_heads.inspector(tm, text, tokens, layer, head, len(tokens) - 1 if query is None else query, lang=lang)
+    return _figures(qk.scores, qk.weights, qk.query, qk.keys, qk.values, qk.weighted)
+
+
+def next_token(
+    model: str | Any = "tiny-gpt",
+    text: str | None = None,
+    *,
+    position: int | None = None,
+    layer: int = 0,
+    head: int = 0,
+    new: int = 24,
+    method: str = "greedy",
+    seed: int = 0,
+    lang: str = "en",
+) -> Figures:
+    """A causal language model on ``text``: embeddings, the causal mask beside one head, the next-token candidates
+    at ``position`` (default: the last), per-token loss; then ``new`` generated tokens and where they looked."""
+    tm = _model(model)
+    text = _default("language_model", "default_text", lang) if text is None else text
+    r = v_lm.read(tm, text)
+    causal = v_lm.causal(r, layer, head, lang=lang)
+    loss = v_lm.losses(r, lang=lang)
+    g = v_lm.generate(tm, text, new, method, seed=seed)
+    return _figures(
+        v_lm.embeddings(r, tm.config.dim, lang=lang),
+        causal.mask,
+        causal.weights,
+        v_lm.next_token(r, position, lang=lang).candidates,
+        loss[1] if loss else None,
+        *v_lm.generation(g, 1, layer, None, lang=lang),
+    )
+
+
+def moe(text: str | None = None, *, factor: float | None = None, layer: int = 0, lang: str = "en") -> Figures:
+    """The bundled MoE model: cost against E, dense vs MoE training, each typed token's experts and gates,
+    held-out load, drops against the capacity factor, routing entropy, one layer's expert co-occurrence."""
+    bundle = _model(models.available_models("moe")[0])
+    text = _default("moe", "sentence_default", lang) if text is None else text
+    cfg = bundle.config
+    routed = v_moe.heldout_routing(bundle)
+    held = v_moe.heldout(bundle, routed, factor or cfg.capacity_factor or 1.25, lang=lang)
+    typed = v_moe.typed(bundle, text, lang=lang)
+    return _figures(
+        v_moe.cost(cfg, cfg.num_experts, cfg.top_k, lang=lang).sweep,
+        v_moe.losses(bundle, lang=lang),
+        typed.tokens,
+        typed.gates,
+        held.load,
+        held.drops,
+        held.entropy,
+        v_moe.layer(bundle, routed[0][layer], lang=lang)[0],
+    )
+
+
+def seq2seq(
+    text: str | None = None,
+    *,
+    beam: int = 1,
+    layer: int | None = None,
+    head: int | None = None,
+    step: int = 0,
+    lang: str = "en",
+) -> Figures:
+    """The three bundled translators on an English sentence: Bahdanau's alignment beside the Transformer's
+    cross-attention (gold drawn when the output is right), every cross-attention head, one decoder step, and the
+    shipped quality-by-length curves."""
+    translators = {models.REGISTRY[n].kind: _model(n) for n in models.available_models("translation")}
+    text = v_s2s.LECTURE_EXAMPLE[0] if text is None else text
+    check = translators["attention"].check(text)
+    if not check.ok:
+        raise ValueError(v_s2s.input_problem(check, lang=lang))
+    out = v_s2s.translate(translators, text, beam)
+    layer = translators["transformer"].align_layer or 0 if layer is None else layer
+    al = v_s2s.alignments(out, v_s2s.gold(check), layer, head, lang=lang)
+    shipped = {k: t.results for k, t in translators.items() if t.results}
+    attention = out["attention"]
+    return _figures(
+        al.bahdanau,
+        al.transformer,
+        al.mosaic,
+        v_s2s.decoder_step(attention, step, lang=lang) if attention.tokens else None,
+        *(v_s2s.by_length(shipped, lang=lang) if shipped else ()),
+    )
+
+
+def vit(
+    model: str | Any = "vit-shapes",
+    image: str | np.ndarray | None = None,
+    *,
+    label: int = 0,
+    seed: int = 7,
+    query: str = "cls",
+    layer: int | None = None,
+    row: int | None = None,
+    col: int | None = None,
+    lang: str = "en",
+) -> Figures:
+    """An image classifier on a generated shape (``label``, ``seed``) or your ``image`` (a path or an
+    ``[H, W, 3]`` uint8 array): one patch projected, per-head attention of a query ("cls", "mean" or "patch" at
+    ``row``, ``col``), the layer × head mosaic, the prediction, the rollout, position similarity, shuffled patches."""
+    clf = _model(model)
+    g = clf.model.cfg.grid
+    row, col = g // 2 if row is None else row, g // 2 if col is None else col
+    picture, mask = v_vit.sample(clf, label, seed) if image is None else (image, None)
+    picture, pixels = v_vit.model_input(clf, picture)
+    result = clf.classify(pixels)
+    model_side = v_vit.patches(clf, picture, row, col, model if isinstance(model, str) else "", lang=lang)[1]
+    att = v_vit.attention(clf, result, pixels, query, row * g + col, layer, mask, lang=lang)
+    own, sincos = v_vit.positions(clf, lang=lang)
+    return _figures(
+        model_side.grid,
+        model_side.values,
+        model_side.projection,
+        att.overlays,
+        att.mosaic,
+        att.prediction,
+        att.rollout,
+        own,
+        sincos,
+        v_vit.shuffle(clf, pixels, result, lang=lang).chart,
+    )
+
+
+# ---- blocks and cost ----------------------------------------------------------------------------------------
+
+
+def norms(x: str = "4, 6, 5, 9, 3, 7", *, norm: str = "layernorm", dim: int = 64, lang: str = "en") -> Figures:
+    """LayerNorm and RMSNorm of a vector step by step, the zero-branch identity argument, MLP vs SwiGLU parameters,
+    and (when the variants bundle is present) the shipped runs' validation curves and depth profiles."""
+    nv = v_norms.normalise(x, lang=lang)
+    _, identity = v_norms.identity(norm, lang=lang)
+    counts, _ = v_norms.mlp_counts(dim, lang=lang)
+    shipped: list[Panel | None] = []
+    try:
+        res = v_norms.load_results()
+    except v_norms.BundleError:
+        res = None
+    if res is not None:
+        picks = v_norms.defaults(res)
+        shipped = [v_norms.runs(res, picks["runs"], lang=lang).curves, v_norms.depth(res, picks["depth"], lang=lang)[0]]
+    return _figures(nv.layernorm, nv.rmsnorm, identity, counts, *shipped)
+
+
+def cost(
+    n: int = 1024,
+    d: int = 512,
+    h: int = 8,
+    *,
+    heads: int = 8,
+    head_dim: int = 64,
+    block: int = 128,
+    tile_n: int = 12,
+    tile_block: int = 4,
+    causal: bool = True,
+    lang: str = "en",
+) -> Figures:
+    """FLOPs of the four matmuls against N, analytic peak memory of naive / tiled / PyTorch attention against N
+    (nothing is measured: see :func:`tx_explorer.analysis.cost.measure`), the tiled kernel tile by tile."""
+    tiles = v_cost.tiles(tile_n, tile_block, causal=causal, lang=lang)
+    return _figures(
+        v_cost.matmuls(n, d, h, lang=lang).flops,
+        v_cost.curves(heads, head_dim, block, "float32", torch.device("cpu"), lang=lang).memory,
+        tiles.grid,
+        tiles.running_max,
+        tiles.running_sum,
+    )
+
+
+# ---- head science (issue 18): what a head does, measured ---------------------------------------------------------
+
+
+def _text_model(model: str | Any) -> Any:
+    from tx_explorer.analysis.head_science import text_model
+
+    return text_model(_model(model))  # tiny-moe loads as a bundle holding its TextModel
+
+
+def head_importance(
+    model: str | Any = "tiny-gpt",
+    text: str | None = None,
+    *,
+    heldout: bool = False,
+    mode: str = "zero",
+    lang: str = "en",
+) -> Figures:
+    """Δ loss and Δ target logit (decoder) or 1 − cos of the sentence embedding (encoder) per ablated head, on
+    ``text`` or held-out corpus windows; ``mode="mean"`` uses per-head means over those windows."""
+    text = text or _default("head_science", "text_default", lang)
+    return _figures(*v_hs.importance(_text_model(model), text, heldout=heldout, mode=mode, lang=lang).panels)
+
+
+def patching(
+    model: str | Any = "tiny-gpt",
+    clean: str | None = None,
+    corrupt: str | None = None,
+    answers: tuple[str, str] | None = None,
+    *,
+    lang: str = "en",
+) -> Figures:
+    """Logit difference recovered by patching the residual stream and each head (the model's first shipped pair
+    by default; prompts of unequal token length are refused)."""
+    from tx_explorer.analysis.head_science import example_pairs
+
+    if clean is None or corrupt is None:
+        pair = example_pairs(model if isinstance(model, str) else "*")[0]
+        clean, corrupt, answers = pair.clean, pair.corrupt, pair.answers
+    return _figures(*v_hs.patching(_text_model(model), clean, corrupt, answers, lang=lang).panels)
+
+
+def logit_lens(
+    model: str | Any = "tiny-gpt", text: str | None = None, quantity: str = "kl", *, lang: str = "en"
+) -> Figures:
+    """The read-out after every attention and MLP sub-layer (KL to the final distribution, entropy, top-1)."""
+    text = text or _default("head_science", "text_default", lang)
+    return _figures(*v_hs.lens(_text_model(model), text, quantity, lang=lang).panels)
+
+
+def head_taxonomy(
+    model: str | Any = "tiny-gpt", text: str | None = None, score: str = "induction", *, lang: str = "en"
+) -> Figures:
+    """Per-head scores (induction, previous/duplicate token, distance, sink share, entropy) and the 2-D map."""
+    text = text or _default("head_science", "text_default", lang)
+    return _figures(*v_hs.taxonomy(_text_model(model), text, score, lang=lang).panels)
+
+
+def attribution(model: str | Any = "tiny-gpt", text: str | None = None, *, lang: str = "en") -> Figures:
+    """Gradient × input, integrated gradients, attention and rollout per token, and their deletion curves."""
+    text = text or _default("head_science", "text_default", lang)
+    return _figures(*v_hs.attribution(_text_model(model), text, lang=lang).panels)

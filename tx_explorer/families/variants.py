@@ -1,0 +1,180 @@
+"""The bundled block variants (``python -m tx_explorer.train variants``): curves, depth profiles, weights.
+
+:func:`load_results` is the registry loader of ``variants``: it verifies the checksums and reads the JSON files;
+each variant's weights load lazily as a :class:`~tx_explorer.families.text.TextModel`. :func:`claims` checks the
+lecture's claims on the shipped numbers. The trainer (:mod:`tx_explorer.train.variants`) writes the bundle with
+:func:`write_bundle`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file, save_file
+from tokenizers import Tokenizer
+from torch import Tensor
+
+from tx_explorer import locales
+from tx_explorer.bundle import WEIGHTS_DIR, verify, write_manifest
+from tx_explorer.config import TransformerConfig
+from tx_explorer.data.tokenizer import EOT
+from tx_explorer.families.text import TextModel, load_state
+from tx_explorer.modules.transformer import CausalLM
+
+BUNDLE = WEIGHTS_DIR / "variants"
+RETRAIN = "python -m tx_explorer.train variants"
+BUNDLE_FILES = (
+    "history.json",
+    "summary.json",
+    "profiles.json",
+    "model.safetensors",
+    "tokens.safetensors",
+    "config.json",
+    "tokenizer.json",
+    "manifest.json",
+)
+
+
+def write_bundle(
+    out: Path,
+    *,
+    summary: dict,
+    history: dict,
+    profiles: dict,
+    weights: dict[str, Tensor],
+    tokenizer: Tokenizer,
+    live_tokens: dict[str, Tensor],
+) -> None:
+    """Write the bundle files (replacing only our own) and the manifest."""
+    out.mkdir(parents=True, exist_ok=True)
+    for name in BUNDLE_FILES:
+        (out / name).unlink(missing_ok=True)
+    (out / "history.json").write_text(json.dumps(history, separators=(",", ":")) + "\n")
+    (out / "profiles.json").write_text(json.dumps(profiles, separators=(",", ":")) + "\n")
+    (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    (out / "config.json").write_text(
+        json.dumps({k: v["config"] for k, v in summary["variants"].items()}, indent=1) + "\n"
+    )
+    save_file({k: v.contiguous() for k, v in weights.items()}, str(out / "model.safetensors"))
+    save_file({k: v.to(torch.int16).contiguous() for k, v in live_tokens.items()}, str(out / "tokens.safetensors"))
+    tokenizer.save(str(out / "tokenizer.json"))
+    write_manifest(out)
+
+
+@dataclass(frozen=True)
+class Results:
+    """The shipped variants bundle as the page reads it."""
+
+    summary: dict
+    history: dict
+    profiles: dict
+    folder: Path
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.summary["variants"])
+
+    def label(self, name: str, lang: str = "en") -> str:
+        """The variant's name for a legend, in ``lang`` (``variant_<name>`` in locales/norms.json)."""
+        key = f"variant_{name}"
+        return (
+            locales.text("norms", key, lang)
+            if key in locales.table("norms")
+            else self.summary["variants"][name]["label"]
+        )
+
+    def tokens(self, split: str = "train") -> Tensor:
+        """The shipped slice of the token stream (for the live mini-run), as int64."""
+        return load_file(str(self.folder / "tokens.safetensors"))[split].long()
+
+    def text_model(self, name: str) -> TextModel:
+        """A trained variant with the shared tokenizer, ready for :meth:`TextModel.attention`."""
+        if name not in self.summary["variants"]:
+            raise KeyError(f"variant {name!r} is not in the bundle; it has {', '.join(self.names)}")
+        prefix = f"{name}."
+        state = {
+            k[len(prefix) :]: v.float()
+            for k, v in load_file(str(self.folder / "model.safetensors")).items()
+            if k.startswith(prefix)
+        }
+        model = CausalLM(TransformerConfig.from_dict(self.summary["variants"][name]["config"]))
+        load_state(model, state)
+        return TextModel(
+            name=name,
+            model=model,
+            tokenizer=Tokenizer.from_file(str(self.folder / "tokenizer.json")),
+            kind="causal",
+            max_len=model.cfg.max_len,
+            special_tokens=(EOT,),
+            byte_level=True,
+        )
+
+
+def load_results(folder: Path = BUNDLE) -> Results:
+    """Verify the bundle's checksums, then read its JSON files (weights load lazily per variant)."""
+    folder = Path(folder)
+    verify(folder, RETRAIN)
+    read = lambda n: json.loads((folder / n).read_text())  # noqa: E731
+    return Results(
+        summary=read("summary.json"), history=read("history.json"), profiles=read("profiles.json"), folder=folder
+    )
+
+
+RMS_TOLERANCE = 0.02  # nats: "still works" = no worse than LayerNorm by more than this
+
+
+def _loss(r: dict) -> float:
+    """Final validation loss; a diverged run (None) counts as infinitely bad."""
+    return math.inf if r["final_val_loss"] is None else r["final_val_loss"]
+
+
+def _gap(runs: dict, pre: str, post: str) -> float:
+    return _loss(runs[post]) - _loss(runs[pre])
+
+
+# claim → (the variants it reads, the test on their summaries). Losses are final validation losses.
+CLAIMS: dict[str, tuple[tuple[str, ...], Callable[[dict], bool]]] = {
+    "pre_beats_post": (("pre-ln", "post-ln"), lambda r: _loss(r["pre-ln"]) < _loss(r["post-ln"])),
+    "deep_pre_beats_post": (
+        ("deep-pre-ln", "deep-post-ln"),
+        lambda r: _loss(r["deep-pre-ln"]) < _loss(r["deep-post-ln"]),
+    ),
+    "gap_grows_with_depth": (
+        ("pre-ln", "post-ln", "deep-pre-ln", "deep-post-ln"),
+        lambda r: _gap(r, "deep-pre-ln", "deep-post-ln") > _gap(r, "pre-ln", "post-ln"),
+    ),
+    "rms_matches_ln": (("pre-rms", "pre-ln"), lambda r: _loss(r["pre-rms"]) <= _loss(r["pre-ln"]) + RMS_TOLERANCE),
+    "swiglu_same_params": (
+        ("pre-rms-swiglu", "pre-rms"),
+        lambda r: (
+            abs(r["pre-rms-swiglu"]["non_embedding_parameters"] - r["pre-rms"]["non_embedding_parameters"])
+            <= 0.01 * r["pre-rms"]["non_embedding_parameters"]
+        ),
+    ),
+    "swiglu_beats_mlp": (("pre-rms-swiglu", "pre-rms"), lambda r: _loss(r["pre-rms-swiglu"]) < _loss(r["pre-rms"])),
+}
+
+
+def claims(summary: dict) -> list[dict[str, Any]]:
+    """Check the lecture's claims on the run's numbers: ``{key, holds, variants, losses, params}``.
+
+    Claims whose variants were not all trained are left out.
+    """
+    runs = summary["variants"]
+    return [
+        {
+            "key": key,
+            "holds": bool(test(runs)),
+            "variants": list(names),
+            "losses": {n: runs[n]["final_val_loss"] for n in names},
+            "params": {n: runs[n]["non_embedding_parameters"] for n in names},
+        }
+        for key, (names, test) in CLAIMS.items()
+        if all(n in runs for n in names)
+    ]

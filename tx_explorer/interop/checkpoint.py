@@ -1,0 +1,217 @@
+"""Open a checkpoint folder from disk as a :class:`~tx_explorer.families.text.TextModel` (never a download).
+
+A folder holds ``config.json``, its weights as ``model.safetensors`` (or shards listed in
+``model.safetensors.index.json``) and a ``tokenizer.json``, as ``save_pretrained`` writes them. The config's
+``model_type`` picks the family (BERT, GPT-2, Llama, Qwen2, Mistral) and its key map into our modules.
+
+Everything that can be checked without the weights is checked first: the config, the tokenizer, every
+safetensors header (only its JSON, read from the file's first bytes), and the memory the weights need against
+the memory available. Only then are the tensors read; a failure anywhere raises an
+:class:`~tx_explorer.errors.InputError` and returns nothing half-built. Pickles (``pytorch_model.bin``) are
+never opened: unpickling can run code. Half-precision weights are upcast to float32 on the CPU and kept as
+they are on a GPU.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file
+from tokenizers import Tokenizer
+from torch import Tensor
+
+from tx_explorer.errors import InputError
+from tx_explorer.families.text import TextModel
+from tx_explorer.interop import bert, gpt2, llama
+from tx_explorer.modules.transformer import Stack
+
+INDEX = "model.safetensors.index.json"
+DTYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16, "F64": torch.float64}
+# model_type → (kind, our module from (config dict, state dict)); the names a user is told are supported.
+FAMILIES: dict[str, tuple[str, Callable[[Mapping[str, Any], Mapping[str, Tensor]], Stack]]] = {
+    "bert": ("encoder", bert.encoder_from_state),
+    "gpt2": ("causal", gpt2.causal_lm_from_state),
+    "llama": ("causal", llama.causal_lm_from_state),
+    "qwen2": ("causal", llama.causal_lm_from_state),
+    "mistral": ("causal", llama.causal_lm_from_state),
+}
+CONFIG_CHECKS = {"bert": bert.config_from_bert, "gpt2": gpt2.config_from_gpt2}  # the rest: llama.config_from_llama
+
+
+def available_memory(device: torch.device) -> int:
+    """Bytes free for new tensors: the GPU's free memory, or the system's ``MemAvailable``."""
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.2f} GiB"
+
+
+def _read_json(folder: Path, name: str) -> dict[str, Any]:
+    path = folder / name
+    if not path.is_file():
+        raise InputError("checkpoint_missing_file", file=name, folder=str(folder))
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise InputError("checkpoint_corrupt", file=name, reason=str(e)) from None
+    if not isinstance(data, dict):
+        raise InputError("checkpoint_corrupt", file=name, reason="not a JSON object")
+    return data
+
+
+def read_header(path: Path) -> dict[str, dict[str, Any]]:
+    """The tensors a safetensors file declares (name → dtype, shape, offsets), checked against the file size.
+
+    Reads only the 8-byte length and the JSON header after it, never the tensor data."""
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        head = f.read(8)
+        n = int.from_bytes(head, "little") if len(head) == 8 else -1
+        if not 0 < n <= size - 8:
+            raise InputError("checkpoint_corrupt", file=path.name, reason="no valid safetensors header")
+        try:
+            header = json.loads(f.read(n))
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise InputError("checkpoint_corrupt", file=path.name, reason=f"header: {e}") from None
+    if not isinstance(header, dict):
+        raise InputError("checkpoint_corrupt", file=path.name, reason="the header is not a JSON object")
+    header.pop("__metadata__", None)
+    data = size - 8 - n
+    for name, t in header.items():
+        try:
+            dtype, (begin, end), shape = t["dtype"], t["data_offsets"], t["shape"]
+            fits = 0 <= begin <= end <= data
+        except (KeyError, TypeError, ValueError):
+            raise InputError("checkpoint_corrupt", file=path.name, reason=f"tensor {name}: bad header entry") from None
+        if dtype not in DTYPES:
+            raise InputError("checkpoint_dtype", file=path.name, tensor=name, dtype=dtype)
+        if not fits or end - begin != math.prod(shape) * DTYPES[dtype].itemsize:
+            raise InputError("checkpoint_corrupt", file=path.name, reason=f"tensor {name} runs past the file end")
+    return header
+
+
+def weight_files(folder: Path) -> list[Path]:
+    """The safetensors files holding the weights: the shards of the index, or ``model.safetensors``."""
+    if (folder / INDEX).is_file():
+        weight_map = _read_json(folder, INDEX).get("weight_map")
+        if not isinstance(weight_map, dict) or not weight_map:
+            raise InputError("checkpoint_corrupt", file=INDEX, reason="no weight_map")
+        shards = sorted(set(weight_map.values()))
+        for shard in shards:
+            if not (folder / shard).is_file():
+                raise InputError("checkpoint_missing_file", file=shard, folder=str(folder))
+        return [folder / s for s in shards]
+    files = sorted(folder.glob("*.safetensors"))
+    if files:
+        return files
+    pickles = sorted(p.name for p in folder.glob("*.bin")) + sorted(p.name for p in folder.glob("*.pt*"))
+    if pickles:
+        raise InputError("checkpoint_pickle", files=", ".join(pickles))
+    raise InputError("checkpoint_missing_file", file="*.safetensors", folder=str(folder))
+
+
+def _tokenizer(folder: Path) -> Tokenizer:
+    if not (folder / "tokenizer.json").is_file():
+        raise InputError("checkpoint_missing_file", file="tokenizer.json", folder=str(folder))
+    try:
+        tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    except Exception as e:  # the Rust parser raises its own exception type for any malformed file
+        raise InputError("checkpoint_corrupt", file="tokenizer.json", reason=str(e).splitlines()[0]) from None
+    tok.no_padding()
+    tok.no_truncation()  # TextModel.encode truncates to the context and reports it
+    return tok
+
+
+def _check_config(config: dict[str, Any]) -> str:
+    """The family of ``config.json``; refuses other architectures and variants our modules do not implement."""
+    family = config.get("model_type")
+    if family not in FAMILIES:
+        raise InputError("checkpoint_architecture", found=str(family), supported=", ".join(FAMILIES))
+    try:
+        CONFIG_CHECKS.get(family, llama.config_from_llama)(config)
+    except (KeyError, ValueError, TypeError) as e:
+        reason = f"config.json lacks {e}" if isinstance(e, KeyError) else str(e)
+        raise InputError("checkpoint_variant", family=family, reason=reason) from None
+    return family
+
+
+def cast(model: Stack, dtype: torch.dtype) -> Stack:
+    """The parameters in ``dtype``; the buffers (rotary frequencies θ^(−2i/Dh)) stay float32, since rounded to
+    16 bits they would turn every position by the wrong angle (``model.to(dtype)`` would round them too)."""
+    for p in model.parameters():
+        p.data = p.data.to(dtype)
+    return model
+
+
+def load_checkpoint(folder: str | Path, *, device: str | torch.device = "cpu") -> TextModel:
+    """Load a BERT, GPT-2, Llama, Qwen2 or Mistral checkpoint folder into our modules, as a :class:`TextModel`.
+
+    Raises:
+        InputError: (a ``ValueError``) for a missing folder or file, corrupt JSON/safetensors/tokenizer, an
+            unsupported architecture or variant, pickle-only weights, or weights that would not fit in memory.
+    """
+    folder, device = Path(folder).expanduser(), torch.device(device)
+    if not folder.is_dir():
+        raise InputError("checkpoint_not_folder", folder=str(folder))
+    config = _read_json(folder, "config.json")
+    family = _check_config(config)
+    tokenizer = _tokenizer(folder)
+    headers = {path: read_header(path) for path in weight_files(folder)}
+    tensors = [t for header in headers.values() for t in header.values()]
+    stored = sum(t["data_offsets"][1] - t["data_offsets"][0] for t in tensors)
+    numel = sum(math.prod(t["shape"]) for t in tensors)
+    dtypes = sorted({t["dtype"] for t in tensors})
+    # Upcast on the CPU; on a GPU keep the stored precision (when the file has one).
+    dtype = DTYPES[dtypes[0]] if device.type == "cuda" and len(dtypes) == 1 else torch.float32
+    # The model is built in float32 on the CPU beside the file's tensors, then moved.
+    needs = {torch.device("cpu"): stored + numel * 4}
+    if device.type != "cpu":
+        needs[device] = numel * dtype.itemsize
+    for where, need in needs.items():
+        free = available_memory(where)
+        if need > free:
+            raise InputError("checkpoint_too_big", need=_gib(need), available=_gib(free), device=str(where))
+    state: dict[str, Tensor] = {}
+    for path in headers:
+        try:
+            state |= load_file(str(path))
+        except SafetensorError as e:
+            raise InputError("checkpoint_corrupt", file=path.name, reason=str(e)) from None
+    kind, build = FAMILIES[family]
+    try:
+        model = build(config, state)
+    except (KeyError, ValueError, RuntimeError) as e:  # a tensor absent, or of another shape than the config's
+        reason = f"missing {e}" if isinstance(e, KeyError) else " ".join(str(e).split())
+        raise InputError("checkpoint_weights", reason=reason) from None
+    if tokenizer.get_vocab_size(with_added_tokens=True) > model.cfg.vocab_size:
+        raise InputError(
+            "checkpoint_vocab", tokens=tokenizer.get_vocab_size(with_added_tokens=True), rows=model.cfg.vocab_size
+        )
+    model = cast(model.to(device), dtype)
+    decoder = json.loads(tokenizer.to_str()).get("decoder") or {}
+    return TextModel(
+        name=folder.name,
+        model=model,
+        tokenizer=tokenizer,
+        kind=kind,
+        max_len=model.cfg.max_len,
+        special_tokens=tuple(t.content for t in tokenizer.get_added_tokens_decoder().values() if t.special),
+        byte_level="ByteLevel" in json.dumps(decoder),
+        info={"source": str(folder), "model_type": family, "stored_dtypes": dtypes},
+    )

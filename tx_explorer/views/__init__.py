@@ -1,0 +1,46 @@
+"""Page views: what each page section draws, computed and turned into figures without Streamlit.
+
+A page section calls one function here with its widgets' values and the language; it gets back a small
+dataclass of numbers and :class:`Panel` s (figure + the arrays behind it) and only lays them out. The notebook
+API (:mod:`tx_explorer.explore`) and the page benchmark call the same functions, so all three draw the same thing.
+Layering: views import analysis, viz and locales, never Streamlit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import plotly.graph_objects as go
+
+from tx_explorer import locales
+
+Text = Callable[..., str]  # T("key", **fields) -> the page's string in one language
+
+
+@dataclass(frozen=True)
+class Panel:
+    """One figure as a page shows it: a key (element and download names), the figure, the numbers behind it."""
+
+    key: str
+    figure: go.Figure
+    data: np.ndarray | Mapping[str, np.ndarray] | None = None
+
+
+def texts(page: str, lang: str = "en") -> Text:
+    """``T = texts("operator", "zh"); T("intro")``: the page's strings (``locales/<page>.json``) in ``lang``."""
+    if lang not in locales.LANGUAGES:
+        raise ValueError(f"unknown language {lang!r}; use one of {list(locales.LANGUAGES)}")
+    return lambda key, **fmt: locales.text(page, key, lang, **fmt)
+
+
+def axes(lang: str = "en") -> dict[str, str]:
+    """Translated axis titles of an attention map (rows = queries, columns = keys), as heatmap kwargs."""
+    T = texts("common", lang)
+    return {"x_title": T("axis_keys"), "y_title": T("axis_queries")}
+
+
+def figures(*panels: Panel | None) -> dict[str, go.Figure]:
+    """``{key: figure}`` of the panels given (None skipped): what the notebook API returns."""
+    return {p.key: p.figure for p in panels if p is not None}

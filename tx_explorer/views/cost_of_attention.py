@@ -1,0 +1,226 @@
+"""Cost of attention page (lecture §4.3–4.5, §9.6): the FLOP table, memory and time curves, the guard, tiles."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from tx_explorer.analysis import cost, flash_steps, memory
+from tx_explorer.views import Panel, axes, texts
+from tx_explorer.viz import cost as vcost
+from tx_explorer.viz import style
+
+PAGE = "cost_of_attention"
+ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2}
+FLOPS_NS = [2**p for p in range(4, 17)]  # 16 … 65 536 tokens for the stacked bar
+CURVE_NS = np.unique(np.geomspace(64, 131_072, 48).astype(int))  # analytic lines reach past the lecture's N
+
+
+@dataclass(frozen=True)
+class Matmuls:
+    rows: dict[str, list[str]]  # the table, by translated column
+    summary: str
+    flops: Panel
+
+
+def matmuls(n: int, d: int, h: int, *, lang: str = "en") -> Matmuls:
+    """The four products for N tokens, width D, H heads: table, one-line summary and FLOPs-by-N bars."""
+    T = texts(PAGE, lang)
+    products = cost.four_matmuls(n, d, h)
+    total = sum(mm.flops for mm in products)
+    quad = sum(mm.flops for mm in products if mm.quadratic)
+    rows = {
+        T("col_step"): [T(f"mm_{mm.key}") for mm in products],
+        T("col_product"): [f"{list(mm.left)} · {list(mm.right)} → {list(mm.out)}" for mm in products],
+        T("col_flops"): [f"{mm.flops:,}" for mm in products],
+        T("col_share"): [f"{100 * mm.flops / total:.1f}%" for mm in products],
+    }
+    summary = T(
+        "flops_summary",
+        n=f"{n:,}",
+        total=memory.format_si(total),
+        share=f"{100 * quad / total:.0f}%",
+        cross=f"{int(cost.crossover_n(d)):,}",
+    )
+    flops = cost.flops_by_n(FLOPS_NS, d, h)
+    fig = vcost.flops_bars(
+        FLOPS_NS,
+        {T(f"mm_{k}"): v for k, v in flops.items()},
+        cost.crossover_n(d),
+        title=T("flops_title"),
+        crossover_label=T("crossover_label"),
+        x_title=T("axis_n"),
+        y_title=T("axis_share"),
+    )
+    return Matmuls(rows, summary, Panel("cost_flops", fig, np.column_stack([FLOPS_NS, *flops.values()])))
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What one press of "measure" found: the runs, and why some were not run."""
+
+    runs: list[cost.Measurement]
+    refused: memory.MemoryBudgetError | None = None  # the memory guard's refusal at the first N naive could not hold
+    over_budget: int | None = None  # the first N skipped because it would end after the time budget
+
+
+def measure_all(
+    methods: Sequence[str],
+    ns: Sequence[int],
+    *,
+    heads: int,
+    head_dim: int,
+    repeats: int,
+    block: int,
+    dtype: str,
+    device: torch.device,
+    measure: Callable[..., cost.Measurement] = cost.measure,
+    progress: Callable[[int, int, str, int], None] = lambda i, total, method, n: None,
+) -> Measured:
+    """Every (method, N): naive stops at the first N the memory guard refuses, and no run starts that is
+    predicted to end after the time budget (the server is shared). ``measure`` may be a cached ``cost.measure``."""
+    runs, refused, over_budget = [], None, None
+    deadline = time.monotonic() + cost.MEASURE_BUDGET_S
+    last: dict[str, cost.Measurement] = {}
+    jobs = [(m, n) for n in ns for m in methods]
+    for i, (method, n) in enumerate(jobs):
+        progress(i, len(jobs), method, n)
+        if method == "naive":
+            if refused:
+                continue
+            try:
+                memory.check_naive_fits(n, heads, head_dim, itemsize=ITEMSIZE[dtype], device=device)
+            except memory.MemoryBudgetError as exc:
+                refused = exc
+                continue
+        if time.monotonic() + cost.predicted_seconds(last.get(method), n) > deadline:
+            over_budget = min(n, over_budget or n)
+            continue
+        last[method] = measure(
+            method,
+            n,
+            heads=heads,
+            head_dim=head_dim,
+            repeats=repeats,
+            block_size=block,
+            device=str(device),
+            dtype=dtype,
+        )
+        runs.append(last[method])
+    return Measured(runs, refused, over_budget)
+
+
+@dataclass(frozen=True)
+class Curves:
+    memory: Panel
+    lecture_note: str
+    time: Panel | None  # only once something was measured
+    ratio_note: str | None  # naive vs flash memory and flash vs sdpa time at the largest naive N
+    results: dict[str, list] | None  # the measured runs as a table, by translated column
+
+
+def curves(
+    heads: int,
+    head_dim: int,
+    block: int,
+    dtype: str,
+    device: torch.device,
+    runs: Sequence[cost.Measurement] = (),
+    *,
+    lang: str = "en",
+) -> Curves:
+    """Analytic peak memory against N (with the lecture's point and what was measured), and measured time."""
+    T = texts(PAGE, lang)
+    itemsize = ITEMSIZE[dtype]
+    methods = list(dict.fromkeys(r.method for r in runs))
+    by_method = {m: [r for r in runs if r.method == m] for m in methods}
+    lines = cost.memory_lines(CURVE_NS, heads, head_dim, block_size=block, itemsize=itemsize)
+    lecture = cost.memory_lines([cost.LECTURE_N], cost.LECTURE_H, head_dim, block_size=block, itemsize=itemsize)
+    lecture = {m: float(v[0]) for m, v in lecture.items()}
+    total_mem = memory.total_bytes(device)
+    fig = vcost.memory_curves(
+        {m: (CURVE_NS, v) for m, v in lines.items()},
+        {m: (np.array([r.n for r in rs]), np.array([r.peak_bytes for r in rs])) for m, rs in by_method.items()},
+        device_bytes=total_mem,
+        device_label=T("device_gpu" if device.type == "cuda" else "device_ram", size=memory.format_bytes(total_mem)),
+        extrapolated={
+            T("lecture_point", method=m, size=memory.format_bytes(lecture[m])): (cost.LECTURE_N, lecture[m])
+            for m in ("naive", "flash")
+        },
+        title=T("memory_title"),
+        analytic_label=T("analytic"),
+        measured_label=T("measured"),
+        x_title=T("axis_n"),
+        y_title=T("axis_bytes"),
+    )
+    mem = Panel("cost_memory", fig, np.column_stack([CURVE_NS, *lines.values()]))  # N, naive, flash, sdpa
+    note = T(
+        "lecture_note",
+        head_dim=head_dim,
+        naive=memory.format_bytes(lecture["naive"]),
+        flash=memory.format_bytes(lecture["flash"]),
+    )
+    if not runs:
+        return Curves(mem, note, None, None, None)
+    series = {m: (np.array([r.n for r in rs]), np.array([r.seconds for r in rs])) for m, rs in by_method.items()}
+    fig = vcost.time_curves(series, title=T("time_title"), x_title=T("axis_n"), y_title=T("axis_seconds"))
+    top = max((r.n for r in by_method.get("naive", [])), default=None)
+    mem_x = cost.ratio(runs, top, "naive", "flash", "peak_bytes") if top else None
+    time_x = cost.ratio(runs, top, "flash", "sdpa") if top else None
+    ratio = T("ratio_note", n=f"{top:,}", mem=f"{mem_x:.1f}", time=f"{time_x:.1f}") if mem_x and time_x else None
+    results = {
+        T("col_n"): [r.n for r in runs],
+        T("col_method"): [r.method for r in runs],
+        T("col_ms"): [round(1000 * r.seconds, 2) for r in runs],
+        T("col_peak"): [memory.format_bytes(r.peak_bytes) for r in runs],
+    }
+    return Curves(mem, note, Panel("cost_time", fig, cost.results_matrix(runs, methods)), ratio, results)
+
+
+def guard(n: int, h: int, head_dim: int, dtype: str, device: torch.device, *, lang: str = "en") -> tuple[bool, str]:
+    """(fits, the verdict in words) of the memory guard for naive attention at N tokens and H heads."""
+    T = texts(PAGE, lang)
+    try:
+        need = memory.check_naive_fits(n, h, head_dim, itemsize=ITEMSIZE[dtype], device=device)
+    except memory.MemoryBudgetError as exc:
+        return False, exc.message(lang)
+    free = memory.format_bytes(memory.available_bytes(device))
+    return True, T("guard_ok", n=f"{n:,}", h=h, need=memory.format_bytes(need), free=free)
+
+
+@dataclass(frozen=True)
+class Tiles:
+    grid: Panel  # which tiles were computed, skipped, partly masked
+    running_max: Panel
+    running_sum: Panel
+    max_diff: float  # tiled output against the materialised softmax
+
+
+def tiles(n: int, block: int, *, causal: bool = True, seed: int = 0, lang: str = "en") -> Tiles:
+    """The tiled kernel opened tile by tile: the tile grid and each row's running max m and sum ℓ."""
+    T = texts(PAGE, lang)
+    tr = flash_steps.trace_example(n=n, d=4, block_size=block, causal=causal, seed=seed)
+    fig = vcost.tile_grid(
+        tr.status,
+        [T("status_skipped"), T("status_partial"), T("status_full")],
+        block_q=tr.block_q,
+        block_k=tr.block_k,
+        title=T("grid_title", computed=tr.computed_tiles, total=tr.status.size),
+        x_title=T("axis_key_tile"),
+        y_title=T("axis_query_tile"),
+    )
+    cols = [T("after_tile", j=j) for j in range(tr.m.shape[1])]
+    rows = [T("row", i=i) for i in range(tr.m.shape[0])]
+    ax = {"x_title": T("axis_steps"), "y_title": axes(lang)["y_title"]}
+    m = vcost.running_stat_map(tr.m, rows, cols, title=T("m_title"), colorscale=style.DIVERGING, zmid=0.0, **ax)
+    l_fig = vcost.running_stat_map(tr.l, rows, cols, title=T("l_title"), **ax)
+    return Tiles(
+        Panel("cost_tiles", fig, tr.status),
+        Panel("cost_running_max", m, tr.m),
+        Panel("cost_running_sum", l_fig, tr.l),
+        tr.max_abs_diff,
+    )

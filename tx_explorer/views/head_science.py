@@ -1,0 +1,237 @@
+"""Head science page: what each head does, measured — ablation, activation patching, a sub-layer logit lens,
+a head taxonomy with attention sinks, and attribution beside attention (issue 18)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tx_explorer.analysis import head_science as hs
+from tx_explorer.analysis.heads import head_labels
+from tx_explorer.families.text import TextModel
+from tx_explorer.trace import Trace
+from tx_explorer.views import Panel, texts
+from tx_explorer.viz import head_science as vh
+from tx_explorer.viz import heads as viz_heads
+
+PAGE = "head_science"
+LIMIT = 128  # tokens analysed: the budget of the all-head jobs (MiniLM at 128 tokens takes seconds)
+LENS_QUANTITIES = ("kl", "entropy", "top1", "cosine")
+
+
+@dataclass(frozen=True)
+class Result:
+    """Panels to show, one-line facts under them, and a short table (column → values)."""
+
+    panels: tuple[Panel, ...]
+    notes: tuple[str, ...] = ()
+    table: dict[str, list] | None = None
+
+
+def _tokens(tm: TextModel, ids: list[int]) -> list[str]:
+    return tm.labels(ids)
+
+
+def _encode(tm: TextModel, text: str, lang: str) -> tuple[list[int], list[str]]:
+    """The ids of ``text`` (at most :data:`LIMIT`) and a note when its end was cut."""
+    ids, enc = hs.encode(tm, text, LIMIT), tm.encode(text, limit=LIMIT)
+    return ids, [texts(PAGE, lang)("truncated", n=enc.num_tokens, limit=len(ids))] if enc.truncated else []
+
+
+def importance(
+    tm: TextModel,
+    text: str,
+    *,
+    heldout: bool = False,
+    mode: str = "zero",
+    lang: str = "en",
+    progress: hs.Progress = hs.no_progress,
+) -> Result:
+    """The layer × head map of the change when each head is ablated (text or held-out windows)."""
+    T = texts(PAGE, lang)
+    reference = hs.reference_means(tm) if mode == "mean" else None
+    if heldout:
+        windows, _ = hs.heldout_windows(tm)
+        ids, source = windows, T("source_heldout", count=windows.shape[0], length=windows.shape[1])
+        cut = []
+    else:
+        ids, cut = _encode(tm, text, lang)
+        source = T("source_text", n=len(ids))
+    r = hs.head_importance(tm, ids, mode=mode, reference=reference, source=source, progress=progress)
+    axes = dict(x_title=T("axis_head"), y_title=T("axis_layer"))
+    notes = [*cut, T("importance_source", source=source, mode=T(f"mode_{mode}"))]
+    if reference is not None:
+        notes.append(T("mean_reference", source=reference.source, count=reference.count))
+    if tm.kind == "encoder":
+        fig = vh.layer_head_map(r.cosine_change, title=T("title_cosine"), **axes)
+        return Result((Panel("hs_importance_cos", fig, r.cosine_change),), tuple(notes))
+    notes.append(T("base_numbers", loss=f"{r.base_loss:.3f}", logit=f"{r.base_logit:.2f}"))
+    panels = (
+        Panel("hs_importance_loss", vh.layer_head_map(r.delta_loss, title=T("title_dloss"), **axes), r.delta_loss),
+        Panel("hs_importance_logit", vh.layer_head_map(r.delta_logit, title=T("title_dlogit"), **axes), r.delta_logit),
+    )
+    return Result(panels, tuple(notes))
+
+
+def pattern(tm: TextModel, text: str, layer: int, head: int, *, lang: str = "en") -> Panel:
+    """One head's attention on the text (the cell chosen under the importance map)."""
+    T = texts(PAGE, lang)
+    hs.check_head(tm, layer, head)
+    ids = hs.encode(tm, text, LIMIT)
+    trace = Trace()
+    hs.forward(tm, hs._ids(tm, ids), trace=trace)
+    weights = trace.stack(name_contains="attn")[layer, 0, head].numpy()
+    tokens = _tokens(tm, ids)
+    axes = texts("common", lang)
+    fig = viz_heads.attention_map(
+        weights,
+        tokens,
+        tokens,
+        title=T("pattern_title", layer=layer, head=head),
+        x_title=axes("axis_keys"),
+        y_title=axes("axis_queries"),
+    )
+    return Panel("hs_pattern", fig, weights)
+
+
+def patching(
+    tm: TextModel,
+    clean: str,
+    corrupt: str,
+    answers: tuple[str, str] | None = None,
+    *,
+    lang: str = "en",
+    progress: hs.Progress = hs.no_progress,
+) -> Result:
+    """Logit difference recovered by patching the residual stream (layer × position) and each head."""
+    T = texts(PAGE, lang)
+    a, b = hs.encode(tm, clean, LIMIT), hs.encode(tm, corrupt, LIMIT)
+    ids = hs.answer_ids(tm, answers) if answers and tm.kind == "causal" else None
+    p = hs.activation_patching(tm, a, b, answers=ids, progress=progress)
+    rows = [f"L{i}" for i in range(p.residual.shape[0])]
+    tokens = [f"{x} → {y}" if x != y else x for x, y in zip(_tokens(tm, a), _tokens(tm, b))]
+    residual = vh.position_map(
+        p.residual,
+        rows,
+        tokens,
+        title=T("title_patch_residual"),
+        x_title=T("axis_position"),
+        y_title=T("axis_layer_input"),
+    )
+    heads = vh.layer_head_map(p.heads, title=T("title_patch_heads"), x_title=T("axis_head"), y_title=T("axis_layer"))
+    note = T("patch_numbers", metric=p.metric, clean=f"{p.clean_metric:.3f}", corrupt=f"{p.corrupt_metric:.3f}")
+    return Result((Panel("hs_patch_residual", residual, p.residual), Panel("hs_patch_heads", heads, p.heads)), (note,))
+
+
+def lens(tm: TextModel, text: str, quantity: str = "kl", *, lang: str = "en") -> Result:
+    """The read-out after every attention and MLP sub-layer, one quantity as a map, top-5 tokens on hover."""
+    T = texts(PAGE, lang)
+    if quantity not in LENS_QUANTITIES:
+        raise ValueError(f"unknown lens quantity {quantity!r}; choose one of {LENS_QUANTITIES}")
+    ids, cut = _encode(tm, text, lang)
+    r = hs.logit_lens(tm, ids)
+    if tm.kind == "encoder":
+        quantity = "cosine"  # an encoder has no vocabulary head: how close each read-out is to the final one
+    values = {"kl": r.kl_to_final, "entropy": r.entropy, "cosine": r.cosine_to_final}.get(quantity)
+    hover = None
+    if tm.kind == "causal":
+        vocab = np.array(tm.labels(list(range(tm.config.vocab_size))), dtype=object)
+        words = vocab[r.top_ids]  # (2L, N, 5)
+        hover = np.array(
+            [
+                [", ".join(f"{w} {p:.2f}" for w, p in zip(words[i, j], r.top_probs[i, j])) for j in range(len(ids))]
+                for i in range(len(r.rows))
+            ]
+        )
+        if quantity == "top1":
+            values = r.top_probs[..., 0]
+    fig = vh.position_map(
+        values,
+        r.rows,
+        _tokens(tm, ids),
+        title=T(f"title_lens_{quantity}"),
+        x_title=T("axis_position"),
+        y_title=T("axis_readout"),
+        hover=hover,
+        signed=False,
+    )
+    return Result((Panel("hs_lens", fig, values),), (*cut, T("lens_exact", diff=f"{r.final_max_diff:.2e}")))
+
+
+def taxonomy(tm: TextModel, text: str, score: str = "induction", *, lang: str = "en") -> Result:
+    """Per-head scores: a table, one score's bars (sinks in red), the 2-D map, and the sink renormalisation."""
+    T = texts(PAGE, lang)
+    if score not in hs.SCORES:
+        raise ValueError(f"unknown score {score!r}; choose one of {hs.SCORES}")
+    ids, notes = _encode(tm, text, lang)
+    r = hs.taxonomy(tm, ids)
+    layers, heads = r.sinks.shape
+    names = head_labels(layers, heads)
+    table = {T("col_head"): names, **{T(f"score_{k}"): np.round(r.scores[k].ravel(), 3).tolist() for k in hs.SCORES}}
+    table[T("col_sink")] = ["✓" if f else "" for f in r.sinks.ravel()]
+    bars = vh.score_bars(
+        r.scores[score],
+        names,
+        title=T(f"score_{score}"),
+        x_title=T("axis_head"),
+        y_title=T(f"score_{score}"),
+        flagged=r.sinks,
+    )
+    hover = [
+        " · ".join(f"{T(f'score_{k}')} {r.scores[k].ravel()[i]:.2f}" for k in hs.SCORES) for i in range(len(names))
+    ]
+    scatter = vh.head_scatter(
+        r.coords,
+        names,
+        r.sinks,
+        [f"{n}<br>{h}" for n, h in zip(names, hover)],
+        title=T("title_map"),
+        x_title=T("axis_pc1"),
+        y_title=T("axis_pc2"),
+        names=(T("legend_heads"), T("legend_sinks")),
+    )
+    best = np.unravel_index(r.scores["induction"].argmax(), r.sinks.shape)
+    notes += [
+        T("best_induction", layer=best[0], head=best[1], score=f"{r.scores['induction'].max():.3f}", n=r.repeat_length)
+    ]
+    if r.sink_effect is None:
+        notes.append(T("no_sinks", threshold=f"{hs.SINK_THRESHOLD:.0%}"))
+    elif tm.kind == "encoder":
+        notes.append(T("sink_effect_cos", count=int(r.sinks.sum()), effect=f"{r.sink_effect:.4f}"))
+    else:
+        notes.append(
+            T("sink_effect_loss", count=int(r.sinks.sum()), effect=f"{r.sink_effect:+.4f}", loss=f"{r.base_loss:.3f}")
+        )
+    data = np.stack([r.scores[k].ravel() for k in hs.SCORES], axis=1)
+    return Result((Panel("hs_scores", bars, r.scores[score]), Panel("hs_map", scatter, data)), tuple(notes), table)
+
+
+def attribution(tm: TextModel, text: str, *, lang: str = "en") -> Result:
+    """Gradient × input, integrated gradients, attention and rollout per token, and their deletion curves."""
+    T = texts(PAGE, lang)
+    ids, cut = _encode(tm, text, lang)
+    r = hs.attribution(tm, ids)
+    methods = {m: T(f"method_{m}") for m in hs.ATTRIBUTION_METHODS}
+    bars = vh.attribution_bars(
+        {methods[m]: s for m, s in r.scores.items()},
+        _tokens(tm, ids),
+        title=T("title_attribution", target=r.target),
+        x_title=T("axis_position"),
+        y_title=T("axis_scaled"),
+    )
+    curves = vh.deletion_curves(
+        r.removed,
+        {methods[m]: d for m, d in r.deletion.items()},
+        title=T("title_deletion"),
+        x_title=T("axis_removed"),
+        y_title=r.target,
+    )
+    table = {
+        T("col_method"): [*methods.values(), T("method_random")],
+        T("col_auc"): [*(round(r.faithfulness[m], 4) for m in methods), round(r.random_auc, 4)],
+    }
+    note = T("completeness", gap=f"{r.completeness_gap:.2e}", fx=f"{r.f_input:.4f}", f0=f"{r.f_baseline:.4f}")
+    data = {"scores": np.stack(list(r.scores.values())), "deletion": np.stack(list(r.deletion.values()))}
+    panels = (Panel("hs_attribution", bars, data["scores"]), Panel("hs_deletion", curves, data))
+    return Result(panels, (*cut, note), table)

@@ -1,0 +1,76 @@
+"""Masks page (lecture §3.4, §9.4): scores with −∞ where a mask hides a key, weights exactly 0 after the softmax."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from torch import Tensor
+
+from tx_explorer import masks
+from tx_explorer.analysis import mask_gallery as mg
+from tx_explorer.views import Panel, axes, texts
+from tx_explorer.viz import charts
+from tx_explorer.viz.heatmap import heatmap
+
+PAGE = "masks"
+EXAMPLE = ["Attention", "is", "very"]
+LATEX = (
+    r"E_{ij}=\begin{cases}q_i\cdot k_j/\sqrt{D} & M_{ij}=1\\ -\infty & M_{ij}=0\end{cases}"
+    r"\qquad A=\operatorname{softmax}(E),\quad e^{-\infty}=0"
+)
+
+
+@dataclass(frozen=True)
+class Masked:
+    scores: Panel  # E with −∞ where hidden
+    weights: Panel  # A = softmax(E)
+    ok: bool  # every hidden weight is exactly 0
+    check: str  # that verdict in words
+    empty_rows: str | None  # a warning when a query sees no key at all
+    why: str  # what the mask is for
+
+
+def masked(kind: str, mask: Tensor, tokens: list[str], seed: int = 0, *, lang: str = "en") -> Masked:
+    """Random scores for ``tokens`` under ``mask`` (True = visible), before and after the softmax."""
+    T, ax = texts(PAGE, lang), axes(lang)
+    r = mg.masked_attention(mask, seed)
+    scores, weights = r.steps.masked.numpy(), r.steps.weights.numpy()
+    ok = r.max_hidden_weight == 0.0
+    check = (
+        T("check_ok", hidden=r.hidden, total=r.mask.numel(), rowsum=f"{r.max_row_error:.1e}")
+        if ok
+        else T("check_failed", hidden=r.hidden, max=f"{r.max_hidden_weight:.3g}")
+    )
+    return Masked(
+        Panel(f"{kind}_scores", charts.signed_heatmap(scores, tokens, tokens, title=T("scores_title"), **ax), scores),
+        Panel(
+            f"{kind}_weights",
+            heatmap(weights, tokens, tokens, title=T("weights_title"), **ax),
+            {"weights": weights, "mask": r.mask.numpy()},
+        ),
+        ok,
+        check,
+        T("empty_rows", rows=", ".join(str(i + 1) for i in r.empty_rows)) if r.empty_rows else None,
+        T(f"why_{kind}"),
+    )
+
+
+def sentence_mask(sentence: str, kind: str = "causal", seed: int = 0, *, lang: str = "en", **options) -> Masked:
+    """:func:`masked` for a typed sentence and a mask kind of :data:`mask_gallery.MASK_KINDS` (``options``: its
+    length, window, prefix, sizes, grid or causal, as :func:`mask_gallery.build_mask` takes them)."""
+    toks = mg.tokens(sentence)
+    return masked(kind, mg.build_mask(kind, len(toks), **options), toks, seed, lang=lang)
+
+
+def example(seed: int = 0, *, lang: str = "en") -> tuple[Panel, dict[str, list[str]]]:
+    """The lecture's three-word causal example: its weights, and what each position sees and predicts."""
+    T = texts(PAGE, lang)
+    r = mg.masked_attention(masks.causal(len(EXAMPLE)), seed)
+    weights = r.steps.weights.numpy()
+    fig = heatmap(weights, EXAMPLE, EXAMPLE, title=T("example_title"), **axes(lang))
+    table = {
+        T("col_position"): EXAMPLE,
+        T("col_sees"): [" ".join(s) for s in mg.visible_keys(r.mask, EXAMPLE)],
+        T("col_predicts"): [*EXAMPLE[1:], T("next_word")],
+    }
+    return Panel("example_weights", fig, weights), table

@@ -1,0 +1,190 @@
+"""Mixture of Experts page (lecture §8.4): cost (parameters ×E, compute ×k), dense vs MoE curves, the experts of
+typed text, held-out routing statistics per layer."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from tx_explorer.analysis import params, routing
+from tx_explorer.families.moe import RETRAIN as RETRAIN  # how to build the bundle (the page says it)
+from tx_explorer.families.moe import MoEBundle
+from tx_explorer.modules.moe_lm import MoEConfig as MoEConfig  # the cost section's default without a bundle
+from tx_explorer.views import Panel, texts
+from tx_explorer.viz import moe as vm
+
+PAGE = "moe"
+FACTORS = [round(0.25 + 0.125 * i, 3) for i in range(23)]  # capacity factors 0.25 … 3.0 of the drop curves
+LATEX = (
+    r"p(x)=\operatorname{softmax}(W_r x),\qquad \mathcal{T}=\operatorname{top}_k\,p(x),\qquad "
+    r"y=\sum_{i\in\mathcal{T}} \frac{p_i(x)}{\sum_{j\in\mathcal{T}}p_j(x)}\;\mathrm{FFN}_i(x)",
+    r"\text{capacity}=\left\lceil \frac{k\cdot\text{tokens}}{E}\times\text{factor}\right\rceil",
+    r"\mathcal{L}_{\text{bal}}=E\sum_{i=1}^{E} f_i P_i\;(=1\text{ uniform}),\qquad "
+    r"\mathcal{L}_z=\frac{1}{N}\sum_{n}\Big(\log\sum_{i} e^{\ell_{n,i}}\Big)^2",
+)
+
+
+def _words(lang: str) -> dict[str, str]:
+    T = texts(PAGE, lang)
+    return {key: T(f"fig_{key}") for key in vm.WORDS}  # the figures' words
+
+
+@dataclass(frozen=True)
+class Cost:
+    metrics: dict[str, str]  # total and active parameters, FLOPs per token, their ratio
+    sweep: Panel  # against the number of experts
+    caption: str
+
+
+def cost(base: MoEConfig, num_experts: int, top_k: int, *, lang: str = "en") -> Cost:
+    """Parameters and FLOPs per token of ``base`` with E experts, top-k (k > E is refused with a message)."""
+    T = texts(PAGE, lang)
+    cfg = base.replace(num_experts=num_experts, top_k=top_k)
+    counts, flops = routing.moe_params(cfg), routing.moe_flops_per_token(cfg)
+    dense = params.flops_per_token(cfg.dense_counterpart())["total"]
+    metrics = {
+        T("total_params"): f"{counts['total'] / 1e6:.2f} M",
+        T("active_params"): f"{counts['active'] / 1e6:.2f} M",
+        T("flops_token"): f"{flops['total'] / 1e6:.2f} M",
+        T("ratio"): f"{counts['total'] / counts['active']:.2f}×",
+    }
+    grid = list(range(top_k, max(num_experts, 16) + 1))
+    s = routing.cost_sweep(cfg, grid)
+    fig = vm.cost_chart(
+        grid,
+        s["total"],
+        s["active"],
+        s["flops"],
+        chosen=num_experts,
+        title=T("cost_title", k=top_k),
+        words=_words(lang),
+    )
+    data = np.array([grid, s["total"], s["active"], s["flops"]]).T  # E, total, active, FLOPs
+    caption = T(
+        "cost_caption",
+        dense=f"{dense / 1e6:.2f}",
+        router=f"{flops['router'] / 1e3:.1f}",
+        context=cfg.transformer.max_len,
+    )
+    return Cost(metrics, Panel("moe_cost", fig, data), caption)
+
+
+def loss_intro(bundle: MoEBundle, *, lang: str = "en") -> str:
+    """The shipped dense vs MoE run in numbers: steps, tokens, final validation losses, seconds."""
+    s = bundle.summary
+    return texts(PAGE, lang)(
+        "loss_intro",
+        steps=s["steps"],
+        tokens=f"{s['tokens_seen']:,}",
+        moe=f"{s['final_val_loss']['moe']:.3f}",
+        dense=f"{s['final_val_loss']['dense']:.3f}",
+        moe_s=s["seconds"]["moe"],
+        dense_s=s["seconds"]["dense"],
+    )
+
+
+def losses(bundle: MoEBundle, axis: str = "step", *, lang: str = "en") -> Panel:
+    """Dense vs MoE training curves against steps, FLOPs or seconds."""
+    T, cfg = texts(PAGE, lang), bundle.config
+    labels = {"moe": T("label_moe", e=cfg.num_experts, k=cfg.top_k), "dense": T("label_dense")}
+    fig = vm.loss_curves(
+        bundle.curves, axis, labels=labels, x_title=T(f"x_{axis}"), title=T("loss_title"), words=_words(lang)
+    )
+    return Panel("moe_loss", fig, {n: np.array([c["step"], c["train_loss"]]) for n, c in bundle.curves.items()})
+
+
+@dataclass(frozen=True)
+class Typed:
+    truncated: str | None  # a warning when the text was cut to the context
+    tokens: Panel  # each token coloured by its first expert, per layer
+    gates: Panel  # gates and router probabilities per layer
+
+
+def typed(bundle: MoEBundle, text: str, *, lang: str = "en") -> Typed:
+    """Route typed text: each token's experts and gates in every layer."""
+    T, cfg = texts(PAGE, lang), bundle.config
+    enc = bundle.text.encode(text)
+    _, trace = bundle.text.attention(enc)
+    per = {key: v.numpy() for key, v in routing.per_layer(routing.routing_tables(trace)).items()}  # [L, T, (E)]
+    words = _words(lang)
+    fig = vm.coloured_tokens(enc.tokens, per["first"], cfg.num_experts, title=T("tokens_title"), words=words)
+    gates = vm.gate_heatmaps(per["gates"], per["probs"], enc.tokens, title=T("gates_title", k=cfg.top_k), words=words)
+    return Typed(
+        T("truncated", n=enc.num_tokens, max=bundle.text.max_len) if enc.truncated else None,
+        Panel("moe_tokens", fig, per["first"]),
+        Panel("moe_gates", gates, {"gates": per["gates"], "probs": per["probs"]}),
+    )
+
+
+def heldout_routing(bundle: MoEBundle) -> tuple[list[routing.RoutingTable], list[list[float]]]:
+    """The bundle's held-out windows routed (dropless), and each layer's drop rate at every factor in FACTORS."""
+    tables = routing.collect_routing(bundle.text.model, bundle.heldout)
+    return tables, [routing.drop_curve(t.flat()[0], t.top_k, FACTORS, bundle.group_size) for t in tables]
+
+
+@dataclass(frozen=True)
+class Heldout:
+    stats: dict[str, list[float]]  # per statistic (translated), one value per layer
+    layers: list[str]  # row names
+    caption: str
+    load: Panel  # each expert's load relative to the layer's mean
+    drops: Panel  # drop rate against the capacity factor
+    entropy: Panel  # token and marginal routing entropy against ln E
+
+
+def heldout(
+    bundle: MoEBundle,
+    routed: tuple[Sequence[routing.RoutingTable], Sequence[Sequence[float]]],
+    factor: float = 1.25,
+    *,
+    lang: str = "en",
+) -> Heldout:
+    """Held-out statistics per layer at one capacity factor; ``routed`` is :func:`heldout_routing`'s result."""
+    T, cfg, words = texts(PAGE, lang), bundle.config, _words(lang)
+    tables, drop_table = routed
+    per = [routing.layer_statistics(t, factor, bundle.group_size) for t in tables]
+    stats = {T(f"stat_{key}"): [float(s[key]) for s in per] for key in per[0]}
+    first, any_ = routing.repetition_baseline(cfg.num_experts, cfg.top_k)
+    caption = T("stats_caption", ln_e=f"{math.log(cfg.num_experts):.3f}", first=f"{first:.3f}", any=f"{any_:.3f}")
+    loads = routing.load_matrix(tables).double()  # (L, E) assignments
+    relative = (loads / loads.mean(dim=1, keepdim=True)).numpy()
+    drops = np.array(drop_table)
+    entropy = vm.entropy_bars(
+        [x["token_entropy"] for x in per],
+        [x["marginal_entropy"] for x in per],
+        math.log(cfg.num_experts),
+        title=T("entropy_title"),
+        words=words,
+    )
+    return Heldout(
+        stats,
+        [T("layer", i=i) for i in range(len(per))],
+        caption,
+        Panel("moe_load", vm.load_heatmap(relative, title=T("load_title"), words=words), loads.numpy()),
+        Panel("moe_drop", vm.drop_curves(FACTORS, drops, current=factor, title=T("drop_title"), words=words), drops),
+        Panel("moe_entropy", entropy),
+    )
+
+
+def layer(bundle: MoEBundle, table: routing.RoutingTable, *, lang: str = "en") -> tuple[Panel | None, list[dict]]:
+    """One layer: which experts are chosen together (top-k ≥ 2) and the tokens each expert takes most."""
+    T = texts(PAGE, lang)
+    cooc = None
+    if table.top_k >= 2:
+        co = routing.cooccurrence(table.chosen, table.num_experts).numpy()
+        cooc = Panel("moe_cooc", vm.cooccurrence_heatmap(co, title=T("cooc_title"), words=_words(lang)), co)
+    spec = routing.specialisation(
+        table.chosen[..., 0].reshape(-1), bundle.heldout.reshape(-1), table.num_experts, top=6
+    )
+    rows = [
+        {
+            T("col_expert"): e,
+            T("col_tokens"): ", ".join(f"{bundle.text.labels([t])[0]} ({share:.0%}, {n})" for t, n, share in toks)
+            or T("spec_none"),
+        }
+        for e, toks in enumerate(spec)
+    ]
+    return cooc, rows

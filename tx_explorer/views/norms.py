@@ -1,0 +1,275 @@
+"""Norms and blocks page (lecture §5.2–5.3, §8.1–8.3): shipped runs, depth profiles, LayerNorm vs RMSNorm, the
+identity argument, one sentence through two variants, a live mini-run, MLP vs SwiGLU."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from tx_explorer.analysis import norm_lab
+from tx_explorer.bundle import BundleError as BundleError  # the page catches it around load_results
+from tx_explorer.config import TransformerConfig
+from tx_explorer.families import variants as shipped
+from tx_explorer.train import variants
+from tx_explorer.views import Panel, axes, texts
+from tx_explorer.viz import charts
+from tx_explorer.viz import norm_figures as vn
+
+PAGE = "norms"
+METRICS = ("train_loss", "val_loss", "grad_norm", "lr")
+Results = shipped.Results
+load_results = shipped.load_results
+Records = dict[str, list[tuple[int, float]]]  # variant -> [(step, training loss)] of a live run
+QUANTITIES = ("grad_norm", "residual_rms")
+LATEX = {  # the page's formulas, section by section
+    "norms": (
+        r"\mathrm{LN}(x)=\gamma\odot\frac{x-\mu}{\sqrt{\sigma^2+\epsilon}}+\beta,\quad "
+        r"\mu=\tfrac1D\sum_i x_i,\ \sigma^2=\tfrac1D\sum_i(x_i-\mu)^2",
+        r"\mathrm{RMSNorm}(x)=\gamma\odot\frac{x}{\mathrm{RMS}(x)},\quad "
+        r"\mathrm{RMS}(x)=\sqrt{\epsilon+\tfrac1D\sum_i x_i^2}",
+    ),
+    "identity": (
+        r"\text{Pre-Norm: } x_{l+1}=x_l+F(\mathrm{Norm}(x_l))\ \xrightarrow{F\,\equiv\,0}\ x_l",
+        r"\text{Post-Norm: } x_{l+1}=\mathrm{Norm}(x_l+F(x_l))\ \xrightarrow{F\,\equiv\,0}\ \mathrm{Norm}(x_l)",
+    ),
+    "mlp": (
+        r"\text{MLP: } W_2\,\sigma(W_1x),\ W_1\in\mathbb{R}^{D\times 4D}\Rightarrow 2\cdot D\cdot 4D=8D^2",
+        r"\text{SwiGLU: } W_3\,(\mathrm{SiLU}(W_1x)\odot W_2x),\ H=\tfrac{8D}{3}\Rightarrow 3\cdot D\cdot H=8D^2",
+    ),
+}
+
+
+def defaults(res: Results) -> dict[str, list[str]]:
+    """The variants each section starts with: the shallow runs, the deep ones, Post-LN beside Pre-LN live."""
+    live = ["post-ln", "pre-ln"] if {"post-ln", "pre-ln"} <= set(res.names) else res.names[:2]
+    deep = [n for n in res.names if n.startswith("deep-")] or res.names[:2]
+    return {"runs": [n for n in res.names if not n.startswith("deep-")], "depth": deep, "live": live}
+
+
+def shared_shape(a, b) -> tuple[int, int]:
+    """(layers, heads) that two text models both have."""
+    return min(a.config.num_layers, b.config.num_layers), min(a.config.num_heads, b.config.num_heads)
+
+
+def index_of(res: Results, name: str) -> int:
+    """Where ``name`` is among the shipped variants (0 when it is not shipped): a picker's default."""
+    return res.names.index(name) if name in res.names else 0
+
+
+def curve_series(res: Results, names: Sequence[str], metric: str, smoothing: float, lang: str = "en") -> dict:
+    """``{label: (steps, values)}`` of one recorded metric (training metrics smoothed, validation raw)."""
+    out = {}
+    for n in names:
+        h = res.history[n]
+        if metric == "val_loss":
+            out[res.label(n, lang)] = (h["val_step"], h["val_loss"])
+        else:
+            out[res.label(n, lang)] = (h["step"], norm_lab.ema(h[metric], smoothing if metric != "lr" else 0.0))
+    return out
+
+
+@dataclass(frozen=True)
+class Runs:
+    caption: str  # the recipe every shipped run shared
+    curves: Panel
+    claims: list[dict[str, str]]  # claim, verdict, the numbers behind it (translated columns)
+
+
+def runs(res: Results, names: Sequence[str], metric: str = "val_loss", smoothing: float = 0.8, *, lang="en") -> Runs:
+    """The shipped experiment: one metric's curves for the chosen variants and the lecture's claims checked."""
+    T = texts(PAGE, lang)
+    s0 = res.summary["variants"][res.names[0]]["settings"]
+    caption = T(
+        "runs_caption",
+        steps=s0["steps"],
+        batch=s0["batch_size"],
+        seq=s0["seq_len"],
+        lr=s0["lr"],
+        seed=s0["seed"],
+        minutes=res.summary["minutes"],
+        threads=res.summary["threads"],
+    )
+    series = curve_series(res, names, metric, smoothing, lang)
+    fig = vn.curves(series, x_title=T("axis_step"), y_title=T(f"metric_{metric}"), log_y=metric == "grad_norm")
+    rows = []
+    for cl in shipped.claims(res.summary):
+        numbers = [
+            T(
+                "claim_numbers",
+                name=res.label(n, lang),
+                loss=T("diverged") if cl["losses"][n] is None else f"{cl['losses'][n]:.3f}",
+                params=f"{cl['params'][n]:,}",
+            )
+            for n in cl["variants"]
+        ]
+        rows.append(
+            {
+                T("claim"): T(f"claim_{cl['key']}"),
+                T("verdict"): T("holds") if cl["holds"] else T("not_holds"),
+                T("numbers"): " · ".join(numbers),
+            }
+        )
+    return Runs(caption, Panel("norms_curves", fig, norm_lab.pad_rows([y for _, y in series.values()])), rows)
+
+
+def depth(res: Results, names: Sequence[str], quantity: str = "grad_norm", *, lang: str = "en") -> tuple[Panel, str]:
+    """Gradient norm or residual RMS against depth, at initialisation and after training; the numbers in words."""
+    T = texts(PAGE, lang)
+    panels = {
+        T(f"panel_{when}"): {res.label(n, lang): res.profiles[n][when][quantity] for n in names}
+        for when in ("init", "final")
+    }
+    fig = vn.depth_profiles(panels, x_title=T(f"x_{quantity}"), y_title=T(f"quantity_{quantity}"))
+    data = norm_lab.pad_rows([res.profiles[n][w][quantity] for n in names for w in ("init", "final")])
+    words = " · ".join(
+        f"{res.label(n, lang)}: {g[0]:.2g} → {g[-1]:.2g}"
+        for n in names
+        for g in [res.profiles[n]["final"]["grad_norm"]]
+    )
+    return Panel("norms_depth", fig, data), T("depth_numbers", values=words)
+
+
+def layer_steps(res: Results, name: str, quantity: str = "grad_norm", *, lang: str = "en") -> Panel:
+    """One variant's per-layer quantity at every logged step (layers × steps)."""
+    T = texts(PAGE, lang)
+    h = res.history[name]
+    grid = np.asarray(h["layer_grad_norm" if quantity == "grad_norm" else "residual_rms"], dtype=float).T  # (L, steps)
+    fig = vn.layer_by_step(
+        grid,
+        h["step"],
+        title=res.label(name, lang),
+        z_title=T(f"quantity_{quantity}"),
+        x_title=T("axis_step"),
+        y_title=T("x_grad_norm"),
+    )
+    return Panel("norms_layer_step", fig, grid)
+
+
+@dataclass(frozen=True)
+class Normalised:
+    steps: norm_lab.NormSteps  # μ, σ, RMS and every intermediate vector
+    layernorm: Panel
+    rmsnorm: Panel
+    note: str
+
+
+def normalise(x: str, gamma: str = "", beta: str = "", eps: float = 1e-5, *, lang: str = "en") -> Normalised:
+    """LayerNorm and RMSNorm of a typed vector (comma-separated numbers), step by step."""
+    T = texts(PAGE, lang)
+    ns = norm_lab.norm_steps(
+        norm_lab.parse_vector(x, "x"),
+        norm_lab.parse_vector(gamma, "γ") if gamma.strip() else None,
+        norm_lab.parse_vector(beta, "β") if beta.strip() else None,
+        eps=eps,
+    )
+    dims = [f"x{i}" for i in range(len(ns.x))]
+    ln = {"x": ns.x, "x − μ": ns.centred, "(x − μ)/σ": ns.ln_hat, "γ ⊙ x̂ + β": ns.ln_out}
+    rms = {"x": ns.x, "x / RMS(x)": ns.rms_hat, "γ ⊙ x̂": ns.rms_out}
+    return Normalised(
+        ns,
+        Panel("norms_ln", charts.bars(dims, ln, y_title=T("value")), norm_lab.pad_rows(list(ln.values()))),
+        Panel("norms_rms", charts.bars(dims, rms, y_title=T("value")), norm_lab.pad_rows(list(rms.values()))),
+        T("ln_note", mean=f"{ns.mean:.3g}"),
+    )
+
+
+def identity(
+    norm: str = "layernorm", n: int = 6, scale: float = 3.0, offset: float = 1.0, *, lang: str = "en"
+) -> tuple[norm_lab.IdentityDemo, Panel]:
+    """Pre-Norm keeps x when the branch is zero, Post-Norm returns Norm(x): the demo's numbers and maps."""
+    T = texts(PAGE, lang)
+    cfg = TransformerConfig(vocab_size=8, max_len=16, dim=16, num_heads=2, norm=norm)
+    demo = norm_lab.identity_demo(cfg, norm_lab.sample_residual(n, cfg.dim, scale=scale, offset=offset, seed=0))
+    maps = {"x": demo.x.numpy(), T("pre_out"): demo.pre.numpy(), T("post_out"): demo.post.numpy()}
+    fig = vn.side_by_side(
+        maps,
+        row_labels=[f"t{i}" for i in range(n)],
+        col_labels=[f"d{j}" for j in range(cfg.dim)],
+        diverging=list(maps),
+        x_title=T("axis_dims"),
+        y_title=T("axis_tokens"),
+        height=320,
+    )
+    return demo, Panel("norms_identity", fig, np.stack(list(maps.values())))
+
+
+def pair(res: Results, a, b, sentence: str, layer: int = 0, head: int = 0, *, lang: str = "en") -> tuple[Panel, bool]:
+    """One head of two trained variants (text models ``a``, ``b``) on the same sentence; (panel, truncated)."""
+    T = texts(PAGE, lang)
+    p = norm_lab.attention_pair(a, b, sentence, layer=layer, head=head)
+    maps = {res.label(a.name, lang): p.a.numpy(), res.label(b.name, lang): p.b.numpy(), T("difference"): p.diff.numpy()}
+    fig = vn.side_by_side(maps, row_labels=p.tokens, col_labels=p.tokens, diverging=[T("difference")], **axes(lang))
+    return Panel("norms_pair", fig, np.stack(list(maps.values()))), p.truncated
+
+
+def live_curves(res: Results, records: Records, *, lang: str = "en") -> tuple[Panel, str]:
+    """The live run's training-loss curves and how many steps each variant did."""
+    T = texts(PAGE, lang)
+    kept = {n: r for n, r in records.items() if n in res.names}
+    series = {res.label(n, lang): ([s for s, _ in r], [v for _, v in r]) for n, r in kept.items()}
+    done = ", ".join(f"{res.label(n, lang)}: {len(r)}" for n, r in kept.items())
+    fig = vn.curves(series, x_title=T("axis_step"), y_title=T("metric_train_loss"))
+    return Panel("norms_live", fig, norm_lab.pad_rows([y for _, y in series.values()])), T("live_done", steps=done)
+
+
+def live_train(
+    res: Results,
+    names: Sequence[str],
+    *,
+    steps: int = 200,
+    lr: float = 2e-3,
+    budget: float = 30.0,
+    records: Records | None = None,
+    on_step: Callable[..., None] = lambda fraction, text: None,
+    on_curves: Callable[[Panel], None] = lambda panel: None,
+    lang: str = "en",
+) -> Records:
+    """Train fresh copies of ``names`` in lock-step on the shipped tokens; ``records`` is filled in place (a stop
+    keeps what was trained). ``on_step`` gets progress in words, ``on_curves`` the curves every few steps."""
+    T = texts(PAGE, lang)
+    settings = variants.Settings(steps=steps, batch_size=8, seq_len=32, lr=lr, warmup=0)
+    records = {n: [] for n in names} if records is None else records
+    total = steps * len(names)
+    for i, (name, rec) in enumerate(variants.live_run(names, res.tokens("train"), settings, time_budget=budget), 1):
+        records[name].append((rec.step, rec.train_loss))
+        on_step(min(1.0, i / total), text=T("progress", name=res.label(name, lang), step=rec.step, loss=rec.train_loss))
+        if i % (4 * len(names)) == 0:
+            on_curves(live_curves(res, records, lang=lang)[0])
+    return records
+
+
+def mlp_counts(dim: int = 64, ratio: float = 4.0, bias: bool = True, *, lang: str = "en") -> tuple[Panel, str]:
+    """Parameters of an MLP and a SwiGLU of the same budget, by formula and counted."""
+    T = texts(PAGE, lang)
+    c = norm_lab.mlp_param_counts(int(dim), float(ratio), bias=bias)
+    words = T(
+        "mlp_counts",
+        h=c["mlp_hidden"],
+        hs=c["swiglu_hidden"],
+        m=f"{c['mlp_formula']:,}",
+        s=f"{c['swiglu_formula']:,}",
+        mc=f"{c['mlp_counted']:,}",
+        sc=f"{c['swiglu_counted']:,}",
+    )
+    table = np.array([[c["mlp_formula"], c["swiglu_formula"]], [c["mlp_counted"], c["swiglu_counted"]]])
+    series = {T("formula"): table[0].tolist(), T("counted"): table[1].tolist()}
+    fig = charts.bars(["MLP", "SwiGLU"], series, y_title=T("params_per_block"), height=300)
+    return Panel("norms_mlp_counts", fig, table), words
+
+
+def mlp_curves(res: Results, *, lang: str = "en") -> Panel | None:
+    """Pre-RMS with an MLP against Pre-RMS with SwiGLU (training solid, validation dashed), when shipped."""
+    T = texts(PAGE, lang)
+    names = ["pre-rms", "pre-rms-swiglu"]
+    if not set(names) <= set(res.names):
+        return None
+    fig = vn.curves(
+        curve_series(res, names, "train_loss", 0.8, lang),
+        x_title=T("axis_step"),
+        y_title=T("metric_train_loss"),
+        dashed=curve_series(res, names, "val_loss", 0.0, lang),
+        dashed_suffix=T("metric_val_loss"),
+    )
+    return Panel("norms_mlp_curves", fig)

@@ -1,0 +1,173 @@
+"""Attention operator page (lecture §2, §9.1–9.2): Q, K, V; E = QKᵀ/√D, A = softmax(E), Y = AV; replacing V or
+K; why divide by √D; cross-attention."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from torch import Tensor
+
+from tx_explorer.analysis import operator_lab as op
+from tx_explorer.views import Panel, axes, texts
+from tx_explorer.viz import charts
+from tx_explorer.viz.heatmap import heatmap
+
+PAGE = "operator"
+DIMS = [2**i for i in range(11)]  # D = 1 … 1024 for the saturation curve
+LATEX = {
+    "operator": r"E=\frac{QK^\top}{\sqrt{D}}\in\mathbb{R}^{N_Q\times N_K},\quad A=\operatorname{softmax}(E),"
+    r"\quad Y=AV\in\mathbb{R}^{N_Q\times D_V}",
+    "sqrt": r"q_i,k_i\sim\mathcal{N}(0,1)\;\Rightarrow\;\operatorname{Var}(q\cdot k)=D,"
+    r"\qquad \operatorname{Var}\!\left(\frac{q\cdot k}{\sqrt{D}}\right)=1",
+}
+
+
+EXAMPLE = op.EXAMPLE  # hand-editable Q, K, V to start from
+random_qkv, parse_matrix, format_matrix = op.random_qkv, op.parse_matrix, op.format_matrix
+SaturationCurve = op.SaturationCurve
+
+
+def labels(prefix: str, n: int) -> list[str]:
+    return [f"{prefix}{i + 1}" for i in range(n)]
+
+
+def _signed(T, m: Tensor, rows: str, title: str, key: str) -> Panel:
+    """A matrix with rows of vectors (q…, k…) and columns of dimensions."""
+    fig = charts.signed_heatmap(
+        m.numpy(),
+        labels(rows, m.shape[0]),
+        labels("d", m.shape[1]),
+        title=title,
+        x_title=T("axis_dims"),
+        y_title=T(f"axis_{rows}"),
+    )
+    return Panel(key, fig, m.numpy())
+
+
+def inputs(q: Tensor, k: Tensor, v: Tensor, *, lang: str = "en") -> tuple[Panel, Panel, Panel]:
+    """Q, K and V as heatmaps (rows = vectors, columns = dimensions)."""
+    T = texts(PAGE, lang)
+    return tuple(
+        _signed(T, m, rows, f"{name} [{m.shape[0]} × {m.shape[1]}]", name.lower())
+        for name, m, rows in (("Q", q, "q"), ("K", k, "k"), ("V", v, "k"))
+    )
+
+
+@dataclass(frozen=True)
+class Steps:
+    scores: Panel  # E
+    weights: Panel  # A
+    out: Panel  # Y
+    numbers: str  # scale, score spread, mean peak weight, row-sum error
+
+
+def steps(q: Tensor, k: Tensor, v: Tensor, scaled: bool = True, *, lang: str = "en") -> Steps:
+    """The three steps for Q, K, V (the shapes are checked here)."""
+    T, ax = texts(PAGE, lang), axes(lang)
+    s = op.operator_steps(q, k, v, scaled)
+    rows, cols = labels("q", q.shape[0]), labels("k", k.shape[0])
+    e_name = "E = QKᵀ/√D" if scaled else "E = QKᵀ"
+    shape = f"[{q.shape[0]} × {k.shape[0]}]"
+    summary = op.summarize(s, q.shape[1], scaled)
+    numbers = T(
+        "steps_numbers",
+        scale=f"{summary.scale:.3f}",
+        std=f"{summary.score_std:.2f}",
+        peak=f"{summary.mean_peak:.2f}",
+        rowsum=f"{summary.max_row_error:.1e}",
+    )
+    scores, weights = s.scores.numpy(), s.weights.numpy()
+    return Steps(
+        Panel("scores", charts.signed_heatmap(scores, rows, cols, title=f"{e_name} {shape}", **ax), scores),
+        Panel("weights", heatmap(weights, rows, cols, title=f"A = softmax(E) {shape}", **ax), weights),
+        _signed(T, s.out, "q", f"Y = AV [{q.shape[0]} × {v.shape[1]}]", "output"),
+        numbers,
+    )
+
+
+@dataclass(frozen=True)
+class Replaced:
+    weights_diff: float  # how much A moved
+    out_diff: float  # how much Y moved
+    weights: Panel
+    out: Panel
+
+
+def replace(q: Tensor, k: Tensor, v: Tensor, which: str = "V", *, seed: int = 1, scaled=True, lang="en") -> Replaced:
+    """Draw a new V (A stays, Y changes) or a new K (both change)."""
+    T, ax = texts(PAGE, lang), axes(lang)
+    r = op.replace_input(q, k, v, which, seed=seed, scaled=scaled)
+    rows, cols = labels("q", q.shape[0]), labels("k", k.shape[0])
+    fig = heatmap(r.after.weights.numpy(), rows, cols, title=T("weights_after", which=which), **ax)
+    return Replaced(
+        r.weights_diff,
+        r.out_diff,
+        Panel("weights_after", fig, r.after.weights.numpy()),
+        _signed(T, r.after.out, "q", T("out_after", which=which), "out_after"),
+    )
+
+
+def saturation(n_keys: int, seed: int, scaled: bool) -> op.SaturationCurve:
+    return op.softmax_saturation(DIMS, n_keys=n_keys, trials=64, seed=seed, scaled=scaled)
+
+
+def scaling(
+    n_keys: int = 16, *, curve: Callable[[int, int, bool], op.SaturationCurve] = saturation, lang: str = "en"
+) -> tuple[list[Panel], str]:
+    """Entropy, largest weight and softmax gradient against D, with and without the √D (``curve`` may be cached)."""
+    T = texts(PAGE, lang)
+    curves = {s: curve(n_keys, 0, s) for s in (True, False)}
+    names = {True: T("with_scaling"), False: T("without_scaling")}
+    refs = {
+        "entropy": {T("ref_uniform"): curves[True].uniform_entropy},
+        "max_weight": {T("ref_uniform"): curves[True].uniform_max_weight, T("ref_one_hot"): 1.0},
+        "grad_norm": {},
+    }
+    panels = [
+        Panel(
+            f"curve_{stat}",
+            charts.lines(
+                DIMS,
+                {names[s]: getattr(curves[s], stat) for s in curves},
+                title=T(f"curve_{stat}"),
+                x_title="D",
+                y_title=T(f"axis_{stat}"),
+                log_x=True,
+                references=refs[stat],
+            ),
+            {"scaled" if s else "unscaled": getattr(curves[s], stat) for s in curves},
+        )
+        for stat in refs
+    ]
+    numbers = T(
+        "sqrt_numbers",
+        d=DIMS[-1],
+        h_scaled=f"{curves[True].entropy[-1]:.2f}",
+        h_unscaled=f"{curves[False].entropy[-1]:.2f}",
+        h_max=f"{curves[True].uniform_entropy:.2f}",
+        m_scaled=f"{curves[True].max_weight[-1]:.2f}",
+        m_unscaled=f"{curves[False].max_weight[-1]:.2f}",
+        g_scaled=f"{curves[True].grad_norm[-1]:.3f}",
+        g_unscaled=f"{curves[False].grad_norm[-1]:.3f}",
+    )
+    return panels, numbers
+
+
+def cross(nq: int = 3, nx: int = 7, dim: int = 16, heads: int = 4, seed: int = 0, head: int = 0, *, lang="en"):
+    """Cross-attention of N_Q queries over N_X context rows: one head's weights and the shapes in words."""
+    T = texts(PAGE, lang)
+    ca = op.cross_attention(nq, nx, dim, heads, seed)
+    if not 0 <= head < ca.weights.shape[0]:
+        raise ValueError(f"head {head} out of range: there are {ca.weights.shape[0]} heads")
+    fig = heatmap(
+        ca.weights[head].numpy(),
+        labels("q", nq),
+        labels("x", nx),
+        title=T("cross_title", head=head + 1, nq=nq, nx=nx),
+        x_title=T("axis_x"),
+        y_title=axes(lang)["y_title"],
+    )
+    shapes = [list(t.shape) for t in (ca.queries, ca.context, ca.weights, ca.out)]
+    words = T("cross_shapes", **dict(zip("qxay", shapes)), nq=nq)
+    return Panel("cross_weights", fig, ca.weights.numpy()), words

@@ -1,0 +1,196 @@
+"""Position lab page (lecture §3.3, §8): five position schemes trained alike, measured in and beyond their
+context; the claims checked; rotary's rotation and its relative property, live."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from tx_explorer.analysis import position_lab as lab
+from tx_explorer.bundle import BundleError
+from tx_explorer.errors import InputError
+from tx_explorer.families import positions as shipped
+from tx_explorer.views import Panel, texts
+from tx_explorer.viz import charts
+from tx_explorer.viz import positions as vp
+
+PAGE = "position_lab"
+__all__ = ["BundleError"]
+Results = shipped.Results
+load_results = shipped.load_results
+MAX_HEAD_DIM = 256
+MAX_POSITIONS = 256
+LATEX = {
+    "rotary": (
+        r"R(m)\begin{pmatrix}x_i\\x_{i+D_h/2}\end{pmatrix}=\begin{pmatrix}\cos m\theta_i&-\sin m\theta_i\\"
+        r"\sin m\theta_i&\cos m\theta_i\end{pmatrix}\begin{pmatrix}x_i\\x_{i+D_h/2}\end{pmatrix},"
+        r"\quad\theta_i=\theta^{-2i/D_h}",
+        r"\langle R(m)q,\,R(n)k\rangle=\langle q,\,R(n-m)k\rangle=f(m-n)",
+    ),
+    "alibi": (r"s_{ij}=\frac{q_i\cdot k_j}{\sqrt{D_h}}-m_h\,(i-j),\quad m_h=2^{-8h/H}",),
+}
+
+
+def label(scheme: str, lang: str = "en") -> str:
+    return texts(PAGE, lang)(f"scheme_{scheme}")
+
+
+def setup(res: Results, *, lang: str = "en") -> str:
+    """The experiment in one sentence: model size, data, steps, seed, time."""
+    T, s = texts(PAGE, lang), res.summary["settings"]
+    cfg = res.summary["schemes"][res.schemes[0]]["config"]
+    return T(
+        "setup",
+        layers=cfg["num_layers"],
+        dim=cfg["dim"],
+        heads=cfg["num_heads"],
+        steps=s["steps"],
+        batch=s["batch_size"],
+        n=s["seq_len"],
+        seed=s["seed"],
+        windows=s["eval_windows"],
+        long=s["seq_len"] * s["eval_factor"],
+        cpu=res.summary["cpu_minutes"],
+    )
+
+
+def _smooth(y: Sequence[float | None], width: int) -> list[float]:
+    """A centred moving average that leaves missing values (a learned table's end) missing."""
+    a = np.array([np.nan if v is None else v for v in y], dtype=float)
+    if width <= 1:
+        return a.tolist()
+    kernel = np.ones(width)
+    valid = np.isfinite(a)
+    num = np.convolve(np.where(valid, a, 0.0), kernel, mode="same")
+    den = np.convolve(valid.astype(float), kernel, mode="same")
+    return np.where(valid, num / np.maximum(den, 1), np.nan).tolist()
+
+
+def loss_by_position(res: Results, schemes: Sequence[str], smoothing: int = 1, *, lang: str = "en") -> Panel:
+    """Loss at each position 0 … 4N − 1 per scheme, the training length marked."""
+    T = texts(PAGE, lang)
+    if not schemes:
+        raise InputError("pick_one_scheme")
+    runs = res.summary["schemes"]
+    series = {label(s, lang): _smooth(runs[s]["loss_by_position"], smoothing) for s in schemes}
+    n = len(next(iter(series.values())))
+    fig = vp.marked_lines(
+        range(n),
+        series,
+        mark=res.context - 0.5,
+        mark_label=T("context_mark", n=res.context),
+        title=T("loss_title"),
+        x_title=T("axis_position"),
+        y_title=T("axis_loss"),
+    )
+    return Panel("position_loss", fig, {k: np.array(v) for k, v in series.items()})
+
+
+def loss_table(res: Results, *, lang: str = "en") -> list[dict[str, str]]:
+    """Mean loss inside and beyond the context per scheme (a learned table says it cannot go beyond)."""
+    T = texts(PAGE, lang)
+    return [
+        {
+            T("col_scheme"): label(s, lang),
+            T("col_inside"): f"{r['loss_inside']:.3f}",
+            T("col_beyond"): T("no_rows", n=res.context) if r["loss_beyond"] is None else f"{r['loss_beyond']:.3f}",
+            T("col_order"): f"{r['order_probe']['original']:.3f} → {r['order_probe']['shuffled']:.3f}",
+        }
+        for s, r in res.summary["schemes"].items()
+    ]
+
+
+def attention_by_distance(res: Results, schemes: Sequence[str], layer: int, *, lang: str = "en") -> Panel:
+    """Mean attention weight on the key d tokens back, averaged over heads, for one layer."""
+    T = texts(PAGE, lang)
+    if not schemes:
+        raise InputError("pick_one_scheme")
+    runs = res.summary["schemes"]
+    series = {label(s, lang): np.mean(runs[s]["attention_by_distance"][layer], axis=0) for s in schemes}
+    fig = vp.marked_lines(
+        range(res.context),
+        series,
+        title=T("attn_title", layer=layer + 1),
+        x_title=T("axis_distance"),
+        y_title=T("axis_weight"),
+        log_y=True,
+    )
+    return Panel("position_attention", fig, series)
+
+
+def verdict_rows(res: Results, *, lang: str = "en") -> list[dict[str, str]]:
+    """The claims, each holding or not, with the numbers they were read from."""
+    T = texts(PAGE, lang)
+    rows = []
+    for v in res.summary["verdicts"]:
+        fmt = {"rotary_relative": "{:.2e}", "none_cannot_order": "{:.4f}"}.get(v["key"], "{:.3f}")
+        numbers = " · ".join(
+            f"{label(s, lang)} " + (T("cannot_run") if x is None else fmt.format(x)) for s, x in v["numbers"].items()
+        )
+        rows.append(
+            {
+                T("col_claim"): T(f"claim_{v['key']}"),
+                T("col_verdict"): T("holds") if v["holds"] else T("not_holds"),
+                T("col_numbers"): T(f"numbers_{v['key']}", numbers=numbers),
+            }
+        )
+    return rows
+
+
+@dataclass(frozen=True)
+class RotaryDemo:
+    rotation: Panel  # the pairs of one vector turning with position
+    scores: Panel  # ⟨R(m)q, R(n)k⟩ over m, n
+    by_distance: Panel  # the same scores against m − n: one curve if the property holds
+    check: str  # the live check in words: the max deviation
+
+
+def rotary_demo(
+    head_dim: int, theta: float, positions: int, pairs: int, seed: int, double: bool, *, lang: str = "en"
+) -> RotaryDemo:
+    """Turn one random head vector's pairs through ``positions`` positions, and check the relative property."""
+    T = texts(PAGE, lang)
+    if not (2 <= head_dim <= MAX_HEAD_DIM and head_dim % 2 == 0):
+        raise InputError("rotary_head_dim", value=head_dim, limit=MAX_HEAD_DIM)
+    if not 2 <= positions <= MAX_POSITIONS:
+        raise InputError("rotary_positions", value=positions, limit=MAX_POSITIONS)
+    if not (theta > 1 and math.isfinite(theta)):
+        raise InputError("rotary_theta", value=theta)
+    gen = torch.Generator().manual_seed(seed)
+    q = torch.randn(head_dim, generator=gen, dtype=torch.float64)
+    shown = sorted({round(i * (head_dim // 2 - 1) / max(1, pairs - 1)) for i in range(pairs)})
+    path = lab.rotation_path(q, torch.arange(positions), theta)[shown].numpy()  # (pairs, P, 2)
+    names = [T("pair_name", i=i, j=i + head_dim // 2) for i in shown]
+    rot = vp.rotation(path, names, title=T("rotation_title", p=positions - 1), axis=T("axis_pair"))
+    check = lab.rotary_relative_check(
+        head_dim, positions, theta=theta, seed=seed, dtype=torch.float64 if double else torch.float32
+    )
+    scores = check.scores.numpy()
+    heat = charts.signed_heatmap(scores, title=T("scores_title"), x_title=T("axis_n"), y_title=T("axis_m"), height=420)
+    m, n = np.meshgrid(np.arange(positions), np.arange(positions), indexing="ij")
+    dist = {T("diag_label", d=d): scores[m - n == d] for d in (0, 1, positions // 2)}
+    spread = charts.lines(
+        range(positions),
+        {T("by_distance_line"): check.by_distance.numpy()[positions - 1 :]},
+        title=T("by_distance_title"),
+        x_title=T("axis_distance"),
+        y_title=T("axis_score"),
+    )
+    words = T(
+        "check_numbers",
+        dev=f"{check.max_deviation:.2e}",
+        scale=f"{check.scale:.3g}",
+        dtype="float64" if double else "float32",
+        n=positions,
+        pairs=positions * positions,
+    )
+    return RotaryDemo(
+        Panel("rotary_rotation", rot, path),
+        Panel("rotary_scores", heat, scores),
+        Panel("rotary_by_distance", spread, dist),
+        words,
+    )

@@ -1,0 +1,136 @@
+"""Self-attention and position page (lecture §3.1–3.3, §9.3): permutation equivariance, word order, positions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from tx_explorer.analysis import position
+from tx_explorer.views import Panel, axes, texts
+from tx_explorer.viz import charts
+from tx_explorer.viz.heatmap import heatmap
+
+PAGE = "self_attention"
+LATEX = {
+    "qkv": r"Q=XW_Q,\quad K=XW_K,\quad V=XW_V,\qquad [Q\;K\;V]=X\,[W_Q\;W_K\;W_V]",
+    "perm": r"F(\sigma(X))=\sigma(F(X))",
+    "enc": r"\tilde{x}_i=x_i+p_i,\qquad p_{i,2j}=\sin\!\left(\frac{i}{10000^{2j/D}}\right),"
+    r"\quad p_{i,2j+1}=\cos\!\left(\frac{i}{10000^{2j/D}}\right)",
+}
+
+
+@dataclass(frozen=True)
+class Permutation:
+    check: position.PermutationCheck
+    order: str  # the shuffled order in words
+    out: Panel
+    weights: Panel
+    out_shuffled: Panel
+    weights_shuffled: Panel
+    equal: bool  # outputs equal up to the permutation (no positions)
+    verdict: str
+
+
+def permutation(
+    n: int = 6, dim: int = 16, heads: int = 4, seed: int = 0, perm_seed: int = 1, kind="none", *, lang="en"
+) -> Permutation:
+    """One attention layer on tokens and on the same tokens shuffled: equal up to the order without positions."""
+    T, ax = texts(PAGE, lang), axes(lang)
+    check = position.permutation_check(n, dim, heads, seed, perm_seed, kind)
+    names = [f"x{i + 1}" for i in range(n)]
+    shuffled = [names[i] for i in check.perm.tolist()]
+    dims = [f"d{i + 1}" for i in range(dim)]
+    kw = {"x_title": T("axis_dims"), "y_title": T("axis_tokens")}
+    out, out_s = check.out.numpy(), check.out_shuffled.numpy()
+    equal = check.max_diff < position.EQUIVARIANCE_TOL
+    verdict = (
+        T("perm_equal", diff=f"{check.max_diff:.1e}")
+        if equal
+        else T("perm_broken", diff=f"{check.max_diff:.2f}", kind=T(f"pos_{kind}"))
+    )
+    return Permutation(
+        check,
+        T("perm_order", order=", ".join(shuffled)),
+        Panel("perm_out", charts.signed_heatmap(out, names, dims, title=T("out_title"), **kw), out),
+        Panel(
+            "perm_weights",
+            heatmap(check.weights[0].numpy(), names, names, title=T("weights_title"), **ax),
+            check.weights.numpy(),
+        ),
+        Panel(
+            "perm_out_shuffled",
+            charts.signed_heatmap(out_s, shuffled, dims, title=T("out_shuffled_title"), **kw),
+            out_s,
+        ),
+        Panel(
+            "perm_weights_shuffled",
+            heatmap(check.weights_shuffled[0].numpy(), shuffled, shuffled, title=T("weights_shuffled_title"), **ax),
+            check.weights_shuffled.numpy(),
+        ),
+        equal,
+        verdict,
+    )
+
+
+@dataclass(frozen=True)
+class Order:
+    chart: Panel  # per word: how much its output changes between the two sentences, per position kind
+    max_diff: dict[str, float]  # per position kind
+    pooled_diff: dict[str, float]  # of the mean-pooled sentence vector
+    conclusion: str
+
+
+def word_order(a: str = "dog bites man", b: str = "man bites dog", dim=16, heads=4, seed=0, *, lang="en") -> Order:
+    """The same words in two orders through one layer, with each kind of position."""
+    T = texts(PAGE, lang)
+    results = {k: position.word_order(a, b, dim, heads, k, seed) for k in position.POSITION_KINDS}
+    fig = charts.bars(
+        results["none"].words_a,
+        {T(f"pos_{k}"): r.word_diff.numpy() for k, r in results.items()},
+        title=T("order_chart"),
+        x_title=T("order_x"),
+        y_title=T("order_y"),
+    )
+    same = results["none"].max_diff < position.EQUIVARIANCE_TOL
+    return Order(
+        Panel("word_order", fig, {k: r.word_diff.numpy() for k, r in results.items()}),
+        {k: r.max_diff for k, r in results.items()},
+        {k: r.pooled_diff for k, r in results.items()},
+        T("order_conclusion" if same else "order_unexpected"),
+    )
+
+
+def encodings(
+    source: str = "sinusoidal",
+    n: int = 64,
+    dim: int = 64,
+    seed: int = 0,
+    trained: dict[str, torch.Tensor] | None = None,
+    *,
+    lang: str = "en",
+) -> tuple[Panel, Panel, str | None]:
+    """A position table (sinusoidal, learned at init, or a trained model's from ``trained``) and the cosine
+    similarity of its rows; a note on a trained table's size."""
+    T = texts(PAGE, lang)
+    note = None
+    if trained and source in trained:
+        table = trained[source][:n]
+        note = T("enc_trained_note", rows=trained[source].shape[0], dim=table.shape[1])
+    else:
+        table = position.position_table(source, n, dim, seed=seed)
+    sim = position.position_similarity(table).numpy()
+    table = table.numpy()
+    pos = [str(i) for i in range(table.shape[0])]
+    fig = charts.signed_heatmap(
+        table,
+        pos,
+        [str(j) for j in range(table.shape[1])],
+        title=T("enc_matrix"),
+        x_title=T("axis_dims"),
+        y_title=T("axis_positions"),
+    )
+    sim_fig = charts.signed_heatmap(
+        sim, pos, pos, title=T("enc_similarity"), x_title=T("axis_positions_cols"), y_title=T("axis_positions")
+    )
+    return Panel("pos_table", fig, table), Panel("pos_similarity", sim_fig, sim), note

@@ -1,0 +1,165 @@
+"""Seq2Seq page (lecture §1, §2.5): three translators of a generated English → Italian language, their alignment
+matrices against the gold alignment, one Bahdanau decoder step, and quality by sentence length."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from tx_explorer.analysis import seq2seq_eval as ev
+from tx_explorer.data import translation as tr
+from tx_explorer.families.translation import MAX_WORDS
+from tx_explorer.views import Panel, texts
+from tx_explorer.viz import seq2seq as vs
+
+PAGE = "seq2seq"
+KINDS = ("fixed", "attention", "transformer")  # the page compares one translator of each kind
+RETRAIN = "python -m tx_explorer.train seq2seq --model all"
+LATEX = (
+    r"e_{t,i} = v^\top \tanh(W s_{t-1} + U h_i),\qquad a_{t,i} = \frac{\exp e_{t,i}}{\sum_j \exp e_{t,j}},"
+    r"\qquad c_t = \sum_i a_{t,i}\, h_i,\qquad s_t = \mathrm{GRU}([y_{t-1}; c_t],\, s_{t-1})"
+)
+BUCKET_METRICS = (  # (result key, title key, in percent)
+    ("token_accuracy", "token_accuracy", True),
+    ("exact_match", "exact_match", True),
+    ("bleu", "bleu", False),
+    ("aer", "aer_curve", True),
+)
+LECTURE_EXAMPLE, DEMO_SENTENCES = tr.LECTURE_EXAMPLE, tr.DEMO_SENTENCES
+
+
+def labels(lang: str = "en") -> dict[str, str]:
+    T = texts(PAGE, lang)
+    return {k: T(f"model_{k}") for k in KINDS}
+
+
+def input_problem(check: tr.SourceCheck, *, lang: str = "en") -> str:
+    """Why a sentence cannot be translated: empty, too long, or words outside the vocabulary (with suggestions)."""
+    T = texts(PAGE, lang)
+    if check.problem == "empty":
+        return T("empty")
+    if check.problem == "too_long":
+        return T("too_long", n=len(check.tokens), max=MAX_WORDS)
+    words = [f"`{w}` ({', '.join(f'`{s}`' for s in sug) or T('no_suggestion')})" for w, sug in check.unknown.items()]
+    return T("unknown", words="; ".join(words))
+
+
+def gold(check: tr.SourceCheck) -> tr.Example | None:
+    """The grammar's reference translation and alignment, when the sentence parses."""
+    try:
+        return tr.parse(check.tokens)
+    except tr.ParseError:
+        return None
+
+
+def translate(translators: Mapping, text: str, beam: int = 1) -> dict:
+    """Every model's translation of ``text`` (by kind)."""
+    return {k: t.translate(text, beam=beam) for k, t in translators.items()}
+
+
+@dataclass(frozen=True)
+class Output:
+    label: str  # the model, in words
+    text: str
+    verdict: str | None  # against the reference, when there is one
+    aer: float | None  # alignment error rate of a model with an alignment
+
+
+def outputs(translators: Mapping, out: Mapping, reference: tr.Example | None, *, lang: str = "en") -> list[Output]:
+    """Each model's translation, checked against the reference."""
+    T, names = texts(PAGE, lang), labels(lang)
+    rows = []
+    for k, o in out.items():
+        verdict = aer = None
+        if reference is not None:
+            verdict = T("correct") if o.tokens == reference.target else T("differs")
+            if translators[k].has_alignment:
+                aer = ev.sentence_aer(translators[k], reference)
+        rows.append(Output(names[k], o.text or "∅", verdict, aer))
+    return rows
+
+
+@dataclass(frozen=True)
+class Alignments:
+    bahdanau: Panel
+    transformer: Panel  # one layer's cross-attention (one head or their mean)
+    off_gold: tuple[bool, bool]  # per panel: the output differs from the reference, so no gold is drawn
+    mosaic: Panel  # every layer × head of the Transformer's cross-attention
+
+
+def alignments(out: Mapping, reference: tr.Example | None, layer: int = 0, head: int | None = None, *, lang="en"):
+    """Bahdanau's alignment beside the Transformer's cross-attention (``head`` None: the mean of the heads)."""
+    T = texts(PAGE, lang)
+    cross = out["transformer"].cross  # (L, H, T_out, T_in)
+    tfm_map = cross[layer].mean(axis=0) if head is None else cross[layer, head]
+    head_name = T("head_mean") if head is None else str(head + 1)
+    ax = {"x_title": T("axis_source"), "y_title": T("axis_output"), "gold_label": T("gold")}
+    panels, off = [], []
+    for key, weights, title in (
+        ("attention", out["attention"].alignment, T("bahdanau_title")),
+        ("transformer", tfm_map, T("cross_title", layer=layer + 1, head=head_name)),
+    ):
+        o = out[key]
+        matches = reference is not None and o.tokens == reference.target
+        g = reference.alignment if matches else None
+        fig = vs.alignment_figure(weights, o.source, o.tokens, gold=g, title=title, **ax)
+        panels.append(Panel(f"s2s_align_{key}", fig, weights))
+        off.append(reference is not None and not matches)
+    mosaic = vs.cross_mosaic(
+        cross, layer_name=T("layer"), head_name=T("head"), x_title=T("mosaic_x"), y_title=T("mosaic_y")
+    )
+    return Alignments(panels[0], panels[1], (off[0], off[1]), Panel("s2s_cross_mosaic", mosaic, cross))
+
+
+def decoder_step(o, t: int = 0, *, lang: str = "en") -> Panel:
+    """Bahdanau's step ``t``: weights over the source, weighted annotations, and the context vector c_t."""
+    T = texts(PAGE, lang)
+    terms, context = ev.context_terms(o.alignment[t], o.annotations)
+    fig = vs.context_figure(
+        o.alignment[t],
+        terms,
+        context,
+        o.source,
+        title=T("step_title", t=t + 1, word=o.tokens[t]),
+        weight_title=T("axis_weight"),
+        dim_title=T("axis_dim"),
+        source_title=T("axis_source"),
+    )
+    return Panel("s2s_step", fig, {"weights": o.alignment[t], "terms": terms, "context": context})
+
+
+def evaluate(
+    translators: Mapping, per_bucket: int = 10, *, progress: Callable[..., None] = lambda f, text: None, lang="en"
+) -> dict:
+    """Every model on a fresh evaluation set of ``per_bucket`` sentences per length bucket."""
+    T, names = texts(PAGE, lang), labels(lang)
+    buckets, scores = ev.eval_set(per_bucket), {}
+    for i, (k, t) in enumerate(translators.items()):
+        say = T("running", model=names[k])
+        progress(i / len(translators), text=say)
+        step = lambda f, i=i, say=say: progress((i + f) / len(translators), text=say)  # noqa: E731
+        scores[k] = ev.evaluate(t, buckets, progress=step)
+    return scores
+
+
+def by_length(results: Mapping, *, lang: str = "en") -> list[Panel]:
+    """Token accuracy, exact match, BLEU and AER against source length, one line per model."""
+    T = texts(PAGE, lang)
+    return [
+        Panel(
+            f"s2s_{metric}",
+            vs.bucket_curves(
+                results,
+                metric,
+                labels=labels(lang),
+                title=T(key),
+                percent=percent,
+                floor_label=T("aer_floor"),
+                x_title=T("axis_length"),
+            ),
+            {k: np.array(r[metric], dtype=float) for k, r in results.items() if r.get(metric) is not None},
+        )
+        for metric, key, percent in BUCKET_METRICS
+    ]

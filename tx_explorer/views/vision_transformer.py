@@ -1,0 +1,233 @@
+"""Vision Transformer page (lecture §7): an image cut into patches and projected, per-head attention, rollout,
+learned positions against 2-D sin-cos, and what shuffling the patches does."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from PIL import Image
+
+from tx_explorer import locales
+from tx_explorer.analysis import vit_views
+from tx_explorer.data import images, shapes
+from tx_explorer.interop import timm_vit
+from tx_explorer.modules.vit import sincos_2d_table
+from tx_explorer.views import Panel, texts
+from tx_explorer.viz import vit as vitviz
+
+PAGE = "vision_transformer"
+UPLOAD_TYPES = ["png", "jpg", "jpeg", "webp", "bmp", "gif"]
+CLASSES = shapes.CLASSES
+TIMM_DOWNLOAD = timm_vit.DOWNLOAD  # how to get a pretrained timm ViT into the local cache (the page says it)
+LATEX = {
+    "patch": r"x_p\in\mathbb{R}^{P\cdot P\cdot 3},\qquad z_p = W\,x_p + b = \mathrm{Conv2d}_{k=s=P}(x)_p,"
+    r"\qquad W\in\mathbb{R}^{D\times P^2\cdot 3}",
+    "rollout": r"\tilde A = A_L\cdots A_1,\qquad "
+    r"A_l = \mathrm{rownorm}\!\left(\tfrac12\,\overline{W}_l + \tfrac12\,I\right)",
+}
+load_image = images.load_image  # bytes of an upload -> LoadedImage (clear errors for broken or huge files)
+
+
+def _words(lang: str) -> dict[str, str]:
+    return locales.words(PAGE, vitviz.WORDS, lang)
+
+
+def _classes(labels: list[str], lang: str) -> list[str]:
+    """Class names in ``lang`` where the page translates them (``class_<name>``: the generated shapes)."""
+    table = locales.table(PAGE)
+    return [locales.text(PAGE, f"class_{c}", lang) if f"class_{c}" in table else c for c in labels]
+
+
+def facts(clf, *, lang: str = "en") -> str:
+    """The model in one line: image and patch size, patches, width, depth, heads, pooling, positions."""
+    T, cfg = texts(PAGE, lang), clf.model.cfg
+    return T(
+        "model_facts",
+        size=cfg.image_size,
+        patch=cfg.patch_size,
+        n=cfg.num_patches,
+        dim=cfg.dim,
+        layers=cfg.num_layers,
+        heads=cfg.num_heads,
+        pool=T(f"pool_{cfg.pool}"),
+        positions=T(f"positions_{cfg.positions}"),
+    )
+
+
+def sample(clf, label: int = 0, seed: int = 7) -> tuple[Image.Image, np.ndarray]:
+    """A generated shape at the model's size and its object mask."""
+    s = shapes.sample(int(seed), size=clf.model.cfg.image_size, label=label)
+    return images.to_image(s.image), s.mask
+
+
+def model_input(clf, picture: Image.Image | np.ndarray | str) -> tuple[Image.Image, np.ndarray]:
+    """(picture, the model's ``[S, S, 3]`` uint8 input: its centre square resized); a path or an array works too."""
+    if isinstance(picture, str):
+        picture = Image.open(picture).convert("RGB")
+    elif isinstance(picture, np.ndarray):
+        picture = images.to_image(picture)
+    return picture, images.to_array(images.center_square(picture, clf.model.cfg.image_size))
+
+
+@dataclass(frozen=True)
+class PatchSide:
+    title: str
+    numbers: str  # image size, patch size, grid, tokens, patch width, embedding width
+    grid: Panel  # the image with its patch grid, one patch highlighted
+    values: Panel  # that patch's P·P·3 numbers
+    projection: Panel  # its embedding z_p
+    conv_linear: str  # Conv2d and the flattened Linear agree to this
+
+
+def patches(clf, picture: Image.Image, row: int, col: int, name: str = "", *, lang: str = "en") -> list[PatchSide]:
+    """One patch (``row``, ``col`` of the model's grid) at the lecture's 224 px / 16 px and in the model."""
+    T, cfg, words = texts(PAGE, lang), clf.model.cfg, _words(lang)
+    g, lg = cfg.grid, vit_views.LECTURE_SIZE // vit_views.LECTURE_PATCH  # 14
+    index = row * g + col
+    lecture_index = (row * lg // g) * lg + col * lg // g  # the same place in the 14×14 grid
+    big = images.to_array(images.center_square(picture, vit_views.LECTURE_SIZE))
+    pixels = images.to_array(images.center_square(picture, cfg.image_size))
+    sides = []
+    for key, image, embed, patch, pick, title, weights, norm in (
+        (
+            "lecture",
+            big,
+            vit_views.lecture_embed(),
+            vit_views.LECTURE_PATCH,
+            lecture_index,
+            T("lecture_title"),
+            T("random_weights"),
+            None,
+        ),
+        (
+            "model",
+            pixels,
+            clf.model.patch_embed,
+            cfg.patch_size,
+            index,
+            T("own_title", name=name),
+            T("trained_weights"),
+            clf,
+        ),
+    ):
+        view = vit_views.patch_view(image, embed, pick, normalise=norm)
+        n_tok, width = view.patches.shape
+        numbers = T(
+            "patch_numbers",
+            size=image.shape[0],
+            patch=patch,
+            grid=image.shape[0] // patch,
+            n=n_tok,
+            width=width,
+            dim=view.conv.size,
+        )
+        proj_title = T("projection_title", dim=view.conv.size, weights=weights)
+        sides.append(
+            PatchSide(
+                title,
+                numbers,
+                Panel(f"vit_grid_{key}", vitviz.image_with_grid(image, patch, highlight=pick, height=340)),
+                Panel(
+                    f"vit_values_{key}",
+                    vitviz.patch_values(view.values, title=T("values_title", n=width), words=words),
+                    view.values,
+                ),
+                Panel(f"vit_proj_{key}", vitviz.vector_bars(view.conv, title=proj_title, words=words), view.conv),
+                T("conv_linear", diff=f"{view.max_difference:.1e}"),
+            )
+        )
+    return sides
+
+
+def queries(clf) -> list[str]:
+    """Whose attention can be shown: the [CLS] token (when the model has one), the mean of the patches, a patch."""
+    return (["cls"] if clf.model.num_prefix else []) + ["mean", "patch"]
+
+
+@dataclass(frozen=True)
+class Attention:
+    overlays: Panel  # every head of one layer (and their mean) over the image
+    mosaic: Panel  # every layer × head
+    prediction: Panel
+    rollout: Panel  # the last layer's mean beside the rollout
+    shares: dict[str, str] | None  # attention on the object vs its area ([CLS] query on a generated shape)
+
+
+def attention(clf, result, pixels, query: str = "cls", patch: int = 0, layer=None, mask=None, *, lang="en"):
+    """Attention of one query (``"cls"``, ``"mean"`` or ``"patch"`` number ``patch``) in layer ``layer`` (1-based,
+    default the last) of ``result`` (the model's classification of ``pixels``)."""
+    T, cfg, words = texts(PAGE, lang), clf.model.cfg, _words(lang)
+    layer = cfg.num_layers if layer is None else layer
+    prefix, g = clf.model.num_prefix, cfg.grid
+    q = {"cls": 0, "mean": "mean", "patch": prefix + patch}[query]
+    maps = vit_views.query_maps(result.trace, q, num_prefix=prefix, grid=g)  # (L, H, g, g)
+    shown = np.concatenate([maps[layer - 1], maps[layer - 1].mean(axis=0, keepdims=True)])
+    heads = [T("head", h=h + 1) for h in range(cfg.num_heads)]
+    hl = patch if query == "patch" else None
+    overlays = vitviz.attention_overlays(
+        pixels, shown, [*heads, T("head_mean")], title=T("overlay_title", layer=layer), highlight=hl, words=words
+    )
+    layers = [T("layer_n", l=i + 1) for i in range(cfg.num_layers)]
+    mosaic = vitviz.layer_head_maps(maps, layers, heads, title=T("mosaic_title"))
+    labels = _classes(result.labels, lang)
+    prediction = vitviz.prediction_bars(labels, result.probs, title=T("prediction_title"), words=words)
+    pair = np.stack([maps[-1].mean(axis=0), vit_views.rollout_map(result.trace, q, num_prefix=prefix, grid=g)])
+    rollout = vitviz.attention_overlays(
+        pixels, pair, [T("last_layer_mean"), T("rollout")], title=T("rollout_title"), highlight=hl, words=words
+    )
+    shares = None
+    if mask is not None and query == "cls":
+        area, s = vit_views.object_shares(pair, mask, cfg.patch_size)
+        shares = {T("area_share"): f"{area:.1%}", T("cls_share"): f"{s[0]:.1%}", T("rollout_share"): f"{s[1]:.1%}"}
+    return Attention(
+        Panel("vit_overlays", overlays, shown),
+        Panel("vit_mosaic", mosaic, maps),
+        Panel("vit_prediction", prediction, result.probs),
+        Panel("vit_rollout", rollout, pair),
+        shares,
+    )
+
+
+def measured(name: str, *, lang: str = "en") -> str | None:
+    """The bundle's held-out numbers in words (None for a model without them)."""
+    report = vit_views.bundle_results(name)
+    return texts(PAGE, lang)("measured", **report) if report else None
+
+
+def positions(clf, *, lang: str = "en") -> tuple[Panel | None, Panel]:
+    """Cosine similarity of each patch's position to every other: the model's (None without a table) and 2-D
+    sin-cos at the same grid."""
+    T, cfg, words = texts(PAGE, lang), clf.model.cfg, _words(lang)
+    g, pos = cfg.grid, vit_views.patch_positions(clf)
+    own = None
+    if pos is not None:
+        sim = vit_views.position_similarity(pos, g)
+        title = T("pos_own", kind=T(f"positions_{cfg.positions}"))
+        own = Panel("vit_pos_own", vitviz.similarity_maps(sim, title=title, words=words), sim.reshape(g * g, -1))
+    ref = vit_views.position_similarity(sincos_2d_table(g, 4 * max(1, cfg.dim // 4)), g)
+    sincos = vitviz.similarity_maps(ref, title=T("pos_sincos"), words=words)
+    return own, Panel("vit_pos_sincos", sincos, ref.reshape(g * g, -1))
+
+
+@dataclass(frozen=True)
+class Shuffled:
+    image: np.ndarray  # the shuffled input
+    chart: Panel  # top classes' probabilities in each condition
+    changes: dict[str, str]  # logit change with and without positions
+
+
+def shuffle(clf, pixels: np.ndarray, result, seed: int = 0, *, lang: str = "en") -> Shuffled:
+    """The same patches in another order, with and without the position embedding."""
+    T = texts(PAGE, lang)
+    shuf = vit_views.shuffle_experiment(clf, pixels, int(seed))
+    top = np.argsort(-result.probs)[:8]
+    series = {T(f"cond_{i}"): p[top] for i, p in enumerate(shuf.probs.values())}
+    fig = vitviz.condition_bars(
+        [_classes(result.labels, lang)[i] for i in top], series, title=T("shuffle_title"), y_title=T("probability")
+    )
+    changes = {
+        T("change_with"): f"{shuf.logit_change['with']:.3g}",
+        T("change_without"): f"{shuf.logit_change['without']:.1e}",
+    }
+    return Shuffled(shuf.shuffled, Panel("vit_shuffle", fig, np.stack(list(shuf.probs.values()))), changes)
