@@ -3,8 +3,8 @@
     python -m benchmarks pages                 # median of 5 runs after a warm-up; 3 fresh processes for loads
     python -m benchmarks pages --repeats 1 --load-repeats 1 --only masks operator
 
-Each interaction calls the same ``tx_explorer`` analysis and figure functions, with the same arguments, as the
-page's section that the input drives (read ``pages/<page>.py``), on the page's default inputs; the figures are
+Each interaction calls the same ``tx_explorer.views`` functions, with the same arguments, as the page's section
+that the input drives (read ``pages/<page>.py``), on the page's default inputs; the figures are
 serialised as ``st.plotly_chart`` does (``plotly.io.to_json``). Models are loaded once before timing; their load
 times are measured separately, each in a fresh Python process. Writes the section ``pages`` of BENCHMARKS.md.
 """
@@ -27,22 +27,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import plotly.graph_objects as go
 import plotly.io as pio
 import torch
 
 from benchmarks import ROOT, machine, publish, verdict
-from tx_explorer import locales, masks, models, viz
-from tx_explorer.viz import charts
-from tx_explorer.viz import bars as vb
-from tx_explorer.viz import heads as vh
-from tx_explorer.viz.heatmap import heatmap
+from tx_explorer import locales, models, viz
+from tx_explorer.views import Panel
 
 log = logging.getLogger("benchmarks.pages")
 TARGET_MS = 300.0  # issue 11: every main interaction on bundled models at ≤ 64 tokens
-AX = {"x_title": "keys", "y_title": "queries"}
 VIZ_DIR = str(Path(viz.__file__).parent)
+LIBRARY = str(Path(viz.__file__).parents[1])  # tx_explorer/: the views call the figure builders
 Models = dict[str, Any]
 
 
@@ -52,81 +48,60 @@ class Result:
     detail: str = ""  # the input's size, e.g. "12 tokens"
 
 
+def _result(panels: list[Panel | None], detail: str) -> Result:
+    return Result([p.figure for p in panels if p is not None], detail)
+
+
 @dataclass(frozen=True)
 class Interaction:
     page: str  # pages/<page>.py
     action: str  # what the user does
     timed: str  # what the page then computes (what this benchmark calls)
     run: Callable[[Models], Result]
-    models: tuple[str, ...] = ()  # registry names, or "variants:<name>" for the norms page's bundle
+    models: tuple[str, ...] = ()  # registry names, or "variants:…" for the norms page's bundle (see load)
 
 
 def _en(page: str, key: str, **fmt: object) -> str:
     return locales.text(page, key, "en", **fmt)
 
 
-def _labels(prefix: str, n: int) -> list[str]:
-    return [f"{prefix}{i + 1}" for i in range(n)]
-
-
-# ---- one function per page: the section its main input drives ---------------------------------------------------
+# ---- one function per page: the section its main input drives, through the same tx_explorer.views calls ---------
 
 
 def home(m: Models) -> Result:
-    from tx_explorer.analysis import mask_gallery
+    from tx_explorer.views import home as view
 
-    words = ["Attention", "is", "very"]
-    example = mask_gallery.masked_attention(masks.causal(len(words)), seed=0)
-    return Result([heatmap(example.steps.weights.numpy(), words, words, title="example", **AX)], "3 tokens")
+    return _result([view.example()], "3 tokens")
 
 
 def operator(m: Models) -> Result:
-    from tx_explorer.analysis import operator_lab as op
+    from tx_explorer.views import operator as view
 
-    q, k, v = op.random_qkv(4, 6, 8, 4, 0)
-    figs = [
-        charts.signed_heatmap(
-            x.numpy(), _labels(p, x.shape[0]), _labels("d", x.shape[1]), title=name, x_title="dims", y_title=p
-        )
-        for name, x, p in (("Q", q, "q"), ("K", k, "k"), ("V", v, "k"))
-    ]
-    steps = op.operator_steps(q, k, v, True)
-    rows, cols, dims = _labels("q", 4), _labels("k", 6), _labels("d", 4)
-    figs += [
-        charts.signed_heatmap(steps.scores.numpy(), rows, cols, title="E", **AX),
-        heatmap(steps.weights.numpy(), rows, cols, title="A", **AX),
-        charts.signed_heatmap(steps.out.numpy(), rows, dims, title="Y", x_title="dims", y_title="q"),
-    ]
-    op.summarize(steps, q.shape[1], True)
-    r = op.replace_input(q, k, v, "V", seed=1, scaled=True)
-    figs += [
-        heatmap(r.after.weights.numpy(), rows, cols, title="A after", **AX),
-        charts.signed_heatmap(r.after.out.numpy(), rows, dims, title="Y after", x_title="dims", y_title="q"),
-    ]
-    return Result(figs, "N_Q 4, N_K 6, D 8")
+    q, k, v = view.random_qkv(4, 6, 8, 4, 0)
+    steps = view.steps(q, k, v, True)
+    r = view.replace(q, k, v, "V", seed=1, scaled=True)
+    return _result(
+        [*view.inputs(q, k, v), steps.scores, steps.weights, steps.out, r.weights, r.out], "N_Q 4, N_K 6, D 8"
+    )
 
 
 def self_attention(m: Models) -> Result:
-    from tx_explorer.analysis import position
+    from tx_explorer.views import self_attention as view
 
-    n, dim, heads = 6, 16, 4
-    check = position.permutation_check(n, dim, heads, 0, 2, position.POSITION_KINDS[0])
-    names = _labels("x", n)
-    shuffled = [names[i] for i in check.perm.tolist()]
-    dims = _labels("d", dim)
-    figs = [
-        charts.signed_heatmap(check.out.numpy(), names, dims, title="out", x_title="dims", y_title="tokens"),
-        heatmap(check.weights[0].numpy(), names, names, title="weights", **AX),
-        charts.signed_heatmap(
-            check.out_shuffled.numpy(), shuffled, dims, title="out shuffled", x_title="dims", y_title="tokens"
-        ),
-        heatmap(check.weights_shuffled[0].numpy(), shuffled, shuffled, title="weights shuffled", **AX),
-    ]
-    return Result(figs, f"{n} tokens, D {dim}, {heads} heads")
+    p = view.permutation(6, 16, 4, 0, 2, "none")
+    return _result([p.out, p.weights, p.out_shuffled, p.weights_shuffled], "6 tokens, D 16, 4 heads")
+
+
+def position_lab(m: Models) -> Result:
+    from tx_explorer.views import position_lab as view
+
+    demo = view.rotary_demo(16, 10_000.0, 64, 4, 0, True)
+    return _result([demo.rotation, demo.scores, demo.by_distance], "rotary: D_h 16, 64 positions")
 
 
 def masks_page(m: Models) -> Result:
     from tx_explorer.analysis import mask_gallery as mg
+    from tx_explorer.views import masks as view
 
     toks = mg.tokens(_en("masks", "sentence_default"))
     n = len(toks)
@@ -138,304 +113,116 @@ def masks_page(m: Models) -> Result:
         "block_diagonal": {"sizes": mg.parse_sizes(", ".join(str(s) for s in mg.even_split(n)), n), "causal": False},
         "custom": {"grid": mg.start_grid(mg.GRID_STARTS[0], n)},
     }
-    figs = []
-    for kind, kwargs in options.items():
-        r = mg.masked_attention(mg.build_mask(kind, n, **kwargs), 0)
-        figs += [
-            charts.signed_heatmap(r.steps.masked.numpy(), toks, toks, title="scores", **AX),
-            heatmap(r.steps.weights.numpy(), toks, toks, title="weights", **AX),
-        ]
-    return Result(figs, f"{n} tokens, 6 masks")
+    shown = [view.masked(kind, mg.build_mask(kind, n, **kw), toks, 0) for kind, kw in options.items()]
+    return _result([p for r in shown for p in (r.scores, r.weights)], f"{n} tokens, 6 masks")
 
 
 def multihead(name: str) -> Callable[[Models], Result]:
     def run(m: Models) -> Result:
-        from tx_explorer.analysis import heads
+        from tx_explorer.views import multihead as view
 
-        data = heads.analyse(m[name], _en("multihead", "example_code_text"))
-        shown = heads.keep_tokens(data.maps, [True] * len(data.tokens))
-        layers, num_heads = data.maps.shape[:2]
-        return Result([vh.head_grid(shown, title="grid")], f"{len(data.tokens)} tokens, {layers} × {num_heads} heads")
+        data = view.analyse(m[name], _en("multihead", "example_code_text"))
+        layers, heads = data.maps.shape[:2]
+        grid = view.grid(view.shown(data), view.kv_groups(m[name]))
+        return _result([grid], f"{len(data.tokens)} tokens, {layers} × {heads} heads")
 
     return run
 
 
-def moe(m: Models) -> Result:
-    from tx_explorer.analysis import routing
-    from tx_explorer.viz import moe as vm
+def head_science(m: Models) -> Result:
+    from tx_explorer.analysis import head_science as hs
+    from tx_explorer.views import head_science as view
 
-    bundle = m["tiny-moe"]
-    words = {key: _en("moe", f"fig_{key}") for key in vm.WORDS}
-    enc = bundle.text.encode(_en("moe", "sentence_default"))
-    _, trace = bundle.text.attention(enc)
-    typed = {key: v.numpy() for key, v in routing.per_layer(routing.routing_tables(trace)).items()}  # [L, T, (E)]
-    figs = [
-        vm.coloured_tokens(enc.tokens, typed["first"], bundle.config.num_experts, title="tokens", words=words),
-        vm.gate_heatmaps(typed["gates"], typed["probs"], enc.tokens, title="gates", words=words),
-    ]
-    return Result(figs, f"{len(enc.tokens)} tokens")
+    text = _en("head_science", "text_default")
+    return _result([view.pattern(hs.text_model(m["tiny-gpt"]), text, 0, 0)], "one head's pattern, tiny-gpt")
+
+
+def moe(m: Models) -> Result:
+    from tx_explorer.views import moe as view
+
+    typed = view.typed(m["tiny-moe"], _en("moe", "sentence_default"))
+    return _result([typed.tokens, typed.gates], f"{typed.tokens.data.shape[-1]} tokens")
 
 
 def norms_page(m: Models) -> Result:
-    from tx_explorer.analysis import norm_lab as norms
-    from tx_explorer.viz import norm_figures as vn
+    from tx_explorer.views import norms as view
 
-    pair = norms.attention_pair(
-        m["variants:pre-ln"], m["variants:post-ln"], _en("norms", "sentence_default"), layer=0, head=0
-    )
-    maps = {"pre-ln": pair.a.numpy(), "post-ln": pair.b.numpy(), "difference": pair.diff.numpy()}
-    fig = vn.side_by_side(maps, row_labels=pair.tokens, col_labels=pair.tokens, diverging=["difference"], **AX)
-    return Result([fig], f"{len(pair.tokens)} tokens, 2 variants")
+    a, b = m["variants:pre-ln"], m["variants:post-ln"]
+    panel, _ = view.pair(m["variants:results"], a, b, _en("norms", "sentence_default"), 0, 0)
+    return _result([panel], f"{len(panel.data[0])} tokens, 2 variants")
 
 
 def model_sizes(m: Models) -> Result:
-    from tx_explorer.analysis import params
     from tx_explorer.config import TransformerConfig
+    from tx_explorer.views import model_sizes as view
 
     cfg = TransformerConfig(
-        vocab_size=50_257,
-        max_len=1024,
-        dim=768,
-        num_layers=13,
-        num_heads=12,
-        mlp="mlp",
-        positions="learned",
-        tie_embeddings=True,
+        vocab_size=50_257, max_len=1024, dim=768, num_layers=13, num_heads=12, mlp="mlp", positions="learned"
     )
-    c = TransformerConfig.from_dict(cfg.to_dict())  # the page's cached function takes the dict
-    params.count_params(c, "causal", None)
-    measured = params.measure(params.build_on_meta(c, "causal", None))
-    fig = vb.stacked_parts(["your model"], {p: [measured[p]] for p in params.PARTS}, title="custom", share=False)
-    return Result([fig], "13 × 768, vocabulary 50,257")
+    return _result([view.custom(cfg).parts], "13 × 768, vocabulary 50,257")
 
 
 def language_model(m: Models) -> Result:
-    from tx_explorer.analysis import lm
+    from tx_explorer.views import language_model as view
 
-    tm = m["tiny-gpt"]
-    text = _en("language_model", "default_text")
-    r = lm.read(tm, text, 15)
-    n = len(r.tokens)
-    toks = vb.safe_labels(r.tokens)
-    labels = [f"{i}: {t}" for i, t in enumerate(r.tokens)]
-    rows = [f"{t} (id {i})" for t, i in zip(toks, r.ids)]
-    mask = masks.causal(n).float().numpy()
-    figs = [
-        charts.signed_heatmap(
-            r.embeddings,
-            rows,
-            [str(d) for d in range(r.embeddings.shape[1])],
-            title="embeddings",
-            x_title="dims",
-            y_title="tokens",
-        ),
-        heatmap(mask, toks, toks, title="mask", **AX),
-        heatmap(r.maps[0, 0], toks, toks, title="weights", **AX),
-        vb.topk_bars(r.top_labels[n - 1], r.top_probs[n - 1], title="next", highlight=None),
-        vb.labelled_bars(labels[1:], {"loss": r.losses}, title="loss", x_title="predicted", y_title="nats"),
-    ]
-    new = 24  # the page's default: greedy, 24 new tokens
-    g = lm.generate(tm, tm.encode(text, lm.MAX_TOKENS).ids, new, greedy=True, temperature=0.8, top_k=None, seed=0)
-    maps = g.maps[0].mean(axis=0)
-    row = g.prompt_len - 1
-    gen_toks = vb.safe_labels(g.tokens)
-    ctx = [f"{i}: {t}" for i, t in enumerate(g.tokens[: row + 1])]
-    figs += [
-        vb.labelled_bars(ctx, {"weight": maps[row, : row + 1]}, x_title="context", y_title="weight", title="step"),
-        heatmap(
-            maps[g.prompt_len - 1 : -1],
-            [f"→ {t}" for t in gen_toks[g.prompt_len :]],
-            gen_toks,
-            title="generated",
-            x_title="context",
-            y_title="generated",
-        ),
-    ]
-    return Result(figs, f"{n} tokens + {new} generated")
+    tm, text, new = m["tiny-gpt"], _en("language_model", "default_text"), 24  # the page's defaults: greedy, 24
+    r = view.read(tm, text)
+    causal, loss = view.causal(r), view.losses(r)
+    g = view.generate(tm, text, new)
+    panels = [view.embeddings(r, tm.config.dim), causal.mask, causal.weights, view.next_token(r).candidates]
+    panels += [loss[1] if loss else None, *view.generation(g)]
+    return _result(panels, f"{len(r.tokens)} tokens + {new} generated")
 
 
 def vision_transformer(m: Models) -> Result:
-    from tx_explorer.analysis import vit_views
-    from tx_explorer.data import images, shapes
-    from tx_explorer.viz import vit as vitviz
+    from tx_explorer.views import vision_transformer as view
 
     clf = m["vit-shapes"]
-    cfg = clf.model.cfg
-    g = cfg.grid
-    sample = shapes.sample(7, size=cfg.image_size, label=0)
-    picture = images.to_image(sample.image)
-    pixels = images.to_array(images.center_square(picture, cfg.image_size))
-    index = (g // 2) * g + g // 2
-    lecture_grid = vit_views.LECTURE_SIZE // vit_views.LECTURE_PATCH
-    lecture_index = (g // 2 * lecture_grid // g) * lecture_grid + g // 2 * lecture_grid // g
-    big = images.to_array(images.center_square(picture, vit_views.LECTURE_SIZE))
-    lecture = vit_views.patch_view(big, vit_views.lecture_embed(), lecture_index)
-    own = vit_views.patch_view(pixels, clf.model.patch_embed, index, normalise=clf)
-    figs = []
-    for view, image, patch, pick in (
-        (lecture, big, vit_views.LECTURE_PATCH, lecture_index),
-        (own, pixels, cfg.patch_size, index),
-    ):
-        figs += [
-            vitviz.image_with_grid(image, patch, highlight=pick, height=340),
-            vitviz.patch_values(view.values, title="values"),
-            vitviz.vector_bars(view.conv, title="projection"),
-        ]
-    result = clf.classify(pixels)
-    prefix = clf.model.num_prefix
-    query = 0 if prefix else "mean"
-    maps = vit_views.query_maps(result.trace, query, num_prefix=prefix, grid=g)  # (L, H, g, g)
-    shown = np.concatenate([maps[-1], maps[-1].mean(axis=0, keepdims=True)])
-    heads = [f"head {h + 1}" for h in range(cfg.num_heads)]
-    rolled = vit_views.rollout_map(result.trace, query, num_prefix=prefix, grid=g)
-    pair = np.stack([maps[-1].mean(axis=0), rolled])
-    figs += [
-        vitviz.attention_overlays(pixels, shown, [*heads, "mean"], title="overlays", highlight=None),
-        vitviz.layer_head_maps(maps, [f"layer {i + 1}" for i in range(cfg.num_layers)], heads, title="mosaic"),
-        vitviz.prediction_bars(result.labels, result.probs, title="prediction"),
-        vitviz.attention_overlays(pixels, pair, ["last layer", "rollout"], title="rollout", highlight=None),
-    ]
-    vit_views.object_shares(pair, sample.mask, cfg.patch_size)
-    return Result(figs, f"{cfg.image_size}² px, {cfg.num_patches} patches")
-
-
-SEQ2SEQ = {"fixed": "seq2seq-fixed", "attention": "seq2seq-attention", "transformer": "seq2seq-transformer"}
+    cfg, g = clf.model.cfg, clf.model.cfg.grid
+    picture, mask = view.sample(clf, 0, 7)
+    picture, pixels = view.model_input(clf, picture)
+    sides = view.patches(clf, picture, g // 2, g // 2, "vit-shapes")
+    att = view.attention(clf, clf.classify(pixels), pixels, view.queries(clf)[0], 0, None, mask)
+    panels = [p for s in sides for p in (s.grid, s.values, s.projection)]
+    return _result([*panels, att.overlays, att.mosaic, att.prediction, att.rollout], f"{cfg.image_size}² px")
 
 
 def seq2seq(m: Models) -> Result:
-    from tx_explorer.analysis import seq2seq_eval as ev
-    from tx_explorer.data import translation as tr
-    from tx_explorer.viz import seq2seq as vs
+    from tx_explorer.views import seq2seq as view
 
-    ts = {k: m[n] for k, n in SEQ2SEQ.items()}
-    text = tr.LECTURE_EXAMPLE[0]
+    ts = {k: m[f"seq2seq-{k}"] for k in view.KINDS}
+    text = view.LECTURE_EXAMPLE[0]
     check = ts["attention"].check(text)
-    try:
-        gold = tr.parse(check.tokens)
-    except tr.ParseError:
-        gold = None
-    out = {k: t.translate(text, beam=1) for k, t in ts.items()}
-    for t in ts.values():
-        if gold is not None and t.has_alignment:
-            ev.sentence_aer(t, gold)
-    cross = out["transformer"].cross  # (L, H, T_out, T_in)
-    axes = {"x_title": "source", "y_title": "output", "gold_label": "gold"}
-    figs = []
-    for key, weights in (
-        ("attention", out["attention"].alignment),
-        ("transformer", cross[ts["transformer"].align_layer or 0].mean(axis=0)),
-    ):
-        o = out[key]
-        matches = gold is not None and o.tokens == gold.target
-        figs.append(
-            vs.alignment_figure(
-                weights, o.source, o.tokens, gold=gold.alignment if matches else None, title=key, **axes
-            )
-        )
-    figs.append(vs.cross_mosaic(cross, layer_name="layer", head_name="head", x_title="source", y_title="output"))
-    o = out["attention"]
-    if o.tokens:
-        terms, context = ev.context_terms(o.alignment[0], o.annotations)
-        figs.append(
-            vs.context_figure(
-                o.alignment[0],
-                terms,
-                context,
-                o.source,
-                title="step",
-                weight_title="weight",
-                dim_title="dim",
-                source_title="source",
-            )
-        )
-    return Result(figs, f"{len(check.tokens)} words, beam 1, 3 models")
+    gold = view.gold(check)
+    out = view.translate(ts, text)
+    view.outputs(ts, out, gold)
+    al = view.alignments(out, gold, ts["transformer"].align_layer or 0)
+    step = view.decoder_step(out["attention"]) if out["attention"].tokens else None
+    return _result([al.bahdanau, al.transformer, al.mosaic, step], f"{len(check.tokens)} words, beam 1, 3 models")
 
 
 def cost_of_attention(m: Models) -> Result:
-    from tx_explorer.analysis import cost, flash_steps, memory
-    from tx_explorer.viz import cost as vcost
-    from tx_explorer.viz import style
+    import torch
+
+    from tx_explorer.views import cost_of_attention as view
 
     n, d, h = 2048, 512, 8
-    flops_ns = [2**p for p in range(4, 17)]
-    curve_ns = np.unique(np.geomspace(64, 131_072, 48).astype(int))
-    cost.four_matmuls(n, d, h)  # the page's table
-    flops = cost.flops_by_n(flops_ns, d, h)
-    figs = [
-        vcost.flops_bars(
-            flops_ns,
-            flops,
-            cost.crossover_n(d),
-            title="flops",
-            crossover_label="crossover",
-            x_title="N",
-            y_title="share",
-        )
-    ]
-    lines = cost.memory_lines(curve_ns, h, 64, block_size=128, itemsize=4)
-    lecture = cost.memory_lines([cost.LECTURE_N], cost.LECTURE_H, 64, block_size=128, itemsize=4)
-    lecture = {k: float(v[0]) for k, v in lecture.items()}
-    total = memory.total_bytes("cpu")
-    figs.append(
-        vcost.memory_curves(
-            {k: (curve_ns, v) for k, v in lines.items()},
-            {},
-            device_bytes=total,
-            device_label="RAM",
-            extrapolated={f"lecture {k}": (cost.LECTURE_N, lecture[k]) for k in ("naive", "flash")},
-            title="memory",
-            analytic_label="analytic",
-            measured_label="measured",
-            x_title="N",
-            y_title="bytes",
-        )
-    )
-    tr = flash_steps.trace_example(n=12, d=4, block_size=4, causal=True, seed=0)
-    cols, rows = [f"after {j}" for j in range(tr.m.shape[1])], [f"row {i}" for i in range(tr.m.shape[0])]
-    figs += [
-        vcost.tile_grid(
-            tr.status,
-            ["skipped", "partial", "full"],
-            block_q=tr.block_q,
-            block_k=tr.block_k,
-            title="tiles",
-            x_title="key tile",
-            y_title="query tile",
-        ),
-        vcost.running_stat_map(
-            tr.m, rows, cols, title="m", colorscale=style.DIVERGING, zmid=0.0, x_title="steps", y_title="queries"
-        ),
-        vcost.running_stat_map(tr.l, rows, cols, title="l", x_title="steps", y_title="queries"),
-    ]
-    return Result(figs, f"N {n:,}, D {d}, H {h}")
-
-
-def position_lab(m: Models) -> Result:
-    from tx_explorer.views import position_lab as view
-
-    demo = view.rotary_demo(16, 10000.0, 64, 4, 0, True)
-    return Result([demo.rotation.figure, demo.scores.figure, demo.by_distance.figure], "D_h 16, 64 positions")
+    tiles = view.tiles(12, 4)
+    panels = [view.matmuls(n, d, h).flops, view.curves(8, 64, 128, "float32", torch.device("cpu")).memory]
+    return _result([*panels, tiles.grid, tiles.running_max, tiles.running_sum], f"N {n:,}, D {d}, H {h}")
 
 
 def kv_cache(m: Models) -> Result:
     from tx_explorer.views import kv_cache as view
 
     tm = m["tiny-gpt"]
-    decoded = view.decode(tm, "The function returns a new list of the keys", 8)
-    last = len(decoded.decoding.steps) - 1
-    cv = view.cache_view(tm, decoded.decoding.ids, decoded.labels, last, 0)
-    figs = [cv.keys.figure, cv.values.figure, cv.groups.figure, decoded.growth.figure, decoded.diff.figure]
-    return Result(figs, f"{len(decoded.decoding.ids)} tokens, cached and uncached")
+    decoded = view.decode(tm, _en("kv_cache", "prompt_default"), 8)
+    cv = view.cache_view(tm, decoded.decoding.ids, decoded.labels, len(decoded.decoding.steps) - 1, 0)
+    return _result([cv.keys, cv.values, cv.groups, decoded.growth, decoded.diff], "8 new tokens, tiny-gpt")
 
 
-def head_science(m: Models) -> Result:
-    from tx_explorer.views import head_science as view
-
-    text = _en("head_science", "text_default")
-    r = view.importance(m["tiny-gpt"], text)
-    return Result([*(p.figure for p in r.panels), view.pattern(m["tiny-gpt"], text, 0, 0).figure], r.notes[0])
-
-
+SEQ2SEQ = tuple(f"seq2seq-{k}" for k in ("fixed", "attention", "transformer"))
+VARIANTS = ("variants:results", "variants:pre-ln", "variants:post-ln")
 INTERACTIONS: dict[str, list[Interaction]] = {
     "home": [Interaction("home", "open the page", "causal example: masked attention + heatmap", home)],
     "operator": [
@@ -445,6 +232,11 @@ INTERACTIONS: dict[str, list[Interaction]] = {
     ],
     "self_attention": [
         Interaction("self_attention", "press Shuffle", "permutation check (6 tokens) + 4 heatmaps", self_attention)
+    ],
+    "position_lab": [
+        Interaction(
+            "position_lab", "move the rotary θ", "rotation, scores, score by distance + 3 figures", position_lab
+        )
     ],
     "masks": [
         Interaction("masks", "type a sentence", "all six masks (st.tabs runs every tab) + 12 heatmaps", masks_page)
@@ -467,11 +259,7 @@ INTERACTIONS: dict[str, list[Interaction]] = {
     ],
     "head_science": [
         Interaction(
-            "head_science",
-            "type a text (tiny-gpt)",
-            "every head zero-ablated (L·H + 1 forwards) + 2 maps + the chosen head's pattern",
-            head_science,
-            ("tiny-gpt",),
+            "head_science", "pick a head", "forward with trace + one head's pattern", head_science, ("tiny-gpt",)
         )
     ],
     "moe": [
@@ -483,7 +271,7 @@ INTERACTIONS: dict[str, list[Interaction]] = {
             "type a sentence (two variants)",
             "two forwards with trace + side-by-side maps",
             norms_page,
-            ("variants:pre-ln", "variants:post-ln"),
+            VARIANTS,
         )
     ],
     "model_sizes": [
@@ -509,33 +297,23 @@ INTERACTIONS: dict[str, list[Interaction]] = {
     ],
     "seq2seq": [
         Interaction(
-            "seq2seq",
-            "type a sentence",
-            "three translations, AER, alignments, mosaic, one step",
-            seq2seq,
-            tuple(SEQ2SEQ.values()),
+            "seq2seq", "type a sentence", "three translations, AER, alignments, mosaic, one step", seq2seq, SEQ2SEQ
         )
     ],
     "cost_of_attention": [
         Interaction(
             "cost_of_attention",
             "change N",
-            "FLOP table, analytic memory curves, tile "
-            "trace + 5 figures (the Measure button's timing run is a progress-bar job, "
-            "not timed)",
+            "FLOP table, analytic memory curves, tile trace + 5 figures (the Measure button's timing run is a "
+            "progress-bar job, not timed)",
             cost_of_attention,
-        )
-    ],
-    "position_lab": [
-        Interaction(
-            "position_lab", "change the rotary positions", "rotation, 64 × 64 scores, check + 3 figures", position_lab
         )
     ],
     "kv_cache": [
         Interaction(
             "kv_cache",
             "type a prompt",
-            "cached and uncached greedy decoding step by step + cache view + 5 figures",
+            "8 cached decoding steps checked against a full forward + 5 figures",
             kv_cache,
             ("tiny-gpt",),
         )
@@ -544,11 +322,10 @@ INTERACTIONS: dict[str, list[Interaction]] = {
 
 
 def load(name: str) -> Any:
-    """A registry model, or ``variants:<name>``: one trained variant of the norms page's bundle."""
+    """A registry model; ``variants:results`` is the norms page's bundle, ``variants:<name>`` one trained variant."""
     if name.startswith("variants:"):
-        from tx_explorer.families import variants
-
-        return variants.load_results().text_model(name.split(":", 1)[1])
+        results = models.load_model("variants")
+        return results if name == "variants:results" else results.text_model(name.split(":", 1)[1])
     return models.load_model(name)
 
 
@@ -564,7 +341,8 @@ class Timing:
 
 
 def figure_share(run: Callable[[Models], Result], loaded: Models) -> float:
-    """Share of one profiled call spent in figure builders: ``tx_explorer.viz`` functions that ``run`` calls."""
+    """Share of one profiled call spent building figures: ``tx_explorer.viz`` functions called by the library
+    outside viz (the views) or by ``run`` (viz helpers called by viz, or by Plotly, are counted inside those)."""
     profile = cProfile.Profile()
     profile.runcall(run, loaded)
     stats = pstats.Stats(profile).stats  # {(file, line, name): (calls, primitive, own s, cumulative s, callers)}
@@ -575,7 +353,7 @@ def figure_share(run: Callable[[Models], Result], loaded: Models) -> float:
         for (file, _, _), (*_, callers) in stats.items()
         if file.startswith(VIZ_DIR)
         for (caller_file, _, _), caller_stats in callers.items()
-        if caller_file == code.co_filename
+        if (caller_file.startswith(LIBRARY) and not caller_file.startswith(VIZ_DIR)) or caller_file == code.co_filename
     )
     return figures / total if total else 0.0
 
@@ -613,8 +391,7 @@ out = {"(import torch + tx_explorer.models)": time.perf_counter() - t0}
 for name in sys.argv[1:]:
     t0 = time.perf_counter()
     if name.startswith("variants:"):
-        from tx_explorer.families import variants
-        variants.load_results().text_model(name.split(":", 1)[1])
+        models.load_model("variants").text_model(name.split(":", 1)[1])
     else:
         models.load_model(name)
     out[name] = time.perf_counter() - t0
@@ -657,7 +434,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     header = machine(torch.device("cpu"))
-    available = set(models.available_models()) | {"variants:pre-ln", "variants:post-ln"}
+    available = set(models.available_models()) | set(VARIANTS)
     chosen = [i for page in (args.only or list(INTERACTIONS)) for i in INTERACTIONS[page]]
     runnable = [i for i in chosen if set(i.models) <= available]
     skipped = [i for i in chosen if i not in runnable]
@@ -678,7 +455,7 @@ def main(argv: list[str] | None = None) -> None:
         "",
         f"Machine: {header}.",
         "",
-        f"Each row calls the `tx_explorer` analysis and figure functions that the page's section runs after the "
+        f"Each row calls the `tx_explorer.views` functions that the page's section runs after the "
         f"input, with the page's default inputs, then serialises every figure as `st.plotly_chart` does "
         f"(`plotly.io.to_json`); time = median of {args.repeats} runs after one warm-up, models loaded before "
         "timing. Not included: Streamlit's own work (widgets, deltas, the websocket) and the page's other sections "

@@ -47,7 +47,7 @@ def memo(key: tuple, compute):
 def show(result) -> None:
     ui.show(*result.panels)
     for note in result.notes:
-        st.caption(note)
+        st.caption(ui.escape_markdown(note))  # notes quote tokens
     if result.table:
         st.dataframe(pd.DataFrame(result.table), hide_index=True)
 
@@ -102,11 +102,12 @@ with ui.friendly_errors():
             )
             with progress() as tick:
                 run = lambda: view.importance(tm, text, heldout=heldout, mode=mode, lang=LANG, progress=tick)  # noqa: E731
-                show(memo(("importance", name, text, heldout, mode, LANG), run))
+                result = memo(("importance", name, text, heldout, mode, LANG), run)
+                show(result)
             st.subheader(T("pattern_header"))
             c = st.columns(2)
-            layer = c[0].number_input(T("layer"), 0, len(tm.model.blocks) - 1, 0, key="hs_layer")
-            head = c[1].number_input(T("head"), 0, tm.config.num_heads - 1, 0, key="hs_head")
+            layer = c[0].number_input(T("layer"), 0, len(tm.model.blocks) - 1, result.focus[0], key=f"hs_layer_{name}")
+            head = c[1].number_input(T("head"), 0, tm.config.num_heads - 1, result.focus[1], key=f"hs_head_{name}")
             panel = view.pattern(tm, text, int(layer), int(head), lang=LANG)
             ui.show_figure(panel.figure, panel.key, panel.data)
         elif choice == "lens":

@@ -3,9 +3,8 @@
 import streamlit as st
 from streamlit.errors import StreamlitPageNotFoundError
 
-from tx_explorer import masks, ui
-from tx_explorer.analysis import mask_gallery
-from tx_explorer.viz.heatmap import heatmap
+from tx_explorer import ui
+from tx_explorer.views import home as view
 
 T = ui.texts("home")
 
@@ -21,7 +20,6 @@ LECTURE = [
     ("s8", ["norms", "moe", "position_lab", "kv_cache"]),
     ("s9", ["operator", "self_attention", "masks", "norms", "cost_of_attention"]),
 ]
-EXAMPLE = ["Attention", "is", "very"]
 
 
 def page_link(key: str) -> None:
@@ -37,9 +35,7 @@ st.markdown(T("intro"))
 
 left, right = st.columns([3, 2])
 with right, ui.friendly_errors():
-    example = mask_gallery.masked_attention(masks.causal(len(EXAMPLE)), seed=0)
-    fig = heatmap(example.steps.weights.numpy(), EXAMPLE, EXAMPLE, title=T("example_title"), **ui.axes())
-    ui.show_figure(fig, "home_example", example.steps.weights.numpy())
+    ui.show(view.example(lang=ui.lang()))
     st.caption(T("example_caption"))
 with left:
     st.markdown(T("how_to"))

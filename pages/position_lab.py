@@ -32,6 +32,7 @@ if res is not None:
         ui.show(view.loss_by_position(res, picked, width, lang=LANG))
         st.table(view.loss_table(res, lang=LANG))
     st.markdown(T("loss_note"))
+    st.markdown(T("sinusoidal_note"))
 
     # 2. Attention against distance -----------------------------------------------------------------------------
     ui.section(T, "attn", *view.LATEX["alibi"])

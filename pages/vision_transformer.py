@@ -41,7 +41,9 @@ source = st.radio(T("source"), ["sample", "upload"], format_func=lambda s: T(f"s
 label, seed = 0, 7  # the sample shown until a file is uploaded
 if source == "sample":
     c = st.columns(2)
-    label = c[0].selectbox(T("sample_class"), range(len(view.CLASSES)), format_func=view.CLASSES.__getitem__)
+    label = c[0].selectbox(
+        T("sample_class"), range(len(view.CLASSES)), format_func=lambda i: T(f"class_{view.CLASSES[i]}")
+    )
     seed = c[1].number_input(ui.texts("common")("seed"), 0, 1_000_000, seed)
 picture, mask = view.sample(clf, label, seed)
 notes = ()

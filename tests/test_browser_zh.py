@@ -13,24 +13,39 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_browser import IDLE, LONG, PLOT, SHOTS, app, app_pages, browser, page_url, server  # noqa: F401
+from tests.test_browser import (  # noqa: F401  (fixtures: the one server and browser of the browser suite's setup)
+    IDLE,
+    LONG,
+    PLOT,
+    SHOTS,
+    app,
+    app_pages,
+    browser,
+    model_root,
+    page_url,
+    server,
+)
 from tests.zh_text import english_in_figure, english_words
 
 pytestmark = pytest.mark.browser
 
-# Text nodes the check reads: the page body and our part of the sidebar, not code, LaTeX, charts or italics
-# (variables, paper titles), and only what is rendered.
+# Text nodes the check reads: the page body, our part of the sidebar and the page names in its navigation; not
+# code, LaTeX, charts, italics (variables, paper titles), data (table cells, ``st.text``, the text in input
+# boxes), icons (Material Symbols are ligatures: the icon "home" is the text "home") or Streamlit's own controls
+# ("View 5 more"), and only what is rendered.
 READ_TEXT = """() => {
   const skip = '[data-testid="stCode"], code, pre, .katex, .katex-display, [data-testid="stPlotlyChart"], em, '
-    + 'style, script, [data-testid="stToolbar"]';
+    + 'style, script, [data-testid="stToolbar"], textarea, input, td, [data-testid="stText"], '
+    + '[data-testid="stIconMaterial"]';
   const roots = document.querySelectorAll(
-    '[data-testid="stMain"], [data-testid="stSidebarUserContent"], [data-testid="stSidebarNav"]');
+    '[data-testid="stMain"], [data-testid="stSidebarUserContent"], [data-testid="stSidebarNavLink"]');
   const out = [];
   for (const root of roots) {
     const walk = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
     for (let node = walk.nextNode(); node; node = walk.nextNode()) {
       const el = node.parentElement;
       if (!node.textContent.trim() || el.closest(skip) || !el.getClientRects().length) continue;
+      if (getComputedStyle(el).fontFamily.includes('Material')) continue;  // an icon without its test id
       out.push(node.textContent.trim());
     }
   }

@@ -135,7 +135,7 @@ def test_head_range_and_short_text_are_refused(llama):
 def test_progress_is_reported(llama):
     seen = []
     hs.head_importance(llama, hs.encode(llama, TEXT), progress=lambda f, what: seen.append(f))
-    assert seen[0] == 0.0 and seen[-1] == 1.0 and seen == sorted(seen) and len(seen) == 9
+    assert seen == [0.0, 0.5, 1.0]  # one batched pass per layer (2 layers), then done
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])

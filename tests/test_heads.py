@@ -15,9 +15,9 @@ from tx_explorer.analysis import heads, lm
 from tx_explorer.analysis.rollout import rollout
 from tx_explorer.config import TransformerConfig
 from tx_explorer.data.tokenizer import EOT, train_bpe
+from tx_explorer.families.text import TextModel
 from tx_explorer.modules.attention import MultiHeadAttention
 from tx_explorer.modules.transformer import CausalLM
-from tx_explorer.families.text import TextModel
 from tx_explorer.trace import Trace
 from tx_explorer.viz import heads as vh
 

@@ -15,12 +15,12 @@ from transformers import AutoTokenizer, BertConfig, BertForMaskedLM, BertModel, 
 from tx_explorer import models
 from tx_explorer.bundle import sha256
 from tx_explorer.data.tokenizer import train_bpe
+from tx_explorer.families.text import TextModel
 from tx_explorer.interop import gpt2, gpt2_cache, minilm
 from tx_explorer.interop.bert import config_from_bert, encoder_from_bert
 from tx_explorer.interop.common import mlp_ratio
 from tx_explorer.interop.gpt2 import causal_lm_from_gpt2, config_from_gpt2
 from tx_explorer.modules.block import make_mlp
-from tx_explorer.families.text import TextModel
 from tx_explorer.trace import Trace
 
 TOL = {"atol": 1e-4, "rtol": 1e-4}

@@ -133,6 +133,14 @@ def test_each_module_keeps_to_its_layer(importer: str, path: Path) -> None:
     assert not broken, "\n".join(broken)
 
 
+def test_pages_stay_glue_of_at_most_150_lines() -> None:
+    """A page lays out widgets and what ``tx_explorer.views`` returns; anything longer is orchestration to move."""
+    long = {
+        name: n for name, path in _pages().items() if (n := len(path.read_text(encoding="utf-8").splitlines())) > 150
+    }
+    assert not long, long
+
+
 def find_cycle(graph: Mapping[str, Set[str]]) -> list[str]:
     """One cycle of ``graph`` (module → the modules it imports) as ``[a, b, …, a]``, or ``[]`` when there is none."""
     done: set[str] = set()

@@ -33,7 +33,7 @@ def test_each_view(page, view: str) -> None:
 
 def test_lens_states_that_the_last_readout_is_the_output(page) -> None:
     page.segmented_control(key="hs_view").set_value("lens").run()
-    assert any("max |difference| = 0.00e+00" in c.value for c in page.caption)
+    assert any("max |difference| = 0.00e+00" in c.value.replace("\\", "") for c in page.caption)  # escaped Markdown
 
 
 def test_unequal_patching_prompts_are_refused(page) -> None:
@@ -51,3 +51,20 @@ def test_chinese(page) -> None:
     assert_clean(page)
     assert any("归纳" in c.value for c in page.caption)
     page.session_state["lang"] = "en"
+
+
+def test_locale_entries_are_complete_and_used_keys_exist() -> None:
+    import re
+    import string
+    from pathlib import Path
+
+    from tx_explorer import locales
+
+    fields = lambda s: sorted(f for _, f, _, _ in string.Formatter().parse(s) if f)  # noqa: E731
+    table = locales.table("head_science")
+    for key, entry in table.items():
+        assert entry["en"].strip() and entry["zh"].strip() and fields(entry["en"]) == fields(entry["zh"]), key
+    root = Path(__file__).resolve().parent.parent
+    for source in (root / "pages" / "head_science.py", root / "tx_explorer" / "views" / "head_science.py"):
+        used = set(re.findall(r'\bT\("([a-z0-9_]+)"', source.read_text(encoding="utf-8")))
+        assert used <= set(table), used - set(table)

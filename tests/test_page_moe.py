@@ -71,7 +71,7 @@ def test_cost_sliders_scale_total_with_e_and_active_with_k():
 
 
 def test_missing_model_gives_a_clear_message_and_the_cost_chart(monkeypatch):
-    monkeypatch.setattr(models, "available_models", lambda: [])
+    monkeypatch.setattr(models, "available_models", lambda family=None, *, kind=None: [])
     at = open_page("moe")
     assert_clean(at)
     assert any("python -m tx_explorer.train moe" in i.value for i in at.info)

@@ -14,8 +14,8 @@ from tx_explorer import models
 from tx_explorer.analysis import seq2seq_eval as ev
 from tx_explorer.config import TransformerConfig
 from tx_explorer.data import translation as tr
-from tx_explorer.modules import seq2seq as s2s
 from tx_explorer.families.translation import MAX_WORDS, Translation, Translator, source_message
+from tx_explorer.modules import seq2seq as s2s
 from tx_explorer.trace import Trace
 
 NAMES = ("seq2seq-fixed", "seq2seq-attention", "seq2seq-transformer")

@@ -19,9 +19,23 @@ from tx_explorer.errors import InputError
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = re.findall(r'"pages/(\w+)\.py"', (ROOT / "app.py").read_text(encoding="utf-8"))
 TEXT_ELEMENTS = ("title", "header", "subheader", "markdown", "caption", "info", "warning", "error", "success")
-WIDGETS = ("button", "checkbox", "toggle", "radio", "selectbox", "slider", "number_input", "text_input", "text_area")
+WIDGETS = (
+    "button",
+    "download_button",
+    "checkbox",
+    "toggle",
+    "radio",
+    "selectbox",
+    "slider",
+    "number_input",
+    "text_input",
+    "text_area",
+)
 # Page → (widget kind, key, value) runs after the first load: views that only appear after a choice.
-MORE_VIEWS = {"multihead": [("segmented_control", "mh_view", v) for v in ("head", "compare", "qk")]}
+MORE_VIEWS = {
+    "multihead": [("segmented_control", "mh_view", v) for v in ("head", "compare", "qk")],
+    "head_science": [("segmented_control", "hs_view", v) for v in ("patching", "lens", "taxonomy", "attribution")],
+}
 
 
 def english_on_page(at) -> list[str]:
@@ -34,6 +48,9 @@ def english_on_page(at) -> list[str]:
         for el in at.get(kind):
             if words := english_words(el.label or "", prose=True):
                 found.append(f"{kind} label: {el.label!r} {words}")
+    for kind in ("radio", "segmented_control"):  # their choices (a selectbox's may be tokens)
+        for el in at.get(kind):
+            found += [f"{kind} option: {o!r} {w}" for o in el.options if (w := english_words(str(o), prose=True))]
     for el in at.get("metric"):
         if words := english_words(el.label, prose=True):
             found.append(f"metric label: {el.label!r} {words}")
@@ -65,6 +82,7 @@ def test_the_checker_finds_english_and_lets_terms_pass():
     assert english_words("每个 token 的损失（teacher forcing）") == ["teacher", "forcing"]
     assert english_words("每个 token 的损失（teacher forcing），见 *Attention Is All You Need*", prose=True) == []
     assert english_words("Vaswani 等 2017 · the head", prose=True) == ["the", "head"]
+    assert english_words("数据 (CSV) · `scaled.csv` · meta-llama/Llama-2-7b-hf config.json · logit(▁name)") == []
 
 
 def test_an_input_error_is_shown_in_the_chosen_language():
@@ -105,7 +123,7 @@ def test_every_error_key_is_used_and_translated_with_the_same_fields():
     for key, entry in table.items():
         assert entry["en"].strip() and entry["zh"].strip(), key
         assert _fields(entry["en"]) == _fields(entry["zh"]), key
-        assert not english_words(re.sub(r"\{[^{}]*\}", " ", entry["zh"])), (key, entry["zh"])
+        assert not english_words(re.sub(r"\{[^{}]*\}", " ", entry["zh"]), prose=True), (key, entry["zh"])
 
 
 def test_figure_words_are_translated_with_the_same_fields():

@@ -41,9 +41,11 @@ UNREAD = [
     re.compile(r"%\{[^}]*\}"),  # Plotly placeholders
     re.compile(r"<[^>]*>"),  # Plotly markup
     re.compile(r"“[^”]*”|\"[^\"]*\"|‘[^’]*’"),  # quoted user text (tokens, sentences)
+    re.compile(r"▁[^\s()（）,，;；]*"),  # a token shown with its leading-space mark: logit(▁name)
     re.compile(r"`[^`]*`"),  # code
     re.compile(r"\$[^$]*\$"),  # LaTeX
     re.compile(r"https?://\S+"),
+    re.compile(r"[\w./-]+\.(?:json|safetensors|toml|py|csv|npy|png|txt)\b"),  # file names
 ]
 PROSE = [
     re.compile(r"(?<![*\w])\*(?!\*)[^*\n]+\*(?!\*)"),  # *italics*: variables, paper titles

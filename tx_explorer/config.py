@@ -17,13 +17,13 @@ class Serialisable:
     """
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)  # type: ignore[call-overload]
+        return asdict(self)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Self:
         types = get_type_hints(cls)
         kwargs = {}
-        for f in fields(cls):  # type: ignore[arg-type]
+        for f in fields(cls):
             if f.name in d:
                 value, kind = d[f.name], types[f.name]
                 nested = isinstance(kind, type) and issubclass(kind, Serialisable) and isinstance(value, Mapping)
@@ -31,7 +31,7 @@ class Serialisable:
         return cls(**kwargs)
 
     def replace(self, **changes: Any) -> Self:
-        return replace(self, **changes)  # type: ignore[type-var]
+        return replace(self, **changes)
 
 
 @dataclass(frozen=True)

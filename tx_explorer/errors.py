@@ -35,9 +35,9 @@ def positive_int(name: str, value: object, *, key: str = "positive_integer") -> 
     The message ``key`` quotes ``name`` and ``value``; booleans are refused (``True`` is no size).
     """
     try:
-        ok = not isinstance(value, bool) and int(value) == value and value >= 1  # type: ignore[call-overload,operator]
+        ok = not isinstance(value, bool) and int(value) == value and value >= 1
     except (TypeError, ValueError, OverflowError):  # None, text, nan, inf
         ok = False
     if not ok:
         raise InputError(key, name=name, value=value)
-    return int(value)  # type: ignore[call-overload]
+    return int(value)

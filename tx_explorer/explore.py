@@ -23,11 +23,13 @@ import plotly.graph_objects as go
 import torch
 
 from tx_explorer import locales, models
+from tx_explorer.config import TransformerConfig
 from tx_explorer.views import Panel
 from tx_explorer.views import cost_of_attention as v_cost
 from tx_explorer.views import head_science as v_hs
 from tx_explorer.views import language_model as v_lm
 from tx_explorer.views import masks as v_masks
+from tx_explorer.views import model_sizes as v_sizes
 from tx_explorer.views import moe as v_moe
 from tx_explorer.views import multihead as v_heads
 from tx_explorer.views import norms as v_norms
@@ -54,6 +56,7 @@ __all__ = [
     "positions",
     "self_attention",
     "seq2seq",
+    "sizes",
     "vit",
 ]
 
@@ -331,6 +334,17 @@ def norms(x: str = "4, 6, 5, 9, 3, 7", *, norm: str = "layernorm", dim: int = 64
         picks = v_norms.defaults(res)
         shipped = [v_norms.runs(res, picks["runs"], lang=lang).curves, v_norms.depth(res, picks["depth"], lang=lang)[0]]
     return _figures(nv.layernorm, nv.rmsnorm, identity, counts, *shipped)
+
+
+def sizes(config: TransformerConfig | None = None, *, share: bool = True, lang: str = "en") -> Figures:
+    """Parameters of the lecture's models (lecture, published, counted), where each preset's parameters sit, and
+    a causal model of your own (``config``; default: GPT-2 small's shape) counted by part."""
+    config = config or TransformerConfig(vocab_size=50_257, max_len=1024, dim=768, num_layers=12, num_heads=12)
+    return _figures(
+        v_sizes.lecture_table(lang=lang)[1],
+        v_sizes.breakdown(share, lang=lang),
+        v_sizes.custom(config, lang=lang).parts,
+    )
 
 
 def cost(

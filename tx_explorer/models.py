@@ -78,8 +78,7 @@ REGISTRY["minilm-l6"] = Entry(
     kind="encoder",
     bundled=False,
 )
-# Pretrained checkpoints in a folder of your own (Llama-style and others) register here too, with a loader in
-# tx_explorer.interop that returns a TextModel; a ``load_checkpoint(folder)`` for unregistered folders goes below.
+# A checkpoint folder of your own (BERT, GPT-2, Llama-style) needs no entry: load_checkpoint(folder), below.
 
 REGISTRY["tiny-moe"] = Entry(
     loader="tx_explorer.families.moe:load_tiny_moe",

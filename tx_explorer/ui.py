@@ -209,7 +209,7 @@ def show_figure(fig: go.Figure, key: str, data: np.ndarray | Mapping[str, np.nda
     for i, (name, arr) in enumerate(arrays.items()):
         # Files are made on click (deferred), not on every rerun: a 6 × 12 × 512² grid is 200 MB of CSV.
         cols[2 * i].download_button(
-            f"{T('download_csv')} · {name}" if len(arrays) > 1 else T("download_csv"),
+            f"{T('download_csv')} · `{name}.csv`" if len(arrays) > 1 else T("download_csv"),  # names the file
             functools.partial(_csv, arr),
             file_name=f"{name}.csv",
             mime="text/csv",
@@ -217,7 +217,7 @@ def show_figure(fig: go.Figure, key: str, data: np.ndarray | Mapping[str, np.nda
             on_click="ignore",
         )
         cols[2 * i + 1].download_button(
-            f"{T('download_npy')} · {name}" if len(arrays) > 1 else T("download_npy"),
+            f"{T('download_npy')} · `{name}.npy`" if len(arrays) > 1 else T("download_npy"),
             functools.partial(_npy, arr),
             file_name=f"{name}.npy",
             mime="application/octet-stream",

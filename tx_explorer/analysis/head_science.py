@@ -4,8 +4,9 @@ encoder) and changes the computation only through the :class:`~tx_explorer.edit.
 
 Decoders are scored by their next-token loss and logits; encoders (MiniLM) by their mean-pooled sentence
 embedding, the quantity sentence-transformers uses. Long jobs take ``progress(fraction, what)``.
-Definitions: /work/shared/reference/modern.md's "Head science" section (Olsson et al. 2022 for induction,
-Sundararajan et al. 2017 for integrated gradients, Xiao et al. 2023 for sinks).
+Definitions: induction, previous- and duplicate-token scores as in Olsson et al. 2022 (and TransformerLens);
+integrated gradients and their completeness, Sundararajan et al. 2017; attention sinks, Xiao et al. 2023;
+logit difference recovered by activation patching, (patched − corrupted) / (clean − corrupted).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 
+from tx_explorer import masks
 from tx_explorer.analysis.rollout import rollout
 from tx_explorer.edit import Edit, HeadMeans, head_means
 from tx_explorer.errors import InputError
@@ -69,6 +71,38 @@ def check_head(tm: TextModel, layer: int, head: int) -> None:
 def forward(tm: TextModel, ids: Tensor, edit: Edit | None = None, trace: Trace | None = None) -> Tensor:
     """Logits ``[B, N, V]`` (decoder) or hidden states ``[B, N, D]`` (encoder)."""
     return tm.model(ids, trace=trace, edit=edit)
+
+
+def _mask(tm: TextModel, n: int) -> Tensor | None:
+    """The mask the model's forward builds for ``n`` tokens (causal, or an encoder's optional band)."""
+    window = tm.config.sliding_window
+    i = torch.arange(n, device=_device(tm))
+    if tm.kind == "causal":
+        return masks.causal_between(i, i, window)  # (N, N)
+    return None if window is None else (i[:, None] - i[None, :]).abs() < window
+
+
+def rerun(tm: TextModel, layer: int, x: Tensor, edit: Edit | None = None, *, last_only: bool = False) -> Tensor:
+    """The model's output from ``x [B, N, D]``, the residual entering block ``layer`` (earlier blocks skipped):
+    logits ``[B, N, V]`` (``[B, 1, V]`` with ``last_only``) or an encoder's hidden states."""
+    hidden = tm.model.hidden(x, _mask(tm, x.shape[1]), None, edit=edit, start=layer)
+    if tm.kind == "encoder":
+        return hidden
+    return tm.model.head(hidden[:, -1:] if last_only else hidden)
+
+
+def one_head_per_block(layer: int, base: Tensor, replace: Tensor) -> Edit:
+    """An edit for ``H·B`` rows: from one run's head outputs ``base [B, H, N, Dh]`` at ``layer``, block h of B
+    rows gets head h's output replaced by ``replace[h]`` (broadcast to ``[B, N, Dh]``), the other heads as in
+    ``base``. Rerunning from ``layer`` then changes one head per block in a single batched pass."""
+    b, heads = base.shape[:2]
+    source = base.repeat(heads, 1, 1, 1)  # (H·B, H, N, Dh): block h = rows h·B … h·B + B − 1
+    for h in range(heads):
+        source[h * b : (h + 1) * b, h] = replace[h]
+    edit = Edit()
+    for h in range(heads):
+        edit.patch_head(layer, h, source)
+    return edit
 
 
 def sentence_embedding(hidden: Tensor) -> Tensor:
@@ -138,20 +172,37 @@ def head_importance(
     source: str = "",
     progress: Progress = no_progress,
 ) -> HeadImportance:
-    """Ablate every layer × head in turn on ``ids`` (one sequence or ``[S, T]`` windows) and measure the change."""
+    """Ablate every layer × head in turn on ``ids`` (one sequence or ``[S, T]`` windows) and measure the change.
+
+    Each layer is one batched pass from its input (recorded once): block h of the batch has head h ablated."""
     x = _ids(tm, ids)
+    b = x.shape[0]
     layers, heads = len(tm.model.blocks), tm.config.num_heads
-    clean = score(tm, x, forward(tm, x))
+    rec = Edit().record()
+    clean = score(tm, x, forward(tm, x, rec))
     delta_loss, delta_logit, cosine = (np.zeros((layers, heads)) for _ in range(3))
     for layer in range(layers):
-        for head in range(heads):
-            progress((layer * heads + head) / (layers * heads), f"L{layer} H{head}")
-            s = score(tm, x, forward(tm, x, Edit().ablate(layer, head, mode=mode, reference=reference)))
-            if tm.kind == "encoder":
-                cosine[layer, head] = (1 - F.cosine_similarity(s.embedding, clean.embedding, dim=-1)).mean().item()
-            else:
-                delta_loss[layer, head] = (s.loss - clean.loss).mean().item()
-                delta_logit[layer, head] = (s.target_logit - clean.target_logit).mean().item()
+        progress(layer / layers, f"L{layer}")
+        base = rec.captured.get_site("head", layer)  # (B, H, N, Dh)
+        if mode == "mean":
+            if reference is None:
+                raise ValueError("mean ablation needs a reference: the per-head means over a stated set (HeadMeans)")
+            replace = reference.values[layer].to(base)[:, None, :]  # (H, 1, Dh): each head's mean, every position
+        elif mode == "zero":
+            replace = torch.zeros(heads, 1, base.shape[-1], dtype=base.dtype, device=base.device)
+        else:
+            raise ValueError(f"ablation mode must be 'zero' or 'mean', got {mode!r}")
+        edit = one_head_per_block(layer, base, replace)
+        xs = x.repeat(heads, 1)  # (H·B, N)
+        s = score(tm, xs, rerun(tm, layer, rec.captured.get_site("pre", layer).repeat(heads, 1, 1), edit))
+        if tm.kind == "encoder":
+            change = 1 - F.cosine_similarity(s.embedding, clean.embedding.repeat(heads, 1), dim=-1)  # (H·B,)
+            cosine[layer] = change.view(heads, b).mean(1).cpu().numpy()
+        else:
+            delta_loss[layer] = (s.loss - clean.loss.repeat(heads)).view(heads, b).mean(1).cpu().numpy()
+            delta_logit[layer] = (
+                (s.target_logit - clean.target_logit.repeat(heads)).view(heads, b).mean(1).cpu().numpy()
+            )
     progress(1.0, "")
     encoder = tm.kind == "encoder"
     return HeadImportance(
@@ -182,6 +233,11 @@ EXAMPLE_PAIRS: dict[str, tuple[PatchPair, ...]] = {
         PatchPair("The name of the", "The name is the"),
         PatchPair("If the file is missing, the", "If the path is missing, the", (" file", " path")),
         PatchPair("A string is returned. The string", "A number is returned. The number"),
+    ),
+    "tiny-llama": (
+        PatchPair("The name of the", "The name is the"),
+        PatchPair("The thread is alive while the", "The process is alive while the", (" thread", " process")),
+        PatchPair("The result is a", "The result of a"),
     ),
     "tiny-moe": (PatchPair("It is not", "It is a"),),
     "minilm-l6": (
@@ -249,7 +305,7 @@ def activation_patching(
         answers = answers or (int(out_clean[0, -1].argmax()), int(out_corrupt[0, -1].argmax()))
         if answers[0] == answers[1]:
             raise InputError("hs_same_answer", token=tm.labels([answers[0]])[0])
-        metric = "logit({}) − logit({})".format(*tm.labels(list(answers)))
+        metric = "logit(“{}”) − logit(“{}”)".format(*tm.labels(list(answers)))
     else:
         metric = "cos(sentence embedding, clean)"
     hi = _patch_metric(tm, out_clean, ref, answers).item()
@@ -258,20 +314,26 @@ def activation_patching(
         raise InputError("hs_no_difference")
     layers, heads, n = len(tm.model.blocks), tm.config.num_heads, clean.shape[1]
     residual, head_map = np.zeros((layers, n)), np.zeros((layers, heads))
+    last = tm.kind == "causal"  # a decoder's metric reads the last position only
     for layer in range(layers):
         progress(layer / layers, f"L{layer}")
-        # One batch row per position: row p is the corrupted residual with position p taken from the clean run.
-        rows = rec_corrupt.captured.get_site("pre", layer).repeat(n, 1, 1)  # (N, N, D)
-        rows[torch.arange(n), torch.arange(n)] = rec_clean.captured.get_site("pre", layer)[0]
-        out = forward(tm, corrupt.repeat(n, 1), Edit().patch_residual(layer, None, rows))
-        residual[layer] = ((_patch_metric(tm, out, ref, answers) - lo) / (hi - lo)).cpu().numpy()
+        # One batch row per position where the runs differ (elsewhere patching writes the same numbers: 0 exactly,
+        # e.g. a decoder's positions before the first changed token): row p is the corrupted residual with
+        # position p taken from the clean run.
+        pre_clean, pre_corrupt = rec_clean.captured.get_site("pre", layer), rec_corrupt.captured.get_site("pre", layer)
+        differ = torch.nonzero((pre_clean != pre_corrupt).any(dim=-1)[0])[:, 0]  # (P,)
+        if differ.numel():
+            rows = pre_corrupt.repeat(differ.numel(), 1, 1)  # (P, N, D)
+            rows[torch.arange(differ.numel()), differ] = pre_clean[0, differ]
+            out = rerun(tm, layer, rows, last_only=last)
+            residual[layer, differ.cpu().numpy()] = (
+                ((_patch_metric(tm, out, ref, answers) - lo) / (hi - lo)).cpu().numpy()
+            )
         # One batch row per head: row h has head h's output from the clean run, the others from the corrupted.
-        source = rec_corrupt.captured.get_site("head", layer).repeat(heads, 1, 1, 1)  # (H, H, N, Dh)
-        source[torch.arange(heads), torch.arange(heads)] = rec_clean.captured.get_site("head", layer)[0]
-        edit = Edit()
-        for h in range(heads):
-            edit.patch_head(layer, h, source)
-        out = forward(tm, corrupt.repeat(heads, 1), edit)
+        clean_heads = rec_clean.captured.get_site("head", layer)[0]  # (H, N, Dh)
+        edit = one_head_per_block(layer, rec_corrupt.captured.get_site("head", layer), clean_heads)
+        start = rec_corrupt.captured.get_site("pre", layer).repeat(heads, 1, 1)  # (H, N, D)
+        out = rerun(tm, layer, start, edit, last_only=last)
         head_map[layer] = ((_patch_metric(tm, out, ref, answers) - lo) / (hi - lo)).cpu().numpy()
     progress(1.0, "")
     return Patching(residual=residual, heads=head_map, clean_metric=hi, corrupt_metric=lo, metric=metric)
@@ -440,7 +502,7 @@ def _gradient(tm: TextModel, x: Tensor, emb: Tensor, target: int | Tensor) -> Te
 
 @torch.no_grad()
 def attribution(
-    tm: TextModel, ids: Sequence[int], *, steps: int = 32, points: int = 17, random_orders: int = 4, seed: int = 0
+    tm: TextModel, ids: Sequence[int], *, steps: int = 32, points: int = 13, random_orders: int = 2, seed: int = 0
 ) -> Attribution:
     """Gradient × input and integrated gradients on the token vectors (baseline: zero token vectors, positions
     kept, as BERT attributions do; ``steps`` midpoints), raw attention (last layer, head mean, row of the last
@@ -459,7 +521,7 @@ def attribution(
         target, label = e / e.norm(), "⟨sentence embedding, its direction⟩"
     else:
         target = int(out[0, -1].argmax())
-        label = f"p({tm.labels([target])[0]} | …)"
+        label = f"p(“{tm.labels([target])[0]}” | …)"
     grad = _gradient(tm, x, emb, target)
     alphas = (torch.arange(steps, dtype=emb.dtype) + 0.5) / steps  # midpoint rule on [0, 1]
     grads = _gradient(tm, x, alphas[:, None, None].to(emb.device) * emb, target)  # (S, N, D)

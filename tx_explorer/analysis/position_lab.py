@@ -144,10 +144,16 @@ def verdicts(runs: Mapping[str, Mapping], context: int) -> list[Verdict]:
         others = _mean([h for s, h in harm.items() if s != "none"])
         out.append(Verdict("none_cannot_order", harm["none"] < ORDER_FRACTION * others, harm))
     if {"alibi", "learned", "sinusoidal"} <= set(runs):
-        beyond = {s: inside_beyond(runs[s]["loss_by_position"], context)[1] for s in runs}
-        # A learned table cannot run past its length at all: beating it there is automatic, and said so.
-        holds = beyond["alibi"] < beyond["sinusoidal"] and not math.isfinite(beyond["learned"])
-        out.append(Verdict("alibi_extrapolates", holds, beyond))
+        split = {s: inside_beyond(runs[s]["loss_by_position"], context) for s in runs}
+        rise = {s: beyond - inside for s, (inside, beyond) in split.items()}  # NaN where never run
+        # Lower loss past the context and a smaller rise over its own in-context loss (a scheme that trained worse
+        # inside cannot win by that alone); a learned table cannot run there at all, which is said, not scored.
+        holds = (
+            split["alibi"][1] < split["sinusoidal"][1]
+            and rise["alibi"] < rise["sinusoidal"]
+            and not math.isfinite(rise["learned"])
+        )
+        out.append(Verdict("alibi_extrapolates", holds, rise))
     if "rotary" in runs:
         rel = {s: r["relative"]["spread"] / r["relative"]["scale"] for s, r in runs.items()}
         out.append(Verdict("rotary_relative", rel["rotary"] <= RELATIVE_TOLERANCE, rel))

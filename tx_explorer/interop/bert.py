@@ -15,9 +15,9 @@ import torch
 from torch import Tensor, nn
 
 from tx_explorer.config import TransformerConfig
+from tx_explorer.families.text import load_state
 from tx_explorer.interop.common import mlp_ratio
 from tx_explorer.modules.transformer import Encoder
-from tx_explorer.families.text import load_state
 
 
 def config_from_bert(cfg: Mapping[str, Any]) -> TransformerConfig:

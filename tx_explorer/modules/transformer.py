@@ -77,11 +77,13 @@ class Stack(nn.Module):
         k_pos: Tensor | None = None,
         cache: KVCache | None = None,
         edit: Edit | None = None,
+        start: int = 0,
     ) -> Tensor:
         """Run the blocks over embedded ``x [B, N, D]`` (queries at ``pos``, keys at ``k_pos``, default 0…N−1).
 
-        ``trace`` and ``edit`` reach each block scoped to its layer."""
-        for i, block in enumerate(self.blocks):
+        ``trace`` and ``edit`` reach each block scoped to its layer. ``start``: ``x`` is the input of that block
+        and the earlier ones are skipped (head science reruns a model from the layer it changes)."""
+        for i, block in enumerate(self.blocks[start:], start=start):
             x = block(
                 x,
                 mask,

@@ -88,7 +88,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         f"for {', '.join(SIBLINGS)}, so that their losses compare; else new)",
     )
     p.add_argument(
-        "--benchmarks", type=Path, default=ROOT / "BENCHMARKS.md", help="file whose lm section is rewritten ('' = none)"
+        "--benchmarks", default=str(ROOT / "BENCHMARKS.md"), help="file whose lm section is rewritten ('' = none)"
     )
     p.add_argument("--resume", action="store_true", help="continue from the run folder's checkpoint")
     args = p.parse_args(argv)
@@ -216,7 +216,7 @@ def update_benchmarks(path: Path, summary: dict) -> None:
         gap = s["val_loss"] - rows[0]["val_loss"]
         better = f"{name} is better" if gap < 0 else "tiny-gpt is better" if gap > 0 else "they tie"
         same = "Same corpus, split, tokenizer, steps and batches"
-        verdict = ["", f"{same}: {better} by {abs(gap):.3f} nats per token on the validation split."]
+        verdict = ["", f"{same}: {better} by {abs(gap):.3f} nats per token on the validation split (one seed each)."]
     title = f"{name} beside tiny-gpt and a bigram" if s["preset"] in SIBLINGS else f"{name} vs a bigram baseline"
     retrain = "python -m tx_explorer.train lm --preset " + s["preset"]
     body = "\n".join(
@@ -347,6 +347,6 @@ def main(argv: list[str] | None = None) -> None:
         tokenizer=json.loads(tok.to_str()),
         training=summary,
     )
-    if str(args.benchmarks):
-        update_benchmarks(args.benchmarks, summary)
+    if args.benchmarks:  # a string: Path("") would be "." and never empty
+        update_benchmarks(Path(args.benchmarks), summary)
     log.info("bundle written to %s", out)

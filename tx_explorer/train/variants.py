@@ -58,7 +58,7 @@ DEEP = SHALLOW.replace(dim=32, num_layers=16, num_heads=2)
 
 @dataclass(frozen=True)
 class Settings:
-    """One training recipe; ``lr_at`` and ``make_optimizer`` of the LM trainer read these fields."""
+    """One training recipe, for :mod:`tx_explorer.train.common`'s schedule, optimiser and loop."""
 
     steps: int = 160
     batch_size: int = 8

@@ -3,6 +3,7 @@ a head taxonomy with attention sinks, and attribution beside attention (issue 18
 
 from __future__ import annotations
 
+import html
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,10 +28,16 @@ class Result:
     panels: tuple[Panel, ...]
     notes: tuple[str, ...] = ()
     table: dict[str, list] | None = None
+    focus: tuple[int, int] = (0, 0)  # (layer, head) to open first: the largest effect
 
 
 def _tokens(tm: TextModel, ids: list[int]) -> list[str]:
     return tm.labels(ids)
+
+
+def _largest(values: np.ndarray) -> tuple[int, int]:
+    layer, head = np.unravel_index(int(np.argmax(values)), values.shape)
+    return int(layer), int(head)
 
 
 def _encode(tm: TextModel, text: str, lang: str) -> tuple[list[int], list[str]]:
@@ -65,13 +72,15 @@ def importance(
         notes.append(T("mean_reference", source=reference.source, count=reference.count))
     if tm.kind == "encoder":
         fig = vh.layer_head_map(r.cosine_change, title=T("title_cosine"), **axes)
-        return Result((Panel("hs_importance_cos", fig, r.cosine_change),), tuple(notes))
+        return Result(
+            (Panel("hs_importance_cos", fig, r.cosine_change),), tuple(notes), focus=_largest(r.cosine_change)
+        )
     notes.append(T("base_numbers", loss=f"{r.base_loss:.3f}", logit=f"{r.base_logit:.2f}"))
     panels = (
         Panel("hs_importance_loss", vh.layer_head_map(r.delta_loss, title=T("title_dloss"), **axes), r.delta_loss),
         Panel("hs_importance_logit", vh.layer_head_map(r.delta_logit, title=T("title_dlogit"), **axes), r.delta_logit),
     )
-    return Result(panels, tuple(notes))
+    return Result(panels, tuple(notes), focus=_largest(r.delta_loss))
 
 
 def pattern(tm: TextModel, text: str, layer: int, head: int, *, lang: str = "en") -> Panel:
@@ -120,7 +129,8 @@ def patching(
         y_title=T("axis_layer_input"),
     )
     heads = vh.layer_head_map(p.heads, title=T("title_patch_heads"), x_title=T("axis_head"), y_title=T("axis_layer"))
-    note = T("patch_numbers", metric=p.metric, clean=f"{p.clean_metric:.3f}", corrupt=f"{p.corrupt_metric:.3f}")
+    metric = p.metric if tm.kind == "causal" else T("metric_cosine")  # a decoder's names two tokens
+    note = T("patch_numbers", metric=metric, clean=f"{p.clean_metric:.3f}", corrupt=f"{p.corrupt_metric:.3f}")
     return Result((Panel("hs_patch_residual", residual, p.residual), Panel("hs_patch_heads", heads, p.heads)), (note,))
 
 
@@ -148,7 +158,7 @@ def lens(tm: TextModel, text: str, quantity: str = "kl", *, lang: str = "en") ->
             values = r.top_probs[..., 0]
     fig = vh.position_map(
         values,
-        r.rows,
+        [T(f"row_{part}", layer=layer) for layer in range(len(r.rows) // 2) for part in ("attn", "mlp")],
         _tokens(tm, ids),
         title=T(f"title_lens_{quantity}"),
         x_title=T("axis_position"),
@@ -213,10 +223,11 @@ def attribution(tm: TextModel, text: str, *, lang: str = "en") -> Result:
     ids, cut = _encode(tm, text, lang)
     r = hs.attribution(tm, ids)
     methods = {m: T(f"method_{m}") for m in hs.ATTRIBUTION_METHODS}
+    target = html.escape(r.target, quote=False) if tm.kind == "causal" else T("target_encoder")  # Plotly markup
     bars = vh.attribution_bars(
         {methods[m]: s for m, s in r.scores.items()},
         _tokens(tm, ids),
-        title=T("title_attribution", target=r.target),
+        title=T("title_attribution", target=target),
         x_title=T("axis_position"),
         y_title=T("axis_scaled"),
     )
@@ -225,7 +236,7 @@ def attribution(tm: TextModel, text: str, *, lang: str = "en") -> Result:
         {methods[m]: d for m, d in r.deletion.items()},
         title=T("title_deletion"),
         x_title=T("axis_removed"),
-        y_title=r.target,
+        y_title=target,
     )
     table = {
         T("col_method"): [*methods.values(), T("method_random")],

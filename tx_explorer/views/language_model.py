@@ -9,6 +9,7 @@ import numpy as np
 
 from tx_explorer import masks
 from tx_explorer.analysis import lm
+from tx_explorer.families.text import TextModel
 from tx_explorer.views import Panel, axes, texts
 from tx_explorer.viz import bars as vb
 from tx_explorer.viz import charts
@@ -25,12 +26,20 @@ LATEX = (
 )
 
 
-def read(tm, text: str, k: int = TOP) -> lm.Reading:
+def read(tm: TextModel, text: str, k: int = TOP) -> lm.Reading:
     """Tokens, embeddings, every map, the top-k next tokens at each position and the per-token losses."""
     return lm.read(tm, text, k)
 
 
-def generate(tm, prompt: str, new: int = 24, method: str = "greedy", temperature=0.8, top_k=20, seed=0):
+def generate(
+    tm: TextModel,
+    prompt: str,
+    new: int = 24,
+    method: str = "greedy",
+    temperature: float = 0.8,
+    top_k: int = 20,
+    seed: int = 0,
+) -> lm.Generation:
     """``new`` tokens after ``prompt`` (greedy, temperature or top-k sampling), with the maps of every step."""
     if method not in METHODS:
         raise ValueError(f"unknown sampling method {method!r}; use one of {METHODS}")
@@ -128,7 +137,9 @@ def losses(r: lm.Reading, *, lang: str = "en") -> tuple[dict[str, str], Panel] |
     return {T("mean_loss"): f"{mean:.3f}", T("perplexity"): f"{np.exp(mean):.1f}"}, Panel("lm_loss", fig, r.losses)
 
 
-def generation(g: lm.Generation, step: int = 1, layer: int = 0, head: int | None = None, *, lang="en"):
+def generation(
+    g: lm.Generation, step: int = 1, layer: int = 0, head: int | None = None, *, lang: str = "en"
+) -> tuple[Panel, Panel]:
     """Where generated token ``step`` looked (one head, or the mean of the heads), and every new token's row."""
     T = texts(PAGE, lang)
     maps = g.maps[layer].mean(axis=0) if head is None else g.maps[layer, head]

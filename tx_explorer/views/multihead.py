@@ -10,6 +10,7 @@ import numpy as np
 
 from tx_explorer import locales
 from tx_explorer.analysis import heads
+from tx_explorer.families.text import TextModel
 from tx_explorer.views import Panel, axes, texts
 from tx_explorer.viz import bars as vb
 from tx_explorer.viz import charts
@@ -65,7 +66,7 @@ def shown(data: heads.TextAttention, hide_special: bool = False) -> Shown:
     )
 
 
-def kv_groups(tm) -> list[int] | None:
+def kv_groups(tm: TextModel) -> list[int] | None:
     """The key/value head each query head reads in a grouped-query model (None when every head has its own)."""
     return tm.attention_module(0).groups if tm.config.kv_heads < tm.config.num_heads else None
 
@@ -90,12 +91,20 @@ def lens_map(
     return heads.keep_tokens(norm_maps[layer, head] if lens == "norm" else roll[layer], s.keep)
 
 
-def lens_maps(tm, text: str, data: heads.TextAttention) -> tuple[np.ndarray, np.ndarray]:
+def lens_maps(tm: TextModel, text: str, data: heads.TextAttention) -> tuple[np.ndarray, np.ndarray]:
     """(norm-weighted maps [L, H, N, N], rollout [L, N, N]) of every token."""
     return heads.norm_weighted_maps(tm, text, data.maps), heads.rollout_maps(data.maps)
 
 
-def detail(s: Shown, layer: int, head: int, lens: str = "raw", lenses=None, *, lang: str = "en") -> Panel:
+def detail(
+    s: Shown,
+    layer: int,
+    head: int,
+    lens: str = "raw",
+    lenses: tuple[np.ndarray, np.ndarray] | None = None,
+    *,
+    lang: str = "en",
+) -> Panel:
     """One head, large, through a lens."""
     T = texts(PAGE, lang)
     view = lens_map(s, layer, head, lens, lenses)
@@ -104,7 +113,16 @@ def detail(s: Shown, layer: int, head: int, lens: str = "raw", lenses=None, *, l
     return Panel("mh_detail", fig, view)
 
 
-def lines(s: Shown, layer: int, head: int, lens="raw", lenses=None, focus: int | None = None, *, lang="en") -> Panel:
+def lines(
+    s: Shown,
+    layer: int,
+    head: int,
+    lens: str = "raw",
+    lenses: tuple[np.ndarray, np.ndarray] | None = None,
+    focus: int | None = None,
+    *,
+    lang: str = "en",
+) -> Panel:
     """The same head as lines from each query to the keys it reads (one query when ``focus`` is set)."""
     view = lens_map(s, layer, head, lens, lenses)
     fig = vh.attention_lines(view, s.labels, title=texts(PAGE, lang)("lines_title"), focus=focus, words=_words(lang))
@@ -148,7 +166,9 @@ def pair(s: Shown, a: int, b: int, *, lang: str = "en") -> tuple[Panel, Panel, P
     )
 
 
-def same_head(s: Shown, other: heads.TextAttention, pick: int, hide_special=False, *, lang="en") -> tuple[Panel, Panel]:
+def same_head(
+    s: Shown, other: heads.TextAttention, pick: int, hide_special: bool = False, *, lang: str = "en"
+) -> tuple[Panel, Panel]:
     """One head (flat index) on the page's text and on another text."""
     T, s2 = texts(PAGE, lang), shown(other, hide_special)
     return (
@@ -168,7 +188,9 @@ class Inspector:
     weighted: Panel  # α_ij · v_j
 
 
-def inspector(tm, text: str, tokens: list[str], layer: int, head: int, query: int, *, lang="en") -> Inspector:
+def inspector(
+    tm: TextModel, text: str, tokens: list[str], layer: int, head: int, query: int, *, lang: str = "en"
+) -> Inspector:
     """One query of one head, opened: its scores and weights over the keys and the vectors behind them."""
     T = texts(PAGE, lang)
     qk = heads.inspect_text(tm, text, layer, head, query)

@@ -12,6 +12,7 @@ from tx_explorer.analysis import norm_lab
 from tx_explorer.bundle import BundleError as BundleError  # the page catches it around load_results
 from tx_explorer.config import TransformerConfig
 from tx_explorer.families import variants as shipped
+from tx_explorer.families.text import TextModel
 from tx_explorer.train import variants
 from tx_explorer.views import Panel, axes, texts
 from tx_explorer.viz import charts
@@ -48,7 +49,7 @@ def defaults(res: Results) -> dict[str, list[str]]:
     return {"runs": [n for n in res.names if not n.startswith("deep-")], "depth": deep, "live": live}
 
 
-def shared_shape(a, b) -> tuple[int, int]:
+def shared_shape(a: TextModel, b: TextModel) -> tuple[int, int]:
     """(layers, heads) that two text models both have."""
     return min(a.config.num_layers, b.config.num_layers), min(a.config.num_heads, b.config.num_heads)
 
@@ -77,7 +78,9 @@ class Runs:
     claims: list[dict[str, str]]  # claim, verdict, the numbers behind it (translated columns)
 
 
-def runs(res: Results, names: Sequence[str], metric: str = "val_loss", smoothing: float = 0.8, *, lang="en") -> Runs:
+def runs(
+    res: Results, names: Sequence[str], metric: str = "val_loss", smoothing: float = 0.8, *, lang: str = "en"
+) -> Runs:
     """The shipped experiment: one metric's curves for the chosen variants and the lecture's claims checked."""
     T = texts(PAGE, lang)
     s0 = res.summary["variants"][res.names[0]]["settings"]
@@ -195,7 +198,9 @@ def identity(
     return demo, Panel("norms_identity", fig, np.stack(list(maps.values())))
 
 
-def pair(res: Results, a, b, sentence: str, layer: int = 0, head: int = 0, *, lang: str = "en") -> tuple[Panel, bool]:
+def pair(
+    res: Results, a: TextModel, b: TextModel, sentence: str, layer: int = 0, head: int = 0, *, lang: str = "en"
+) -> tuple[Panel, bool]:
     """One head of two trained variants (text models ``a``, ``b``) on the same sentence; (panel, truncated)."""
     T = texts(PAGE, lang)
     p = norm_lab.attention_pair(a, b, sentence, layer=layer, head=head)

@@ -94,7 +94,9 @@ class Replaced:
     out: Panel
 
 
-def replace(q: Tensor, k: Tensor, v: Tensor, which: str = "V", *, seed: int = 1, scaled=True, lang="en") -> Replaced:
+def replace(
+    q: Tensor, k: Tensor, v: Tensor, which: str = "V", *, seed: int = 1, scaled: bool = True, lang: str = "en"
+) -> Replaced:
     """Draw a new V (A stays, Y changes) or a new K (both change)."""
     T, ax = texts(PAGE, lang), axes(lang)
     r = op.replace_input(q, k, v, which, seed=seed, scaled=scaled)
@@ -154,7 +156,9 @@ def scaling(
     return panels, numbers
 
 
-def cross(nq: int = 3, nx: int = 7, dim: int = 16, heads: int = 4, seed: int = 0, head: int = 0, *, lang="en"):
+def cross(
+    nq: int = 3, nx: int = 7, dim: int = 16, heads: int = 4, seed: int = 0, head: int = 0, *, lang: str = "en"
+) -> tuple[Panel, str]:
     """Cross-attention of N_Q queries over N_X context rows: one head's weights and the shapes in words."""
     T = texts(PAGE, lang)
     ca = op.cross_attention(nq, nx, dim, heads, seed)

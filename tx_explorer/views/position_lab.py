@@ -126,16 +126,17 @@ def verdict_rows(res: Results, *, lang: str = "en") -> list[dict[str, str]]:
     """The claims, each holding or not, with the numbers they were read from."""
     T = texts(PAGE, lang)
     rows = []
-    for v in res.summary["verdicts"]:
-        fmt = {"rotary_relative": "{:.2e}", "none_cannot_order": "{:.4f}"}.get(v["key"], "{:.3f}")
+    for v in lab.verdicts(res.summary["schemes"], res.context):  # computed here from the shipped numbers
+        fmt = {"rotary_relative": "{:.2e}", "none_cannot_order": "{:.4f}"}.get(v.key, "{:.3f}")
         numbers = " · ".join(
-            f"{label(s, lang)} " + (T("cannot_run") if x is None else fmt.format(x)) for s, x in v["numbers"].items()
+            f"{label(s, lang)} " + (fmt.format(x) if math.isfinite(x) else T("cannot_run"))
+            for s, x in v.numbers.items()
         )
         rows.append(
             {
-                T("col_claim"): T(f"claim_{v['key']}"),
-                T("col_verdict"): T("holds") if v["holds"] else T("not_holds"),
-                T("col_numbers"): T(f"numbers_{v['key']}", numbers=numbers),
+                T("col_claim"): T(f"claim_{v.key}"),
+                T("col_verdict"): T("holds") if v.holds else T("not_holds"),
+                T("col_numbers"): T(f"numbers_{v.key}", numbers=numbers),
             }
         )
     return rows

@@ -33,7 +33,14 @@ class Permutation:
 
 
 def permutation(
-    n: int = 6, dim: int = 16, heads: int = 4, seed: int = 0, perm_seed: int = 1, kind="none", *, lang="en"
+    n: int = 6,
+    dim: int = 16,
+    heads: int = 4,
+    seed: int = 0,
+    perm_seed: int = 1,
+    kind: str = "none",
+    *,
+    lang: str = "en",
 ) -> Permutation:
     """One attention layer on tokens and on the same tokens shuffled: equal up to the order without positions."""
     T, ax = texts(PAGE, lang), axes(lang)
@@ -81,7 +88,15 @@ class Order:
     conclusion: str
 
 
-def word_order(a: str = "dog bites man", b: str = "man bites dog", dim=16, heads=4, seed=0, *, lang="en") -> Order:
+def word_order(
+    a: str = "dog bites man",
+    b: str = "man bites dog",
+    dim: int = 16,
+    heads: int = 4,
+    seed: int = 0,
+    *,
+    lang: str = "en",
+) -> Order:
     """The same words in two orders through one layer, with each kind of position."""
     T = texts(PAGE, lang)
     results = {k: position.word_order(a, b, dim, heads, k, seed) for k in position.POSITION_KINDS}

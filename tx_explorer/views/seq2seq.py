@@ -89,7 +89,9 @@ class Alignments:
     mosaic: Panel  # every layer × head of the Transformer's cross-attention
 
 
-def alignments(out: Mapping, reference: tr.Example | None, layer: int = 0, head: int | None = None, *, lang="en"):
+def alignments(
+    out: Mapping, reference: tr.Example | None, layer: int = 0, head: int | None = None, *, lang: str = "en"
+) -> Alignments:
     """Bahdanau's alignment beside the Transformer's cross-attention (``head`` None: the mean of the heads)."""
     T = texts(PAGE, lang)
     cross = out["transformer"].cross  # (L, H, T_out, T_in)
@@ -131,7 +133,11 @@ def decoder_step(o, t: int = 0, *, lang: str = "en") -> Panel:
 
 
 def evaluate(
-    translators: Mapping, per_bucket: int = 10, *, progress: Callable[..., None] = lambda f, text: None, lang="en"
+    translators: Mapping,
+    per_bucket: int = 10,
+    *,
+    progress: Callable[..., None] = lambda f, text: None,
+    lang: str = "en",
 ) -> dict:
     """Every model on a fresh evaluation set of ``per_bucket`` sentences per length bucket."""
     T, names = texts(PAGE, lang), labels(lang)

@@ -11,6 +11,7 @@ from PIL import Image
 from tx_explorer import locales
 from tx_explorer.analysis import vit_views
 from tx_explorer.data import images, shapes
+from tx_explorer.families.images import Classification, ImageClassifier
 from tx_explorer.interop import timm_vit
 from tx_explorer.modules.vit import sincos_2d_table
 from tx_explorer.views import Panel, texts
@@ -39,7 +40,7 @@ def _classes(labels: list[str], lang: str) -> list[str]:
     return [locales.text(PAGE, f"class_{c}", lang) if f"class_{c}" in table else c for c in labels]
 
 
-def facts(clf, *, lang: str = "en") -> str:
+def facts(clf: ImageClassifier, *, lang: str = "en") -> str:
     """The model in one line: image and patch size, patches, width, depth, heads, pooling, positions."""
     T, cfg = texts(PAGE, lang), clf.model.cfg
     return T(
@@ -55,13 +56,13 @@ def facts(clf, *, lang: str = "en") -> str:
     )
 
 
-def sample(clf, label: int = 0, seed: int = 7) -> tuple[Image.Image, np.ndarray]:
+def sample(clf: ImageClassifier, label: int = 0, seed: int = 7) -> tuple[Image.Image, np.ndarray]:
     """A generated shape at the model's size and its object mask."""
     s = shapes.sample(int(seed), size=clf.model.cfg.image_size, label=label)
     return images.to_image(s.image), s.mask
 
 
-def model_input(clf, picture: Image.Image | np.ndarray | str) -> tuple[Image.Image, np.ndarray]:
+def model_input(clf: ImageClassifier, picture: Image.Image | np.ndarray | str) -> tuple[Image.Image, np.ndarray]:
     """(picture, the model's ``[S, S, 3]`` uint8 input: its centre square resized); a path or an array works too."""
     if isinstance(picture, str):
         picture = Image.open(picture).convert("RGB")
@@ -80,7 +81,9 @@ class PatchSide:
     conv_linear: str  # Conv2d and the flattened Linear agree to this
 
 
-def patches(clf, picture: Image.Image, row: int, col: int, name: str = "", *, lang: str = "en") -> list[PatchSide]:
+def patches(
+    clf: ImageClassifier, picture: Image.Image, row: int, col: int, name: str = "", *, lang: str = "en"
+) -> list[PatchSide]:
     """One patch (``row``, ``col`` of the model's grid) at the lecture's 224 px / 16 px and in the model."""
     T, cfg, words = texts(PAGE, lang), clf.model.cfg, _words(lang)
     g, lg = cfg.grid, vit_views.LECTURE_SIZE // vit_views.LECTURE_PATCH  # 14
@@ -140,7 +143,7 @@ def patches(clf, picture: Image.Image, row: int, col: int, name: str = "", *, la
     return sides
 
 
-def queries(clf) -> list[str]:
+def queries(clf: ImageClassifier) -> list[str]:
     """Whose attention can be shown: the [CLS] token (when the model has one), the mean of the patches, a patch."""
     return (["cls"] if clf.model.num_prefix else []) + ["mean", "patch"]
 
@@ -154,7 +157,17 @@ class Attention:
     shares: dict[str, str] | None  # attention on the object vs its area ([CLS] query on a generated shape)
 
 
-def attention(clf, result, pixels, query: str = "cls", patch: int = 0, layer=None, mask=None, *, lang="en"):
+def attention(
+    clf: ImageClassifier,
+    result: Classification,
+    pixels: np.ndarray,
+    query: str = "cls",
+    patch: int = 0,
+    layer: int | None = None,
+    mask: np.ndarray | None = None,
+    *,
+    lang: str = "en",
+) -> Attention:
     """Attention of one query (``"cls"``, ``"mean"`` or ``"patch"`` number ``patch``) in layer ``layer`` (1-based,
     default the last) of ``result`` (the model's classification of ``pixels``)."""
     T, cfg, words = texts(PAGE, lang), clf.model.cfg, _words(lang)
@@ -195,7 +208,7 @@ def measured(name: str, *, lang: str = "en") -> str | None:
     return texts(PAGE, lang)("measured", **report) if report else None
 
 
-def positions(clf, *, lang: str = "en") -> tuple[Panel | None, Panel]:
+def positions(clf: ImageClassifier, *, lang: str = "en") -> tuple[Panel | None, Panel]:
     """Cosine similarity of each patch's position to every other: the model's (None without a table) and 2-D
     sin-cos at the same grid."""
     T, cfg, words = texts(PAGE, lang), clf.model.cfg, _words(lang)
@@ -217,7 +230,9 @@ class Shuffled:
     changes: dict[str, str]  # logit change with and without positions
 
 
-def shuffle(clf, pixels: np.ndarray, result, seed: int = 0, *, lang: str = "en") -> Shuffled:
+def shuffle(
+    clf: ImageClassifier, pixels: np.ndarray, result: Classification, seed: int = 0, *, lang: str = "en"
+) -> Shuffled:
     """The same patches in another order, with and without the position embedding."""
     T = texts(PAGE, lang)
     shuf = vit_views.shuffle_experiment(clf, pixels, int(seed))

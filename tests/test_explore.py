@@ -1,0 +1,76 @@
+"""The notebook API: every page's figures without Streamlit, in English or 中文, the same as the pages draw."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tx_explorer import explore
+from tx_explorer.views import operator as v_op
+
+ROOT = Path(__file__).resolve().parents[1]
+FAST = {  # every public function on small inputs; minilm-l6 and GPT-2 are not bundled, tiny-gpt is
+    "operator": {},
+    "self_attention": {"n": 4, "dim": 8, "heads": 2},
+    "positions": {"n": 16, "dim": 8},
+    "masks": {},
+    "heads": {"text": "The cat sat on the mat."},
+    "inspector": {"text": "The cat sat."},
+    "next_token": {"new": 3},
+    "moe": {},
+    "seq2seq": {},
+    "vit": {},
+    "norms": {},
+    "cost": {},
+    "sizes": {},
+}
+
+
+def test_the_pages_functions_are_public():
+    assert set(FAST) <= set(explore.__all__)  # the head-science functions are tested with their page
+
+
+@pytest.mark.parametrize("name", sorted(FAST))
+def test_each_function_returns_named_plotly_figures(name, one_thread):
+    figures = getattr(explore, name)(**FAST[name])
+    assert isinstance(figures, explore.Figures) and len(figures) >= 2
+    assert all(type(f).__name__ == "Figure" and f.data for f in figures.values()), name
+
+
+def test_importing_the_api_never_imports_streamlit():
+    code = "import sys, tx_explorer.explore\nassert 'streamlit' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+def test_the_language_comes_from_the_page_locale_files():
+    en, zh = explore.operator(lang="en"), explore.operator(lang="zh")
+    assert list(en) == list(zh)
+    title = lambda f: f.layout.title.text  # noqa: E731
+    assert title(en["curve_entropy"]) == v_op.texts("operator", "en")("curve_entropy")
+    assert title(zh["curve_entropy"]) == v_op.texts("operator", "zh")("curve_entropy") != title(en["curve_entropy"])
+    with pytest.raises(ValueError, match="language"):
+        explore.operator(lang="fr")
+
+
+def test_the_figures_are_the_pages_numbers():
+    """The detail map is the model's own head: the analysed map, each row summing to 1."""
+    import numpy as np
+
+    from tx_explorer import models
+    from tx_explorer.analysis import heads
+
+    text = "one two three four"
+    detail = explore.heads("tiny-gpt", text, layer=1, head=2)["mh_detail"]
+    z = np.array(detail.data[0].z, dtype=float)
+    np.testing.assert_allclose(z, heads.analyse(models.load_model("tiny-gpt"), text).maps[1, 2], atol=1e-6)
+    np.testing.assert_allclose(z.sum(axis=-1), 1.0, atol=1e-5)
+
+
+def test_save_writes_one_offline_html_file(tmp_path):
+    path = explore.masks(kind="prefix_lm", prefix=2).save(tmp_path / "sub" / "masks.html", title="<masks>")
+    html = path.read_text(encoding="utf-8")
+    assert html.count("plotly.js v") == 1 and html.count("Plotly.newPlot") == 2
+    assert "<title>&lt;masks&gt;</title>" in html

@@ -1,0 +1,117 @@
+"""Model sizes page (lecture §5.4): parameters counted by formula and on the meta device, next to the lecture's
+and the published figures; where they sit in each preset; a model of your own."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tx_explorer.analysis import params
+from tx_explorer.config import PRESETS, TransformerConfig
+from tx_explorer.views import Panel, texts
+from tx_explorer.viz import bars as vb
+
+PAGE = "model_sizes"
+LATEX = (
+    r"N\approx\underbrace{12\,L\,D^2}_{\text{blocks: }4D^2\text{ attention}+8D^2\text{ MLP}}"
+    r"+\underbrace{V D}_{\text{token embedding}}+\underbrace{T D}_{\text{learned positions}}"
+)
+Counts = tuple[dict[str, int], dict[str, int]]  # (by formula, counted on the meta device), per part
+Counter = Callable[..., Counts]  # (config as a dict, kind, decoder layers) -> Counts; the page caches it
+
+
+def counted(cfg: dict, kind: str = "causal", decoder_layers: int | None = None) -> Counts:
+    """(formula, sum(p.numel()) on the meta device) for one config."""
+    c = TransformerConfig.from_dict(cfg)
+    return params.count_params(c, kind, decoder_layers), params.measure(params.build_on_meta(c, kind, decoder_layers))
+
+
+def fmt(n: float) -> str:
+    return f"{n / 1e9:.2f}B" if n >= 1e9 else f"{n / 1e6:.1f}M"
+
+
+def lecture_table(count: Counter = counted, *, lang: str = "en") -> tuple[list[dict[str, str]], Panel]:
+    """The lecture's three models: its figures, the published ones, ours counted (and checked against the formula)."""
+    T = texts(PAGE, lang)
+    rows, exact = [], []
+    for p in params.LECTURE_TABLE:
+        row = p.model.lower().replace(" ", "_").replace("-", "")  # original_transformer, gpt2, gpt3
+        formula, measured = count(p.config.to_dict(), p.kind, p.decoder_layers)
+        exact.append(sum(measured.values()))
+        rows.append(
+            {
+                T("col_model"): T(f"model_{row}"),
+                T("col_lecture"): T(
+                    "lecture_cell",
+                    blocks=p.lecture_blocks,
+                    dim=p.lecture_dim,
+                    heads=p.lecture_heads,
+                    context=p.lecture_context,
+                    params=fmt(p.lecture_params),
+                ),
+                T("col_published"): f"{fmt(p.published_params)} ({T(f'source_{row}')})",
+                T("col_config"): T(
+                    f"config_{p.kind}",
+                    layers=p.config.num_layers,
+                    dec=p.decoder_layers or 0,
+                    dim=p.config.dim,
+                    heads=p.config.num_heads,
+                    vocab=p.config.vocab_size,
+                    context=p.config.max_len,
+                ),
+                T("col_counted"): f"{exact[-1]:,}",
+                T("col_check"): "✓" if formula == measured else "✗",
+            }
+        )
+    fig = vb.log_bars(
+        [p.model for p in params.LECTURE_TABLE],
+        {
+            T("series_lecture"): [p.lecture_params for p in params.LECTURE_TABLE],
+            T("series_published"): [p.published_params for p in params.LECTURE_TABLE],
+            T("series_counted"): exact,
+        },
+        title=T("compare_title"),
+        y_title=T("parameters"),
+    )
+    return rows, Panel("sizes_compare", fig)
+
+
+def breakdown(share: bool = True, count: Counter = counted, *, lang: str = "en") -> Panel:
+    """Where each preset's parameters are: embeddings, attention, MLP, norms, head (share of the total or counts)."""
+    T = texts(PAGE, lang)
+    parts = {k: count(cfg.to_dict(), "encoder" if k.startswith("bert") else "causal")[1] for k, cfg in PRESETS.items()}
+    fig = vb.stacked_parts(
+        list(parts),
+        {T(f"part_{p}"): [parts[m][p] for m in parts] for p in params.PARTS},
+        title=T("breakdown_title"),
+        share=share,
+        x_title=T("share_axis") if share else T("parameters"),
+    )
+    return Panel("sizes_breakdown", fig, {m: list(v.values()) for m, v in parts.items()})
+
+
+@dataclass(frozen=True)
+class Custom:
+    total: int  # counted on the meta device
+    rule: int  # 12·L·D² + V·D (+ T·D)
+    head_dim: int
+    ok: bool  # formula == count, part by part
+    check: str
+    parts: Panel
+
+
+def custom(cfg: TransformerConfig, count: Counter = counted, *, lang: str = "en") -> Custom:
+    """A causal model of your own: its parameters counted two ways and by part."""
+    T = texts(PAGE, lang)
+    formula, measured = count(cfg.to_dict(), "causal")
+    total = sum(measured.values())
+    ok = formula == measured
+    check = (
+        T("check_ok", total=f"{total:,}")
+        if ok
+        else T("check_bad", formula=f"{sum(formula.values()):,}", measured=f"{total:,}")
+    )
+    by_part = {T(f"part_{p}"): [measured[p]] for p in params.PARTS}
+    fig = vb.stacked_parts([T("your_model")], by_part, title=T("custom_title"), share=False, x_title=T("parameters"))
+    data = {"formula": list(formula.values()), "measured": list(measured.values())}
+    return Custom(total, params.rule_of_thumb(cfg), cfg.head_dim, ok, check, Panel("sizes_custom", fig, data))
