@@ -18,6 +18,7 @@ PAGES = [
     ("pages/head_science.py", ":material/science:"),
     ("pages/moe.py", ":material/call_split:"),
     ("pages/norms.py", ":material/tune:"),
+    ("pages/block_roles.py", ":material/hub:"),
     ("pages/model_sizes.py", ":material/bar_chart:"),
     ("pages/language_model.py", ":material/edit_note:"),
     ("pages/vision_transformer.py", ":material/image:"),

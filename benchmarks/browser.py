@@ -232,6 +232,10 @@ INPUTS: dict[str, tuple[str, Act]] = {
             _sentences("The function returns a new list of the items"),
         ),
     ),
+    "block_roles": (
+        "type a text + Enter",
+        type_text(".st-key-probe_text input", _sentences("The function returns a new list of the items")),
+    ),
     "model_sizes": ("layers + Enter", type_text(".st-key-sizes_layers input", lambda i: str(13 + i))),
     "language_model": (
         "type a text + Ctrl+Enter",

@@ -64,7 +64,7 @@ def views(tm: TextModel, ids: list[int]) -> dict[str, Callable[[], object]]:
         "patching (residual + heads)": lambda: hs.activation_patching(tm, ids, ids[:half] + ids[half:][::-1]),
         "logit lens": lambda: hs.logit_lens(tm, ids),
         "taxonomy": lambda: hs.taxonomy(tm, ids),
-        "attribution (IG 32 steps + deletion)": lambda: hs.attribution(tm, ids),
+        "attribution (IG 16 steps + deletion)": lambda: hs.attribution(tm, ids),
     }
 
 
@@ -125,7 +125,11 @@ def main(argv: list[str] | None = None) -> None:
         "",
         f"Command: `python -m benchmarks head_science {shlex.join(argv)}`; torch threads {args.threads}; median of "
         f"{args.repeats} runs after a warm-up; input: one 64-token window of the held-out text "
-        "(`tx_explorer/data/heldout_text.json`). Patching compares the window with its second half reversed.",
+        "(`tx_explorer/data/heldout_text.json`). Patching compares the window with its second half reversed. "
+        "When other jobs share the two cores (load average above 2 in the header) both columns grow: idle threads "
+        "spin while they wait, so the CPU seconds inflate too; tiny-gpt and tiny-llama have the same size, and their "
+        "rows differing by more than 1.5× is the sign of such a run. `--threads 1` avoids the spinning: one "
+        "thread's time bounds what the two cores take.",
         "",
         f"| model | view | wall s | CPU s | wall target ≤ {TARGET_S:.0f} s |",
         "|---|---|---:|---:|---|",

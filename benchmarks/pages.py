@@ -152,6 +152,13 @@ def norms_page(m: Models) -> Result:
     return _result([panel], f"{len(panel.data[0])} tokens, 2 variants")
 
 
+def block_roles(m: Models) -> Result:
+    from tx_explorer.views import block_roles as view
+
+    probe = view.probe(m["tiny-gpt"], _en("block_roles", "text_default"), 2)
+    return _result([probe.bars], f"{len(probe.bars.data)} tokens, 4 stages")
+
+
 def model_sizes(m: Models) -> Result:
     from tx_explorer.config import TransformerConfig
     from tx_explorer.views import model_sizes as view
@@ -276,6 +283,15 @@ INTERACTIONS: dict[str, list[Interaction]] = {
     ],
     "model_sizes": [
         Interaction("model_sizes", "change the layer count", "formula + meta-device count + stacked bars", model_sizes)
+    ],
+    "block_roles": [
+        Interaction(
+            "block_roles",
+            "type a text",
+            "one token changed at block 0: 4 sub-layers run twice + 1 figure",
+            block_roles,
+            ("tiny-gpt",),
+        )
     ],
     "language_model": [
         Interaction(

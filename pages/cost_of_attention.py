@@ -9,6 +9,7 @@ from tx_explorer import ui
 from tx_explorer.analysis import cost, flash_steps, memory
 from tx_explorer.views import cost_of_attention as view
 from tx_explorer.views import flash_io as io_view
+from tx_explorer.views import mixers as mix_view
 
 T = ui.texts("cost_of_attention")
 LANG = ui.lang()
@@ -26,8 +27,7 @@ st.title(ui.page_title("cost_of_attention"))
 st.markdown(T("intro"))
 
 # ---- 1. the four matrix multiplications -----------------------------------------------------------------------
-st.header(T("matmul_header"))
-st.markdown(T("matmul_intro"))
+ui.section(T, "matmul")
 c = st.columns(3)
 n = c[0].number_input(T("n"), 1, 10_000_000, 1024, key="cost_n")
 d = c[1].number_input(T("d"), 1, 65_536, 512, key="cost_d")
@@ -39,8 +39,7 @@ with ui.friendly_errors():
     ui.show(mm.flops)
 
 # ---- 2. memory and time, measured ---------------------------------------------------------------------------------
-st.header(T("mem_header"))
-st.markdown(T("mem_intro"))
+ui.section(T, "mem")
 c = st.columns(6)
 heads = c[0].number_input(T("heads"), 1, 64, 8, key="cost_heads")
 head_dim = c[1].number_input(T("head_dim"), 1, 256, 64, key="cost_head_dim")
@@ -105,14 +104,7 @@ with ui.friendly_errors():
     (st.success if fits else st.warning)(verdict)
 
 # ---- 3. tile by tile ----------------------------------------------------------------------------------------------
-st.header(T("tile_header"))
-st.markdown(T("tile_intro"))
-st.latex(
-    r"\begin{aligned} m' &= \max\big(m,\ \mathrm{rowmax}(S_{ij})\big), \qquad S_{ij} = Q_i K_j^\top / \sqrt{D_H} \\ "
-    r"\ell' &= e^{m - m'}\,\ell + \mathrm{rowsum}\big(e^{S_{ij} - m'}\big) \\ "
-    r"\tilde O' &= e^{m - m'}\,\tilde O + e^{S_{ij} - m'}\,V_j \\ "
-    r"O_i &= \tilde O / \ell, \qquad L_i = m + \log \ell \end{aligned}"
-)
+ui.section(T, "tile", view.TILE_LATEX)
 st.markdown(T("tile_outro"))
 c = st.columns(4)
 tile_n = c[0].number_input(T("tile_n"), 1, flash_steps.MAX_TRACE_N, 12, key="cost_tile_n")
@@ -139,3 +131,20 @@ with ui.friendly_errors():
     st.markdown(F("measured_intro"))
     st.dataframe(pd.DataFrame(fio.rows), hide_index=True)
 st.markdown(F("cpu_note"))
+
+# ---- 5. RNN, convolution and self-attention (§4.5) --------------------------------------------------------------
+M = ui.texts("mixers")
+ui.section(M, "mix")
+c = st.columns(3)
+mix_n = c[0].selectbox(M("max_n"), mix_view.NS, index=3, key="mix_max_n")
+mix_d = c[1].selectbox(M("dim"), mix_view.DIMS, index=1, key="mix_dim")
+with ui.friendly_errors():
+    if c[2].button(M("measure"), type="primary", key="mix_measure"):
+        bar = st.progress(0.0, text=M("progress"))
+        st.session_state["mix_found"] = mix_view.measure_all(mix_n, dim=mix_d, device=DEV, progress=bar.progress)
+        bar.empty()
+    mx = mix_view.compare(st.session_state.get("mix_found"), max_n=mix_n, dim=mix_d, lang=LANG)
+    ui.show(mx.grid)
+    st.caption(mx.check)
+    st.table(mx.table)
+    st.markdown(mx.note)

@@ -14,11 +14,11 @@ LECTURE = [
     ("s2", ["operator", "seq2seq"]),
     ("s3", ["self_attention", "masks", "position_lab"]),
     ("s4", ["multihead", "head_science", "cost_of_attention"]),
-    ("s5", ["multihead", "norms", "model_sizes"]),
+    ("s5", ["block_roles", "norms", "model_sizes", "multihead"]),
     ("s6", ["language_model", "kv_cache"]),
     ("s7", ["vision_transformer"]),
     ("s8", ["norms", "moe", "position_lab", "kv_cache"]),
-    ("s9", ["operator", "self_attention", "masks", "norms", "cost_of_attention"]),
+    ("s9", ["operator", "self_attention", "masks", "block_roles", "cost_of_attention"]),
 ]
 
 

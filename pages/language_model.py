@@ -25,11 +25,7 @@ st.latex(view.LATEX)
 
 name = ui.text_model_picker(T("model"), "lm_model", kind="causal")
 text = st.text_area(T("text"), T("default_text"), max_chars=20_000, key="lm_text", height=80)
-if name is None:
-    st.stop()
-if not text.strip():
-    st.warning(T("empty"))
-    st.stop()
+ui.stop_unless(name, text, T("empty"))
 
 with ui.friendly_errors():
     tm = ui.cached_model(name)
@@ -56,6 +52,7 @@ with ui.friendly_errors():
     with c[1]:
         ui.show(mask.weights)
     st.success(mask.check)
+    st.success(mask.prefix)
 
     ui.section(T, "next")
     pos = st.slider(T("position"), 0, n - 1, n - 1, key="lm_pos") if n > 1 else 0

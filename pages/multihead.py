@@ -46,12 +46,7 @@ example = c[1].selectbox(T("example"), view.EXAMPLES, format_func=T, key="mh_exa
 hide_special = c[2].toggle(T("hide_special"), value=False, key="mh_hide", help=T("hide_special_help"))
 name = ui.text_model_picker(T("model"), "mh_model", help=T("model_help"), where=c[0])
 text = st.text_area(T("text"), T(f"{example}_text"), max_chars=20_000, key=f"mh_text_{example}", height=90)
-
-if name is None:
-    st.stop()
-if not text.strip():
-    st.warning(T("empty"))
-    st.stop()
+ui.stop_unless(name, text, T("empty"))
 
 with ui.friendly_errors():
     tm = ui.cached_model(name)

@@ -9,13 +9,12 @@ T = ui.texts("norms")
 LANG = ui.lang()
 
 
-@st.cache_resource(show_spinner=False)
 def results() -> view.Results:
-    return view.load_results()
+    return ui.cached_model(view.BUNDLE)  # the registry's loader, once per server process
 
 
 @st.cache_resource(show_spinner=False, max_entries=6)
-def trained(name: str):
+def trained_variant(name: str):  # a name of its own: cached functions with the same source share a cache
     return results().text_model(name)
 
 
@@ -96,7 +95,7 @@ if res is not None:
     name_a = c[0].selectbox(T("variant_a"), res.names, index=view.index_of(res, "pre-ln"), format_func=res.label)
     name_b = c[1].selectbox(T("variant_b"), res.names, index=view.index_of(res, "post-ln"), format_func=res.label)
     with ui.friendly_errors():
-        tm_a, tm_b = trained(name_a), trained(name_b)
+        tm_a, tm_b = trained_variant(name_a), trained_variant(name_b)
         layers, heads = view.shared_shape(tm_a, tm_b)
         layer = c[2].slider(T("layer"), 0, layers - 1, 0) if layers > 1 else 0
         head = c[3].slider(T("head"), 0, heads - 1, 0) if heads > 1 else 0

@@ -105,7 +105,7 @@ if out is not None:
         st.info(T("no_output"))
     else:
         with ui.friendly_errors():
-            t = st.slider(T("step"), 1, len(o.tokens), 1) - 1 if len(o.tokens) > 1 else 0
+            t = st.slider(T("step"), 1, len(o.tokens) + 1, 1) - 1  # the last step writes <eos>
             ui.show(view.decoder_step(o, t, lang=LANG))
 
 # 4. The bottleneck: quality by length -----------------------------------------------------------------------------

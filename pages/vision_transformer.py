@@ -107,7 +107,14 @@ with ui.friendly_errors():
     if report := view.measured(name, lang=LANG):
         st.markdown(report)
 
-# 4. Positions --------------------------------------------------------------------------------------------------
+# 4. Pooling: N×D → 1×D → C -------------------------------------------------------------------------------------
+ui.section(T, "pool", view.LATEX["pool"])
+with ui.friendly_errors():
+    pooled = view.pooling(clf, pixels, lang=LANG)
+    st.latex(pooled.formula)
+    st.markdown(pooled.reading)
+
+# 5. Positions --------------------------------------------------------------------------------------------------
 ui.section(T, "pos")
 with ui.friendly_errors():
     own, sincos = view.positions(clf, lang=LANG)
@@ -119,7 +126,7 @@ with ui.friendly_errors():
     with c[1]:
         ui.show(sincos)
 
-# 5. Shuffling patches ------------------------------------------------------------------------------------------
+# 6. Shuffling patches ------------------------------------------------------------------------------------------
 ui.section(T, "shuffle")
 shuffle_seed = st.number_input(T("shuffle_seed"), 0, 1_000_000, 0)
 with ui.friendly_errors():

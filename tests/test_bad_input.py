@@ -41,12 +41,14 @@ from streamlit.testing.v1 import AppTest
 from tests.conftest import open_page, plotly_specs
 from tx_explorer import locales, masks, models, paths, ui
 from tx_explorer.analysis import (
+    block_roles,
     cost,
     flash_io,
     flash_steps,
     kv_cache,
     lm,
     memory,
+    mixers,
     position,
     position_lab,
     routing,
@@ -60,6 +62,7 @@ from tx_explorer.analysis import seq2seq_eval as ev
 from tx_explorer.config import TransformerConfig
 from tx_explorer.data import shapes
 from tx_explorer.modules.moe_lm import MoEConfig
+from tx_explorer.views import mixers as mix_view
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = re.findall(r'"pages/(\w+)\.py"', (ROOT / "app.py").read_text(encoding="utf-8"))
@@ -498,6 +501,15 @@ CASES: list[Case] = [
         chart="cost_memory",
     ),
     *number_cases("cost_of_attention", "cost_tiles"),
+    # inside a block: the probe's text (cut to 32 tokens), and a token beyond the text
+    *text_cases(
+        "block_roles",
+        (W("text_input", "probe_text"),),
+        "block_probe",
+        empty=("error", "the text is empty"),
+        blank=("error", "the text is empty"),
+    ),
+    *number_cases("block_roles", "block_probe", at_max=("error", "the token to change must be between 0 and")),
     # position lab: the rotary demonstration's numbers (an odd head size cannot be split into pairs)
     Case(
         "position_lab", "head-dim-odd", ((W("number_input", "rot_dh"), 3),), "error", "even number", "rotary_rotation"
@@ -779,6 +791,19 @@ OUT_OF_RANGE = [
         ("cost-tile-n-beyond", lambda: flash_steps.trace_example(n=flash_steps.MAX_TRACE_N + 1), "at most"),
         ("cost-tile-block-0", lambda: flash_steps.trace_example(block_size=0), "positive integer"),
         ("cost-naive-does-not-fit", lambda: memory.check_naive_fits(10_000_000, 1024, 256), "needs"),
+        ("cost_of_attention-mixer-N-0", lambda: mixers.measure("rnn", 0), "N must be a positive integer"),
+        ("cost_of_attention-mixer-unknown", lambda: mixers.build("lstm", 8), "unknown token mixer"),
+        ("cost_of_attention-mixer-max-n", lambda: mix_view.measure_all(100), "N must be one of"),
+        (
+            "block_roles-token-beyond",
+            lambda: block_roles.token_probe(_lm().model, [1, 2, 3], token=3),
+            "the token to change must be between 0 and 2",
+        ),
+        (
+            "block_roles-layer-beyond",
+            lambda: block_roles.token_probe(_lm().model, [1, 2, 3], token=0, layer=4),
+            "the layer must be between 0 and 3",
+        ),
         ("head_science-layer-beyond", lambda: hs.check_head(hs.text_model(_lm()), 4, 0), "does not exist"),
         ("head_science-head-negative", lambda: hs.check_head(hs.text_model(_lm()), 0, -1), "does not exist"),
         ("head_science-one-token", lambda: hs.encode(_lm(), "a"), "needs at least 2"),

@@ -230,6 +230,12 @@ def norms(page, tmp: Path) -> None:
     expect(page.get_by_text(label("norms", "live_done").split("{")[0].strip())).to_be_visible(timeout=LONG)
 
 
+def block_roles(page, tmp: Path) -> None:
+    """Type a text: the probe changes one of its tokens and the bars name its tokens."""
+    type_text(page, label("block_roles", "text"), "The module is ready.", area=False)
+    expect(chart_with(page, "module")).to_be_attached(timeout=LONG)
+
+
 def model_sizes(page, tmp: Path) -> None:
     total = page.locator('[data-testid="stMetric"]').filter(has_text=label("model_sizes", "total")).first
     before = total.inner_text()
@@ -304,6 +310,7 @@ INTERACTIONS: dict[str, Callable] = {
         head_science,
         moe,
         norms,
+        block_roles,
         model_sizes,
         language_model,
         vision_transformer,

@@ -74,3 +74,20 @@ def test_save_writes_one_offline_html_file(tmp_path):
     html = path.read_text(encoding="utf-8")
     assert html.count("plotly.js v") == 1 and html.count("Plotly.newPlot") == 2
     assert "<title>&lt;masks&gt;</title>" in html
+
+
+def test_every_string_key_the_views_use_exists_in_both_languages():
+    """The views hold the pages' words now: each literal ``T("key")`` is in the page's locale file, en and zh."""
+    import re
+
+    from tx_explorer import locales
+
+    for path in sorted((ROOT / "tx_explorer" / "views").glob("*.py")):
+        source = path.read_text(encoding="utf-8")
+        page = re.search(r'^PAGE = "([a-z_]+)"', source, re.M)
+        if page is None:
+            continue
+        table = locales.table(page.group(1))
+        used = set(re.findall(r'\bT\("([a-z0-9_]+)"', source))
+        assert used <= set(table), (path.name, sorted(used - set(table)))
+        assert all(table[k].get("en") and table[k].get("zh") for k in used), path.name

@@ -263,3 +263,19 @@ def test_twelve_l_d_squared_dominates_large_models() -> None:
     counted = params.count_params(cfg)
     blocks = counted["attention"] + counted["mlp"]
     assert blocks == pytest.approx(12 * cfg.num_layers * cfg.dim**2, rel=1e-3)
+
+
+def test_prefix_logits_do_not_change_when_tokens_are_appended() -> None:
+    """§6: under the causal mask a prefix's logits are the same alone and inside a longer text; the check can
+    fail: without the mask (every block told to see the future) the same comparison is far from zero."""
+    from tx_explorer.analysis import lm
+
+    tm = models.load_model("tiny-gpt")
+    r = lm.read(tm, "The cat sat on the mat because it was warm.")
+    assert r.prefix_len == (len(r.ids) + 1) // 2 and r.prefix_delta <= 1e-6 * r.prefix_scale
+    full = tm.attention(tm.encode("The cat sat on the mat because it was warm."))[0]
+    with torch.no_grad():  # the same comparison without the mask: appended tokens do reach the prefix
+        attn, embed = tm.model.blocks[0].attn, tm.model.embed
+        whole, alone = attn(embed(torch.tensor([r.ids]))), attn(embed(torch.tensor([r.ids[:3]])))
+    assert (whole[0, :3] - alone[0]).abs().max() > 1e-3
+    assert lm.prefix_invariance(tm, r.ids, full + 0.5, 3) == pytest.approx(0.5, abs=1e-4)

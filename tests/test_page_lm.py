@@ -123,6 +123,15 @@ def test_language_model_first_load(language_model) -> None:
     assert_clean(language_model)
     assert len(plotly_specs(language_model)) >= 6  # embeddings, mask, weights, next token, losses, generation ×2
     assert any("0.0e+00" in s.value for s in language_model.success)  # nothing above the diagonal
+    assert any("does not change what came before" in s.value for s in language_model.success)  # §6, prefix
+
+
+def test_language_model_prefix_invariance_in_chinese() -> None:
+    at = open_page("language_model")
+    at.session_state["lang"] = "zh"
+    at.run()
+    assert_clean(at)
+    assert any("追加 token 不会改变前面的结果" in s.value for s in at.success)
 
 
 def test_language_model_generation_controls(language_model) -> None:

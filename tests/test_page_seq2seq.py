@@ -88,3 +88,19 @@ def test_chinese_page_loads_clean():
     heat = [s for s in specs if any(t.get("type") == "heatmap" for t in s["data"])]
     assert heat and all(s["layout"]["xaxis"]["title"]["text"] and s["layout"]["yaxis"]["title"]["text"] for s in heat)
     assert any("源词" in s["layout"]["xaxis"]["title"]["text"] for s in heat)
+
+
+def test_bos_eos_and_the_true_fixed_context_are_shown(at):
+    at.text_input(key="s2s_text").set_value("we see the sky").run()
+    assert_clean(at)
+    heat = [s for s in plotly_specs(at) if any(t.get("type") == "heatmap" for t in s["data"])]
+    rows = [s["layout"]["yaxis"]["ticktext"] for s in heat[:2]]  # Bahdanau and the cross-attention
+    for r in rows:  # one row per decoder step, <bos> read first and <eos> written last (escaped for Plotly)
+        assert r[0] == "&lt;bos&gt; → vediamo" and r[-1] == "cielo → &lt;eos&gt;" and len(r) == 4
+    assert any("[→h_T; ←h_1]" in c.value for c in at.caption)
+    assert any(r"\overleftarrow{h}_1" in x.value and "s_0" in x.value for x in at.latex)
+    at.slider[1].set_value(4).run()  # the step that writes <eos>
+    assert_clean(at)
+    assert any(
+        "writes “&lt;eos&gt;”" in s["layout"]["title"]["text"] for s in plotly_specs(at) if "title" in s["layout"]
+    )

@@ -436,3 +436,20 @@ def test_bucket_curves_and_context_figure():
     terms, c = ev.context_terms(np.array([0.5, 0.5]), np.eye(2))
     fig = vs.context_figure(np.array([0.5, 0.5]), terms, c, ["a", "b"])
     assert fig.data[1].z.shape == (3, 2) and list(fig.data[1].z[-1]) == [0.5, 0.5]
+
+
+def test_the_eos_step_is_kept_beside_the_word_rows(translators):
+    """The step that writes <eos> has its own row of weights (a distribution), kept apart from the rows that line
+    up with the output words; the view puts it back, labelled from <bos> to <eos>."""
+    from tx_explorer.views import seq2seq as view
+
+    for t in translators.values():
+        o = t.translate("we see the sky")
+        if not t.has_alignment:
+            assert o.eos_alignment is None
+            continue
+        assert o.eos_alignment.shape == (len(o.source),) and abs(o.eos_alignment.sum() - 1) < 1e-5
+        assert view.with_eos(o.alignment, o.eos_alignment).shape == (len(o.tokens) + 1, len(o.source))
+        if o.cross is not None:
+            assert o.eos_cross.shape == (*o.cross.shape[:2], len(o.source))
+    assert view.step_labels(["vediamo", "il"]) == ["<bos> → vediamo", "vediamo → il", "il → <eos>"]

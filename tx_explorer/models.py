@@ -100,8 +100,14 @@ for _kind, _what in (
     )
 REGISTRY["vit-shapes"] = Entry(
     loader="tx_explorer.families.images:load",
-    description="ViT on generated shapes: 64×64 px, 8×8 patches, trained here (CPU minutes)",
+    description="ViT on generated shapes: 64×64 px, 8×8 patches, [CLS] pooling, trained here (CPU minutes)",
     retrain="python -m tx_explorer.train vit",
+    family="image",
+)
+REGISTRY["vit-shapes-avg"] = Entry(
+    loader="tx_explorer.families.images:load",
+    description="the same ViT without [CLS]: mean pooling over the 64 patch outputs (§7.3), trained alike",
+    retrain="python -m tx_explorer.train vit --pool avg --out tx_explorer/weights/vit-shapes-avg",
     family="image",
 )
 REGISTRY["vit-timm"] = Entry(

@@ -257,6 +257,15 @@ def row(*panels: Any, headings: tuple[str, ...] = ()) -> None:
             show(panel)
 
 
+def stop_unless(name: str | None, text: str, empty: str) -> None:
+    """End the page's run here while no model is chosen (the picker said why) or the text is blank (``empty``)."""
+    if name is None:
+        st.stop()
+    if not text.strip():
+        st.warning(empty)
+        st.stop()
+
+
 def optional(load: Callable[[], Any], error: type[Exception], message: Callable[[Exception], str]) -> Any:
     """``load()``, or None after a warning ``message(exc)`` when it raises ``error`` (e.g. a bundle not built)."""
     try:

@@ -502,7 +502,7 @@ def _gradient(tm: TextModel, x: Tensor, emb: Tensor, target: int | Tensor) -> Te
 
 @torch.no_grad()
 def attribution(
-    tm: TextModel, ids: Sequence[int], *, steps: int = 32, points: int = 13, random_orders: int = 2, seed: int = 0
+    tm: TextModel, ids: Sequence[int], *, steps: int = 16, points: int = 11, random_orders: int = 2, seed: int = 0
 ) -> Attribution:
     """Gradient × input and integrated gradients on the token vectors (baseline: zero token vectors, positions
     kept, as BERT attributions do; ``steps`` midpoints), raw attention (last layer, head mean, row of the last

@@ -100,6 +100,18 @@ class Reading:
     top_probs: np.ndarray  # [N, k]
     top_labels: list[list[str]]
     losses: np.ndarray  # [N − 1] −ln p(actual next token)
+    prefix_len: int  # the prefix read again on its own (⌈N/2⌉ tokens)
+    prefix_delta: float  # max |Δ logit| over those positions between the prefix alone and the whole text
+    prefix_scale: float  # max |logit| over those positions: float32 rounding is relative to it
+
+
+def prefix_invariance(tm: TextModel, ids: list[int], logits: Tensor, cut: int) -> float:
+    """Largest |Δ| between the logits of the first ``cut`` positions computed from those tokens alone and
+    ``logits [1, N, V]`` computed from all of ``ids``: zero under the causal mask (training and inference agree,
+    §6). Both runs take the same materialised path; float32 products of different lengths may still round
+    differently (a few ulps of the largest logit), never by what the later tokens say."""
+    alone = tm.run(ids[:cut], trace=Trace())  # (1, cut, V)
+    return float((alone[0] - logits[0, :cut]).abs().max())
 
 
 def read(tm: TextModel, text: str, k: int = 10) -> Reading:
@@ -122,4 +134,7 @@ def read(tm: TextModel, text: str, k: int = 10) -> Reading:
         top_probs=probs.numpy(),
         top_labels=[tm.labels(row) for row in top_ids.tolist()],
         losses=token_losses(logits, list(enc.ids)) if len(enc.ids) > 1 else np.zeros(0),
+        prefix_len=(cut := (len(enc.ids) + 1) // 2),
+        prefix_delta=prefix_invariance(tm, list(enc.ids), logits, cut),
+        prefix_scale=float(logits[0, :cut].abs().max()),
     )

@@ -147,6 +147,35 @@ def shuffle_experiment(classifier: ImageClassifier, pixels: np.ndarray, seed: in
     return ShuffleResult(shuffled=shuffled, perm=perm.numpy(), probs=probs, logit_change=change)
 
 
+@dataclass(frozen=True)
+class Pooling:
+    """The classifier's last steps for one image: token outputs → one pooled vector → class scores (§7.3)."""
+
+    tokens: tuple[int, int]  # (T, D): every token's output of the last block
+    pooled_rows: tuple[int, int]  # (1, D) for [CLS] pooling, (N, D) for mean pooling: the rows that are pooled
+    pooled: tuple[int, int]  # (1, D): their mean, layer-normed
+    logits: np.ndarray  # [C] the head's scores from the pooled vector
+    max_difference: float  # max |these logits − the model's forward|: the steps are the whole classifier
+
+
+@torch.no_grad()
+def pooling(classifier: ImageClassifier, pixels: np.ndarray) -> Pooling:
+    """Redo the model's pooling by hand: the [CLS] row (``pool="token"``) or the patch rows' mean (``"avg"``)."""
+    model = classifier.model
+    x = classifier.to_tensor(pixels)
+    h = model.features(x)  # (1, T, D)
+    rows = h[:, :1] if model.cfg.pool == "token" else h[:, model.num_prefix :]  # (1, 1, D) or (1, N, D)
+    pooled = model.norm(rows.mean(dim=1))  # (1, D)
+    logits = model.head(pooled)  # (1, C)
+    return Pooling(
+        tokens=tuple(h.shape[1:]),
+        pooled_rows=tuple(rows.shape[1:]),
+        pooled=tuple(pooled.shape),
+        logits=logits[0].float().cpu().numpy(),
+        max_difference=float((logits - model(x)).abs().max()),
+    )
+
+
 def object_shares(maps: np.ndarray, mask: np.ndarray, patch_size: int) -> tuple[float, np.ndarray]:
     """The object's area share and each patch map's attention share on it: ``maps [K, g, g]`` → ``(area, [K])``."""
     cov = patch_coverage(np.asarray(mask)[None], patch_size)  # (1, N)
@@ -162,10 +191,17 @@ def bundle_results(name: str) -> dict[str, Any] | None:
     if not path.is_file():
         return None
     r = json.loads(path.read_text())
-    m = r["object_attention"]
-    return {
+    report = {
         "accuracy": f"{r['held_out_accuracy']:.1%}",
-        "images": m["images"],
+        "images": r["held_out_images"],
+        "minutes": f"{r['train_minutes']:.1f}",
+    }
+    if "drawings_accuracy" in r:  # bundles trained before the person-style drawings existed lack it
+        report |= {"drawings": f"{r['drawings_accuracy']:.1%}", "drawing_images": r["drawings_images"]}
+    m = r.get("object_attention")
+    if not m:  # mean pooling: no [CLS] attention to score
+        return report
+    return report | {
         "area": f"{m['area_share']:.1%}",
         "cls": f"{m['cls_last_layer_share']:.1%}",
         "cls_lift": f"{m['cls_last_layer_lift']:.2f}",
@@ -174,5 +210,4 @@ def bundle_results(name: str) -> dict[str, Any] | None:
         "rollout": f"{m['rollout_share']:.1%}",
         "rollout_lift": f"{m['rollout_lift']:.2f}",
         "beats": f"{m['images_where_cls_beats_area']:.0%}",
-        "minutes": f"{r['train_minutes']:.1f}",
     }

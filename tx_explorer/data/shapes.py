@@ -1,5 +1,6 @@
-"""A procedural image set: one bright shape per image (random hue, size, rotation and position) over a darker
-textured or noisy background, with thin lines and dots as distractors.
+"""A procedural image set: one shape per image (random hue, size, rotation and position; filled or outlined, with a
+wobbly hand-drawn contour) standing out from a dark or a light textured or noisy background, with thin lines and
+dots as distractors.
 
 Every image has a known object mask, so attention maps can be scored against ground truth ("how much of the
 [CLS] attention falls on the object?"). Image ``i`` of a set depends only on ``(seed, i)``, never on the set's
@@ -15,7 +16,7 @@ from PIL import Image, ImageDraw
 
 CLASSES: tuple[str, ...] = ("circle", "square", "triangle", "star", "cross", "ring")
 SUPERSAMPLE = 4  # shapes are drawn at 4× and box-filtered down: smooth edges without a blurry mask
-DARKEST_OBJECT = 0.75 * 255 * 0.8  # about the dimmest an object's brightest channel gets (value 0.75, shading)
+DARKEST_OBJECT = 0.75 * 255 * 0.8  # about the dimmest a bright object's top channel gets (value 0.75, shading)
 
 
 @dataclass(frozen=True)
@@ -52,20 +53,55 @@ def _polygon(label: str, r: float, theta: float) -> np.ndarray:
     return pts @ rot.T
 
 
-def _coverage(label: str, size: int, cx: float, cy: float, r: float, theta: float) -> np.ndarray:
-    """Fraction of each pixel the shape covers, ``[S, S]`` float32 in [0, 1] (anti-aliased)."""
+def _outline(label: str, r: float, theta: float) -> list[np.ndarray]:
+    """Closed contours ``[K, 2]`` of a shape of circumradius ``r`` centred on 0 (a ring has two: outer, hole)."""
+    if label in ("circle", "ring"):
+        ang = np.arange(64) * 2 * np.pi / 64
+        unit = np.stack([np.cos(ang), np.sin(ang)], 1)
+        return [0.9 * r * unit] + ([0.5 * r * unit] if label == "ring" else [])
+    return [_polygon(label, r, theta)]
+
+
+def _wobble(pts: np.ndarray, amount: np.ndarray, phase: np.ndarray, *, per_edge: int = 8) -> np.ndarray:
+    """A hand-drawn version of the closed contour ``pts [K, 2]``: edges split into ``per_edge`` pieces, each point
+    pushed along its radius by ``1 + Σ_k amount[k]·sin((k+2)·φ + phase[k])`` (a smooth, low-frequency wave).
+    """
+    if not amount.any():
+        return pts
+    t = np.arange(per_edge)[None, :, None] / per_edge  # (1, M, 1)
+    dense = (pts[:, None] + (np.roll(pts, -1, 0) - pts)[:, None] * t).reshape(-1, 2)  # (K·M, 2)
+    phi = np.arctan2(dense[:, 1], dense[:, 0])
+    k = np.arange(len(amount))[:, None] + 2
+    return dense * (1 + (amount[:, None] * np.sin(k * phi + phase[:, None])).sum(0))[:, None]
+
+
+def _coverage(
+    label: str,
+    size: int,
+    cx: float,
+    cy: float,
+    r: float,
+    theta: float,
+    *,
+    stroke: float = 0.0,
+    wobble: np.ndarray | None = None,
+    phase: np.ndarray | None = None,
+) -> np.ndarray:
+    """Fraction of each pixel the shape covers, ``[S, S]`` float32 in [0, 1] (anti-aliased).
+
+    ``stroke > 0`` draws only the outline, that many pixels wide; ``wobble``/``phase`` (``[K]``) bend the contour.
+    """
     k = SUPERSAMPLE
     canvas = Image.new("L", (size * k, size * k), 0)
     draw = ImageDraw.Draw(canvas)
-    c = np.array([cx, cy]) * k
-    if label in ("circle", "ring"):
-        outer = 0.9 * r * k
-        draw.ellipse([c[0] - outer, c[1] - outer, c[0] + outer, c[1] + outer], fill=255)
-        if label == "ring":
-            inner = 0.5 * r * k
-            draw.ellipse([c[0] - inner, c[1] - inner, c[0] + inner, c[1] + inner], fill=0)
-    else:
-        draw.polygon([tuple(p) for p in _polygon(label, r * k, theta) + c], fill=255)
+    amount = np.zeros(1) if wobble is None else wobble
+    phase = np.zeros_like(amount) if phase is None else phase
+    for i, contour in enumerate(_outline(label, r * k, theta)):
+        pts = [tuple(p) for p in _wobble(contour, amount, phase) + np.array([cx, cy]) * k]
+        if stroke > 0:
+            draw.line(pts + pts[:2], fill=255, width=max(1, round(stroke * k)), joint="curve")
+        else:
+            draw.polygon(pts, fill=0 if i else 255)  # a ring's second contour is its hole
     return np.asarray(canvas.resize((size, size), Image.Resampling.BOX), dtype=np.float32) / 255.0
 
 
@@ -95,11 +131,21 @@ def _background(rng: np.random.Generator, size: int, difficulty: float) -> np.nd
     return bg + rng.normal(0, rng.uniform(0, 12) * difficulty, (size, size, 3))
 
 
-def _object_colour(rng: np.random.Generator) -> np.ndarray:
-    """A random bright colour (any hue, saturation 0.2–1, value ≥ 0.75), as RGB in [0, 255]."""
-    h, s, v = rng.uniform(0, 1), rng.uniform(0.2, 1.0), rng.uniform(0.75, 1.0)
+def _hsv(h: float, s: float, v: float) -> np.ndarray:
+    """HSV in [0, 1] → RGB in [0, 255] (without colorsys)."""
     k = (np.array([5.0, 3.0, 1.0]) + h * 6) % 6
-    return 255 * v * (1 - s * np.clip(np.minimum(k, 4 - k), 0, 1))  # HSV → RGB without colorsys
+    return 255 * v * (1 - s * np.clip(np.minimum(k, 4 - k), 0, 1))
+
+
+def _object_colour(rng: np.random.Generator, *, light: bool) -> np.ndarray:
+    """A colour that stands out, as RGB in [0, 255]: on dark paper bright (any hue, saturation 0.2–1, value ≥ 0.75);
+    on light paper an ink (saturation 0.5–1 or black/grey, luminance ≤ 150 of 255: a red or blue marker, not yellow).
+    """
+    h, s, v = rng.uniform(0, 1), rng.uniform(0.2, 1.0), rng.uniform(0.75, 1.0)
+    if not light:
+        return _hsv(h, s, v)
+    ink = _hsv(h, 0.5 + 0.5 * s if rng.random() < 0.8 else 0.0, v - 0.6 * rng.random())
+    return ink * min(1.0, 150.0 / max(float(ink @ np.array([0.299, 0.587, 0.114])), 1e-6))
 
 
 def _distractors(rng: np.random.Generator, img: np.ndarray, difficulty: float) -> None:
@@ -133,12 +179,15 @@ def _distractors(rng: np.random.Generator, img: np.ndarray, difficulty: float) -
 def render(
     rng: np.random.Generator, *, size: int = 64, label: int | None = None, difficulty: float = 1.0
 ) -> ShapeSample:
-    """One random image ``size × size``: the object's class, colour, size, rotation and position are drawn from ``rng``.
+    """One random image ``size × size``: class, style, colour, size, rotation and position are drawn from ``rng``.
 
-    Objects are bright (any hue) and backgrounds dark (any hue), so the object always stands out.
-    ``difficulty`` in [0, 1] blends the colours from a white-on-black silhouette (0) to random ones (1) and
-    scales background texture, grain and the number of distractors. 1 is the full task; training starts
-    easy (a curriculum). It changes no random draw, so the same seed gives the same shape at every difficulty.
+    Half the images are dark paper with a bright object, half light paper with an ink-coloured one (the dark
+    background inverted). The object is filled (60 %) or only outlined (40 %) with a stroke 6–18 % of its radius
+    (at least 1.2 px) wide, its contour wobbles like a hand-drawn one (up to ±12 % of the radius), its
+    circumradius is 20–42 % of the image and it lies anywhere the whole of it fits. ``difficulty`` in [0, 1]
+    blends the colours from a white-on-black or black-on-white silhouette (0) to random ones (1) and scales
+    background texture, grain and the number of distractors. 1 is the full task; training starts easy (a
+    curriculum). It changes no random draw, so the same seed gives the same shape at every difficulty.
     """
     if size < 16:
         raise ValueError(f"images need at least 16 pixels a side, got {size}")
@@ -149,11 +198,18 @@ def render(
         raise ValueError(f"label must be in [0, {len(CLASSES)}), got {label}")
     img = _background(rng, size, difficulty)
     _distractors(rng, img, difficulty)
-    r = rng.uniform(0.25, 0.4) * size
+    light, outlined = rng.random() < 0.5, rng.random() < 0.4
+    r = rng.uniform(0.2, 0.42) * size
     cx, cy = rng.uniform(r + 1, size - r - 1, 2)
-    cover = _coverage(CLASSES[label], size, cx, cy, r, rng.uniform(0, 2 * np.pi))
-    colour = difficulty * _object_colour(rng) + (1 - difficulty) * 255.0  # easy images: a white silhouette
+    theta = rng.uniform(0, 2 * np.pi)
+    stroke = max(1.2, rng.uniform(0.06, 0.18) * r) if outlined else 0.0
+    # a few random waves, or none; the slow ones larger (an oval circle, not a square one)
+    wobble = rng.uniform(0, 0.06, 4) / np.arange(1, 5) * (rng.random(4) < 0.5)
+    cover = _coverage(CLASSES[label], size, cx, cy, r, theta, stroke=stroke, wobble=wobble, phase=rng.uniform(0, 7, 4))
+    plain = 0.0 if light else 255.0  # easy images: a black or white silhouette
+    colour = difficulty * _object_colour(rng, light=light) + (1 - difficulty) * plain
     shade = 1 + 0.25 * (_smooth_noise(rng, size, 4)[..., None] - 0.5)  # gentle texture on the object itself
+    img = 255.0 - img if light else img  # light paper: the dark background and its distractors inverted
     img = img * (1 - cover[..., None]) + np.clip(colour * shade, 0, 255) * cover[..., None]
     return ShapeSample(image=np.clip(img, 0, 255).astype(np.uint8), mask=cover > 0.5, label=label)
 

@@ -34,7 +34,9 @@ class Translation:
     alignment:   ``[T_out, T_in]`` a_{t,i} (Bahdanau weights, or head-averaged cross-attention), None for "fixed".
     cross:       ``[L, H, T_out, T_in]`` Transformer cross-attention per layer and head, else None.
     annotations: ``[T_in, C]`` encoder states h_i (RNN models), else None.
-    contexts:    ``[T_out, C]`` context vectors c_t (RNN models; the same h_T on every row for "fixed").
+    contexts:    ``[T_out, C]`` context vectors c_t (RNN models; the same [→h_T; ←h_1] on every row for "fixed").
+    eos_alignment, eos_cross: the same for the last step, the one that writes <eos> (``[T_in]``, ``[L, H, T_in]``);
+    the arrays above stop before it, so that they line up with the output words and the gold alignment.
     """
 
     source: tuple[str, ...]
@@ -44,6 +46,8 @@ class Translation:
     annotations: np.ndarray | None
     contexts: np.ndarray | None
     trace: Trace
+    eos_alignment: np.ndarray | None = None
+    eos_cross: np.ndarray | None = None
 
     @property
     def text(self) -> str:
@@ -127,19 +131,20 @@ class Translator:
         out = []
         for b, (s, t) in enumerate(zip(sources, targets)):
             rows, cols = len(t), len(s)  # step j emits target word j; drop the <eos> step
-            align = cross = ann = ctx = None
+            align = cross = ann = ctx = eos_align = eos_cross = None
             if self.is_transformer:
-                cross = trace.stack("cross")[:, b, :, :rows, :cols].numpy()  # (L, H, T_out, T_in)
-                align = cross[self.align_layer].mean(axis=0)
+                full = trace.stack("cross")[:, b, :, : rows + 1, :cols].numpy()  # (L, H, T_out + 1, T_in)
+                cross, eos_cross = full[:, :, :rows], full[:, :, rows]
+                align, eos_align = cross[self.align_layer].mean(axis=0), eos_cross[self.align_layer].mean(axis=0)
             else:
                 h = memory.states[b, :cols]
                 ann = h.numpy()
                 if self.has_alignment:
-                    a = trace.records[0].weights[b, 0, :rows, :cols]
-                    align, ctx = a.numpy(), (a @ h).numpy()
+                    a = trace.records[0].weights[b, 0, : rows + 1, :cols]  # (T_out + 1, T_in)
+                    align, ctx, eos_align = a[:rows].numpy(), (a[:rows] @ h).numpy(), a[rows].numpy()
                 else:
                     ctx = memory.final[b].expand(rows, -1).numpy()
-            out.append(Translation(tuple(s), tuple(t), align, cross, ann, ctx, trace))
+            out.append(Translation(tuple(s), tuple(t), align, cross, ann, ctx, trace, eos_align, eos_cross))
         return out, trace
 
     def translate(self, text: str, *, beam: int = 1) -> Translation:

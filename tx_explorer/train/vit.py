@@ -1,13 +1,16 @@
 """Train the bundled ``vit-shapes`` classifier: ``python -m tx_explorer.train vit [options]``.
 
 A small ViT (64×64 pixels, 8×8 patches → 64 tokens + [CLS]) learns the procedural shape classes of
-:mod:`tx_explorer.data.shapes` on the CPU in minutes. The training images are generated once from ``--seed``
-with difficulties spread over [0, 1]. A curriculum draws each batch from a difficulty window that slides from
-[0, ¼] to [½, 1]: white silhouettes on black teach the shapes, coloured ones on textured backgrounds with
-distractors teach to ignore the rest. Batches are augmented on the fly with label-preserving transforms (90°
-rotations, flips, colour-channel permutations, small shifts, brightness/contrast). The held-out images come
-from a different seed, all at full difficulty. The bundle records the held-out accuracy and how much
-attention falls on the object (:mod:`tx_explorer.analysis.vit_metrics`).
+:mod:`tx_explorer.data.shapes` on the CPU in minutes; ``--pool avg`` trains the same model without [CLS],
+classifying from the mean of the patch outputs (``vit-shapes-avg``). The training images are generated once
+from ``--seed`` with difficulties spread over [0, 1]. A curriculum draws each batch from a difficulty window
+that slides from [0, ¼] to [½, 1]: white-on-black and black-on-white silhouettes teach the shapes, coloured
+ones on textured backgrounds with distractors teach to ignore the rest. Batches are augmented on the fly with
+label-preserving transforms (90° rotations, flips, colour-channel permutations, small shifts,
+brightness/contrast). The held-out images come from a different seed, all at full difficulty. The bundle
+records the held-out accuracy, the accuracy on person-style drawings from another generator
+(:mod:`tx_explorer.data.drawings`, never trained on) and, with a [CLS] token, how much of its attention falls
+on the object (:mod:`tx_explorer.analysis.vit_metrics`).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from torch.nn import functional as F
 from tx_explorer.analysis.vit_metrics import object_attention
 from tx_explorer.bundle import WEIGHTS_DIR, save_bundle
 from tx_explorer.config import ViTConfig
-from tx_explorer.data import shapes
+from tx_explorer.data import drawings, shapes
 from tx_explorer.families.images import ImageClassifier
 from tx_explorer.modules.vit import VisionTransformer
 from tx_explorer.train.common import lr_at, make_optimizer, train_loop
@@ -85,6 +88,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--layers", type=int, default=4)
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--positions", choices=["learned", "sincos2d", "none"], default="learned")
+    p.add_argument("--pool", choices=["token", "avg"], default="token", help="classify from [CLS] or the patch mean")
+    p.add_argument("--drawings", type=int, default=300, help="person-style drawings to evaluate on (not trained on)")
     p.add_argument("--max-minutes", type=float, default=60.0, help="stop early after this much training time")
     p.add_argument("--threads", type=int, default=0, help="torch threads (0 = torch's default)")
     return p.parse_args(argv)
@@ -105,12 +110,15 @@ def main(argv: list[str] | None = None) -> None:
         num_layers=args.layers,
         num_heads=args.heads,
         positions=args.positions,
+        class_token=args.pool == "token",
+        pool=args.pool,
     )
     clf = ImageClassifier(VisionTransformer(cfg), shapes.CLASSES)
     log.info("generating %d training and %d held-out images", args.train_size, args.val_size)
     levels = np.random.default_rng(args.seed).uniform(0.0, 1.0, args.train_size)
     x_train, _, y_train = shapes.make_dataset(args.train_size, seed=args.seed, size=cfg.image_size, difficulty=levels)
     x_val, m_val, y_val = shapes.make_dataset(args.val_size, seed=args.seed + HELD_OUT_SEED_OFFSET, size=cfg.image_size)
+    x_draw, y_draw = drawings.make_drawings(args.drawings, seed=args.seed, size=cfg.image_size)
     x_train_t, y_train_t = torch.from_numpy(x_train), torch.from_numpy(y_train)
 
     opt = make_optimizer(clf.model, lr=args.lr, weight_decay=args.weight_decay, betas=(0.9, 0.99))
@@ -134,18 +142,28 @@ def main(argv: list[str] | None = None) -> None:
         minutes = (time.monotonic() - start) / 60
         out_of_time = minutes > args.max_minutes
         if step % args.eval_every == 0 or step == args.steps or out_of_time:
-            acc = accuracy(clf, x_val, y_val)
-            history.append({"step": step, "val_accuracy": acc, "minutes": minutes, "difficulty_cap": cap})
-            log.info("step %d: held-out accuracy %.4f (%.1f min)", step, acc, minutes)
+            acc, drawn = accuracy(clf, x_val, y_val), accuracy(clf, x_draw, y_draw)
+            history.append(
+                {
+                    "step": step,
+                    "val_accuracy": acc,
+                    "drawings_accuracy": drawn,
+                    "minutes": minutes,
+                    "difficulty_cap": cap,
+                }
+            )
+            log.info("step %d: held-out accuracy %.4f, drawings %.4f (%.1f min)", step, acc, drawn, minutes)
         if out_of_time:
             log.info("time budget of %.0f minutes reached at step %d; stopping", args.max_minutes, step)
             break
 
     clf.model.eval()
-    metrics = object_attention(clf, x_val, m_val)
+    metrics = object_attention(clf, x_val, m_val) if cfg.class_token else None  # measured from [CLS]'s attention
     results = {
         "held_out_accuracy": history[-1]["val_accuracy"],
         "held_out_images": args.val_size,
+        "drawings_accuracy": history[-1]["drawings_accuracy"],
+        "drawings_images": args.drawings,
         "train_images": args.train_size,
         "steps": history[-1]["step"],
         "train_minutes": history[-1]["minutes"],

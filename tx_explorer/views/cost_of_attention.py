@@ -16,6 +16,12 @@ from tx_explorer.viz import style
 
 PAGE = "cost_of_attention"
 ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2}
+TILE_LATEX = (  # the online softmax of one query tile (FlashAttention-2)
+    r"\begin{aligned} m' &= \max\big(m,\ \mathrm{rowmax}(S_{ij})\big), \qquad S_{ij} = Q_i K_j^\top / \sqrt{D_H} \\ "
+    r"\ell' &= e^{m - m'}\,\ell + \mathrm{rowsum}\big(e^{S_{ij} - m'}\big) \\ "
+    r"\tilde O' &= e^{m - m'}\,\tilde O + e^{S_{ij} - m'}\,V_j \\ "
+    r"O_i &= \tilde O / \ell, \qquad L_i = m + \log \ell \end{aligned}"
+)
 FLOPS_NS = [2**p for p in range(4, 17)]  # 16 … 65 536 tokens for the stacked bar
 CURVE_NS = np.unique(np.geomspace(64, 131_072, 48).astype(int))  # analytic lines reach past the lecture's N
 

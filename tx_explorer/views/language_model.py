@@ -75,6 +75,7 @@ class Causal:
     mask: Panel
     weights: Panel  # one head's weights: zero above the diagonal
     check: str  # the largest weight above the diagonal over every layer and head
+    prefix: str  # the prefix's logits alone vs inside the whole text (§6: training and inference agree)
 
 
 def causal(r: lm.Reading, layer: int = 0, head: int = 0, *, lang: str = "en") -> Causal:
@@ -87,7 +88,21 @@ def causal(r: lm.Reading, layer: int = 0, head: int = 0, *, lang: str = "en") ->
         Panel("lm_mask", heatmap(mask, toks, toks, title=T("mask_title"), **ax), mask),
         Panel("lm_weights", heatmap(w, toks, toks, title=T("weights_title", layer=layer, head=head), **ax), w),
         T("mask_check", value=f"{leak:.1e}", layers=r.maps.shape[0], heads=r.maps.shape[1]),
+        T(
+            prefix_verdict(r.prefix_delta, r.prefix_scale),
+            k=r.prefix_len,
+            n=len(r.tokens),
+            value=f"{r.prefix_delta:.1e}",
+            relative=f"{r.prefix_delta / max(r.prefix_scale, 1e-30):.1e}",
+        ),
     )
+
+
+def prefix_verdict(delta: float, scale: float) -> str:
+    """The locale key for the prefix check: exactly zero, float32 rounding (≤ 1e-6 of the largest logit), or not."""
+    if delta == 0:
+        return "prefix_exact"
+    return "prefix_close" if delta <= 1e-6 * scale else "prefix_moved"
 
 
 @dataclass(frozen=True)

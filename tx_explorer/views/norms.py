@@ -19,6 +19,7 @@ from tx_explorer.viz import charts
 from tx_explorer.viz import norm_figures as vn
 
 PAGE = "norms"
+BUNDLE = "variants"  # the shipped runs' registry name
 METRICS = ("train_loss", "val_loss", "grad_norm", "lr")
 Results = shipped.Results
 load_results = shipped.load_results

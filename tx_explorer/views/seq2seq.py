@@ -3,7 +3,8 @@ matrices against the gold alignment, one Bahdanau decoder step, and quality by s
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import itertools
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -13,13 +14,19 @@ from tx_explorer.data import translation as tr
 from tx_explorer.families.translation import MAX_WORDS
 from tx_explorer.views import Panel, texts
 from tx_explorer.viz import seq2seq as vs
+from tx_explorer.viz.style import safe_labels
 
 PAGE = "seq2seq"
 KINDS = ("fixed", "attention", "transformer")  # the page compares one translator of each kind
 RETRAIN = "python -m tx_explorer.train seq2seq --model all"
-LATEX = (
-    r"e_{t,i} = v^\top \tanh(W s_{t-1} + U h_i),\qquad a_{t,i} = \frac{\exp e_{t,i}}{\sum_j \exp e_{t,j}},"
-    r"\qquad c_t = \sum_i a_{t,i}\, h_i,\qquad s_t = \mathrm{GRU}([y_{t-1}; c_t],\, s_{t-1})"
+LATEX = (  # the encoder and s₀ as tx_explorer.modules.seq2seq computes them, then one Bahdanau step
+    r"\begin{gathered} h_i = [\overrightarrow{h}_i;\ \overleftarrow{h}_i],\qquad"
+    r" s_0 = \tanh\!\big(W_s\,[\overrightarrow{h}_T;\ \overleftarrow{h}_1]\big),"
+    r"\qquad y_0 = \langle\mathrm{bos}\rangle \\"
+    r" e_{t,i} = v^\top \tanh(W s_{t-1} + U h_i),\qquad a_{t,i} = \frac{\exp e_{t,i}}{\sum_j \exp e_{t,j}},"
+    r"\qquad c_t = \sum_i a_{t,i}\, h_i,\qquad s_t = \mathrm{GRU}([y_{t-1}; c_t],\, s_{t-1}) \\"
+    r" \text{fixed context: } c_t = c = [\overrightarrow{h}_T;\ \overleftarrow{h}_1]\ \text{at every step;}"
+    r"\quad \text{decoding stops at } y_t = \langle\mathrm{eos}\rangle \end{gathered}"
 )
 BUCKET_METRICS = (  # (result key, title key, in percent)
     ("token_accuracy", "token_accuracy", True),
@@ -94,19 +101,19 @@ def alignments(
 ) -> Alignments:
     """Bahdanau's alignment beside the Transformer's cross-attention (``head`` None: the mean of the heads)."""
     T = texts(PAGE, lang)
-    cross = out["transformer"].cross  # (L, H, T_out, T_in)
+    cross = with_eos(out["transformer"].cross, out["transformer"].eos_cross, axis=2)  # (L, H, T_out + 1, T_in)
     tfm_map = cross[layer].mean(axis=0) if head is None else cross[layer, head]
     head_name = T("head_mean") if head is None else str(head + 1)
     ax = {"x_title": T("axis_source"), "y_title": T("axis_output"), "gold_label": T("gold")}
     panels, off = [], []
     for key, weights, title in (
-        ("attention", out["attention"].alignment, T("bahdanau_title")),
+        ("attention", with_eos(out["attention"].alignment, out["attention"].eos_alignment), T("bahdanau_title")),
         ("transformer", tfm_map, T("cross_title", layer=layer + 1, head=head_name)),
     ):
         o = out[key]
         matches = reference is not None and o.tokens == reference.target
         g = reference.alignment if matches else None
-        fig = vs.alignment_figure(weights, o.source, o.tokens, gold=g, title=title, **ax)
+        fig = vs.alignment_figure(weights, o.source, step_labels(o.tokens), gold=g, title=title, **ax)
         panels.append(Panel(f"s2s_align_{key}", fig, weights))
         off.append(reference is not None and not matches)
     mosaic = vs.cross_mosaic(
@@ -115,21 +122,37 @@ def alignments(
     return Alignments(panels[0], panels[1], (off[0], off[1]), Panel("s2s_cross_mosaic", mosaic, cross))
 
 
+def step_labels(tokens: Sequence[str]) -> list[str]:
+    """One label per decoder step, what it reads and what it writes: ``<bos> → w₁``, …, ``w_n → <eos>``."""
+    words = [tr.BOS, *tokens, tr.EOS]
+    return [f"{a} → {b}" for a, b in itertools.pairwise(words)]
+
+
+def with_eos(steps: np.ndarray, eos: np.ndarray | None, axis: int = 0) -> np.ndarray:
+    """The per-word rows ``steps`` with the <eos> step appended along ``axis`` (unchanged when it is absent)."""
+    return steps if eos is None else np.concatenate([steps, np.expand_dims(eos, axis)], axis=axis)
+
+
 def decoder_step(o, t: int = 0, *, lang: str = "en") -> Panel:
-    """Bahdanau's step ``t``: weights over the source, weighted annotations, and the context vector c_t."""
+    """Bahdanau's step ``t`` (0 … T_out; the last writes <eos>): weights over the source, weighted annotations,
+    and the context vector c_t."""
     T = texts(PAGE, lang)
-    terms, context = ev.context_terms(o.alignment[t], o.annotations)
+    weights = with_eos(o.alignment, o.eos_alignment)  # (T_out + 1, T_in)
+    if not 0 <= t < len(weights):
+        raise ValueError(f"step must lie in [1, {len(weights)}], got {t + 1}")
+    terms, context = ev.context_terms(weights[t], o.annotations)
+    words = [tr.BOS, *o.tokens, tr.EOS]
     fig = vs.context_figure(
-        o.alignment[t],
+        weights[t],
         terms,
         context,
         o.source,
-        title=T("step_title", t=t + 1, word=o.tokens[t]),
+        title=T("step_title", t=t + 1, prev=safe_labels([words[t]])[0], word=safe_labels([words[t + 1]])[0]),
         weight_title=T("axis_weight"),
         dim_title=T("axis_dim"),
         source_title=T("axis_source"),
     )
-    return Panel("s2s_step", fig, {"weights": o.alignment[t], "terms": terms, "context": context})
+    return Panel("s2s_step", fig, {"weights": weights[t], "terms": terms, "context": context})
 
 
 def evaluate(

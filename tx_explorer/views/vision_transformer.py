@@ -24,6 +24,8 @@ TIMM_DOWNLOAD = timm_vit.DOWNLOAD  # how to get a pretrained timm ViT into the l
 LATEX = {
     "patch": r"x_p\in\mathbb{R}^{P\cdot P\cdot 3},\qquad z_p = W\,x_p + b = \mathrm{Conv2d}_{k=s=P}(x)_p,"
     r"\qquad W\in\mathbb{R}^{D\times P^2\cdot 3}",
+    "pool": r"h_{[\mathrm{CLS}]} = H_{0},\qquad \bar h = \frac{1}{N}\sum_{i=1}^{N} H_i,\qquad "
+    r"z = W\,\mathrm{LN}(h) + b\in\mathbb{R}^{C}",
     "rollout": r"\tilde A = A_L\cdots A_1,\qquad "
     r"A_l = \mathrm{rownorm}\!\left(\tfrac12\,\overline{W}_l + \tfrac12\,I\right)",
 }
@@ -202,10 +204,37 @@ def attention(
     )
 
 
+@dataclass(frozen=True)
+class Pooled:
+    formula: str  # LaTeX: the token outputs → one vector → class scores, with this model's sizes
+    reading: str  # what was pooled and the check that these steps are the whole classifier
+
+
+def pooling(clf: ImageClassifier, pixels: np.ndarray, *, lang: str = "en") -> Pooled:
+    """Lecture §7.3 live: N×D → 1×D → C for the chosen model ([CLS] row or mean over the patches)."""
+    T, pool = texts(PAGE, lang), vit_views.pooling(clf, pixels)
+    (t, d), (n, _), c = pool.tokens, pool.pooled_rows, len(pool.logits)
+    step = r"H_{0}" if clf.model.cfg.pool == "token" else rf"\frac{{1}}{{{n}}}\sum_{{i=1}}^{{{n}}} H_i"
+    formula = (
+        rf"H\in\mathbb{{R}}^{{{t}\times {d}}}\;\xrightarrow{{{step}}}\;"
+        rf"h\in\mathbb{{R}}^{{1\times {d}}}\;\xrightarrow{{\mathrm{{LN}},\;W}}\;z\in\mathbb{{R}}^{{1\times {c}}}"
+    )
+    top = _classes(list(clf.labels), lang)[int(np.argmax(pool.logits))]
+    cfg, diff = clf.model.cfg, f"{pool.max_difference:.1e}"
+    reading = T(f"pooled_{cfg.pool}", t=t, patches=cfg.num_patches, n=n, d=d, c=c, top=top, diff=diff)
+    return Pooled(formula, reading)
+
+
 def measured(name: str, *, lang: str = "en") -> str | None:
     """The bundle's held-out numbers in words (None for a model without them)."""
     report = vit_views.bundle_results(name)
-    return texts(PAGE, lang)("measured", **report) if report else None
+    if report is None:
+        return None
+    T = texts(PAGE, lang)
+    parts = [T("measured_accuracy", **report)] + [
+        T(f"measured_{k}", **report) for k in ("drawings", "cls") if k in report
+    ]
+    return ("" if lang == "zh" else " ").join(parts)  # Chinese sentences run on without spaces
 
 
 def positions(clf: ImageClassifier, *, lang: str = "en") -> tuple[Panel | None, Panel]:

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
 from tx_explorer.viz import style
 from tx_explorer.viz.heatmap import heatmap
@@ -272,3 +273,35 @@ def running_stat_map(
     )
     # Room for the row labels in a narrow column, and no zero line across the gaps of skipped tiles.
     return fig.update_yaxes(automargin=True, zeroline=False).update_xaxes(automargin=True, zeroline=False)
+
+
+def mixer_grid(
+    panels: Mapping[str, Series],
+    *,
+    colors: Mapping[str, str],
+    title: str = "",
+    x_title: str = "N (tokens)",
+) -> go.Figure:
+    """A 2 × 2 grid of log–log curves against N, one subplot per ``{subplot title: {mixer: (N, values)}}``,
+    the mixers coloured alike in every subplot (legend once)."""
+    names = list(panels)
+    fig = make_subplots(rows=2, cols=2, subplot_titles=names, horizontal_spacing=0.12, vertical_spacing=0.16)
+    for p, name in enumerate(names):
+        row, col = divmod(p, 2)
+        for mixer, (ns, ys) in panels[name].items():
+            fig.add_scatter(
+                x=ns,
+                y=ys,
+                mode="lines+markers",
+                name=mixer,
+                legendgroup=mixer,
+                showlegend=p == 0,
+                line=dict(color=colors.get(mixer)),
+                hovertemplate=f"N=%{{x:,}}<br>%{{y:.3g}}<extra>{mixer}</extra>",
+                row=row + 1,
+                col=col + 1,
+            )
+    fig.update_xaxes(type="log", title=x_title)
+    fig.update_yaxes(type="log")
+    fig.update_layout(title=title, font=style.FONT, height=640, legend=dict(orientation="h", y=-0.12))
+    return fig

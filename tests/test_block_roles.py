@@ -1,0 +1,67 @@
+"""Inside a block (§5.1–5.3, §9.5): the token-mixing probe and LayerNorm vs BatchNorm; library, view and page."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import assert_clean, open_page, plotly_specs
+
+from tx_explorer import models
+from tx_explorer.analysis import block_roles
+from tx_explorer.views import block_roles as view
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return models.load_model("tiny-gpt")
+
+
+@pytest.mark.parametrize("layer", [0, 3])
+def test_only_attention_moves_other_tokens_and_only_later_ones(tiny, layer):
+    ids = tiny.encode("The cat sat on the mat because it was warm.").ids
+    p = block_roles.token_probe(tiny.model, ids, token=3, layer=layer)
+    assert p.exact["norm"] and p.exact["mlp"]  # every other token bit-identical
+    assert p.delta["norm"][3] > 0 and p.delta["mlp"][3] > 0  # the changed token itself does move
+    assert not p.exact["attention"] and p.others("attention", before=False) > 1e-3
+    assert p.others("attention", before=True) == 0.0  # causal: earlier tokens cannot see it
+    assert p.others("block", before=False) > 0 and p.others("block", before=True) == 0.0
+
+
+def test_layernorm_ignores_the_batch_and_batchnorm_does_not():
+    found = {r.change: r for r in block_roles.batch_dependence()}
+    assert set(found) == set(block_roles.CHANGES)
+    for r in found.values():
+        assert r.layernorm_identical and r.layernorm == 0.0
+        assert not r.batchnorm_identical and r.batchnorm > 1e-3
+    with pytest.raises(ValueError, match="second sequence"):
+        block_roles.batch_dependence(batch=1)
+
+
+def test_bad_probe_inputs_are_refused_in_both_languages(tiny):
+    with pytest.raises(ValueError, match="between 0 and 2"):
+        block_roles.token_probe(tiny.model, [1, 2, 3], token=3)
+    with pytest.raises(ValueError, match="the text is empty"):
+        view.probe(tiny, "", 0)
+    with pytest.raises(ValueError) as refused:
+        block_roles.token_probe(tiny.model, [1, 2, 3], token=0, layer=7)
+    assert "0 到 3" in refused.value.message("zh")
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_views_give_the_lecture_table_and_a_verdict(tiny, lang):
+    pv = view.probe(tiny, "The cat sat on the mat.", 1, lang=lang)
+    assert len(pv.table) == 4 and ("torch.equal" in pv.verdict)
+    assert len(pv.bars.figure.data) == len(block_roles.STAGES)
+    rows, verdict = view.batch_norms(lang=lang)
+    assert len(rows) == 2 and "torch.equal" in verdict
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_page_renders_both_sections(lang):
+    at = open_page("block_roles")
+    at.session_state["lang"] = lang
+    at.run()
+    assert_clean(at)
+    assert len(at.success) == 2 and len(at.table) == 2
+    assert len(plotly_specs(at)) == 1
+    at.number_input(key="probe_token").set_value(0).run()
+    assert_clean(at)

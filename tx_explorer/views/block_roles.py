@@ -1,0 +1,81 @@
+"""The division of labour inside a block, on the norms page: only attention mixes tokens (lecture §5.1, §5.3,
+§9.5), and LayerNorm, unlike BatchNorm, needs no statistics from the rest of the batch (§5.2)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tx_explorer.analysis import block_roles
+from tx_explorer.families.text import TextModel
+from tx_explorer.views import Panel, texts
+from tx_explorer.viz import mixing
+
+PAGE = "block_roles"
+MODEL = "tiny-gpt"  # the bundled causal model the probe opens
+MAX_TOKENS = 32  # a readable row of bars
+
+
+@dataclass(frozen=True)
+class ProbeView:
+    bars: Panel  # ‖Δh_i‖ of every token after each stage
+    table: list[dict[str, str]]  # the lecture's §9.5 table with the measured verdict beside it
+    verdict: str
+
+
+def probe(tm: TextModel, text: str, token: int, layer: int = 0, *, lang: str = "en") -> ProbeView:
+    """Change token ``token`` of ``text`` at the input of block ``layer`` and see who moves after each stage."""
+    T = texts(PAGE, lang)
+    enc = tm.encode(text, MAX_TOKENS)  # refuses empty text
+    p = block_roles.token_probe(tm.model, list(enc.ids), token=token, layer=layer)
+    stage = {s: T(f"stage_{s}") for s in block_roles.STAGES}
+    fig = mixing.probe_bars(
+        enc.tokens,
+        {stage[s]: p.delta[s] for s in block_roles.STAGES},
+        token,
+        title=T("probe_title", token=token, layer=layer),
+        x_title=T("axis_token"),
+        hover=T("hover_moved"),
+    )
+
+    def measured(s: str) -> str:
+        fields = dict(before=f"{p.others(s, before=True):.3g}", after=f"{p.others(s, before=False):.3g}")
+        return T("measured_exact" if p.exact[s] else "measured_moves", **fields)
+
+    table = [
+        {
+            T("col_part"): T(f"part_{part}"),
+            T("col_mixes"): T(f"mixes_{part}"),
+            T("col_role"): T(f"role_{part}"),
+            T("col_measured"): measured(s) if s else T("measured_residual"),
+        }
+        for part, s in (("attention", "attention"), ("mlp", "mlp"), ("norm", "norm"), ("residual", None))
+    ]
+    ok = p.exact["norm"] and p.exact["mlp"] and p.others("attention", before=True) == 0.0
+    if token < len(enc.ids) - 1:
+        ok = ok and p.others("attention", before=False) > 0
+    verdict = T(
+        "verdict_ok" if ok else "verdict_bad",
+        token=token,
+        attention=f"{p.others('attention', before=False):.3g}",
+        block=f"{p.others('block', before=False):.3g}",
+    )
+    data = np.column_stack([p.delta[s] for s in block_roles.STAGES])  # (N, 4): one column per stage
+    return ProbeView(Panel("block_probe", fig, data), table, verdict)
+
+
+def batch_norms(*, lang: str = "en") -> tuple[list[dict[str, str]], str]:
+    """(a table of how far sequence 0's output moves under each change, the verdict)."""
+    T = texts(PAGE, lang)
+    found = block_roles.batch_dependence()
+    rows = [
+        {
+            T("col_change"): T(f"change_{r.change}"),
+            "LayerNorm": T("same" if r.layernorm_identical else "moved", value=f"{r.layernorm:.3g}"),
+            T("col_batchnorm"): T("same" if r.batchnorm_identical else "moved", value=f"{r.batchnorm:.3g}"),
+        }
+        for r in found
+    ]
+    ok = all(r.layernorm_identical and not r.batchnorm_identical for r in found)
+    return rows, T("bn_verdict" if ok else "bn_verdict_bad")

@@ -1,0 +1,155 @@
+"""RNN, convolution and self-attention measured side by side on the cost page (lecture §4.5), and the share of a
+Transformer block's time spent in matrix multiplications (§4.3)."""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from tx_explorer.analysis import cost, memory, mixers
+from tx_explorer.views import Panel, texts
+from tx_explorer.viz import cost as vcost
+
+PAGE = "mixers"
+NS = [2**p for p in range(7, 14)]  # 128 … 8192 tokens
+DIMS = (32, 64, 128)
+HEADS = 4
+CONV_LAYERS = 4  # the measured stack's depth (its time and memory); the reach panel counts what N needs
+CHECK_NS = tuple(range(2, 18))  # lengths at which the gradient check finds the layers needed
+PROFILE_N, PROFILE_DIM = 256, 256  # the profiled block
+COLORS = {"rnn": "#9467bd", "conv": "#ff7f0e", "attention": "#1f77b4"}
+
+
+@dataclass(frozen=True)
+class Found:
+    """What one press of "measure" found."""
+
+    max_n: int
+    dim: int
+    runs: list[mixers.MixerRun]
+    share: mixers.MatmulShare
+    over_budget: int | None = None  # the first N skipped: it would end after the time budget
+    refused: int | None = None  # the first N where attention's N × N weights would not fit in memory
+
+
+def measure_all(
+    max_n: int,
+    *,
+    dim: int = 64,
+    repeats: int = 3,
+    device: torch.device | str = "cpu",
+    measure: Callable[..., mixers.MixerRun] = mixers.measure,
+    progress: Callable[[float], None] = lambda done: None,
+) -> Found:
+    """Every mixer at N = 128 … ``max_n`` within the page's time budget, then the block profile."""
+    if max_n not in NS or dim not in DIMS:
+        raise ValueError(f"N must be one of {NS} and D one of {DIMS}, got {max_n} and {dim}")
+    ns = [n for n in NS if n <= max_n]
+    deadline = time.monotonic() + cost.MEASURE_BUDGET_S
+    runs, last, over, refused = [], {}, None, None
+    for i, n in enumerate(ns):
+        for kind in mixers.KINDS:
+            if kind == "attention":
+                try:
+                    memory.check_naive_fits(n, HEADS, dim // HEADS, device=device)
+                except memory.MemoryBudgetError:
+                    refused = min(n, refused or n)
+                    continue
+            if time.monotonic() + mixers.predicted_seconds(last.get(kind), n) > deadline:
+                over = min(n, over or n)
+                continue
+            last[kind] = measure(kind, n, dim=dim, heads=HEADS, conv_layers=CONV_LAYERS, repeats=repeats, device=device)
+            runs.append(last[kind])
+        progress((i + 1) / (len(ns) + 1))
+    share = mixers.matmul_share(PROFILE_N, dim=PROFILE_DIM, heads=HEADS)
+    return Found(max_n, dim, runs, share, over, refused)
+
+
+@functools.cache
+def reach_check(ns: tuple[int, ...] = CHECK_NS) -> dict[str, list[int]]:
+    """Layers each mixer needs before the last token depends on the first, found by gradients at each N."""
+    return {kind: [mixers.layers_to_reach(kind, n) for n in ns] for kind in mixers.KINDS}
+
+
+@dataclass(frozen=True)
+class Comparison:
+    grid: Panel  # time, peak memory, sequential steps, layers to reach the first token, against N
+    table: list[dict[str, str]]  # the lecture's table with the numbers at the largest N measured beside it
+    check: str  # the gradient check of the layers formula
+    note: str  # the largest N's ratios and the profile, once measured ("" before)
+
+
+def compare(found: Found | None, *, max_n: int, dim: int, lang: str = "en") -> Comparison:
+    """The four curves (steps and layers analytic and gradient-checked; time and memory once measured for
+    ``max_n`` and ``dim``: ``found`` for other settings is not shown)."""
+    T = texts(PAGE, lang)
+    found = found if found is not None and (found.max_n, found.dim) == (max_n, dim) else None
+    checked = reach_check()
+    runs = found.runs if found else []
+    ns = np.array(NS)
+    name = {k: T(f"kind_{k}") for k in mixers.KINDS}
+    reach = {k: [1 if k != "conv" else mixers.conv_layers_to_reach(n) for n in NS] for k in mixers.KINDS}
+    by_kind = {k: [r for r in runs if r.kind == k] for k in mixers.KINDS}
+    steps_of = [[mixers.sequential_steps(k, n, conv_layers=CONV_LAYERS) for n in NS] for k in mixers.KINDS]
+    panels = {
+        T("panel_time"): {name[k]: ([r.n for r in rs], [r.seconds for r in rs]) for k, rs in by_kind.items()},
+        T("panel_memory"): {name[k]: ([r.n for r in rs], [r.peak_bytes for r in rs]) for k, rs in by_kind.items()},
+        T("panel_steps", layers=CONV_LAYERS): {name[k]: (ns, v) for k, v in zip(mixers.KINDS, steps_of)},
+        T("panel_reach"): {name[k]: (ns, v) for k, v in reach.items()},
+    }
+    colors = {name[k]: c for k, c in COLORS.items()}
+    fig = vcost.mixer_grid(panels, colors=colors, title=T("grid_title"), x_title=T("axis_n"))
+    data = {"analytic": np.column_stack([ns, *steps_of, *reach.values()])}  # N, steps ×3, layers ×3
+    if runs:  # one row a run: mixer (index into KINDS), N, seconds, peak bytes
+        data["measured"] = np.array([[mixers.KINDS.index(r.kind), r.n, r.seconds, r.peak_bytes] for r in runs])
+    top = {k: rs[-1] for k, rs in by_kind.items() if rs}
+    table = [
+        {
+            T("col_kind"): name[k],
+            T("col_input"): T(f"input_{k}"),
+            T("col_pro"): T(f"pro_{k}"),
+            T("col_con"): T(f"con_{k}"),
+            T("col_steps"): f"{mixers.sequential_steps(k, max(NS), conv_layers=CONV_LAYERS):,}",
+            T("col_reach"): f"{reach[k][-1]:,}",
+            T("col_measured"): T(
+                "measured_at",
+                n=f"{top[k].n:,}",
+                ms=f"{1000 * top[k].seconds:.3g}",
+                peak=memory.format_bytes(top[k].peak_bytes),
+            )
+            if k in top
+            else "—",
+        }
+        for k in mixers.KINDS
+    ]
+    expect = [mixers.conv_layers_to_reach(n) for n in CHECK_NS]
+    agree = checked["conv"] == expect and set(checked["rnn"]) == set(checked["attention"]) == {1}
+    check = T(
+        "check_ok" if agree else "check_bad",
+        lo=CHECK_NS[0],
+        hi=CHECK_NS[-1],
+        n=CHECK_NS[-1],
+        layers=checked["conv"][-1],
+    )
+    return Comparison(Panel("cost_mixers", fig, data), table, check, _note(found, top, T) if found else "")
+
+
+def _note(found: Found, top: dict[str, mixers.MixerRun], T) -> str:
+    lines = []
+    if "attention" in top and "rnn" in top and top["attention"].n == top["rnn"].n:
+        a, r = top["attention"], top["rnn"]
+        ms = {"rnn": f"{1000 * r.seconds:.3g}", "attention": f"{1000 * a.seconds:.3g}"}
+        lines.append(T("ratio_note", n=f"{a.n:,}", **ms, mem=f"{a.peak_bytes / max(r.peak_bytes, 1):.3g}"))
+    if found.over_budget:
+        lines.append(T("over_budget", n=f"{found.over_budget:,}", seconds=cost.MEASURE_BUDGET_S))
+    if found.refused:
+        lines.append(T("refused", n=f"{found.refused:,}"))
+    s = found.share
+    ops = ", ".join(f"{k.removeprefix('aten::')} {t / 1000:.2g} ms" for k, t in s.top[:5])
+    lines.append(T("profile_note", n=PROFILE_N, dim=PROFILE_DIM, share=f"{100 * s.share:.0f}", ops=ops))
+    return "\n\n".join(lines)
