@@ -44,12 +44,14 @@ def memo(key: tuple, compute):
     return store[key]
 
 
-def show(result) -> None:
-    ui.show(*result.panels)
+def show(result, clickable: bool = False) -> list | None:
+    """Panels, notes and table of a view; with ``clickable``, the [layer, head] of a clicked cell, if any."""
+    picked = ui.show_clickable(*result.panels) if clickable else ui.show(*result.panels)
     for note in result.notes:
         st.caption(ui.escape_markdown(note))  # notes quote tokens
     if result.table:
         st.dataframe(pd.DataFrame(result.table), hide_index=True)
+    return picked
 
 
 st.title(ui.page_title("head_science"))
@@ -103,11 +105,18 @@ with ui.friendly_errors():
             with progress() as tick:
                 run = lambda: view.importance(tm, text, heldout=heldout, mode=mode, lang=LANG, progress=tick)  # noqa: E731
                 result = memo(("importance", name, text, heldout, mode, LANG), run)
-                show(result)
+            picked = show(result, clickable=True)
+            keys = (f"hs_layer_{name}", f"hs_head_{name}")
+            if picked and picked != st.session_state.get("hs_picked"):  # a new click opens that cell's head
+                st.session_state["hs_picked"] = picked
+                st.session_state.update(zip(keys, map(int, picked)))
+            for key, value in zip(keys, result.focus):
+                st.session_state.setdefault(key, int(value))  # first the head with the largest effect
             st.subheader(T("pattern_header"))
+            st.caption(T("click_hint"))
             c = st.columns(2)
-            layer = c[0].number_input(T("layer"), 0, len(tm.model.blocks) - 1, result.focus[0], key=f"hs_layer_{name}")
-            head = c[1].number_input(T("head"), 0, tm.config.num_heads - 1, result.focus[1], key=f"hs_head_{name}")
+            layer = c[0].number_input(T("layer"), 0, len(tm.model.blocks) - 1, key=keys[0])
+            head = c[1].number_input(T("head"), 0, tm.config.num_heads - 1, key=keys[1])
             panel = view.pattern(tm, text, int(layer), int(head), lang=LANG)
             ui.show_figure(panel.figure, panel.key, panel.data)
         elif choice == "lens":

@@ -212,9 +212,27 @@ def multihead(page, tmp: Path) -> None:
 
 
 def head_science(page, tmp: Path) -> None:
-    """Type a text: every head is ablated on it (progress bar), and the chosen head's pattern names its tokens."""
+    """Type a text: every head is ablated on it (progress bar), and the chosen head's pattern names its tokens.
+    Then click a cell of the Δ loss map: the pattern below opens that layer and head."""
     type_text(page, label("head_science", "text"), "The module is ready.", area=True)
     expect(chart_with(page, "module")).to_be_attached(timeout=LONG)
+    wait_until_idle(page)
+    layer = page.get_by_label(label("head_science", "layer"), exact=True)
+    head = page.get_by_label(label("head_science", "head"), exact=True)
+    target = (1, 2) if (layer.input_value(), head.input_value()) != ("1", "2") else (2, 1)
+    plot = chart_with(page, label("head_science", "title_dloss")).locator(".js-plotly-plot")
+    plot.scroll_into_view_if_needed()  # the mouse clicks in the viewport's coordinates
+    # Where the cell's centre is drawn, from Plotly's own axes (cells sit at integer positions: head, layer).
+    x, y = plot.evaluate(
+        """(gd, [h, l]) => {
+            const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis, box = gd.getBoundingClientRect();
+            return [box.left + xa._offset + xa.d2p(h), box.top + ya._offset + ya.d2p(l)];
+        }""",
+        [target[1], target[0]],
+    )
+    page.mouse.click(x, y)
+    expect(layer).to_have_value(str(target[0]), timeout=LONG)
+    expect(head).to_have_value(str(target[1]), timeout=LONG)
 
 
 def moe(page, tmp: Path) -> None:

@@ -41,3 +41,15 @@ def test_chinese_text():
     at.run()
     assert_clean(at)
     assert any("图像被转换成 token 序列" in m.value for m in at.markdown)
+
+
+def test_pooling_shows_n_by_d_to_one_by_d_to_c_for_the_chosen_model():
+    """§7.3 live: [CLS] keeps row 0 of 65×96; the mean-pooling bundle averages its 64×96 patch rows."""
+    at = open_page("vision_transformer")
+    assert any(r"\mathbb{R}^{65\times 96}" in f.value and r"\mathbb{R}^{1\times 6}" in f.value for f in at.latex)
+    assert any("only row 0 is kept → 1×96 → 6 scores" in m.value for m in at.markdown)
+    picker = next(s for s in at.selectbox if s.label == "Model")  # the picker has no key: found by its label
+    picker.set_value("vit-shapes-avg").run()
+    assert_clean(at)
+    assert any(r"\frac{1}{64}\sum_{i=1}^{64} H_i" in f.value for f in at.latex)
+    assert any("the 64×96 patch outputs are averaged → 1×96 → 6 scores" in m.value for m in at.markdown)

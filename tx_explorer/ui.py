@@ -193,16 +193,40 @@ def _npy(data: np.ndarray) -> bytes:
     return buf.getvalue()
 
 
-def show_figure(fig: go.Figure, key: str, data: np.ndarray | Mapping[str, np.ndarray] | None = None) -> None:
-    """Show a Plotly figure (PNG from its toolbar) with CSV and NPY downloads of the numbers behind it."""
-    st.plotly_chart(
+def show_figure(
+    fig: go.Figure, key: str, data: np.ndarray | Mapping[str, np.ndarray] | None = None, *, clickable: bool = False
+) -> list[Any]:
+    """Show a Plotly figure (PNG from its toolbar) with CSV and NPY downloads of the numbers behind it.
+
+    ``clickable``: a click on a point reruns the page, and the clicked points' ``customdata`` are returned."""
+    event = st.plotly_chart(
         fig,
         key=f"fig_{key}",
         theme=None,
         config={"displaylogo": False, "toImageButtonOptions": {"format": "png", "filename": key, "scale": 2}},
+        **(dict(on_select="rerun", selection_mode="points") if clickable else {}),
     )
-    if data is None:
-        return
+    picked = [_as_list(p["customdata"]) for p in event.selection.points if "customdata" in p] if clickable else []
+    if data is not None:
+        _downloads(key, data)
+    return picked
+
+
+def _as_list(custom: Any) -> Any:
+    """A point's ``customdata`` as sent: an array arrives as {"0": …, "1": …} from the browser."""
+    return [custom[k] for k in sorted(custom, key=int)] if isinstance(custom, Mapping) else custom
+
+
+def show_clickable(*panels: Any) -> list[Any] | None:
+    """Show panels whose figures carry clickable points; the ``customdata`` of the point last clicked, if any."""
+    picked = None
+    for panel in panels:
+        points = show_figure(panel.figure, panel.key, panel.data, clickable=True)
+        picked = points[0] if points else picked
+    return picked
+
+
+def _downloads(key: str, data: np.ndarray | Mapping[str, np.ndarray]) -> None:
     T = texts("common")
     arrays = data if isinstance(data, Mapping) else {key: data}
     cols = st.columns(2 * len(arrays))

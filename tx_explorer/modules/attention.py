@@ -134,7 +134,7 @@ class MultiHeadAttention(nn.Module):
                 attn_mask = bias if mask is None else torch.where(mask, bias, float("-inf"))
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=drop)  # (B, H, Nq, Dh)
         else:
-            _, weights = scaled_dot_product_attention(q, k, v, mask=mask, bias=bias)  # (B, H, Nq, Nk)
+            y, weights = scaled_dot_product_attention(q, k, v, mask=mask, bias=bias)  # (B, H, Nq, Dh), (B, H, Nq, Nk)
             if edit is not None:
                 weights = edit.apply("weights", weights)
             if trace is not None:
@@ -145,7 +145,8 @@ class MultiHeadAttention(nn.Module):
                     kv_heads=self.num_kv_heads,
                     groups=self.groups,
                 )
-            y = self.attn_drop(weights) @ v  # (B, H, Nq, Dh)
+            if (self.training and self.attn_drop.p > 0) or (edit is not None and edit.wants_weights()):
+                y = self.attn_drop(weights) @ v  # dropped or edited weights: the output is theirs, recomputed
         if edit is not None:
             y = edit.apply("head", y)
         y = y.transpose(1, 2).reshape(x.shape[0], x.shape[1], self.dim)  # (B, Nq, H·Dh)

@@ -71,14 +71,22 @@ def importance(
     if reference is not None:
         notes.append(T("mean_reference", source=reference.source, count=reference.count))
     if tm.kind == "encoder":
-        fig = vh.layer_head_map(r.cosine_change, title=T("title_cosine"), **axes)
+        fig = vh.layer_head_map(r.cosine_change, title=T("title_cosine"), clickable=True, **axes)
         return Result(
             (Panel("hs_importance_cos", fig, r.cosine_change),), tuple(notes), focus=_largest(r.cosine_change)
         )
     notes.append(T("base_numbers", loss=f"{r.base_loss:.3f}", logit=f"{r.base_logit:.2f}"))
     panels = (
-        Panel("hs_importance_loss", vh.layer_head_map(r.delta_loss, title=T("title_dloss"), **axes), r.delta_loss),
-        Panel("hs_importance_logit", vh.layer_head_map(r.delta_logit, title=T("title_dlogit"), **axes), r.delta_logit),
+        Panel(
+            "hs_importance_loss",
+            vh.layer_head_map(r.delta_loss, title=T("title_dloss"), clickable=True, **axes),
+            r.delta_loss,
+        ),
+        Panel(
+            "hs_importance_logit",
+            vh.layer_head_map(r.delta_logit, title=T("title_dlogit"), clickable=True, **axes),
+            r.delta_logit,
+        ),
     )
     return Result(panels, tuple(notes), focus=_largest(r.delta_loss))
 

@@ -11,11 +11,31 @@ import plotly.graph_objects as go
 from tx_explorer.viz import charts, style
 
 
-def layer_head_map(values: np.ndarray, *, title: str, x_title: str, y_title: str) -> go.Figure:
-    """A signed ``[L, H]`` map, rows "L0…", columns "H0…" (ablation effects, patching recovery)."""
+def layer_head_map(values: np.ndarray, *, title: str, x_title: str, y_title: str, clickable: bool = False) -> go.Figure:
+    """A signed ``[L, H]`` map, rows "L0…", columns "H0…" (ablation effects, patching recovery).
+
+    ``clickable`` lays an invisible marker on every cell: Streamlit reports point selections of scatter traces
+    but not of heatmaps (streamlit#8760), so the markers carry the click (``customdata`` = [layer, head]) and
+    the hover label, which the heatmap below then leaves to them."""
     layers, heads = values.shape
     rows, cols = [f"L{i}" for i in range(layers)], [f"H{h}" for h in range(heads)]
-    return charts.signed_heatmap(values, rows, cols, title=title, x_title=x_title, y_title=y_title)
+    fig = charts.signed_heatmap(values, rows, cols, title=title, x_title=x_title, y_title=y_title)
+    if clickable:
+        layer, head = np.divmod(np.arange(layers * heads), heads)  # (L·H,) each: the cell of every marker
+        fig.data[0].hoverinfo = "skip"
+        fig.add_trace(
+            go.Scatter(
+                x=head,  # the heatmap's cells sit at integer positions, named by its tick labels
+                y=layer,
+                customdata=np.stack([layer, head], axis=1),
+                text=[f"{rows[i]}, {cols[h]}<br>{np.asarray(values)[i, h]:.3f}" for i, h in zip(layer, head)],
+                mode="markers",
+                marker=dict(size=max(8, min(40, 400 // max(layers, heads))), opacity=0, symbol="square"),
+                hovertemplate="%{text}<extra></extra>",
+                showlegend=False,
+            )
+        )
+    return fig
 
 
 def position_map(
