@@ -10,9 +10,8 @@ T = ui.texts("position_lab")
 LANG = ui.lang()
 
 
-@st.cache_resource(show_spinner=False)
 def results() -> view.Results:
-    return view.load_results()
+    return ui.cached_model(view.BUNDLE)  # the registry's loader, once per server process
 
 
 st.title(ui.page_title("position_lab"))

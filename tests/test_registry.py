@@ -13,11 +13,19 @@ import torch
 from tx_explorer import bundle, models
 from tx_explorer.families.images import ImageClassifier
 from tx_explorer.families.moe import MoEBundle
+from tx_explorer.families.positions import Results as PositionResults
 from tx_explorer.families.text import TextModel
 from tx_explorer.families.translation import Translator
 from tx_explorer.families.variants import Results
 
-TYPES = {"text": TextModel, "moe": MoEBundle, "translation": Translator, "image": ImageClassifier, "variants": Results}
+TYPES = {
+    "text": TextModel,
+    "moe": MoEBundle,
+    "translation": Translator,
+    "image": ImageClassifier,
+    "variants": Results,
+    "positions": PositionResults,
+}
 BUNDLED = [n for n in models.available_models() if models.REGISTRY[n].bundled]  # built here (present)
 
 

@@ -16,6 +16,7 @@ from tx_explorer.analysis import cost
 from tx_explorer.analysis import seq2seq_eval as ev
 from tx_explorer.families.images import ImageClassifier
 from tx_explorer.families.moe import MoEBundle
+from tx_explorer.families.positions import Results as PositionResults
 from tx_explorer.families.text import TextModel
 from tx_explorer.families.translation import Translator
 from tx_explorer.families.variants import Results, load_results
@@ -30,6 +31,8 @@ def modules_of(obj) -> list[torch.nn.Module]:
         return [obj.model]
     if isinstance(obj, Results):  # weights load per variant, each into its own read-only TextModel
         return [obj.text_model(name).model for name in obj.names]
+    if isinstance(obj, PositionResults):  # one model per position scheme, built when asked for
+        return [obj.model(scheme) for scheme in obj.schemes]
     raise AssertionError(f"{type(obj).__name__}: unknown model type, say here where its modules are")
 
 

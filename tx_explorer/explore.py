@@ -23,10 +23,14 @@ import plotly.graph_objects as go
 import torch
 
 from tx_explorer import locales, models
+from tx_explorer.analysis.head_science import example_pairs, text_model
 from tx_explorer.config import TransformerConfig
 from tx_explorer.views import Panel
+from tx_explorer.views import block_roles as v_roles
 from tx_explorer.views import cost_of_attention as v_cost
+from tx_explorer.views import flash_io as v_io
 from tx_explorer.views import head_science as v_hs
+from tx_explorer.views import kv_cache as v_kv
 from tx_explorer.views import language_model as v_lm
 from tx_explorer.views import masks as v_masks
 from tx_explorer.views import model_sizes as v_sizes
@@ -34,6 +38,7 @@ from tx_explorer.views import moe as v_moe
 from tx_explorer.views import multihead as v_heads
 from tx_explorer.views import norms as v_norms
 from tx_explorer.views import operator as v_op
+from tx_explorer.views import position_lab as v_pos
 from tx_explorer.views import self_attention as v_self
 from tx_explorer.views import seq2seq as v_s2s
 from tx_explorer.views import vision_transformer as v_vit
@@ -41,11 +46,14 @@ from tx_explorer.views import vision_transformer as v_vit
 __all__ = [
     "Figures",
     "attribution",
+    "block_roles",
     "cost",
+    "flash_io",
     "head_importance",
     "head_taxonomy",
     "heads",
     "inspector",
+    "kv_cache",
     "logit_lens",
     "masks",
     "moe",
@@ -53,6 +61,7 @@ __all__ = [
     "norms",
     "operator",
     "patching",
+    "position_lab",
     "positions",
     "self_attention",
     "seq2seq",
@@ -376,8 +385,6 @@ def cost(
 
 
 def _text_model(model: str | Any) -> Any:
-    from tx_explorer.analysis.head_science import text_model
-
     return text_model(_model(model))  # tiny-moe loads as a bundle holding its TextModel
 
 
@@ -405,8 +412,6 @@ def patching(
 ) -> Figures:
     """Logit difference recovered by patching the residual stream and each head (the model's first shipped pair
     by default; prompts of unequal token length are refused)."""
-    from tx_explorer.analysis.head_science import example_pairs
-
     if clean is None or corrupt is None:
         pair = example_pairs(model if isinstance(model, str) else "*")[0]
         clean, corrupt, answers = pair.clean, pair.corrupt, pair.answers
@@ -433,3 +438,52 @@ def attribution(model: str | Any = "tiny-gpt", text: str | None = None, *, lang:
     """Gradient × input, integrated gradients, attention and rollout per token, and their deletion curves."""
     text = text or _default("head_science", "text_default", lang)
     return _figures(*v_hs.attribution(_text_model(model), text, lang=lang).panels)
+
+
+# ---- positions, the KV cache, what a block mixes, FlashAttention's IO (§3.3, §4.4, §5, §6.3, §8) ---------------
+
+
+def position_lab(
+    schemes: tuple[str, ...] | None = None, *, layer: int = 0, smoothing: int = 8, lang: str = "en"
+) -> Figures:
+    """The shipped position-scheme runs: loss by position in and beyond the training context, attention by
+    query–key distance, and rotary's rotation with its relative-position check."""
+    res = _model(v_pos.BUNDLE)
+    schemes = list(schemes or res.schemes)
+    demo = v_pos.rotary_demo(16, 10000.0, 64, 4, 0, True, lang=lang)
+    return _figures(
+        v_pos.loss_by_position(res, schemes, smoothing, lang=lang),
+        v_pos.attention_by_distance(res, schemes, layer, lang=lang),
+        demo.rotation,
+        demo.scores,
+        demo.by_distance,
+    )
+
+
+def kv_cache(
+    model: str | Any = "tiny-llama",
+    prompt: str = "The function returns",
+    new_tokens: int = 8,
+    *,
+    layer: int = 0,
+    lang: str = "en",
+) -> Figures:
+    """Decode ``prompt`` token by token with our KV cache: bytes per step beside the formula, the cached keys and
+    values of ``layer`` after the last step, which query head reads which KV head, and published configurations."""
+    tm = _text_model(model)
+    decoded = v_kv.decode(tm, prompt, new_tokens, lang=lang)
+    cv = v_kv.cache_view(tm, decoded.decoding.ids, decoded.labels, len(decoded.decoding.ids) - 1, layer, lang=lang)
+    return _figures(decoded.growth, decoded.diff, cv.keys, cv.values, cv.groups, v_kv.published(lang=lang)[0])
+
+
+def block_roles(
+    model: str | Any = "tiny-gpt", text: str = "The module is ready.", token: int = 1, *, layer: int = 0, lang="en"
+) -> Figures:
+    """Change one token's input to a block: ‖Δh‖ of every token after the norm, attention and MLP (§5, §9.5)."""
+    return _figures(v_roles.probe(_text_model(model), text, token, layer, lang=lang).bars)
+
+
+def flash_io(d: int = 64, tile: int = 128, n: int = 4096, *, lang: str = "en") -> Figures:
+    """Bytes moved between slow and fast memory by naive and tiled attention (Dao et al. 2022, Theorem 2)."""
+    fio = v_io.io(d, tile, n, lang=lang)
+    return _figures(fio.by_n, fio.by_tile)

@@ -21,7 +21,7 @@ from tx_explorer.interop import gpt2_cache  # no project imports: asks the local
 
 __all__ = ["REGISTRY", "WEIGHTS_DIR", "BundleError", "Entry", "Family", "available_models", "load_model"]
 
-Family = Literal["text", "moe", "translation", "image", "variants"]
+Family = Literal["text", "moe", "translation", "image", "variants", "positions"]
 
 
 @dataclass(frozen=True)
@@ -123,6 +123,12 @@ REGISTRY["variants"] = Entry(
     description="block variants: Post-LN, Pre-LN, RMSNorm, SwiGLU and a deep pair, trained side by side",
     retrain="python -m tx_explorer.train variants",
     family="variants",
+)
+REGISTRY["positions"] = Entry(
+    loader="tx_explorer.families.positions:load_results",
+    description="position lab: five small causal LMs that differ only in their position scheme, trained alike",
+    retrain="python -m tx_explorer.train positions",
+    family="positions",
 )
 
 

@@ -18,7 +18,7 @@ import plotly.graph_objects as go
 import streamlit as st
 import torch
 
-from tx_explorer import locales, models
+from tx_explorer import locales, models, paths
 from tx_explorer.errors import InputError
 
 log = logging.getLogger("tx_explorer")
@@ -80,8 +80,6 @@ def _registered_model(name: str) -> Any:
 @st.cache_resource(show_spinner=False, max_entries=2)  # a visitor's checkpoints may be gigabytes: keep the last two
 def _checkpoint(folder: str) -> Any:
     """A checkpoint folder, checked against the allowed roots again, then loaded whole or not at all."""
-    from tx_explorer import paths
-
     return _read_only(paths.open_checkpoint(folder))
 
 
@@ -96,8 +94,6 @@ FOLDER = "\0folder"  # the picker's "a checkpoint folder" choice: no registered 
 
 @st.cache_data(ttl=30, show_spinner=False)  # a directory scan: cheap, but not on every rerun
 def _cached_checkpoints(kind: str | None) -> dict[str, str]:
-    from tx_explorer import paths
-
     return {str(c.folder): c.repo for c in paths.cached_checkpoints() if kind is None or c.kind == kind}
 
 
@@ -116,8 +112,6 @@ def text_model_picker(
     :func:`cached_model` (a registered name or a checkpoint folder), or None after a message while the chosen
     folder is not typed yet or lies outside the allowed roots (:mod:`tx_explorer.paths`).
     """
-    from tx_explorer import paths
-
     T = texts("common")
     cached = _cached_checkpoints(kind)
     options = [*models.available_models("text", kind=kind), *extra, *cached, FOLDER]  # extra: e.g. tiny-moe

@@ -70,7 +70,7 @@ class Results:
         }
         model = CausalLM(TransformerConfig.from_dict(self.summary["schemes"][scheme]["config"]))
         load_state(model, state)
-        return model.eval()
+        return model.eval().requires_grad_(False)  # shared by every session of the page: read-only
 
     def replay(self) -> dict[str, Tensor]:
         return load_file(str(self.folder / "replay.safetensors"))

@@ -21,7 +21,7 @@ from tx_explorer.viz import positions as vp
 PAGE = "position_lab"
 __all__ = ["BundleError"]
 Results = shipped.Results
-load_results = shipped.load_results
+BUNDLE = "positions"  # the shipped runs' registry name
 MAX_HEAD_DIM = 256
 MAX_POSITIONS = 256
 LATEX = {
