@@ -3,10 +3,12 @@ keyed section of ``BENCHMARKS.md`` with :func:`write_section`, leaving the other
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import logging
 import os
 import platform
+import shlex
 import sys
 from pathlib import Path
 
@@ -28,6 +30,20 @@ def report_path() -> Path:
 def write_section(key: str, text: str, path: Path | None = None) -> None:
     """Replace this benchmark's keyed section of ``BENCHMARKS.md`` (or ``path``), leaving the others as they are."""
     report.write_section(path or report_path(), key, text)
+
+
+def parser(name: str, doc: str) -> argparse.ArgumentParser:
+    """The command line of ``python -m benchmarks <name>``, described by the first line of ``doc`` (the module's
+    docstring), with the ``--no-write`` flag of every benchmark (see :func:`publish`)."""
+    p = argparse.ArgumentParser(prog=f"python -m benchmarks {name}", description=doc.splitlines()[0])
+    p.add_argument("--no-write", action="store_true", help="print the section instead of writing BENCHMARKS.md")
+    return p
+
+
+def parse(p: argparse.ArgumentParser, argv: list[str] | None) -> tuple[argparse.Namespace, str]:
+    """``argv`` (default: the process's arguments) parsed, and the command that repeats the run, for the section."""
+    argv = sys.argv[1:] if argv is None else argv
+    return p.parse_args(argv), f"{p.prog} {shlex.join(argv)}"
 
 
 def publish(key: str, text: str, *, no_write: bool = False) -> None:

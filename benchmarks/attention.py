@@ -11,19 +11,17 @@ from __future__ import annotations
 
 import argparse
 import logging
-import shlex
-import sys
 
 import torch
 
-from benchmarks import machine, publish
+from benchmarks import machine, parse, parser, publish
 from tx_explorer.analysis import cost, memory
 
 log = logging.getLogger("benchmarks.attention")
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m benchmarks attention", description=__doc__.splitlines()[0])
+    p = parser("attention", __doc__)
     p.add_argument("--sizes", type=int, nargs="+", default=[512, 1024, 2048, 4096, 8192, 16384])
     p.add_argument("--heads", type=int, default=8)
     p.add_argument("--head-dim", type=int, default=64)
@@ -36,7 +34,6 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's choice)")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--dtype", default="float32")
-    p.add_argument("--no-write", action="store_true", help="print the table instead of writing BENCHMARKS.md")
     return p
 
 
@@ -73,7 +70,7 @@ def table(results: list[cost.Measurement], sizes: list[int]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = _parser().parse_args(argv)
+    args, command = parse(_parser(), argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device)
@@ -108,7 +105,6 @@ def main(argv: list[str] | None = None) -> None:
             log.info("N=%d %-5s %.3f s  peak %s", n, method, r.seconds, memory.format_bytes(r.peak_bytes))
             results.append(r)
 
-    command = "python -m benchmarks attention " + shlex.join(argv if argv is not None else sys.argv[1:])
     how = "peak = max over the call of bytes held by tensors allocated during it " + (
         "(CUDA allocator high-water mark)"
         if device.type == "cuda"

@@ -14,7 +14,6 @@ import argparse
 import contextlib
 import logging
 import os
-import shlex
 import socket
 import statistics
 import subprocess
@@ -28,7 +27,7 @@ from pathlib import Path
 
 import torch
 
-from benchmarks import ROOT, machine, publish, verdict
+from benchmarks import ROOT, machine, parse, parser, publish, verdict
 from tests.test_browser import ARGS, CHROMIUM, app_pages
 from tx_explorer import locales
 
@@ -353,20 +352,17 @@ def per_session_mb(rows: list[tuple[int, dict[str, float]]]) -> float | None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m benchmarks browser", description=__doc__.splitlines()[0])
+    p = parser("browser", __doc__)
     p.add_argument("--repeats", type=int, default=3, help="timed inputs per page (after one warm-up input)")
     p.add_argument("--starts", type=int, default=3, help="fresh server starts for the cold-start time")
     p.add_argument("--sessions", type=int, default=4, help="browser sessions on the multi-head page for memory")
     p.add_argument("--only", nargs="+", default=None, help="page names for the input latencies (default: all)")
-    p.add_argument("--no-write", action="store_true", help="print the section instead of writing BENCHMARKS.md")
     return p
 
 
 def main(argv: list[str] | None = None) -> None:
-    argv = sys.argv[1:] if argv is None else argv
-    args = _parser().parse_args(argv)
+    args, command = parse(_parser(), argv)
     header = machine(torch.device("cpu"))
-    command = "python -m benchmarks browser " + shlex.join(argv)
     lines = [
         "## Browser: cold start, input → chart rendered, memory per session",
         "",

@@ -6,17 +6,14 @@ MiniLM at 128 tokens, the best induction head of each bundled decoder and the sh
 
 from __future__ import annotations
 
-import argparse
-import shlex
 import statistics
-import sys
 import time
 from collections.abc import Callable
 
 import numpy as np
 import torch
 
-from benchmarks import log, machine, publish, verdict
+from benchmarks import log, machine, parse, parser, publish, verdict
 from tx_explorer import models
 from tx_explorer.analysis import head_science as hs
 from tx_explorer.config import PRESETS
@@ -69,12 +66,10 @@ def views(tm: TextModel, ids: list[int]) -> dict[str, Callable[[], object]]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    argv = sys.argv[1:] if argv is None else argv
-    parser = argparse.ArgumentParser(prog="python -m benchmarks head_science", description=__doc__.splitlines()[0])
-    parser.add_argument("--threads", type=int, default=2, help="torch threads (the issue's budget: 2 cores)")
-    parser.add_argument("--repeats", type=int, default=3, help="timed runs per view (median)")
-    parser.add_argument("--no-write", action="store_true", help="print the section instead of writing BENCHMARKS.md")
-    args = parser.parse_args(argv)
+    p = parser("head_science", __doc__)
+    p.add_argument("--threads", type=int, default=2, help="torch threads (the issue's budget: 2 cores)")
+    p.add_argument("--repeats", type=int, default=3, help="timed runs per view (median)")
+    args, command = parse(p, argv)
     torch.set_num_threads(args.threads)
     loaded = {name: _load(name) for name in MODELS}
     names = [n for n in MODELS if loaded[n][0] is not None]
@@ -123,7 +118,7 @@ def main(argv: list[str] | None = None) -> None:
     lines = [
         machine(torch.device("cpu")),
         "",
-        f"Command: `python -m benchmarks head_science {shlex.join(argv)}`; torch threads {args.threads}; median of "
+        f"Command: `{command}`; torch threads {args.threads}; median of "
         f"{args.repeats} runs after a warm-up; input: one 64-token window of the held-out text "
         "(`tx_explorer/data/heldout_text.json`). Patching compares the window with its second half reversed. "
         "When other jobs share the two cores (load average above 2 in the header) both columns grow: idle threads "

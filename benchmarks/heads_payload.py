@@ -10,17 +10,15 @@ never into the app's environment, and run in a subprocess with that folder on ``
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import os
-import shlex
 import statistics
 import subprocess
 import sys
 import time
 
-from benchmarks import ROOT, machine, publish, verdict
+from benchmarks import ROOT, machine, parse, parser, publish, verdict
 
 log = logging.getLogger("benchmarks.heads_payload")
 SIZES = (32, 128, 512)
@@ -168,13 +166,11 @@ def table(ours: list[tuple[int, float, int, int]], bertviz: dict | None) -> list
 
 
 def main(argv: list[str] | None = None) -> None:
-    argv = sys.argv[1:] if argv is None else argv
-    parser = argparse.ArgumentParser(prog="python -m benchmarks heads_payload", description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=3, help="reruns per size (BertViz: runs below 512 tokens)")
-    parser.add_argument("--bertviz-large-repeats", type=int, default=1, help="BertViz runs at 512 tokens (22 s each)")
-    parser.add_argument("--no-bertviz", action="store_true", help="use the issue author's recorded BertViz bytes")
-    parser.add_argument("--no-write", action="store_true", help="print the section instead of writing BENCHMARKS.md")
-    args = parser.parse_args(argv)
+    p = parser("heads_payload", __doc__)
+    p.add_argument("--repeats", type=int, default=3, help="reruns per size (BertViz: runs below 512 tokens)")
+    p.add_argument("--bertviz-large-repeats", type=int, default=1, help="BertViz runs at 512 tokens (22 s each)")
+    p.add_argument("--no-bertviz", action="store_true", help="use the issue author's recorded BertViz bytes")
+    args, command = parse(p, argv)
     import torch
 
     header = machine(torch.device("cpu"))
@@ -186,7 +182,6 @@ def main(argv: list[str] | None = None) -> None:
         except (subprocess.SubprocessError, RuntimeError, OSError, ValueError) as exc:
             why = f"could not run here ({type(exc).__name__}: {exc})"
             log.warning("BertViz %s", why)
-    command = "python -m benchmarks heads_payload " + shlex.join(argv)
     if bertviz:
         about = (
             f'BertViz {bertviz["bertviz"]} `model_view(attentions, tokens, html_action="return")` measured in the '

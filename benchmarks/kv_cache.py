@@ -11,13 +11,12 @@ bytes at the end. Both ways must pick the same tokens (checked; the run fails ot
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
 
 import torch
 
-from benchmarks import machine, publish
+from benchmarks import machine, parser, publish
 from tx_explorer.analysis.memory import format_bytes
 from tx_explorer.config import PRESETS
 from tx_explorer.modules.cache import KVCache
@@ -94,10 +93,9 @@ def section(rows: list[dict], what: str, repeats: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog="python -m benchmarks kv_cache", description=__doc__.splitlines()[0])
+    p = parser("kv_cache", __doc__)
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads")
-    p.add_argument("--no-write", action="store_true", help="print the section instead of writing BENCHMARKS.md")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     rows, what = measure(args.repeats)

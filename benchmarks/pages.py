@@ -17,7 +17,6 @@ import json
 import logging
 import os
 import pstats
-import shlex
 import statistics
 import subprocess
 import sys
@@ -31,7 +30,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 import torch
 
-from benchmarks import ROOT, machine, publish, verdict
+from benchmarks import ROOT, machine, parse, parser, publish, verdict
 from tx_explorer import locales, models, viz
 from tx_explorer.views import Panel
 
@@ -435,18 +434,16 @@ def load_times(names: list[str], repeats: int) -> dict[str, list[float]]:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m benchmarks pages", description=__doc__.splitlines()[0])
+    p = parser("pages", __doc__)
     p.add_argument("--repeats", type=int, default=5, help="timed runs per interaction (after one warm-up)")
     p.add_argument("--load-repeats", type=int, default=3, help="fresh processes for the model load times")
     p.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's, as the app)")
     p.add_argument("--only", nargs="+", default=None, help="page names to run (default: every page of app.py)")
-    p.add_argument("--no-write", action="store_true", help="print the section instead of writing BENCHMARKS.md")
     return p
 
 
 def main(argv: list[str] | None = None) -> None:
-    argv = sys.argv[1:] if argv is None else argv
-    args = _parser().parse_args(argv)
+    args, command = parse(_parser(), argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     header = machine(torch.device("cpu"))
@@ -463,7 +460,6 @@ def main(argv: list[str] | None = None) -> None:
         rows.append((it, t))
     loads = load_times([*models.available_models(), "variants:pre-ln"], args.load_repeats) if args.load_repeats else {}
 
-    command = "python -m benchmarks pages " + shlex.join(argv)
     lines = [
         "## Pages: compute + figures of each page's main interaction (function level)",
         "",

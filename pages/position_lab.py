@@ -25,7 +25,10 @@ if res is not None:
     ui.section(T, "loss")
     c = st.columns([3, 2])
     fmt = lambda s: view.label(s, LANG)  # noqa: E731
-    picked = c[0].multiselect(T("schemes"), res.schemes, default=res.schemes, format_func=fmt, key="loss_schemes")
+    # Keyed per language: a multiselect keeps the labels its chips were first drawn with.
+    picked = c[0].multiselect(
+        T("schemes"), res.schemes, default=res.schemes, format_func=fmt, key=f"loss_schemes_{LANG}"
+    )
     width = c[1].slider(T("smoothing"), 1, 32, 8, help=T("smoothing_help"), key="loss_smoothing")
     with ui.friendly_errors():
         ui.show(view.loss_by_position(res, picked, width, lang=LANG))
@@ -36,7 +39,9 @@ if res is not None:
     # 2. Attention against distance -----------------------------------------------------------------------------
     ui.section(T, "attn", *view.LATEX["alibi"])
     c = st.columns([3, 2])
-    chosen = c[0].multiselect(T("schemes"), res.schemes, default=res.schemes, format_func=fmt, key="attn_schemes")
+    chosen = c[0].multiselect(
+        T("schemes"), res.schemes, default=res.schemes, format_func=fmt, key=f"attn_schemes_{LANG}"
+    )
     layers = len(res.summary["schemes"][res.schemes[0]]["attention_by_distance"])
     layer = c[1].radio(T("layer"), range(layers), format_func=lambda i: str(i + 1), horizontal=True, key="attn_layer")
     with ui.friendly_errors():

@@ -64,11 +64,25 @@ def hf_model(family: str, seed: int = 0, **overrides: Any) -> nn.Module:
     }[family]
     torch.manual_seed(seed)
     config = config_cls(**(CONFIGS[family] | overrides), attn_implementation="eager")
-    model = model_cls(config).eval()
-    with torch.no_grad():  # transformers zero-initialises biases and sets norms to one: make them all count
-        for p in model.parameters():
-            p.add_(torch.randn_like(p) * 0.05)
+    return perturb(model_cls(config).eval())  # transformers zero-initialises biases and sets norms to one
+
+
+@torch.no_grad()
+def perturb(model: nn.Module, scale: float = 0.05) -> nn.Module:
+    """Add a little noise to every weight, so that zero-initialised biases and unit norms count in a comparison."""
+    for p in model.parameters():
+        p.add_(torch.randn_like(p) * scale)
     return model
+
+
+def capture_timm_attention(vit: nn.Module) -> list[torch.Tensor]:
+    """Switch a timm ViT's blocks to the explicit attention path and record each softmax output, in order, into
+    the returned list as the model runs."""
+    captured: list[torch.Tensor] = []
+    for block in vit.blocks:
+        block.attn.fused_attn = False  # the fused kernel never materialises the weights
+        block.attn.attn_drop.register_forward_hook(lambda m, i, o: captured.append(o.detach()))
+    return captured
 
 
 def write_tokenizer(folder: Path, family: str) -> Tokenizer:

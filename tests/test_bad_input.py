@@ -230,8 +230,11 @@ def text_cases(
     page: str, fields: tuple[W, ...], chart: str, name: str = "", prepare=(), only=None, **outcomes
 ) -> list[Case]:
     """A case per payload in TEXTS (or ``only``) typed into every field of ``fields``; each payload gives a chart
-    unless ``outcomes[payload] = (kind, phrase)`` says which message it gets."""
+    unless ``outcomes[payload] = (kind, phrase)`` says which message it gets. Blank text (spaces and newlines)
+    gets the empty text's message unless ``blank`` says otherwise."""
     name = name or str(fields[0])
+    if "empty" in outcomes:
+        outcomes.setdefault("blank", outcomes["empty"])
     return [
         Case(
             page,
@@ -299,7 +302,6 @@ CASES: list[Case] = [
         prepare=OPERATOR_EDIT,
         only=NUMERIC_TEXT,
         empty=("error", "Q is empty"),
-        blank=("error", "Q is empty"),
         **{"100k": ("error", "at most 16 are allowed")},
         **{p: NOT_A_NUMBER for p in ("control", "html", "markdown")},
     ),
@@ -337,7 +339,6 @@ CASES: list[Case] = [
         "word_order",
         name="sentences",
         empty=("error", "sentence is empty"),
-        blank=("error", "sentence is empty"),
         html=("error", "at most 16 are allowed"),
         markdown=("error", "at most 16 are allowed"),
         **{"100k": ("error", "at most 16 are allowed")},
@@ -349,7 +350,6 @@ CASES: list[Case] = [
         (W("text_input", "sentence"),),
         "causal_weights",
         empty=EMPTY_MASK,
-        blank=EMPTY_MASK,
         markdown=("error", "longer than 32 characters"),
         **{"100k": ("error", "at most 24 are allowed")},
     ),
@@ -360,14 +360,11 @@ CASES: list[Case] = [
         name="sizes",
         only=("empty", "blank", "100k", "control", "html", "markdown"),
         empty=("error", "write the document lengths"),
-        blank=("error", "write the document lengths"),
         **{p: SIZES for p in ("100k", "control", "html", "markdown")},
     ),
     *number_cases("masks", "causal_weights"),
     # multi-head: the text and the model only (the page's layout is being reworked)
-    *text_cases(
-        "multihead", (W("text_area", "mh_text_example_code"),), "", empty=MH_EMPTY, blank=MH_EMPTY, **{"100k": MH_LONG}
-    ),
+    *text_cases("multihead", (W("text_area", "mh_text_example_code"),), "", empty=MH_EMPTY, **{"100k": MH_LONG}),
     Case(
         "multihead",
         "model-and-html",
@@ -392,7 +389,6 @@ CASES: list[Case] = [
         "moe_tokens",
         name="sentence",
         empty=("error", "text is empty"),
-        blank=("error", "text is empty"),
         **{"100k": ("warning", "(the model's context) are routed")},
     ),
     *number_cases("moe", "moe_tokens"),
@@ -404,7 +400,6 @@ CASES: list[Case] = [
         name="vector",
         only=NUMERIC_TEXT,
         empty=("error", "x is empty"),
-        blank=("error", "x is empty"),
         **{"100k": ("error", "at most 64 are allowed")},
         **{p: NOT_A_NUMBER for p in ("control", "html", "markdown")},
     ),
@@ -424,7 +419,6 @@ CASES: list[Case] = [
         "norms_pair",
         name="sentence",
         empty=("error", "text is empty"),
-        blank=("error", "text is empty"),
         **{"100k": ("info", "cut to the models' context")},
     ),
     *number_cases("norms", "norms_ln", at_min=("error", "leaves the MLP no hidden unit")),  # D = 1, ratio 0.5
@@ -437,7 +431,6 @@ CASES: list[Case] = [
         "lm_next",
         prepare=((W("slider", "lm_new"), 2),),
         empty=("warning", "The text is empty"),
-        blank=("warning", "The text is empty"),
         **{"100k": ("warning", "only the first 128 tokens")},
     ),
     *number_cases("language_model", "lm_next", prepare=((W("radio", "lm_method"), "top_k"),)),
@@ -463,7 +456,6 @@ CASES: list[Case] = [
         "s2s_align_attention",
         name="sentence",
         empty=("warning", "Type an English sentence"),
-        blank=("warning", "Type an English sentence"),
         **{"100k": ("warning", "Shorten it")},
         **{p: S2S_UNKNOWN for p in ("emoji", "rtl", "combining", "control", "html", "markdown")},
     ),
@@ -507,7 +499,6 @@ CASES: list[Case] = [
         (W("text_input", "probe_text"),),
         "block_probe",
         empty=("error", "the text is empty"),
-        blank=("error", "the text is empty"),
     ),
     *number_cases("block_roles", "block_probe", at_max=("error", "the token to change must be between 0 and")),
     # position lab: the rotary demonstration's numbers (an odd head size cannot be split into pairs)
@@ -521,7 +512,6 @@ CASES: list[Case] = [
         (W("text_input", "kv_prompt"),),
         "kv_growth",
         empty=("error", "the prompt is empty"),
-        blank=("error", "the prompt is empty"),
         **{"100k": ("error", "but this model's context holds")},
     ),
     Case("kv_cache", "window-beyond-context", ((W("number_input", "kv_window"), 4096),), "error", "sliding window"),
@@ -532,7 +522,6 @@ CASES: list[Case] = [
         (W("text_area", "hs_text"),),
         "hs_importance_loss",
         empty=("warning", "The text is empty"),
-        blank=("warning", "The text is empty"),
         **{"100k": ("chart", "only the first 128 are analysed")},
     ),
     *text_cases(
@@ -542,7 +531,6 @@ CASES: list[Case] = [
         name="corrupt",
         prepare=HS_PATCHING,
         empty=("error", "the text is empty"),
-        blank=("error", "the text is empty"),
         **{p: HS_UNEQUAL for p in ("100k", "emoji", "rtl", "combining", "control", "html", "markdown")},
     ),
     Case(

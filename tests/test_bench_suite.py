@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import pytest
 import torch
 
 from benchmarks import FILE_ENV, browser, heads_payload, kv_cache, pages, verdict, write_section
@@ -66,15 +65,6 @@ def test_bertviz_table_falls_back_to_the_recorded_figures():
     }
     row = heads_payload.table(ours, measured)[2]
     assert "0.10 + 1.00 s" in row and "| 4.0 MB | 4× |" in row and row.endswith("| — |")
-
-
-@pytest.fixture
-def one_thread():
-    """Two spinning torch threads are many times slower on a shared 2-core machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def test_every_page_interaction_runs_and_returns_serialisable_figures(one_thread):

@@ -20,7 +20,8 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -149,6 +150,20 @@ def sample_png(folder: Path) -> Path:
     path = folder / "circle.png"
     image.save(path)
     return path
+
+
+@contextmanager
+def charted_page(browser, server: str, slug: str) -> Iterator:
+    """A fresh 1400 × 1000 tab on page ``slug`` once its first chart is drawn, closed afterwards (a screenshot
+    test's start: the screenshot folder exists)."""
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    try:
+        page.goto(page_url(server, slug))
+        page.wait_for_selector(f"{PLOT} .main-svg", timeout=LONG)
+        yield page
+    finally:
+        page.close()
 
 
 def test_deep_link_on_a_fresh_server_gets_the_whole_app(server, browser):
@@ -346,12 +361,8 @@ def test_every_page_has_a_main_interaction():
 
 @pytest.mark.parametrize("path", app_pages())
 def test_page_renders_and_answers_its_main_interaction(server, browser, path, tmp_path):
-    SHOTS.mkdir(parents=True, exist_ok=True)
     slug = Path(path).stem
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    try:
-        page.goto(page_url(server, slug))
-        page.wait_for_selector(f"{PLOT} .main-svg", timeout=LONG)
+    with charted_page(browser, server, slug) as page:
         wait_until_idle(page)
         assert_no_errors(page)
         INTERACTIONS[slug](page, tmp_path)
@@ -359,8 +370,6 @@ def test_page_renders_and_answers_its_main_interaction(server, browser, path, tm
         page.wait_for_selector(f"{PLOT} .main-svg", timeout=LONG)
         page.screenshot(path=str(SHOTS / f"{slug}.png"), full_page=True)
         assert_no_errors(page)
-    finally:
-        page.close()
 
 
 # ---- eight sessions at once ----------------------------------------------------------------------------------------

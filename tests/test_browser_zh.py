@@ -21,6 +21,7 @@ from tests.test_browser import (  # noqa: F401  (fixtures: the one server and br
     app,
     app_pages,
     browser,
+    charted_page,
     model_root,
     page_url,
     server,
@@ -70,12 +71,8 @@ def switch_to_chinese(page) -> None:
 
 @pytest.mark.parametrize("path", app_pages())
 def test_page_in_chinese_shows_no_english(server, browser, path):  # noqa: F811
-    SHOTS.mkdir(parents=True, exist_ok=True)
     slug = Path(path).stem
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    try:
-        page.goto(page_url(server, slug))
-        page.wait_for_selector(f"{PLOT} .main-svg", timeout=LONG)
+    with charted_page(browser, server, slug) as page:
         page.wait_for_selector(IDLE, timeout=LONG)
         switch_to_chinese(page)
         page.wait_for_selector(f"{PLOT} .main-svg", timeout=LONG)
@@ -88,5 +85,3 @@ def test_page_in_chinese_shows_no_english(server, browser, path):  # noqa: F811
         assert figures, "the page draws its figures in 中文 too"
         english += [f"figure {i} {hit}" for i, spec in enumerate(figures) for hit in english_in_figure(spec)]
         assert not english, "\n".join(english)
-    finally:
-        page.close()

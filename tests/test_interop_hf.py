@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from transformers import AutoTokenizer, BertConfig, BertForMaskedLM, BertModel, GPT2Config, GPT2LMHeadModel
 
+from tests.checkpoints import CONFIGS
 from tx_explorer import models
 from tx_explorer.bundle import sha256
 from tx_explorer.data.tokenizer import train_bpe
@@ -70,17 +71,8 @@ def test_bert_parity_with_padding_and_token_types(overrides: dict) -> None:
 
 def test_bert_task_model_is_unwrapped() -> None:
     torch.manual_seed(1)
-    cfg = BertConfig(
-        vocab_size=50,
-        hidden_size=16,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=32,
-        max_position_embeddings=16,
-        attn_implementation="eager",
-    )
-    hf = BertForMaskedLM(cfg).eval()
-    idx = torch.randint(0, 50, (1, 9))
+    hf = BertForMaskedLM(BertConfig(**CONFIGS["bert"], attn_implementation="eager")).eval()
+    idx = torch.randint(0, hf.config.vocab_size, (1, 9))
     with torch.no_grad():
         want = hf.bert(idx).last_hidden_state
         torch.testing.assert_close(encoder_from_bert(hf)(idx), want, **TOL)

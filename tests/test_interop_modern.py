@@ -9,7 +9,7 @@ import torch
 import transformers as tf
 from timm.models import vision_transformer as timm_vit
 
-from tests.checkpoints import CONFIGS, hf_model
+from tests.checkpoints import CONFIGS, capture_timm_attention, hf_model, perturb
 from tx_explorer.interop.llama import causal_lm_from_llama, config_from_llama
 from tx_explorer.interop.timm_vit import vit_from_timm
 from tx_explorer.modules.cache import KVCache
@@ -118,13 +118,8 @@ def test_timm_vit_without_qkv_bias_matches_timm(class_token, monkeypatch):
         class_token=class_token,
         global_pool="token" if class_token else "avg",
     ).eval()
-    with torch.no_grad():
-        for p in ref.parameters():
-            p.add_(torch.randn_like(p) * 0.05)
-    captured = []
-    for block in ref.blocks:
-        block.attn.fused_attn = False  # the explicit path, so its softmax output can be captured
-        block.attn.attn_drop.register_forward_hook(lambda m, i, o: captured.append(o.detach()))
+    perturb(ref)  # timm zero-initialises the head and biases
+    captured = capture_timm_attention(ref)
     ours = vit_from_timm(ref)
     assert ours.blocks[0].attn.qkv.bias is None and ours.blocks[0].attn.proj.bias is not None
     x = torch.randn(2, 3, 32, 32)

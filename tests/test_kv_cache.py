@@ -30,12 +30,7 @@ SHAPES = {
 }
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")  # small tensors: see conftest.one_thread
 
 
 def _model(cfg: TransformerConfig, seed: int = 0) -> CausalLM:

@@ -22,14 +22,7 @@ from tx_explorer.modules.mlp import MLP, SwiGLU
 from tx_explorer.modules.norms import LayerNorm, RMSNorm
 from tx_explorer.train import variants
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models run fastest on one thread; more threads only spin-wait on a shared CPU."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")  # small tensors: see conftest.one_thread
 
 
 SMALL = TransformerConfig(vocab_size=32, max_len=16, dim=16, num_layers=2, num_heads=2)

@@ -4,22 +4,23 @@ load in both languages, the live checks shown with their numbers, one interactio
 from __future__ import annotations
 
 import pytest
-import torch
 
 from tests.conftest import assert_clean, open_page, plotly_specs
 from tx_explorer import locales
 
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")  # small tensors: see conftest.one_thread
 
 
 def _titles(at) -> list[str]:
     return [s["layout"].get("title", {}).get("text", "") for s in plotly_specs(at)]
+
+
+def _in_chinese(at):
+    """Rerun the page with the interface in Chinese; it must still run clean."""
+    at.session_state["lang"] = "zh"
+    at.run()
+    assert_clean(at)
+    return at
 
 
 @pytest.mark.parametrize("page", ["position_lab", "kv_cache"])
@@ -47,10 +48,7 @@ def test_position_lab_shows_runs_verdicts_and_the_live_rotary_check():
     next(t for t in at.toggle if t.label == "float64").set_value(False).run()
     assert_clean(at)
     assert 1e-12 < float(at.success[0].value.split("**")[1]) < 1e-3  # float32 rounding, still tiny
-    at.session_state["lang"] = "zh"
-    at.run()
-    assert_clean(at)
-    assert "最大偏差" in at.success[0].value
+    assert "最大偏差" in _in_chinese(at).success[0].value
 
 
 def test_kv_cache_page_decodes_and_shows_the_cache_growing():
@@ -68,10 +66,7 @@ def test_kv_cache_page_decodes_and_shows_the_cache_growing():
     slider.set_value(2).run()
     assert_clean(at)
     assert any("After step 2: 3 rows per layer" in m.value for m in at.markdown)
-    at.session_state["lang"] = "zh"
-    at.run()
-    assert_clean(at)
-    assert "一致" in at.success[0].value
+    assert "一致" in _in_chinese(at).success[0].value
 
 
 def test_cost_page_counts_io_beside_measured_peaks():

@@ -21,12 +21,7 @@ BUNDLE = Path(os.environ.get("TX_POSITIONS_BUNDLE", shipped.BUNDLE))
 SMALL = TransformerConfig(vocab_size=32, max_len=16, dim=16, num_layers=2, num_heads=2)
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")  # small tensors: see conftest.one_thread
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tx_explorer.viz import bars
+from tx_explorer.viz import bars, charts
 
 
 def test_topk_bars_draw_the_probabilities_most_likely_on_top_and_mark_one():
@@ -26,5 +26,5 @@ def test_stacked_parts_are_shares_that_sum_to_one_and_keep_the_counts_for_hovers
 def test_log_bars_use_a_log_axis_and_labelled_bars_keep_every_series():
     fig = bars.log_bars(["m"], {"x": [1e9]})
     assert fig.layout.yaxis.type == "log" and list(fig.data[0].y) == [1e9]
-    grouped = bars.labelled_bars(["t1", "t2"], {"p": [0.1, 0.2], "q": [0.3, 0.4]})
+    grouped = charts.bars(["t1", "t2"], {"p": [0.1, 0.2], "q": [0.3, 0.4]})
     assert [t.name for t in grouped.data] == ["p", "q"]

@@ -118,24 +118,26 @@ def _meminfo(field: str) -> int | None:
     return None
 
 
-def available_bytes(device: torch.device | str = "cpu") -> int:
-    """Memory free for new tensors right now: CUDA's ``mem_get_info``, or Linux's MemAvailable."""
+def _device_bytes(device: torch.device | str, *, free: bool) -> int:
+    """The device's free (``free=True``) or whole memory: CUDA's ``mem_get_info``, Linux's /proc/meminfo, or
+    elsewhere the physical page counts."""
     device = torch.device(device)
     if device.type == "cuda":
-        return torch.cuda.mem_get_info(device)[0]
-    avail = _meminfo("MemAvailable")
-    if avail is None:  # not Linux: free physical pages
-        avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    return avail
+        return torch.cuda.mem_get_info(device)[0 if free else 1]  # (free, total)
+    found = _meminfo("MemAvailable" if free else "MemTotal")
+    if found is None:  # not Linux
+        found = os.sysconf("SC_AVPHYS_PAGES" if free else "SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    return found
+
+
+def available_bytes(device: torch.device | str = "cpu") -> int:
+    """Memory free for new tensors right now: CUDA's ``mem_get_info``, or Linux's MemAvailable."""
+    return _device_bytes(device, free=True)
 
 
 def total_bytes(device: torch.device | str = "cpu") -> int:
     """The device's whole memory: the GPU's, or the machine's RAM."""
-    device = torch.device(device)
-    if device.type == "cuda":
-        return torch.cuda.mem_get_info(device)[1]
-    total = _meminfo("MemTotal")
-    return total if total is not None else os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    return _device_bytes(device, free=False)
 
 
 def format_si(value: float, unit: str = "") -> str:

@@ -17,7 +17,7 @@ from torch import Tensor
 
 from tx_explorer.bundle import WEIGHTS_DIR, verify, write_manifest
 from tx_explorer.config import TransformerConfig
-from tx_explorer.families.text import load_state
+from tx_explorer.families.text import load_run, write_runs
 from tx_explorer.modules.transformer import CausalLM
 
 BUNDLE = WEIGHTS_DIR / "positions"
@@ -31,11 +31,7 @@ def write_bundle(
 ) -> None:
     """Write the bundle files and the manifest; ``tokenizer`` is copied (a path) or saved."""
     out.mkdir(parents=True, exist_ok=True)
-    (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
-    (out / "config.json").write_text(
-        json.dumps({k: v["config"] for k, v in summary["schemes"].items()}, indent=1) + "\n"
-    )
-    save_file({k: v.contiguous() for k, v in weights.items()}, str(out / "model.safetensors"))
+    write_runs(out, summary, summary["schemes"], weights)
     save_file({k: v.contiguous() for k, v in replay.items()}, str(out / "replay.safetensors"))
     if isinstance(tokenizer, Path):
         shutil.copyfile(tokenizer, out / "tokenizer.json")
@@ -60,16 +56,7 @@ class Results:
         return self.summary["settings"]["seq_len"]
 
     def model(self, scheme: str) -> CausalLM:
-        if scheme not in self.summary["schemes"]:
-            raise KeyError(f"scheme {scheme!r} is not in the bundle; it has {', '.join(self.schemes)}")
-        prefix = f"{scheme}."
-        state = {
-            k[len(prefix) :]: v.float()
-            for k, v in load_file(str(self.folder / "model.safetensors")).items()
-            if k.startswith(prefix)
-        }
-        model = CausalLM(TransformerConfig.from_dict(self.summary["schemes"][scheme]["config"]))
-        load_state(model, state)
+        model = load_run(self.folder, self.summary["schemes"], scheme, "scheme")
         return model.eval().requires_grad_(False)  # shared by every session of the page: read-only
 
     def replay(self) -> dict[str, Tensor]:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import torch
+from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer
 from torch import Tensor, nn
 
@@ -170,6 +171,31 @@ def load_state(model: nn.Module, state: dict[str, Tensor]) -> None:
     if unexpected or set(missing) - tied:
         absent = sorted(set(missing) - tied)
         raise ValueError(f"weights do not fit the model: missing {absent}, unexpected {unexpected}")
+
+
+def write_runs(out: Path, summary: dict, runs: dict[str, dict], weights: dict[str, Tensor]) -> None:
+    """The files of a bundle of models trained side by side, as :func:`load_run` reads them: ``summary.json``,
+    ``config.json`` (each run's config from ``runs``, a part of the summary) and ``model.safetensors`` (every
+    run's weights under its ``<name>.`` prefix)."""
+    (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    (out / "config.json").write_text(json.dumps({k: v["config"] for k, v in runs.items()}, indent=1) + "\n")
+    save_file({k: v.contiguous() for k, v in weights.items()}, str(out / "model.safetensors"))
+
+
+def load_run(folder: Path, runs: dict[str, dict], name: str, what: str) -> CausalLM:
+    """One of several models trained side by side and stored in one ``model.safetensors``, each under the prefix
+    ``<name>.``, its config at ``runs[name]["config"]``; ``what`` names a run in the error ("scheme", "variant")."""
+    if name not in runs:
+        raise KeyError(f"{what} {name!r} is not in the bundle; it has {', '.join(runs)}")
+    prefix = f"{name}."
+    state = {
+        k[len(prefix) :]: v.float()
+        for k, v in load_file(str(Path(folder) / "model.safetensors")).items()
+        if k.startswith(prefix)
+    }
+    model = CausalLM(TransformerConfig.from_dict(runs[name]["config"]))
+    load_state(model, state)
+    return model
 
 
 def load_tiny_gpt(folder: Path) -> TextModel:

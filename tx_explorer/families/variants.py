@@ -22,10 +22,8 @@ from torch import Tensor
 
 from tx_explorer import locales
 from tx_explorer.bundle import WEIGHTS_DIR, verify, write_manifest
-from tx_explorer.config import TransformerConfig
 from tx_explorer.data.tokenizer import EOT
-from tx_explorer.families.text import TextModel, load_state
-from tx_explorer.modules.transformer import CausalLM
+from tx_explorer.families.text import TextModel, load_run, write_runs
 
 BUNDLE = WEIGHTS_DIR / "variants"
 RETRAIN = "python -m tx_explorer.train variants"
@@ -57,11 +55,7 @@ def write_bundle(
         (out / name).unlink(missing_ok=True)
     (out / "history.json").write_text(json.dumps(history, separators=(",", ":")) + "\n")
     (out / "profiles.json").write_text(json.dumps(profiles, separators=(",", ":")) + "\n")
-    (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
-    (out / "config.json").write_text(
-        json.dumps({k: v["config"] for k, v in summary["variants"].items()}, indent=1) + "\n"
-    )
-    save_file({k: v.contiguous() for k, v in weights.items()}, str(out / "model.safetensors"))
+    write_runs(out, summary, summary["variants"], weights)
     save_file({k: v.to(torch.int16).contiguous() for k, v in live_tokens.items()}, str(out / "tokens.safetensors"))
     tokenizer.save(str(out / "tokenizer.json"))
     write_manifest(out)
@@ -95,16 +89,7 @@ class Results:
 
     def text_model(self, name: str) -> TextModel:
         """A trained variant with the shared tokenizer, ready for :meth:`TextModel.attention`."""
-        if name not in self.summary["variants"]:
-            raise KeyError(f"variant {name!r} is not in the bundle; it has {', '.join(self.names)}")
-        prefix = f"{name}."
-        state = {
-            k[len(prefix) :]: v.float()
-            for k, v in load_file(str(self.folder / "model.safetensors")).items()
-            if k.startswith(prefix)
-        }
-        model = CausalLM(TransformerConfig.from_dict(self.summary["variants"][name]["config"]))
-        load_state(model, state)
+        model = load_run(self.folder, self.summary["variants"], name, "variant")
         return TextModel(
             name=name,
             model=model,

@@ -16,7 +16,7 @@ from torch import nn
 from tx_explorer.bundle import BundleError
 from tx_explorer.config import ViTConfig
 from tx_explorer.families.images import ImageClassifier
-from tx_explorer.interop.hf_cache import cached_snapshot, download_command
+from tx_explorer.interop.hf_cache import CachedCheckpoint
 from tx_explorer.modules.vit import VisionTransformer
 
 
@@ -107,30 +107,27 @@ def vit_from_timm(timm_model: nn.Module) -> VisionTransformer:
 # ----------------------------------------------------------------------------------------------------------
 # A pretrained timm ViT, offered only when it is already in the local Hugging Face cache (never downloaded).
 
-REPO_IDS = (  # plain ViTs our model implements (class token, learned positions, LayerNorm, GELU)
-    "timm/vit_tiny_patch16_224.augreg_in21k_ft_in1k",
-    "timm/vit_small_patch16_224.augreg_in21k_ft_in1k",
-    "timm/vit_base_patch16_224.augreg2_in21k_ft_in1k",
-    "timm/vit_base_patch16_224.augreg_in21k_ft_in1k",
+TIMM_VIT = CachedCheckpoint(
+    "A pretrained timm ViT",
+    repo_ids=(  # plain ViTs our model implements (class token, learned positions, LayerNorm, GELU)
+        "timm/vit_tiny_patch16_224.augreg_in21k_ft_in1k",
+        "timm/vit_small_patch16_224.augreg_in21k_ft_in1k",
+        "timm/vit_base_patch16_224.augreg2_in21k_ft_in1k",
+        "timm/vit_base_patch16_224.augreg_in21k_ft_in1k",
+    ),
+    files=("config.json", "model.safetensors"),
 )
-FILES = ("config.json", "model.safetensors")
-DOWNLOAD = download_command(REPO_IDS[0], FILES)
+DOWNLOAD = TIMM_VIT.download
 
 
 def cached_checkpoint(cache_dir: str | Path | None = None) -> Path | None:
-    """The snapshot folder of the first of :data:`REPO_IDS` whose files are all cached, or None (reads only)."""
-    return cached_snapshot(REPO_IDS, FILES, cache_dir)
+    """The snapshot folder of the first cached one of :data:`TIMM_VIT`'s repositories, or None (reads only)."""
+    return TIMM_VIT.folder(cache_dir)
 
 
 def timm_status() -> str:
     """One sentence for the app: which timm checkpoint was found, or why none is offered."""
-    folder = cached_checkpoint()
-    if folder is not None:
-        return f"A pretrained timm ViT was found in the local Hugging Face cache: {folder}"
-    return (
-        "No pretrained timm ViT is in the local Hugging Face cache, so none is offered (the app never downloads). "
-        f"To add one, run once on a machine with network access, then restart the app: {DOWNLOAD}"
-    )
+    return TIMM_VIT.status(cached_checkpoint())
 
 
 def locate() -> Path:

@@ -146,7 +146,7 @@ def losses(r: lm.Reading, *, lang: str = "en") -> tuple[dict[str, str], Panel] |
         return None
     mean = float(r.losses.mean())
     labels = [f"{i}: {t}" for i, t in enumerate(r.tokens)]
-    fig = vb.labelled_bars(
+    fig = charts.bars(
         labels[1:], {T("loss"): r.losses}, title=T("loss_title"), x_title=T("predicted"), y_title=T("nats")
     )
     return {T("mean_loss"): f"{mean:.3f}", T("perplexity"): f"{np.exp(mean):.1f}"}, Panel("lm_loss", fig, r.losses)
@@ -161,7 +161,7 @@ def generation(
     row = g.prompt_len + step - 2  # the position whose prediction produced generated token `step`
     gen_toks = safe_labels(g.tokens)
     ctx = [f"{i}: {t}" for i, t in enumerate(g.tokens[: row + 1])]
-    fig = vb.labelled_bars(
+    fig = charts.bars(
         ctx,
         {T("weight"): maps[row, : row + 1]},
         x_title=T("context"),

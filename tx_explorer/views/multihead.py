@@ -12,7 +12,6 @@ from tx_explorer import locales
 from tx_explorer.analysis import heads
 from tx_explorer.families.text import TextModel
 from tx_explorer.views import Panel, axes, texts
-from tx_explorer.viz import bars as vb
 from tx_explorer.viz import charts
 from tx_explorer.viz import heads as vh
 from tx_explorer.viz.style import safe_labels
@@ -202,10 +201,10 @@ def inspector(
     q_out = np.vstack([qk.q, qk.out])
     return Inspector(
         {T("step"): [T(f"step_{s}") for s, _ in qk.shapes], T("shape"): [d for _, d in qk.shapes]},
-        Panel("qk_scores", vb.labelled_bars(keys, {T("scores"): scores}, title=title, x_title=T("key")), qk.scores),
+        Panel("qk_scores", charts.bars(keys, {T("scores"): scores}, title=title, x_title=T("key")), qk.scores),
         Panel(
             "qk_weights",
-            vb.labelled_bars(keys, {T("weights"): qk.weights}, title=T("weights_title"), x_title=T("key")),
+            charts.bars(keys, {T("weights"): qk.weights}, title=T("weights_title"), x_title=T("key")),
             qk.weights,
         ),
         Panel(

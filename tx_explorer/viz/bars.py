@@ -11,25 +11,9 @@ import numpy as np
 import plotly.graph_objects as go
 
 from tx_explorer.viz import style
-from tx_explorer.viz.charts import bars
 from tx_explorer.viz.style import safe_labels
 
 BELOW = dict(orientation="h", y=-0.2, yanchor="top", traceorder="normal")  # a legend clear of the title
-
-
-def labelled_bars(
-    categories: Sequence[str],
-    series: Mapping[str, Sequence[float]],
-    *,
-    title: str = "",
-    x_title: str = "",
-    y_title: str = "",
-) -> go.Figure:
-    """Grouped bars over token (or head) labels; the axes grow to fit long labels."""
-    fig = bars(safe_labels(categories), series, title=title, x_title=x_title, y_title=y_title)
-    fig.update_xaxes(automargin=True)
-    fig.update_yaxes(automargin=True)
-    return fig
 
 
 def topk_bars(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import plotly.graph_objects as go
@@ -12,35 +13,17 @@ from tx_explorer.viz.heatmap import heatmap
 
 
 def signed_heatmap(
-    values: np.ndarray,
-    row_labels: Sequence[str] | None = None,
-    col_labels: Sequence[str] | None = None,
-    *,
-    title: str = "",
-    x_title: str = style.KEY_AXIS,
-    y_title: str = style.QUERY_AXIS,
-    height: int | None = None,
+    values: np.ndarray, row_labels: Sequence[str] | None = None, col_labels: Sequence[str] | None = None, **options: Any
 ) -> go.Figure:
-    """A heatmap of signed values (Q, K, V, scores, outputs) on the diverging scale, symmetric around 0.
+    """A heatmap of signed values (Q, K, V, scores, outputs) on the diverging scale, symmetric around 0; ``options``
+    are :func:`~tx_explorer.viz.heatmap.heatmap`'s (titles, height).
 
     Non-finite entries (−∞ where a mask hides a key) are gaps labelled "−∞".
     """
     z = np.asarray(values, dtype=np.float64)
     finite = z[np.isfinite(z)]
     limit = float(np.abs(finite).max()) if finite.size and np.abs(finite).max() > 0 else 1.0
-    return heatmap(
-        z,
-        row_labels,
-        col_labels,
-        title=title,
-        x_title=x_title,
-        y_title=y_title,
-        colorscale=style.DIVERGING,
-        zmin=-limit,
-        zmax=limit,
-        zmid=0.0,
-        height=height,
-    )
+    return heatmap(z, row_labels, col_labels, colorscale=style.DIVERGING, zmin=-limit, zmax=limit, zmid=0.0, **options)
 
 
 def lines(
@@ -81,7 +64,8 @@ def bars(
     y_title: str = "",
     height: int = 360,
 ) -> go.Figure:
-    """Grouped bars: one group per category (numeric axis, so repeated labels stay separate)."""
+    """Grouped bars: one group per category (numeric axis, so repeated labels stay separate); the labels are made
+    safe for Plotly's HTML (tokens such as ``<s>``) and the axes grow to fit long ones."""
     idx = list(range(len(categories)))
     layout = dict(
         title=dict(text=title),
@@ -90,8 +74,14 @@ def bars(
         margin=dict(l=10, r=10, t=40 if title else 10, b=10),
         font=style.FONT,
         legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0),
-        xaxis=dict(title=dict(text=x_title), tickmode="array", tickvals=idx, ticktext=[str(c) for c in categories]),
-        yaxis=dict(title=dict(text=y_title)),
+        xaxis=dict(
+            title=dict(text=x_title),
+            tickmode="array",
+            tickvals=idx,
+            ticktext=style.safe_labels(categories),
+            automargin=True,
+        ),
+        yaxis=dict(title=dict(text=y_title), automargin=True),
     )  # one constructor call: every update_* re-validates the figure
     fig = go.Figure(
         [go.Bar(x=idx, y=np.asarray(v, dtype=float), name=name) for name, v in series.items()], layout=layout

@@ -6,13 +6,13 @@ Pure functions: arrays and labels in, ``go.Figure`` out.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import plotly.graph_objects as go
 
 from tx_explorer.viz import style
-from tx_explorer.viz.bars import labelled_bars
-from tx_explorer.viz.charts import signed_heatmap
+from tx_explorer.viz.charts import bars, signed_heatmap
 from tx_explorer.viz.heatmap import heatmap, mosaic
 from tx_explorer.viz.style import safe_labels
 
@@ -165,28 +165,16 @@ def attention_lines(
         )
     strength = w.sum(axis=0) if focus is None else w[focus]
     fig.add_trace(
-        go.Scatter(
-            x=np.zeros(n),
-            y=np.arange(n),
-            mode="text",
-            text=[str(t) for t in left],
-            textposition="middle left",
-            hovertext=[wd["query_hover"].format(i=i, token=t) for i, t in enumerate(left)],
-            hoverinfo="text",
-            showlegend=False,
-        )
+        _token_column(0.0, left, "left", [wd["query_hover"].format(i=i, token=t) for i, t in enumerate(left)])
     )
     fig.add_trace(
-        go.Scatter(
-            x=np.ones(m),
-            y=np.arange(m),
+        _token_column(
+            1.0,
+            right,
+            "right",
+            [wd["key_hover"].format(j=j, token=t, w=strength[j]) for j, t in enumerate(right)],
             mode="text+markers",
-            text=[str(t) for t in right],
-            textposition="middle right",
             marker=dict(size=6, color=strength, colorscale=style.WEIGHTS, cmin=0, cmax=max(1.0, float(strength.max()))),
-            hovertext=[wd["key_hover"].format(j=j, token=t, w=strength[j]) for j, t in enumerate(right)],
-            hoverinfo="text",
-            showlegend=False,
         )
     )
     fig.update_xaxes(visible=False, range=[-0.8, 1.8])
@@ -200,6 +188,23 @@ def attention_lines(
     return fig
 
 
+def _token_column(
+    x: float, tokens: Sequence[str], side: str, hovertext: list[str], mode: str = "text", **extra: Any
+) -> go.Scatter:
+    """One side of the head view: the tokens as text at ``x``, one row each, aligned away from the lines."""
+    return go.Scatter(
+        x=np.full(len(tokens), x),
+        y=np.arange(len(tokens)),
+        mode=mode,
+        text=[str(t) for t in tokens],
+        textposition=f"middle {side}",
+        hovertext=hovertext,
+        hoverinfo="text",
+        showlegend=False,
+        **extra,
+    )
+
+
 def metric_bars(
     values: np.ndarray,
     *,
@@ -211,7 +216,7 @@ def metric_bars(
     """A per-head metric ``[L, H]`` as grouped bars: one group per head, one bar per layer."""
     v = np.asarray(values, dtype=float)
     w = _words(words)
-    return labelled_bars(
+    return bars(
         [w["head"].format(i=h) for h in range(v.shape[1])],
         {w["layer"].format(i=i): v[i] for i in range(v.shape[0])},
         title=title,
