@@ -487,9 +487,10 @@ def test_bundled_vit_shapes_classifies_held_out_images():
     size = sum(p.stat().st_size for p in folder.iterdir())
     assert size <= 10 * 2**20
     results = json.loads((folder / "results.json").read_text())
-    # Issue 7 asks for ≥ 95%; the bundled run reaches what results.json records (reported in BENCHMARKS.md and the
-    # issue notes). This floor guards against a broken or mislabelled bundle, not the target.
-    assert results["held_out_accuracy"] >= 0.9
+    # Issue 7 asked for ≥ 95% on the old generator (98.5% then). Issue 19's generator adds light paper, outlines, wobble
+    # and smaller off-centre shapes: the retrained bundle records 78.4% on it (BENCHMARKS.md), below that target. This
+    # floor guards against a broken or mislabelled bundle, not the target.
+    assert results["held_out_accuracy"] >= 0.7
     clf = load_model("vit-shapes")
     assert isinstance(clf, ImageClassifier) and clf.labels == shapes.CLASSES
     x, _, y = shapes.make_dataset(24, seed=2024)
@@ -505,7 +506,7 @@ def test_bundled_vit_shapes_classifies_held_out_images():
 
 # Measured on the first 120 person-style drawings of seed 0 (tx_explorer.data.drawings, never trained on) when the
 # bundles were trained (BENCHMARKS.md), minus a margin; the bundle before issue 19 got 19 % (chance: 17 %).
-DRAWINGS_FLOOR = {"vit-shapes": 0.5, "vit-shapes-avg": 0.5}
+DRAWINGS_FLOOR = {"vit-shapes": 0.45, "vit-shapes-avg": 0.45}  # measured 55.0 % and 54.2 %
 
 
 @pytest.mark.parametrize("name", sorted(DRAWINGS_FLOOR))

@@ -71,15 +71,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m tx_explorer.train vit", description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, default=WEIGHTS_DIR / "vit-shapes", help="bundle folder")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--train-size", type=int, default=24000, help="generated training images")
+    p.add_argument("--train-size", type=int, default=16000, help="generated training images")
     p.add_argument("--val-size", type=int, default=1200, help="held-out images (another seed)")
-    p.add_argument("--steps", type=int, default=5000, help="optimiser steps (one batch each)")
-    p.add_argument("--eval-every", type=int, default=500, help="steps between held-out evaluations")
+    p.add_argument("--steps", type=int, default=8000, help="optimiser steps (one batch each)")
+    p.add_argument("--eval-every", type=int, default=1000, help="steps between held-out evaluations")
     p.add_argument(
-        "--curriculum", type=float, default=0.3, help="share of the steps until full-difficulty images appear"
+        "--curriculum", type=float, default=0.2, help="share of the steps until full-difficulty images appear"
     )
     p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--lr", type=float, default=1.5e-3)
+    p.add_argument("--lr", type=float, default=2.5e-3)
     p.add_argument("--weight-decay", type=float, default=0.05)
     p.add_argument("--label-smoothing", type=float, default=0.1)
     p.add_argument("--image-size", type=int, default=64)
