@@ -116,6 +116,8 @@ def main(argv: list[str] | None = None) -> None:
         else f"The best induction score is {best:.3f} (above 0.3)."
     )
     lines = [
+        "## What a head does: time per view, induction heads, patching pairs",
+        "",
         machine(torch.device("cpu")),
         "",
         f"Command: `{command}`; torch threads {args.threads}; median of "

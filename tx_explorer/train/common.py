@@ -7,6 +7,7 @@ bar on stderr and hands each step's numbers back to the trainer, which evaluates
 
 from __future__ import annotations
 
+import argparse
 import math
 import sys
 from collections.abc import Callable, Iterator
@@ -21,6 +22,30 @@ from tqdm import tqdm
 # decays by 10×, nanoGPT's min_lr = lr / 10 follows it, and our short CPU runs still learn in their last
 # steps. Every trainer uses it except the image classifier, whose bundled run decayed to 1 % and passes that.
 DECAY_FLOOR = 0.1
+
+
+def add_run_args(
+    p: argparse.ArgumentParser,
+    *,
+    steps: int,
+    batch_size: int,
+    lr: float,
+    weight_decay: float,
+    eval_every: int,
+    warmup: int | None = None,
+    steps_help: str = "optimiser steps",
+) -> None:
+    """The flags every trainer takes, with that trainer's defaults: --steps, --batch-size, --lr, --warmup (when
+    it warms up), --weight-decay, --eval-every, --seed and --threads."""
+    p.add_argument("--steps", type=int, default=steps, help=steps_help)
+    p.add_argument("--batch-size", type=int, default=batch_size, help="examples per step")
+    p.add_argument("--lr", type=float, default=lr, help="peak learning rate")
+    if warmup is not None:
+        p.add_argument("--warmup", type=int, default=warmup, help="linear warm-up steps")
+    p.add_argument("--weight-decay", type=float, default=weight_decay, help="AdamW decay of the weight matrices")
+    p.add_argument("--eval-every", type=int, default=eval_every, help="steps between held-out evaluations")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
 
 
 def lr_at(step: int, *, steps: int, peak: float, warmup: int, floor: float = DECAY_FLOOR) -> float:

@@ -39,7 +39,7 @@ from tx_explorer.data import corpus
 from tx_explorer.data.tokenizer import EOT, train_bpe
 from tx_explorer.families.text import unique_state
 from tx_explorer.modules.transformer import CausalLM
-from tx_explorer.train.common import lr_at, make_optimizer, sample_batch, train_loop
+from tx_explorer.train.common import add_run_args, lr_at, make_optimizer, sample_batch, train_loop
 
 log = logging.getLogger("tx_explorer.train.lm")
 ROOT = Path(__file__).resolve().parents[2]
@@ -61,23 +61,25 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--corpus", default="full", choices=sorted(corpus.SOURCES), help="text source (tx_explorer.data.corpus)"
     )
-    p.add_argument("--steps", type=int, default=2400, help="optimiser steps (about 2 epochs of the full corpus)")
-    p.add_argument("--batch-size", type=int, default=12, help="sequences per step")
-    p.add_argument("--lr", type=float, default=3e-3, help="peak learning rate")
-    p.add_argument("--warmup", type=int, default=30, help="linear warm-up steps")
+    add_run_args(
+        p,
+        steps=2400,
+        steps_help="optimiser steps (about 2 epochs of the full corpus)",
+        batch_size=12,
+        lr=3e-3,
+        warmup=30,
+        weight_decay=0.1,
+        eval_every=50,
+    )
     p.add_argument(
         "--max-minutes",
         type=float,
         default=0.0,
         help="stop at the next checkpoint after this long (still writing the bundle); 0 = never",
     )
-    p.add_argument("--weight-decay", type=float, default=0.1)
-    p.add_argument("--eval-every", type=int, default=50, help="validation loss and checkpoint interval")
     p.add_argument(
         "--eval-windows", type=int, default=32, help="validation windows used during training (all of them at the end)"
     )
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     p.add_argument("--run-dir", type=Path, default=None, help="checkpoints (default: runs/lm-<preset>)")
     p.add_argument("--out", type=Path, default=None, help="bundle folder (default: tiny-gpt's, tiny-llama's …)")
     p.add_argument(

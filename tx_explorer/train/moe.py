@@ -41,7 +41,7 @@ from tx_explorer.families.moe import RETRAIN
 from tx_explorer.families.text import unique_state
 from tx_explorer.modules.moe_lm import MoECausalLM, MoEConfig
 from tx_explorer.modules.transformer import CausalLM
-from tx_explorer.train.common import LossFn, lr_at, make_optimizer, sample_batch, train_loop
+from tx_explorer.train.common import LossFn, add_run_args, lr_at, make_optimizer, sample_batch, train_loop
 from tx_explorer.train.lm import bundled_or_new_tokenizer, encode_stream, evaluate, windows
 
 log = logging.getLogger("tx_explorer.train.moe")
@@ -53,20 +53,22 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--top-k", type=int, default=2, help="k experts per token")
     p.add_argument("--expert-ratio", type=float, default=2.0, help="expert hidden = ratio·D (dense MLP: k·ratio·D)")
     p.add_argument("--capacity-factor", type=float, default=1.25, help="training capacity factor")
-    p.add_argument("--steps", type=int, default=200, help="optimiser steps (each model)")
-    p.add_argument("--batch-size", type=int, default=8, help="sequences per step")
+    add_run_args(
+        p,
+        steps=200,
+        steps_help="optimiser steps (each model)",
+        batch_size=8,
+        lr=3e-3,
+        warmup=20,
+        weight_decay=0.1,
+        eval_every=20,
+    )
     p.add_argument("--seq-len", type=int, default=128, help="context (the model's max_len)")
-    p.add_argument("--lr", type=float, default=3e-3, help="peak learning rate")
-    p.add_argument("--warmup", type=int, default=20, help="linear warm-up steps")
-    p.add_argument("--weight-decay", type=float, default=0.1)
-    p.add_argument("--eval-every", type=int, default=20, help="validation interval")
     p.add_argument("--eval-windows", type=int, default=16, help="validation windows during training")
     p.add_argument("--final-windows", type=int, default=128, help="validation windows for the final losses")
     p.add_argument(
         "--heldout-windows", type=int, default=16, help="validation windows shipped for the routing statistics"
     )
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     # The bundled run used the stdlib corpus and the tokenizer tiny-gpt had then, kept in this bundle.
     p.add_argument(
         "--corpus", default="stdlib", choices=sorted(corpus.SOURCES), help="text source (tx_explorer.data.corpus)"

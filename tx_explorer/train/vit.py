@@ -31,7 +31,7 @@ from tx_explorer.config import ViTConfig
 from tx_explorer.data import drawings, shapes
 from tx_explorer.families.images import ImageClassifier
 from tx_explorer.modules.vit import VisionTransformer
-from tx_explorer.train.common import lr_at, make_optimizer, train_loop
+from tx_explorer.train.common import add_run_args, lr_at, make_optimizer, train_loop
 
 log = logging.getLogger("tx_explorer.train.vit")
 HELD_OUT_SEED_OFFSET = 1_000_003  # held-out images use seed + this: no image is shared with training
@@ -70,17 +70,12 @@ def accuracy(clf: ImageClassifier, images: np.ndarray, labels: np.ndarray, batch
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m tx_explorer.train vit", description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, default=WEIGHTS_DIR / "vit-shapes", help="bundle folder")
-    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--train-size", type=int, default=16000, help="generated training images")
     p.add_argument("--val-size", type=int, default=1200, help="held-out images (another seed)")
-    p.add_argument("--steps", type=int, default=8000, help="optimiser steps (one batch each)")
-    p.add_argument("--eval-every", type=int, default=1000, help="steps between held-out evaluations")
+    add_run_args(p, steps=8000, batch_size=32, lr=2.5e-3, weight_decay=0.05, eval_every=1000)
     p.add_argument(
         "--curriculum", type=float, default=0.2, help="share of the steps until full-difficulty images appear"
     )
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--lr", type=float, default=2.5e-3)
-    p.add_argument("--weight-decay", type=float, default=0.05)
     p.add_argument("--label-smoothing", type=float, default=0.1)
     p.add_argument("--image-size", type=int, default=64)
     p.add_argument("--patch-size", type=int, default=8)
@@ -91,7 +86,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--pool", choices=["token", "avg"], default="token", help="classify from [CLS] or the patch mean")
     p.add_argument("--drawings", type=int, default=300, help="person-style drawings to evaluate on (not trained on)")
     p.add_argument("--max-minutes", type=float, default=60.0, help="stop early after this much training time")
-    p.add_argument("--threads", type=int, default=0, help="torch threads (0 = torch's default)")
     return p.parse_args(argv)
 
 
