@@ -30,25 +30,19 @@ def _check_qkv(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, bias: Tenso
         raise ValueError(f"q and k must share their last dimension D, got {q.shape[-1]} and {k.shape[-1]}")
     if k.shape[-2] != v.shape[-2]:
         raise ValueError(f"k and v must have the same number of rows Nk, got {k.shape[-2]} and {v.shape[-2]}")
-    if mask is not None:
-        if mask.dtype != torch.bool:
-            raise TypeError(f"mask must be boolean (True = may attend), got {mask.dtype}")
+    if mask is not None and mask.dtype != torch.bool:
+        raise TypeError(f"mask must be boolean (True = may attend), got {mask.dtype}")
+    if bias is not None and not bias.is_floating_point():
+        raise TypeError(f"bias must be a float tensor added to the scores, got {bias.dtype}")
+    scores = (*q.shape[:-1], k.shape[-2])  # [..., Nq, Nk]
+    for name, t in (("mask", mask), ("bias", bias)):
+        if t is None:
+            continue
         try:
-            torch.broadcast_shapes(mask.shape, (*q.shape[:-1], k.shape[-2]))
+            torch.broadcast_shapes(t.shape, scores)
         except RuntimeError:
             raise ValueError(
-                f"mask of shape {tuple(mask.shape)} does not broadcast to [..., Nq, Nk] = "
-                f"{(*q.shape[:-1], k.shape[-2])}"
-            ) from None
-    if bias is not None:
-        if not bias.is_floating_point():
-            raise TypeError(f"bias must be a float tensor added to the scores, got {bias.dtype}")
-        try:
-            torch.broadcast_shapes(bias.shape, (*q.shape[:-1], k.shape[-2]))
-        except RuntimeError:
-            raise ValueError(
-                f"bias of shape {tuple(bias.shape)} does not broadcast to [..., Nq, Nk] = "
-                f"{(*q.shape[:-1], k.shape[-2])}"
+                f"{name} of shape {tuple(t.shape)} does not broadcast to [..., Nq, Nk] = {scores}"
             ) from None
 
 
