@@ -228,3 +228,24 @@ def test_importing_the_library_never_imports_streamlit() -> None:
         "assert not bad, bad\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT.parent)
+
+
+def seeds_the_global_rng(source: str) -> bool:
+    """Whether code calls ``torch.manual_seed`` (or ``torch.random.manual_seed``)."""
+    return any(
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "manual_seed"
+        and ast.unparse(node.func.value) in ("torch", "torch.random")
+        for node in ast.walk(ast.parse(source))
+    )
+
+
+def test_the_server_never_seeds_the_global_rng() -> None:
+    """Sessions share one process: a page's ``torch.manual_seed`` would reseed every other user's draws. Served code
+    draws from private generators (analysis.seeding); only the trainers, run from the command line, seed globally."""
+    served = {n: p for n, p in _library().items() if not _within(n, "tx_explorer.train")} | _pages()
+    offenders = [n for n, p in served.items() if seeds_the_global_rng(p.read_text(encoding="utf-8"))]
+    assert not offenders, offenders
+    assert seeds_the_global_rng("import torch\ntorch.manual_seed(0)")
+    assert not seeds_the_global_rng("import torch\ng = torch.Generator().manual_seed(0)")

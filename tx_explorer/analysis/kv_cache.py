@@ -16,6 +16,7 @@ import torch
 from torch import Tensor
 
 from tx_explorer.analysis.memory import kv_cache_bytes
+from tx_explorer.analysis.seeding import seeded_init
 from tx_explorer.config import TransformerConfig
 from tx_explorer.errors import InputError
 from tx_explorer.modules.cache import KVCache
@@ -181,8 +182,7 @@ def sharing_table(cfg: TransformerConfig, tokens: int, window: int, *, seed: int
     rows = []
     ids = torch.randint(0, cfg.vocab_size, (1, tokens), generator=torch.Generator().manual_seed(seed))
     for name, c in sharing_configs(cfg, window).items():
-        torch.manual_seed(seed)
-        model = CausalLM(c.replace(num_layers=cfg.num_layers)).eval()
+        model = seeded_init(CausalLM(c.replace(num_layers=cfg.num_layers)), seed).eval()
         cache = KVCache()
         for t in range(tokens):  # a row per step, as decoding fills it
             model(ids[:, t : t + 1], cache=cache)

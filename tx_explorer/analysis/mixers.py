@@ -26,7 +26,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from tx_explorer import masks
 from tx_explorer.analysis.memory import peak_memory
-from tx_explorer.analysis.seeding import generator
+from tx_explorer.analysis.seeding import generator, seeded_init
 from tx_explorer.attention import scaled_dot_product_attention
 from tx_explorer.config import TransformerConfig
 from tx_explorer.errors import positive_int
@@ -99,13 +99,12 @@ def _kind(kind: str) -> str:
 def build(kind: str, dim: int, *, heads: int = 4, conv_layers: int = 4, seed: int = 0) -> nn.Module:
     """The mixer ``kind`` at width ``dim``, with weights drawn from ``seed`` (eval mode)."""
     positive_int("D", dim)
-    torch.manual_seed(seed)
     model = {
         "rnn": lambda: GRULayer(dim),
         "conv": lambda: CausalConvStack(dim, conv_layers),
         "attention": lambda: AttentionLayer(dim, heads),
     }[_kind(kind)]()
-    return model.eval()
+    return seeded_init(model, seed).eval()  # a private generator: the server never seeds the global RNG
 
 
 def reaches_first(kind: str, n: int, layers: int, *, dim: int = 8, seed: int = 0) -> bool:
@@ -200,9 +199,8 @@ def matmul_share(n: int, *, dim: int = 128, heads: int = 4, repeats: int = 3, se
     CPU: the share of operator self time spent in matrix multiplications."""
     for name, value in (("N", n), ("repeats", repeats)):
         positive_int(name, value)
-    torch.manual_seed(seed)
     cfg = TransformerConfig(vocab_size=2, dim=dim, num_heads=heads, num_layers=1, max_len=n, dropout=0.0)
-    block = TransformerBlock(cfg).eval()
+    block = seeded_init(TransformerBlock(cfg), seed).eval()
     x = torch.randn(1, n, dim, generator=generator(seed))
     mask = masks.causal(n)
     with torch.no_grad():

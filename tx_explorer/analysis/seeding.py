@@ -61,7 +61,7 @@ def seeded_init(module: M, seed: int, *, std: float = 0.02) -> M:
     for name, p in module.named_parameters():
         if p.dim() >= 2:
             p.normal_(0.0, std, generator=g)
-        elif name.rsplit(".", 1)[-1] == "bias":
+        elif name.rsplit(".", 1)[-1].startswith("bias"):  # "bias", and a GRU's "bias_ih_l0"
             p.zero_()
         else:  # a norm's gain γ
             p.fill_(1.0)
