@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
+from tests.checkpoints import capture_timm_attention, perturb
 from tx_explorer.analysis.rollout import rollout
 from tx_explorer.analysis.vit_metrics import cls_to_patches, object_share, patch_coverage
 from tx_explorer.config import ViTConfig
@@ -99,12 +100,8 @@ def test_logits_and_attention_match_timm(kw):
     torch.manual_seed(0)
     ref = timm_vit.VisionTransformer(**kw).eval()
     with torch.no_grad():  # timm zero-initialises the head and biases; perturb everything so all weights matter
-        for p in ref.parameters():
-            p.add_(torch.randn_like(p) * 0.05)
-    captured = []
-    for block in ref.blocks:
-        block.attn.fused_attn = False  # the explicit path, so its softmax output can be captured
-        block.attn.attn_drop.register_forward_hook(lambda m, i, o: captured.append(o.detach()))
+        perturb(ref)
+    captured = capture_timm_attention(ref)
     ours = vit_from_timm(ref)
     x = torch.randn(3, 3, kw["img_size"], kw["img_size"])
     trace = Trace()
