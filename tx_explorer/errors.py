@@ -7,6 +7,8 @@ parameters: ``str(exc)`` is the English message (the Python API reads as before)
 
 from __future__ import annotations
 
+from typing import Literal
+
 from tx_explorer import locales
 
 
@@ -41,3 +43,15 @@ def positive_int(name: str, value: object, *, key: str = "positive_integer") -> 
     if not ok:
         raise InputError(key, name=name, value=value)
     return int(value)
+
+
+def checked_words(words: list[str], *, limit: int, max_chars: int, unit: Literal["token", "word"]) -> list[str]:
+    """``words`` when there are 1 to ``limit`` of them, none longer than ``max_chars``; else an :class:`InputError`
+    that counts in ``unit`` s (``no_tokens``, ``too_many_tokens``, ``token_too_long`` and the same for words)."""
+    if not words:
+        raise InputError(f"no_{unit}s")
+    if len(words) > limit:
+        raise InputError(f"too_many_{unit}s", count=len(words), limit=limit)
+    if max(len(w) for w in words) > max_chars:
+        raise InputError(f"{unit}_too_long", limit=max_chars)
+    return words

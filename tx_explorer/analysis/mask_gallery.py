@@ -14,7 +14,7 @@ from torch import Tensor
 from tx_explorer import masks
 from tx_explorer.analysis.seeding import generator
 from tx_explorer.attention import AttentionSteps, attention_steps
-from tx_explorer.errors import InputError
+from tx_explorer.errors import InputError, checked_words
 
 MaskKind = Literal["causal", "padding", "sliding_window", "prefix_lm", "block_diagonal", "custom"]
 MASK_KINDS: tuple[str, ...] = ("causal", "padding", "sliding_window", "prefix_lm", "block_diagonal", "custom")
@@ -30,14 +30,7 @@ def tokens(text: str, max_tokens: int = MAX_TOKENS) -> list[str]:
     Raises:
         ValueError: when there are none, more than ``max_tokens``, or one longer than ``MAX_TOKEN_CHARS``.
     """
-    words = str(text).split()
-    if not words:
-        raise InputError("sentence_empty_word")
-    if len(words) > max_tokens:
-        raise InputError("too_many_tokens", count=len(words), limit=max_tokens)
-    if max(len(w) for w in words) > MAX_TOKEN_CHARS:
-        raise InputError("token_too_long", limit=MAX_TOKEN_CHARS)
-    return words
+    return checked_words(str(text).split(), limit=max_tokens, max_chars=MAX_TOKEN_CHARS, unit="token")
 
 
 def parse_sizes(text: str, n: int) -> list[int]:

@@ -14,7 +14,7 @@ from torch.nn import functional as F
 from tx_explorer import models
 from tx_explorer.analysis.seeding import generator, randn, seeded_mha
 from tx_explorer.bundle import BundleError, read_bundle
-from tx_explorer.errors import InputError, positive_int
+from tx_explorer.errors import InputError, checked_words, positive_int
 from tx_explorer.modules.positional import sinusoidal_table
 from tx_explorer.trace import Trace
 
@@ -117,14 +117,7 @@ def tokenize_words(text: str, max_words: int = MAX_WORDS) -> list[str]:
     Raises:
         ValueError: when there are none, more than ``max_words``, or one longer than ``MAX_WORD_CHARS``.
     """
-    words = _TOKEN.findall(str(text).lower())
-    if not words:
-        raise InputError("sentence_empty_words")
-    if len(words) > max_words:
-        raise InputError("too_many_words", count=len(words), limit=max_words)
-    if max(len(w) for w in words) > MAX_WORD_CHARS:
-        raise InputError("word_too_long", limit=MAX_WORD_CHARS)
-    return words
+    return checked_words(_TOKEN.findall(str(text).lower()), limit=max_words, max_chars=MAX_WORD_CHARS, unit="word")
 
 
 @dataclass(frozen=True)

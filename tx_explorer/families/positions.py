@@ -6,18 +6,16 @@ The trainer (:mod:`tx_explorer.train.positions`) writes the bundle with :func:`w
 
 from __future__ import annotations
 
-import json
 import shutil
-from dataclasses import dataclass
 from pathlib import Path
 
 from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer
 from torch import Tensor
 
-from tx_explorer.bundle import WEIGHTS_DIR, verify, write_manifest
+from tx_explorer.bundle import WEIGHTS_DIR, write_manifest
 from tx_explorer.config import TransformerConfig
-from tx_explorer.families.text import load_run, write_runs
+from tx_explorer.families.text import SideBySide, write_runs
 from tx_explorer.modules.transformer import CausalLM
 
 BUNDLE = WEIGHTS_DIR / "positions"
@@ -40,24 +38,21 @@ def write_bundle(
     write_manifest(out)
 
 
-@dataclass(frozen=True)
-class Results:
+class Results(SideBySide):
     """The shipped position-lab bundle as the page reads it."""
 
-    summary: dict
-    folder: Path
+    runs = "schemes"
 
     @property
     def schemes(self) -> list[str]:
-        return list(self.summary["schemes"])
+        return self.names
 
     @property
     def context(self) -> int:
         return self.summary["settings"]["seq_len"]
 
     def model(self, scheme: str) -> CausalLM:
-        model = load_run(self.folder, self.summary["schemes"], scheme, "scheme")
-        return model.eval().requires_grad_(False)  # shared by every session of the page: read-only
+        return self.run(scheme).eval().requires_grad_(False)  # shared by every session of the page: read-only
 
     def replay(self) -> dict[str, Tensor]:
         return load_file(str(self.folder / "replay.safetensors"))
@@ -65,6 +60,4 @@ class Results:
 
 def load_results(folder: Path = BUNDLE) -> Results:
     """Verify the bundle's checksums, then read its summary (weights load per scheme)."""
-    folder = Path(folder)
-    verify(folder, RETRAIN)
-    return Results(summary=json.loads((folder / "summary.json").read_text()), folder=folder)
+    return Results.read(folder, RETRAIN)

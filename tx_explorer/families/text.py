@@ -14,7 +14,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import torch
 from safetensors.torch import load_file, save_file
@@ -22,7 +22,7 @@ from tokenizers import Tokenizer
 from torch import Tensor, nn
 
 from tx_explorer import masks
-from tx_explorer.bundle import read_bundle
+from tx_explorer.bundle import read_bundle, verify
 from tx_explorer.config import TransformerConfig
 from tx_explorer.data.tokenizer import EOT, byte_level_label
 from tx_explorer.errors import InputError
@@ -196,6 +196,33 @@ def load_run(folder: Path, runs: dict[str, dict], name: str, what: str) -> Causa
     model = CausalLM(TransformerConfig.from_dict(runs[name]["config"]))
     load_state(model, state)
     return model
+
+
+@dataclass(frozen=True)
+class SideBySide:
+    """A bundle of small models trained side by side (block variants, position schemes), as a page reads it:
+    ``summary.json`` (its ``runs`` key lists the runs with their configs and results) and the folder."""
+
+    summary: dict
+    folder: Path
+    runs: ClassVar[str]  # the summary's key of the runs, which also names one in errors: "variants", "schemes"
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.summary[self.runs])
+
+    def run(self, name: str) -> CausalLM:
+        """One run's trained model (:func:`load_run`)."""
+        return load_run(self.folder, self.summary[self.runs], name, self.runs.removesuffix("s"))
+
+    @classmethod
+    def read(cls, folder: Path, retrain: str, **more: str) -> Any:
+        """Verify the bundle's checksums, then read ``summary.json`` and the ``more`` JSON files (field → file);
+        weights load per run, on demand."""
+        folder = Path(folder)
+        verify(folder, retrain)
+        read = lambda name: json.loads((folder / name).read_text())  # noqa: E731
+        return cls(summary=read("summary.json"), folder=folder, **{k: read(f) for k, f in more.items()})
 
 
 def load_tiny_gpt(folder: Path) -> TextModel:

@@ -21,9 +21,9 @@ from tokenizers import Tokenizer
 from torch import Tensor
 
 from tx_explorer import locales
-from tx_explorer.bundle import WEIGHTS_DIR, verify, write_manifest
+from tx_explorer.bundle import WEIGHTS_DIR, write_manifest
 from tx_explorer.data.tokenizer import EOT
-from tx_explorer.families.text import TextModel, load_run, write_runs
+from tx_explorer.families.text import SideBySide, TextModel, write_runs
 
 BUNDLE = WEIGHTS_DIR / "variants"
 RETRAIN = "python -m tx_explorer.train variants"
@@ -62,17 +62,12 @@ def write_bundle(
 
 
 @dataclass(frozen=True)
-class Results:
-    """The shipped variants bundle as the page reads it."""
+class Results(SideBySide):
+    """The shipped variants bundle as the page reads it: also the loss curves and the depth profiles."""
 
-    summary: dict
     history: dict
     profiles: dict
-    folder: Path
-
-    @property
-    def names(self) -> list[str]:
-        return list(self.summary["variants"])
+    runs = "variants"
 
     def label(self, name: str, lang: str = "en") -> str:
         """The variant's name for a legend, in ``lang`` (``variant_<name>`` in locales/norms.json)."""
@@ -89,7 +84,7 @@ class Results:
 
     def text_model(self, name: str) -> TextModel:
         """A trained variant with the shared tokenizer, ready for :meth:`TextModel.attention`."""
-        model = load_run(self.folder, self.summary["variants"], name, "variant")
+        model = self.run(name)
         return TextModel(
             name=name,
             model=model,
@@ -103,12 +98,7 @@ class Results:
 
 def load_results(folder: Path = BUNDLE) -> Results:
     """Verify the bundle's checksums, then read its JSON files (weights load lazily per variant)."""
-    folder = Path(folder)
-    verify(folder, RETRAIN)
-    read = lambda n: json.loads((folder / n).read_text())  # noqa: E731
-    return Results(
-        summary=read("summary.json"), history=read("history.json"), profiles=read("profiles.json"), folder=folder
-    )
+    return Results.read(folder, RETRAIN, history="history.json", profiles="profiles.json")
 
 
 RMS_TOLERANCE = 0.02  # nats: "still works" = no worse than LayerNorm by more than this

@@ -61,16 +61,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--corpus", default="full", choices=sorted(corpus.SOURCES), help="text source (tx_explorer.data.corpus)"
     )
-    add_run_args(
-        p,
-        steps=2400,
-        steps_help="optimiser steps (about 2 epochs of the full corpus)",
-        batch_size=12,
-        lr=3e-3,
-        warmup=30,
-        weight_decay=0.1,
-        eval_every=50,
-    )
+    epochs = "optimiser steps (about 2 epochs of the full corpus)"
+    add_run_args(p, steps=2400, steps_help=epochs, batch_size=12, lr=3e-3, warmup=30, weight_decay=0.1, eval_every=50)
     p.add_argument(
         "--max-minutes",
         type=float,

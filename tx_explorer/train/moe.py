@@ -53,16 +53,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--top-k", type=int, default=2, help="k experts per token")
     p.add_argument("--expert-ratio", type=float, default=2.0, help="expert hidden = ratio·D (dense MLP: k·ratio·D)")
     p.add_argument("--capacity-factor", type=float, default=1.25, help="training capacity factor")
-    add_run_args(
-        p,
-        steps=200,
-        steps_help="optimiser steps (each model)",
-        batch_size=8,
-        lr=3e-3,
-        warmup=20,
-        weight_decay=0.1,
-        eval_every=20,
-    )
+    each = "optimiser steps (each model)"
+    add_run_args(p, steps=200, steps_help=each, batch_size=8, lr=3e-3, warmup=20, weight_decay=0.1, eval_every=20)
     p.add_argument("--seq-len", type=int, default=128, help="context (the model's max_len)")
     p.add_argument("--eval-windows", type=int, default=16, help="validation windows during training")
     p.add_argument("--final-windows", type=int, default=128, help="validation windows for the final losses")
