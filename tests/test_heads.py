@@ -128,10 +128,11 @@ def test_keep_tokens_drops_rows_and_columns() -> None:
         heads.keep_tokens(maps, [False] * 4)
 
 
-def test_norm_weighted_decomposes_the_attention_output() -> None:
+@pytest.mark.parametrize("kv_heads", [3, 1])  # multi-head and multi-query (each head reads the shared values)
+def test_norm_weighted_decomposes_the_attention_output(kv_heads: int) -> None:
     """Σ_h Σ_j α_ij f_h(x_j) + b_O is exactly the attention output — the identity Kobayashi et al. build on."""
     torch.manual_seed(0)
-    mha = MultiHeadAttention(24, 3).eval()
+    mha = MultiHeadAttention(24, 3, num_kv_heads=kv_heads).eval()
     x = torch.randn(1, 6, 24)
     trace = Trace()
     out = mha(x, trace=trace)

@@ -122,7 +122,7 @@ def value_vectors_out(mha: MultiHeadAttention, x: Tensor) -> Tensor:
 
     Σ_h Σⱼ αᵢⱼ^h f_h(xⱼ) + b_O is exactly the attention block's output for query i.
     """
-    _, _, v = mha.project_qkv(x)  # (B, H, N, Dh)
+    v = mha.expand_kv(mha.project_qkv(x)[2])  # (B, H, N, Dh): under GQA each query head reads its group's values
     w_o = mha.proj.weight.t().reshape(mha.num_heads, mha.head_dim, mha.dim)  # (H, Dh, D): rows of W_O per head
     return torch.einsum("bhnd,hde->bhne", v, w_o)
 
