@@ -26,11 +26,12 @@ $(VENV)/.stamp-dev: requirements-dev.txt $(VENV)/.stamp-app
 run: $(VENV)/.stamp-app
 	$(PY) serve.py --server.port $(PORT) --server.address localhost
 
-# Chromium and a CJK font (the 中文 screenshots) come from Debian (never `playwright install`); each is installed
-# only when missing and apt is usable.
+# Chromium, a CJK font (the 中文 screenshots) and nginx (the two-replica test behind a proxy) come from Debian
+# (never `playwright install`); each is installed only when missing and apt is usable.
 chromium:
 	@missing=""; command -v chromium >/dev/null 2>&1 || missing="chromium"; \
 	  [ -n "$$(fc-list :lang=zh 2>/dev/null)" ] || missing="$$missing fonts-noto-cjk"; \
+	  command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing="$$missing nginx"; \
 	  if [ -n "$$missing" ]; then \
 	    if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
 	      (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null) \

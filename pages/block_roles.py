@@ -11,18 +11,25 @@ LANG = ui.lang()
 st.title(ui.page_title("block_roles"))
 st.markdown(T("intro"))
 
-# 1. The token-mixing probe -----------------------------------------------------------------------------------
-ui.section(T, "probe")
-with ui.friendly_errors():
-    tm = ui.cached_model(view.MODEL)
-    c = st.columns([4, 1, 1])
-    text = c[0].text_input(T("text"), T("text_default"), max_chars=500, key="probe_text")
-    token = c[1].number_input(T("token"), 0, view.MAX_TOKENS - 1, 2, key="probe_token")
-    layer = c[2].number_input(T("layer"), 0, tm.config.num_layers - 1, 0, key="probe_layer")
-    probe = view.probe(tm, text, token, layer, lang=LANG)
-    st.success(probe.verdict)
-    st.table(probe.table)
-    ui.show(probe.bars)
+# 1. The token-mixing probe (a fragment: its inputs rerun only this section) ---------------------------------
+
+
+@st.fragment
+def probe_section() -> None:
+    ui.section(T, "probe")
+    with ui.friendly_errors():
+        tm = ui.cached_model(view.MODEL)
+        c = st.columns([4, 1, 1])
+        text = c[0].text_input(T("text"), T("text_default"), max_chars=500, key="probe_text")
+        token = c[1].number_input(T("token"), 0, view.MAX_TOKENS - 1, 2, key="probe_token")
+        layer = c[2].number_input(T("layer"), 0, tm.config.num_layers - 1, 0, key="probe_layer")
+        probe = view.probe(tm, text, token, layer, lang=LANG)
+        st.success(probe.verdict)
+        st.table(probe.table)
+        ui.show(probe.bars)
+
+
+probe_section()
 
 # 2. LayerNorm vs BatchNorm -----------------------------------------------------------------------------------
 ui.section(T, "bn")

@@ -1,7 +1,9 @@
 """The cost of attention (lecture §4.3–4.5, §9.6): FLOPs of the four matmuls, measured memory and time of
-naive, tiled ("flash") and PyTorch attention, and the tiled kernel opened tile by tile."""
+naive, tiled ("flash") and PyTorch attention, and the tiled kernel opened tile by tile. Each section is a fragment
+(its inputs rerun only it), the last three open on demand, and measurements queue on the shared job pool."""
 
-import numpy as np
+import functools
+
 import pandas as pd
 import streamlit as st
 
@@ -11,140 +13,132 @@ from tx_explorer.views import cost_of_attention as view
 from tx_explorer.views import flash_io as io_view
 from tx_explorer.views import mixers as mix_view
 
-T = ui.texts("cost_of_attention")
-LANG = ui.lang()
-DEV = ui.device()
+T, F, M = ui.texts("cost_of_attention"), ui.texts("flash_io"), ui.texts("mixers")
+LANG, DEV = ui.lang(), ui.device()
 ON_GPU = DEV.type == "cuda"
 
 
-@st.cache_data(show_spinner=False, max_entries=512)
+@st.cache_data(show_spinner=False, max_entries=512)  # shared by every session, the pool's workers too
 def measured(method: str, n: int, **kwargs) -> cost.Measurement:
-    """Median time and peak memory of one forward pass; cached, so pressing again costs nothing."""
     return cost.measure(method, n, **kwargs)
+
+
+@st.fragment
+def matmul_section() -> None:
+    ui.section(T, "matmul")
+    c = st.columns(3)
+    n = c[0].number_input(T("n"), 1, 10_000_000, 1024, key="cost_n")
+    d = c[1].number_input(T("d"), 1, 65_536, 512, key="cost_d")
+    h = c[2].number_input(T("h"), 1, 1024, 8, key="cost_h")
+    with ui.friendly_errors():
+        mm = view.matmuls(n, d, h, lang=LANG)
+        st.dataframe(pd.DataFrame(mm.rows), hide_index=True)
+        st.markdown(mm.summary)
+        ui.show(mm.flops)
+
+
+@st.fragment
+def memory_section() -> None:
+    ui.section(T, "mem")
+    c = st.columns(6)
+    heads = c[0].number_input(T("heads"), 1, 64, 8, key="cost_heads")
+    head_dim = c[1].number_input(T("head_dim"), 1, 256, 64, key="cost_head_dim")
+    block = c[2].selectbox(T("block"), [32, 64, 128, 256], index=2, key="cost_block")
+    max_n = c[3].selectbox(T("max_n"), [2**p for p in range(8, 16 if ON_GPU else 15)], index=3, key="cost_max_n")
+    repeats = c[4].number_input(T("repeats"), 1, 9, 3, key="cost_repeats")
+    dtype = c[5].selectbox(T("dtype"), ["float32", "float16", "bfloat16"] if ON_GPU else ["float32"], key="cost_dtype")
+    with ui.friendly_errors():
+        methods, usable = view.backends(DEV, dtype, lang=LANG)
+        with st.expander(T("backends_header"), expanded=ON_GPU):
+            st.markdown(T("backends_intro"))
+            st.dataframe(pd.DataFrame(usable), hide_index=True)
+
+    params = (heads, head_dim, block, max_n, repeats, dtype, str(DEV))
+    st.caption(T("measure_hint", max_n=f"{max_n:,}"))
+    if st.button(T("measure"), type="primary", key="cost_measure"):
+        kw = dict(heads=heads, head_dim=head_dim, repeats=repeats, block=block, dtype=dtype, device=DEV)
+        sweep = functools.partial(view.sweep, methods=methods, max_n=max_n, measure=measured, lang=LANG, **kw)
+        with ui.friendly_errors():
+            found = ui.run_job(sweep, label=T("measure"), key=("cost_sweep", *params, *methods, LANG))
+            st.session_state["cost_results"] = {"params": params, "found": found}
+
+    result = st.session_state.get("cost_results")
+    found = result["found"] if result and result["params"] == params else None
+    with ui.friendly_errors():
+        cv = view.curves(heads, head_dim, block, dtype, DEV, found.runs if found else (), lang=LANG)
+        ui.show(cv.memory)
+        st.markdown(cv.lecture_note)
+        for note in view.found_notes(found, lang=LANG):
+            st.info(note)
+        if cv.time is not None:
+            ui.show(cv.time)
+            if cv.ratio_note:
+                st.markdown(cv.ratio_note)
+            st.subheader(T("results"))
+            st.dataframe(pd.DataFrame(cv.results), hide_index=True)
+
+    st.subheader(T("guard_header"))
+    st.markdown(T("guard_intro", itemsize=view.ITEMSIZE[dtype], fraction=f"{memory.DEFAULT_FRACTION:.0%}"))
+    c = st.columns(2)
+    guard_n = c[0].number_input(T("guard_n"), 1, 10_000_000, 65_536, key="cost_guard_n")
+    guard_h = c[1].number_input(T("guard_h"), 1, 1024, 8, key="cost_guard_h")
+    with ui.friendly_errors():
+        fits, verdict = view.guard(guard_n, guard_h, head_dim, dtype, DEV, lang=LANG)
+        (st.success if fits else st.warning)(verdict)
+
+
+@st.fragment
+def tile_section() -> None:
+    if box := ui.lazy_section(T, "tile", view.TILE_LATEX, key="cost_open_tile"):
+        with box:
+            st.markdown(T("tile_outro"))
+            c = st.columns(4)
+            tile_n = c[0].number_input(T("tile_n"), 1, flash_steps.MAX_TRACE_N, 12, key="cost_tile_n")
+            tile_b = c[1].number_input(T("tile_block"), 1, flash_steps.MAX_TRACE_N, 4, key="cost_tile_b")
+            causal = c[2].checkbox(T("tile_causal"), value=True, key="cost_tile_causal")
+            seed = c[3].number_input(T("tile_seed"), 0, 10_000, 0, key="cost_tile_seed")
+            with ui.friendly_errors():
+                tiles = view.tiles(tile_n, tile_b, causal=causal, seed=seed, lang=LANG)
+                ui.show(tiles.grid)
+                ui.row(tiles.running_max, tiles.running_sum)
+                st.markdown(T("max_diff", diff=tiles.max_diff))
+
+
+@st.fragment
+def io_section() -> None:  # FlashAttention's IO argument (§4.4)
+    if box := ui.lazy_section(F, "io", *io_view.LATEX, key="cost_open_io"):
+        with box:
+            c = st.columns(3)
+            io_d = c[0].selectbox(F("head_dim"), [32, 64, 128], index=1, key="io_d")
+            io_tile = c[1].select_slider(F("tile"), io_view.TILES, value=128, key="io_tile")
+            io_n = c[2].select_slider(F("n"), io_view.NS, value=4096, key="io_n")
+            with ui.friendly_errors():
+                fio = io_view.io(io_d, io_tile, io_n, measure=measured, lang=LANG)
+                ui.row(fio.by_n, fio.by_tile)
+                st.markdown(fio.note + "\n\n" + F("measured_intro"))
+                st.dataframe(pd.DataFrame(fio.rows), hide_index=True)
+            st.markdown(F("cpu_note"))
+
+
+@st.fragment
+def mixer_section() -> None:  # RNN, convolution and self-attention (§4.5)
+    if box := ui.lazy_section(M, "mix", key="cost_open_mix"):
+        with box:
+            c = st.columns(3)
+            n = c[0].selectbox(M("max_n"), mix_view.NS, index=3, key="mix_max_n")
+            dim = c[1].selectbox(M("dim"), mix_view.DIMS, index=1, key="mix_dim")
+            with ui.friendly_errors():
+                if c[2].button(M("measure"), type="primary", key="mix_measure"):
+                    run = functools.partial(mix_view.measure_job, max_n=n, dim=dim, device=DEV, lang=LANG)
+                    st.session_state["mix_found"] = ui.run_job(run, label=M("progress"), key=("mixers", n, dim, LANG))
+                mx = mix_view.compare(st.session_state.get("mix_found"), max_n=n, dim=dim, lang=LANG)
+                ui.show(mx.grid)
+                st.caption(mx.check)
+                st.table(mx.table)
+                st.markdown(mx.note)
 
 
 st.title(ui.page_title("cost_of_attention"))
 st.markdown(T("intro"))
-
-# ---- 1. the four matrix multiplications -----------------------------------------------------------------------
-ui.section(T, "matmul")
-c = st.columns(3)
-n = c[0].number_input(T("n"), 1, 10_000_000, 1024, key="cost_n")
-d = c[1].number_input(T("d"), 1, 65_536, 512, key="cost_d")
-h = c[2].number_input(T("h"), 1, 1024, 8, key="cost_h")
-with ui.friendly_errors():
-    mm = view.matmuls(n, d, h, lang=LANG)
-    st.dataframe(pd.DataFrame(mm.rows), hide_index=True)
-    st.markdown(mm.summary)
-    ui.show(mm.flops)
-
-# ---- 2. memory and time, measured ---------------------------------------------------------------------------------
-ui.section(T, "mem")
-c = st.columns(6)
-heads = c[0].number_input(T("heads"), 1, 64, 8, key="cost_heads")
-head_dim = c[1].number_input(T("head_dim"), 1, 256, 64, key="cost_head_dim")
-block = c[2].selectbox(T("block"), [32, 64, 128, 256], index=2, key="cost_block")
-max_n = c[3].selectbox(T("max_n"), [2**p for p in range(8, 16 if ON_GPU else 15)], index=3, key="cost_max_n")
-repeats = c[4].number_input(T("repeats"), 1, 9, 3, key="cost_repeats")
-dtype = c[5].selectbox(T("dtype"), ["float32", "float16", "bfloat16"] if ON_GPU else ["float32"], key="cost_dtype")
-
-methods = list(cost.METHODS)
-with ui.friendly_errors():
-    backends = cost.sdpa_backends(DEV, dtype)
-    if ON_GPU:  # each usable backend gets its own curve
-        methods += [f"sdpa:{b}" for b, ok in backends.items() if ok]
-    with st.expander(T("backends_header"), expanded=ON_GPU):
-        st.markdown(T("backends_intro"))
-        st.dataframe(
-            pd.DataFrame({T("col_backend"): list(backends), T("col_usable", dtype=dtype): list(backends.values())}),
-            hide_index=True,
-        )
-
-params = (heads, head_dim, block, max_n, repeats, dtype, str(DEV))
-st.caption(T("measure_hint", max_n=f"{max_n:,}"))
-if st.button(T("measure"), type="primary", key="cost_measure"):
-    with ui.friendly_errors():
-        bar = st.progress(0.0)
-        found = view.measure_all(
-            methods,
-            [2**p for p in range(7, int(np.log2(max_n)) + 1)],
-            **dict(heads=heads, head_dim=head_dim, repeats=repeats, block=block, dtype=dtype, device=DEV),
-            measure=measured,
-            progress=lambda i, total, method, n: bar.progress(
-                i / total, text=T("progress", method=method, n=f"{n:,}", i=i + 1, total=total)
-            ),
-        )
-        bar.empty()
-        st.session_state["cost_results"] = {"params": params, "found": found}
-
-result = st.session_state.get("cost_results")
-found = result["found"] if result and result["params"] == params else None
-with ui.friendly_errors():
-    cv = view.curves(heads, head_dim, block, dtype, DEV, found.runs if found else (), lang=LANG)
-    ui.show(cv.memory)
-    st.markdown(cv.lecture_note)
-    if found and found.refused:
-        st.info(T("refused", message=ui.error_text(found.refused)))
-    if found and found.over_budget:
-        st.info(T("over_budget", n=f"{found.over_budget:,}", seconds=cost.MEASURE_BUDGET_S))
-    if cv.time is not None:
-        ui.show(cv.time)
-        if cv.ratio_note:
-            st.markdown(cv.ratio_note)
-        st.subheader(T("results"))
-        st.dataframe(pd.DataFrame(cv.results), hide_index=True)
-
-st.subheader(T("guard_header"))
-st.markdown(T("guard_intro", itemsize=view.ITEMSIZE[dtype], fraction=f"{memory.DEFAULT_FRACTION:.0%}"))
-c = st.columns(2)
-guard_n = c[0].number_input(T("guard_n"), 1, 10_000_000, 65_536, key="cost_guard_n")
-guard_h = c[1].number_input(T("guard_h"), 1, 1024, 8, key="cost_guard_h")
-with ui.friendly_errors():
-    fits, verdict = view.guard(guard_n, guard_h, head_dim, dtype, DEV, lang=LANG)
-    (st.success if fits else st.warning)(verdict)
-
-# ---- 3. tile by tile ----------------------------------------------------------------------------------------------
-ui.section(T, "tile", view.TILE_LATEX)
-st.markdown(T("tile_outro"))
-c = st.columns(4)
-tile_n = c[0].number_input(T("tile_n"), 1, flash_steps.MAX_TRACE_N, 12, key="cost_tile_n")
-tile_b = c[1].number_input(T("tile_block"), 1, flash_steps.MAX_TRACE_N, 4, key="cost_tile_b")
-causal = c[2].checkbox(T("tile_causal"), value=True, key="cost_tile_causal")
-seed = c[3].number_input(T("tile_seed"), 0, 10_000, 0, key="cost_tile_seed")
-with ui.friendly_errors():
-    tiles = view.tiles(tile_n, tile_b, causal=causal, seed=seed, lang=LANG)
-    ui.show(tiles.grid)
-    ui.row(tiles.running_max, tiles.running_sum)
-    st.markdown(T("max_diff", diff=tiles.max_diff))
-
-# ---- 4. FlashAttention's IO argument (§4.4) -------------------------------------------------------------------------
-F = ui.texts("flash_io")
-ui.section(F, "io", *io_view.LATEX)
-c = st.columns(3)
-io_d = c[0].selectbox(F("head_dim"), [32, 64, 128], index=1, key="io_d")
-io_tile = c[1].select_slider(F("tile"), io_view.TILES, value=128, key="io_tile")
-io_n = c[2].select_slider(F("n"), io_view.NS, value=4096, key="io_n")
-with ui.friendly_errors():
-    fio = io_view.io(io_d, io_tile, io_n, measure=measured, lang=LANG)
-    ui.row(fio.by_n, fio.by_tile)
-    st.markdown(fio.note)
-    st.markdown(F("measured_intro"))
-    st.dataframe(pd.DataFrame(fio.rows), hide_index=True)
-st.markdown(F("cpu_note"))
-
-# ---- 5. RNN, convolution and self-attention (§4.5) --------------------------------------------------------------
-M = ui.texts("mixers")
-ui.section(M, "mix")
-c = st.columns(3)
-mix_n = c[0].selectbox(M("max_n"), mix_view.NS, index=3, key="mix_max_n")
-mix_d = c[1].selectbox(M("dim"), mix_view.DIMS, index=1, key="mix_dim")
-with ui.friendly_errors():
-    if c[2].button(M("measure"), type="primary", key="mix_measure"):
-        bar = st.progress(0.0, text=M("progress"))
-        st.session_state["mix_found"] = mix_view.measure_all(mix_n, dim=mix_d, device=DEV, progress=bar.progress)
-        bar.empty()
-    mx = mix_view.compare(st.session_state.get("mix_found"), max_n=mix_n, dim=mix_d, lang=LANG)
-    ui.show(mx.grid)
-    st.caption(mx.check)
-    st.table(mx.table)
-    st.markdown(mx.note)
+for section in (matmul_section, memory_section, tile_section, io_section, mixer_section):
+    section()

@@ -1,8 +1,6 @@
 """What a head does (issue 18): ablation, activation patching, a sub-layer logit lens, a head taxonomy with
 attention sinks, and attribution beside attention, for every text model."""
 
-from contextlib import contextmanager
-
 import pandas as pd
 import streamlit as st
 
@@ -17,16 +15,6 @@ VIEWS = ("importance", "patching", "lens", "taxonomy", "attribution")
 
 def text_model(name: str):
     return hs.text_model(ui.cached_model(name))
-
-
-@contextmanager
-def progress():
-    """A progress bar for the long jobs (every head ablated or patched), removed when done or refused."""
-    bar = st.progress(0.0)
-    try:
-        yield lambda fraction, what: bar.progress(min(1.0, fraction), text=T("progress", what=what))
-    finally:
-        bar.empty()
 
 
 @st.cache_resource(show_spinner=False)
@@ -44,6 +32,16 @@ def memo(key: tuple, compute):
     return store[key]
 
 
+def pooled(key: tuple, work):
+    """``work(tick)``, a long job (every head ablated or patched), on the shared job pool: memoised for every
+    session, and identical requests in flight share one job. ``tick(fraction, what)`` reports its progress."""
+
+    def job(report):  # on a pool worker
+        return work(lambda fraction, what: report(min(1.0, fraction), T("progress", what=what)))
+
+    return memo(key, lambda: ui.run_job(job, label=T("progress", what=""), key=key))
+
+
 def show(result, clickable: bool = False) -> list | None:
     """Panels, notes and table of a view; with ``clickable``, the [layer, head] of a clicked cell, if any."""
     picked = ui.show_clickable(*result.panels) if clickable else ui.show(*result.panels)
@@ -54,81 +52,85 @@ def show(result, clickable: bool = False) -> list | None:
     return picked
 
 
+@st.fragment
+def views(name: str) -> None:
+    """The chosen view: its inputs, and the switch between views, rerun only this."""
+    choice = st.segmented_control(
+        T("view"), VIEWS, default="importance", required=True, format_func=lambda v: T(f"view_{v}"), key="hs_view"
+    )
+    st.markdown(T(f"{choice}_intro"))
+
+    with ui.friendly_errors():
+        tm = text_model(name)
+        st.caption(ui.architecture_caption(tm.config))
+        if choice == "patching":
+            pairs = hs.example_pairs(name)
+            c = st.columns([1, 2, 2])
+            k = c[0].selectbox(
+                T("example"), range(len(pairs)), format_func=lambda i: T("example_n", n=i + 1), key="hs_example"
+            )
+            clean = c[1].text_input(T("clean"), pairs[k].clean, max_chars=2000, key=f"hs_clean_{name}_{k}")
+            corrupt = c[2].text_input(T("corrupt"), pairs[k].corrupt, max_chars=2000, key=f"hs_corrupt_{name}_{k}")
+            answers = None
+            if tm.kind == "causal":
+                c = st.columns(2)
+                default = pairs[k].answers or ("", "")
+                a = c[0].text_input(
+                    T("answer_clean"), default[0], max_chars=50, key=f"hs_a_{name}_{k}", help=T("answer_help")
+                )
+                b = c[1].text_input(T("answer_corrupt"), default[1], max_chars=50, key=f"hs_b_{name}_{k}")
+                answers = (a, b) if a.strip() and b.strip() else None
+            run = lambda tick: view.patching(tm, clean, corrupt, answers, lang=LANG, progress=tick)  # noqa: E731
+            show(pooled(("patching", name, clean, corrupt, answers, LANG), run))
+        else:
+            text = st.text_area(T("text"), T("text_default"), max_chars=20_000, key="hs_text", height=80)
+            if not text.strip():
+                st.warning(T("empty"))
+                return
+            if choice == "importance":
+                c = st.columns(2)
+                heldout = c[0].toggle(T("heldout"), key="hs_heldout", help=T("heldout_help"))
+                mode = c[1].radio(
+                    T("mode"),
+                    ("zero", "mean"),
+                    format_func=lambda m: T(f"mode_{m}"),
+                    horizontal=True,
+                    key="hs_mode",
+                )
+                run = lambda tick: view.importance(tm, text, heldout=heldout, mode=mode, lang=LANG, progress=tick)  # noqa: E731
+                result = pooled(("importance", name, text, heldout, mode, LANG), run)
+                picked = show(result, clickable=True)
+                keys = (f"hs_layer_{name}", f"hs_head_{name}")
+                if picked and picked != st.session_state.get("hs_picked"):  # a new click opens that cell's head
+                    st.session_state["hs_picked"] = picked
+                    st.session_state.update(zip(keys, map(int, picked)))
+                for key, value in zip(keys, result.focus):
+                    st.session_state.setdefault(key, int(value))  # first the head with the largest effect
+                st.subheader(T("pattern_header"))
+                st.caption(T("click_hint"))
+                c = st.columns(2)
+                layer = c[0].number_input(T("layer"), 0, len(tm.model.blocks) - 1, key=keys[0])
+                head = c[1].number_input(T("head"), 0, tm.config.num_heads - 1, key=keys[1])
+                panel = view.pattern(tm, text, int(layer), int(head), lang=LANG)
+                ui.show_figure(panel.figure, panel.key, panel.data)
+            elif choice == "lens":
+                options = view.LENS_QUANTITIES if tm.kind == "causal" else ("cosine",)
+                option = st.radio(
+                    T("quantity"), options, format_func=lambda q: T(f"quantity_{q}"), horizontal=True, key="hs_quantity"
+                )
+                show(memo(("lens", name, text, option, LANG), lambda: view.lens(tm, text, option, lang=LANG)))
+            elif choice == "taxonomy":
+                option = st.radio(
+                    T("score"), hs.SCORES, format_func=lambda s: T(f"score_{s}"), horizontal=True, key="hs_score"
+                )
+                show(memo(("taxonomy", name, text, option, LANG), lambda: view.taxonomy(tm, text, option, lang=LANG)))
+            else:
+                show(memo(("attribution", name, text, LANG), lambda: view.attribution(tm, text, lang=LANG)))
+
+
 st.title(ui.page_title("head_science"))
 st.markdown(T("intro"))
 name = ui.text_model_picker(T("model"), "hs_model", extra=models.available_models("moe"))
 if name is None:
     st.stop()
-choice = st.segmented_control(
-    T("view"), VIEWS, default="importance", required=True, format_func=lambda v: T(f"view_{v}"), key="hs_view"
-)
-st.markdown(T(f"{choice}_intro"))
-
-with ui.friendly_errors():
-    tm = text_model(name)
-    st.caption(ui.architecture_caption(tm.config))
-    if choice == "patching":
-        pairs = hs.example_pairs(name)
-        c = st.columns([1, 2, 2])
-        k = c[0].selectbox(
-            T("example"), range(len(pairs)), format_func=lambda i: T("example_n", n=i + 1), key="hs_example"
-        )
-        clean = c[1].text_input(T("clean"), pairs[k].clean, max_chars=2000, key=f"hs_clean_{name}_{k}")
-        corrupt = c[2].text_input(T("corrupt"), pairs[k].corrupt, max_chars=2000, key=f"hs_corrupt_{name}_{k}")
-        answers = None
-        if tm.kind == "causal":
-            c = st.columns(2)
-            default = pairs[k].answers or ("", "")
-            a = c[0].text_input(
-                T("answer_clean"), default[0], max_chars=50, key=f"hs_a_{name}_{k}", help=T("answer_help")
-            )
-            b = c[1].text_input(T("answer_corrupt"), default[1], max_chars=50, key=f"hs_b_{name}_{k}")
-            answers = (a, b) if a.strip() and b.strip() else None
-        with progress() as tick:
-            run = lambda: view.patching(tm, clean, corrupt, answers, lang=LANG, progress=tick)  # noqa: E731
-            show(memo(("patching", name, clean, corrupt, answers, LANG), run))
-    else:
-        text = st.text_area(T("text"), T("text_default"), max_chars=20_000, key="hs_text", height=80)
-        if not text.strip():
-            st.warning(T("empty"))
-            st.stop()
-        if choice == "importance":
-            c = st.columns(2)
-            heldout = c[0].toggle(T("heldout"), key="hs_heldout", help=T("heldout_help"))
-            mode = c[1].radio(
-                T("mode"),
-                ("zero", "mean"),
-                format_func=lambda m: T(f"mode_{m}"),
-                horizontal=True,
-                key="hs_mode",
-            )
-            with progress() as tick:
-                run = lambda: view.importance(tm, text, heldout=heldout, mode=mode, lang=LANG, progress=tick)  # noqa: E731
-                result = memo(("importance", name, text, heldout, mode, LANG), run)
-            picked = show(result, clickable=True)
-            keys = (f"hs_layer_{name}", f"hs_head_{name}")
-            if picked and picked != st.session_state.get("hs_picked"):  # a new click opens that cell's head
-                st.session_state["hs_picked"] = picked
-                st.session_state.update(zip(keys, map(int, picked)))
-            for key, value in zip(keys, result.focus):
-                st.session_state.setdefault(key, int(value))  # first the head with the largest effect
-            st.subheader(T("pattern_header"))
-            st.caption(T("click_hint"))
-            c = st.columns(2)
-            layer = c[0].number_input(T("layer"), 0, len(tm.model.blocks) - 1, key=keys[0])
-            head = c[1].number_input(T("head"), 0, tm.config.num_heads - 1, key=keys[1])
-            panel = view.pattern(tm, text, int(layer), int(head), lang=LANG)
-            ui.show_figure(panel.figure, panel.key, panel.data)
-        elif choice == "lens":
-            options = view.LENS_QUANTITIES if tm.kind == "causal" else ("cosine",)
-            option = st.radio(
-                T("quantity"), options, format_func=lambda q: T(f"quantity_{q}"), horizontal=True, key="hs_quantity"
-            )
-            show(memo(("lens", name, text, option, LANG), lambda: view.lens(tm, text, option, lang=LANG)))
-        elif choice == "taxonomy":
-            option = st.radio(
-                T("score"), hs.SCORES, format_func=lambda s: T(f"score_{s}"), horizontal=True, key="hs_score"
-            )
-            show(memo(("taxonomy", name, text, option, LANG), lambda: view.taxonomy(tm, text, option, lang=LANG)))
-        else:
-            show(memo(("attribution", name, text, LANG), lambda: view.attribution(tm, text, lang=LANG)))
+views(name)

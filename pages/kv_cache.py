@@ -12,27 +12,33 @@ LANG = ui.lang()
 st.title(ui.page_title("kv_cache"))
 st.markdown(T("intro"))
 
-# 1. Decode a prompt ------------------------------------------------------------------------------------------------
-ui.section(T, "decode")
-bundled = [n for n in models.available_models("text", kind="causal") if models.REGISTRY[n].bundled]
-default = view.first_shared(bundled, ui.cached_model)  # a bundled model whose query heads share K/V heads
-if default is not None:
-    st.session_state.setdefault("kv_model", default)
-c = st.columns([2, 3, 1])
-name = ui.text_model_picker(T("model"), "kv_model", kind="causal", where=c[0])
-prompt = c[1].text_input(T("prompt"), T("prompt_default"), max_chars=2000, key="kv_prompt")
-new_tokens = c[2].number_input(T("new_tokens"), 0, view.MAX_NEW_TOKENS, 8, key="kv_new")
-decoded = tm = None
-if name is not None:
+# Each section is a fragment: its inputs rerun only that section (the step slider only the cache view). The model
+# choice stays outside them, so changing the model reruns every section.
+
+
+@st.cache_data(max_entries=32, show_spinner=False)  # four small random models run over the tokens: ~0.6 s
+def sharing_rows(name: str, tokens: int, window: int, lang: str) -> list[dict[str, str]]:
+    return view.sharing_rows(ui.cached_model(name), tokens, window, lang=lang)
+
+
+@st.fragment
+def decode_section(tm: view.TextModel) -> None:
+    """1. Decode a prompt, then the cache after one step and cached = uncached."""
+    c = st.columns([3, 1])
+    prompt = c[0].text_input(T("prompt"), T("prompt_default"), max_chars=2000, key="kv_prompt")
+    new_tokens = c[1].number_input(T("new_tokens"), 0, view.MAX_NEW_TOKENS, 8, key="kv_new")
     with ui.friendly_errors():
-        tm = ui.cached_model(name)
-        st.caption(ui.architecture_caption(tm.config))
         decoded = view.decode(tm, prompt, int(new_tokens), lang=LANG)
         st.markdown(T("continuation", text=ui.escape_markdown(decoded.text)))
         (st.success if decoded.ok else st.error)(decoded.check)
+        grow_section(tm, decoded)
+        ui.section(T, "same")
+        ui.show(decoded.diff)
 
-# 2. The cache after one step ---------------------------------------------------------------------------------------
-if decoded is not None:
+
+@st.fragment
+def grow_section(tm: view.TextModel, decoded: view.Decoded) -> None:
+    """2. The cache after one step."""
     ui.section(T, "grow", view.LATEX["bytes"])
     steps = len(decoded.decoding.steps)
     c = st.columns(2)
@@ -49,20 +55,42 @@ if decoded is not None:
             ui.show(cv.groups)
         with c[1]:
             ui.show(decoded.growth)
-    ui.section(T, "same")
-    ui.show(decoded.diff)
 
-# 3. MHA, GQA, MQA and a sliding window -----------------------------------------------------------------------------
-if tm is not None:
-    ui.section(T, "sharing")
-    c = st.columns(2)
-    tokens = c[0].number_input(T("tokens"), 1, tm.config.max_len, min(32, tm.config.max_len), key="kv_tokens")
-    window = c[1].number_input(
-        T("window"), 1, 1_000_000, min(8, tm.config.max_len), help=T("window_help"), key="kv_window"
-    )
+
+@st.fragment
+def sharing_section(name: str, tm: view.TextModel) -> None:
+    """3. MHA, GQA, MQA and a sliding window: four models built and run, so computed when opened."""
+    box = ui.lazy_section(T, "sharing", key="kv_open_sharing")
+    if box is None:
+        return
+    with box:
+        c = st.columns(2)
+        tokens = c[0].number_input(T("tokens"), 1, tm.config.max_len, min(32, tm.config.max_len), key="kv_tokens")
+        window = c[1].number_input(
+            T("window"), 1, 1_000_000, min(8, tm.config.max_len), help=T("window_help"), key="kv_window"
+        )
+        with ui.friendly_errors():
+            st.table(sharing_rows(name, int(tokens), int(window), LANG))
+        st.markdown(T("sharing_note"))
+
+
+ui.section(T, "decode")
+bundled = [n for n in models.available_models("text", kind="causal") if models.REGISTRY[n].bundled]
+default = view.first_shared(bundled, ui.cached_model)  # a bundled model whose query heads share K/V heads
+if default is not None:
+    st.session_state.setdefault("kv_model", default)
+c = st.columns([2, 4])
+name = ui.text_model_picker(T("model"), "kv_model", kind="causal", where=c[0])
+tm = None
+if name is not None:
     with ui.friendly_errors():
-        st.table(view.sharing_rows(tm, int(tokens), int(window), lang=LANG))
-    st.markdown(T("sharing_note"))
+        loaded = ui.cached_model(name)
+        c[1].caption(ui.architecture_caption(loaded.config))
+        view.model_of(loaded)  # one of our causal LMs (it has a KV cache), else a message here instead of sections
+        tm = loaded
+if tm is not None:
+    decode_section(tm)
+    sharing_section(name, tm)
 
 # 4. Published configurations, out to 128k tokens -------------------------------------------------------------------
 ui.section(T, "published")

@@ -1,4 +1,7 @@
-"""Language modelling and generation (lecture §6): embeddings, the causal mask, next-token prediction, sampling."""
+"""Language modelling and generation (lecture §6): embeddings, the causal mask, next-token prediction, sampling.
+
+The model and the text serve every section; each section is a fragment (its own widgets rerun it alone), and the
+embeddings, the loss and generation open on demand, so a new text computes and redraws the visible ones only."""
 
 import streamlit as st
 
@@ -19,78 +22,107 @@ def generation(name: str, prompt: str, new: int, method: str, temperature: float
     return view.generate(ui.cached_model(name), prompt, new, method, temperature, top_k, seed)
 
 
+@st.fragment
+def embeddings(r, dim: int, vocab: int) -> None:
+    if box := ui.lazy_section(T, "embed", key="lm_open_embed", intro=False):
+        with box, ui.friendly_errors():
+            st.markdown(T("embed_intro", vocab=vocab, dim=dim))
+            ui.show(view.embeddings(r, dim, lang=LANG))
+
+
+@st.fragment
+def causal_mask(r) -> None:
+    ui.section(T, "mask")
+    with ui.friendly_errors():
+        c = st.columns(2)
+        layer = c[1].selectbox(T("layer"), range(r.maps.shape[0]), key="lm_mask_layer")
+        head = c[1].selectbox(T("head"), range(r.maps.shape[1]), key="lm_mask_head")
+        mask = view.causal(r, layer, head, lang=LANG)
+        with c[0]:
+            ui.show(mask.mask)
+        with c[1]:
+            ui.show(mask.weights)
+        st.success(mask.check)
+        st.success(mask.prefix)
+
+
+@st.fragment
+def next_token(r) -> None:
+    ui.section(T, "next")
+    with ui.friendly_errors():
+        n = len(r.tokens)
+        pos = st.slider(T("position"), 0, n - 1, n - 1, key="lm_pos") if n > 1 else 0
+        nxt = view.next_token(r, pos, lang=LANG)
+        ui.show(nxt.candidates)
+        if nxt.actual is not None:
+            token, p = ui.escape_markdown(nxt.actual), f"{nxt.probability:.3f}"
+            st.caption(T("next_actual", token=token, loss=f"{nxt.loss:.2f}", p=p))
+
+
+@st.fragment
+def loss(r) -> None:
+    if box := ui.lazy_section(T, "loss", key="lm_open_loss"):
+        with box, ui.friendly_errors():
+            if shown := view.losses(r, lang=LANG):
+                ui.metrics(shown[0])
+                ui.show(shown[1])
+            else:
+                st.info(T("loss_one_token"))
+
+
+@st.fragment
+def generate(name: str, text: str, tm) -> None:
+    if not (box := ui.lazy_section(T, "gen", key="lm_open_gen")):
+        return
+    with box:
+        c = st.columns(5)
+        method = c[0].radio(T("method"), view.METHODS, format_func=lambda m: T(f"method_{m}"), key="lm_method")
+        temperature = c[1].slider(T("temperature"), 0.1, 2.0, 0.8, 0.1, key="lm_temp", disabled=method == "greedy")
+        top_k = c[2].number_input(T("top_k"), 1, 200, 20, key="lm_topk", disabled=method != "top_k")
+        seed = c[3].number_input(ui.texts("common")("seed"), 0, 1_000_000, 0, key="lm_seed")
+        new = c[4].slider(T("new_tokens"), 1, 64, 24, key="lm_new")
+        with ui.friendly_errors():
+            g = generation(name, text, new, method, float(temperature), int(top_k), int(seed))
+            if g.prompt_cut:
+                st.warning(T("prompt_cut", kept=g.prompt_len, limit=tm.max_len, new=new))
+            st.markdown(T("gen_result"))
+            shown = tm.decode(g.ids[: g.prompt_len]) + " ⟶ " + tm.decode(g.ids[g.prompt_len :])
+            st.code(shown, language=None, wrap_lines=True)
+            c = st.columns(3)
+            step = c[0].slider(T("gen_step"), 1, new, 1, key="lm_step") if new > 1 else 1
+            g_layer = c[1].selectbox(T("layer"), range(g.maps.shape[0]), key="lm_gen_layer")
+            g_head = c[2].selectbox(
+                T("head"),
+                [None, *range(g.maps.shape[1])],
+                key="lm_gen_head",
+                format_func=lambda h: T("mean_heads") if h is None else str(h),
+            )
+            ui.show(*view.generation(g, step, g_layer, g_head, lang=LANG))
+
+
 st.title(ui.page_title("language_model"))
 st.markdown(T("intro"))
 st.latex(view.LATEX)
 
+ui.keep_open("lm_open_embed", "lm_open_loss", "lm_open_gen")  # through a blank text, which draws none of them
 name = ui.text_model_picker(T("model"), "lm_model", kind="causal")
 text = st.text_area(T("text"), T("default_text"), max_chars=20_000, key="lm_text", height=80)
 ui.stop_unless(name, text, T("empty"))
 
+r = tm = None
 with ui.friendly_errors():
     tm = ui.cached_model(name)
     st.caption(ui.architecture_caption(tm.config))
     if "val_loss" in tm.info:  # a bundled model's training summary (a checkpoint folder has none)
         st.caption(T("trained", loss=f"{tm.info['val_loss']:.2f}", bigram=f"{tm.info['bigram']['val_loss']:.2f}"))
     r = reading(name, text, view.TOP)
-    n = len(r.tokens)
     if r.truncated:
-        st.warning(T("truncated", n=r.num_tokens, limit=n))
+        st.warning(T("truncated", n=r.num_tokens, limit=len(r.tokens)))
     st.code(" | ".join(r.tokens), language=None, wrap_lines=True)
-
-    st.header(T("embed_header"))
-    st.markdown(T("embed_intro", vocab=tm.config.vocab_size, dim=tm.config.dim))
-    ui.show(view.embeddings(r, tm.config.dim, lang=LANG))
-
-    ui.section(T, "mask")
-    c = st.columns(2)
-    layer = c[1].selectbox(T("layer"), range(r.maps.shape[0]), key="lm_mask_layer")
-    head = c[1].selectbox(T("head"), range(r.maps.shape[1]), key="lm_mask_head")
-    mask = view.causal(r, layer, head, lang=LANG)
-    with c[0]:
-        ui.show(mask.mask)
-    with c[1]:
-        ui.show(mask.weights)
-    st.success(mask.check)
-    st.success(mask.prefix)
-
-    ui.section(T, "next")
-    pos = st.slider(T("position"), 0, n - 1, n - 1, key="lm_pos") if n > 1 else 0
-    nxt = view.next_token(r, pos, lang=LANG)
-    ui.show(nxt.candidates)
-    if nxt.actual is not None:
-        token, p = ui.escape_markdown(nxt.actual), f"{nxt.probability:.3f}"
-        st.caption(T("next_actual", token=token, loss=f"{nxt.loss:.2f}", p=p))
-
-    ui.section(T, "loss")
-    if loss := view.losses(r, lang=LANG):
-        ui.metrics(loss[0])
-        ui.show(loss[1])
-    else:
-        st.info(T("loss_one_token"))
-
-st.header(T("gen_header"))
-st.markdown(T("gen_intro"))
-c = st.columns(5)
-method = c[0].radio(T("method"), view.METHODS, format_func=lambda m: T(f"method_{m}"), key="lm_method")
-temperature = c[1].slider(T("temperature"), 0.1, 2.0, 0.8, 0.1, key="lm_temp", disabled=method == "greedy")
-top_k = c[2].number_input(T("top_k"), 1, 200, 20, key="lm_topk", disabled=method != "top_k")
-seed = c[3].number_input(ui.texts("common")("seed"), 0, 1_000_000, 0, key="lm_seed")
-new = c[4].slider(T("new_tokens"), 1, 64, 24, key="lm_new")
-with ui.friendly_errors():
-    g = generation(name, text, new, method, float(temperature), int(top_k), int(seed))
-    if g.prompt_cut:
-        st.warning(T("prompt_cut", kept=g.prompt_len, limit=tm.max_len, new=new))
-    st.markdown(T("gen_result"))
-    shown = tm.decode(g.ids[: g.prompt_len]) + " ⟶ " + tm.decode(g.ids[g.prompt_len :])
-    st.code(shown, language=None, wrap_lines=True)
-    c = st.columns(3)
-    step = c[0].slider(T("gen_step"), 1, new, 1, key="lm_step") if new > 1 else 1
-    g_layer = c[1].selectbox(T("layer"), range(g.maps.shape[0]), key="lm_gen_layer")
-    g_head = c[2].selectbox(
-        T("head"),
-        [None, *range(g.maps.shape[1])],
-        key="lm_gen_head",
-        format_func=lambda h: T("mean_heads") if h is None else str(h),
-    )
-    ui.show(*view.generation(g, step, g_layer, g_head, lang=LANG))
+if r is not None:
+    embeddings(r, tm.config.dim, tm.config.vocab_size)
+    causal_mask(r)
+    next_token(r)
+    loss(r)
+if tm is not None:
+    generate(name, text, tm)

@@ -21,56 +21,66 @@ def show(kind: str, mask, toks: list[str], seed: int) -> None:
     st.markdown(m.why)
 
 
-st.title(ui.page_title("masks"))
-st.markdown(T("intro"))
-st.latex(view.LATEX)
-
-c = st.columns([4, 1])
-sentence = c[0].text_input(T("sentence"), T("sentence_default"), max_chars=500, help=T("sentence_help"), key="sentence")
-seed = c[1].number_input(ui.texts("common")("seed"), 0, 10_000, 0)
-toks = None
-with ui.friendly_errors():
-    toks = mg.tokens(sentence)
-
-if toks is not None:
+def options(kind: str, toks: list[str]) -> dict:
+    """The open tab's own widgets: what :func:`mask_gallery.build_mask` takes for ``kind``."""
     n = len(toks)
-    tabs = st.tabs([T(f"kind_{k}") for k in mg.MASK_KINDS])
-    with tabs[0], ui.friendly_errors():
-        show("causal", mg.build_mask("causal", n), toks, seed)
-    with tabs[1], ui.friendly_errors():
+    if kind == "padding":
         c = st.columns(2)
         length = c[0].number_input(T("padding_length"), 1, n, max(1, n - 3), help=T("padding_help"))
-        causal = c[1].checkbox(T("with_causal"), key="padding_causal")
-        show("padding", mg.build_mask("padding", n, length=length, causal=causal), toks, seed)
-    with tabs[2], ui.friendly_errors():
-        window = st.number_input(T("window"), 1, n, min(3, n), help=T("window_help"), key=f"window_{n}")
-        show("sliding_window", mg.build_mask("sliding_window", n, window=window), toks, seed)
-    with tabs[3], ui.friendly_errors():
-        prefix = st.number_input(T("prefix"), 0, n, n // 2, help=T("prefix_help"))
-        show("prefix_lm", mg.build_mask("prefix_lm", n, prefix=prefix), toks, seed)
-    with tabs[4], ui.friendly_errors():
+        return dict(length=length, causal=c[1].checkbox(T("with_causal"), key="padding_causal"))
+    if kind == "sliding_window":
+        return dict(window=st.number_input(T("window"), 1, n, min(3, n), help=T("window_help"), key=f"window_{n}"))
+    if kind == "prefix_lm":
+        return dict(prefix=st.number_input(T("prefix"), 0, n, n // 2, help=T("prefix_help")))
+    if kind == "block_diagonal":
         c = st.columns(2)
         default = ", ".join(str(s) for s in mg.even_split(n))
         sizes = mg.parse_sizes(c[0].text_input(T("sizes"), default, key=f"sizes_{n}", help=T("sizes_help")), n)
-        causal = c[1].checkbox(T("with_causal"), key="blocks_causal")
-        show("block_diagonal", mg.build_mask("block_diagonal", n, sizes=sizes, causal=causal), toks, seed)
-    with tabs[5], ui.friendly_errors():
+        return dict(sizes=sizes, causal=c[1].checkbox(T("with_causal"), key="blocks_causal"))
+    if kind == "custom":
         st.markdown(T("custom_intro"))
         start = st.selectbox(
             T("custom_start"), mg.GRID_STARTS, format_func=lambda s: T(f"start_{s}"), key="custom_start"
         )
         names = [f"{j + 1} {tok}" for j, tok in enumerate(toks)]  # unique even when words repeat
         grid = pd.DataFrame(mg.start_grid(start, n), index=names, columns=names)
-        drawn = st.data_editor(grid, key=f"custom_{start}_{n}")
-        show("custom", mg.build_mask("custom", n, grid=drawn.to_numpy()), toks, seed)
+        return dict(grid=st.data_editor(grid, key=f"custom_{start}_{n}").to_numpy())
+    return {}
 
-st.header(T("example_header"))
-st.markdown(T("example_intro"))
-with ui.friendly_errors():
-    panel, table = view.example(seed, lang=LANG)
-    c = st.columns(2)
-    with c[0]:
-        ui.show(panel)
-    c[1].table(table)
-    st.markdown(T("example_reading"))
+
+@st.fragment
+def gallery() -> None:
+    """The sentence, the mask kinds (only the open tab computes and draws) and the lecture's example.
+
+    A fragment: typing a sentence or switching tabs reruns and redraws this part only, not the page's text."""
+    c = st.columns([4, 1])
+    sentence = c[0].text_input(
+        T("sentence"), T("sentence_default"), max_chars=500, help=T("sentence_help"), key="sentence"
+    )
+    seed = c[1].number_input(ui.texts("common")("seed"), 0, 10_000, 0, key="mask_seed")
+    toks = None
+    with ui.friendly_errors():
+        toks = mg.tokens(sentence)
+    if toks is not None:
+        tabs = st.tabs([T(f"kind_{k}") for k in mg.MASK_KINDS], key="mask_kind", on_change="rerun")
+        for tab, kind in zip(tabs, mg.MASK_KINDS):
+            if tab.open:  # the other kinds compute nothing and send nothing until their tab is chosen
+                with tab, ui.friendly_errors():
+                    show(kind, mg.build_mask(kind, len(toks), **options(kind, toks)), toks, seed)
+
+    st.header(T("example_header"))
+    st.markdown(T("example_intro"))
+    with ui.friendly_errors():
+        panel, table = view.example(seed, lang=LANG)
+        c = st.columns(2)
+        with c[0]:
+            ui.show(panel)
+        c[1].table(table)
+        st.markdown(T("example_reading"))
+
+
+st.title(ui.page_title("masks"))
+st.markdown(T("intro"))
+st.latex(view.LATEX)
+gallery()
 st.markdown(T("compare_table"))

@@ -27,40 +27,52 @@ with ui.friendly_errors():
     st.markdown(T("table_notes"))
     ui.show(compare)
 
-ui.section(T, "breakdown")
-share = st.toggle(T("share"), value=True, key="sizes_share")
-with ui.friendly_errors():
-    ui.show(view.breakdown(share, counted, lang=LANG))
+# The two sections with inputs are fragments: a change reruns only its own section.
 
-st.header(T("custom_header"))
-st.markdown(T("custom_intro"))
-c = st.columns(4)
-layers = c[0].number_input(T("layers"), 1, 256, 12, key="sizes_layers")
-dim = c[1].number_input(T("dim"), 1, 65_536, 768, key="sizes_dim")
-heads_n = c[2].number_input(T("heads"), 1, 256, 12, key="sizes_heads")
-vocab = c[3].number_input(T("vocab"), 1, 1_000_000, 50_257, key="sizes_vocab")
-c = st.columns(4)
-context = c[0].number_input(T("context"), 1, 1_000_000, 1024, key="sizes_context")
-mlp = c[1].selectbox(T("mlp"), ("mlp", "swiglu"), format_func=lambda m: T(f"mlp_{m}"), key="sizes_mlp")
-positions = c[2].selectbox(
-    T("positions"), ("learned", "sinusoidal"), format_func=lambda p: T(f"pos_{p}"), key="sizes_pos"
-)
-tie = c[3].toggle(T("tie"), value=True, key="sizes_tie")
-with ui.friendly_errors():
-    cfg = TransformerConfig(
-        vocab_size=int(vocab),
-        max_len=int(context),
-        dim=int(dim),
-        num_layers=int(layers),
-        num_heads=int(heads_n),
-        mlp=mlp,
-        positions=positions,
-        tie_embeddings=tie,
+
+@st.fragment
+def breakdown_section() -> None:
+    ui.section(T, "breakdown")
+    share = st.toggle(T("share"), value=True, key="sizes_share")
+    with ui.friendly_errors():
+        ui.show(view.breakdown(share, counted, lang=LANG))
+
+
+@st.fragment
+def custom_section() -> None:
+    st.header(T("custom_header"))
+    st.markdown(T("custom_intro"))
+    c = st.columns(4)
+    layers = c[0].number_input(T("layers"), 1, 256, 12, key="sizes_layers")
+    dim = c[1].number_input(T("dim"), 1, 65_536, 768, key="sizes_dim")
+    heads_n = c[2].number_input(T("heads"), 1, 256, 12, key="sizes_heads")
+    vocab = c[3].number_input(T("vocab"), 1, 1_000_000, 50_257, key="sizes_vocab")
+    c = st.columns(4)
+    context = c[0].number_input(T("context"), 1, 1_000_000, 1024, key="sizes_context")
+    mlp = c[1].selectbox(T("mlp"), ("mlp", "swiglu"), format_func=lambda m: T(f"mlp_{m}"), key="sizes_mlp")
+    positions = c[2].selectbox(
+        T("positions"), ("learned", "sinusoidal"), format_func=lambda p: T(f"pos_{p}"), key="sizes_pos"
     )
-    mine = view.custom(cfg, counted, lang=LANG)
-    c = st.columns(3)
-    c[0].metric(T("total"), view.fmt(mine.total), help=f"{mine.total:,}")
-    c[1].metric(T("rule"), view.fmt(mine.rule), help=T("rule_help"))
-    c[2].metric(T("head_dim"), mine.head_dim)
-    (st.success if mine.ok else st.error)(mine.check)
-    ui.show(mine.parts)
+    tie = c[3].toggle(T("tie"), value=True, key="sizes_tie")
+    with ui.friendly_errors():
+        cfg = TransformerConfig(
+            vocab_size=int(vocab),
+            max_len=int(context),
+            dim=int(dim),
+            num_layers=int(layers),
+            num_heads=int(heads_n),
+            mlp=mlp,
+            positions=positions,
+            tie_embeddings=tie,
+        )
+        mine = view.custom(cfg, counted, lang=LANG)
+        c = st.columns(3)
+        c[0].metric(T("total"), view.fmt(mine.total), help=f"{mine.total:,}")
+        c[1].metric(T("rule"), view.fmt(mine.rule), help=T("rule_help"))
+        c[2].metric(T("head_dim"), mine.head_dim)
+        (st.success if mine.ok else st.error)(mine.check)
+        ui.show(mine.parts)
+
+
+breakdown_section()
+custom_section()

@@ -10,18 +10,27 @@ T = ui.texts("multihead")
 LANG = ui.lang()
 
 
+def pooled(name: str, text: str, compute):
+    """``compute()`` now, or for a long text on the shared job pool (queued with progress, cancelled when the
+    visitor leaves): a class's 512-token analyses take turns instead of piling onto the cores."""
+    if not view.heavy(ui.cached_model(name), text):
+        return compute()
+    return ui.run_job(lambda report: compute(), label=T("working"))
+
+
 # Maps are L·H·N² floats (75 MB for MiniLM at 512 tokens): cache_resource shares them without the copy that
 # cache_data makes on every hit, so they are frozen read-only.
 @st.cache_resource(max_entries=6, show_spinner=False)
 def analysed(name: str, text: str):
-    data = view.analyse(ui.cached_model(name), text)
+    data = pooled(name, text, lambda: view.analyse(ui.cached_model(name), text))
     data.maps.flags.writeable = False
     return data
 
 
 @st.cache_resource(max_entries=6, show_spinner=False)
 def lenses(name: str, text: str) -> tuple[np.ndarray, np.ndarray]:
-    out = view.lens_maps(ui.cached_model(name), text, analysed(name, text))
+    data = analysed(name, text)
+    out = pooled(name, text, lambda: view.lens_maps(ui.cached_model(name), text, data))
     for arr in out:
         arr.flags.writeable = False
     return out
@@ -29,12 +38,89 @@ def lenses(name: str, text: str) -> tuple[np.ndarray, np.ndarray]:
 
 @st.cache_data(max_entries=8, show_spinner=False)
 def metrics(name: str, text: str) -> dict[str, np.ndarray]:
-    return view.head_metrics(analysed(name, text).maps)
+    maps = analysed(name, text).maps
+    return pooled(name, text, lambda: view.head_metrics(maps))
 
 
 @st.cache_data(max_entries=8, show_spinner=False)
 def similarity(name: str, text: str) -> np.ndarray:
-    return view.head_similarity(analysed(name, text).maps)
+    maps = analysed(name, text).maps
+    return pooled(name, text, lambda: view.head_similarity(maps))
+
+
+@st.fragment
+def views(name: str, text: str, shown: view.Shown, hide_special: bool) -> None:
+    """One view at a time (tabs would build every view's figures); its inputs rerun only this fragment."""
+    tm, data = ui.cached_model(name), analysed(name, text)
+    num_layers, num_heads = data.maps.shape[:2]
+    names, pick_head = shown.head_names, dict(format_func=shown.head_names.__getitem__)
+    with ui.friendly_errors():
+        tab = st.segmented_control(
+            T("view"), view.VIEWS, default="grid", required=True, format_func=lambda v: T(f"tab_{v}"), key="mh_view"
+        )
+        if tab == "grid":
+            st.markdown(T("grid_intro"))
+            ui.show(view.grid(shown, view.kv_groups(tm), lang=LANG))
+        elif tab == "head":
+            c = st.columns(3)
+            layer = c[0].selectbox(T("layer"), range(num_layers), index=num_layers - 1, key="mh_layer")
+            head = c[1].selectbox(T("head"), range(num_heads), key="mh_head")
+            lens = c[2].radio(
+                T("lens"), view.LENSES, format_func=lambda k: T(f"lens_{k}"), key="mh_lens", horizontal=True
+            )
+            st.markdown(T(f"lens_{lens}_help"))
+            both = lenses(name, text) if lens != "raw" else None
+            ui.show(view.detail(shown, layer, head, lens, both, lang=LANG))
+            focus = st.selectbox(
+                T("focus"),
+                [None, *range(len(shown.labels))],
+                key="mh_focus",
+                format_func=lambda i: T("focus_all") if i is None else f"{i}: {shown.labels[i]}",
+            )
+            st.markdown(T("lines_intro"))
+            ui.show(view.lines(shown, layer, head, lens, both, focus, lang=LANG))
+        elif tab == "compare":
+            ui.section(T, "metrics", level="subheader")
+            metric = st.radio(
+                T("metric"), view.METRICS, format_func=lambda m: T(f"metric_{m}"), horizontal=True, key="mh_metric"
+            )
+            ui.show(view.metric(metrics(name, text), metric, lang=LANG))
+            ui.section(T, "similarity", level="subheader")
+            ui.show(view.similarity(similarity(name, text), shown, lang=LANG))
+            st.subheader(T("pair_header"))
+            c = st.columns(2)
+            a = c[0].selectbox(T("head_a"), range(len(names)), **pick_head, key="mh_a")
+            b = c[1].selectbox(T("head_b"), range(len(names)), index=min(1, len(names) - 1), **pick_head, key="mh_b")
+            ui.row(*view.pair(shown, a, b, lang=LANG))
+            ui.section(T, "two_sentences", level="subheader")
+            other = st.text_input(T("other_text"), T("other_default"), max_chars=20_000, key="mh_other")
+            c = st.columns(2)
+            pick = c[0].selectbox(T("same_head"), range(len(names)), **pick_head, key="mh_same")
+            if other.strip():
+                second = analysed(name, other)
+                if second.truncated:
+                    st.warning(T("truncated", n=second.num_tokens, limit=len(second.tokens)))
+                ui.row(*view.same_head(shown, second, pick, hide_special, lang=LANG))
+            else:
+                st.info(T("other_empty"))
+        else:  # the query/key inspector
+            st.markdown(T("qk_intro"))
+            st.latex(view.LATEX["qk"])
+            c = st.columns(3)
+            q_layer = c[0].selectbox(T("layer"), range(num_layers), key="qk_layer")
+            q_head = c[1].selectbox(T("head"), range(num_heads), key="qk_head")
+            toks, n = data.tokens, len(data.tokens)
+            query = c[2].selectbox(
+                T("query"), range(n), index=n - 1, key="qk_query", format_func=lambda i: f"{i}: {toks[i]}"
+            )
+            qk = view.inspector(tm, text, toks, q_layer, q_head, query, lang=LANG)
+            st.table(qk.shapes)
+            ui.row(qk.scores, qk.weights)
+            c = st.columns(2)
+            with c[0]:
+                ui.show(qk.query, qk.keys)
+            with c[1]:
+                ui.show(qk.values, qk.weighted)
 
 
 st.title(ui.page_title("multihead"))
@@ -61,78 +147,4 @@ with ui.friendly_errors():
     shown = view.shown(data, hide_special)
     if shown.no_special:
         st.caption(T("no_special"))
-    num_layers, num_heads = data.maps.shape[:2]
-    names = shown.head_names
-    pick_head = dict(format_func=names.__getitem__)
-
-    # One view at a time: tabs would build (and send) every view's figures on each rerun.
-    tab = st.segmented_control(
-        T("view"), view.VIEWS, default="grid", required=True, format_func=lambda v: T(f"tab_{v}"), key="mh_view"
-    )
-
-    if tab == "grid":
-        st.markdown(T("grid_intro"))
-        ui.show(view.grid(shown, view.kv_groups(tm), lang=LANG))
-
-    elif tab == "head":
-        c = st.columns(3)
-        layer = c[0].selectbox(T("layer"), range(num_layers), index=num_layers - 1, key="mh_layer")
-        head = c[1].selectbox(T("head"), range(num_heads), key="mh_head")
-        lens = c[2].radio(T("lens"), view.LENSES, format_func=lambda k: T(f"lens_{k}"), key="mh_lens", horizontal=True)
-        st.markdown(T(f"lens_{lens}_help"))
-        both = lenses(name, text) if lens != "raw" else None
-        ui.show(view.detail(shown, layer, head, lens, both, lang=LANG))
-        focus = st.selectbox(
-            T("focus"),
-            [None, *range(len(shown.labels))],
-            key="mh_focus",
-            format_func=lambda i: T("focus_all") if i is None else f"{i}: {shown.labels[i]}",
-        )
-        st.markdown(T("lines_intro"))
-        ui.show(view.lines(shown, layer, head, lens, both, focus, lang=LANG))
-
-    elif tab == "compare":
-        ui.section(T, "metrics", level="subheader")
-        metric = st.radio(
-            T("metric"), view.METRICS, format_func=lambda m: T(f"metric_{m}"), horizontal=True, key="mh_metric"
-        )
-        ui.show(view.metric(metrics(name, text), metric, lang=LANG))
-        ui.section(T, "similarity", level="subheader")
-        ui.show(view.similarity(similarity(name, text), shown, lang=LANG))
-
-        st.subheader(T("pair_header"))
-        c = st.columns(2)
-        a = c[0].selectbox(T("head_a"), range(len(names)), **pick_head, key="mh_a")
-        b = c[1].selectbox(T("head_b"), range(len(names)), index=min(1, len(names) - 1), **pick_head, key="mh_b")
-        ui.row(*view.pair(shown, a, b, lang=LANG))
-
-        ui.section(T, "two_sentences", level="subheader")
-        other = st.text_input(T("other_text"), T("other_default"), max_chars=20_000, key="mh_other")
-        c = st.columns(2)
-        pick = c[0].selectbox(T("same_head"), range(len(names)), **pick_head, key="mh_same")
-        if other.strip():
-            second = analysed(name, other)
-            if second.truncated:
-                st.warning(T("truncated", n=second.num_tokens, limit=len(second.tokens)))
-            ui.row(*view.same_head(shown, second, pick, hide_special, lang=LANG))
-        else:
-            st.info(T("other_empty"))
-
-    else:  # the query/key inspector
-        st.markdown(T("qk_intro"))
-        st.latex(view.LATEX["qk"])
-        c = st.columns(3)
-        q_layer = c[0].selectbox(T("layer"), range(num_layers), key="qk_layer")
-        q_head = c[1].selectbox(T("head"), range(num_heads), key="qk_head")
-        toks = data.tokens
-        query = c[2].selectbox(
-            T("query"), range(len(toks)), index=len(toks) - 1, key="qk_query", format_func=lambda i: f"{i}: {toks[i]}"
-        )
-        qk = view.inspector(tm, text, toks, q_layer, q_head, query, lang=LANG)
-        st.table(qk.shapes)
-        ui.row(qk.scores, qk.weights)
-        c = st.columns(2)
-        with c[0]:
-            ui.show(qk.query, qk.keys)
-        with c[1]:
-            ui.show(qk.values, qk.weighted)
+    views(name, text, shown, hide_special)

@@ -5,31 +5,19 @@ import streamlit as st
 from tx_explorer import ui
 from tx_explorer.views import norms as view
 
-T = ui.texts("norms")
-LANG = ui.lang()
-
-
-def results() -> view.Results:
-    return ui.cached_model(view.BUNDLE)  # the registry's loader, once per server process
+T, LANG = ui.texts("norms"), ui.lang()
 
 
 @st.cache_resource(show_spinner=False, max_entries=6)
 def trained_variant(name: str):  # a name of its own: cached functions with the same source share a cache
-    return results().text_model(name)
+    return ui.cached_model(view.BUNDLE).text_model(name)  # the registry's loader, once per server process
 
 
-st.title(ui.page_title("norms"))
-st.markdown(T("intro"))
-
-res = ui.optional(results, view.BundleError, lambda exc: T("no_bundle", message=str(exc)))
-
-# 1. The shipped experiment -----------------------------------------------------------------------------------
-st.header(T("runs_header"))
-if res is not None:
-    st.markdown(T("runs_intro"))
-    c = st.columns([3, 2, 2])
-    shallow = view.defaults(res)["runs"]
-    chosen = c[0].multiselect(T("variants"), res.names, default=shallow, format_func=res.label, key="runs_variants")
+@st.fragment
+def runs_section(res: view.Results) -> None:
+    ui.section(T, "runs")
+    c, shallow = st.columns([3, 2, 2]), view.defaults(res)["runs"]
+    chosen = c[0].multiselect(T("variants"), res.names, shallow, format_func=res.label, key="runs_variants")
     metric = c[1].radio(
         T("metric"), view.METRICS, format_func=lambda m: T(f"metric_{m}"), horizontal=True, key="runs_metric"
     )
@@ -42,11 +30,11 @@ if res is not None:
         st.table(runs.claims)
     st.markdown(T("claims_note"))
 
-# 2. Depth profiles -------------------------------------------------------------------------------------------
-ui.section(T, "depth")
-if res is not None:
-    c = st.columns([3, 2])
-    deep = view.defaults(res)["depth"]
+
+@st.fragment
+def depth_section(res: view.Results) -> None:
+    ui.section(T, "depth")
+    c, deep = st.columns([3, 2]), view.defaults(res)["depth"]
     picked = c[0].multiselect(T("variants"), res.names, default=deep, format_func=res.label, key="depth_variants")
     quantity = c[1].radio(
         T("quantity"), view.QUANTITIES, format_func=lambda q: T(f"quantity_{q}"), horizontal=True, key="depth_quantity"
@@ -60,90 +48,103 @@ if res is not None:
     with ui.friendly_errors():
         ui.show(view.layer_steps(res, one, quantity, lang=LANG))
 
-# 3. LayerNorm vs RMSNorm -------------------------------------------------------------------------------------
-ui.section(T, "ln", *view.LATEX["norms"])
-c = st.columns([3, 2, 2, 1])
-x_text = c[0].text_input(T("vector"), "4, 6, 5, 9, 3, 7", help=T("vector_help"))
-g_text = c[1].text_input(T("gamma"), "", placeholder="1, 1, …", help=T("gamma_help"))
-b_text = c[2].text_input(T("beta"), "", placeholder="0, 0, …", help=T("beta_help"))
-eps = c[3].number_input("ε", 0.0, 1.0, 1e-5, format="%.0e")
-with ui.friendly_errors():
-    nv = view.normalise(x_text, g_text, b_text, eps, lang=LANG)
-    ui.metrics({"μ": f"{nv.steps.mean:.4g}", "√(σ² + ε)": f"{nv.steps.std:.4g}", "RMS(x)": f"{nv.steps.rms:.4g}"})
-    ui.row(nv.layernorm, nv.rmsnorm, headings=("**LayerNorm**", "**RMSNorm**"))
-    st.markdown(nv.note)
 
-# 4. The identity argument ------------------------------------------------------------------------------------
-ui.section(T, "id", *view.LATEX["identity"])
-c = st.columns(4)
-id_norm = c[0].radio(T("norm"), ("layernorm", "rmsnorm"), format_func=lambda n: T(f"norm_{n}"), horizontal=True)
-id_n = c[1].slider(T("tokens"), 2, 12, 6)
-id_scale = c[2].slider(T("scale"), 0.1, 10.0, 3.0, 0.1, help=T("scale_help"))
-id_offset = c[3].slider(T("offset"), -5.0, 5.0, 1.0, 0.5, help=T("offset_help"))
-with ui.friendly_errors():
-    demo, panel = view.identity(id_norm, id_n, id_scale, id_offset, lang=LANG)
-    ui.metrics({T(k): f"{getattr(demo, k):.3g}" for k in ("pre_error", "post_change", "post_vs_norm")})
-    ui.show(panel)
-    st.markdown(T("id_note"))
+@st.fragment
+def norm_section() -> None:
+    ui.section(T, "ln", *view.LATEX["norms"])
+    c = st.columns([3, 2, 2, 1])
+    x_text = c[0].text_input(T("vector"), "4, 6, 5, 9, 3, 7", help=T("vector_help"))
+    g_text = c[1].text_input(T("gamma"), "", placeholder="1, 1, …", help=T("gamma_help"))
+    b_text = c[2].text_input(T("beta"), "", placeholder="0, 0, …", help=T("beta_help"))
+    eps = c[3].number_input("ε", 0.0, 1.0, 1e-5, format="%.0e")
+    with ui.friendly_errors():
+        nv = view.normalise(x_text, g_text, b_text, eps, lang=LANG)
+        ui.metrics({"μ": f"{nv.steps.mean:.4g}", "√(σ² + ε)": f"{nv.steps.std:.4g}", "RMS(x)": f"{nv.steps.rms:.4g}"})
+        ui.row(nv.layernorm, nv.rmsnorm, headings=("**LayerNorm**", "**RMSNorm**"))
+        st.markdown(nv.note)
 
-# 5. Same sentence, two variants ------------------------------------------------------------------------------
-st.header(T("pair_header"))
-if res is not None:
-    st.markdown(T("pair_intro"))
-    sentence = st.text_input(T("sentence"), T("sentence_default"), max_chars=2000)
+
+@st.fragment
+def identity_section() -> None:
+    ui.section(T, "id", *view.LATEX["identity"])
     c = st.columns(4)
-    name_a = c[0].selectbox(T("variant_a"), res.names, index=view.index_of(res, "pre-ln"), format_func=res.label)
-    name_b = c[1].selectbox(T("variant_b"), res.names, index=view.index_of(res, "post-ln"), format_func=res.label)
+    norm = c[0].radio(T("norm"), ("layernorm", "rmsnorm"), format_func=lambda n: T(f"norm_{n}"), horizontal=True)
+    n = c[1].slider(T("tokens"), 2, 12, 6)
+    scale = c[2].slider(T("scale"), 0.1, 10.0, 3.0, 0.1, help=T("scale_help"))
+    offset = c[3].slider(T("offset"), -5.0, 5.0, 1.0, 0.5, help=T("offset_help"))
     with ui.friendly_errors():
-        tm_a, tm_b = trained_variant(name_a), trained_variant(name_b)
-        layers, heads = view.shared_shape(tm_a, tm_b)
-        layer = c[2].slider(T("layer"), 0, layers - 1, 0) if layers > 1 else 0
-        head = c[3].slider(T("head"), 0, heads - 1, 0) if heads > 1 else 0
-        panel, truncated = view.pair(res, tm_a, tm_b, sentence, layer, head, lang=LANG)
-        if truncated:
-            st.info(T("truncated", n=tm_a.max_len))
+        demo, panel = view.identity(norm, n, scale, offset, lang=LANG)
+        ui.metrics({T(k): f"{getattr(demo, k):.3g}" for k in ("pre_error", "post_change", "post_vs_norm")})
         ui.show(panel)
+        st.markdown(T("id_note"))
 
-# 6. Live mini-run --------------------------------------------------------------------------------------------
-ui.section(T, "live")
-if res is not None:
-    c = st.columns([3, 1, 1, 1])
-    live_names = c[0].multiselect(
-        T("variants"),
-        res.names,
-        view.defaults(res)["live"],
-        max_selections=3,
-        format_func=res.label,
-        key="live_variants",
-    )
-    live_steps = c[1].slider(T("steps"), 10, 400, 200, 10)
-    live_lr = c[2].select_slider(T("lr"), [3e-4, 1e-3, 2e-3, 5e-3, 1e-2], 2e-3)
-    budget = c[3].slider(T("budget"), 5, 30, 30)
-    b = st.columns(2)
-    start = b[0].button(T("train"), type="primary", icon=":material/play_arrow:")
-    b[1].button(T("stop"), icon=":material/stop:", help=T("stop_help"))
-    if start:
+
+@st.fragment
+def pair_section(res: view.Results) -> None:
+    if not (box := ui.lazy_section(T, "pair", key="norms_open_pair")):
+        return
+    with box:
+        sentence = st.text_input(T("sentence"), T("sentence_default"), max_chars=2000)
+        c = st.columns(4)
+        name_a = c[0].selectbox(T("variant_a"), res.names, index=view.index_of(res, "pre-ln"), format_func=res.label)
+        name_b = c[1].selectbox(T("variant_b"), res.names, index=view.index_of(res, "post-ln"), format_func=res.label)
         with ui.friendly_errors():
-            records = st.session_state["norms_live"] = {n: [] for n in live_names}  # a stop keeps what ran
-            bar, chart = st.progress(0.0, text=T("training")), st.empty()
-            kw = dict(steps=live_steps, lr=live_lr, budget=budget, records=records, lang=LANG)
-            view.live_train(res, live_names, **kw, on_step=bar.progress, on_curves=lambda p: ui.redraw(chart, p))
-            chart.empty()
-    if live := st.session_state.get("norms_live"):
-        panel, done = view.live_curves(res, live, lang=LANG)
-        st.caption(done)
-        ui.show(panel)
+            tm_a, tm_b = trained_variant(name_a), trained_variant(name_b)
+            layers, heads = view.shared_shape(tm_a, tm_b)
+            layer = c[2].slider(T("layer"), 0, layers - 1, 0) if layers > 1 else 0
+            head = c[3].slider(T("head"), 0, heads - 1, 0) if heads > 1 else 0
+            panel, truncated = view.pair(res, tm_a, tm_b, sentence, layer, head, lang=LANG)
+            if truncated:
+                st.info(T("truncated", n=tm_a.max_len))
+            ui.show(panel)
 
-# 7. MLP vs SwiGLU --------------------------------------------------------------------------------------------
-ui.section(T, "mlp", *view.LATEX["mlp"])
-c = st.columns(3)
-mlp_d = c[0].number_input("D", 1, 65536, 64)
-mlp_ratio = c[1].number_input(T("ratio"), 0.5, 16.0, 4.0, 0.5)
-mlp_bias = c[2].toggle(T("mlp_bias"), value=True, help=T("mlp_bias_help"))
-with ui.friendly_errors():
-    panel, words = view.mlp_counts(mlp_d, mlp_ratio, mlp_bias, lang=LANG)
-    st.markdown(words)
-    ui.show(panel)
-if res is not None:
+
+def live_section(res: view.Results) -> None:  # no fragment: a click in one waits for its run, Stop must not
+    if not (box := ui.lazy_section(T, "live", key="norms_open_live")):
+        return
+    with box:
+        c, pick = st.columns([3, 1, 1, 1]), dict(max_selections=3, format_func=res.label, key="live_variants")
+        names = c[0].multiselect(T("variants"), res.names, view.defaults(res)["live"], **pick)
+        steps = c[1].slider(T("steps"), 10, 400, 200, 10)
+        lr = c[2].select_slider(T("lr"), [3e-4, 1e-3, 2e-3, 5e-3, 1e-2], 2e-3)
+        budget = c[3].slider(T("budget"), 5, 30, 30)
+        b = st.columns(2)
+        start = b[0].button(T("train"), type="primary", icon=":material/play_arrow:")
+        b[1].button(T("stop"), icon=":material/stop:", help=T("stop_help"))  # its page rerun cancels the job
+        if start:
+            run = view.LiveRun(res, names, steps=steps, lr=lr, budget=budget, lang=LANG)
+            st.session_state["norms_live"], chart = run.records, st.empty()
+            with ui.friendly_errors():
+                ui.run_job(run, label=T("training"), each=lambda: run.draw_latest(lambda p: ui.redraw(chart, p)))
+            chart.empty()
+        if live := st.session_state.get("norms_live"):
+            panel, done = view.live_curves(res, live, lang=LANG)
+            st.caption(done)
+            ui.show(panel)
+
+
+@st.fragment
+def mlp_section(res: view.Results | None) -> None:
+    ui.section(T, "mlp", *view.LATEX["mlp"])
+    c = st.columns(3)
+    dim = c[0].number_input("D", 1, 65536, 64)
+    ratio = c[1].number_input(T("ratio"), 0.5, 16.0, 4.0, 0.5)
+    bias = c[2].toggle(T("mlp_bias"), value=True, help=T("mlp_bias_help"))
     with ui.friendly_errors():
-        ui.show(view.mlp_curves(res, lang=LANG))
+        panel, words = view.mlp_counts(dim, ratio, bias, lang=LANG)
+        st.markdown(words)
+        ui.show(panel, view.mlp_curves(res, lang=LANG) if res is not None else None)
+
+
+st.title(ui.page_title("norms"))
+st.markdown(T("intro"))
+res = ui.optional(lambda: ui.cached_model(view.BUNDLE), view.BundleError, lambda e: T("no_bundle", message=str(e)))
+if res is not None:
+    runs_section(res)
+    depth_section(res)
+norm_section()
+identity_section()
+if res is not None:
+    pair_section(res)
+    live_section(res)
+mlp_section(res)

@@ -1,4 +1,7 @@
-"""Attention operator (lecture §2, §9.1–9.2): E = QKᵀ/√D, A = softmax(E), Y = AV, step by step."""
+"""Attention operator (lecture §2, §9.1–9.2): E = QKᵀ/√D, A = softmax(E), Y = AV, step by step.
+
+Each section is a fragment: its widgets rerun and redraw that section only. Sections past the first open on
+demand, so a first visit computes and sends the three steps alone."""
 
 import streamlit as st
 
@@ -15,71 +18,89 @@ def saturation(n_keys: int, seed: int, scaled: bool) -> view.SaturationCurve:
     return view.saturation(n_keys, seed, scaled)
 
 
+@st.fragment
+def steps_section() -> None:
+    """1. Q, K, V and the three steps, then 2. what Q/K and V each decide (on demand)."""
+    st.header(T("steps_header"))
+    source = st.radio(
+        T("source"), ["random", "edit"], format_func=lambda s: T(f"source_{s}"), horizontal=True, key="source"
+    )
+    qkv = steps = None
+    with ui.friendly_errors():
+        if source == "random":
+            c = st.columns(5)
+            nq = c[0].slider("N_Q", 1, 12, 4, help=T("help_nq"))
+            nk = c[1].slider("N_K", 1, 12, 6, help=T("help_nk"))
+            d = c[2].slider("D", 1, 64, 8, help=T("help_d"), key="d")
+            dv = c[3].slider("D_V", 1, 12, 4, help=T("help_dv"))
+            seed = c[4].number_input(SEED, 0, 10_000, 0, key="seed")
+            qkv = view.random_qkv(nq, nk, d, dv, seed)
+        else:
+            st.caption(T("edit_hint"))
+            c = st.columns(3)
+            example = {n: view.format_matrix(view.EXAMPLE[n], 0) for n in "QKV"}
+            texts = {n: c[i].text_area(n, example[n], height=150, key=f"text_{n}") for i, n in enumerate("QKV")}
+            seed = 0  # the replacement drawn in section 2
+            qkv = tuple(view.parse_matrix(texts[n], n) for n in "QKV")
+    if qkv is not None:
+        ui.row(*view.inputs(*qkv, lang=LANG))
+        scaled = st.toggle(T("scale_toggle"), value=True, help=T("scale_help"), key="scaled")
+        with ui.friendly_errors():
+            steps = view.steps(*qkv, scaled, lang=LANG)  # checks that the shapes fit together
+    if steps is not None:
+        ui.row(steps.scores, steps.weights, steps.out)
+        st.markdown(steps.numbers)
+        replace_section(qkv, seed, scaled)
+
+
+@st.fragment
+def replace_section(qkv: tuple, seed: int, scaled: bool) -> None:
+    """2. Similarity from Q and K, content from V: a new V keeps the weights, a new K changes them."""
+    if box := ui.lazy_section(T, "qkv", key="op_open_qkv"):
+        with box:
+            st.markdown(T("qkv_table"))
+            which = st.radio(
+                T("replace"), ["V", "K"], format_func=lambda s: T(f"replace_{s}"), horizontal=True, key="replace"
+            )
+            r = view.replace(*qkv, which, seed=seed + 1, scaled=scaled, lang=LANG)
+            ui.metrics({T("weights_diff"): f"{r.weights_diff:.3g}", T("out_diff"): f"{r.out_diff:.3g}"})
+            st.markdown(T(f"replace_result_{which}"))
+            ui.row(r.weights, r.out)
+
+
+@st.fragment
+def sqrt_section() -> None:
+    """3. Why divide by √D."""
+    if box := ui.lazy_section(T, "sqrt", view.LATEX["sqrt"], key="op_open_sqrt"):
+        with box:
+            n_keys = st.slider(T("n_keys"), 4, 64, 16, help=T("n_keys_help"))
+            with ui.friendly_errors():
+                panels, numbers = view.scaling(n_keys, curve=saturation, lang=LANG)
+                ui.row(*panels)
+                st.markdown(numbers)
+
+
+@st.fragment
+def cross_section() -> None:
+    """4. Cross-attention: queries from one sequence, keys and values from another."""
+    if box := ui.lazy_section(T, "cross", key="op_open_cross"):
+        with box:
+            c = st.columns(5)
+            cq = c[0].number_input("N_Q", 1, 16, 3, key="cross_nq", help=T("help_cross_nq"))
+            cx = c[1].number_input("N_X", 1, 16, 7, key="cross_nx", help=T("help_cross_nx"))
+            cd = c[2].number_input(T("width"), 1, 256, 16, key="cross_dim")
+            ch = c[3].number_input(T("heads"), 1, 16, 4, key="cross_heads")
+            cs = c[4].number_input(SEED, 0, 10_000, 0, key="cross_seed")
+            with ui.friendly_errors():
+                head = st.selectbox(T("head"), range(ch), format_func=lambda h: f"{h + 1}")
+                panel, shapes = view.cross(cq, cx, cd, ch, cs, head, lang=LANG)
+                ui.show(panel)
+                st.markdown(shapes)
+
+
 st.title(ui.page_title("operator"))
 st.markdown(T("intro"))
 st.latex(view.LATEX["operator"])
-
-# 1. Q, K, V and the three steps --------------------------------------------------------------------------------
-st.header(T("steps_header"))
-source = st.radio(
-    T("source"), ["random", "edit"], format_func=lambda s: T(f"source_{s}"), horizontal=True, key="source"
-)
-qkv = None
-with ui.friendly_errors():
-    if source == "random":
-        c = st.columns(5)
-        nq = c[0].slider("N_Q", 1, 12, 4, help=T("help_nq"))
-        nk = c[1].slider("N_K", 1, 12, 6, help=T("help_nk"))
-        d = c[2].slider("D", 1, 64, 8, help=T("help_d"), key="d")
-        dv = c[3].slider("D_V", 1, 12, 4, help=T("help_dv"))
-        seed = c[4].number_input(SEED, 0, 10_000, 0, key="seed")
-        qkv = view.random_qkv(nq, nk, d, dv, seed)
-    else:
-        st.caption(T("edit_hint"))
-        c = st.columns(3)
-        example = {n: view.format_matrix(view.EXAMPLE[n], 0) for n in "QKV"}
-        texts = {n: c[i].text_area(n, example[n], height=150, key=f"text_{n}") for i, n in enumerate("QKV")}
-        seed = 0  # the replacement drawn in section 2
-        qkv = tuple(view.parse_matrix(texts[n], n) for n in "QKV")
-
-steps = None
-if qkv is not None:
-    ui.row(*view.inputs(*qkv, lang=LANG))
-    scaled = st.toggle(T("scale_toggle"), value=True, help=T("scale_help"), key="scaled")
-    with ui.friendly_errors():
-        steps = view.steps(*qkv, scaled, lang=LANG)  # checks that the shapes fit together
-
-if steps is not None:
-    ui.row(steps.scores, steps.weights, steps.out)
-    st.markdown(steps.numbers)
-
-    # 2. Similarity from Q and K, content from V ----------------------------------------------------------------
-    ui.section(T, "qkv")
-    st.markdown(T("qkv_table"))
-    which = st.radio(T("replace"), ["V", "K"], format_func=lambda s: T(f"replace_{s}"), horizontal=True, key="replace")
-    r = view.replace(*qkv, which, seed=seed + 1, scaled=scaled, lang=LANG)
-    ui.metrics({T("weights_diff"): f"{r.weights_diff:.3g}", T("out_diff"): f"{r.out_diff:.3g}"})
-    st.markdown(T(f"replace_result_{which}"))
-    ui.row(r.weights, r.out)
-
-# 3. Why divide by √D -------------------------------------------------------------------------------------------
-ui.section(T, "sqrt", view.LATEX["sqrt"])
-n_keys = st.slider(T("n_keys"), 4, 64, 16, help=T("n_keys_help"))
-with ui.friendly_errors():
-    panels, numbers = view.scaling(n_keys, curve=saturation, lang=LANG)
-    ui.row(*panels)
-    st.markdown(numbers)
-
-# 4. Cross-attention --------------------------------------------------------------------------------------------
-ui.section(T, "cross")
-c = st.columns(5)
-cq = c[0].number_input("N_Q", 1, 16, 3, key="cross_nq", help=T("help_cross_nq"))
-cx = c[1].number_input("N_X", 1, 16, 7, key="cross_nx", help=T("help_cross_nx"))
-cd = c[2].number_input(T("width"), 1, 256, 16, key="cross_dim")
-ch = c[3].number_input(T("heads"), 1, 16, 4, key="cross_heads")
-cs = c[4].number_input(SEED, 0, 10_000, 0, key="cross_seed")
-with ui.friendly_errors():
-    head = st.selectbox(T("head"), range(ch), format_func=lambda h: f"{h + 1}")
-    panel, shapes = view.cross(cq, cx, cd, ch, cs, head, lang=LANG)
-    ui.show(panel)
-    st.markdown(shapes)
+steps_section()
+sqrt_section()
+cross_section()

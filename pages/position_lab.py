@@ -14,17 +14,14 @@ def results() -> view.Results:
     return ui.cached_model(view.BUNDLE)  # the registry's loader, once per server process
 
 
-st.title(ui.page_title("position_lab"))
-st.markdown(T("intro"))
+# Each section is a fragment: its inputs rerun only that section.
 
-res = ui.optional(results, view.BundleError, lambda exc: T("no_bundle", message=str(exc)))
-if res is not None:
-    st.caption(view.setup(res, lang=LANG))
 
-    # 1. Loss by position, inside and beyond the training context -----------------------------------------------
+@st.fragment
+def loss_section(res: view.Results) -> None:
+    """1. Loss by position, inside and beyond the training context."""
     ui.section(T, "loss")
     c = st.columns([3, 2])
-    fmt = lambda s: view.label(s, LANG)  # noqa: E731
     # Keyed per language: a multiselect keeps the labels its chips were first drawn with.
     picked = c[0].multiselect(
         T("schemes"), res.schemes, default=res.schemes, format_func=fmt, key=f"loss_schemes_{LANG}"
@@ -36,7 +33,10 @@ if res is not None:
     st.markdown(T("loss_note"))
     st.markdown(T("sinusoidal_note"))
 
-    # 2. Attention against distance -----------------------------------------------------------------------------
+
+@st.fragment
+def attention_section(res: view.Results) -> None:
+    """2. Attention against distance."""
     ui.section(T, "attn", *view.LATEX["alibi"])
     c = st.columns([3, 2])
     chosen = c[0].multiselect(
@@ -48,23 +48,40 @@ if res is not None:
         ui.show(view.attention_by_distance(res, chosen, layer, lang=LANG))
     st.markdown(T("attn_note"))
 
-    # 3. The claims, checked --------------------------------------------------------------------------------------
+
+@st.fragment
+def rotary_section() -> None:
+    """4. Rotary made visible (needs no bundle)."""
+    ui.section(T, "rotary", *view.LATEX["rotary"])
+    c = st.columns(6)
+    head_dim = c[0].number_input(T("head_dim"), 2, view.MAX_HEAD_DIM, 16, step=2, help=T("head_dim_help"), key="rot_dh")
+    theta = c[1].number_input("θ", 2.0, 1e7, 10000.0, step=1000.0, help=T("theta_help"), key="rot_theta")
+    positions = c[2].number_input(T("positions"), 2, view.MAX_POSITIONS, 64, help=T("positions_help"), key="rot_pos")
+    pairs = c[3].slider(T("pairs"), 1, 8, 4, key="rot_pairs")
+    seed = c[4].number_input(ui.texts("common")("seed"), 0, 10_000, 0, key="rot_seed")
+    double = c[5].toggle("float64", value=True, help=T("dtype_help"), key="rot_double")
+    with ui.friendly_errors():
+        demo = view.rotary_demo(int(head_dim), float(theta), int(positions), pairs, int(seed), double, lang=LANG)
+        ui.show(demo.rotation)
+        ui.row(demo.scores, demo.by_distance)
+        st.success(demo.check)
+    st.markdown(T("rotary_note"))
+
+
+def fmt(scheme: str) -> str:
+    return view.label(scheme, LANG)
+
+
+st.title(ui.page_title("position_lab"))
+st.markdown(T("intro"))
+
+res = ui.optional(results, view.BundleError, lambda exc: T("no_bundle", message=str(exc)))
+if res is not None:
+    st.caption(view.setup(res, lang=LANG))
+    loss_section(res)
+    attention_section(res)
+    # 3. The claims, checked (no inputs) ---------------------------------------------------------------------------
     ui.section(T, "verdicts")
     st.table(view.verdict_rows(res, lang=LANG))
     st.markdown(T("verdicts_note"))
-
-# 4. Rotary made visible (needs no bundle) ------------------------------------------------------------------------
-ui.section(T, "rotary", *view.LATEX["rotary"])
-c = st.columns(6)
-head_dim = c[0].number_input(T("head_dim"), 2, view.MAX_HEAD_DIM, 16, step=2, help=T("head_dim_help"), key="rot_dh")
-theta = c[1].number_input("θ", 2.0, 1e7, 10000.0, step=1000.0, help=T("theta_help"), key="rot_theta")
-positions = c[2].number_input(T("positions"), 2, view.MAX_POSITIONS, 64, help=T("positions_help"), key="rot_pos")
-pairs = c[3].slider(T("pairs"), 1, 8, 4, key="rot_pairs")
-seed = c[4].number_input(ui.texts("common")("seed"), 0, 10_000, 0, key="rot_seed")
-double = c[5].toggle("float64", value=True, help=T("dtype_help"), key="rot_double")
-with ui.friendly_errors():
-    demo = view.rotary_demo(int(head_dim), float(theta), int(positions), pairs, int(seed), double, lang=LANG)
-    ui.show(demo.rotation)
-    ui.row(demo.scores, demo.by_distance)
-    st.success(demo.check)
-st.markdown(T("rotary_note"))
+rotary_section()

@@ -1,4 +1,6 @@
-"""Self-attention and position (lecture §3.1–3.3, §9.3): a set until positions are added."""
+"""Self-attention and position (lecture §3.1–3.3, §9.3): a set until positions are added.
+
+Shuffle reruns and redraws its own section only (a fragment); word order and the encodings open on demand."""
 
 import streamlit as st
 
@@ -15,11 +17,79 @@ def trained_tables():
     return position.bundled_position_tables()
 
 
+@st.fragment
+def shuffled(n: int, dim: int, heads: int, seed: int, kind: str) -> bool:
+    """1. The layer on a sequence and on a shuffled copy; True when the layer could be built."""
+    st.session_state.setdefault("perm_seed", 1)
+    if st.button(T("shuffle"), icon=":material/shuffle:", key="shuffle"):
+        st.session_state.perm_seed += 1
+    with ui.friendly_errors():
+        perm = view.permutation(n, dim, heads, seed, st.session_state.perm_seed, kind, lang=LANG)
+        st.markdown(perm.order)
+        c = st.columns(2)
+        with c[0]:
+            ui.show(perm.out, perm.weights)
+        with c[1]:
+            ui.show(perm.out_shuffled, perm.weights_shuffled)
+        st.metric(T("max_diff"), f"{perm.check.max_diff:.2e}")
+        (st.success if perm.equal else st.info)(perm.verdict)
+        return True
+    return False
+
+
+@st.fragment
+def word_order(dim: int, heads: int, seed: int, layer_ok: bool) -> None:
+    """2. Dog bites man: the same words in another order, with each kind of position."""
+    if not (box := ui.lazy_section(T, "order", key="sa_open_order")):
+        return
+    with box:
+        c = st.columns(2)
+        sentence_a = c[0].text_input(T("sentence_a"), "dog bites man", max_chars=200, key="sentence_a")
+        sentence_b = c[1].text_input(T("sentence_b"), "man bites dog", max_chars=200, key="sentence_b")
+        if not layer_ok:
+            st.info(T("order_needs_layer"))
+            return
+        with ui.friendly_errors():
+            order = view.word_order(sentence_a, sentence_b, dim, heads, seed, lang=LANG)
+            ui.show(order.chart)
+            for col, k in zip(st.columns(3), position.POSITION_KINDS):
+                col.metric(T("order_metric", kind=T(f"pos_{k}")), f"{order.max_diff[k]:.2e}")
+                col.caption(T("order_pooled", diff=f"{order.pooled_diff[k]:.2e}"))
+            st.markdown(order.conclusion)
+
+
+@st.fragment
+def encodings(seed: int) -> None:
+    """3. Positional encodings: sinusoidal, learned before training, and the bundled models' trained tables."""
+    if not (box := ui.lazy_section(T, "enc", view.LATEX["enc"], key="sa_open_enc")):
+        return
+    with box:
+        tables, problems = trained_tables()
+        for name, reason in problems.items():
+            st.warning(T("bundle_problem", name=name, reason=reason))
+        source = st.radio(
+            T("enc_source"),
+            ["sinusoidal", "learned", *tables],
+            horizontal=True,
+            key="enc_source",
+            format_func=lambda s: T(f"enc_{s}") if s in ("sinusoidal", "learned") else T("enc_trained", name=s),
+        )
+        c = st.columns(2)
+        n_pos = c[0].slider(T("enc_positions"), 2, 128, 64)
+        enc_dim = c[1].slider(T("enc_dim"), 2, 256, 64, step=2, disabled=source in tables)
+        with ui.friendly_errors():
+            table, similarity, note = view.encodings(source, n_pos, enc_dim, seed, tables, lang=LANG)
+            if note:
+                st.caption(note)
+            ui.row(table, similarity)
+            st.markdown(T(f"enc_reading_{'trained' if source in tables else source}"))
+
+
 st.title(ui.page_title("self_attention"))
 st.markdown(T("intro"))
 st.latex(view.LATEX["qkv"])
 
-# 1. Permutation equivariance -----------------------------------------------------------------------------------
+# 1. Permutation equivariance: the layer's settings here serve every section ---------------------------------
 st.header(T("perm_header"))
 st.latex(view.LATEX["perm"])
 st.markdown(T("perm_intro"))
@@ -29,60 +99,6 @@ dim = c[1].number_input(T("width"), 1, 256, 16, help=T("width_help"), key="dim")
 heads = c[2].number_input(T("heads"), 1, 16, 4, help=T("heads_help"), key="heads")
 seed = c[3].number_input(ui.texts("common")("seed"), 0, 10_000, 0)
 kind = c[4].selectbox(T("positions"), position.POSITION_KINDS, format_func=lambda k: T(f"pos_{k}"), key="positions")
-st.session_state.setdefault("perm_seed", 1)
-if st.button(T("shuffle"), icon=":material/shuffle:", key="shuffle"):
-    st.session_state.perm_seed += 1
-check = None
-with ui.friendly_errors():
-    perm = view.permutation(n, dim, heads, seed, st.session_state.perm_seed, kind, lang=LANG)
-    check = perm.check
-    st.markdown(perm.order)
-    c = st.columns(2)
-    with c[0]:
-        ui.show(perm.out, perm.weights)
-    with c[1]:
-        ui.show(perm.out_shuffled, perm.weights_shuffled)
-    st.metric(T("max_diff"), f"{check.max_diff:.2e}")
-    (st.success if perm.equal else st.info)(perm.verdict)
-
-# 2. Dog bites man ----------------------------------------------------------------------------------------------
-st.header(T("order_header"))
-st.markdown(T("order_intro"))
-c = st.columns(2)
-sentence_a = c[0].text_input(T("sentence_a"), "dog bites man", max_chars=200, key="sentence_a")
-sentence_b = c[1].text_input(T("sentence_b"), "man bites dog", max_chars=200, key="sentence_b")
-if check is None:
-    st.info(T("order_needs_layer"))
-else:
-    with ui.friendly_errors():
-        order = view.word_order(sentence_a, sentence_b, dim, heads, seed, lang=LANG)
-        ui.show(order.chart)
-        for col, k in zip(st.columns(3), position.POSITION_KINDS):
-            col.metric(T("order_metric", kind=T(f"pos_{k}")), f"{order.max_diff[k]:.2e}")
-            col.caption(T("order_pooled", diff=f"{order.pooled_diff[k]:.2e}"))
-        st.markdown(order.conclusion)
-
-# 3. Positional encodings ---------------------------------------------------------------------------------------
-st.header(T("enc_header"))
-st.latex(view.LATEX["enc"])
-st.markdown(T("enc_intro"))
-tables, problems = trained_tables()
-for name, reason in problems.items():
-    st.warning(T("bundle_problem", name=name, reason=reason))
-sources = ["sinusoidal", "learned", *tables]
-source = st.radio(
-    T("enc_source"),
-    sources,
-    horizontal=True,
-    key="enc_source",
-    format_func=lambda s: T(f"enc_{s}") if s in ("sinusoidal", "learned") else T("enc_trained", name=s),
-)
-c = st.columns(2)
-n_pos = c[0].slider(T("enc_positions"), 2, 128, 64)
-enc_dim = c[1].slider(T("enc_dim"), 2, 256, 64, step=2, disabled=source in tables)
-with ui.friendly_errors():
-    table, similarity, note = view.encodings(source, n_pos, enc_dim, seed, tables, lang=LANG)
-    if note:
-        st.caption(note)
-    ui.row(table, similarity)
-    st.markdown(T(f"enc_reading_{'trained' if source in tables else source}"))
+layer_ok = shuffled(n, dim, heads, seed, kind)
+word_order(dim, heads, seed, layer_ok)
+encodings(seed)

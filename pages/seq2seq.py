@@ -32,10 +32,76 @@ def translations(text: str, beam: int) -> dict:
     return view.translate(load_translators(), text, beam)
 
 
+# 2. Alignment matrices: Bahdanau beside the Transformer's cross-attention ------------------------------------------
+@st.fragment
+def alignments(translators: dict, out: dict, gold) -> None:
+    ui.section(T, "align")
+    with ui.friendly_errors():
+        tfm, cross = translators["transformer"], out["transformer"].cross  # (L, H, T_out, T_in)
+        c = st.columns(2)
+        layer = c[0].selectbox(
+            T("layer"), range(cross.shape[0]), index=tfm.align_layer or 0, format_func=lambda i: str(i + 1)
+        )
+        heads = [None, *range(cross.shape[1])]
+        head = c[1].selectbox(T("head"), heads, format_func=lambda h: T("head_mean") if h is None else str(h + 1))
+        al = view.alignments(out, gold, layer, head, lang=LANG, mosaic=False)  # the mosaic: on demand, below
+        for col, panel, off in zip(st.columns(2), (al.bahdanau, al.transformer), al.off_gold):
+            with col:
+                ui.show(panel)
+                if off:
+                    st.caption(T("gold_note"))
+        st.caption(T("align_layer_note", layer=(tfm.align_layer or 0) + 1))
+        box = st.expander(T("mosaic_title"), key="s2s_open_mosaic", on_change="rerun")  # every layer × head
+        if box.open:
+            with box:
+                st.markdown(T("mosaic_intro"))
+                ui.show(view.cross_mosaic(out, lang=LANG))
+
+
+# 3. One decoder step ------------------------------------------------------------------------------------------------
+@st.fragment
+def decoder_step(o) -> None:
+    if not (box := ui.lazy_section(T, "step", key="s2s_open_step")):
+        return
+    with box:
+        if not o.tokens:
+            st.info(T("no_output"))
+            return
+        with ui.friendly_errors():
+            t = st.slider(T("step"), 1, len(o.tokens) + 1, 1) - 1  # the last step writes <eos>
+            ui.show(view.decoder_step(o, t, lang=LANG))
+
+
+# 4. The bottleneck: quality by length (the same for every sentence) -----------------------------------------------
+@st.fragment
+def bottleneck(translators: dict) -> None:
+    if not (box := ui.lazy_section(T, "bottleneck", key="s2s_open_bottleneck")):
+        return
+    with box:
+        shipped = {k: t.results for k, t in translators.items() if t.results}
+        per_bucket = st.slider(T("rerun_size"), 2, 50, 10, help=T("rerun_help"))
+        if st.button(T("rerun")):
+            with ui.friendly_errors():
+                bar = st.progress(0.0)
+                st.session_state["s2s_eval"] = view.evaluate(translators, per_bucket, progress=bar.progress, lang=LANG)
+                bar.empty()
+        results = st.session_state.get("s2s_eval") or shipped
+        if not results:
+            st.info(T("no_results"))
+            return
+        n = next(iter(results.values()))["n"][0]
+        st.caption(T("rerun_done", n=n) if "s2s_eval" in st.session_state else T("shipped", n=n))
+        cols = st.columns(2)
+        for i, panel in enumerate(view.by_length(results, lang=LANG)):
+            with cols[i % 2]:
+                ui.show(panel)
+
+
 st.title(ui.page_title("seq2seq"))
 st.markdown(T("intro"))
 st.latex(view.LATEX)
 st.caption(T("formula_caption"))
+ui.keep_open("s2s_open_mosaic", "s2s_open_step")  # a sentence without a translation does not draw them
 translators = load_translators()
 if translators is None:
     st.stop()
@@ -76,54 +142,7 @@ else:
             if o.aer is not None:
                 col.metric(T("aer"), f"{o.aer:.2f}", help=T("aer_help"))
 
-# 2. Alignment matrices: Bahdanau beside the Transformer's cross-attention ------------------------------------------
 if out is not None:
-    ui.section(T, "align")
-    with ui.friendly_errors():
-        tfm, cross = translators["transformer"], out["transformer"].cross  # (L, H, T_out, T_in)
-        c = st.columns(2)
-        layer = c[0].selectbox(
-            T("layer"), range(cross.shape[0]), index=tfm.align_layer or 0, format_func=lambda i: str(i + 1)
-        )
-        heads = [None, *range(cross.shape[1])]
-        head = c[1].selectbox(T("head"), heads, format_func=lambda h: T("head_mean") if h is None else str(h + 1))
-        al = view.alignments(out, gold, layer, head, lang=LANG)
-        for col, panel, off in zip(st.columns(2), (al.bahdanau, al.transformer), al.off_gold):
-            with col:
-                ui.show(panel)
-                if off:
-                    st.caption(T("gold_note"))
-        st.caption(T("align_layer_note", layer=(tfm.align_layer or 0) + 1))
-        st.subheader(T("mosaic_title"))
-        st.markdown(T("mosaic_intro"))
-        ui.show(al.mosaic)
-
-    # 3. One decoder step ----------------------------------------------------------------------------------------
-    ui.section(T, "step")
-    o = out["attention"]
-    if not o.tokens:
-        st.info(T("no_output"))
-    else:
-        with ui.friendly_errors():
-            t = st.slider(T("step"), 1, len(o.tokens) + 1, 1) - 1  # the last step writes <eos>
-            ui.show(view.decoder_step(o, t, lang=LANG))
-
-# 4. The bottleneck: quality by length -----------------------------------------------------------------------------
-ui.section(T, "bottleneck")
-shipped = {k: t.results for k, t in translators.items() if t.results}
-per_bucket = st.slider(T("rerun_size"), 2, 50, 10, help=T("rerun_help"))
-if st.button(T("rerun")):
-    with ui.friendly_errors():
-        bar = st.progress(0.0)
-        st.session_state["s2s_eval"] = view.evaluate(translators, per_bucket, progress=bar.progress, lang=LANG)
-        bar.empty()
-results = st.session_state.get("s2s_eval") or shipped
-if not results:
-    st.info(T("no_results"))
-else:
-    n = next(iter(results.values()))["n"][0]
-    st.caption(T("rerun_done", n=n) if "s2s_eval" in st.session_state else T("shipped", n=n))
-    cols = st.columns(2)
-    for i, panel in enumerate(view.by_length(results, lang=LANG)):
-        with cols[i % 2]:
-            ui.show(panel)
+    alignments(translators, out, gold)
+    decoder_step(out["attention"])
+bottleneck(translators)

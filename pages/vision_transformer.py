@@ -1,4 +1,5 @@
-"""Vision Transformer (lecture §7): patches, positions and per-head attention on generated or uploaded images."""
+"""Vision Transformer (lecture §7): patches, positions and per-head attention on generated or uploaded images.
+Sections are fragments (own widgets rerun them alone); patches, positions and shuffle open on demand."""
 
 import numpy as np
 import streamlit as st
@@ -16,10 +17,76 @@ def classified(name: str, pixels: np.ndarray):
     return ui.cached_model(name).classify(pixels)
 
 
+@st.fragment  # 2. Patchify: one patch at the lecture's 224/16 and in the model
+def patch_section(clf, picture, row: int, col: int, name: str) -> None:
+    if box := ui.lazy_section(T, "patch", view.LATEX["patch"], key="vit_open_patch"):
+        with box, ui.friendly_errors():
+            for side_box, side in zip(st.columns(2), view.patches(clf, picture, row, col, name, lang=LANG)):
+                with side_box:
+                    st.subheader(side.title)
+                    st.markdown(side.numbers)
+                    ui.show(side.grid, side.values, side.projection)
+                    st.caption(side.conv_linear)
+
+
+@st.fragment
+def attention_section(clf, name: str, pixels, mask, row: int, col: int) -> None:
+    """3. Attention of one query, per head, every layer × head, and rollout."""
+    ui.section(T, "attn")
+    with ui.friendly_errors():
+        result = classified(name, pixels)
+        c = st.columns([2, 1])
+        query = c[0].radio(
+            T("query"), view.queries(clf), horizontal=True, format_func=lambda q: T(f"query_{q}", patch=f"r{row}c{col}")
+        )
+        layer = c[1].slider(T("layer"), 1, clf.model.cfg.num_layers, clf.model.cfg.num_layers)
+        att = view.attention(clf, result, pixels, query, row * clf.model.cfg.grid + col, layer, mask, lang=LANG)
+        ui.show(att.overlays)
+        c = st.columns([3, 2])
+        with c[0]:
+            ui.show(att.mosaic)
+        with c[1]:
+            ui.show(att.prediction)
+        ui.section(T, "rollout", view.LATEX["rollout"], level="subheader")
+        ui.show(att.rollout)
+        if att.shares:
+            ui.metrics(att.shares)
+        if report := view.measured(name, lang=LANG):
+            st.markdown(report)
+
+
+@st.fragment  # 5. The model's position table against 2-D sin-cos
+def positions_section(clf) -> None:
+    if box := ui.lazy_section(T, "pos", key="vit_open_pos"):
+        with box, ui.friendly_errors():
+            own, sincos = view.positions(clf, lang=LANG)
+            c = st.columns(2)
+            with c[0]:
+                if own is None:
+                    st.info(T("pos_none"))
+                ui.show(own)
+            with c[1]:
+                ui.show(sincos)
+
+
+@st.fragment  # 6. The same patches in another order, with and without positions
+def shuffle_section(clf, name: str, pixels) -> None:
+    if box := ui.lazy_section(T, "shuffle", key="vit_open_shuffle"):
+        with box:
+            shuffle_seed = st.number_input(T("shuffle_seed"), 0, 1_000_000, 0)
+            with ui.friendly_errors():
+                shuf = view.shuffle(clf, pixels, classified(name, pixels), shuffle_seed, lang=LANG)
+                c = st.columns([1, 3])
+                c[0].image(shuf.image, caption=T("shuffled_caption"), width=200)
+                with c[1]:
+                    ui.show(shuf.chart)
+                ui.metrics(shuf.changes)
+                st.markdown(T("shuffle_reading"))
+
+
 st.title(ui.page_title("vision_transformer"))
 st.markdown(T("intro"))
 
-# 0. Model ----------------------------------------------------------------------------------------------------
 names = models.available_models("image")
 if not names:
     st.error(T("no_model"))
@@ -35,7 +102,6 @@ except models.BundleError as exc:
 cfg = clf.model.cfg
 st.caption(view.facts(clf, lang=LANG))
 
-# 1. Input and preprocessing ----------------------------------------------------------------------------------
 st.header(T("input_header"))
 source = st.radio(T("source"), ["sample", "upload"], format_func=lambda s: T(f"source_{s}"), horizontal=True)
 label, seed = 0, 7  # the sample shown until a file is uploaded
@@ -65,75 +131,20 @@ c = st.columns([1, 1, 2])
 c[0].image(picture, caption=T("original", w=picture.width, h=picture.height), width=220)
 c[1].image(pixels, caption=T("model_input", size=cfg.image_size), width=220)
 with c[2]:
-    st.markdown(T("preprocess"))
+    st.markdown(view.preprocessing(clf, lang=LANG))
     st.latex(rf"\tilde{{x}} = \frac{{x/255 - \mu}}{{\sigma}},\quad \mu={list(clf.mean)},\ \sigma={list(clf.std)}")
     for note in notes:
         st.markdown(f"- {note}")
+c = st.columns(2)  # the patch shown in section 2 and queried in section 3
+row = c[0].slider(T("patch_row"), 0, cfg.grid - 1, cfg.grid // 2)
+col = c[1].slider(T("patch_col"), 0, cfg.grid - 1, cfg.grid // 2)
 
-# 2. Patchify ---------------------------------------------------------------------------------------------------
-ui.section(T, "patch", view.LATEX["patch"])
-g = cfg.grid
-c = st.columns(2)
-row = c[0].slider(T("patch_row"), 0, g - 1, g // 2)
-col = c[1].slider(T("patch_col"), 0, g - 1, g // 2)
-with ui.friendly_errors():
-    for box, side in zip(st.columns(2), view.patches(clf, picture, row, col, name, lang=LANG)):
-        with box:
-            st.subheader(side.title)
-            st.markdown(side.numbers)
-            ui.show(side.grid, side.values, side.projection)
-            st.caption(side.conv_linear)
-
-# 3. Attention --------------------------------------------------------------------------------------------------
-ui.section(T, "attn")
-with ui.friendly_errors():
-    result = classified(name, pixels)
-    c = st.columns([2, 1])
-    query = c[0].radio(
-        T("query"), view.queries(clf), horizontal=True, format_func=lambda q: T(f"query_{q}", patch=f"r{row}c{col}")
-    )
-    layer = c[1].slider(T("layer"), 1, cfg.num_layers, cfg.num_layers)
-    att = view.attention(clf, result, pixels, query, row * g + col, layer, mask, lang=LANG)
-    ui.show(att.overlays)
-    c = st.columns([3, 2])
-    with c[0]:
-        ui.show(att.mosaic)
-    with c[1]:
-        ui.show(att.prediction)
-    ui.section(T, "rollout", view.LATEX["rollout"], level="subheader")
-    ui.show(att.rollout)
-    if att.shares:
-        ui.metrics(att.shares)
-    if report := view.measured(name, lang=LANG):
-        st.markdown(report)
-
-# 4. Pooling: N×D → 1×D → C -------------------------------------------------------------------------------------
-ui.section(T, "pool", view.LATEX["pool"])
+patch_section(clf, picture, row, col, name)
+attention_section(clf, name, pixels, mask, row, col)
+ui.section(T, "pool", view.LATEX["pool"])  # 4. Pooling: N×D → 1×D → C
 with ui.friendly_errors():
     pooled = view.pooling(clf, pixels, lang=LANG)
     st.latex(pooled.formula)
     st.markdown(pooled.reading)
-
-# 5. Positions --------------------------------------------------------------------------------------------------
-ui.section(T, "pos")
-with ui.friendly_errors():
-    own, sincos = view.positions(clf, lang=LANG)
-    c = st.columns(2)
-    with c[0]:
-        if own is None:
-            st.info(T("pos_none"))
-        ui.show(own)
-    with c[1]:
-        ui.show(sincos)
-
-# 6. Shuffling patches ------------------------------------------------------------------------------------------
-ui.section(T, "shuffle")
-shuffle_seed = st.number_input(T("shuffle_seed"), 0, 1_000_000, 0)
-with ui.friendly_errors():
-    shuf = view.shuffle(clf, pixels, result, shuffle_seed, lang=LANG)
-    c = st.columns([1, 3])
-    c[0].image(shuf.image, caption=T("shuffled_caption"), width=200)
-    with c[1]:
-        ui.show(shuf.chart)
-    ui.metrics(shuf.changes)
-    st.markdown(T("shuffle_reading"))
+positions_section(clf)
+shuffle_section(clf, name, pixels)

@@ -199,6 +199,45 @@ class W:
         return self.key or self.label or self.kind
 
 
+@dataclass(frozen=True)
+class Tab(W):
+    """Lazy tabs (``st.tabs(..., key=key, on_change="rerun")``): the value is the open tab's label."""
+
+    def find(self, at: AppTest) -> Any:
+        return _OpenTab(at, self.key)
+
+
+@dataclass
+class _OpenTab:
+    at: AppTest
+    key: str
+
+    @property
+    def value(self) -> str | None:
+        return self.at.session_state[self.key] if self.key in self.at.session_state else None
+
+    def set_value(self, label: str) -> None:
+        self.at.session_state[self.key] = label
+
+
+def mask_tab(kind: str) -> tuple[tuple[W, str], ...]:
+    return ((Tab("tab", "mask_kind"), locales.text("masks", f"kind_{kind}")),)
+
+
+# Sections that open on demand (lazy expanders), opened when the table opens the page so it reaches their inputs.
+OPEN = {
+    "operator": ("op_open_qkv", "op_open_sqrt", "op_open_cross"),
+    "self_attention": ("sa_open_order", "sa_open_enc"),
+    "language_model": ("lm_open_embed", "lm_open_loss", "lm_open_gen"),
+    "vision_transformer": ("vit_open_patch", "vit_open_pos", "vit_open_shuffle"),
+    "seq2seq": ("s2s_open_mosaic", "s2s_open_step", "s2s_open_bottleneck"),
+    "cost_of_attention": ("cost_open_tile", "cost_open_io", "cost_open_mix"),
+    "norms": ("norms_open_pair", "norms_open_live"),
+    "moe": ("moe_open_heldout",),
+    "kv_cache": ("kv_open_sharing",),
+}
+
+
 def labelled(kind: str, page: str, key: str) -> W:
     return W(kind, label=locales.text(page, key))
 
@@ -349,6 +388,7 @@ CASES: list[Case] = [
         "masks",
         (W("text_input", "sentence"),),
         "causal_weights",
+        prepare=mask_tab("causal"),
         empty=EMPTY_MASK,
         markdown=("error", "longer than 32 characters"),
         **{"100k": ("error", "at most 24 are allowed")},
@@ -358,11 +398,16 @@ CASES: list[Case] = [
         (W("text_input", "sizes_10"),),
         "block_diagonal_weights",
         name="sizes",
+        prepare=mask_tab("block_diagonal"),
         only=("empty", "blank", "100k", "control", "html", "markdown"),
         empty=("error", "write the document lengths"),
         **{p: SIZES for p in ("100k", "control", "html", "markdown")},
     ),
-    *number_cases("masks", "causal_weights"),
+    *[  # each tab's numbers (only the open tab draws its inputs)
+        Case("masks", f"{kind}-numbers-{n}", n, "chart", chart=f"{kind}_weights", prepare=mask_tab(kind))
+        for kind in ("causal", "padding", "sliding_window", "prefix_lm")
+        for n in NUMBERS
+    ],
     # multi-head: the text and the model only (the page's layout is being reworked)
     *text_cases("multihead", (W("text_area", "mh_text_example_code"),), "", empty=MH_EMPTY, **{"100k": MH_LONG}),
     Case(
@@ -620,6 +665,10 @@ class Pages:
     def __call__(self, name: str) -> AppTest:
         if name not in self.opened:
             self.opened[name] = open_page(name)
+            if name in OPEN:
+                for key in OPEN[name]:
+                    self.opened[name].session_state[key] = True
+                self.opened[name].run()
             assert_answers(self.opened[name], "")
         return self.opened[name]
 

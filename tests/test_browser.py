@@ -281,6 +281,8 @@ def model_sizes(page, tmp: Path) -> None:
 def language_model(page, tmp: Path) -> None:
     type_text(page, label("language_model", "text"), "The module is ready.", area=True)
     expect(page.locator(CODE).first).to_contain_text("module", timeout=LONG)
+    wait_until_idle(page)
+    page.get_by_text(label("language_model", "gen_header"), exact=True).click()  # generation opens on demand
     expect(page.locator(CODE).nth(1)).to_contain_text("module", timeout=LONG)  # the prompt of the generation
 
 

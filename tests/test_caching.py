@@ -32,6 +32,9 @@ def test_a_rerun_that_changes_nothing_recomputes_nothing(page: str, monkeypatch:
 
     monkeypatch.setattr(owner, name, counted)
     at = open_page(page)
+    if page == "language_model":  # generation opens on demand
+        at.session_state["lm_open_gen"] = True
+        at.run()
     assert_clean(at)
     first = calls[name]
     at.run()

@@ -77,6 +77,8 @@ def test_view_measures_within_budget_and_compares_in_both_languages():
 def test_cost_page_shows_the_three_mixers_and_measures_on_a_click(lang):
     at = open_page("cost_of_attention")
     at.session_state["lang"] = lang
+    at.session_state["cost_open_mix"] = True  # the section is built once opened
+    at.run()
     at.selectbox(key="mix_max_n").set_value(256)
     at.selectbox(key="mix_dim").set_value(32).run()
     assert_clean(at)

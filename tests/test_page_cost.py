@@ -39,6 +39,8 @@ def test_guard_and_tile_view_follow_their_inputs():
     at = open_page("cost_of_attention")
     at.number_input(key="cost_guard_n").set_value(512).run()
     assert any("would run" in s.value for s in at.success)
+    at.session_state["cost_open_tile"] = True  # the tile view is built once opened
+    at.run()
     at.checkbox(key="cost_tile_causal").uncheck().run()
     assert_clean(at)
     assert any("9 of 9" in t for t in _titles(at))  # no tile skipped without the causal mask
@@ -46,6 +48,19 @@ def test_guard_and_tile_view_follow_their_inputs():
     assert any("6 of 9" in t for t in _titles(at))
     at.number_input(key="cost_tile_n").set_value(64).run()
     assert_clean(at)
+
+
+def test_the_last_three_sections_are_built_only_once_opened():
+    at = open_page("cost_of_attention")
+    closed = len(plotly_specs(at))
+    assert closed == 2 and not at.table  # FLOPs and memory; no tile grid, IO curves or mixers yet
+    assert not at.number_input(key="cost_tile_n") if "cost_tile_n" in at.session_state else True
+    for key, charts in (("cost_open_tile", 3), ("cost_open_io", 2), ("cost_open_mix", 1)):
+        at.session_state[key] = True
+        at.run()
+        assert_clean(at)
+        assert len(plotly_specs(at)) == closed + charts, key
+        closed += charts
 
 
 def test_every_string_is_bilingual_and_every_used_key_exists():

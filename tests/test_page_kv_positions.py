@@ -59,6 +59,10 @@ def test_kv_cache_page_decodes_and_shows_the_cache_growing():
     titles = _titles(at)
     assert any(t.startswith("Cached keys") for t in titles) and any("Which KV head" in t for t in titles)
     assert any("128k" in t or "context length" in t for t in titles)
+    assert len(at.table) == 1  # the published models; the four-way sharing table computes when opened
+    at.session_state["kv_open_sharing"] = True
+    at.run()
+    assert_clean(at)
     sharing, published = at.table[0].value, at.table[1].value
     assert list(sharing.iloc[:, -1]) == ["✓"] * 4  # formula = tensors for MHA, GQA, MQA, window
     assert len(published) == 4
@@ -71,6 +75,10 @@ def test_kv_cache_page_decodes_and_shows_the_cache_growing():
 
 def test_cost_page_counts_io_beside_measured_peaks():
     at = open_page("cost_of_attention")
+    assert_clean(at)
+    assert not any("Bytes moved between slow and fast memory" in t for t in _titles(at))  # opens on demand
+    at.session_state["cost_open_io"] = True
+    at.run()
     assert_clean(at)
     assert any("Bytes moved between slow and fast memory" in t for t in _titles(at))
     text = "\n".join(m.value for m in at.markdown)

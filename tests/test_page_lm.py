@@ -21,9 +21,16 @@ def multihead():
     return open_page("multihead")
 
 
+LM_SECTIONS = ("lm_open_embed", "lm_open_loss", "lm_open_gen")  # open on demand (lazy expanders)
+
+
 @pytest.fixture(scope="module")
 def language_model():
-    return open_page("language_model")
+    """The language-model page with every section open."""
+    at = open_page("language_model")
+    for key in LM_SECTIONS:
+        at.session_state[key] = True
+    return at.run()
 
 
 VIEW_CHARTS = {"grid": 1, "head": 2, "compare": 7, "qk": 6}  # the figures each view shows
@@ -117,6 +124,13 @@ def test_multihead_encoder_with_special_tokens_hidden() -> None:
         assert_clean(at)
         sent = sum(len(el.proto.spec.encode()) for el in at.get("plotly_chart"))
         assert sent <= budget, f"{view}: {sent / 1e6:.1f} MB of chart data at 512 tokens"
+
+
+def test_language_model_first_visit_draws_the_open_sections_only() -> None:
+    at = open_page("language_model")
+    assert_clean(at)
+    assert len(plotly_specs(at)) == 3  # the mask, its weights, the next token; the rest opens on demand
+    assert not at.get("expander")[0].children  # embeddings: closed, nothing computed or sent
 
 
 def test_language_model_first_load(language_model) -> None:

@@ -42,7 +42,11 @@ def test_first_load_shows_charts_and_the_capacity_slider_recomputes_drops():
     assert "total parameters" in _trace_names(at)
     if not HAVE_MODEL:
         return
-    assert len(specs) >= 8  # cost, loss curves, tokens, gates, load, drops, entropy, co-occurrence
+    assert len(specs) == 4 and not at.dataframe  # cost, loss curves, tokens, gates; held-out statistics closed
+    at.session_state["moe_open_heldout"] = True  # what opening the expander writes; its section computes only now
+    at.run()
+    assert_clean(at)
+    assert len(plotly_specs(at)) >= 8  # + load, drops, entropy, co-occurrence
     assert len(at.dataframe) == 2  # statistics table and specialisation table
     # The capacity-factor slider recomputes the drop rate of every layer.
     col = "drop rate at this factor"

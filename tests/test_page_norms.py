@@ -52,6 +52,16 @@ def test_editing_the_vector_recomputes_and_bad_input_is_a_message(at):
     assert_clean(at)
 
 
+def test_the_pair_and_the_mini_run_are_built_only_once_opened(at):
+    assert not [t for t in at.text_input if t.label == "Sentence"] and not [b for b in at.button if b.label == "Train"]
+    before = len(plotly_specs(at))
+    at.session_state["norms_open_pair"] = True
+    at.session_state["norms_open_live"] = True
+    at.run()
+    assert_clean(at)
+    assert len(plotly_specs(at)) == before + 1  # the pair's maps; the mini-run draws nothing before Train
+
+
 def test_sentence_with_html_is_handled_and_variants_compare(at):
     box = next(t for t in at.text_input if t.label == "Sentence")
     box.set_value("<script>alert(1)</script> the list").run()

@@ -7,10 +7,26 @@ from conftest import assert_clean, open_page, plotly_specs
 
 from tx_explorer.analysis import seq2seq_eval
 
+SECTIONS = ("s2s_open_mosaic", "s2s_open_step", "s2s_open_bottleneck")  # open on demand (lazy expanders)
+
+
+def open_all(page):
+    for key in SECTIONS:
+        page.session_state[key] = True
+    return page.run()
+
 
 @pytest.fixture(scope="module")
 def at():
-    return open_page("seq2seq")
+    """The page with every section open."""
+    return open_all(open_page("seq2seq"))
+
+
+def test_first_visit_draws_the_two_alignments_only():
+    page = open_page("seq2seq")
+    assert_clean(page)
+    titles = [s["layout"].get("title", {}).get("text", "") for s in plotly_specs(page)]
+    assert len(titles) == 2 and "Bahdanau" in titles[0]  # mosaic, decoder step and bottleneck open on demand
 
 
 def test_first_load_shows_translations_and_charts(at):
@@ -79,7 +95,7 @@ def test_locale_has_both_languages_with_the_same_placeholders():
 
 
 def test_chinese_page_loads_clean():
-    at = open_page("seq2seq")
+    at = open_all(open_page("seq2seq"))
     at.session_state["lang"] = "zh"
     at.run()
     assert_clean(at)

@@ -8,12 +8,27 @@ import pytest
 
 from tests.conftest import assert_clean, open_page, plotly_specs
 
+SECTIONS = ("vit_open_patch", "vit_open_pos", "vit_open_shuffle")  # open on demand (lazy expanders)
+
 
 @pytest.fixture(scope="module")
 def at():
+    """The page with every section open."""
     page = open_page("vision_transformer")
     assert_clean(page)
+    for key in SECTIONS:
+        page.session_state[key] = True
+    page.run()
+    assert_clean(page)
     return page
+
+
+def test_first_visit_computes_and_sends_the_attention_section_only():
+    page = open_page("vision_transformer")
+    assert_clean(page)
+    titles = [s["layout"].get("title", {}).get("text", "") for s in plotly_specs(page)]
+    assert len(titles) == 4 and "Layer" in titles[0]  # per-head overlays, layers × heads, prediction, rollout
+    assert len(page.get("expander")) == 3 and not any(e.children for e in page.get("expander"))
 
 
 def test_first_load_shows_charts_and_the_lecture_numbers(at):

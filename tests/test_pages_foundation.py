@@ -97,8 +97,24 @@ def test_home_links_the_pages_and_switches_language():
 # Attention operator --------------------------------------------------------------------------------------------
 
 
+def open_sections(at, *keys: str) -> None:
+    """Open sections that open on demand (lazy expanders, closed on a first visit)."""
+    for key in keys:
+        at.session_state[key] = True
+    at.run()
+
+
+def test_operator_first_visit_draws_the_steps_only():
+    at = open_page("operator")
+    assert len(plotly_specs(at)) == 6  # Q, K, V and E, A, Y; sections 2–4 open on demand
+    open_sections(at, "op_open_qkv", "op_open_sqrt", "op_open_cross")
+    assert_clean(at)
+    assert len(plotly_specs(at)) == 6 + 2 + 3 + 1  # every chart of the page, as before
+
+
 def test_operator_scaling_width_and_replacing_k_or_v():
     at = open_page("operator")
+    open_sections(at, "op_open_qkv")
     assert "**0.354**" in markdown(at)  # 1/√8
     assert any(t.startswith("E = QKᵀ/√D [4 × 6]") for t in titles(at))
     assert metric(at, "max |A") == 0.0 and metric(at, "max |Y") > 0  # new V: same weights, new output
@@ -115,6 +131,7 @@ def test_operator_scaling_width_and_replacing_k_or_v():
 
 def test_operator_bad_input_reaches_the_user_as_messages():
     at = open_page("operator")
+    open_sections(at, "op_open_sqrt", "op_open_cross")
     at.radio(key="source").set_value("edit").run()
     assert_clean(at)
     assert "Q [2 × 3]" in titles(at) and "A = softmax(E) [2 × 3]" in titles(at)
@@ -139,6 +156,9 @@ def test_operator_bad_input_reaches_the_user_as_messages():
 
 def test_self_attention_shuffle_positions_and_word_order():
     at = open_page("self_attention")
+    assert len(plotly_specs(at)) == 4  # the shuffle's four maps; word order and encodings open on demand
+    open_sections(at, "sa_open_order", "sa_open_enc")
+    assert len(plotly_specs(at)) == 4 + 1 + 2
     assert metric(at, "max |F") < 1e-5 and at.success
     assert metric(at, "Positions: none") < 1e-5  # dog bites man = man bites dog, as sets
     assert metric(at, "Positions: sinusoidal") > 1e-3 and metric(at, "Positions: learned") > 1e-3
@@ -157,6 +177,7 @@ def test_self_attention_shuffle_positions_and_word_order():
 
 def test_self_attention_bad_input_reaches_the_user_as_messages():
     at = open_page("self_attention")
+    open_sections(at, "sa_open_order", "sa_open_enc")
     at.text_input(key="sentence_b").set_value("cat bites man").run()
     assert not at.exception
     assert any("same words" in e.value for e in at.error)
@@ -176,21 +197,40 @@ def hidden_counts(at) -> list[int]:
     return [int(re.search(r"all (\d+) hidden", s.value).group(1)) for s in at.success]
 
 
+def open_tab(at, kind: str) -> None:
+    """Choose a mask kind's tab: the tabs are lazy, only the open one computes and draws."""
+    at.session_state["mask_kind"] = locales.text("masks", f"kind_{kind}", "en")
+    at.run()
+
+
+def every_tab(at) -> list[int]:
+    """Hidden counts of the six mask kinds, each tab opened in turn (the causal one first, as on a first visit)."""
+    counts = []
+    for kind in ("causal", "padding", "sliding_window", "prefix_lm", "block_diagonal", "custom"):
+        open_tab(at, kind)
+        assert_clean(at)
+        assert len(at.success) == 1 and "exactly 0.0" in at.success[0].value
+        counts += hidden_counts(at)
+    return counts
+
+
 def test_masks_gallery_window_and_drawn_grid():
     at = open_page("masks")
-    assert len(at.success) == 6 and all("exactly 0.0" in s.value for s in at.success)
+    assert len(at.success) == 1 and len(plotly_specs(at)) == 3  # the open tab's two maps and the example
     # 10 tokens: causal 45 hidden; padding (7 real) 30; window 3: 100 − 27 = 73; prefix 5: 45 − 10 = 35;
     # blocks 4, 3, 3: 100 − 34 = 66; custom (causal start) 45.
-    assert hidden_counts(at) == [45, 30, 73, 35, 66, 45]
+    assert every_tab(at) == [45, 30, 73, 35, 66, 45]
+    open_tab(at, "sliding_window")
     at.number_input(key="window_10").set_value(1).run()
     assert_clean(at)
-    assert hidden_counts(at)[2] == 90
+    assert hidden_counts(at) == [90]
     # A tick drawn in the grid: the first query may now also see the last key.
+    open_tab(at, "custom")
     edits = {"edited_rows": {0: {"10 tired": True}}, "added_rows": [], "deleted_rows": []}
     at.session_state["custom_causal_10"] = edits
     at.run()
     assert_clean(at)
-    assert hidden_counts(at)[5] == 44
+    assert hidden_counts(at) == [44]
     # Untick the only cell of a row: that query sees nothing, and the page says so.
     at.selectbox(key="custom_start").set_value("diagonal").run()
     at.session_state["custom_diagonal_10"] = {
@@ -201,15 +241,17 @@ def test_masks_gallery_window_and_drawn_grid():
     at.run()
     assert_clean(at)
     assert any("rows 1 see no key" in w.value for w in at.warning)
-    assert hidden_counts(at)[5] == 91
+    assert hidden_counts(at) == [91]
 
 
 def test_masks_bad_input_reaches_the_user_as_messages():
     at = open_page("masks")
+    open_tab(at, "custom")
     at.selectbox(key="custom_start").set_value("empty").run()
     assert not at.exception
     assert [e.value for e in at.error if "custom mask is empty" in e.value]
-    assert len(at.success) == 5  # the other masks are unaffected
+    open_tab(at, "block_diagonal")
+    assert len(at.success) == 1  # the other masks are unaffected
     at.text_input(key="sizes_10").set_value("3, 3").run()
     assert not at.exception
     assert any("sum to 6 but the sequence has 10" in e.value for e in at.error)

@@ -96,6 +96,8 @@ def test_live_training_gets_the_pages_time_budget_and_a_stop_button(monkeypatch)
 
     monkeypatch.setattr(variants, "live_run", spy)
     at = open_page("norms")
+    at.session_state["norms_open_live"] = True  # the live run opens on demand
+    at.run()
     sliders = {s.label: s for s in at.slider}
     assert sliders["Time budget (s)"].max <= 30 and sliders["Steps"].max <= 400
     sliders["Time budget (s)"].set_value(5)
@@ -122,6 +124,8 @@ def test_evaluation_rerun_is_capped_in_size_and_reports_progress(monkeypatch):
     monkeypatch.setattr(ev, "eval_set", small_set)
     monkeypatch.setattr(ev, "evaluate", watched)
     at = open_page("seq2seq")
+    at.session_state["s2s_open_bottleneck"] = True  # opens on demand
+    at.run()
     size = next(s for s in at.slider if s.label == "Sentences per length bucket for the re-run")
     assert size.max <= 50
     size.set_value(size.max)

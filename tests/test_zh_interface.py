@@ -36,6 +36,25 @@ MORE_VIEWS = {
     "multihead": [("segmented_control", "mh_view", v) for v in ("head", "compare", "qk")],
     "head_science": [("segmented_control", "hs_view", v) for v in ("patching", "lens", "taxonomy", "attribution")],
 }
+# Page → sections that open on demand (lazy expanders), opened with the first load so that they are checked too.
+OPENED = {
+    "operator": ("op_open_qkv", "op_open_sqrt", "op_open_cross"),
+    "self_attention": ("sa_open_order", "sa_open_enc"),
+    "language_model": ("lm_open_embed", "lm_open_loss", "lm_open_gen"),
+    "vision_transformer": ("vit_open_patch", "vit_open_pos", "vit_open_shuffle"),
+    "seq2seq": ("s2s_open_mosaic", "s2s_open_step", "s2s_open_bottleneck"),
+    "cost_of_attention": ("cost_open_tile", "cost_open_io", "cost_open_mix"),
+    "norms": ("norms_open_pair", "norms_open_live"),
+    "moe": ("moe_open_heldout",),
+    "kv_cache": ("kv_open_sharing",),
+}
+# Page → (session-state key, value) runs after the first load: lazy tabs, opened one at a time by their label.
+MORE_TABS = {
+    "masks": [
+        ("mask_kind", locales.text("masks", f"kind_{k}", "zh"))
+        for k in ("padding", "sliding_window", "prefix_lm", "block_diagonal", "custom")
+    ],
+}
 
 
 def english_on_page(at) -> list[str]:
@@ -61,10 +80,18 @@ def english_on_page(at) -> list[str]:
 def test_every_page_in_chinese_shows_no_english(page, one_thread):
     at = open_page(page)
     at.session_state["lang"] = "zh"
+    for key in OPENED.get(page, ()):
+        at.session_state[key] = True
     at.run()
     assert_clean(at)
     assert plotly_specs(at), "the page draws its figures in 中文 too"
     found = english_on_page(at)
+    for key, value in MORE_TABS.get(page, []):
+        at.session_state[key] = value
+        at.session_state["lang"] = "zh"
+        at.run()
+        assert_clean(at)
+        found += [f"[{key}={value}] {hit}" for hit in english_on_page(at)]
     for kind, key, value in MORE_VIEWS.get(page, []):
         next(el for el in at.get(kind) if el.key == key).set_value(value)
         at.session_state["lang"] = "zh"
@@ -118,6 +145,11 @@ def test_every_error_key_is_used_and_translated_with_the_same_fields():
         *re.findall(r'positive_int\([^()]*key="(\w+)"', source),  # positive_int(name, value, key="key")
         *re.findall(r'"(naive_too_big\w*)"', source),  # MemoryBudgetError, an InputError
         "positive_integer",  # positive_int's default
+        *(  # checked_words(…, unit="token") raises no_tokens, too_many_tokens, token_too_long
+            key.format(unit)
+            for unit in re.findall(r'checked_words\(.*unit="(\w+)"', source)
+            for key in ("no_{}s", "too_many_{}s", "{}_too_long")
+        ),
     }
     assert used == set(table), (used - set(table), set(table) - used)
     for key, entry in table.items():

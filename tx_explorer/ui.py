@@ -10,7 +10,7 @@ import functools
 import io
 import itertools
 import logging
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -18,7 +18,7 @@ import plotly.graph_objects as go
 import streamlit as st
 import torch
 
-from tx_explorer import locales, models, paths
+from tx_explorer import jobs, locales, model_cache, models, paths
 from tx_explorer.errors import InputError
 
 log = logging.getLogger("tx_explorer")
@@ -67,26 +67,16 @@ def cached_model(name: str) -> Any:
     """A registered model by name, or a checkpoint folder by its path, loaded once per server process.
 
     Every session shares the object, so it is made read-only: each module in it in eval mode, no gradients.
+    Registered models live in the process-wide :mod:`tx_explorer.model_cache` (every one fits, < 0.5 GB in
+    all), which ``serve.py`` fills in the background at server start.
     """
-    return _registered_model(name) if name in models.REGISTRY else _checkpoint(name)
-
-
-@st.cache_resource(show_spinner=False, max_entries=16)  # every registered model fits (< 0.5 GB in all)
-def _registered_model(name: str) -> Any:
-    """``models.load_model(name)``, loaded (and checksum-verified) once."""
-    return _read_only(models.load_model(name))
+    return model_cache.shared_model(name) if name in models.REGISTRY else _checkpoint(name)
 
 
 @st.cache_resource(show_spinner=False, max_entries=2)  # a visitor's checkpoints may be gigabytes: keep the last two
 def _checkpoint(folder: str) -> Any:
     """A checkpoint folder, checked against the allowed roots again, then loaded whole or not at all."""
-    return _read_only(paths.open_checkpoint(folder))
-
-
-def _read_only(loaded: Any) -> Any:
-    for module in _modules(loaded):
-        module.eval().requires_grad_(False)
-    return loaded
+    return model_cache.read_only(paths.open_checkpoint(folder))
 
 
 FOLDER = "\0folder"  # the picker's "a checkpoint folder" choice: no registered name or path contains a NUL
@@ -147,15 +137,6 @@ def architecture_caption(cfg: Any) -> str:
         T(f"arch_mlp_{cfg.mlp}"),
     ]
     return " · ".join(parts)
-
-
-def _modules(obj: Any, depth: int = 2) -> Iterator[torch.nn.Module]:
-    """The torch modules in a loaded model: the object itself, or its attributes (e.g. ``bundle.text.model``)."""
-    if isinstance(obj, torch.nn.Module):
-        yield obj
-    elif depth and hasattr(obj, "__dict__"):
-        for value in vars(obj).values():
-            yield from _modules(value, depth - 1)
 
 
 def sidebar() -> None:
@@ -266,6 +247,31 @@ def section(T: Callable[..., str], name: str, *formulas: str, intro: bool = True
         st.latex(formula)
 
 
+def lazy_section(T: Callable[..., str], name: str, *formulas: str, key: str, intro: bool = True) -> Any | None:
+    """A section that opens on demand: an expander labelled ``T(f"{name}_header")``.
+
+    Returns its container (intro and formulas drawn) while open, else None: a closed section computes and sends
+    nothing. Inside an ``st.fragment``, opening or closing it reruns that fragment only."""
+    keep_open(key)  # the label changes with the language: stay open (or closed) across the switch
+    box = st.expander(T(f"{name}_header"), key=key, on_change="rerun")  # closed on a first visit
+    if not box.open:
+        return None
+    with box:
+        if intro:
+            st.markdown(T(f"{name}_intro"))
+        for formula in formulas:
+            st.latex(formula)
+    return box
+
+
+def keep_open(*keys: str) -> None:
+    """Keep lazy sections open through runs that do not draw them (e.g. after a blank text): Streamlit forgets
+    the state of a widget or expander left out of a run unless the script writes it back."""
+    for key in keys:
+        if key in st.session_state:
+            st.session_state[key] = st.session_state[key]
+
+
 def row(*panels: Any, headings: tuple[str, ...] = ()) -> None:
     """Panels side by side, one column each (a heading in Markdown above each when given)."""
     for i, (col, panel) in enumerate(zip(st.columns(len(panels)), panels)):
@@ -299,6 +305,40 @@ _redraws = itertools.count()
 def redraw(placeholder: Any, panel: Any) -> None:
     """Draw a panel's figure into an ``st.empty()`` placeholder, replacing what was there (a growing curve)."""
     placeholder.plotly_chart(panel.figure, key=f"{panel.key}_live_{next(_redraws)}", theme=None)
+
+
+JOB_POLL_S = 0.2  # how often a waiting page looks at its job; each look is where Streamlit can stop the script
+
+
+def run_job(
+    fn: Callable[[jobs.Report], Any],
+    *,
+    label: str,
+    key: Hashable | None = None,
+    each: Callable[[], None] | None = None,
+) -> Any:
+    """``fn(report)`` on the process-wide job pool (:mod:`tx_explorer.jobs`), waited for here; its result.
+
+    A bar appears if the job is not done at the first look: "queued (n ahead)" while it waits for a worker, then
+    what it last reported (``label`` until then). ``key``: identical concurrent requests share one job. ``each``
+    runs in this, the script's, thread at every look (e.g. to redraw curves the job fills in). A visitor who
+    leaves or changes an input stops this run: Streamlit raises out of the bar's update, and the ``finally``
+    cancels the job (queued, it never runs; running, it stops at its next report).
+    """
+    T = texts("common")
+    job, bar = jobs.submit(fn, key=key), None
+    try:
+        while not job.wait(JOB_POLL_S):
+            fraction, text = job.progress
+            message = (text or label) if job.started else T("job_queued", n=job.ahead())
+            bar = st.progress(fraction, text=message) if bar is None else bar.progress(fraction, text=message)
+            if each is not None:
+                each()
+        return job.result()
+    finally:
+        job.cancel()  # a no-op once done
+        if bar is not None:
+            bar.empty()
 
 
 _MARKDOWN_SPECIALS = "\\`*_{}[]<>#|~$"  # what Markdown, HTML or LaTeX would act on mid-line

@@ -127,7 +127,8 @@ def shuffle_experiment(classifier: ImageClassifier, pixels: np.ndarray, seed: in
     shuffled image gets the same logits (up to float rounding); with positions it generally does not.
     """
     model, p = classifier.model, classifier.model.cfg.patch_size
-    x = classifier.to_tensor(pixels)
+    pixels = classifier.seen(pixels)  # the shuffled picture shown is the one the model gets
+    x = classifier.to_tensor(pixels, framed=True)
     perm = torch.randperm(model.cfg.num_patches, generator=torch.Generator().manual_seed(seed))
     x_shuffled = shuffle_patches(x, p, perm.to(x.device))
     raw = torch.tensor(np.asarray(pixels)).permute(2, 0, 1)[None]  # (1, 3, S, S) uint8

@@ -1,5 +1,5 @@
-"""A procedural image set: one shape per image (random hue, size, rotation and position; filled or outlined, with a
-wobbly hand-drawn contour) standing out from a dark or a light textured or noisy background, with thin lines and
+"""A procedural image set: one shape per image (random hue, size, rotation and position; filled, outlined or both,
+with a wobbly hand-drawn contour) standing out from a dark or a light textured or noisy background, with thin lines and
 dots as distractors.
 
 Every image has a known object mask, so attention maps can be scored against ground truth ("how much of the
@@ -10,6 +10,7 @@ size, so any sample can be regenerated exactly. Only numpy and PIL are used.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 from PIL import Image, ImageDraw
@@ -182,8 +183,9 @@ def render(
     """One random image ``size × size``: class, style, colour, size, rotation and position are drawn from ``rng``.
 
     Half the images are dark paper with a bright object, half light paper with an ink-coloured one (the dark
-    background inverted). The object is filled (60 %) or only outlined (40 %) with a stroke 6–18 % of its radius
-    (at least 1.2 px) wide, its contour wobbles like a hand-drawn one (up to ±12 % of the radius), its
+    background inverted). The object is only outlined (45 %), filled (35 %) or both (20 %: a translucent fill,
+    25–70 % opaque, inside the pen line); the pen is 3–16 % of its radius (at least 0.6 px, a faint pencil line)
+    wide, its contour wobbles like a hand-drawn one (up to ±12 % of the radius), its
     circumradius is 20–42 % of the image and it lies anywhere the whole of it fits. ``difficulty`` in [0, 1]
     blends the colours from a white-on-black or black-on-white silhouette (0) to random ones (1) and scales
     background texture, grain and the number of distractors. 1 is the full task; training starts easy (a
@@ -198,20 +200,24 @@ def render(
         raise ValueError(f"label must be in [0, {len(CLASSES)}), got {label}")
     img = _background(rng, size, difficulty)
     _distractors(rng, img, difficulty)
-    light, outlined = rng.random() < 0.5, rng.random() < 0.4
+    light, style = rng.random() < 0.5, rng.choice(3, p=[0.45, 0.35, 0.2])  # style: outlined, filled, both
     r = rng.uniform(0.2, 0.42) * size
     cx, cy = rng.uniform(r + 1, size - r - 1, 2)
     theta = rng.uniform(0, 2 * np.pi)
-    stroke = max(1.2, rng.uniform(0.06, 0.18) * r) if outlined else 0.0
+    stroke = max(0.6, rng.uniform(0.03, 0.16) * r)
     # a few random waves, or none; the slow ones larger (an oval circle, not a square one)
     wobble = rng.uniform(0, 0.06, 4) / np.arange(1, 5) * (rng.random(4) < 0.5)
-    cover = _coverage(CLASSES[label], size, cx, cy, r, theta, stroke=stroke, wobble=wobble, phase=rng.uniform(0, 7, 4))
+    draw = partial(_coverage, CLASSES[label], size, cx, cy, r, theta, wobble=wobble, phase=rng.uniform(0, 7, 4))
+    line = draw(stroke=stroke) if style != 1 else np.zeros((size, size), np.float32)
+    fill = draw() * (1.0 if style == 1 else rng.uniform(0.25, 0.7) if style == 2 else 0.0)  # opacity of the fill
     plain = 0.0 if light else 255.0  # easy images: a black or white silhouette
     colour = difficulty * _object_colour(rng, light=light) + (1 - difficulty) * plain
     shade = 1 + 0.25 * (_smooth_noise(rng, size, 4)[..., None] - 0.5)  # gentle texture on the object itself
     img = 255.0 - img if light else img  # light paper: the dark background and its distractors inverted
-    img = img * (1 - cover[..., None]) + np.clip(colour * shade, 0, 255) * cover[..., None]
-    return ShapeSample(image=np.clip(img, 0, 255).astype(np.uint8), mask=cover > 0.5, label=label)
+    ink = np.clip(colour * shade, 0, 255)
+    for cover in (fill, line):  # a translucent fill first, then the pen line over it
+        img = img * (1 - cover[..., None]) + ink * cover[..., None]
+    return ShapeSample(image=np.clip(img, 0, 255).astype(np.uint8), mask=(fill > 0.1) | (line > 0.5), label=label)
 
 
 def sample(

@@ -120,6 +120,41 @@ def measure_all(
     return Measured(runs, refused, over_budget)
 
 
+def sweep(
+    report: Callable[[float, str], None], *, methods: Sequence[str], max_n: int, lang: str = "en", **kwargs
+) -> Measured:
+    """The page's button as one job for the pool: :func:`measure_all` at N = 128 … ``max_n`` (powers of two),
+    each run reported in words (``report(fraction, text)``); ``kwargs`` go to :func:`measure_all`."""
+    T = texts(PAGE, lang)
+    ns = [2**p for p in range(7, int(np.log2(max_n)) + 1)]
+
+    def say(i: int, total: int, method: str, n: int) -> None:
+        report(i / total, T("progress", method=method, n=f"{n:,}", i=i + 1, total=total))
+
+    return measure_all(methods, ns, progress=say, **kwargs)
+
+
+def backends(device: torch.device, dtype: str, *, lang: str = "en") -> tuple[list[str], dict[str, list]]:
+    """The methods to measure (on CUDA each usable SDPA backend too) and the backends' table."""
+    T = texts(PAGE, lang)
+    usable = cost.sdpa_backends(device, dtype)
+    extra = [f"sdpa:{b}" for b, ok in usable.items() if ok] if device.type == "cuda" else []
+    return [*cost.METHODS, *extra], {
+        T("col_backend"): list(usable),
+        T("col_usable", dtype=dtype): list(usable.values()),
+    }
+
+
+def found_notes(found: Measured | None, *, lang: str = "en") -> list[str]:
+    """Why some runs of a press were not made: the memory guard's refusal, the time budget."""
+    T, notes = texts(PAGE, lang), []
+    if found and found.refused:
+        notes.append(T("refused", message=found.refused.message(lang)))
+    if found and found.over_budget:
+        notes.append(T("over_budget", n=f"{found.over_budget:,}", seconds=cost.MEASURE_BUDGET_S))
+    return notes
+
+
 @dataclass(frozen=True)
 class Curves:
     memory: Panel

@@ -70,6 +70,12 @@ def measure_all(
     return Found(max_n, dim, runs, share, over, refused)
 
 
+def measure_job(report: Callable[[float, str], None], *, max_n: int, lang: str = "en", **kwargs) -> Found:
+    """:func:`measure_all` as a job for the pool: ``report(fraction, text)`` gets its progress in words."""
+    text = texts(PAGE, lang)("progress")
+    return measure_all(max_n, progress=lambda done: report(done, text), **kwargs)
+
+
 @functools.cache
 def reach_check(ns: tuple[int, ...] = CHECK_NS) -> dict[str, list[int]]:
     """Layers each mixer needs before the last token depends on the first, found by gradients at each N."""

@@ -21,6 +21,7 @@ EXAMPLES = ("example_code", "example_prose", "example_long")
 VIEWS = ("grid", "head", "compare", "qk")
 LENSES = ("raw", "norm", "rollout")
 SMALL_SIDE = 256  # maps shown side by side: half the detail view's resolution
+HEAVY_TOKENS = 128  # longer texts go through the job pool: MiniLM's maps, lenses and metrics take 1–4 s at 512
 LATEX = {
     "multihead": r"\mathrm{MultiHead}(X)=\mathrm{Concat}(\mathrm{head}_1,\dots,\mathrm{head}_H)\,W_O,\quad "
     r"\mathrm{head}_h=\mathrm{softmax}\!\left(\frac{XW_Q^h\,(XW_K^h)^\top}{\sqrt{D_H}}\right)XW_V^h",
@@ -31,6 +32,13 @@ METRICS = heads.METRICS
 analyse = heads.analyse  # (text model, text) -> TextAttention: tokens and every layer's and head's map
 head_metrics = heads.head_metrics  # maps -> {metric: [L, H]}
 head_similarity = heads.head_similarity  # maps -> distances between every pair of heads
+
+
+def heavy(tm: TextModel, text: str) -> bool:
+    """Whether analysing ``text`` is a long job (more than :data:`HEAVY_TOKENS` tokens, as the page keeps them).
+
+    The work grows as L·H·N²: short texts take milliseconds and run at once, rather than queue behind long ones."""
+    return len(tm.encode(text, heads.MAX_TOKENS)) > HEAVY_TOKENS
 
 
 def _words(lang: str) -> dict[str, str]:

@@ -4,7 +4,7 @@ identity argument, one sentence through two variants, a live mini-run, MLP vs Sw
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -244,6 +244,35 @@ def live_train(
         if i % (4 * len(names)) == 0:
             on_curves(live_curves(res, records, lang=lang)[0])
     return records
+
+
+@dataclass
+class LiveRun:
+    """A live mini-run as a job for the pool (``run(report)``): a worker trains and leaves its latest curves here,
+    the page's thread draws them (Streamlit draws only from the page's thread)."""
+
+    res: Results
+    names: Sequence[str]
+    steps: int = 200
+    lr: float = 2e-3
+    budget: float = 30.0
+    lang: str = "en"
+    records: Records = field(default_factory=dict)  # filled in place: a stop keeps what was trained
+    latest: Panel | None = None  # curves not drawn yet
+
+    def __call__(self, report: Callable[[float, str], None]) -> Records:
+        self.records.update({n: [] for n in self.names})
+        kw = dict(steps=self.steps, lr=self.lr, budget=self.budget, records=self.records, lang=self.lang)
+        return live_train(self.res, self.names, **kw, on_step=report, on_curves=self._keep)
+
+    def _keep(self, panel: Panel) -> None:
+        self.latest = panel
+
+    def draw_latest(self, draw: Callable[[Panel], None]) -> None:
+        """``draw`` the curves the worker left, if any since the last call."""
+        panel, self.latest = self.latest, None
+        if panel is not None:
+            draw(panel)
 
 
 def mlp_counts(dim: int = 64, ratio: float = 4.0, bias: bool = True, *, lang: str = "en") -> tuple[Panel, str]:

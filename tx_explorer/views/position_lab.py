@@ -80,7 +80,7 @@ def loss_by_position(res: Results, schemes: Sequence[str], smoothing: int = 1, *
     n = len(next(iter(series.values())))
     fig = vp.marked_lines(
         range(n),
-        series,
+        {k: np.round(v, 4) for k, v in series.items()},  # 4 decimals of a loss: half the chart's bytes, same curves
         mark=res.context - 0.5,
         mark_label=T("context_mark", n=res.context),
         title=T("loss_title"),

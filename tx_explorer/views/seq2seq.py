@@ -93,13 +93,20 @@ class Alignments:
     bahdanau: Panel
     transformer: Panel  # one layer's cross-attention (one head or their mean)
     off_gold: tuple[bool, bool]  # per panel: the output differs from the reference, so no gold is drawn
-    mosaic: Panel  # every layer × head of the Transformer's cross-attention
+    mosaic: Panel | None  # every layer × head of the Transformer's cross-attention (None: not asked for)
 
 
 def alignments(
-    out: Mapping, reference: tr.Example | None, layer: int = 0, head: int | None = None, *, lang: str = "en"
+    out: Mapping,
+    reference: tr.Example | None,
+    layer: int = 0,
+    head: int | None = None,
+    *,
+    lang: str = "en",
+    mosaic: bool = True,
 ) -> Alignments:
-    """Bahdanau's alignment beside the Transformer's cross-attention (``head`` None: the mean of the heads)."""
+    """Bahdanau's alignment beside the Transformer's cross-attention (``head`` None: the mean of the heads);
+    ``mosaic=False`` skips :func:`cross_mosaic` (a page that shows it on demand)."""
     T = texts(PAGE, lang)
     cross = with_eos(out["transformer"].cross, out["transformer"].eos_cross, axis=2)  # (L, H, T_out + 1, T_in)
     tfm_map = cross[layer].mean(axis=0) if head is None else cross[layer, head]
@@ -116,10 +123,18 @@ def alignments(
         fig = vs.alignment_figure(weights, o.source, step_labels(o.tokens), gold=g, title=title, **ax)
         panels.append(Panel(f"s2s_align_{key}", fig, weights))
         off.append(reference is not None and not matches)
-    mosaic = vs.cross_mosaic(
+    every = cross_mosaic(out, lang=lang) if mosaic else None
+    return Alignments(panels[0], panels[1], (off[0], off[1]), every)
+
+
+def cross_mosaic(out: Mapping, *, lang: str = "en") -> Panel:
+    """Every layer × head of the Transformer's cross-attention, <eos> step included."""
+    T = texts(PAGE, lang)
+    cross = with_eos(out["transformer"].cross, out["transformer"].eos_cross, axis=2)  # (L, H, T_out + 1, T_in)
+    fig = vs.cross_mosaic(
         cross, layer_name=T("layer"), head_name=T("head"), x_title=T("mosaic_x"), y_title=T("mosaic_y")
     )
-    return Alignments(panels[0], panels[1], (off[0], off[1]), Panel("s2s_cross_mosaic", mosaic, cross))
+    return Panel("s2s_cross_mosaic", fig, cross)
 
 
 def step_labels(tokens: Sequence[str]) -> list[str]:

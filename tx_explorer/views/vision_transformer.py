@@ -11,7 +11,7 @@ from PIL import Image
 from tx_explorer import locales
 from tx_explorer.analysis import vit_views
 from tx_explorer.data import images, shapes
-from tx_explorer.families.images import Classification, ImageClassifier
+from tx_explorer.families.images import FRAME_FILL, Classification, ImageClassifier, frame_object
 from tx_explorer.interop import timm_vit
 from tx_explorer.modules.vit import sincos_2d_table
 from tx_explorer.views import Panel, texts
@@ -61,7 +61,7 @@ def facts(clf: ImageClassifier, *, lang: str = "en") -> str:
 def sample(clf: ImageClassifier, label: int = 0, seed: int = 7) -> tuple[Image.Image, np.ndarray]:
     """A generated shape at the model's size and its object mask."""
     s = shapes.sample(int(seed), size=clf.model.cfg.image_size, label=label)
-    return images.to_image(s.image), s.mask
+    return images.to_image(s.image), frame_object(s.image, s.mask)[1] if clf.frame else s.mask  # as the model sees it
 
 
 def model_input(clf: ImageClassifier, picture: Image.Image | np.ndarray | str) -> tuple[Image.Image, np.ndarray]:
@@ -70,7 +70,14 @@ def model_input(clf: ImageClassifier, picture: Image.Image | np.ndarray | str) -
         picture = Image.open(picture).convert("RGB")
     elif isinstance(picture, np.ndarray):
         picture = images.to_image(picture)
-    return picture, images.to_array(images.center_square(picture, clf.model.cfg.image_size))
+    return picture, clf.seen(images.to_array(images.center_square(picture, clf.model.cfg.image_size)))
+
+
+def preprocessing(clf: ImageClassifier, *, lang: str = "en") -> str:
+    """How a picture becomes the model's input (the normalisation formula follows it on the page)."""
+    T = texts(PAGE, lang)
+    extra = T("preprocess_shapes", fill=f"{FRAME_FILL:.0%}", k=clf.thicken) + "\n\n" if clf.contrast else ""
+    return extra + T("preprocess")
 
 
 @dataclass(frozen=True)
@@ -92,7 +99,7 @@ def patches(
     index = row * g + col
     lecture_index = (row * lg // g) * lg + col * lg // g  # the same place in the 14×14 grid
     big = images.to_array(images.center_square(picture, vit_views.LECTURE_SIZE))
-    pixels = images.to_array(images.center_square(picture, cfg.image_size))
+    pixels = clf.seen(images.to_array(images.center_square(picture, cfg.image_size)))
     sides = []
     for key, image, embed, patch, pick, title, weights, norm in (
         (
