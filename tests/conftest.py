@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -20,6 +21,20 @@ def open_page(page: str, timeout: float = 120) -> AppTest:
     at.run()
     at.switch_page(f"pages/{page}.py")
     at.run()
+    return at
+
+
+def lazy_sections(page: str) -> list[str]:
+    """The keys of the sections ``pages/<page>.py`` opens on demand (expanders keyed ``<prefix>_open_<name>``), so
+    that tests open them without a table to keep in step with the pages."""
+    source = (Path(__file__).resolve().parent.parent / "pages" / f"{page}.py").read_text(encoding="utf-8")
+    return list(dict.fromkeys(re.findall(r'key="(\w+_open_\w+)"', source)))
+
+
+def open_sections(at: AppTest, page: str) -> AppTest:
+    """Mark every lazy section of ``page`` open for ``at``'s next run."""
+    for key in lazy_sections(page):
+        at.session_state[key] = True
     return at
 
 

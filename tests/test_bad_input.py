@@ -38,7 +38,7 @@ from PIL import Image
 from streamlit.runtime.state.common import user_key_from_element_id
 from streamlit.testing.v1 import AppTest
 
-from tests.conftest import open_page, plotly_specs
+from tests.conftest import lazy_sections, open_page, open_sections, plotly_specs
 from tx_explorer import locales, masks, models, paths, ui
 from tx_explorer.analysis import (
     block_roles,
@@ -222,20 +222,6 @@ class _OpenTab:
 
 def mask_tab(kind: str) -> tuple[tuple[W, str], ...]:
     return ((Tab("tab", "mask_kind"), locales.text("masks", f"kind_{kind}")),)
-
-
-# Sections that open on demand (lazy expanders), opened when the table opens the page so it reaches their inputs.
-OPEN = {
-    "operator": ("op_open_qkv", "op_open_sqrt", "op_open_cross"),
-    "self_attention": ("sa_open_order", "sa_open_enc"),
-    "language_model": ("lm_open_embed", "lm_open_loss", "lm_open_gen"),
-    "vision_transformer": ("vit_open_patch", "vit_open_pos", "vit_open_shuffle"),
-    "seq2seq": ("s2s_open_mosaic", "s2s_open_step", "s2s_open_bottleneck"),
-    "cost_of_attention": ("cost_open_tile", "cost_open_io", "cost_open_mix"),
-    "norms": ("norms_open_pair", "norms_open_live"),
-    "moe": ("moe_open_heldout",),
-    "kv_cache": ("kv_open_sharing",),
-}
 
 
 def labelled(kind: str, page: str, key: str) -> W:
@@ -665,10 +651,8 @@ class Pages:
     def __call__(self, name: str) -> AppTest:
         if name not in self.opened:
             self.opened[name] = open_page(name)
-            if name in OPEN:
-                for key in OPEN[name]:
-                    self.opened[name].session_state[key] = True
-                self.opened[name].run()
+            if lazy_sections(name):
+                open_sections(self.opened[name], name).run()
             assert_answers(self.opened[name], "")
         return self.opened[name]
 

@@ -77,18 +77,10 @@ def test_patch_embed_refuses_wrong_sizes():
 
 # timm parity ---------------------------------------------------------------------------------------------------
 
+NO_CLS = dict(global_pool="avg", class_token=False)  # mean pooling over the patches, no [CLS] token
 TIMM_CONFIGS = [
     dict(img_size=32, patch_size=4, embed_dim=64, depth=2, num_heads=4, num_classes=10),
-    dict(
-        img_size=48,
-        patch_size=8,
-        embed_dim=96,
-        depth=3,
-        num_heads=3,
-        num_classes=5,
-        global_pool="avg",
-        class_token=False,
-    ),
+    dict(img_size=48, patch_size=8, embed_dim=96, depth=3, num_heads=3, num_classes=5, **NO_CLS),
     dict(img_size=32, patch_size=8, embed_dim=48, depth=1, num_heads=2, num_classes=7, global_pool="avg"),
     dict(
         img_size=32, patch_size=16, embed_dim=32, depth=4, num_heads=2, num_classes=3, pos_embed="none", mlp_ratio=2.0

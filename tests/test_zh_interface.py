@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import assert_clean, open_page, plotly_specs
+from tests.conftest import assert_clean, open_page, open_sections, plotly_specs
 from tests.zh_text import english_in_figure, english_words
 from tx_explorer import locales
 from tx_explorer.errors import InputError
@@ -35,18 +35,6 @@ WIDGETS = (
 MORE_VIEWS = {
     "multihead": [("segmented_control", "mh_view", v) for v in ("head", "compare", "qk")],
     "head_science": [("segmented_control", "hs_view", v) for v in ("patching", "lens", "taxonomy", "attribution")],
-}
-# Page → sections that open on demand (lazy expanders), opened with the first load so that they are checked too.
-OPENED = {
-    "operator": ("op_open_qkv", "op_open_sqrt", "op_open_cross"),
-    "self_attention": ("sa_open_order", "sa_open_enc"),
-    "language_model": ("lm_open_embed", "lm_open_loss", "lm_open_gen"),
-    "vision_transformer": ("vit_open_patch", "vit_open_pos", "vit_open_shuffle"),
-    "seq2seq": ("s2s_open_mosaic", "s2s_open_step", "s2s_open_bottleneck"),
-    "cost_of_attention": ("cost_open_tile", "cost_open_io", "cost_open_mix"),
-    "norms": ("norms_open_pair", "norms_open_live"),
-    "moe": ("moe_open_heldout",),
-    "kv_cache": ("kv_open_sharing",),
 }
 # Page → (session-state key, value) runs after the first load: lazy tabs, opened one at a time by their label.
 MORE_TABS = {
@@ -80,9 +68,7 @@ def english_on_page(at) -> list[str]:
 def test_every_page_in_chinese_shows_no_english(page, one_thread):
     at = open_page(page)
     at.session_state["lang"] = "zh"
-    for key in OPENED.get(page, ()):
-        at.session_state[key] = True
-    at.run()
+    open_sections(at, page).run()
     assert_clean(at)
     assert plotly_specs(at), "the page draws its figures in 中文 too"
     found = english_on_page(at)

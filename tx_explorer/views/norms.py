@@ -85,16 +85,7 @@ def runs(
     """The shipped experiment: one metric's curves for the chosen variants and the lecture's claims checked."""
     T = texts(PAGE, lang)
     s0 = res.summary["variants"][res.names[0]]["settings"]
-    caption = T(
-        "runs_caption",
-        steps=s0["steps"],
-        batch=s0["batch_size"],
-        seq=s0["seq_len"],
-        lr=s0["lr"],
-        seed=s0["seed"],
-        minutes=res.summary["minutes"],
-        threads=res.summary["threads"],
-    )
+    caption = T("runs_caption", **s0, minutes=res.summary["minutes"], threads=res.summary["threads"])
     series = curve_series(res, names, metric, smoothing, lang)
     fig = vn.curves(series, x_title=T("axis_step"), y_title=T(f"metric_{metric}"), log_y=metric == "grad_norm")
     rows = []

@@ -43,19 +43,8 @@ def setup(res: Results, *, lang: str = "en") -> str:
     """The experiment in one sentence: model size, data, steps, seed, time."""
     T, s = texts(PAGE, lang), res.summary["settings"]
     cfg = res.summary["schemes"][res.schemes[0]]["config"]
-    return T(
-        "setup",
-        layers=cfg["num_layers"],
-        dim=cfg["dim"],
-        heads=cfg["num_heads"],
-        steps=s["steps"],
-        batch=s["batch_size"],
-        n=s["seq_len"],
-        seed=s["seed"],
-        windows=s["eval_windows"],
-        long=s["seq_len"] * s["eval_factor"],
-        cpu=res.summary["cpu_minutes"],
-    )
+    size = dict(layers=cfg["num_layers"], dim=cfg["dim"], heads=cfg["num_heads"])
+    return T("setup", **s, **size, long=s["seq_len"] * s["eval_factor"], cpu=res.summary["cpu_minutes"])
 
 
 def _smooth(y: Sequence[float | None], width: int) -> list[float]:
