@@ -256,7 +256,8 @@ def moe(page, tmp: Path) -> None:
 
 
 def norms(page, tmp: Path) -> None:
-    """Start the live mini-training, then stop it: what was trained so far is kept and drawn."""
+    """Open the live mini-training (on demand), start it, then stop it: what was trained so far is kept and drawn."""
+    page.get_by_text(label("norms", "live_header"), exact=True).click()
     page.get_by_role("button", name=label("norms", "train")).click()
     expect(page.locator('[data-testid="stProgress"]').first).to_be_attached(timeout=LONG)
     page.get_by_role("button", name=label("norms", "stop")).click()
