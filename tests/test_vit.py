@@ -519,15 +519,16 @@ def test_bundled_vit_shapes_classifies_held_out_images():
     size = sum(p.stat().st_size for p in folder.iterdir())
     assert size <= 10 * 2**20
     results = json.loads((folder / "results.json").read_text())
-    # Issue 7 asked for ≥ 95% on the old generator (98.5% then). Issue 19's generator adds light paper, outlines, wobble
-    # and smaller off-centre shapes: the retrained bundle records 78.4% on it (BENCHMARKS.md), below that target. This
-    # floor guards against a broken or mislabelled bundle, not the target.
-    assert results["held_out_accuracy"] >= 0.7
+    # Issue 7 asked for ≥ 95% on the old generator (98.5% then). Issue 19's generator adds light paper, outlines down to
+    # 0.6 px, wobble and small off-centre shapes: the retrained bundle records 64.5% on its 1200 held-out images
+    # (BENCHMARKS.md; 92% on person-style drawings), below that target. This floor guards against a broken or
+    # mislabelled bundle, not the target.
+    assert results["held_out_accuracy"] >= 0.6
     clf = load_model("vit-shapes")
     assert isinstance(clf, ImageClassifier) and clf.labels == shapes.CLASSES
     x, _, y = shapes.make_dataset(24, seed=2024)
     pred = [int(np.argmax(clf.classify(img).probs)) for img in x]
-    assert np.mean(np.array(pred) == y) >= 0.8  # 24 fresh images: loose bound, the exact number is in results.json
+    assert np.mean(np.array(pred) == y) >= 0.75  # 24 fresh images (21 right when bundled); results.json has more
     out = clf.classify(Image.fromarray(x[0]).resize((100, 80)))
     assert out.pixels.shape == (64, 64, 3) and math.isclose(float(out.probs.sum()), 1.0, rel_tol=1e-5)
     stacked = out.trace.stack()
@@ -537,8 +538,9 @@ def test_bundled_vit_shapes_classifies_held_out_images():
 
 
 # Measured on the first 120 person-style drawings of seed 0 (tx_explorer.data.drawings, never trained on) when the
-# bundles were trained (BENCHMARKS.md), minus a margin; the bundle before issue 19 got 19 % (chance: 17 %).
-DRAWINGS_FLOOR = {"vit-shapes": 0.45, "vit-shapes-avg": 0.45}  # measured 55.0 % and 54.2 %
+# bundles were trained (BENCHMARKS.md), minus a margin; the bundle before issue 19 got 19 % (chance: 17 %), the one
+# before item 8's preprocessing 55 %.
+DRAWINGS_FLOOR = {"vit-shapes": 0.85, "vit-shapes-avg": 0.7}  # measured 91.7 % and 75.8 %
 
 
 @pytest.mark.parametrize("name", sorted(DRAWINGS_FLOOR))

@@ -61,14 +61,15 @@ def object_attention(classifier: Any, images: np.ndarray, masks: np.ndarray, *, 
         correct.append(logits.argmax(-1).cpu())
     last_t, heads_t, roll_t, area_t = (torch.cat(t) for t in (last, heads, roll, area))
     best = int(heads_t.mean(0).argmax())
+    seen = area_t > 0  # a lift needs an object: one framed out of every patch (an empty mask) has no share to beat
     return {
         "images": len(images),
         "area_share": float(area_t.mean()),
         "cls_last_layer_share": float(last_t.mean()),
-        "cls_last_layer_lift": float((last_t / area_t).mean()),
+        "cls_last_layer_lift": float((last_t[seen] / area_t[seen]).mean()),
         "cls_last_layer_best_head": best,
         "cls_last_layer_best_head_share": float(heads_t[:, best].mean()),
         "rollout_share": float(roll_t.mean()),
-        "rollout_lift": float((roll_t / area_t).mean()),
+        "rollout_lift": float((roll_t[seen] / area_t[seen]).mean()),
         "images_where_cls_beats_area": float((last_t > area_t).float().mean()),
     }
