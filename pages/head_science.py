@@ -39,7 +39,8 @@ def pooled(key: tuple, work):
     def job(report):  # on a pool worker
         return work(lambda fraction, what: report(min(1.0, fraction), T("progress", what=what)))
 
-    return memo(key, lambda: ui.run_job(job, label=T("progress", what=""), key=key))
+    with st.empty():  # run_job's place, also on a memoised answer: the fragment's later elements keep their places
+        return memo(key, lambda: ui.run_job(job, label=T("progress", what=""), key=key))
 
 
 def show(result, clickable: bool = False) -> list | None:

@@ -326,19 +326,21 @@ def run_job(
     cancels the job (queued, it never runs; running, it stops at its next report).
     """
     T = texts("common")
+    # The bar's place exists whether or not the job is quick enough to need a bar: inside an st.fragment, an element
+    # that comes and goes shifts the ones after it, and Streamlit then leaves their old copies on the page.
+    slot = st.empty()
     job, bar = jobs.submit(fn, key=key), None
     try:
         while not job.wait(JOB_POLL_S):
             fraction, text = job.progress
             message = (text or label) if job.started else T("job_queued", n=job.ahead())
-            bar = st.progress(fraction, text=message) if bar is None else bar.progress(fraction, text=message)
+            bar = slot.progress(fraction, text=message) if bar is None else bar.progress(fraction, text=message)
             if each is not None:
                 each()
         return job.result()
     finally:
         job.cancel()  # a no-op once done
-        if bar is not None:
-            bar.empty()
+        slot.empty()
 
 
 _MARKDOWN_SPECIALS = "\\`*_{}[]<>#|~$"  # what Markdown, HTML or LaTeX would act on mid-line
