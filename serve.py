@@ -2,18 +2,22 @@
 background thread.
 
 Streamlit runs app.py only when the first visitor connects; importing torch then (about 3 s of a 10 s cold
-start on 2 cores) made that visitor wait. Here the import overlaps the server's own start-up instead; a
-visitor who arrives earlier simply waits on Python's import lock. Then the bundled models load into the
-process-wide cache the pages read (:mod:`tx_explorer.model_cache`), so no visitor waits for one either.
+start on 2 cores) made that visitor wait. Here the import overlaps the server's own start-up and the browser
+loading the page instead; a visitor who arrives earlier simply waits on Python's import lock. The warm-up does
+first what the first chart needs and nothing else; the bundled models load into the process-wide cache the pages
+read (:mod:`tx_explorer.model_cache`) once the server is idle, so no visitor waits for one either.
 Arguments go to ``streamlit run``.
 """
 
+import gc
 import sys
 import threading
 import time
 from collections.abc import Callable
 
+from streamlit import delta_generator
 from streamlit.runtime import Runtime, RuntimeState
+from streamlit.runtime.pages_manager import PagesManager
 from streamlit.web import cli
 
 
@@ -21,8 +25,22 @@ def _server_answers() -> bool:
     return Runtime.exists() and Runtime.instance().state != RuntimeState.INITIAL
 
 
-def warm(*, ready: Callable[[], bool] = _server_answers, poll_s: float = 0.1) -> list[str]:
-    """Import torch and the library, wait until ``ready()`` (the server answers), then load every bundled model.
+def _process_idle(window_s: float = 1.0) -> bool:
+    """Whether this process used under a tenth of a core for ``window_s``: no script run, no other start-up work."""
+    start = time.process_time()  # every thread's CPU time, the caller's sleep excluded
+    time.sleep(window_s)
+    return time.process_time() - start < 0.1 * window_s
+
+
+def warm(
+    *,
+    ready: Callable[[], bool] = _server_answers,
+    idle: Callable[[], bool] = _process_idle,
+    poll_s: float = 0.1,
+    patience_s: float = 30.0,
+) -> list[str]:
+    """Import torch and the library and draw the home chart once, wait until ``ready()`` (the server answers) and
+    ``idle()`` (no visitor's script is running; at most ``patience_s``), then load every bundled model.
 
     Returns the names of the models in the shared cache."""
     # pandas first and whole: Plotly's validators look it up in sys.modules without importing it, so a script
@@ -32,25 +50,48 @@ def warm(*, ready: Callable[[], bool] = _server_answers, poll_s: float = 0.1) ->
 
     # Not tx_explorer.ui: its first import must happen inside a script run (it leaves Streamlit's legacy
     # multipage mode there, see ui._leave_legacy_multipage_mode).
-    from tx_explorer import jobs, model_cache
     from tx_explorer.views import home
 
-    jobs.pool()  # sizes the heavy-job pool and sets torch's threads before any page computes with them
-
-    # The home page's chart, built and serialised once: torch and Plotly import more on first use (the operator's
-    # shape check, torch.broadcast_shapes, pulls in sympy: 0.7 s; Plotly its JSON encoder: 0.2 s), which the first
+    # The home page's chart, built and serialised once: torch and Plotly import more on first use, which the first
     # visitor's script run would otherwise wait for.
     home.example().figure.to_json()
 
-    # Models load last, at the lowest priority we can give them: os.nice would lower the whole process (the
-    # server's own threads too), so instead they wait until the imports are done and the server is up, and a
-    # visitor who asks for a model meanwhile waits only for that one (the cache locks per name).
+    # What is loaded now lives as long as the process: out of the cyclic collector's sight, Streamlit's gc.collect
+    # after every script run no longer walks it (0.2 s a run on 2 cores once torch is in).
+    gc.freeze()
+
+    from tx_explorer import jobs, model_cache
+
+    jobs.pool()  # sizes the heavy-job pool and sets torch's threads before any page computes with them
+
+    # Models last: the first visitor's script run competes with them for the interpreter (one thread runs Python
+    # at a time), so they wait until the server is up and idle, and a visitor who asks for a model meanwhile waits
+    # only for that one (the cache locks per name).
     while not ready():
         time.sleep(poll_s)
-    return model_cache.preload()
+    deadline = time.monotonic() + patience_s
+    while not idle() and time.monotonic() < deadline:
+        time.sleep(poll_s)
+    names = model_cache.preload()
+    gc.freeze()  # the models too (a session's objects frozen with them are still freed when unreferenced)
+    return names
+
+
+def _skip_first_run_detours() -> None:
+    """Spare the first visitor two costs of Streamlit's first script run, both harmless to skip under serve.py.
+
+    - app.py calls ``st.navigation``: leave the legacy ``pages/`` mode now rather than by a rerun in that run
+      (ui._leave_legacy_multipage_mode still does it under a plain ``streamlit run app.py``).
+    - the first element drawn asks whether Streamlit runs in a REPL to print a warning: ``inspect.stack()``, which
+      looks up every frame's module among every module loaded (torch's thousands by then): 0.3–0.7 s. This is
+      ``streamlit run``, never a REPL.
+    """
+    PagesManager.uses_pages_directory = False
+    delta_generator._use_warning_has_been_displayed = True
 
 
 if __name__ == "__main__":
+    _skip_first_run_detours()
     threading.Thread(target=warm, name="warm-up", daemon=True).start()
     sys.argv = ["streamlit", "run", "app.py", *sys.argv[1:]]
     sys.exit(cli.main())

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import statistics
 import threading
 import time
@@ -27,8 +28,24 @@ from pathlib import Path
 import torch
 
 from benchmarks import machine, parse, parser, publish, verdict
-from benchmarks.browser import CHART, DONE, ERRORS, IDLE, PAINTED, VIEWPORT, WATCH, WORDS, running_server, status_mb
-from tests.test_browser import ARGS, CHROMIUM, page_url
+from benchmarks.browser import (
+    CHART,
+    DONE,
+    ERRORS,
+    IDLE,
+    PAINTED,
+    QUIET,
+    QUIET_MS,
+    VIEW_DRAWN,
+    VIEWPORT,
+    WATCH,
+    WORDS,
+    machine_cpu_s,
+    process_cpu_s,
+    running_server,
+    status_mb,
+)
+from tests.test_browser import ARGS, BELOW_FOLD, CHROMIUM, NEXT_BELOW_FOLD, page_url
 from tx_explorer import locales
 
 log = logging.getLogger("benchmarks.classroom")
@@ -37,6 +54,7 @@ PEAK_TARGET_MB = 2500.0  # issue 20: the server's peak resident memory
 PLOT = '[data-testid="stPlotlyChart"]'
 CODE = '[data-testid="stCode"]'
 OPEN_TIMEOUT_MS = 360_000  # a first visit while others load theirs: 30 floor pages at once took 68–154 s here
+CORES = os.cpu_count() or 1
 ANSWER_TIMEOUT_MS = 120_000  # one input's answer; past it the input counts as unanswered
 # Single tokens in every bundled tokenizer (so they show whole in the token displays), absent from the typed
 # templates and from each other: a session that sees another's marker has been given another's state.
@@ -89,6 +107,19 @@ def opened(header: str, prepare: Callable) -> Callable:
     async def wrapped(page, marker: str, j: int, k: int) -> Fire:
         if k == 0:
             await page.get_by_text(header, exact=True).click()
+        return await prepare(page, marker, j, k)
+
+    return wrapped
+
+
+def scrolled(prepare: Callable) -> Callable:
+    """``prepare`` for an input in a section below the first screen (drawn once scrolled near): the page is scrolled
+    through, each section drawn in turn, before the first input."""
+
+    async def wrapped(page, marker: str, j: int, k: int) -> Fire:
+        if k == 0:
+            while name := await page.evaluate(NEXT_BELOW_FOLD, BELOW_FOLD):
+                await page.locator(f".{name}").wait_for(state="detached", timeout=OPEN_TIMEOUT_MS)
         return await prepare(page, marker, j, k)
 
     return wrapped
@@ -147,7 +178,7 @@ SCENARIOS: tuple[Scenario, ...] = (
         _marker,
         CODE,
     ),
-    Scenario("model_sizes", "layers + Enter", typed(".st-key-sizes_layers input", "1{n}{k}")),
+    Scenario("model_sizes", "layers + Enter", scrolled(typed(".st-key-sizes_layers input", "1{n}{k}"))),
     Scenario(
         "multihead",
         "text + Ctrl+Enter",
@@ -160,13 +191,13 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario(
         "position_lab",
         "positions + Enter",
-        typed(".st-key-rot_pos input", "2{n}{k}"),  # 20–21, 210–211, …: each session its own numbers
+        scrolled(typed(".st-key-rot_pos input", "2{n}{k}")),  # 20–21, 210–211, …: each session its own numbers
         lambda marker, j, k: f"m, n < 2{j}{k % 2}",
     ),
     Scenario(
         "moe",
         "sentence + Enter",
-        typed(f'input[aria-label="{locales.text("moe", "sentence", "en")}"]', SENTENCE),
+        scrolled(typed(f'input[aria-label="{locales.text("moe", "sentence", "en")}"]', SENTENCE)),
         _marker,
         PLOT,
     ),
@@ -174,7 +205,8 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("block_roles", "text + Enter", typed(".st-key-probe_text input", SENTENCE), _marker, PLOT),
     # N alternates 10,000 ↔ 11,000 (10,100 ↔ 11,100 for a second session): 1020 → 1021 left the rounded FLOP chart
     # unchanged, and a fragment rerun that fast shows no "running" state either: an answer nobody could see.
-    Scenario("cost_of_attention", "N + Enter", typed(".st-key-cost_n input", "1{k}{n}00")),
+    # D, not N: the FLOPs-by-N chart is drawn over every N, so a new N leaves it as it was (nothing to wait for).
+    Scenario("cost_of_attention", "D + Enter", typed(".st-key-cost_d input", "5{k}{n}")),
     Scenario("vision_transformer", "seed + 1", clicked('[data-testid="stNumberInputStepUp"]')),
     Scenario("seq2seq", "demo sentence + Enter", _seq2seq),
     Scenario(
@@ -269,6 +301,8 @@ async def run_session(
         await page.wait_for_selector(CHART, timeout=OPEN_TIMEOUT_MS)
         await page.wait_for_selector(IDLE, timeout=OPEN_TIMEOUT_MS)
         res.first_visit_s = time.monotonic() - t0
+        await page.wait_for_function(VIEW_DRAWN, timeout=OPEN_TIMEOUT_MS, polling=100)
+        await page.evaluate(QUIET, QUIET_MS)
         stop = min(stop, time.monotonic() + duration_s)  # two minutes of work from the moment the page is up
         await asyncio.sleep(interval_s * (index % 7) / 7)  # the class does not type in step
         for k in range(max_inputs):
@@ -311,6 +345,8 @@ class ClassResult:
     peak_rss_mb: float  # the server's VmHWM at the end
     rss_before_mb: float
     server_log: str  # everything the server printed
+    server_cpu_s: float  # CPU seconds the server used during the class
+    machine_cpu_s: float  # CPU seconds all cores were busy during the class: the server, Chromium, the driver
 
     @property
     def tracebacks(self) -> list[str]:
@@ -399,6 +435,7 @@ def run_class(
     """``sessions`` browser sessions against the server at ``url`` (process ``pid``); blocking, from any thread
     (its own event loop, so it can run beside synchronous Playwright)."""
     before = status_mb(pid)["VmRSS"]
+    server_cpu, busy = process_cpu_s(pid), machine_cpu_s()
     out: dict[str, object] = {}
 
     def drive() -> None:
@@ -420,6 +457,8 @@ def run_class(
         peak_rss_mb=status_mb(pid)["VmHWM"],
         rss_before_mb=before,
         server_log=text,
+        server_cpu_s=process_cpu_s(pid) - server_cpu,
+        machine_cpu_s=machine_cpu_s() - busy,
     )
 
 
@@ -518,6 +557,11 @@ def section(
         f"{P95_TARGET_S:.0f} s: {verdict(p95, P95_TARGET_S, 's')}.",
         f"- Server memory: {res.rss_before_mb:,.0f} MB before the class, peak (VmHWM) {res.peak_rss_mb:,.0f} MB — "
         f"target ≤ {PEAK_TARGET_MB:,.0f} MB: {verdict(res.peak_rss_mb, PEAK_TARGET_MB, 'MB')}.",
+        f"- Where the {CORES} cores went: busy {res.machine_cpu_s:,.0f} of {CORES * res.wall_s:,.0f} core-seconds "
+        f"({res.machine_cpu_s / (CORES * res.wall_s):.0%}); the server {res.server_cpu_s:,.0f} "
+        f"({res.server_cpu_s / max(len(lat), 1):.2f} core-s per input answered, first visits included), the "
+        f"rest ({res.machine_cpu_s - res.server_cpu_s:,.0f}) the {n} sessions' Chromium and their driver. On its "
+        "own machine the server would have these cores to itself; here every session's drawing competes with it.",
         "",
         "| page | input | sessions | first visit (median) | inputs answered | input → chart p50 | p95 | problems |",
         "|---|---|---:|---:|---:|---:|---:|---:|",

@@ -37,7 +37,7 @@ def matmul_section() -> None:
         ui.show(mm.flops)
 
 
-@st.fragment
+@ui.below_fold("cost_memory", height=1360)
 def memory_section() -> None:
     ui.section(T, "mem")
     c = st.columns(6)

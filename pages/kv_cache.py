@@ -21,14 +21,19 @@ def sharing_rows(name: str, tokens: int, window: int, lang: str) -> list[dict[st
     return view.sharing_rows(ui.cached_model(name), tokens, window, lang=lang)
 
 
+@st.cache_data(max_entries=64, show_spinner=False)  # numbers only (figures would cost more to unpickle than make)
+def decoding(name: str, prompt: str, new_tokens: int) -> view.kv.Decoding:
+    return view.decoding(ui.cached_model(name), prompt, new_tokens)
+
+
 @st.fragment
-def decode_section(tm: view.TextModel) -> None:
+def decode_section(name: str, tm: view.TextModel) -> None:
     """1. Decode a prompt, then the cache after one step and cached = uncached."""
     c = st.columns([3, 1])
     prompt = c[0].text_input(T("prompt"), T("prompt_default"), max_chars=2000, key="kv_prompt")
     new_tokens = c[1].number_input(T("new_tokens"), 0, view.MAX_NEW_TOKENS, 8, key="kv_new")
     with ui.friendly_errors():
-        decoded = view.decode(tm, prompt, int(new_tokens), lang=LANG)
+        decoded = view.decoded(tm, decoding(name, prompt, int(new_tokens)), lang=LANG)
         st.markdown(T("continuation", text=ui.escape_markdown(decoded.text)))
         (st.success if decoded.ok else st.error)(decoded.check)
         grow_section(tm, decoded)
@@ -47,7 +52,8 @@ def grow_section(tm: view.TextModel, decoded: view.Decoded) -> None:
         T("layer"), range(tm.config.num_layers), format_func=lambda i: str(i + 1), horizontal=True, key="kv_layer"
     )
     with ui.friendly_errors():
-        cv = view.cache_view(tm, decoded.decoding.ids, decoded.labels, step, layer, lang=LANG)
+        d = decoded.decoding  # its last step's cache is the default view's: no replay
+        cv = view.cache_view(tm, d.ids, decoded.labels, step, layer, lang=LANG, decoding=d)
         st.markdown(cv.numbers)
         ui.row(cv.keys, cv.values)
         c = st.columns([1, 2])
@@ -74,6 +80,16 @@ def sharing_section(name: str, tm: view.TextModel) -> None:
         st.markdown(T("sharing_note"))
 
 
+@ui.below_fold("kv_cache_published", height=900)
+def published_section() -> None:
+    """4. Published configurations, out to 128k tokens."""
+    ui.section(T, "published")
+    panel, rows = view.published(lang=LANG)
+    ui.show(panel)
+    st.table(rows)
+    st.markdown(T("published_note"))
+
+
 ui.section(T, "decode")
 bundled = [n for n in models.available_models("text", kind="causal") if models.REGISTRY[n].bundled]
 default = view.first_shared(bundled, ui.cached_model)  # a bundled model whose query heads share K/V heads
@@ -89,12 +105,6 @@ if name is not None:
         view.model_of(loaded)  # one of our causal LMs (it has a KV cache), else a message here instead of sections
         tm = loaded
 if tm is not None:
-    decode_section(tm)
+    decode_section(name, tm)
     sharing_section(name, tm)
-
-# 4. Published configurations, out to 128k tokens -------------------------------------------------------------------
-ui.section(T, "published")
-panel, rows = view.published(lang=LANG)
-ui.show(panel)
-st.table(rows)
-st.markdown(T("published_note"))
+published_section()

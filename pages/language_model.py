@@ -46,7 +46,7 @@ def causal_mask(r) -> None:
         st.success(mask.prefix)
 
 
-@st.fragment
+@ui.below_fold("language_model_next", height=770)
 def next_token(r) -> None:
     ui.section(T, "next")
     with ui.friendly_errors():

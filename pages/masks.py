@@ -67,7 +67,12 @@ def gallery() -> None:
             if tab.open:  # the other kinds compute nothing and send nothing until their tab is chosen
                 with tab, ui.friendly_errors():
                     show(kind, mg.build_mask(kind, len(toks), **options(kind, toks)), toks, seed)
+    example(seed)
 
+
+@ui.below_fold("masks_example", height=700)
+def example(seed: int) -> None:
+    """The lecture's example, with the gallery's seed (below the first screen: drawn when scrolled to)."""
     st.header(T("example_header"))
     st.markdown(T("example_intro"))
     with ui.friendly_errors():

@@ -27,10 +27,10 @@ with ui.friendly_errors():
     st.markdown(T("table_notes"))
     ui.show(compare)
 
-# The two sections with inputs are fragments: a change reruns only its own section.
+# The two sections with inputs are fragments: a change reruns only its own section; each is drawn when scrolled to.
 
 
-@st.fragment
+@ui.below_fold("model_sizes_breakdown", height=730)
 def breakdown_section() -> None:
     ui.section(T, "breakdown")
     share = st.toggle(T("share"), value=True, key="sizes_share")
@@ -38,7 +38,7 @@ def breakdown_section() -> None:
         ui.show(view.breakdown(share, counted, lang=LANG))
 
 
-@st.fragment
+@ui.below_fold("model_sizes_custom", height=950)
 def custom_section() -> None:
     st.header(T("custom_header"))
     st.markdown(T("custom_intro"))

@@ -55,7 +55,7 @@ def cost_section(base: view.MoEConfig) -> None:
         st.caption(cost.caption)
 
 
-@st.fragment
+@ui.below_fold("moe_loss", height=770)
 def loss_section(bundle: view.MoEBundle) -> None:
     """2. Dense vs MoE training curves."""
     st.header(T("loss_header"))
@@ -65,7 +65,7 @@ def loss_section(bundle: view.MoEBundle) -> None:
         ui.show(view.losses(bundle, axis, lang=LANG))
 
 
-@st.fragment
+@ui.below_fold("moe_typed", height=1260)
 def typed_section(bundle: view.MoEBundle) -> None:
     """3. Typed text: each token's experts and gates per layer."""
     ui.section(T, "typed")

@@ -31,7 +31,7 @@ def runs_section(res: view.Results) -> None:
     st.markdown(T("claims_note"))
 
 
-@st.fragment
+@ui.below_fold("norms_depth", height=1440)
 def depth_section(res: view.Results) -> None:
     ui.section(T, "depth")
     c, deep = st.columns([3, 2]), view.defaults(res)["depth"]
@@ -49,7 +49,7 @@ def depth_section(res: view.Results) -> None:
         ui.show(view.layer_steps(res, one, quantity, lang=LANG))
 
 
-@st.fragment
+@ui.below_fold("norms_norm", height=1050)
 def norm_section() -> None:
     ui.section(T, "ln", *view.LATEX["norms"])
     c = st.columns([3, 2, 2, 1])
@@ -64,7 +64,7 @@ def norm_section() -> None:
         st.markdown(nv.note)
 
 
-@st.fragment
+@ui.below_fold("norms_identity", height=920)
 def identity_section() -> None:
     ui.section(T, "id", *view.LATEX["identity"])
     c = st.columns(4)
@@ -123,7 +123,7 @@ def live_section(res: view.Results) -> None:  # no fragment: a click in one wait
             ui.show(panel)
 
 
-@st.fragment
+@ui.below_fold("norms_mlp", height=1340)
 def mlp_section(res: view.Results | None) -> None:
     ui.section(T, "mlp", *view.LATEX["mlp"])
     c = st.columns(3)

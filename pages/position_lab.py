@@ -14,7 +14,8 @@ def results() -> view.Results:
     return ui.cached_model(view.BUNDLE)  # the registry's loader, once per server process
 
 
-# Each section is a fragment: its inputs rerun only that section.
+# Each section is a fragment: its inputs rerun only that section. Those below the first screen are drawn when the
+# visitor scrolls near them.
 
 
 @st.fragment
@@ -34,7 +35,7 @@ def loss_section(res: view.Results) -> None:
     st.markdown(T("sinusoidal_note"))
 
 
-@st.fragment
+@ui.below_fold("position_lab_attention", height=900)
 def attention_section(res: view.Results) -> None:
     """2. Attention against distance."""
     ui.section(T, "attn", *view.LATEX["alibi"])
@@ -49,7 +50,15 @@ def attention_section(res: view.Results) -> None:
     st.markdown(T("attn_note"))
 
 
-@st.fragment
+@ui.below_fold("position_lab_verdicts", height=500)
+def verdicts_section(res: view.Results) -> None:
+    """3. The claims, checked (no inputs)."""
+    ui.section(T, "verdicts")
+    st.table(view.verdict_rows(res, lang=LANG))
+    st.markdown(T("verdicts_note"))
+
+
+@ui.below_fold("position_lab_rotary", height=1500)
 def rotary_section() -> None:
     """4. Rotary made visible (needs no bundle)."""
     ui.section(T, "rotary", *view.LATEX["rotary"])
@@ -80,8 +89,5 @@ if res is not None:
     st.caption(view.setup(res, lang=LANG))
     loss_section(res)
     attention_section(res)
-    # 3. The claims, checked (no inputs) ---------------------------------------------------------------------------
-    ui.section(T, "verdicts")
-    st.table(view.verdict_rows(res, lang=LANG))
-    st.markdown(T("verdicts_note"))
+    verdicts_section(res)
 rotary_section()

@@ -9,6 +9,8 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TIMM_FUSED_ATTN", "0")
+# AppTests cannot scroll: every page section is drawn at once (ui.below_fold). The browser suite's servers drop it.
+os.environ.setdefault("TX_EXPLORER_DRAW_ALL", "1")
 
 import pytest
 from streamlit.testing.v1 import AppTest

@@ -10,7 +10,7 @@ from torch.nn import functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from tx_explorer import masks
-from tx_explorer.attention import attention_steps, scaled_dot_product_attention
+from tx_explorer.attention import attention_steps, broadcast_shape, scaled_dot_product_attention
 from tx_explorer.modules.attention import MultiHeadAttention
 
 MASKS = {
@@ -84,6 +84,17 @@ def test_bad_masks_are_explained():
         scaled_dot_product_attention(q, q, q, mask=torch.ones(3, 3))
     with pytest.raises(ValueError, match="does not broadcast"):
         scaled_dot_product_attention(q, q, q, mask=torch.ones(2, 2, dtype=torch.bool))
+
+
+@given(st.lists(st.lists(st.integers(0, 3), max_size=4), min_size=1, max_size=4))
+@settings(max_examples=300, deadline=None)
+def test_the_broadcast_rule_is_torchs(shapes):
+    """The operator's plain-Python shape check (no SymPy on the first call) agrees with torch.broadcast_shapes."""
+    try:
+        expected = tuple(torch.broadcast_shapes(*shapes))
+    except RuntimeError:
+        expected = None
+    assert broadcast_shape(*map(tuple, shapes)) == expected
 
 
 @st.composite

@@ -87,6 +87,7 @@ def app(model_root):
     port = _free_port()
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TIMM_FUSED_ATTN": "0"}
     env["TX_EXPLORER_MODEL_ROOTS"] = str(model_root)
+    env.pop("TX_EXPLORER_DRAW_ALL", None)  # the AppTests' switch (conftest.py): here sections draw when scrolled to
     proc = subprocess.Popen(
         [sys.executable, "serve.py", "--server.port", str(port), "--server.address", "127.0.0.1"],
         cwd=ROOT,
@@ -139,6 +140,22 @@ def assert_no_errors(page) -> None:
     for testid in ("stException", "stAlertContentError"):
         found = page.locator(f'[data-testid="{testid}"]')
         assert found.count() == 0, found.all_inner_texts()
+
+
+BELOW_FOLD = '[class*="st-key-below_fold_"]'  # a section not drawn yet (ui.below_fold): drawn once scrolled near
+# Scroll the first section not drawn yet into view, in one step (it may be drawn meanwhile); its class, or null.
+NEXT_BELOW_FOLD = """(selector) => {
+  const box = document.querySelector(selector);
+  if (!box) return null;
+  box.scrollIntoView({block: "center"});
+  return [...box.classList].find((c) => c.startsWith("st-key-below_fold_"));
+}"""
+
+
+def draw_below_fold(page, timeout_ms: float = 180_000) -> None:
+    """Scroll to each section not drawn yet, in turn, and wait until it is drawn: the whole page is there."""
+    while name := page.evaluate(NEXT_BELOW_FOLD, BELOW_FOLD):
+        page.locator(f".{name}").wait_for(state="detached", timeout=timeout_ms)
 
 
 def sample_png(folder: Path) -> Path:
@@ -368,6 +385,8 @@ def test_page_renders_and_answers_its_main_interaction(server, browser, path, tm
     with charted_page(browser, server, slug) as page:
         wait_until_idle(page)
         assert_no_errors(page)
+        draw_below_fold(page)  # the sections below the first screen too: some interactions are there
+        assert_no_errors(page)
         INTERACTIONS[slug](page, tmp_path)
         wait_until_idle(page)
         page.wait_for_selector(f"{PLOT} .main-svg", timeout=LONG)
@@ -531,5 +550,48 @@ def test_a_qwen2_folder_typed_on_the_multihead_page_shows_its_grouped_heads(serv
         assert_no_errors(page)
         SHOTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(SHOTS / "multihead-checkpoint.png"), full_page=True)
+    finally:
+        page.close()
+
+
+# ---- sections below the first screen ------------------------------------------------------------------------------
+# ui.below_fold: a first visit draws what the window shows; each section below is drawn when scrolled near.
+SCROLLER = """() => { let el = document.querySelector('[data-testid="stMainBlockContainer"]');
+  while (el && !/(auto|scroll)/.test(getComputedStyle(el).overflowY)) el = el.parentElement;
+  return el ? el.scrollTop + el.clientHeight >= el.scrollHeight - 2 : true; }"""
+
+
+def test_a_first_visit_draws_the_first_screen_and_the_rest_as_the_visitor_scrolls(server, browser):
+    url = page_url(server, "norms")  # four deferred sections, two of them next to each other
+    tall = browser.new_page(viewport={"width": 1400, "height": 8000})  # every section in view at once
+    try:
+        tall.goto(url)
+        wait_until_idle(tall)
+        expect(tall.locator(BELOW_FOLD)).to_have_count(0, timeout=LONG)  # reports at once all reach their sections
+        wait_until_idle(tall)
+        assert_no_errors(tall)
+        every = tall.locator(PLOT).count()
+    finally:
+        tall.close()
+
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    try:
+        page.goto(url)
+        page.wait_for_selector(f"{PLOT} .main-svg", timeout=LONG)
+        wait_until_idle(page)
+        assert page.locator(BELOW_FOLD).count() > 0
+        assert 0 < page.locator(PLOT).count() < every
+        page.mouse.move(900, 500)  # over the page, not the sidebar
+        for _ in range(40):  # a screen at a time, as a visitor does, to the bottom
+            if page.evaluate(SCROLLER):
+                break
+            page.mouse.wheel(0, 800)
+            page.wait_for_timeout(300)
+            wait_until_idle(page)
+        assert page.evaluate(SCROLLER), "the page's bottom was reached"
+        expect(page.locator(BELOW_FOLD)).to_have_count(0, timeout=LONG)
+        wait_until_idle(page)
+        expect(page.locator(PLOT)).to_have_count(every, timeout=LONG)
+        assert_no_errors(page)
     finally:
         page.close()

@@ -22,6 +22,7 @@ from tests.test_browser import (  # noqa: F401  (fixtures: the one server and br
     app_pages,
     browser,
     charted_page,
+    draw_below_fold,
     model_root,
     page_url,
     server,
@@ -75,6 +76,7 @@ def test_page_in_chinese_shows_no_english(server, browser, path):  # noqa: F811
     with charted_page(browser, server, slug) as page:
         page.wait_for_selector(IDLE, timeout=LONG)
         switch_to_chinese(page)
+        draw_below_fold(page)  # every section drawn, so every section is read
         page.wait_for_selector(f"{PLOT} .main-svg", timeout=LONG)
         page.screenshot(path=str(SHOTS / f"zh-{slug}.png"), full_page=True)
         for testid in ("stException", "stAlertContentError"):

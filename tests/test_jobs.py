@@ -143,13 +143,19 @@ def test_a_job_cancelled_by_every_holder_is_cancelled_and_forgotten() -> None:
 
 @pytest.mark.parametrize(
     ("env", "cores", "torch_threads", "expected"),
-    [({}, 2, 2, (1, 2)), ({}, 16, 16, (8, 2)), ({"TX_EXPLORER_JOB_WORKERS": "3"}, 16, 16, (3, 5)), ({}, 16, 1, (8, 1))],
+    [
+        ({}, 2, 2, (1, 1)),
+        ({}, 16, 16, (8, 1)),
+        ({"TX_EXPLORER_JOB_WORKERS": "1"}, 16, 16, (1, 8)),
+        ({"TX_EXPLORER_JOB_WORKERS": "3"}, 16, 16, (3, 2)),
+        ({"TX_EXPLORER_JOB_WORKERS": "1"}, 16, 4, (1, 4)),
+    ],
 )
-def test_sizes_keep_workers_times_threads_within_the_cores(monkeypatch, env, cores, torch_threads, expected) -> None:
+def test_sizes_keep_jobs_within_half_the_cores(monkeypatch, env, cores, torch_threads, expected) -> None:
     monkeypatch.setattr(jobs, "cores", lambda: cores)
     monkeypatch.setattr(jobs.torch, "get_num_threads", lambda: torch_threads)
     workers, threads = jobs.sizes(env)
-    assert (workers, threads) == expected and workers * threads <= cores
+    assert (workers, threads) == expected and workers * threads <= max(cores // 2, workers)
 
 
 @pytest.mark.parametrize("typed", ["0", "-1", "two", "1.5"])

@@ -17,6 +17,7 @@ from tx_explorer.config import PRESETS, TransformerConfig
 from tx_explorer.errors import InputError
 from tx_explorer.modules.cache import KVCache
 from tx_explorer.modules.transformer import CausalLM
+from tx_explorer.views import kv_cache as view
 
 SMALL = TransformerConfig(vocab_size=40, max_len=24, dim=16, num_layers=2, num_heads=4)
 SHAPES = {
@@ -83,6 +84,47 @@ def test_cache_at_replays_the_steps():
     assert full.seen == 12 and len(full) == 5
     with pytest.raises(ValueError):
         kv.cache_at(model, ids, 12)
+
+
+@pytest.mark.parametrize("shape", ["rotary-gqa", "rotary-window"])
+def test_decoding_keeps_the_cache_a_replay_of_its_last_step_makes(shape):
+    """The page shows decoding's own cache after the last step instead of replaying it: the same tensors, bit
+    for bit; any other step, or other tokens, are replayed."""
+    model = _model(SHAPES[shape])
+    d = kv.decode(model, [3, 1, 4, 1, 5, 9, 2], 6)
+    last = len(d.steps) - 1
+    kept, replay = kv.cache_at(model, d.ids, last, decoding=d), kv.cache_at(model, d.ids, last)
+    assert kept is d.cache and kept is not replay
+    assert kept.seen == replay.seen and torch.equal(kept.positions, replay.positions)
+    assert all(torch.equal(a, b) for a, b in zip(kept.keys + kept.values, replay.keys + replay.values, strict=True))
+    assert kv.cache_at(model, d.ids, last - 1, decoding=d) is not d.cache
+    assert kv.cache_at(model, [0, *d.ids[1:]], last, decoding=d) is not d.cache
+
+
+@pytest.mark.parametrize("prompt_words", [3, 40])  # a labelled map, and one beyond LABELLED_CELLS (categorical axes)
+def test_cache_maps_tick_every_quarter_head_and_name_every_column_on_hover(prompt_words):
+    """The cache maps tick every quarter head (fewer labels for Plotly to draw and measure); hover names each
+    column. Every figure skips Plotly's quadratic tick-label overflow check (the app's template allows overflow)."""
+    tm = models.load_model("tiny-llama")  # 2 KV heads of 32 dimensions: 64 columns
+    decoded = view.decode(tm, " ".join(["keys"] * prompt_words), 2)
+    d = decoded.decoding
+    cv = view.cache_view(tm, d.ids, decoded.labels, len(d.steps) - 1, 1, decoding=d)
+    columns = [f"g{g}·{i}" for g in range(2) for i in range(32)]
+    for panel in (cv.keys, cv.values):
+        fig = panel.figure
+        assert list(fig.layout.xaxis.ticktext) == columns[::8]
+        trace = fig.data[0]
+        named = [c[1] for c in trace.customdata[0]] if trace.customdata is not None else list(trace.x)
+        assert named == columns and panel.data.shape == (len(d.steps), 64)
+    for fig in (
+        cv.keys.figure,
+        decoded.growth.figure,
+        decoded.diff.figure,
+        cv.groups.figure,
+        view.published()[0].figure,
+    ):
+        axes = fig.layout.template.layout
+        assert axes.xaxis.ticklabeloverflow == axes.yaxis.ticklabeloverflow == "allow"
 
 
 def test_sharing_table_formula_equals_measured():

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
 from collections import Counter
@@ -85,17 +86,24 @@ def test_the_app_reads_registered_models_from_the_shared_cache():
     assert ui.cached_model("tiny-gpt") is model_cache.shared_model("tiny-gpt")
 
 
-def test_serve_warm_up_loads_every_bundled_model_once():
+@pytest.fixture
+def unfreeze():
+    """serve.warm freezes what it loaded (gc.freeze, for the server); later tests keep a collector that sees all."""
+    yield
+    gc.unfreeze()
+
+
+def test_serve_warm_up_loads_every_bundled_model_once(unfreeze):
     bundled = [n for n in models.available_models() if models.REGISTRY[n].bundled]
     assert bundled  # the repository ships its bundles
-    names = serve.warm(ready=lambda: True)
+    names = serve.warm(ready=lambda: True, idle=lambda: True)
     assert set(bundled) <= set(names)
     before = {n: model_cache.shared_model(n) for n in bundled}
-    serve.warm(ready=lambda: True)  # a second warm-up loads nothing again
+    serve.warm(ready=lambda: True, idle=lambda: True)  # a second warm-up loads nothing again
     assert all(model_cache.shared_model(n) is before[n] for n in bundled)
 
 
-def test_serve_warm_up_waits_for_the_server_before_loading_models(monkeypatch: pytest.MonkeyPatch):
+def test_serve_warm_up_waits_for_the_server_before_loading_models(monkeypatch: pytest.MonkeyPatch, unfreeze):
     asked, loads = [], []
     monkeypatch.setattr(model_cache, "preload", lambda: loads.append(len(asked)) or [])
 
@@ -103,5 +111,5 @@ def test_serve_warm_up_waits_for_the_server_before_loading_models(monkeypatch: p
         asked.append(True)
         return len(asked) == 3  # the server answers at the third look
 
-    serve.warm(ready=ready, poll_s=0.0)
+    serve.warm(ready=ready, idle=lambda: True, poll_s=0.0)
     assert loads == [3]

@@ -13,6 +13,7 @@ converge on, and it keeps the row free of NaN).
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,6 +22,20 @@ import torch
 from torch import Tensor
 
 from tx_explorer.errors import positive_int
+
+
+def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...] | None:
+    """The shape ``shapes`` broadcast to (NumPy's rule: aligned from the right, each size equal or 1), None if none.
+
+    Plain Python, not ``torch.broadcast_shapes``: that one imports SymPy on first use (0.7 s), which every first
+    attention call would otherwise pay, the app's first chart included."""
+    out: list[int] = []
+    for sizes in itertools.zip_longest(*(reversed(s) for s in shapes), fillvalue=1):
+        wide = {n for n in sizes if n != 1}
+        if len(wide) > 1:
+            return None
+        out.append(wide.pop() if wide else 1)
+    return tuple(reversed(out))
 
 
 def _check_qkv(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, bias: Tensor | None = None) -> None:
@@ -38,12 +53,8 @@ def _check_qkv(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, bias: Tenso
     for name, t in (("mask", mask), ("bias", bias)):
         if t is None:
             continue
-        try:
-            torch.broadcast_shapes(t.shape, scores)
-        except RuntimeError:
-            raise ValueError(
-                f"{name} of shape {tuple(t.shape)} does not broadcast to [..., Nq, Nk] = {scores}"
-            ) from None
+        if broadcast_shape(t.shape, scores) is None:
+            raise ValueError(f"{name} of shape {tuple(t.shape)} does not broadcast to [..., Nq, Nk] = {scores}")
 
 
 @dataclass(frozen=True)
@@ -269,7 +280,9 @@ def _fold_batch(
     nq, nk = q.shape[-2], k.shape[-2]
     leads = [q.shape[:-2], k.shape[:-2], v.shape[:-2]]
     leads += [t.shape[:-2] for t in (mask, bias) if t is not None and t.dim() > 2]
-    batch = tuple(torch.broadcast_shapes(*leads))
+    batch = broadcast_shape(*leads)
+    if batch is None:  # what torch.broadcast_shapes raises, as the reference path's matmul does
+        raise RuntimeError(f"shape mismatch: the leading dimensions {[tuple(s) for s in leads]} cannot be broadcast")
     q3 = q.expand(*batch, nq, q.shape[-1]).reshape(-1, nq, q.shape[-1])  # (B, Nq, D)
     k3 = k.expand(*batch, nk, k.shape[-1]).reshape(-1, nk, k.shape[-1])  # (B, Nk, D)
     v3 = v.expand(*batch, nk, v.shape[-1]).reshape(-1, nk, v.shape[-1])  # (B, Nk, Dv)

@@ -166,15 +166,18 @@ def cores() -> int:
 
 
 def sizes(env: Mapping[str, str] = os.environ) -> tuple[int, int]:
-    """(workers, torch threads per job): ``$TX_EXPLORER_JOB_WORKERS`` or half the cores, at least 1, and as many
-    threads as leave workers × threads ≤ cores (never more than torch was already given, e.g. by OMP_NUM_THREADS).
+    """(workers, torch threads): ``$TX_EXPLORER_JOB_WORKERS`` or half the cores, at least 1, and as many threads
+    as leave workers × threads ≤ half the cores (never more than torch was already given, e.g. by OMP_NUM_THREADS).
 
-    Half the cores: the other half serves every session's light work (tokenising, figures) between jobs."""
+    Half the cores: the other half serves every session's light work (small models, tokenising, figures), which
+    runs in the same process and so with the same thread count. On 2 cores that is 1 thread: a 19-step tiny-llama
+    decode took 210 ms with 1 thread and 1.9 s with 2 (medians) while other work held the cores, because a kernel
+    split over 2 threads waits for the slower one."""
     n, typed = cores(), env.get(ENV_WORKERS, "").strip()
     if typed and not (typed.isdigit() and int(typed) >= 1):
         raise ValueError(f"{ENV_WORKERS} must be a positive integer, not {typed!r}")
     workers = int(typed) if typed else max(1, n // 2)
-    return workers, max(1, min(torch.get_num_threads(), n // workers))
+    return workers, max(1, min(torch.get_num_threads(), (n // 2) // workers))
 
 
 _pool: Pool | None = None

@@ -10,6 +10,7 @@ import functools
 import io
 import itertools
 import logging
+import os
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -375,6 +376,97 @@ def friendly_errors() -> Iterator[None]:
     except Exception as exc:
         log.exception("page error")
         st.error(T("error_internal", kind=type(exc).__name__))
+
+
+DRAW_ALL = "TX_EXPLORER_DRAW_ALL"  # set to "1": every section is drawn at once (AppTests cannot scroll)
+REACH = "10%"  # of the window's height: a section this close below the visible part is drawn already
+
+# A section not drawn yet is this box, watched by an IntersectionObserver that reports while any of it is within
+# ``REACH`` below the visible part of the page. Reports go out one at a time app-wide, the next only once the app has
+# run: two boxes reporting in the same tick would share one message with one fragment id, and a report during a
+# fragment's run interrupts that run, so the section it was drawing would stay a box. A box still shown and in view
+# after the app has run (a busy server, an interrupted run) reports again, ever less often.
+_PLACEHOLDER_CSS = """
+.box { box-sizing: border-box; border: 1px solid rgba(128, 128, 128, 0.25); border-radius: 0.5rem; padding: 1rem;
+       color: rgba(128, 128, 128, 0.9); font-family: sans-serif; font-size: 0.875rem; }
+"""
+_SENTINEL_JS = """
+function settled() {  // the app has run (script state running → notRunning), or 5 s have passed
+  return new Promise((done) => {
+    const app = document.querySelector('[data-testid="stApp"]');
+    let ran = false;
+    const watch = new MutationObserver(() => {
+      if (app.dataset.testScriptState !== "notRunning") ran = true;
+      else if (ran) finish();
+    });
+    const timer = setTimeout(finish, 5000);
+    function finish() { watch.disconnect(); clearTimeout(timer); done(); }
+    if (app) watch.observe(app, { attributes: true, attributeFilter: ["data-test-script-state"] });
+    else finish();
+  });
+}
+
+export default function ({ setStateValue, parentElement, data }) {
+  const target = parentElement.querySelector(".box");
+  target.style.height = `${data.height}px`;  // about the section's own height: the page does not jump
+  target.textContent = data.caption;
+  // The page scrolls inside Streamlit's main area, which clips what is below it: that area is the root.
+  let root = (parentElement.host || parentElement).parentElement;
+  while (root && !/(auto|scroll)/.test(getComputedStyle(root).overflowY)) root = root.parentElement;
+  let visible = false, mounted = true, waiting = false, reports = 0, retry = 1000;
+  const report = () => {
+    if (waiting) return;
+    waiting = true;
+    window.__txReached = (window.__txReached || Promise.resolve()).then(async () => {
+      waiting = false;
+      if (!mounted || !visible) return;
+      setStateValue("reached", ++reports);
+      await settled();
+      // Still here: the run has not drawn the section yet (a busy server, an interrupted run). Ask again, ever
+      // less often (1 s, 2 s, … 30 s) and for as long as the box is in view: a section must not stay a box.
+      if (mounted && visible) setTimeout(report, retry);
+      retry = Math.min(2 * retry, 30000);
+    });
+  };
+  const io = new IntersectionObserver((entries) => {
+    visible = entries[entries.length - 1].isIntersecting;
+    report();
+  }, { root, rootMargin: `0px 0px ${data.margin} 0px` });
+  io.observe(target);
+  return () => { mounted = false; io.disconnect(); };
+}
+"""
+
+
+def below_fold(key: str, *, height: int) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Use instead of ``@st.fragment`` on a page section below the first screen: a first visit does not pay for it.
+
+    The section is a fragment. Until the visitor scrolls near it, it computes nothing and shows a box of about
+    its usual ``height`` (px, so the page does not jump) saying so; once the box comes into view the section runs,
+    and stays drawn for the rest of the session. ``key``: unique across the app (``<page>_<section>``). With
+    ``TX_EXPLORER_DRAW_ALL=1`` every section is drawn at once."""
+    reached = f"reached_{key}"
+
+    def mark() -> None:
+        st.session_state[reached] = True  # plain state, not the sentinel's: a widget not drawn is forgotten
+
+    def decorate(section: Callable[..., None]) -> Callable[..., None]:
+        @st.fragment
+        @functools.wraps(section)
+        def deferred(*args: Any, **kwargs: Any) -> None:
+            if st.session_state.get(reached) or os.environ.get(DRAW_ALL) == "1":
+                section(*args, **kwargs)
+                return
+            box = st.components.v2.component(
+                "tx_below_fold", html='<div class="box"></div>', css=_PLACEHOLDER_CSS, js=_SENTINEL_JS
+            )
+            caption = texts("common")("below_fold")
+            data = {"margin": REACH, "height": height, "caption": caption}
+            box(key=f"below_fold_{key}", data=data, default={"reached": 0}, on_reached_change=mark)
+
+        return deferred
+
+    return decorate
 
 
 def _leave_legacy_multipage_mode() -> None:

@@ -10,7 +10,7 @@ versions of one shape, and :data:`PUBLISHED` holds the configurations the memory
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
@@ -94,6 +94,7 @@ class Decoding:
     ids: list[int]  # prompt then greedy continuation
     prompt_len: int
     steps: list[Step]
+    cache: KVCache | None = field(default=None, repr=False, compare=False)  # as the last step left it
 
     @property
     def max_diff(self) -> float:
@@ -130,14 +131,20 @@ def decode(model: CausalLM, prompt: Sequence[int], new_tokens: int) -> Decoding:
         )
         if t + 1 == len(ids):
             ids.append(nxt)
-    return Decoding(ids=ids, prompt_len=len(prompt), steps=steps)
+    return Decoding(ids=ids, prompt_len=len(prompt), steps=steps, cache=cache)
 
 
 @torch.no_grad()
-def cache_at(model: CausalLM, ids: Sequence[int], step: int) -> KVCache:
-    """The cache after feeding ``ids[: step + 1]`` one token at a time (what step ``step`` of :func:`decode` saw)."""
+def cache_at(model: CausalLM, ids: Sequence[int], step: int, *, decoding: Decoding | None = None) -> KVCache:
+    """The cache after feeding ``ids[: step + 1]`` one token at a time (what step ``step`` of :func:`decode` saw).
+
+    ``decoding``: :func:`decode`'s result for these ``ids``; its last step's cache is returned as it is instead of
+    replaying that step (the page's default view, right after decoding)."""
     if not 0 <= step < len(ids):
         raise ValueError(f"step must lie in [0, {len(ids) - 1}], got {step}")
+    if decoding is not None and decoding.cache is not None and decoding.cache.seen == step + 1:
+        if decoding.ids[: step + 1] == list(ids[: step + 1]):
+            return decoding.cache
     device = next(model.parameters()).device
     cache = KVCache()
     model.eval()

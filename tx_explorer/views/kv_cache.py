@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import plotly.graph_objects as go
 
 from tx_explorer.analysis import kv_cache as kv
 from tx_explorer.errors import InputError
@@ -55,11 +56,19 @@ class Decoded:
     diff: Panel  # max |Δ logit| per step
 
 
+def decoding(tm: TextModel, prompt: str, new_tokens: int) -> kv.Decoding:
+    """Decode with and without the cache, step by step: the numbers alone (small, so a page can memoise them)."""
+    return kv.decode(model_of(tm), prompt_ids(tm, prompt), new_tokens)
+
+
 def decode(tm: TextModel, prompt: str, new_tokens: int, *, lang: str = "en") -> Decoded:
     """Decode with and without the cache, step by step, and compare."""
+    return decoded(tm, decoding(tm, prompt, new_tokens), lang=lang)
+
+
+def decoded(tm: TextModel, d: kv.Decoding, *, lang: str = "en") -> Decoded:
+    """:func:`decoding`'s numbers shown: the verdict, the cache's growth beside the formula, the logit gaps."""
     T = texts(PAGE, lang)
-    model = model_of(tm)
-    d = kv.decode(model, prompt_ids(tm, prompt), new_tokens)
     steps = d.steps
     x = [s.position for s in steps]
     growth = charts.lines(
@@ -112,13 +121,20 @@ class CacheView:
 
 
 def cache_view(
-    tm: TextModel, ids: Sequence[int], labels: Sequence[str], step: int, layer: int, *, lang="en"
+    tm: TextModel,
+    ids: Sequence[int],
+    labels: Sequence[str],
+    step: int,
+    layer: int,
+    *,
+    lang: str = "en",
+    decoding: kv.Decoding | None = None,
 ) -> CacheView:
     """One layer's cached K and V after ``step`` (rows = kept positions, columns = KV head · dimension), and
-    which query head reads which KV head."""
+    which query head reads which KV head. ``decoding`` (of these ``ids``): its last step's cache is used as it is."""
     T = texts(PAGE, lang)
     model = model_of(tm)
-    cache = kv.cache_at(model, ids, step)
+    cache = kv.cache_at(model, ids, step, decoding=decoding)
     cfg = model.cfg
     kept = cache.positions.tolist()
     rows = [f"{p}: {labels[p]}" for p in kept]
@@ -135,6 +151,7 @@ def cache_view(
             x_title=T("axis_kv_dims"),
             y_title=T("axis_cached"),
         )
+        _tick_every_quarter_head(fig, cols, cfg.head_dim)
         panels.append(Panel(f"kv_{which}", fig, flat))
     groups = model.blocks[layer].attn.groups
     m = np.zeros((cfg.num_heads, cfg.kv_heads))
@@ -158,6 +175,14 @@ def cache_view(
         formula=f"{kv.kv_cache_bytes(cfg, step + 1, cache.keys[0].element_size()):,}",
     )
     return CacheView(panels[0], panels[1], Panel("kv_groups", gfig, m), numbers)
+
+
+def _tick_every_quarter_head(fig: go.Figure, cols: Sequence[str], head_dim: int) -> None:
+    """A cache map's column ticks: four per head, not one per dimension (64 → 8 labels to draw and measure for
+    tiny-llama); each cell's hover still names its column."""
+    x = list(fig.data[0].x)  # column indices, or their names on a large map's categorical axis
+    every = range(0, len(x), max(1, head_dim // 4))
+    fig.update_xaxes(tickvals=[x[i] for i in every], ticktext=[cols[i] for i in every])
 
 
 def sharing_rows(tm: TextModel, tokens: int, window: int, *, lang: str = "en") -> list[dict[str, str]]:

@@ -1,0 +1,77 @@
+"""``serve.py``'s cold start: what the first chart waits for, and what waits until the server is idle."""
+
+from __future__ import annotations
+
+import gc
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from streamlit import delta_generator, env_util
+from streamlit.runtime.pages_manager import PagesManager
+
+import serve
+from tx_explorer import model_cache
+
+
+@pytest.fixture(autouse=True)
+def unfreeze():
+    """serve.warm freezes what it loaded (gc.freeze, for the server); later tests keep a collector that sees all."""
+    yield
+    gc.unfreeze()
+
+
+def test_the_first_chart_imports_no_sympy():
+    """torch.broadcast_shapes imports SymPy (0.7 s on 2 cores) on first use; the operator's shape check does not."""
+    code = textwrap.dedent(
+        """
+        import sys
+        from tx_explorer.views import home
+        home.example().figure.to_json()
+        assert "sympy" not in sys.modules, "the home chart imported SymPy"
+        """
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(serve.__file__).parent)
+
+
+def test_models_wait_until_the_server_is_idle(monkeypatch: pytest.MonkeyPatch):
+    looks, loads = [], []
+    monkeypatch.setattr(model_cache, "preload", lambda: loads.append(len(looks)) or [])
+
+    def idle() -> bool:
+        looks.append(True)
+        return len(looks) == 3  # a visitor's script runs during the first two looks
+
+    serve.warm(ready=lambda: True, idle=idle, poll_s=0.0)
+    assert loads == [3]
+
+
+def test_models_load_after_patience_even_if_never_idle(monkeypatch: pytest.MonkeyPatch):
+    loads = []
+    monkeypatch.setattr(model_cache, "preload", lambda: loads.append(True) or [])
+    serve.warm(ready=lambda: True, idle=lambda: False, poll_s=0.0, patience_s=0.0)
+    assert loads == [True]
+
+
+def test_the_warm_up_freezes_what_it_imported(monkeypatch: pytest.MonkeyPatch):
+    """Frozen objects are out of the cyclic collector's sight: Streamlit's gc.collect after each run skips them."""
+    monkeypatch.setattr(model_cache, "preload", lambda: [])
+    gc.unfreeze()
+    serve.warm(ready=lambda: True, idle=lambda: True, poll_s=0.0)
+    assert gc.get_freeze_count() > 0
+
+
+def test_the_first_run_skips_the_legacy_mode_rerun_and_the_repl_check(monkeypatch: pytest.MonkeyPatch):
+    # raising=True (the default): a Streamlit release without these attributes fails here, not silently.
+    monkeypatch.setattr(PagesManager, "uses_pages_directory", None)
+    monkeypatch.setattr(delta_generator, "_use_warning_has_been_displayed", False)
+    serve._skip_first_run_detours()
+    assert PagesManager.uses_pages_directory is False
+
+    def no_stack_walk() -> bool:
+        raise AssertionError("the first element asked inspect.stack() whether this is a REPL")
+
+    monkeypatch.setattr(env_util, "is_repl", no_stack_walk)
+    delta_generator._maybe_print_use_warning()  # what the first element drawn calls
