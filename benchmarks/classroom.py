@@ -157,6 +157,14 @@ def _demo(j: int, k: int) -> str:
     return tr.DEMO_SENTENCES[(j + k + 1) % len(tr.DEMO_SENTENCES)]  # in the toy language's vocabulary
 
 
+async def _cost_width(page, marker: str, j: int, k: int) -> Fire:
+    """D = 576 or 640 for the first session, 704 or 768 for the second, …: each input a new width that the
+    page's 8 heads divide."""
+    box = page.locator(".st-key-cost_d input").first
+    await box.fill(str(512 + 64 * (2 * j + k % 2 + 1)))
+    return lambda: box.press("Enter")
+
+
 async def _seq2seq(page, marker: str, j: int, k: int) -> Fire:
     box = page.locator(".st-key-s2s_text input").first
     await box.fill(_demo(j, k))
@@ -206,7 +214,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     # N alternates 10,000 ↔ 11,000 (10,100 ↔ 11,100 for a second session): 1020 → 1021 left the rounded FLOP chart
     # unchanged, and a fragment rerun that fast shows no "running" state either: an answer nobody could see.
     # D, not N: the FLOPs-by-N chart is drawn over every N, so a new N leaves it as it was (nothing to wait for).
-    Scenario("cost_of_attention", "D + Enter", typed(".st-key-cost_d input", "5{k}{n}")),
+    Scenario("cost_of_attention", "D + Enter", _cost_width),
     Scenario("vision_transformer", "seed + 1", clicked('[data-testid="stNumberInputStepUp"]')),
     Scenario("seq2seq", "demo sentence + Enter", _seq2seq),
     Scenario(
