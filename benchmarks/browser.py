@@ -31,7 +31,7 @@ from pathlib import Path
 import torch
 
 from benchmarks import ROOT, machine, parse, parser, publish, verdict
-from tests.test_browser import ARGS, CHROMIUM, app_pages, draw_below_fold
+from tests.test_browser import ARGS, BELOW_FOLD, CHROMIUM, app_pages, draw_below_fold
 from tx_explorer import locales
 
 log = logging.getLogger("benchmarks.browser")
@@ -102,7 +102,7 @@ QUIET = """(ms) => new Promise(done => {
 QUIET_MS = 500
 # True once no section within a tenth of a screen below the visible part is still a box (ui.below_fold's reach):
 # what a first visit shows is drawn, so no box's own run can be taken for an input's answer.
-VIEW_DRAWN = """() => [...document.querySelectorAll('[class*="st-key-below_fold_"]')]
+VIEW_DRAWN = """(boxes) => [...document.querySelectorAll(boxes)]
   .every(box => box.getBoundingClientRect().top > 1.1 * window.innerHeight)"""
 WORDS = ("today", "again", "at noon", "in the morning", "slowly", "twice", "for now", "once more", "here", "there")
 
@@ -199,14 +199,10 @@ class Server:
     def wait_settled(self, timeout: float = 180.0, quiet_s: float = 2.0) -> float:
         """Seconds until the server has used under 10 % of a core for ``quiet_s`` (its start-up work, e.g. models
         loading in the background, is over): a warm server. Gives up quietly after ``timeout``."""
-
-        def cpu() -> float:
-            return process_cpu_s(self.proc.pid)
-
-        quiet, last = 0.0, cpu()
+        quiet, last = 0.0, process_cpu_s(self.proc.pid)
         while time.perf_counter() - self.started < timeout and quiet < quiet_s:
             time.sleep(0.5)
-            now = cpu()
+            now = process_cpu_s(self.proc.pid)
             quiet = quiet + 0.5 if now - last < 0.05 else 0.0
             last = now
         return time.perf_counter() - self.started
@@ -418,7 +414,7 @@ def input_latency(browser, url: str, act: Act, repeats: int) -> Latency:
     t0 = time.perf_counter()
     ctx, page = open_page(browser, url)
     first = time.perf_counter() - t0
-    page.wait_for_function(VIEW_DRAWN, timeout=120_000, polling=100)
+    page.wait_for_function(VIEW_DRAWN, arg=BELOW_FOLD, timeout=120_000, polling=100)
     page.evaluate(QUIET, QUIET_MS)
     times = []
     try:
@@ -458,13 +454,11 @@ def navigations(browser, url: str, stem: str, n: int) -> list[float]:
     for _ in range(n):
         ctx, page = open_page(browser, url + "/")
         try:
-            more = page.locator(
-                '[data-testid="stSidebarNavViewButton"]'
-            )  # the sidebar lists 10 pages, then "View more"
-            if more.count() and not page.locator(f'[data-testid="stSidebarNav"] a[href$="/{stem}"]').count():
+            link = page.locator(f'[data-testid="stSidebarNav"] a[href$="/{stem}"]')
+            more = page.locator('[data-testid="stSidebarNavViewButton"]')  # the sidebar lists 10 pages, then more
+            if more.count() and not link.count():
                 more.click()
             page.evaluate(WATCH)
-            link = page.locator(f'[data-testid="stSidebarNav"] a[href$="/{stem}"]')
             t0 = time.perf_counter()
             link.click()
             page.wait_for_function(DONE, timeout=120_000, polling="raf")

@@ -309,7 +309,7 @@ async def run_session(
         await page.wait_for_selector(CHART, timeout=OPEN_TIMEOUT_MS)
         await page.wait_for_selector(IDLE, timeout=OPEN_TIMEOUT_MS)
         res.first_visit_s = time.monotonic() - t0
-        await page.wait_for_function(VIEW_DRAWN, timeout=OPEN_TIMEOUT_MS, polling=100)
+        await page.wait_for_function(VIEW_DRAWN, arg=BELOW_FOLD, timeout=OPEN_TIMEOUT_MS, polling=100)
         await page.evaluate(QUIET, QUIET_MS)
         stop = min(stop, time.monotonic() + duration_s)  # two minutes of work from the moment the page is up
         await asyncio.sleep(interval_s * (index % 7) / 7)  # the class does not type in step

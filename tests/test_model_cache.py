@@ -1,9 +1,8 @@
-"""The process-wide model cache: one read-only object per name, one load even when threads ask at once, and
-``serve.py``'s warm-up filling it with every bundled model."""
+"""The process-wide model cache: one read-only object per name, one load even when threads ask at once (its
+filling by ``serve.py``'s warm-up is in test_serve.py)."""
 
 from __future__ import annotations
 
-import gc
 import threading
 import time
 from collections import Counter
@@ -11,7 +10,6 @@ from collections import Counter
 import pytest
 import torch
 
-import serve
 from tx_explorer import model_cache, models, ui
 
 
@@ -84,32 +82,3 @@ def test_cached_models_are_read_only():
 
 def test_the_app_reads_registered_models_from_the_shared_cache():
     assert ui.cached_model("tiny-gpt") is model_cache.shared_model("tiny-gpt")
-
-
-@pytest.fixture
-def unfreeze():
-    """serve.warm freezes what it loaded (gc.freeze, for the server); later tests keep a collector that sees all."""
-    yield
-    gc.unfreeze()
-
-
-def test_serve_warm_up_loads_every_bundled_model_once(unfreeze):
-    bundled = [n for n in models.available_models() if models.REGISTRY[n].bundled]
-    assert bundled  # the repository ships its bundles
-    names = serve.warm(ready=lambda: True, idle=lambda: True)
-    assert set(bundled) <= set(names)
-    before = {n: model_cache.shared_model(n) for n in bundled}
-    serve.warm(ready=lambda: True, idle=lambda: True)  # a second warm-up loads nothing again
-    assert all(model_cache.shared_model(n) is before[n] for n in bundled)
-
-
-def test_serve_warm_up_waits_for_the_server_before_loading_models(monkeypatch: pytest.MonkeyPatch, unfreeze):
-    asked, loads = [], []
-    monkeypatch.setattr(model_cache, "preload", lambda: loads.append(len(asked)) or [])
-
-    def ready() -> bool:
-        asked.append(True)
-        return len(asked) == 3  # the server answers at the third look
-
-    serve.warm(ready=ready, idle=lambda: True, poll_s=0.0)
-    assert loads == [3]

@@ -1,4 +1,5 @@
-"""``serve.py``'s cold start: what the first chart waits for, and what waits until the server is idle."""
+"""``serve.py``'s cold start: what the first chart waits for, and what waits until the server is idle (then every
+bundled model loads into the shared cache, once)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from streamlit import delta_generator, env_util
 from streamlit.runtime.pages_manager import PagesManager
 
 import serve
-from tx_explorer import model_cache
+from tx_explorer import model_cache, models
 
 
 @pytest.fixture(autouse=True)
@@ -75,3 +76,25 @@ def test_the_first_run_skips_the_legacy_mode_rerun_and_the_repl_check(monkeypatc
 
     monkeypatch.setattr(env_util, "is_repl", no_stack_walk)
     delta_generator._maybe_print_use_warning()  # what the first element drawn calls
+
+
+def test_serve_warm_up_loads_every_bundled_model_once():
+    bundled = [n for n in models.available_models() if models.REGISTRY[n].bundled]
+    assert bundled  # the repository ships its bundles
+    names = serve.warm(ready=lambda: True, idle=lambda: True)
+    assert set(bundled) <= set(names)
+    before = {n: model_cache.shared_model(n) for n in bundled}
+    serve.warm(ready=lambda: True, idle=lambda: True)  # a second warm-up loads nothing again
+    assert all(model_cache.shared_model(n) is before[n] for n in bundled)
+
+
+def test_serve_warm_up_waits_for_the_server_before_loading_models(monkeypatch: pytest.MonkeyPatch):
+    asked, loads = [], []
+    monkeypatch.setattr(model_cache, "preload", lambda: loads.append(len(asked)) or [])
+
+    def ready() -> bool:
+        asked.append(True)
+        return len(asked) == 3  # the server answers at the third look
+
+    serve.warm(ready=ready, idle=lambda: True, poll_s=0.0)
+    assert loads == [3]

@@ -438,6 +438,14 @@ export default function ({ setStateValue, parentElement, data }) {
 """
 
 
+@functools.cache
+def _below_fold_box() -> Callable[..., Any]:
+    """The placeholder-and-sentinel component, registered once per process."""
+    return st.components.v2.component(
+        "tx_below_fold", html='<div class="box"></div>', css=_PLACEHOLDER_CSS, js=_SENTINEL_JS
+    )
+
+
 def below_fold(key: str, *, height: int) -> Callable[[Callable[..., None]], Callable[..., None]]:
     """Use instead of ``@st.fragment`` on a page section below the first screen: a first visit does not pay for it.
 
@@ -457,12 +465,9 @@ def below_fold(key: str, *, height: int) -> Callable[[Callable[..., None]], Call
             if st.session_state.get(reached) or os.environ.get(DRAW_ALL) == "1":
                 section(*args, **kwargs)
                 return
-            box = st.components.v2.component(
-                "tx_below_fold", html='<div class="box"></div>', css=_PLACEHOLDER_CSS, js=_SENTINEL_JS
-            )
             caption = texts("common")("below_fold")
             data = {"margin": REACH, "height": height, "caption": caption}
-            box(key=f"below_fold_{key}", data=data, default={"reached": 0}, on_reached_change=mark)
+            _below_fold_box()(key=f"below_fold_{key}", data=data, default={"reached": 0}, on_reached_change=mark)
 
         return deferred
 
