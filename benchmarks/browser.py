@@ -103,7 +103,7 @@ QUIET_MS = 500
 # True once no section within a tenth of a screen below the visible part is still a box (ui.below_fold's reach):
 # what a first visit shows is drawn, so no box's own run can be taken for an input's answer.
 VIEW_DRAWN = """(boxes) => [...document.querySelectorAll(boxes)]
-  .every(box => box.getBoundingClientRect().top > 1.1 * window.innerHeight)"""
+  .every(box => box.getClientRects().length === 0 || box.getBoundingClientRect().top > 1.1 * window.innerHeight)"""
 WORDS = ("today", "again", "at noon", "in the morning", "slowly", "twice", "for now", "once more", "here", "there")
 
 

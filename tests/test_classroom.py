@@ -19,10 +19,11 @@ from benchmarks import classroom
 from tests.test_browser import ARTIFACTS, app_pages
 
 pytestmark = pytest.mark.browser
-# The full class (30 sessions arriving over 2 minutes, 2 minutes each) is `python -m benchmarks classroom` (make
-# bench). Under load some inputs on the masks and multi-head pages went unanswered for 2 minutes (the page idle,
-# no rerun after the keypress), even with 10 sessions on the shared 2-core machine: until that is understood the
-# class runs here only when asked for, with TX_CLASSROOM_SESSIONS=N.
+# Issue 20's class: 30 sessions arriving over 2 minutes, 2 minutes of inputs each (about 8 minutes with the server's
+# start) runs in make bench (`python -m benchmarks classroom`), and here only when asked for: TX_CLASSROOM_SESSIONS=N
+# (10: one minute each). Under that load a section below the first screen stayed a box, in view and not drawn, in
+# about 1 of 40 scrolling sessions (BENCHMARKS.md's classroom section): until that is understood, one class in CI
+# would fail about one run in ten for it.
 SESSIONS = int(os.environ.get("TX_CLASSROOM_SESSIONS", "0")) or 10
 DURATION_S = 60.0 if SESSIONS <= 10 else 120.0
 INTERVAL_S = 5.0
@@ -76,3 +77,17 @@ def test_a_class_of_sessions_stays_apart_and_never_fails():
     assert not res.problems, "\n".join(res.problems)
     for s in res.sessions:  # everyone got to work, however slowly
         assert s.latencies_s, f"session {s.index} ({s.page}) made no input"
+
+
+def test_the_server_runs_timed_are_those_of_the_class(monkeypatch, capsys):
+    """No browser: benchmarks/_timed_serve.py's log line is what ClassResult reads, runs before the class left out."""
+    from benchmarks import _timed_serve
+
+    monkeypatch.setattr(_timed_serve, "_run_script", lambda runner, rerun_data: None)
+    _timed_serve._timed_run_script(None, None)
+    line = capsys.readouterr().err.strip()
+    start, end = map(float, line.split()[1:])
+    assert line.startswith(f"{_timed_serve.RUN_LINE} ") and start <= end
+    log = f"starting\n{_timed_serve.RUN_LINE} 5.000 6.500\n{_timed_serve.RUN_LINE} 9.000 9.250\nother {line}\n"
+    res = classroom.ClassResult([], 1.0, 0.0, 0.0, log, 0.0, 0.0, started=8.0)
+    assert res.server_runs_s == [0.25]

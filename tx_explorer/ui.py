@@ -420,13 +420,16 @@ export default function ({ setStateValue, parentElement, data }) {
     window.__txReached = (window.__txReached || Promise.resolve()).then(async () => {
       waiting = false;
       if (!mounted || !visible) return;
-      setStateValue("reached", ++reports);
-      await settled();
-      // Still here: the run has not drawn the section yet (a busy server, an interrupted run). Ask again, ever
-      // less often (1 s, 2 s, … 30 s) and for as long as the box is in view: a section must not stay a box.
-      if (mounted && visible) setTimeout(report, retry);
-      retry = Math.min(2 * retry, 30000);
-    });
+      try {
+        setStateValue("reached", ++reports);
+        await settled();
+      } finally {
+        // Still here: the run has not drawn the section yet (a busy server, an interrupted run). Ask again, ever
+        // less often (1 s, 2 s, … 30 s) and for as long as the box is in view: a section must not stay a box.
+        if (mounted && visible) setTimeout(report, retry);
+        retry = Math.min(2 * retry, 30000);
+      }
+    }).catch(() => {});  // a report that failed must not stop the page's later ones (they wait on this chain)
   };
   const io = new IntersectionObserver((entries) => {
     visible = entries[entries.length - 1].isIntersecting;
