@@ -2,7 +2,7 @@
 the server's part of an answer from the browsers' (``python benchmarks/_timed_serve.py`` + serve.py's arguments).
 
 Each run of the page or of a fragment, reruns it chains included, ends with a line ``tx-run <start> <end>``: seconds
-on ``time.monotonic()``, one clock for every process on Linux, so the driver can line the runs up with its inputs.
+on ``time.monotonic()``, one clock for every process on Linux, so the driver can tell the class's runs from earlier.
 Benchmark-only: the app is never patched, and the tests serve plain ``serve.py``.
 """
 

@@ -31,7 +31,7 @@ from pathlib import Path
 import torch
 
 from benchmarks import ROOT, machine, parse, parser, publish, verdict
-from tests.test_browser import ARGS, BELOW_FOLD, CHROMIUM, app_pages, draw_below_fold
+from tests.test_browser import ARGS, BELOW_FOLD, CHROMIUM, SHOWN, app_pages, draw_below_fold
 from tx_explorer import locales
 
 log = logging.getLogger("benchmarks.browser")
@@ -102,8 +102,7 @@ QUIET = """(ms) => new Promise(done => {
 QUIET_MS = 500
 # True once no section within a tenth of a screen below the visible part is still a box (ui.below_fold's reach):
 # what a first visit shows is drawn, so no box's own run can be taken for an input's answer.
-VIEW_DRAWN = """(boxes) => [...document.querySelectorAll(boxes)]
-  .every(box => box.getClientRects().length === 0 || box.getBoundingClientRect().top > 1.1 * window.innerHeight)"""
+VIEW_DRAWN = f"""(boxes) => ({SHOWN})(boxes).every(box => box.getBoundingClientRect().top > 1.1 * window.innerHeight)"""
 WORDS = ("today", "again", "at noon", "in the morning", "slowly", "twice", "for now", "once more", "here", "there")
 
 

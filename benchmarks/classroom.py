@@ -48,7 +48,7 @@ from benchmarks.browser import (
     running_server,
     status_mb,
 )
-from tests.test_browser import ARGS, BELOW_FOLD, CHROMIUM, NEXT_BELOW_FOLD, page_url
+from tests.test_browser import ARGS, BELOW_FOLD, CHROMIUM, NEXT_BELOW_FOLD, SHOWN, page_url
 from tx_explorer import locales
 
 log = logging.getLogger("benchmarks.classroom")
@@ -129,9 +129,9 @@ def scrolled(prepare: Callable) -> Callable:
 
 
 # The top of the box ``selector`` relative to the window's height (1 = its bottom edge), or null once it is drawn
-# (gone, or kept hidden: tests/test_browser.py's SHOWN_BELOW_FOLD).
-_BOX_TOP = """(selector) => { const box = document.querySelector(selector);
-  return box && box.getClientRects().length ? box.getBoundingClientRect().top / window.innerHeight : null; }"""
+# (gone, or kept hidden: tests/test_browser.py's SHOWN).
+_BOX_TOP = f"""(selector) => {{ const box = ({SHOWN})(selector)[0];
+  return box ? box.getBoundingClientRect().top / window.innerHeight : null; }}"""
 
 
 async def _draw_below_fold(page) -> None:
@@ -278,8 +278,9 @@ async def _state(page) -> str:
     try:
         return await page.evaluate(
             """(notDrawn) => { const app = document.querySelector('[data-testid="stApp"]');
-              const boxes = [...document.querySelectorAll(notDrawn)].filter(b => b.getClientRects().length)
-                .map(b => b.getBoundingClientRect());
+              const boxes = ("""
+            + SHOWN
+            + """)(notDrawn).map(b => b.getBoundingClientRect());
               return `app ${app ? app.getAttribute('data-test-script-state') : 'absent'}, `
                 + `${document.querySelectorAll('[data-testid="stPlotlyChart"]').length} chart(s), `
                 + `${document.querySelectorAll('[data-testid="stSkeleton"]').length} skeleton(s), `

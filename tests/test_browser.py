@@ -143,22 +143,23 @@ def assert_no_errors(page) -> None:
 
 
 BELOW_FOLD = '[class*="st-key-below_fold_"]'  # a section not drawn yet (ui.below_fold): drawn once scrolled near
-# Once a fragment's rerun has drawn the section, Streamlit may keep the box in the page hidden (display: none) until
-# the page's next full run: only a box that takes up room is a section not drawn.
-SHOWN_BELOW_FOLD = f"{BELOW_FOLD} >> visible=true"
+# The boxes still shown. Once a fragment's rerun has drawn the section, Streamlit may keep the box in the page hidden
+# (display: none, no client rect) until the page's next full run; a box not laid out yet still has its rect.
+SHOWN = """(selector) => [...document.querySelectorAll(selector)].filter((b) => b.getClientRects().length > 0)"""
+NONE_SHOWN = f"(selector) => ({SHOWN})(selector).length === 0"
 # Scroll the first section not drawn yet into view, in one step (it may be drawn meanwhile); its class, or null.
-NEXT_BELOW_FOLD = """(selector) => {
-  const box = [...document.querySelectorAll(selector)].find((b) => b.getClientRects().length > 0);
+NEXT_BELOW_FOLD = f"""(selector) => {{
+  const box = ({SHOWN})(selector)[0];
   if (!box) return null;
-  box.scrollIntoView({block: "center"});
+  box.scrollIntoView({{block: "center"}});
   return [...box.classList].find((c) => c.startsWith("st-key-below_fold_"));
-}"""
+}}"""
 
 
 def draw_below_fold(page, timeout_ms: float = 180_000) -> None:
     """Scroll to each section not drawn yet, in turn, and wait until it is drawn: the whole page is there."""
     while name := page.evaluate(NEXT_BELOW_FOLD, BELOW_FOLD):
-        page.locator(f".{name}").wait_for(state="hidden", timeout=timeout_ms)
+        page.wait_for_function(NONE_SHOWN, arg=f".{name}", timeout=timeout_ms)
 
 
 def sample_png(folder: Path) -> Path:
@@ -570,9 +571,7 @@ def test_a_first_visit_draws_the_first_screen_and_the_rest_as_the_visitor_scroll
     try:
         tall.goto(url)
         wait_until_idle(tall)
-        expect(tall.locator(SHOWN_BELOW_FOLD)).to_have_count(
-            0, timeout=LONG
-        )  # reports at once all reach their sections
+        tall.wait_for_function(NONE_SHOWN, arg=BELOW_FOLD, timeout=LONG)  # reports at once all reach their sections
         wait_until_idle(tall)
         assert_no_errors(tall)
         every = tall.locator(PLOT).count()
@@ -584,7 +583,7 @@ def test_a_first_visit_draws_the_first_screen_and_the_rest_as_the_visitor_scroll
         page.goto(url)
         page.wait_for_selector(f"{PLOT} .main-svg", timeout=LONG)
         wait_until_idle(page)
-        assert page.locator(SHOWN_BELOW_FOLD).count() > 0
+        assert not page.evaluate(NONE_SHOWN, BELOW_FOLD)
         assert 0 < page.locator(PLOT).count() < every
         page.mouse.move(900, 500)  # over the page, not the sidebar
         for _ in range(40):  # a screen at a time, as a visitor does, to the bottom
@@ -594,7 +593,7 @@ def test_a_first_visit_draws_the_first_screen_and_the_rest_as_the_visitor_scroll
             page.wait_for_timeout(300)
             wait_until_idle(page)
         assert page.evaluate(SCROLLER), "the page's bottom was reached"
-        expect(page.locator(SHOWN_BELOW_FOLD)).to_have_count(0, timeout=LONG)
+        page.wait_for_function(NONE_SHOWN, arg=BELOW_FOLD, timeout=LONG)
         wait_until_idle(page)
         expect(page.locator(PLOT)).to_have_count(every, timeout=LONG)
         assert_no_errors(page)

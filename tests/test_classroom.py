@@ -22,8 +22,8 @@ pytestmark = pytest.mark.browser
 # Issue 20's class: 30 sessions arriving over 2 minutes, 2 minutes of inputs each (about 8 minutes with the server's
 # start) runs in make bench (`python -m benchmarks classroom`), and here only when asked for: TX_CLASSROOM_SESSIONS=N
 # (10: one minute each). Under that load a section below the first screen stayed a box, in view and not drawn, in
-# about 1 of 40 scrolling sessions (BENCHMARKS.md's classroom section): until that is understood, one class in CI
-# would fail about one run in ten for it.
+# 1 of 36 scrolling sessions (targeted runs, 12 at a time, Chromium slowed 4×): until that is understood, one class
+# in CI would fail about one run in ten for it.
 SESSIONS = int(os.environ.get("TX_CLASSROOM_SESSIONS", "0")) or 10
 DURATION_S = 60.0 if SESSIONS <= 10 else 120.0
 INTERVAL_S = 5.0
