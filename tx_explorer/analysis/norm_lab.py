@@ -213,7 +213,7 @@ def mlp_param_counts(dim: int, mlp_ratio: float = 4.0, *, bias: bool = True) -> 
     cfgs = {kind: TransformerConfig(dim=dim, num_heads=1, mlp=kind, mlp_ratio=mlp_ratio, bias=bias) for kind in KINDS}
     if cfgs["mlp"].mlp_hidden < 1:
         raise InputError("mlp_no_hidden", dim=dim, ratio=mlp_ratio)
-    with torch.device("meta"):  # count without allocating
+    with params.shapes_only():  # count without allocating
         counted = {kind: sum(p.numel() for p in make_mlp(cfg).parameters()) for kind, cfg in cfgs.items()}
     return {
         "mlp_hidden": cfgs["mlp"].mlp_hidden,

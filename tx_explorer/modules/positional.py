@@ -41,7 +41,9 @@ class LearnedPositions(nn.Module):
 
     def __init__(self, max_len: int, dim: int) -> None:
         super().__init__()
-        self.weight = nn.Parameter(torch.randn(max_len, dim) * 0.02)
+        self.weight = nn.Parameter(torch.empty(max_len, dim))
+        # An initialiser, not torch.randn (same numbers): counting on the meta device skips initialisers.
+        nn.init.normal_(self.weight, std=0.02)
 
     def forward(self, n: int) -> Tensor:
         return self.weight[:n]
