@@ -4,9 +4,6 @@ entropy, the positive-integer check and config (de)serialisation."""
 from __future__ import annotations
 
 import math
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -60,22 +57,8 @@ def test_formula_equals_the_real_modules(name: str) -> None:
         assert sum(counted.values()) == _numel(model)
 
 
-def test_counting_on_the_meta_device_imports_no_compiler() -> None:
-    """Every table row built on the meta device, in a fresh interpreter, without reaching torch's Python meta
-    kernels (normal_, randn): their first call imports TorchDynamo and SymPy, seconds alone and minutes for the
-    sizes page's first visitor while a class was at work."""
-    code = (
-        "import sys; from tx_explorer.views import model_sizes as v; v.lecture_table(v.counted, lang='en'); "
-        "print(sorted(m for m in ('torch._dynamo', 'sympy') if m in sys.modules))"
-    )
-    root = Path(__file__).resolve().parents[1]
-    out = subprocess.run(
-        [sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True, timeout=300
-    )
-    assert out.stdout.strip() == "[]"
-
-
 def test_building_on_meta_skips_initialisers_only_inside() -> None:
+    """tests/test_serve.py checks what skipping them spares (no page imports TorchDynamo)."""
     with params.shapes_only():
         inside = torch.nn.Embedding(3, 2)
     outside = torch.nn.init.normal_(torch.zeros(64))

@@ -4,6 +4,7 @@ bundled model loads into the shared cache, once)."""
 from __future__ import annotations
 
 import gc
+import os
 import subprocess
 import sys
 import textwrap
@@ -35,6 +36,27 @@ def test_the_first_chart_imports_no_sympy():
         """
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(serve.__file__).parent)
+
+
+def test_no_page_imports_torchs_compiler():
+    """Every page, every section drawn, in a fresh interpreter: none imports TorchDynamo or SymPy (hundreds of
+    modules, seconds alone). torch imports them on the first call of some Python kernels (on the meta device: normal_,
+    randn), and a visitor's run doing so under a class's load once held every other session up for minutes."""
+    code = textwrap.dedent(
+        """
+        import os, sys
+        from pathlib import Path
+        from streamlit.testing.v1 import AppTest
+        os.environ["TX_EXPLORER_DRAW_ALL"] = "1"
+        for page in sorted(Path("pages").glob("*.py")):
+            at = AppTest.from_file(str(page.resolve()), default_timeout=300).run()
+            assert not at.exception, (page.stem, at.exception)
+            heavy = [m for m in ("torch._dynamo", "sympy") if m in sys.modules]
+            assert not heavy, f"{page.stem} imported {heavy}"
+        """
+    )
+    root = Path(serve.__file__).parent
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=root, env={**os.environ, "PYTHONPATH": str(root)})
 
 
 def test_models_wait_until_the_server_is_idle(monkeypatch: pytest.MonkeyPatch):

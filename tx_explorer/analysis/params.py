@@ -17,12 +17,12 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 import torch
 from torch import nn
-from torch.overrides import TorchFunctionMode
 
+from tx_explorer.analysis.seeding import skip_init
 from tx_explorer.config import PRESETS, TransformerConfig
 from tx_explorer.modules.block import TransformerBlock, make_norm
 from tx_explorer.modules.transformer import CausalLM, Encoder
@@ -128,28 +128,10 @@ class EncoderDecoder(nn.Module):
         self.norms = nn.ModuleList(make_norm(cfg) for _ in range(2)) if cfg.final_norm else nn.ModuleList()
 
 
-class _SkipInitialisers(TorchFunctionMode):
-    """Leaves tensors as they are where an initialiser would fill them: on the ``meta`` device there is nothing to
-    fill, and torch's meta kernel for ``normal_`` (embeddings, GPT-2's init) is Python code whose first call imports
-    TorchDynamo and SymPy: 874 modules, 2.4 s on an idle core, and minutes for the first visitor of the sizes page
-    while a class was at work (the import holds locks every other session's run waited on)."""
-
-    TENSOR_INITIALISERS = frozenset(
-        {torch.Tensor.normal_, torch.Tensor.uniform_, torch.Tensor.zero_, torch.Tensor.fill_}
-    )
-
-    def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
-        # torch.nn.init's functions (what modules' reset_parameters call) return the tensor they fill, which they
-        # pass on by keyword.
-        if getattr(func, "__module__", None) == "torch.nn.init" or func in self.TENSOR_INITIALISERS:
-            return args[0] if args else kwargs["tensor"]
-        return func(*args, **(kwargs or {}))
-
-
 @contextlib.contextmanager
 def shapes_only() -> Iterator[None]:
     """Modules built inside have every tensor on the ``meta`` device, uninitialised: shapes without memory."""
-    with torch.device("meta"), _SkipInitialisers():
+    with torch.device("meta"), skip_init():
         yield
 
 

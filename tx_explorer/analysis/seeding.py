@@ -6,16 +6,46 @@ change another's numbers. Everything here draws from a private ``torch.Generator
 
 from __future__ import annotations
 
+import contextlib
 import math
-from typing import TypeVar
+from collections.abc import Iterator
+from typing import Any, TypeVar
 
 import torch
 from torch import Tensor, nn
+from torch.overrides import TorchFunctionMode
 
 from tx_explorer.errors import InputError
 from tx_explorer.modules.attention import MultiHeadAttention
 
 M = TypeVar("M", bound=nn.Module)
+
+
+class _SkipInitialisers(TorchFunctionMode):
+    """Leaves tensors as allocated where an initialiser would fill them."""
+
+    TENSOR_INITIALISERS = frozenset(
+        {torch.Tensor.normal_, torch.Tensor.uniform_, torch.Tensor.zero_, torch.Tensor.fill_}
+    )
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        # torch.nn.init's functions (what modules' reset_parameters call) return the tensor they fill, which they
+        # pass on by keyword.
+        if getattr(func, "__module__", None) == "torch.nn.init" or func in self.TENSOR_INITIALISERS:
+            return args[0] if args else kwargs["tensor"]
+        return func(*args, **(kwargs or {}))
+
+
+@contextlib.contextmanager
+def skip_init() -> Iterator[None]:
+    """Modules built inside keep their tensors as allocated (``torch.empty``): the default initialisers, which
+    draw from the global RNG, do not run, and the caller fills what it uses.
+
+    Not the usual ``meta`` device + ``to_empty``: torch's meta kernels for ``normal_``, ``randn`` and
+    ``empty_like`` are Python code whose first call imports TorchDynamo or SymPy (hundreds of modules, seconds),
+    and a visitor's run doing that under a class's load once held every other session up for minutes."""
+    with _SkipInitialisers():
+        yield
 
 
 def generator(seed: int) -> torch.Generator:
@@ -38,9 +68,8 @@ def seeded_mha(dim: int, num_heads: int, seed: int) -> MultiHeadAttention:
     variance too, so the softmax is neither flat nor saturated and the maps have visible structure.
     Biases are zero, so nothing but the inputs distinguishes one token from another.
     """
-    with torch.device("meta"):  # skip the default init, which would draw from the global RNG
+    with skip_init():
         mha = MultiHeadAttention(dim, num_heads)  # raises ValueError when num_heads does not divide dim
-    mha.to_empty(device="cpu")
     g = generator(seed)
     for layer in (mha.qkv, mha.proj):
         layer.weight.normal_(0.0, 1.0 / math.sqrt(layer.in_features), generator=g)
