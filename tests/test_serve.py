@@ -25,23 +25,12 @@ def unfreeze():
     gc.unfreeze()
 
 
-def test_the_first_chart_imports_no_sympy():
-    """torch.broadcast_shapes imports SymPy (0.7 s on 2 cores) on first use; the operator's shape check does not."""
-    code = textwrap.dedent(
-        """
-        import sys
-        from tx_explorer.views import home
-        home.example().figure.to_json()
-        assert "sympy" not in sys.modules, "the home chart imported SymPy"
-        """
-    )
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(serve.__file__).parent)
-
-
 def test_no_page_imports_torchs_compiler():
     """Every page, every section drawn, in a fresh interpreter: none imports TorchDynamo or SymPy (hundreds of
-    modules, seconds alone). torch imports them on the first call of some Python kernels (on the meta device: normal_,
-    randn), and a visitor's run doing so under a class's load once held every other session up for minutes."""
+    modules, seconds alone). torch imports them on the first call of some Python functions (torch.broadcast_shapes;
+    normal_, randn and empty_like on the meta device): the home chart, which serve.py's warm-up draws, would make the
+    first visitor wait, and a visitor's run doing so under a class's load once held every other session up for
+    minutes."""
     code = textwrap.dedent(
         """
         import os, sys
