@@ -8,30 +8,39 @@ from tx_explorer import ui
 
 st.set_page_config(page_title="Transformer Explorer", page_icon=":material/hub:", layout="wide")
 
+# (page file, icon, sidebar section) in the lecture's order. The section is a key ``nav_<section>`` of common.json
+# ("" = no heading); a new page is one line here, in its section.
 PAGES = [
-    ("pages/home.py", ":material/home:"),
-    ("pages/operator.py", ":material/functions:"),
-    ("pages/self_attention.py", ":material/swap_horiz:"),
-    ("pages/position_lab.py", ":material/straighten:"),
-    ("pages/masks.py", ":material/grid_on:"),
-    ("pages/multihead.py", ":material/view_module:"),
-    ("pages/head_science.py", ":material/science:"),
-    ("pages/moe.py", ":material/call_split:"),
-    ("pages/norms.py", ":material/tune:"),
-    ("pages/block_roles.py", ":material/hub:"),
-    ("pages/model_sizes.py", ":material/bar_chart:"),
-    ("pages/language_model.py", ":material/edit_note:"),
-    ("pages/vision_transformer.py", ":material/image:"),
-    ("pages/seq2seq.py", ":material/translate:"),
-    ("pages/cost_of_attention.py", ":material/speed:"),
-    ("pages/kv_cache.py", ":material/memory:"),
+    ("pages/home.py", ":material/home:", ""),
+    ("pages/seq2seq.py", ":material/translate:", "attention"),
+    ("pages/operator.py", ":material/functions:", "attention"),
+    ("pages/self_attention.py", ":material/swap_horiz:", "attention"),
+    ("pages/position_lab.py", ":material/straighten:", "attention"),
+    ("pages/masks.py", ":material/grid_on:", "attention"),
+    ("pages/multihead.py", ":material/view_module:", "transformers"),
+    ("pages/norms.py", ":material/tune:", "transformers"),
+    ("pages/model_sizes.py", ":material/bar_chart:", "transformers"),
+    ("pages/language_model.py", ":material/edit_note:", "transformers"),
+    ("pages/head_science.py", ":material/science:", "inside"),
+    ("pages/block_roles.py", ":material/hub:", "inside"),
+    ("pages/vision_transformer.py", ":material/image:", "beyond"),
+    ("pages/moe.py", ":material/call_split:", "beyond"),
+    ("pages/cost_of_attention.py", ":material/speed:", "cost"),
+    ("pages/kv_cache.py", ":material/memory:", "cost"),
 ]
 
+
+def sections() -> dict[str, list[st.Page]]:
+    """Section heading → its pages, headings in the order they first appear in PAGES."""
+    nav: dict[str, list[st.Page]] = {}
+    for i, (path, icon, section) in enumerate(PAGES):
+        heading = ui.texts("common")(f"nav_{section}") if section else ""
+        page = st.Page(path, title=ui.page_title(Path(path).stem), icon=icon, default=(i == 0))
+        nav.setdefault(heading, []).append(page)
+    return nav
+
+
 ui.sidebar()
-nav = st.navigation(
-    [
-        st.Page(path, title=ui.page_title(Path(path).stem), icon=icon, default=(i == 0))
-        for i, (path, icon) in enumerate(PAGES)
-    ]
-)
+# expanded=True: Streamlit otherwise folds a menu of more than twelve pages after ten ("View N more")
+nav = st.navigation(sections(), expanded=True)
 nav.run()
