@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
+from tx_explorer import models
 from tx_explorer.analysis import heads, lm
 from tx_explorer.analysis.rollout import rollout
 from tx_explorer.config import TransformerConfig
@@ -159,6 +160,50 @@ def test_query_key_inspector_matches_the_model(tm: TextModel) -> None:
     assert v.shapes[1][1] == f"[4, {n}, 8] · [4, 8, {n}] → [4, {n}, {n}]"
     with pytest.raises(ValueError, match="head"):
         heads.inspect_text(tm, text, 0, 9, 0)
+
+
+def _random_text_model(**cfg) -> TextModel:
+    torch.manual_seed(0)
+    tok: Tokenizer = train_bpe(TEXTS * 20, vocab_size=300)
+    config = TransformerConfig(vocab_size=300, max_len=24, dim=32, num_layers=2, **cfg)
+    return TextModel("test", CausalLM(config), tok, "causal", config.max_len, special_tokens=(EOT,), byte_level=True)
+
+
+GROUPED = {  # name → a TextModel whose query heads share key/value heads
+    "tiny-llama": lambda: models.load_model("tiny-llama"),  # GQA: 4 query heads, 2 key/value heads, rotary
+    "mqa": lambda: _random_text_model(num_heads=4, num_kv_heads=1),
+    "mqa-alibi": lambda: _random_text_model(num_heads=4, num_kv_heads=1, positions="alibi"),
+}
+
+
+@pytest.mark.parametrize("name", GROUPED)
+def test_inspector_reads_each_heads_key_value_group(name: str) -> None:
+    """Every head and query: the inspector's weights are the model's own traced map, and its per-head outputs
+    through W_O rebuild the attention layer's output (so the values are the group's, not the head index's)."""
+    tm = GROUPED[name]()
+    text = TEXTS[0]
+    data = heads.analyse(tm, text)
+    ids = tm.encode(text, heads.MAX_TOKENS).ids
+    n = len(ids)
+    for layer, x in enumerate(tm.attention_inputs(ids)):
+        mha = tm.attention_module(layer)
+        assert mha.num_kv_heads < mha.num_heads
+        with torch.no_grad():
+            want = mha(x, mask=tm.mask(n))[0]  # (N, D): the layer's own output
+        for query in range(n):
+            views = [heads.inspect_query(mha, x, h, query, tm.mask(n)) for h in range(mha.num_heads)]
+            for h, v in enumerate(views):
+                np.testing.assert_allclose(v.weights, data.maps[layer, h, query], atol=1e-5)
+                assert v.kv_head == h // (mha.num_heads // mha.num_kv_heads)
+            y = torch.as_tensor(np.concatenate([v.out for v in views]))  # (H·Dh,): heads side by side
+            rebuilt = mha.proj(y)
+            torch.testing.assert_close(rebuilt, want[query], atol=1e-4, rtol=1e-4)
+    w_qkv = tm.attention_module(0).qkv.weight  # (D + 2·H_kv·Dh, D)
+    d, fused = w_qkv.shape[1], w_qkv.shape[0]
+    assert fused < 3 * d  # the shape row reads the weights: fewer key/value columns than 3·D
+    assert views[0].shapes[0][1] == f"[{n}, {d}] · [{d}, {fused}] → [{n}, {fused}]"
+    h, hkv, dh = mha.num_heads, mha.num_kv_heads, mha.head_dim
+    assert views[0].shapes[1][1] == f"[{h}, {n}, {dh}] · [{hkv}, {dh}, {n}] → [{h}, {n}, {n}]"
 
 
 def test_rollout_maps(tm: TextModel) -> None:

@@ -138,33 +138,54 @@ class QueryKeyView:
     """One head, one query i, every step (shapes for N tokens, head width D_H)."""
 
     q: np.ndarray  # [D_H]      qᵢ = xᵢ W_Q^h
-    k: np.ndarray  # [N, D_H]   kⱼ = xⱼ W_K^h
-    scores: np.ndarray  # [N]   qᵢ·kⱼ / √D_H (−∞ where masked)
+    k: np.ndarray  # [N, D_H]   kⱼ = xⱼ W_K^g(h): the key/value head g(h) that query head h reads
+    scores: np.ndarray  # [N]   qᵢ·kⱼ / √D_H (+ the position bias; −∞ where masked)
     weights: np.ndarray  # [N]  softmax of the scores
-    v: np.ndarray  # [N, D_H]   vⱼ = xⱼ W_V^h
+    v: np.ndarray  # [N, D_H]   vⱼ = xⱼ W_V^g(h)
     weighted: np.ndarray  # [N, D_H]  αᵢⱼ vⱼ
     out: np.ndarray  # [D_H]     yᵢ = Σⱼ αᵢⱼ vⱼ
     shapes: list[tuple[str, str]]  # (key, shapes) of the four products: qkv, qk, av, out (as in analysis.cost)
+    kv_head: int  # g(h); equal to the head itself without grouped-query attention
+
+
+def _product(a: tuple[int, ...], b: tuple[int, ...], out: tuple[int, ...]) -> str:
+    return f"{list(a)} · {list(b)} → {list(out)}"
 
 
 @torch.no_grad()
 def inspect_query(
     mha: MultiHeadAttention, x: Tensor, head: int, query: int, mask: Tensor | None = None
 ) -> QueryKeyView:
-    """The query/key inspector for ``x [1, N, D]``; ``mask`` as the model uses it (``[N, N]`` or None)."""
+    """The query/key inspector for ``x [1, N, D]``; ``mask`` as the model uses it (``[N, N]`` or None).
+
+    Under grouped-query (or multi-query) attention query head h reads key/value head g(h) (``mha.groups``), as
+    the model's forward does; the shapes are read from the projection weights, which hold H_kv key heads."""
     n = x.shape[1]
     if not 0 <= head < mha.num_heads:
         raise ValueError(f"head must lie in [0, {mha.num_heads - 1}], got {head}")
     if not 0 <= query < n:
         raise ValueError(f"query must lie in [0, {n - 1}], got {query}")
-    q, k, v = (t[0, head] for t in mha.project_qkv(x))  # each (N, Dh)
-    steps = attention_steps(q[query : query + 1], k, v, mask=None if mask is None else mask[query : query + 1])
-    d, h, dh = mha.dim, mha.num_heads, mha.head_dim
+    g = mha.groups[head]
+    q_all, k_all, v_all = mha.project_qkv(x)  # (1, H, N, Dh), (1, H_kv, N, Dh) twice
+    q, k, v = q_all[0, head], k_all[0, g], v_all[0, g]  # each (N, Dh)
+    bias = None
+    if mha.position is not None:  # ALiBi adds its per-head bias to the scores (rotary already turned q and k)
+        pos = torch.arange(n, device=x.device)
+        bias = mha.position.score_bias(pos, pos)  # (H, N, N) or None
+    steps = attention_steps(
+        q[query : query + 1],
+        k,
+        v,
+        mask=None if mask is None else mask[query : query + 1],
+        bias=None if bias is None else bias[head, query : query + 1],
+    )
+    (h, _, dh), h_kv = q_all.shape[1:], k_all.shape[1]
+    w_qkv, w_o = mha.qkv.weight, mha.proj.weight  # (D + 2·H_kv·Dh, D), (D, H·Dh): nn.Linear stores (out, in)
     shapes = [
-        ("qkv", f"[{n}, {d}] · [{d}, {3 * h * dh}] → [{n}, {3 * h * dh}]"),
-        ("qk", f"[{h}, {n}, {dh}] · [{h}, {dh}, {n}] → [{h}, {n}, {n}]"),
-        ("av", f"[{h}, {n}, {n}] · [{h}, {n}, {dh}] → [{h}, {n}, {dh}]"),
-        ("out", f"[{n}, {h * dh}] · [{h * dh}, {d}] → [{n}, {d}]"),
+        ("qkv", _product((n, w_qkv.shape[1]), tuple(w_qkv.shape[::-1]), (n, w_qkv.shape[0]))),
+        ("qk", _product((h, n, dh), (h_kv, dh, n), (h, n, n))),
+        ("av", _product((h, n, n), (h_kv, n, dh), (h, n, dh))),
+        ("out", _product((n, w_o.shape[1]), tuple(w_o.shape[::-1]), (n, w_o.shape[0]))),
     ]
     w = steps.weights[0]
     return QueryKeyView(
@@ -176,6 +197,7 @@ def inspect_query(
         weighted=(w[:, None] * v).numpy(),
         out=steps.out[0].numpy(),
         shapes=shapes,
+        kv_head=g,
     )
 
 

@@ -222,8 +222,8 @@ def inspector(
             ),
             q_out,
         ),
-        Panel("qk_k", charts.signed_heatmap(qk.k, safe_keys, dims, title=T("k_title"), **kw), qk.k),
-        Panel("qk_v", charts.signed_heatmap(qk.v, safe_keys, dims, title=T("v_title"), **kw), qk.v),
+        Panel("qk_k", charts.signed_heatmap(qk.k, safe_keys, dims, title=T("k_title", g=qk.kv_head), **kw), qk.k),
+        Panel("qk_v", charts.signed_heatmap(qk.v, safe_keys, dims, title=T("v_title", g=qk.kv_head), **kw), qk.v),
         Panel(
             "qk_weighted",
             charts.signed_heatmap(qk.weighted, safe_keys, dims, title=T("weighted_title"), **kw),
