@@ -15,14 +15,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from streamlit import delta_generator
-from streamlit.runtime import Runtime, RuntimeState
-from streamlit.runtime.pages_manager import PagesManager
-from streamlit.web import cli
-
-
-def _server_answers() -> bool:
-    return Runtime.exists() and Runtime.instance().state != RuntimeState.INITIAL
+from tx_explorer import streamlit_compat
 
 
 def _process_idle(window_s: float = 1.0) -> bool:
@@ -34,7 +27,7 @@ def _process_idle(window_s: float = 1.0) -> bool:
 
 def warm(
     *,
-    ready: Callable[[], bool] = _server_answers,
+    ready: Callable[[], bool] = streamlit_compat.server_answers,
     idle: Callable[[], bool] = _process_idle,
     poll_s: float = 0.1,
     patience_s: float = 30.0,
@@ -49,7 +42,7 @@ def warm(
     import pandas  # noqa: F401
 
     # Not tx_explorer.ui: its first import must happen inside a script run (it leaves Streamlit's legacy
-    # multipage mode there, see ui._leave_legacy_multipage_mode).
+    # multipage mode there, see streamlit_compat.leave_legacy_multipage_mode).
     from tx_explorer.views import home
 
     # The home page's chart, built and serialised once: torch and Plotly import more on first use, which the first
@@ -77,21 +70,7 @@ def warm(
     return names
 
 
-def _skip_first_run_detours() -> None:
-    """Spare the first visitor two costs of Streamlit's first script run, both harmless to skip under serve.py.
-
-    - app.py calls ``st.navigation``: leave the legacy ``pages/`` mode now rather than by a rerun in that run
-      (ui._leave_legacy_multipage_mode still does it under a plain ``streamlit run app.py``).
-    - the first element drawn asks whether Streamlit runs in a REPL to print a warning: ``inspect.stack()``, which
-      looks up every frame's module among every module loaded (torch's thousands by then): 0.3–0.7 s. This is
-      ``streamlit run``, never a REPL.
-    """
-    PagesManager.uses_pages_directory = False
-    delta_generator._use_warning_has_been_displayed = True
-
-
 if __name__ == "__main__":
-    _skip_first_run_detours()
+    streamlit_compat.skip_first_run_detours()
     threading.Thread(target=warm, name="warm-up", daemon=True).start()
-    sys.argv = ["streamlit", "run", "app.py", *sys.argv[1:]]
-    sys.exit(cli.main())
+    sys.exit(streamlit_compat.main(["run", "app.py", *sys.argv[1:]]))

@@ -10,7 +10,9 @@
 - pages never import building blocks, data, interop or trainers directly (they go through the registry,
   families, ``views``, analysis and viz);
 - ``tx_explorer.views`` (what each page section draws) and ``tx_explorer.explore`` never import the UI;
-- in the library only ``tx_explorer.ui`` imports Streamlit;
+- in the library only the ``tx_explorer.ui`` package (and ``tx_explorer.streamlit_compat``) imports Streamlit,
+  and only ``tx_explorer.streamlit_compat`` reaches into Streamlit's internals (anywhere: library, pages, app.py,
+  serve.py);
 - the library's import graph has no cycle, counting imports inside functions (where one would only hide it).
 """
 
@@ -109,9 +111,34 @@ def violations(importer: str, source: str) -> list[str]:
             bad("pages are glue: building blocks, data, interop and trainers are reached through the library")
         if _within(importer, ("tx_explorer.views", "tx_explorer.explore")) and _within(name, "tx_explorer.ui"):
             bad("views and the notebook API run without Streamlit: never the UI")
-        if _within(importer, "tx_explorer") and importer != "tx_explorer.ui" and root == "streamlit":
+        if _within(importer, "tx_explorer") and not _within(importer, STREAMLIT_USERS) and root == "streamlit":
             bad("only tx_explorer.ui imports Streamlit")
     return out
+
+
+STREAMLIT_USERS = ("tx_explorer.ui", "tx_explorer.streamlit_compat")
+# Streamlit's documented modules; everything else in it is internal and may change in any release.
+STREAMLIT_PUBLIC = ("streamlit", "streamlit.errors", "streamlit.components.v1", "streamlit.components.v2")
+
+
+def streamlit_internals(source: str) -> list[str]:
+    """Streamlit's internals ``source`` reaches: modules beyond :data:`STREAMLIT_PUBLIC` it imports (or names
+    imported from ``streamlit`` that are modules or private), and ``st.runtime`` or ``st._…`` attributes."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [a.name for a in node.names if a.name.startswith("streamlit.") and a.name not in STREAMLIT_PUBLIC]
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "streamlit":
+            if node.module not in STREAMLIT_PUBLIC:
+                found.append(node.module)
+            elif node.module == "streamlit":
+                found += [
+                    f"streamlit.{a.name}" for a in node.names if a.name.startswith("_") or a.name.islower()
+                ]  # st's public names are functions used as st.x; a lowercase import is a module or private
+        elif isinstance(node, ast.Attribute) and ast.unparse(node.value) in ("st", "streamlit"):
+            if node.attr.startswith("_") or node.attr == "runtime":
+                found.append(ast.unparse(node))
+    return found
 
 
 def _library() -> dict[str, Path]:
@@ -131,6 +158,22 @@ def _pages() -> dict[str, Path]:
 def test_each_module_keeps_to_its_layer(importer: str, path: Path) -> None:
     broken = violations(importer, path.read_text(encoding="utf-8"))
     assert not broken, "\n".join(broken)
+
+
+def test_only_streamlit_compat_reaches_into_streamlits_internals() -> None:
+    """One module, checked against the Streamlit release it was written for, holds every use of Streamlit's
+    private API: an upgrade that changes one fails there, loudly, instead of somewhere silently."""
+    scripts = {p.stem: p for p in (ROOT.parent / "app.py", ROOT.parent / "serve.py")}
+    offenders = {
+        name: found
+        for name, path in {**_library(), **_pages(), **scripts}.items()
+        if name != "tx_explorer.streamlit_compat" and (found := streamlit_internals(path.read_text(encoding="utf-8")))
+    }
+    assert not offenders, offenders
+    assert streamlit_internals((ROOT / "streamlit_compat.py").read_text(encoding="utf-8"))  # the check sees them
+    assert streamlit_internals("from streamlit import delta_generator") == ["streamlit.delta_generator"]
+    assert streamlit_internals("import streamlit as st\nst.runtime.exists()") == ["st.runtime"]
+    assert streamlit_internals("from streamlit.errors import StreamlitAPIException") == []
 
 
 def test_pages_stay_glue_of_at_most_150_lines() -> None:
@@ -212,6 +255,8 @@ def test_the_rules_let_the_layers_do_their_work() -> None:
         "tx_explorer.families.text": "from tx_explorer.bundle import read_bundle\nfrom tx_explorer import masks",
         "pages.multihead": "import streamlit as st\nfrom tx_explorer import models, ui, viz",
         "tx_explorer.ui": "import streamlit as st",
+        "tx_explorer.ui.figures": "import streamlit as st\nfrom tx_explorer.ui.text import texts",
+        "tx_explorer.streamlit_compat": "import streamlit as st\nfrom streamlit.web import cli",
     }
     for importer, source in allowed.items():
         assert violations(importer, source) == [], importer
@@ -219,7 +264,7 @@ def test_the_rules_let_the_layers_do_their_work() -> None:
 
 def test_importing_the_library_never_imports_streamlit() -> None:
     names = [m.name for m in pkgutil.walk_packages([str(ROOT)], prefix="tx_explorer.")]
-    names = [n for n in names if n != "tx_explorer.ui" and not n.endswith(".__main__")]
+    names = [n for n in names if not _within(n, STREAMLIT_USERS) and not n.endswith(".__main__")]
     code = (
         "import importlib, sys\n"
         f"for name in {names!r}:\n"

@@ -11,6 +11,7 @@ from tests.checkpoints import write_checkpoint
 from tests.conftest import assert_clean, open_page
 from tx_explorer import locales, paths, ui
 from tx_explorer.models import available_models
+from tx_explorer.ui import pickers
 
 OUTSIDE = "the app opens only folders inside the local Hugging Face cache"
 
@@ -34,7 +35,7 @@ def env(disk, monkeypatch) -> dict[str, Path]:
     monkeypatch.setenv("HF_HUB_CACHE", str(disk["cache"]))
     monkeypatch.setenv(paths.ENV_ROOTS, str(disk["roots"]))
     monkeypatch.setenv(paths.ENV_CONFIG, str(disk["roots"] / "absent.toml"))
-    ui._cached_checkpoints.clear()  # the picker's directory scan is cached for 30 s
+    pickers._cached_checkpoints.clear()  # the picker's directory scan is cached for 30 s
     return disk
 
 

@@ -1,0 +1,55 @@
+"""The one package that imports Streamlit: pages are thin scripts over it, ``from tx_explorer import ui``.
+
+One module per concern, everything a page uses re-exported here (``ui.show(...)``):
+
+- :mod:`~tx_explorer.ui.text`: the visitor's language, the page's strings in it, errors as messages;
+- :mod:`~tx_explorer.ui.pickers`: the device, the shared models, the text-model picker, the sidebar;
+- :mod:`~tx_explorer.ui.figures`: charts with their numbers as downloads, rows, metrics;
+- :mod:`~tx_explorer.ui.sections`: section headers, sections opened on demand, stopping a run;
+- :mod:`~tx_explorer.ui.jobs`: long jobs waited for with a progress bar;
+- :mod:`~tx_explorer.ui.below_fold`: sections drawn when the visitor scrolls near them.
+
+Streamlit's private API is used only in :mod:`tx_explorer.streamlit_compat`, which checks its version.
+"""
+
+from tx_explorer import streamlit_compat
+from tx_explorer.ui.below_fold import DRAW_ALL, REACH, below_fold
+from tx_explorer.ui.figures import metrics, redraw, row, show, show_clickable, show_figure
+from tx_explorer.ui.jobs import run_job
+from tx_explorer.ui.pickers import FOLDER, architecture_caption, cached_model, device, sidebar, text_model_picker
+from tx_explorer.ui.sections import keep_open, lazy_section, optional, section, stop_unless
+from tx_explorer.ui.text import escape_markdown, friendly_errors, lang, model_description, page_title, texts
+
+__all__ = [
+    "DRAW_ALL",
+    "FOLDER",
+    "REACH",
+    "architecture_caption",
+    "below_fold",
+    "cached_model",
+    "device",
+    "escape_markdown",
+    "friendly_errors",
+    "keep_open",
+    "lang",
+    "lazy_section",
+    "metrics",
+    "model_description",
+    "optional",
+    "page_title",
+    "redraw",
+    "row",
+    "run_job",
+    "section",
+    "show",
+    "show_clickable",
+    "show_figure",
+    "sidebar",
+    "stop_unless",
+    "text_model_picker",
+    "texts",
+]
+
+# The first import happens inside a visitor's script run: a deep link under plain ``streamlit run`` reruns through
+# app.py's navigation from here.
+streamlit_compat.leave_legacy_multipage_mode()

@@ -1,0 +1,115 @@
+"""Figures on the page: Plotly charts with the numbers behind them as CSV and NPY downloads, rows, metrics."""
+
+from __future__ import annotations
+
+import functools
+import io
+import itertools
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import plotly.graph_objects as go
+import streamlit as st
+
+from tx_explorer.ui.text import texts
+
+
+def _csv(data: np.ndarray) -> bytes:
+    buf = io.StringIO()
+    arr = np.asarray(data)
+    np.savetxt(buf, arr.reshape(arr.shape[0], -1) if arr.ndim > 1 else arr[None], delimiter=",", fmt="%.6g")
+    return buf.getvalue().encode()
+
+
+def _npy(data: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, np.asarray(data), allow_pickle=False)
+    return buf.getvalue()
+
+
+def show_figure(
+    fig: go.Figure, key: str, data: np.ndarray | Mapping[str, np.ndarray] | None = None, *, clickable: bool = False
+) -> list[Any]:
+    """Show a Plotly figure (PNG from its toolbar) with CSV and NPY downloads of the numbers behind it.
+
+    ``clickable``: a click on a point reruns the page, and the clicked points' ``customdata`` are returned."""
+    event = st.plotly_chart(
+        fig,
+        key=f"fig_{key}",
+        theme=None,
+        config={"displaylogo": False, "toImageButtonOptions": {"format": "png", "filename": key, "scale": 2}},
+        **(dict(on_select="rerun", selection_mode="points") if clickable else {}),
+    )
+    picked = [_as_list(p["customdata"]) for p in event.selection.points if "customdata" in p] if clickable else []
+    if data is not None:
+        _downloads(key, data)
+    return picked
+
+
+def _as_list(custom: Any) -> Any:
+    """A point's ``customdata`` as sent: an array arrives as {"0": …, "1": …} from the browser."""
+    return [custom[k] for k in sorted(custom, key=int)] if isinstance(custom, Mapping) else custom
+
+
+def show_clickable(*panels: Any) -> list[Any] | None:
+    """Show panels whose figures carry clickable points; the ``customdata`` of the point last clicked, if any."""
+    picked = None
+    for panel in panels:
+        points = show_figure(panel.figure, panel.key, panel.data, clickable=True)
+        picked = points[0] if points else picked
+    return picked
+
+
+def _downloads(key: str, data: np.ndarray | Mapping[str, np.ndarray]) -> None:
+    T = texts("common")
+    arrays = data if isinstance(data, Mapping) else {key: data}
+    cols = st.columns(2 * len(arrays))
+    for i, (name, arr) in enumerate(arrays.items()):
+        # Files are made on click (deferred), not on every rerun: a 6 × 12 × 512² grid is 200 MB of CSV.
+        cols[2 * i].download_button(
+            f"{T('download_csv')} · `{name}.csv`" if len(arrays) > 1 else T("download_csv"),  # names the file
+            functools.partial(_csv, arr),
+            file_name=f"{name}.csv",
+            mime="text/csv",
+            key=f"csv_{key}_{name}",
+            on_click="ignore",
+        )
+        cols[2 * i + 1].download_button(
+            f"{T('download_npy')} · `{name}.npy`" if len(arrays) > 1 else T("download_npy"),
+            functools.partial(_npy, arr),
+            file_name=f"{name}.npy",
+            mime="application/octet-stream",
+            key=f"npy_{key}_{name}",
+            on_click="ignore",
+        )
+
+
+def show(*panels: Any) -> None:
+    """Show :class:`tx_explorer.views.Panel` s (figure, key, the numbers behind it) one below the other."""
+    for panel in panels:
+        if panel is not None:
+            show_figure(panel.figure, panel.key, panel.data)
+
+
+def row(*panels: Any, headings: tuple[str, ...] = ()) -> None:
+    """Panels side by side, one column each (a heading in Markdown above each when given)."""
+    for i, (col, panel) in enumerate(zip(st.columns(len(panels)), panels)):
+        with col:
+            if i < len(headings):
+                st.markdown(headings[i])
+            show(panel)
+
+
+def metrics(values: Mapping[str, str]) -> None:
+    """A row of ``st.metric`` s, one column each: ``{label: value}``."""
+    for col, (label, value) in zip(st.columns(len(values)), values.items()):
+        col.metric(label, value)
+
+
+_redraws = itertools.count()
+
+
+def redraw(placeholder: Any, panel: Any) -> None:
+    """Draw a panel's figure into an ``st.empty()`` placeholder, replacing what was there (a growing curve)."""
+    placeholder.plotly_chart(panel.figure, key=f"{panel.key}_live_{next(_redraws)}", theme=None)

@@ -1,0 +1,111 @@
+"""What a page picks from: the compute device, the shared models, a text model (registered, cached or a folder)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import streamlit as st
+import torch
+
+from tx_explorer import locales, model_cache, models, paths
+from tx_explorer.errors import InputError
+from tx_explorer.ui.text import error_text, escape_markdown, texts
+
+
+@st.cache_resource(show_spinner=False)
+def device() -> torch.device:
+    """CUDA when present, else CPU."""
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def cached_model(name: str) -> Any:
+    """A registered model by name, or a checkpoint folder by its path, loaded once per server process.
+
+    Every session shares the object, so it is made read-only: each module in it in eval mode, no gradients.
+    Registered models live in the process-wide :mod:`tx_explorer.model_cache` (every one fits, < 0.5 GB in
+    all), which ``serve.py`` fills in the background at server start.
+    """
+    return model_cache.shared_model(name) if name in models.REGISTRY else _checkpoint(name)
+
+
+@st.cache_resource(show_spinner=False, max_entries=2)  # a visitor's checkpoints may be gigabytes: keep the last two
+def _checkpoint(folder: str) -> Any:
+    """A checkpoint folder, checked against the allowed roots again, then loaded whole or not at all."""
+    return model_cache.read_only(paths.open_checkpoint(folder))
+
+
+FOLDER = "\0folder"  # the picker's "a checkpoint folder" choice: no registered name or path contains a NUL
+
+
+@st.cache_data(ttl=30, show_spinner=False)  # a directory scan: cheap, but not on every rerun
+def _cached_checkpoints(kind: str | None) -> dict[str, str]:
+    return {str(c.folder): c.repo for c in paths.cached_checkpoints() if kind is None or c.kind == kind}
+
+
+def text_model_picker(
+    label: str,
+    key: str,
+    *,
+    kind: str | None = None,
+    help: str | None = None,
+    where: Any = st,
+    extra: Sequence[str] = (),
+) -> str | None:
+    """A text page's model choice: registered models, checkpoints in the local Hugging Face cache, or a folder.
+
+    ``where`` holds the selectbox (a column); the folder's text box goes below. Returns a name for
+    :func:`cached_model` (a registered name or a checkpoint folder), or None after a message while the chosen
+    folder is not typed yet or lies outside the allowed roots (:mod:`tx_explorer.paths`).
+    """
+    T = texts("common")
+    cached = _cached_checkpoints(kind)
+    options = [*models.available_models("text", kind=kind), *extra, *cached, FOLDER]  # extra: e.g. tiny-moe
+
+    labels = {folder: T("model_cached", repo=repo) for folder, repo in cached.items()}
+    labels[FOLDER] = T("model_folder_option")
+    choice = where.selectbox(label, options, key=key, help=help, format_func=lambda o: labels.get(o, o))
+    if choice != FOLDER:
+        return choice
+    typed = st.text_input(
+        T("model_folder"), key=f"{key}_folder", max_chars=4096, help=T("model_folder_help", variable=paths.ENV_ROOTS)
+    )
+    if not typed.strip():
+        st.info(T("model_folder_empty"))
+        return None
+    try:
+        return str(paths.allowed_folder(typed))
+    except InputError as exc:
+        st.error(T("error_input", message=escape_markdown(error_text(exc))))
+        return None
+
+
+def architecture_caption(cfg: Any) -> str:
+    """How a text model's blocks are built, in words: positions, K/V sharing, window, norm and MLP kinds."""
+    T = texts("common")
+    heads, kv = cfg.num_heads, cfg.kv_heads
+    sharing = "mha" if kv == heads else "mqa" if kv == 1 else "gqa"
+    parts = [
+        T(f"arch_positions_{cfg.positions}", theta=cfg.rope_theta),
+        T(f"arch_{sharing}", heads=heads, kv=kv),
+        *([T("arch_window", window=cfg.sliding_window)] if cfg.sliding_window else []),
+        T(f"arch_norm_{cfg.norm}"),
+        T(f"arch_mlp_{cfg.mlp}"),
+    ]
+    return " · ".join(parts)
+
+
+def sidebar() -> None:
+    """Language switch, compute device and torch version (shown on every page)."""
+    T = texts("common")
+    with st.sidebar:
+        st.radio(
+            T("language"),
+            options=list(locales.LANGUAGES),
+            format_func=locales.LANGUAGES.get,
+            key="lang",
+            horizontal=True,
+        )
+        dev = device()
+        name = f"CUDA ({torch.cuda.get_device_name(dev)})" if dev.type == "cuda" else "CPU"
+        st.caption(T("device", device=name) + " · " + T("torch", version=torch.__version__))
