@@ -1,0 +1,264 @@
+"""Does every page read like a textbook? A layout check of the rendered page, for the tests and on the command line.
+
+In a real browser (the browser suite's Chromium), with every section of the default view drawn, it reads the DOM
+and each Plotly figure's SVG boxes and reports, with page, language and chart:
+
+- a legend's box over the chart's title, a subplot title or an axis title (or a colour bar);
+- a chart title wider than its chart (Plotly clips it), tick labels of one axis drawn over each other;
+- a button with no label, or one whose label is cut ("Dat…");
+- notation that did not render: raw TeX (``_{``, ``^{``, ``\\frac``, ``x_t``), Markdown (``**``), HTML entities
+  (``&lt;``) or tags, in the page's text or a chart's text and hovers (KaTeX, code and inputs are not read).
+
+``python -m tests.layout_check`` starts the app (as ``make run`` does) and prints every problem of every page in
+both languages; ``--url`` checks a server already running, ``--pages operator masks`` and ``--lang zh`` narrow
+it. Full-page screenshots go to ``test-artifacts/layout/<lang>-<page>.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import itertools
+import math
+import re
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from playwright.sync_api import sync_playwright
+
+from benchmarks.browser import running_server
+from tests.test_browser import ARGS, ARTIFACTS, CHROMIUM, IDLE, LONG, PLOT, app_pages, draw_below_fold, page_url
+
+SHOTS = ARTIFACTS / "layout"
+VIEWPORT = {"width": 1400, "height": 1000}
+LANGS = ("en", "zh")
+
+# Notation that should have been rendered: (what it is, pattern). Applied to rendered text, never to KaTeX or code.
+TEX = [
+    ("raw TeX subscript", re.compile(r"_\{")),
+    ("raw TeX superscript", re.compile(r"\^\{")),
+    ("raw TeX command", re.compile(r"\\[A-Za-z]{2,}")),
+    # x_t, D_H, M_ij, h_T: one or two letters, an underscore, up to three letters or digits (snake_case words have
+    # longer stems and are not flagged)
+    ("raw subscript", re.compile(r"(?<![\w\\])[A-Za-zΑ-Ωα-ω]{1,2}_[A-Za-z0-9]{1,3}(?![\w(])")),
+    ("raw superscript", re.compile(r"(?<![\^])[\w)]\^[\w−\-+(∞]")),  # e^loss, e^−∞, 2^n
+]
+MARKUP = [
+    ("Markdown bold", re.compile(r"\*\*")),
+    ("Markdown code", re.compile(r"`")),
+]
+ENTITIES = [
+    ("HTML entity", re.compile(r"&(?:[A-Za-z]{2,8}|#\d{1,6}|#x[0-9A-Fa-f]{1,6});")),
+    ("HTML tag", re.compile(r"</?(?:b|i|em|strong|br|sub|sup|span|div|p)\b[^>]*>")),
+]
+# Hovers are Plotly markup, read before Plotly draws them: <br> and entities are theirs to render.
+HOVER_RULES = TEX + MARKUP
+TEXT_RULES = TEX + MARKUP + ENTITIES
+
+# What the page shows, read in the browser: text (outside KaTeX, code and inputs) per block, every chart's boxes
+# and texts, every button's label. Returns plain JSON; the checks run in Python (``problems``).
+READ_PAGE = r"""() => {
+  const SKIP = '.katex, .katex-display, [data-testid="stCode"], code, pre, textarea, input, style, script, '
+    + '[data-testid="stPlotlyChart"], [data-testid="stIconMaterial"], [data-testid="stToolbar"], svg';
+  const shown = (el) => {
+    if (!el.getClientRects().length) return false;
+    const s = getComputedStyle(el);
+    return s.visibility !== 'hidden' && s.display !== 'none';
+  };
+  const box = (el) => { const r = el.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
+  // Text per block element (a paragraph, a list item, a label…): Markdown that half-rendered is split over
+  // several nodes (h_T and s_{t−1} → h, <em>T and s</em>, {t−1}), so the nodes are joined first.
+  const texts = [];
+  const roots = document.querySelectorAll('[data-testid="stMain"], [data-testid="stSidebarUserContent"]');
+  const BLOCK = 'p, li, h1, h2, h3, h4, h5, h6, th, td, label, summary, button, [data-testid="stCaptionContainer"], '
+    + '[data-testid="stMetricValue"], [data-testid="stMetricLabel"], [data-testid="stText"]';
+  for (const root of roots) {
+    for (const block of root.querySelectorAll(BLOCK)) {
+      if (block.closest(SKIP) || block.querySelector(BLOCK) || !shown(block)) continue;
+      const walk = document.createTreeWalker(block, NodeFilter.SHOW_TEXT);
+      let text = '';
+      for (let n = walk.nextNode(); n; n = walk.nextNode()) if (!n.parentElement.closest(SKIP)) text += n.textContent;
+      if (text.trim()) texts.push(text.trim());
+    }
+  }
+  const buttons = [];
+  for (const root of roots) {
+    for (const b of root.querySelectorAll('button')) {
+      if (b.closest('.modebar, [data-testid="stElementToolbar"]') || !shown(b)) continue;
+      const r = b.getBoundingClientRect();
+      if (r.width < 1 || r.height < 1) continue;
+      const icon = b.querySelector('svg, img, [data-testid="stIconMaterial"]');
+      const label = b.innerText.trim();
+      // Cut: the button or an element inside it holds more text than its box shows (ellipsis or overflow).
+      const cut = [b, ...b.querySelectorAll('*')].some((el) => el.scrollWidth > el.clientWidth + 1
+        && el.clientWidth > 0 && getComputedStyle(el).overflowX !== 'visible');
+      buttons.push({label, icon: !!icon, aria: b.getAttribute('aria-label') || '', cut});
+    }
+  }
+  const charts = [];
+  for (const gd of document.querySelectorAll('[data-testid="stMain"] .js-plotly-plot')) {
+    if (!shown(gd)) continue;
+    const keyed = gd.closest('[class*="st-key-fig_"]');
+    const key = keyed ? [...keyed.classList].find((c) => c.startsWith('st-key-fig_')).slice(11) : '';
+    const svg = gd.querySelector('.main-svg');
+    const title = gd.querySelector('.g-gtitle .gtitle');
+    const one = (el) => ({text: el.textContent, box: box(el)});
+    const axisTitles = [...gd.querySelectorAll('.infolayer [class*="title"] text')]
+      .filter((t) => !t.classList.contains('gtitle') && shown(t) && t.textContent.trim()).map(one);
+    const annotations = [...gd.querySelectorAll('.annotation-text-g text, .annotation text')]
+      .filter((t) => shown(t) && t.textContent.trim()).map(one);
+    const legend = gd.querySelector('.infolayer .legend .bg');
+    const colorbars = [...gd.querySelectorAll('.colorbar')].filter(shown).map(box);
+    // Tick labels grouped by axis (each axis layer of each subplot), with their rotation and font size.
+    const axes = [];
+    for (const layer of gd.querySelectorAll('.xaxislayer-above, .yaxislayer-above')) {
+      const labels = [...layer.querySelectorAll('text')].filter((t) => shown(t) && t.textContent.trim());
+      if (!labels.length) continue;
+      const turn = (t) => +(/rotate\((-?[\d.]+)/.exec(t.getAttribute('transform') || '') || [0, 0])[1];
+      axes.push({x: layer.classList.contains('xaxislayer-above'), labels: labels.map((t) => ({text: t.textContent,
+        box: box(t), angle: turn(t), size: parseFloat(getComputedStyle(t).fontSize) || 12}))});
+    }
+    const texts = [...gd.querySelectorAll('.main-svg text')].filter((t) => t.textContent.trim())
+      .map((t) => t.textContent);
+    const hovers = (gd.data || []).flatMap((t) => [t.hovertemplate, t.name].flat())
+      .filter((h) => typeof h === 'string');
+    charts.push({key, title: title ? one(title) : null, chart: svg ? box(svg) : box(gd), axisTitles, annotations,
+      legend: legend && shown(legend) ? box(legend) : null, colorbars, axes, texts, hovers});
+  }
+  return {texts, buttons, charts};
+}"""
+
+
+@dataclass(frozen=True)
+class Problem:
+    page: str
+    lang: str
+    where: str  # "page text", "button", or the chart's title (its key when it has none)
+    what: str
+
+    def __str__(self) -> str:
+        return f"{self.page} [{self.lang}] {self.where}: {self.what}"
+
+
+def _overlap(a: list[float], b: list[float], tol: float = 1.0) -> bool:
+    """Whether boxes [left, top, right, bottom] share more than ``tol`` px each way."""
+    return min(a[2], b[2]) - max(a[0], b[0]) > tol and min(a[3], b[3]) - max(a[1], b[1]) > tol
+
+
+def _notation(text: str, rules: Iterable[tuple[str, re.Pattern]]) -> list[str]:
+    return [f"{name} in {text[:100]!r}" for name, rule in rules if rule.search(text)]
+
+
+def _ticks_collide(axis: dict) -> list[str]:
+    """Neighbouring tick labels of one axis drawn over each other.
+
+    Horizontal labels collide when their boxes overlap along the axis; rotated ones when their anchors are closer
+    across the text's direction than the font's size (their axis-aligned boxes overlap even when the text does not).
+    """
+    along = 0 if axis["x"] else 1
+    labels = sorted(axis["labels"], key=lambda t: t["box"][along] + t["box"][along + 2])
+    out = []
+    for a, b in itertools.pairwise(labels):
+        angle = a["angle"] % 180
+        if not axis["x"]:  # y labels stack: centres closer than the text's height
+            gap = abs((a["box"][1] + a["box"][3]) - (b["box"][1] + b["box"][3])) / 2
+            hit = gap < 0.9 * a["size"] and _overlap(a["box"], b["box"], 0)
+        elif angle == 0:
+            hit = _overlap(a["box"], b["box"])
+        else:
+            spacing = abs(a["box"][0] + a["box"][2] - b["box"][0] - b["box"][2]) / 2
+            hit = spacing * abs(math.sin(math.radians(angle))) < 0.9 * a["size"]
+        if hit:
+            out.append(f"tick labels {a['text']!r} and {b['text']!r} overlap")
+    return out
+
+
+def problems(read: dict, page: str, lang: str) -> list[Problem]:
+    """Every problem in what :data:`READ_PAGE` read from one page in one language."""
+    out = [Problem(page, lang, "page text", p) for t in read["texts"] for p in _notation(t, TEXT_RULES)]
+    for b in read["buttons"]:
+        if not b["label"] and not b["icon"] and not b["aria"]:
+            out.append(Problem(page, lang, "button", "a button with no label"))
+        if b["cut"]:
+            out.append(Problem(page, lang, "button", f"label cut: {b['label']!r}"))
+    for c in read["charts"]:
+        where = f"chart {c['title']['text']!r}" if c["title"] else f"chart {c['key'] or '(untitled)'}"
+        add: list[str] = []
+        title = c["title"]
+        if title and (title["box"][0] < c["chart"][0] - 1 or title["box"][2] > c["chart"][2] + 1):
+            add.append(
+                f"title wider than its chart ({title['box'][2] - title['box'][0]:.0f} px in "
+                f"{c['chart'][2] - c['chart'][0]:.0f} px)"
+            )
+        if c["legend"]:
+            named = (
+                ([("the title", title)] if title else [])
+                + [(f"axis title {t['text']!r}", t) for t in c["axisTitles"]]
+                + [(f"subplot title {t['text']!r}", t) for t in c["annotations"]]
+            )
+            add += [f"legend over {name}" for name, t in named if _overlap(c["legend"], t["box"])]
+            add += ["legend over a colour bar" for bar in c["colorbars"] if _overlap(c["legend"], bar)]
+        for axis in c["axes"]:
+            add += _ticks_collide(axis)
+        add += [p for t in dict.fromkeys(c["texts"]) for p in _notation(t, TEXT_RULES)]
+        add += [f"hover: {p}" for h in dict.fromkeys(c["hovers"]) for p in _notation(h, HOVER_RULES)]
+        out += [Problem(page, lang, where, p) for p in add]
+    return out
+
+
+def switch_to_chinese(page) -> None:
+    """The sidebar's 中文 button, as a user clicks it; back once the page has rerun in Chinese."""
+    page.locator('[data-testid="stSidebar"]').get_by_text("中文", exact=True).click()
+    page.locator('[data-testid="stSidebarNav"]').get_by_text("首页").wait_for(timeout=LONG)
+    page.wait_for_selector(IDLE, timeout=LONG)
+
+
+def check_page(browser, server: str, slug: str, lang: str) -> list[Problem]:
+    """Open ``slug`` in a fresh tab, in ``lang``, draw every section, screenshot it and check what it shows."""
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page = browser.new_page(viewport=VIEWPORT)
+    try:
+        page.goto(page_url(server, slug))
+        page.wait_for_selector(f"{PLOT} .main-svg", timeout=LONG)
+        page.wait_for_selector(IDLE, timeout=LONG)
+        if lang == "zh":
+            switch_to_chinese(page)
+        draw_below_fold(page)
+        page.wait_for_selector(IDLE, timeout=LONG)
+        page.wait_for_timeout(500)  # Plotly lays out a figure after Streamlit mounts it
+        page.screenshot(path=str(SHOTS / f"{lang}-{slug}.png"), full_page=True)
+        return problems(page.evaluate(READ_PAGE), slug, lang)
+    finally:
+        page.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.layout_check", description=__doc__.split("\n")[0])
+    parser.add_argument("--url", help="a server already running (default: start one, as make run does)")
+    parser.add_argument("--pages", nargs="*", help="page names (default: every page)")
+    parser.add_argument("--lang", nargs="*", choices=LANGS, default=list(LANGS))
+    args = parser.parse_args(argv)
+    slugs = args.pages or [Path(p).stem for p in app_pages()]
+    found: list[Problem] = []
+    with sync_playwright() as p, contextlib.ExitStack() as stack:
+        if args.url:
+            url = args.url.rstrip("/")
+        else:
+            srv = stack.enter_context(running_server())
+            srv.wait_healthy()
+            url = srv.url
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        for slug in slugs:
+            for lang in args.lang:
+                here = check_page(browser, url, slug, lang)
+                print(f"{slug} [{lang}]: {len(here) or 'ok'}", file=sys.stderr)
+                found += here
+        browser.close()
+    print("\n".join(map(str, found)) or "no problems")
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
