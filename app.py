@@ -23,6 +23,7 @@ PAGES = [
     ("pages/language_model.py", ":material/edit_note:", "transformers"),
     ("pages/head_science.py", ":material/science:", "inside"),
     ("pages/block_roles.py", ":material/hub:", "inside"),
+    ("pages/flow.py", ":material/account_tree:", "inside"),
     ("pages/vision_transformer.py", ":material/image:", "beyond"),
     ("pages/moe.py", ":material/call_split:", "beyond"),
     ("pages/cost_of_attention.py", ":material/speed:", "cost"),

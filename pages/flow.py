@@ -1,0 +1,107 @@
+"""Information flow (issue 29): the routes that carry one token's prediction, found from one forward pass, and
+three views of every edge (attention weight, write norm, causal effect)."""
+
+import pandas as pd
+import streamlit as st
+
+from tx_explorer import models, ui
+from tx_explorer.analysis import flow
+from tx_explorer.analysis import head_science as hs
+from tx_explorer.views import flow as view
+
+T = ui.texts("flow")
+LANG = ui.lang()
+SHARE = (  # the proximity rule of Information Flow Routes (Ferrando & Voita 2024)
+    r"\mathrm{prox}(z_k, y) = \max\bigl(0,\ \lVert y \rVert_1 - \lVert y - z_k \rVert_1\bigr), \qquad "
+    r"\mathrm{share}(z_k) = \frac{\mathrm{prox}(z_k, y)}{\sum_m \mathrm{prox}(z_m, y)}"
+)
+
+
+@st.cache_resource(show_spinner=False)
+def _analyses() -> dict:
+    """Decompositions shared by every session, the last few only (SmolLM2 at 128 tokens holds about 120 MB)."""
+    return {}
+
+
+def analysis(name: str, tm, text: str) -> view.Analysis:
+    store = _analyses()
+    key = (name, text)
+    if key not in store:
+        if len(store) >= 4:
+            store.pop(next(iter(store)))  # the oldest first
+        store[key] = view.analyse(tm, text)
+    return store[key]
+
+
+def show(result: view.Result, clickable: bool = False) -> list | None:
+    """Panels, notes and table of a view; with ``clickable``, the ``customdata`` of a clicked point, if any."""
+    picked = ui.show_clickable(*result.panels) if clickable else ui.show(*result.panels)
+    for note in result.notes:
+        st.caption(ui.escape_markdown(note))  # notes quote tokens
+    if result.table:
+        st.dataframe(pd.DataFrame(result.table), hide_index=True)
+    return picked
+
+
+def remember(picked: list | None, context: tuple) -> None:
+    """A new click on the graph opens that edge or node below (until the text, model or position change)."""
+    if picked and picked != st.session_state.get("flow_picked"):
+        st.session_state["flow_picked"] = picked
+        st.session_state["flow_edge" if picked[0] == "edge" else "flow_node"] = (context, tuple(picked[1:]))
+
+
+def chosen(key: str, context: tuple, default: tuple | None) -> tuple | None:
+    saved = st.session_state.get(key)
+    return saved[1] if saved and saved[0] == context else default
+
+
+@st.fragment
+def routes(name: str) -> None:
+    """Inputs, the graph and the edge and node it opens: a click or a slider reruns only this."""
+    with ui.friendly_errors():
+        tm = hs.text_model(ui.cached_model(name))
+        st.caption(ui.architecture_caption(tm.config))
+        if not flow.decomposable(tm):
+            st.info(T("post_norm", model=name))
+            return
+        text = st.text_area(T("text"), T("text_default"), max_chars=20_000, key="flow_text", height=80)
+        if not text.strip():
+            st.warning(T("empty"))
+            return
+        c = st.columns(2)
+        target = c[0].number_input(
+            T("target"), -view.LIMIT, view.LIMIT - 1, -1, key="flow_target", help=T("target_help")
+        )
+        threshold = c[1].slider(
+            T("threshold"), 0.01, 0.10, flow.THRESHOLD, 0.01, key="flow_threshold", help=T("threshold_help")
+        )
+        an = analysis(name, tm, text)
+        if tm.kind != "causal":
+            st.info(T("encoder_note", model=name))
+        ui.section(T, "graph", intro=False, level="subheader")
+        st.caption(T("click_hint"))
+        result = view.route(tm, an, int(target), threshold, lang=LANG)
+        context = (name, text, flow.position(int(target), len(an.ids)))
+        remember(show(result, clickable=True), context)
+
+        ui.section(T, "edge", level="subheader")
+        picked = chosen("flow_edge", context, result.edge)
+        if picked is not None:
+            show(view.edge(tm, an, *map(int, picked), int(target), lang=LANG))
+
+        ui.section(T, "node", level="subheader")
+        if tm.kind == "causal":
+            kind, layer, pos = chosen("flow_node", context, ("x", an.dec.num_layers, context[2]))
+            show(view.node(tm, an, str(kind), int(layer), int(pos), lang=LANG))
+
+
+st.title(ui.page_title("flow"))
+st.markdown(T("intro"))
+st.latex(SHARE)
+st.markdown(T("intro_after"))
+if (preferred := view.default_model()) is not None:
+    st.session_state.setdefault("flow_model", preferred)
+name = ui.text_model_picker(T("model"), "flow_model", extra=models.available_models("moe"))
+if name is None:
+    st.stop()
+routes(name)

@@ -1,0 +1,224 @@
+"""Information flow against independent references: the writes rebuild the hidden states of a block-by-block
+rerun (float64, every block kind: MHA, GQA, MQA, rotary, ALiBi, sliding window, MoE, attention-only, a pre-norm
+encoder), per-source writes add up to each head's output, the proximity shares on hand-made vectors, the route
+walk on a hand-made importance, the causal effect against a full patched forward, and direct logit attribution
+summing to the logits."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from tokenizers import Tokenizer
+
+from tx_explorer import models
+from tx_explorer.analysis import flow
+from tx_explorer.analysis import head_science as hs
+from tx_explorer.config import PRESETS, TransformerConfig
+from tx_explorer.edit import Edit
+from tx_explorer.errors import InputError
+from tx_explorer.families.text import TextModel
+from tx_explorer.models import WEIGHTS_DIR
+from tx_explorer.modules.moe_lm import MoECausalLM, MoEConfig
+from tx_explorer.modules.transformer import CausalLM, Encoder
+
+SMALL = dict(vocab_size=2048, max_len=64, dim=48, num_layers=3, num_heads=6)  # tiny-gpt's tokenizer: 2048 ids
+TEXT = "The function returns a list of the keys in the dictionary, and the list is sorted."
+CONFIGS = {
+    "mha-learned-layernorm": TransformerConfig(**SMALL),
+    "gqa-rotary-rmsnorm-swiglu": PRESETS["tiny-llama"].replace(**SMALL, num_kv_heads=2),
+    "mqa-rotary": PRESETS["tiny-llama"].replace(**SMALL, num_kv_heads=1),
+    "alibi-gqa": TransformerConfig(**SMALL, positions="alibi", num_kv_heads=3),
+    "sliding-window-qkv-bias": PRESETS["tiny-llama"].replace(**SMALL, sliding_window=4, qkv_bias=True),
+}
+
+
+def _text_model(model, kind: str = "causal") -> TextModel:
+    tokenizer = Tokenizer.from_file(str(WEIGHTS_DIR / "tiny-gpt" / "tokenizer.json"))
+    return TextModel(name="test", model=model, tokenizer=tokenizer, kind=kind, max_len=64, byte_level=True)
+
+
+def _random(name: str) -> TextModel:
+    torch.manual_seed(0)
+    if name == "moe":
+        model, kind = MoECausalLM(MoEConfig(transformer=TransformerConfig(**SMALL), num_experts=4)), "causal"
+    elif name == "encoder-pre-norm":
+        model, kind = Encoder(TransformerConfig(**SMALL)), "encoder"
+    else:
+        model, kind = CausalLM(CONFIGS[name]), "causal"
+    with torch.no_grad():  # GPT-2's initialisation leaves the biases at 0: give them values so that they count
+        for p in model.parameters():
+            if p.dim() == 1:
+                p.add_(0.1 * torch.randn_like(p))
+    return _text_model(model.double(), kind)
+
+
+def _hidden_states(tm: TextModel, ids: list[int]) -> torch.Tensor:
+    """The reference: the residual after each block, the blocks called one by one (``[L, T, D]``)."""
+    x = tm.model.embed(torch.tensor([ids]))
+    mask = tm.mask(len(ids))
+    out = []
+    for block in tm.model.blocks:
+        x = block(x, mask)
+        out.append(x[0])
+    return torch.stack(out)
+
+
+def _rebuilt(dec: flow.Decomposition) -> torch.Tensor:
+    return dec.embed + (dec.heads.sum(1) + dec.attn_bias[:, None] + dec.mlp).cumsum(0)  # (L, T, D)
+
+
+@pytest.mark.parametrize("name", [*CONFIGS, "moe", "encoder-pre-norm"])
+def test_the_writes_rebuild_every_hidden_state_in_float64(name: str) -> None:
+    tm = _random(name)
+    ids = tm.encode(TEXT).ids
+    dec = flow.decompose(tm, ids)
+    reference = _hidden_states(tm, ids)
+    assert dec.heads.dtype == torch.float64 and dec.heads.shape == (3, 6, len(ids), 48)
+    assert (_rebuilt(dec) - reference).abs().max().item() < 1e-10
+    assert (dec.heads.sum(1) + dec.attn_bias[:, None] - (dec.mid - dec.residual[:-1])).abs().max() < 1e-10
+    if CONFIGS.get(name, TransformerConfig()).bias:
+        assert dec.attn_bias.abs().max() > 0.01  # the bias is a part of its own, not folded into the heads
+
+
+@pytest.mark.parametrize("name", ["tiny-gpt", "tiny-llama", "tiny-moe"])
+def test_the_bundled_models_decompose_within_1e_5(name: str, one_thread) -> None:
+    tm = hs.text_model(models.load_model(name))
+    ids = tm.encode(TEXT).ids
+    dec = flow.decompose(tm, ids)
+    assert (_rebuilt(dec) - _hidden_states(tm, ids)).abs().max().item() < 1e-5
+
+
+@pytest.mark.parametrize("name", ["gqa-rotary-rmsnorm-swiglu", "mqa-rotary", "alibi-gqa", "sliding-window-qkv-bias"])
+def test_per_source_writes_add_up_to_each_heads_write(name: str) -> None:
+    """Σ_j a_ij v_j W_O^h (values through the GQA/MQA groups, weights under ALiBi or a window) = the head's output
+    recorded by the model, projected by its slice of W_O."""
+    tm = _random(name)
+    dec = flow.decompose(tm, tm.encode(TEXT).ids)
+    for layer in range(dec.num_layers):
+        writes = flow.token_writes(tm, dec, layer)  # (T, T, D)
+        # the weights come through the Trace in float32: the sum matches to float32's precision
+        assert (writes.sum(1) - dec.heads[layer].sum(0)).abs().max() < 1e-5
+        if name == "sliding-window-qkv-bias":
+            i, j = torch.tril_indices(len(writes), len(writes), offset=-4)  # keys outside the window of 4
+            assert writes[i, j].abs().max() == 0
+
+
+def test_proximity_shares_by_hand() -> None:
+    y = torch.tensor([[1.0, 1.0]])
+    parts = torch.tensor([[[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0]]])  # two halves of y, and one pointing away
+    prox = flow.proximity(parts, y)  # ‖y‖₁ = 2; ‖y − z‖₁ = 1, 1, 3
+    assert prox.tolist() == [[1.0, 1.0, 0.0]]
+    assert flow._shares(prox).tolist() == [[0.5, 0.5, 0.0]]
+    assert flow._shares(torch.zeros(1, 3)).tolist() == [[0.0, 0.0, 0.0]]  # no part near the whole: no share
+
+
+def test_importance_shares_sum_to_one_per_update() -> None:
+    tm = _random("gqa-rotary-rmsnorm-swiglu")
+    imp = flow.importance(tm, flow.decompose(tm, tm.encode(TEXT).ids))
+    attn = imp.attn_residual + imp.attn_tokens.sum(-1) + imp.attn_bias
+    np.testing.assert_allclose(attn, 1, atol=1e-6)
+    np.testing.assert_allclose(imp.mlp_residual + imp.mlp, 1, atol=1e-6)
+    assert np.triu(imp.attn_tokens, k=1).max() == 0  # a causal model: no later token reaches an earlier one
+
+
+def _importance(layers: int = 2, n: int = 3) -> flow.Importance:
+    z = np.zeros((layers, n))
+    imp = flow.Importance(z.copy(), np.zeros((layers, n, n)), z.copy(), z.copy() + 1.0, z.copy())
+    imp.attn_tokens[1, 2, 0] = 0.5  # layer 1: position 2 reads token 0 with share 0.5, its residual the rest
+    imp.attn_residual[1, 2] = 0.5
+    imp.attn_tokens[0, 0, 0] = 1.0  # layer 0: token 0 reads only itself
+    imp.mlp[0, 0], imp.mlp_residual[0, 0] = 0.3, 0.7
+    return flow.Importance(imp.attn_residual, imp.attn_tokens, imp.attn_bias, imp.mlp_residual, imp.mlp)
+
+
+def test_routes_walk_back_from_the_target() -> None:
+    g = flow.routes(_importance(), target=-1, threshold=0.04)
+    edges = {(e.source, e.target, e.kind): e.weight for e in g.edges}
+    assert edges == {
+        (("m", 1, 2), ("x", 2, 2), "residual"): 1.0,
+        (("x", 1, 2), ("m", 1, 2), "residual"): 0.5,
+        (("x", 1, 0), ("m", 1, 2), "attn"): 0.5,
+        (("m", 0, 2), ("x", 1, 2), "residual"): 1.0,
+        (("m", 0, 0), ("x", 1, 0), "residual"): 0.7,
+        (("mlp", 0, 0), ("x", 1, 0), "mlp"): 0.3,
+        (("m", 0, 0), ("mlp", 0, 0), "mlp"): 0.3,
+        (("x", 0, 0), ("m", 0, 0), "attn"): 1.0,
+    }  # position 2's own layer-0 update has no part above the threshold: its route stops there
+    assert g.nodes[0] == ("x", 2, 2) and set(g.nodes) == {n for e in edges for n in e[:2]}
+    higher = flow.routes(_importance(), target=2, threshold=0.6)
+    assert {(e.source, e.target) for e in higher.edges} == {(("m", 1, 2), ("x", 2, 2))}
+
+
+def test_routes_refuse_positions_and_thresholds_out_of_range() -> None:
+    with pytest.raises(InputError, match="outside the text"):
+        flow.routes(_importance(), target=3)
+    with pytest.raises(InputError, match="threshold"):
+        flow.routes(_importance(), threshold=0.0)
+
+
+def test_the_causal_effect_equals_a_full_patched_forward() -> None:
+    """The batched rerun from the layer (one row per head) against the whole model run with one head's output
+    patched, the piece a_ij·v_j taken out of it."""
+    tm = _random("gqa-rotary-rmsnorm-swiglu")
+    ids = tm.encode(TEXT).ids
+    dec = flow.decompose(tm, ids)
+    layer, query, key, target = 1, len(ids) - 1, 3, len(ids) - 1
+    e = flow.edge_heads(tm, dec, layer, query, key, target)
+    token = flow.predicted(tm, dec, target)
+    x = torch.tensor([ids])
+    clean = tm.model(x)[0, target, token]
+    for h in range(tm.config.num_heads):
+        out = dec.head_out[layer][None].clone()  # (1, H, T, Dh)
+        out[0, h, query] -= dec.weights[layer, h, query, key] * dec.values[layer, h, key]
+        patched = tm.model(x, edit=Edit().patch_head(layer, h, out))[0, target, token]
+        assert e.effect[h] == pytest.approx((patched - clean).item(), abs=1e-6)
+    assert e.weight.tolist() == pytest.approx(dec.weights[layer, :, query, key].tolist())
+    assert all(-1 <= r <= 1 for r in e.correlations.values())
+
+
+def test_rank_correlation() -> None:
+    assert flow.rank_correlation(np.array([1, 2, 3]), np.array([10, 30, 20])) == pytest.approx(0.5)
+    assert flow.rank_correlation(np.array([1, 2, 3, 4]), np.array([4, 3, 2, 1])) == pytest.approx(-1)
+    assert flow.rank_correlation(np.array([1, 1, 2]), np.array([5, 6, 7])) == pytest.approx(np.sqrt(3) / 2)
+    assert np.isnan(flow.rank_correlation(np.ones(3), np.arange(3)))
+
+
+@pytest.mark.parametrize("name", ["mha-learned-layernorm", "gqa-rotary-rmsnorm-swiglu"])
+def test_direct_logit_attribution_adds_up_to_the_logits(name: str) -> None:
+    """Every part's direct logits at a position (frozen final norm), plus LayerNorm's β through the head, are the
+    model's logits there."""
+    tm = _random(name)
+    ids = tm.encode(TEXT).ids
+    dec = flow.decompose(tm, ids)
+    pos = 5
+    parts = torch.cat([dec.embed[pos][None], dec.heads[:, :, pos].flatten(0, 1), dec.attn_bias, dec.mlp[:, pos]])
+    total = flow.direct_logits(tm, dec, parts, pos).sum(0)
+    beta = getattr(tm.model.norm, "bias", None)
+    if beta is not None:
+        total = total + tm.model.head(beta)
+    logits = tm.model(torch.tensor([ids]))[0, pos]
+    assert (total - logits).abs().max() < 1e-9
+    r = flow.node_readout(tm, dec, ("x", dec.num_layers, pos))
+    assert r.lens_ids[0] == int(logits.argmax()) and r.parts[-1] == "MLP" and len(r.parts) == 7
+
+
+def test_post_norm_models_are_refused_with_a_statement() -> None:
+    torch.manual_seed(0)
+    tm = _text_model(Encoder(PRESETS["bert-base"].replace(**SMALL)), "encoder")
+    assert not flow.decomposable(tm)
+    with pytest.raises(InputError, match="post-norm"):
+        flow.decompose(tm, tm.encode(TEXT).ids)
+
+
+def test_the_graph_reaches_the_target_on_tiny_llama(one_thread) -> None:
+    tm = hs.text_model(models.load_model("tiny-llama"))
+    ids = tm.encode(TEXT).ids
+    g = flow.graph(tm, ids, target=-1, threshold=0.04)
+    assert g.nodes[0] == ("x", g.num_layers, len(ids) - 1)
+    reached = {g.nodes[0]}
+    for e in g.edges:  # edges come top-down: each one's target is reached before it is listed
+        assert e.target in reached and e.weight >= 0.04
+        reached.add(e.source)
+    assert reached == set(g.nodes)
+    assert len(flow.graph(tm, ids, threshold=0.01).edges) > len(g.edges)

@@ -1,0 +1,430 @@
+"""Information flow: which heads and MLPs carry the answer, from one forward pass (issue 29).
+
+In a pre-norm block the residual stream is a sum of writes: ``x_{l+1} = x_l + Σ_h head_h + b_O + MLP``, and a
+head's write at query i is itself a sum over the keys it reads, ``Σ_j a_ij · v_j W_O^h``. :func:`decompose`
+splits one run into these parts (read through the :class:`~tx_explorer.edit.Edit` and
+:class:`~tx_explorer.trace.Trace` contracts, no hooks). :func:`importance` scores each part's share of each
+residual update by the proximity rule of Information Flow Routes (Ferrando & Voita 2024):
+
+    prox(z, y) = max(0, ‖y‖₁ − ‖y − z‖₁),   share(z) = prox(z, y) / Σ_k prox(z_k, y)
+
+over the parts z_k of the update y (the residual itself, each token's write summed over heads, W_O's bias; or
+the residual and the MLP). :func:`routes` keeps the parts whose share passes a threshold, walking back from
+one token's final residual. Per-source writes are built one layer at a time, ``[T, T, D]``, and reduced at once:
+never ``T × T × H × D``, never for the whole model.
+
+Post-norm blocks (BERT, MiniLM) renormalise each sum, ``x_{l+1} = norm(x_l + f(x_l))``: the residual after a
+layer is not a sum of writes, so nothing here decomposes them (:func:`decomposable` says so first).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from tx_explorer.analysis import head_science as hs
+from tx_explorer.edit import Edit
+from tx_explorer.errors import InputError
+from tx_explorer.families.text import TextModel
+from tx_explorer.modules.norms import LayerNorm, RMSNorm
+from tx_explorer.trace import Trace
+
+THRESHOLD = 0.04  # the peer's default share (LLM Transparency Tool: a slider from 0.01 to 0.10)
+NodeKind = Literal["x", "m", "mlp"]  # residual entering block l (l = L: the final one), after its attention, MLP
+Node = tuple[str, int, int]  # (kind, layer, position)
+
+
+def decomposable(tm: TextModel) -> bool:
+    """Whether every block is pre-norm, so that the residual stream is a sum of the parts' writes."""
+    return all(block.norm_position == "pre" for block in tm.model.blocks)
+
+
+@dataclass(frozen=True)
+class Decomposition:
+    """One sequence's run split into writes to the residual stream (float, on the model's device)."""
+
+    embed: Tensor  # [T, D] the embeddings entering block 0 (tokens + positions)
+    heads: Tensor  # [L, H, T, D] each head's write at each query position, through its slice of W_O
+    attn_bias: Tensor  # [L, D] W_O's bias, written at every position (zeros without one)
+    mlp: Tensor  # [L, T, D] each MLP's (or mixture of experts') write
+    residual: Tensor  # [L + 1, T, D] the model's own residual entering each block, then after the last
+    mid: Tensor  # [L, T, D] the model's own residual after each block's attention
+    head_out: Tensor  # [L, H, T, Dh] each head's output before W_O (what Edit records at site "head")
+    weights: Tensor  # [L, H, T, T] post-softmax attention (rows = queries)
+    values: Tensor  # [L, H, T, Dh] the values each query head reads (its key/value group's under GQA/MQA)
+
+    @property
+    def num_layers(self) -> int:
+        return self.heads.shape[0]
+
+    @property
+    def num_tokens(self) -> int:
+        return self.embed.shape[0]
+
+
+def _device(tm: TextModel) -> torch.device:
+    return next(tm.model.parameters()).device
+
+
+def _check(tm: TextModel) -> None:
+    if not decomposable(tm):
+        raise InputError("flow_post_norm", model=tm.name)
+
+
+def head_projection(tm: TextModel, layer: int) -> Tensor:
+    """W_O of ``layer`` split by head: ``[D, H, Dh]`` (head h owns input columns h·Dh … (h+1)·Dh − 1)."""
+    attn = tm.attention_module(layer)
+    return attn.proj.weight.view(attn.dim, attn.num_heads, attn.head_dim)  # (D, H, Dh)
+
+
+@torch.no_grad()
+def decompose(tm: TextModel, ids: Sequence[int]) -> Decomposition:
+    """Run ``ids`` once (recording heads and residuals, tracing attention) and split it into writes, so that
+    ``residual[l + 1] = embed + Σ_{k≤l} (heads[k].sum(0) + attn_bias[k] + mlp[k])`` for a pre-norm model."""
+    _check(tm)
+    x = torch.tensor([list(ids)], dtype=torch.long, device=_device(tm))  # (1, T)
+    rec, trace = Edit().record(), Trace()
+    hs.forward(tm, x, rec, trace)
+    weights = trace.stack(name_contains="attn")[:, 0].to(x.device)  # (L, H, T, T)
+    site = lambda name, layer: rec.captured.get_site(name, layer)[0]  # noqa: E731
+    heads, bias, mlp, values, head_out = [], [], [], [], []
+    for layer, block in enumerate(tm.model.blocks):
+        attn = block.attn
+        out = site("head", layer)  # (H, T, Dh)
+        head_out.append(out)
+        heads.append(torch.einsum("htk,dhk->htd", out, head_projection(tm, layer)))  # (H, T, D)
+        bias.append(attn.proj.bias if attn.proj.bias is not None else out.new_zeros(attn.dim))
+        mid = site("mid", layer)  # (T, D): the MLP's input is norm2(mid); an attention-only block has none
+        mlp.append(block.mlp(block.norm2(mid[None]))[0] if block.mlp is not None else torch.zeros_like(mid))
+        v = attn.project_qkv(block.norm1(site("pre", layer)[None]))[2]  # (1, H_kv, T, Dh): rotary turns q, k only
+        values.append(attn.expand_kv(v)[0])  # (H, T, Dh)
+    layers = range(len(tm.model.blocks))
+    return Decomposition(
+        embed=site("pre", 0),
+        heads=torch.stack(heads),
+        attn_bias=torch.stack(bias),
+        mlp=torch.stack(mlp),
+        residual=torch.stack([site("pre", 0), *(site("post", layer) for layer in layers)]),
+        mid=torch.stack([site("mid", layer) for layer in layers]),
+        head_out=torch.stack(head_out),
+        weights=weights.to(heads[0].dtype),
+        values=torch.stack(values),
+    )
+
+
+def token_writes(tm: TextModel, dec: Decomposition, layer: int) -> Tensor:
+    """What each key j writes into query i's residual at ``layer``, summed over heads: ``[T, T, D]``,
+    ``Σ_h a_ij^h · v_j^h W_O^h``. Summed over j it is ``heads[layer].sum(0)`` (one layer, never stored)."""
+    vo = torch.einsum("hjk,dhk->hjd", dec.values[layer], head_projection(tm, layer))  # (H, T, D): v_j W_O^h
+    return torch.einsum("hij,hjd->ijd", dec.weights[layer], vo)  # (T, T, D)
+
+
+def proximity(parts: Tensor, whole: Tensor) -> Tensor:
+    """``max(0, ‖y‖₁ − ‖y − z‖₁)`` of parts ``[..., K, D]`` against their whole ``[..., D]`` → ``[..., K]``."""
+    return (whole.abs().sum(-1, keepdim=True) - (whole.unsqueeze(-2) - parts).abs().sum(-1)).clamp_min(0)
+
+
+def _shares(prox: Tensor) -> Tensor:
+    """Each part's proximity over the sum of its update's ``[..., K]`` (0 where no part is near the whole)."""
+    total = prox.sum(-1, keepdim=True)
+    return torch.where(total > 0, prox / total.clamp_min(torch.finfo(prox.dtype).tiny), torch.zeros_like(prox))
+
+
+@dataclass(frozen=True)
+class Importance:
+    """Shares of each residual update (numpy, each update's shares sum to 1 unless no part is near it)."""
+
+    attn_residual: np.ndarray  # [L, T] the residual x_i's share of position i's attention update
+    attn_tokens: np.ndarray  # [L, T, T] token j's write (all heads) in position i's update, rows = i
+    attn_bias: np.ndarray  # [L, T] W_O's bias
+    mlp_residual: np.ndarray  # [L, T] the residual's share of the MLP update
+    mlp: np.ndarray  # [L, T] the MLP's write
+
+
+@torch.no_grad()
+def importance(tm: TextModel, dec: Decomposition) -> Importance:
+    """The proximity shares of every part of every update, one layer at a time."""
+    res, tok, bias, mlp_res, mlp = [], [], [], [], []
+    for layer in range(dec.num_layers):
+        y = dec.mid[layer]  # (T, D): x + Σ_j writes + b_O
+        parts = torch.cat(
+            [
+                dec.residual[layer][:, None],  # (T, 1, D)
+                token_writes(tm, dec, layer),  # (T, T, D)
+                dec.attn_bias[layer].expand_as(y)[:, None],  # (T, 1, D)
+            ],
+            dim=1,
+        )  # (T, T + 2, D)
+        s = _shares(proximity(parts, y))  # (T, T + 2)
+        res.append(s[:, 0]), tok.append(s[:, 1:-1]), bias.append(s[:, -1])
+        after = torch.stack([dec.mid[layer], dec.mlp[layer]], dim=1)  # (T, 2, D)
+        s = _shares(proximity(after, dec.residual[layer + 1]))  # (T, 2)
+        mlp_res.append(s[:, 0]), mlp.append(s[:, 1])
+    numpy = lambda parts: torch.stack(parts).float().cpu().numpy()  # noqa: E731
+    return Importance(numpy(res), numpy(tok), numpy(bias), numpy(mlp_res), numpy(mlp))
+
+
+@dataclass(frozen=True)
+class Edge:
+    """A part of ``target``'s update that passed the threshold; ``weight`` is its share."""
+
+    source: Node
+    target: Node
+    kind: Literal["attn", "residual", "mlp"]  # a token's write through attention, the residual, the MLP's write
+    weight: float
+
+
+@dataclass(frozen=True)
+class Graph:
+    """Nodes and edges that reach ``target``'s final residual (node ("x", L, target)) with shares ≥ threshold."""
+
+    nodes: tuple[Node, ...]
+    edges: tuple[Edge, ...]
+    target: int  # position, 0 … T − 1
+    threshold: float
+    num_layers: int
+    num_tokens: int
+
+
+def position(target: int, n: int) -> int:
+    """A position given as Python indexes (−1 = the last of ``n``) as 0 … n − 1; refused outside the text."""
+    if not -n <= target < n:
+        raise InputError("flow_position_range", position=target, count=n)
+    return target % n
+
+
+def routes(imp: Importance, target: int = -1, threshold: float = THRESHOLD) -> Graph:
+    """Walk back from ``target``'s final residual, layer by layer, keeping every part with share ≥ ``threshold``.
+
+    An MLP's write is an edge ("mlp", l, i) → ("x", l + 1, i); the MLP node reads ("m", l, i), drawn as an edge
+    of the same share. The residual's own share is an edge from the same position one step below."""
+    if not 0 < threshold <= 1:
+        raise InputError("flow_threshold_range", value=threshold)
+    layers, n = imp.mlp.shape
+    target = position(target, n)
+    edges: list[Edge] = []
+    above = {target}  # positions whose node ("x", l + 1, i) is in the graph
+    for layer in reversed(range(layers)):
+        mids: set[int] = set()
+        for i in sorted(above):
+            top = ("x", layer + 1, i)
+            if imp.mlp_residual[layer, i] >= threshold:
+                edges.append(Edge(("m", layer, i), top, "residual", float(imp.mlp_residual[layer, i])))
+                mids.add(i)
+            if imp.mlp[layer, i] >= threshold:
+                share = float(imp.mlp[layer, i])
+                edges += [
+                    Edge(("mlp", layer, i), top, "mlp", share),
+                    Edge(("m", layer, i), ("mlp", layer, i), "mlp", share),
+                ]
+                mids.add(i)
+        above = set()
+        for i in sorted(mids):
+            mid = ("m", layer, i)
+            if imp.attn_residual[layer, i] >= threshold:
+                edges.append(Edge(("x", layer, i), mid, "residual", float(imp.attn_residual[layer, i])))
+                above.add(i)
+            for j in np.nonzero(imp.attn_tokens[layer, i] >= threshold)[0].tolist():
+                edges.append(Edge(("x", layer, j), mid, "attn", float(imp.attn_tokens[layer, i, j])))
+                above.add(j)
+    nodes = dict.fromkeys([("x", layers, target), *(n for e in edges for n in (e.target, e.source))])
+    return Graph(tuple(nodes), tuple(edges), target, threshold, layers, n)  # top-down: targets before sources
+
+
+def graph(tm: TextModel, ids: Sequence[int], target: int = -1, threshold: float = THRESHOLD) -> Graph:
+    """The route graph of ``ids`` to ``target``'s final residual: :func:`decompose`, :func:`importance`,
+    :func:`routes`."""
+    return routes(importance(tm, decompose(tm, ids)), target, threshold)
+
+
+# --- one edge: attention weight, contribution and causal effect per head ------------------------------------------
+@dataclass(frozen=True)
+class EdgeHeads:
+    """Per head of one layer, for the edge key → query: three views, and their rank correlations."""
+
+    weight: np.ndarray  # [H] a_ij: the attention weight
+    norm: np.ndarray  # [H] ‖a_ij · v_j W_O^h‖₂: the size of what the edge writes
+    share: np.ndarray  # [H] the head's piece's proximity share of query i's attention update
+    effect: np.ndarray  # [H] the target's logit change when only this piece is removed (see :func:`edge_heads`)
+    correlations: dict[str, float]  # Spearman ρ of each pair of views, over heads ("weight~norm", …)
+    metric: str  # what the effect measures
+
+
+def rank_correlation(a: np.ndarray, b: np.ndarray) -> float:
+    """Spearman's ρ (Pearson on ranks, ties averaged); NaN when either side is constant."""
+    ra, rb = (_ranks(v) for v in (a, b))
+    if ra.std() == 0 or rb.std() == 0:
+        return float("nan")
+    return float(np.corrcoef(ra, rb)[0, 1])
+
+
+def _ranks(v: np.ndarray) -> np.ndarray:
+    v = np.asarray(v, dtype=np.float64)
+    order = v.argsort(kind="stable")
+    ranks = np.empty(len(v))
+    ranks[order] = np.arange(len(v))
+    for value in np.unique(v):  # ties share their mean rank
+        tied = v == value
+        ranks[tied] = ranks[tied].mean()
+    return ranks
+
+
+def _check_edge(dec: Decomposition, layer: int, query: int, key: int) -> None:
+    n = dec.num_tokens
+    if not 0 <= layer < dec.num_layers:
+        raise InputError("flow_layer_range", layer=layer, layers=dec.num_layers)
+    position(query, n), position(key, n)
+    if key % n > query % n and bool((dec.weights[layer, :, query, key] == 0).all()):
+        raise InputError("flow_edge_hidden", i=query % n, j=key % n)
+
+
+@torch.no_grad()
+def predicted(tm: TextModel, dec: Decomposition, target: int) -> int:
+    """The token the model predicts after ``target`` (argmax of its logits there)."""
+    return int(tm.model.head(tm.model.norm(dec.residual[-1, target])).argmax())
+
+
+@torch.no_grad()
+def edge_heads(tm: TextModel, dec: Decomposition, layer: int, query: int, key: int, target: int = -1) -> EdgeHeads:
+    """Attention weight, write norm and causal effect of key → query at ``layer``, per head.
+
+    Causal effect: the piece ``a_ij · v_j`` is taken out of head h's output at query i (nothing renormalised, the
+    other keys' pieces kept) and the model reruns from ``layer``; the effect is the change of the logit of the
+    token predicted at ``target`` (a decoder), or of ‖final hidden state at ``target``‖ relative change (an
+    encoder). One batched rerun, a row per head."""
+    _check_edge(dec, layer, query, key)
+    n = dec.num_tokens
+    query, key, target = query % n, key % n, position(target, n)
+    a = dec.weights[layer, :, query, key]  # (H,)
+    pieces = a[:, None] * dec.values[layer, :, key]  # (H, Dh): what each head reads from the key
+    writes = torch.einsum("hk,dhk->hd", pieces, head_projection(tm, layer))  # (H, D)
+    y = dec.mid[layer, query]
+    share = _shares(proximity(torch.cat([dec.residual[layer, query][None], writes, dec.attn_bias[layer][None]]), y))
+    base = dec.head_out[layer]  # (H, T, Dh)
+    removed = base.clone()
+    removed[:, query] -= pieces
+    heads = base.shape[0]
+    start = dec.residual[layer][None]  # (1, T, D)
+    mask = tm.mask(n)
+    mask = None if mask is None else mask.to(start.device)
+    rerun = lambda x, edit: tm.model.hidden(x, mask, None, edit=edit, start=layer)[:, target]  # noqa: E731
+    # Row h: head h without the piece, the other heads as recorded. The reference reruns the recorded outputs
+    # too, so that the rows differ by the piece alone (not by the fused kernel's rounding).
+    clean = Edit()
+    for h in range(heads):
+        clean.patch_head(layer, h, base[None])
+    final = torch.cat(
+        [rerun(start.repeat(heads, 1, 1), hs.one_head_per_block(layer, base[None], removed)), rerun(start, clean)]
+    )  # (H + 1, D): the last row is the reference
+    if tm.kind == "causal":
+        token = predicted(tm, dec, target)
+        logit = tm.model.head(final)[:, token]  # (H + 1,)
+        effect, metric = logit[:-1] - logit[-1], f"Δ logit({tm.labels([token])[0]})"
+    else:
+        effect = (final[:-1] - final[-1]).norm(dim=-1) / final[-1].norm()
+        metric = "‖Δh‖ / ‖h‖"
+    views = {
+        "weight": a.float().cpu().numpy(),
+        "norm": writes.norm(dim=-1).float().cpu().numpy(),
+        "effect": effect.float().cpu().numpy(),
+    }
+    pairs = (("weight", "norm"), ("weight", "effect"), ("norm", "effect"))
+    return EdgeHeads(
+        weight=views["weight"],
+        norm=views["norm"],
+        share=share[1:-1].float().cpu().numpy(),
+        effect=views["effect"],
+        correlations={f"{p}~{q}": rank_correlation(np.abs(views[p]), np.abs(views[q])) for p, q in pairs},
+        metric=metric,
+    )
+
+
+# --- one node: the logit lens at its residual and what its heads and MLP write ------------------------------------
+def frozen_norm(tm: TextModel, final: Tensor, parts: Tensor) -> Tensor:
+    """The final norm as a linear map with the statistics of the final residual ``final [D]`` held fixed,
+    applied to ``parts [..., D]`` (LayerNorm's β is left out: it is written whatever the parts are). Summed over
+    every part of ``final`` it gives ``norm(final)`` minus β exactly."""
+    norm = tm.model.norm
+    if isinstance(norm, RMSNorm):
+        return parts * torch.rsqrt(final.pow(2).mean() + norm.eps) * norm.weight
+    if isinstance(norm, LayerNorm):
+        centred = parts - parts.mean(dim=-1, keepdim=True)
+        return centred * torch.rsqrt(final.var(unbiased=False) + norm.eps) * norm.weight
+    return parts  # no final norm
+
+
+def direct_logits(tm: TextModel, dec: Decomposition, parts: Tensor, pos: int) -> Tensor:
+    """Direct logit attribution of writes ``parts [..., D]`` at position ``pos``: ``[..., V]``, what each adds
+    to the logits there through the frozen final norm and the LM head (decoders)."""
+    return tm.model.head(frozen_norm(tm, dec.residual[-1, pos], parts))
+
+
+def node_residual(dec: Decomposition, node: Node) -> Tensor:
+    """The residual stream at a node ``[D]``: entering block l ("x"), after its attention ("m"), after its MLP."""
+    kind, layer, pos = node
+    if kind == "x":
+        return dec.residual[layer, pos]
+    return dec.mid[layer, pos] if kind == "m" else dec.residual[layer + 1, pos]
+
+
+@dataclass(frozen=True)
+class NodeReadout:
+    """The logit lens at a node's residual and the direct logit attribution of its block's heads and MLP."""
+
+    lens_ids: np.ndarray  # [K] the most likely next tokens read from the node's residual
+    lens_probs: np.ndarray  # [K]
+    parts: tuple[str, ...]  # "H0" … "MLP": the writes of the node's block at its position (empty at the embeddings)
+    up_ids: np.ndarray  # [P, K] tokens each part pushes up most
+    up: np.ndarray  # [P, K] by how much (logits)
+    down_ids: np.ndarray  # [P, K] tokens each part pushes down most
+    down: np.ndarray  # [P, K]
+    layer: int | None  # the block whose parts these are
+
+
+@torch.no_grad()
+def node_readout(tm: TextModel, dec: Decomposition, node: Node, k: int = hs.TOP_K) -> NodeReadout:
+    """Logit lens (final norm and LM head on the node's residual) and, per head and MLP of the node's block at
+    its position, the tokens it pushes up and down directly (decoders)."""
+    if tm.kind != "causal":
+        raise InputError("flow_decoder_only", model=tm.name)
+    kind, layer, pos = node
+    if kind not in ("x", "m", "mlp") or not 0 <= layer <= dec.num_layers - (kind != "x"):
+        raise InputError("flow_layer_range", layer=layer, layers=dec.num_layers)
+    pos = position(pos, dec.num_tokens)
+    probs = tm.model.head(tm.model.norm(node_residual(dec, (kind, layer, pos)))).softmax(-1)
+    top = probs.topk(k)
+    block = layer - 1 if kind == "x" else layer  # an input node shows the block below it
+    names: tuple[str, ...] = ()
+    up_ids = up = down_ids = down = np.zeros((0, k))
+    if block >= 0:
+        parts = torch.cat([dec.heads[block, :, pos], dec.mlp[block, pos][None]])  # (H + 1, D)
+        dla = direct_logits(tm, dec, parts, pos)  # (H + 1, V)
+        hi, lo = dla.topk(k, dim=-1), (-dla).topk(k, dim=-1)
+        names = (*(f"H{h}" for h in range(parts.shape[0] - 1)), "MLP")
+        up_ids, up = hi.indices.cpu().numpy(), hi.values.float().cpu().numpy()
+        down_ids, down = lo.indices.cpu().numpy(), -lo.values.float().cpu().numpy()
+    return NodeReadout(
+        lens_ids=top.indices.cpu().numpy(),
+        lens_probs=top.values.float().cpu().numpy(),
+        parts=names,
+        up_ids=up_ids,
+        up=up,
+        down_ids=down_ids,
+        down=down,
+        layer=block if block >= 0 else None,
+    )
+
+
+def heaviest_edge(g: Graph) -> tuple[int, int, int] | None:
+    """(layer, query, key) of the graph's attention edge between two different tokens with the largest share
+    (the edge a page opens first), else its largest attention edge, else None."""
+    attn = [e for e in g.edges if e.kind == "attn"]
+    if not attn:
+        return None
+    best = max(attn, key=lambda e: (e.source[2] != e.target[2], e.weight))
+    return best.target[1], best.target[2], best.source[2]

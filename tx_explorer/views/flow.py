@@ -1,0 +1,198 @@
+"""Information flow page (issue 29): the route graph to one token's prediction, the three views of an edge's
+heads (attention weight, write norm, causal effect) and what a node reads and writes."""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+
+import numpy as np
+
+from tx_explorer import models
+from tx_explorer.analysis import flow
+from tx_explorer.analysis import head_science as hs
+from tx_explorer.families.text import TextModel
+from tx_explorer.views import Panel, texts
+from tx_explorer.viz import bars, charts
+from tx_explorer.viz import flow as vf
+
+PAGE = "flow"
+LIMIT = 128  # tokens analysed: the decomposition holds L × H × T × D floats (SmolLM2 at 128 tokens: 85 MB)
+PREFERRED = "smollm2-135m-instruct"  # the page's first model when the registry has it
+
+
+def default_model() -> str | None:
+    """The preferred model if registered, else the registry's first causal text model (None without one)."""
+    causal = models.available_models("text", kind="causal")
+    return PREFERRED if PREFERRED in causal else next(iter(causal), None)
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """One text's decomposition and shares: computed once, read by every view of the page."""
+
+    ids: list[int]
+    tokens: list[str]
+    dec: flow.Decomposition
+    imp: flow.Importance
+    cut: int | None  # the text's token count when it was cut to LIMIT, else None
+    exactness: float  # max |embed + Σ writes − the model's residual| over layers, positions and dimensions
+
+
+@dataclass(frozen=True)
+class Result:
+    """Panels to show, one-line facts under them, a table (column → values) and the edge to open first."""
+
+    panels: tuple[Panel, ...]
+    notes: tuple[str, ...] = ()
+    table: dict[str, list] | None = None
+    edge: tuple[int, int, int] | None = None  # (layer, query, key)
+
+
+def analyse(tm: TextModel, text: str) -> Analysis:
+    """Decompose ``text`` (at most :data:`LIMIT` tokens) and score every update's parts."""
+    enc = tm.encode(text, limit=LIMIT)
+    ids = hs.encode(tm, text, LIMIT)
+    dec = flow.decompose(tm, ids)
+    rebuilt = dec.embed + (dec.heads.sum(1) + dec.attn_bias[:, None] + dec.mlp).cumsum(0)  # (L, T, D)
+    return Analysis(
+        ids=ids,
+        tokens=tm.labels(ids),
+        dec=dec,
+        imp=flow.importance(tm, dec),
+        cut=enc.num_tokens if enc.truncated else None,
+        exactness=(rebuilt - dec.residual[1:]).abs().max().item(),
+    )
+
+
+def _node_name(T, node: flow.Node, tokens: list[str]) -> str:
+    kind, layer, pos = node
+    return T(f"node_{kind}", layer=layer, pos=pos, token=tokens[pos])
+
+
+def route(tm: TextModel, an: Analysis, target: int = -1, threshold: float = flow.THRESHOLD, *, lang="en") -> Result:
+    """The graph of parts whose share passes ``threshold`` on the way to ``target``'s final residual."""
+    T = texts(PAGE, lang)
+    g = flow.routes(an.imp, target, threshold)
+    tokens = an.tokens
+    hover = [_node_name(T, n, tokens) for n in g.nodes]
+    edge_hover = [
+        T(
+            f"edge_{e.kind}",
+            layer=e.target[1],
+            j=e.source[2],
+            i=e.target[2],
+            share=f"{e.weight:.3f}",
+            source=tokens[e.source[2]],
+            token=tokens[e.target[2]],
+        )
+        for e in g.edges
+    ]
+    title = T("title_graph", pos=g.target, token=tokens[g.target], threshold=f"{threshold:.2f}")
+    notes = [T("truncated", n=an.cut, limit=LIMIT)] if an.cut else []
+    if tm.kind == "causal":
+        predicted = tm.labels([flow.predicted(tm, an.dec, g.target)])[0]
+        title = T(
+            "title_graph_predicts",
+            pos=g.target,
+            token=tokens[g.target],
+            predicted=predicted,
+            threshold=f"{threshold:.2f}",
+        )
+    kinds = {k: sum(e.kind == k for e in g.edges) for k in ("attn", "residual", "mlp")}
+    notes += [
+        T("graph_counts", nodes=len(g.nodes), attn=kinds["attn"], residual=kinds["residual"], mlp=kinds["mlp"] // 2),
+        T("exactness", error=f"{an.exactness:.1e}", layers=an.dec.num_layers, tokens=an.dec.num_tokens),
+    ]
+    fig = vf.route_graph(
+        g.nodes,
+        [(e.source, e.target, e.kind, e.weight) for e in g.edges],
+        tokens,
+        g.num_layers,
+        node_hover=hover,
+        edge_hover=edge_hover,
+        names={k: T(f"legend_{k}") for k in ("attn", "residual", "mlp")},
+        title=html.escape(title, quote=False),
+        x_title=T("axis_tokens"),
+        y_title=T("axis_layers"),
+        layer_label=T("axis_layer_tick"),
+    )
+    data = {"attn_tokens": an.imp.attn_tokens, "mlp": an.imp.mlp, "attn_residual": an.imp.attn_residual}
+    return Result((Panel("flow_graph", fig, data),), tuple(notes), edge=flow.heaviest_edge(g))
+
+
+def edge(
+    tm: TextModel, an: Analysis, layer: int, query: int, key: int, target: int = -1, *, lang: str = "en"
+) -> Result:
+    """One layer's heads on the edge key → query: attention weight beside each head's share of the update, the
+    three views (weight, write norm, causal effect) as a scatter and a table, and their rank correlations."""
+    T = texts(PAGE, lang)
+    e = flow.edge_heads(tm, an.dec, layer, query, key, target)
+    heads = [f"H{h}" for h in range(len(e.weight))]
+    groups = tm.attention_module(layer).groups
+    where = dict(layer=layer, j=key, i=query, source=an.tokens[key], token=an.tokens[query])
+    split = charts.bars(
+        heads,
+        {T("series_weight"): e.weight, T("series_share"): e.share},
+        title=html.escape(T("title_edge", **where), quote=False),
+        x_title=T("axis_head"),
+        y_title=T("axis_value"),
+    )
+    scatter = vf.edge_views(
+        e.weight,
+        e.norm,
+        e.effect,
+        title=html.escape(T("title_views", **where), quote=False),
+        x_title=T("axis_weight"),
+        y_title=T("axis_norm"),
+        colour_title=html.escape(e.metric, quote=False),
+    )
+    rho = {k: "—" if np.isnan(v) else f"{v:+.2f}" for k, v in e.correlations.items()}
+    top = {k: int(np.argmax(np.abs(v))) for k, v in (("weight", e.weight), ("norm", e.norm), ("effect", e.effect))}
+    notes = [
+        T("correlations", heads=len(heads), wn=rho["weight~norm"], we=rho["weight~effect"], ne=rho["norm~effect"]),
+        T(
+            "agree" if top["weight"] == top["effect"] else "disagree",
+            weight_head=top["weight"],
+            weight=f"{e.weight[top['weight']]:.3f}",
+            effect_head=top["effect"],
+            effect=f"{e.effect[top['effect']]:+.3f}",
+            metric=e.metric,
+        ),
+    ]
+    table = {
+        T("col_head"): heads,
+        T("col_kv"): [f"KV{g}" for g in groups],
+        T("col_weight"): [round(float(v), 4) for v in e.weight],
+        T("col_norm"): [round(float(v), 4) for v in e.norm],
+        T("col_share"): [round(float(v), 4) for v in e.share],
+        T("col_effect", metric=e.metric): [round(float(v), 4) for v in e.effect],
+    }
+    data = {"weight": e.weight, "norm": e.norm, "share": e.share, "effect": e.effect}
+    return Result((Panel("flow_edge", split, data), Panel("flow_views", scatter, data)), tuple(notes), table)
+
+
+def node(tm: TextModel, an: Analysis, kind: str, layer: int, pos: int, *, lang: str = "en") -> Result:
+    """The logit lens at a node's residual and the tokens its block's heads and MLP push up and down."""
+    T = texts(PAGE, lang)
+    r = flow.node_readout(tm, an.dec, (kind, layer, pos))
+    name = _node_name(T, (kind, layer, pos % an.dec.num_tokens), an.tokens)
+    lens = bars.topk_bars(
+        tm.labels(r.lens_ids.tolist()),
+        r.lens_probs,
+        title=html.escape(T("title_lens", node=name), quote=False),
+        x_title=T("axis_probability"),
+    )
+    fmt = lambda ids, values: ", ".join(f"{t} ({v:+.2f})" for t, v in zip(tm.labels(ids.tolist()), values))  # noqa: E731
+    table = None
+    notes = [T("lens_note")]
+    if r.parts:
+        table = {
+            T("col_part"): [f"L{r.layer} {p}" for p in r.parts],
+            T("col_up"): [fmt(i, v) for i, v in zip(r.up_ids, r.up)],
+            T("col_down"): [fmt(i, v) for i, v in zip(r.down_ids, r.down)],
+        }
+        notes.append(T("dla_note", layer=r.layer, pos=pos % an.dec.num_tokens))
+    else:
+        notes.append(T("dla_embeddings"))
+    return Result((Panel("flow_lens", lens, r.lens_probs),), tuple(notes), table)

@@ -1,0 +1,178 @@
+"""Figures of information flow (pure: arrays and words in, Plotly figures out): the route graph, tokens across
+and layers up, and the three views of one edge's heads."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from tx_explorer.viz import style
+from tx_explorer.viz.bars import BELOW
+
+COLOURS = {"attn": "#1f77b4", "residual": "#9e9e9e", "mlp": "#ff7f0e"}
+NODE_COLOURS = {"x": "#444444", "m": "#1f77b4", "mlp": "#ff7f0e"}
+WIDTHS = (1.0, 2.5, 4.5, 7.0, 10.0)  # one line trace per kind and width class: a trace per edge would be hundreds
+MLP_OFFSET = 0.3  # an MLP node sits right of its position, half-way between the attention and the next layer
+
+
+def node_xy(kind: str, layer: int, pos: int) -> tuple[float, float]:
+    """Where a node sits: x = its position (an MLP a little right), y = 2·layer (input), + 1 (after attention),
+    + 1.5 (MLP); the final residual is at 2·L."""
+    if kind == "x":
+        return float(pos), 2.0 * layer
+    return (pos + MLP_OFFSET, 2.0 * layer + 1.5) if kind == "mlp" else (float(pos), 2.0 * layer + 1)
+
+
+def route_graph(
+    nodes: Sequence[tuple[str, int, int]],
+    edges: Sequence[tuple[tuple[str, int, int], tuple[str, int, int], str, float]],
+    tokens: Sequence[str],
+    num_layers: int,
+    *,
+    node_hover: Sequence[str],
+    edge_hover: Sequence[str],
+    names: Mapping[str, str],
+    title: str,
+    x_title: str,
+    y_title: str,
+    layer_label: str,
+) -> go.Figure:
+    """Edges (source, target, kind, share) as lines whose width grows with the share, coloured by kind (``names``
+    gives each kind's legend entry); nodes as markers. Clicks: each node carries ``customdata`` ["node", kind,
+    layer, position] and each attention edge a marker at its middle with ["edge", layer, query, key]."""
+    fig = go.Figure()
+    edges = list(edges)
+    shares = np.array([e[3] for e in edges])
+    classes = np.minimum((shares * len(WIDTHS)).astype(int), len(WIDTHS) - 1) if edges else np.zeros(0, int)
+    for kind in ("residual", "mlp", "attn"):
+        first = True
+        for c, width in enumerate(WIDTHS):
+            xs: list[float | None] = []
+            ys: list[float | None] = []
+            for e, cls in zip(edges, classes):
+                if e[2] == kind and cls == c:
+                    (x0, y0), (x1, y1) = node_xy(*e[0]), node_xy(*e[1])
+                    xs += [x0, x1, None]
+                    ys += [y0, y1, None]
+            if xs:
+                fig.add_trace(
+                    go.Scatter(
+                        x=xs,
+                        y=ys,
+                        mode="lines",
+                        line=dict(color=COLOURS[kind], width=width),
+                        opacity=0.75,
+                        name=names[kind],
+                        legendgroup=kind,
+                        showlegend=first,
+                        hoverinfo="skip",
+                    )
+                )
+                first = False
+    attn = [(i, e) for i, e in enumerate(edges) if e[2] == "attn"]
+    if attn:
+        mids = [np.add(node_xy(*e[0]), node_xy(*e[1])) / 2 for _, e in attn]
+        fig.add_trace(
+            go.Scatter(
+                x=[m[0] for m in mids],
+                y=[m[1] for m in mids],
+                mode="markers",
+                marker=dict(size=9, color=COLOURS["attn"], opacity=0.35, symbol="diamond"),
+                customdata=[["edge", e[1][1], e[1][2], e[0][2]] for _, e in attn],
+                text=style.safe_labels([edge_hover[i] for i, _ in attn]),
+                hovertemplate="%{text}<extra></extra>",
+                showlegend=False,
+            )
+        )
+    xy = [node_xy(*n) for n in nodes]
+    fig.add_trace(
+        go.Scatter(
+            x=[p[0] for p in xy],
+            y=[p[1] for p in xy],
+            mode="markers",
+            marker=dict(
+                size=[12 if n[0] == "x" and n[1] == num_layers else 8 for n in nodes],
+                color=[NODE_COLOURS[n[0]] for n in nodes],
+                symbol=["square" if n[0] == "mlp" else "circle" for n in nodes],
+                line=dict(width=1, color="white"),
+            ),
+            customdata=[["node", *n] for n in nodes],
+            text=style.safe_labels(node_hover),
+            hovertemplate="%{text}<extra></extra>",
+            showlegend=False,
+        )
+    )
+    n = len(tokens)
+    levels = list(range(0, 2 * num_layers + 1, max(1, num_layers // 8) * 2))  # at most ~9 labelled levels
+    fig.update_layout(
+        title=dict(text=title),
+        height=max(420, min(1400, 34 * num_layers + 200)),
+        margin=dict(l=10, r=10, t=40, b=10),
+        font=style.FONT,
+        legend=BELOW,
+        xaxis=dict(
+            title=dict(text=x_title),
+            tickmode="array",
+            tickvals=list(range(n)),
+            ticktext=[f"{i}: {t}" for i, t in enumerate(style.safe_labels(tokens))],
+            tickangle=-60,
+            range=[-0.7, n - 0.3],
+            automargin=True,
+            showgrid=False,
+        ),
+        yaxis=dict(
+            title=dict(text=y_title),
+            tickmode="array",
+            tickvals=levels,
+            ticktext=[layer_label.format(layer=y // 2) for y in levels],
+            range=[-0.7, 2 * num_layers + 0.7],
+            zeroline=False,
+            automargin=True,
+        ),
+    )
+    return fig
+
+
+def edge_views(
+    weight: np.ndarray,
+    norm: np.ndarray,
+    effect: np.ndarray,
+    *,
+    title: str,
+    x_title: str,
+    y_title: str,
+    colour_title: str,
+) -> go.Figure:
+    """One point per head: attention weight across, write norm up, causal effect as colour (diverging, 0 white)."""
+    limit = float(np.abs(effect).max()) or 1.0
+    fig = go.Figure(
+        go.Scatter(
+            x=np.asarray(weight, dtype=float),
+            y=np.asarray(norm, dtype=float),
+            mode="markers+text",
+            text=[f"H{h}" for h in range(len(weight))],
+            textposition="top center",
+            marker=dict(
+                size=14,
+                color=np.asarray(effect, dtype=float),
+                colorscale=style.DIVERGING,
+                cmin=-limit,
+                cmax=limit,
+                colorbar=dict(title=dict(text=colour_title)),
+                line=dict(width=1, color="#444444"),
+            ),
+            customdata=np.asarray(effect, dtype=float),
+            hovertemplate="%{text}<br>a = %{x:.3f}<br>‖·‖ = %{y:.3f}<br>%{customdata:.4f}<extra></extra>",
+        )
+    )
+    fig.update_layout(
+        title=dict(text=title),
+        height=420,
+        margin=dict(l=10, r=10, t=40, b=10),
+        font=style.FONT,
+        xaxis=dict(title=dict(text=x_title), rangemode="tozero"),
+        yaxis=dict(title=dict(text=y_title), rangemode="tozero"),
+    )
+    return fig
