@@ -10,6 +10,7 @@ Shared by the library tests (test_checkpoint.py) and the app/browser tests.
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 from typing import Any
 
@@ -139,4 +140,100 @@ def write_checkpoint(
             for p in model.parameters():
                 p.copy_(p.to(dtype))
     write_tokenizer(Path(folder), family)
+    return model
+
+
+# llama.cpp's names for the Hugging Face Llama layout's tensors (the GGUF reader maps them back).
+_GGUF_NAMES = {
+    "model.embed_tokens": "token_embd",
+    "model.norm": "output_norm",
+    "lm_head": "output",
+    "input_layernorm": "attn_norm",
+    "post_attention_layernorm": "ffn_norm",
+    "self_attn.q_proj": "attn_q",
+    "self_attn.k_proj": "attn_k",
+    "self_attn.v_proj": "attn_v",
+    "self_attn.o_proj": "attn_output",
+    "mlp.gate_proj": "ffn_gate",
+    "mlp.up_proj": "ffn_up",
+    "mlp.down_proj": "ffn_down",
+}
+CHATML = (
+    "{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\n' + m['content'] + '<|im_end|>' + '\n' }}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+
+
+def _gguf_name(key: str) -> str:
+    stem, _, param = key.rpartition(".")
+    if stem.startswith("model.layers."):
+        layer, _, part = stem.removeprefix("model.layers.").partition(".")
+        return f"blk.{layer}.{_GGUF_NAMES[part]}.{param}"
+    return f"{_GGUF_NAMES[stem]}.{param}"
+
+
+def _llama_cpp_permute(w: torch.Tensor, heads: int) -> torch.Tensor:
+    """llama.cpp's converter's row order for W_Q / W_K (its ``LlamaModel.permute``), written independently of
+    the reader's inverse: per head, the two rotary halves interleaved."""
+    return w.reshape(heads, 2, w.shape[0] // heads // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def write_gguf(path: Path, family: str, quant: str = "F32", *, seed: int = 0, **overrides: Any) -> nn.Module:
+    """Write a random ``family`` (llama, qwen2, mistral) model as llama.cpp's converter would, as ``path``: the
+    metadata, a byte-level BPE tokenizer with ChatML, W_Q/W_K rows permuted for llama and mistral, 2-D weights
+    stored as ``quant`` (F32, F16, Q8_0, Q4_1 …) and norms as F32. Returns the float32 reference model."""
+    import gguf
+    import numpy as np
+
+    model = hf_model(family, seed, **({"intermediate_size": 96} | overrides))  # rows of whole 32-wide blocks
+    cfg = model.config
+    arch = "qwen2" if family == "qwen2" else "llama"  # llama.cpp writes Mistral as a llama file
+    w = gguf.GGUFWriter(str(path), arch)
+    w.add_name("tiny random mistral" if family == "mistral" else f"tiny random {family}")
+    w.add_block_count(cfg.num_hidden_layers)
+    w.add_context_length(cfg.max_position_embeddings)
+    w.add_embedding_length(cfg.hidden_size)
+    w.add_feed_forward_length(cfg.intermediate_size)
+    w.add_head_count(cfg.num_attention_heads)
+    w.add_head_count_kv(cfg.num_key_value_heads)
+    w.add_rope_freq_base(float(cfg.rope_parameters["rope_theta"]))
+    w.add_rope_dimension_count(cfg.hidden_size // cfg.num_attention_heads)
+    w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
+    if getattr(cfg, "sliding_window", None) and family == "mistral":  # llama.cpp's key; transformers' loader skips it
+        w.add_sliding_window(cfg.sliding_window)
+    tok = write_tokenizer(path.parent / f"{path.stem}-tokenizer", family)
+    vocab = tok.get_vocab()
+    tokens = [t for t, _ in sorted(vocab.items(), key=lambda kv: kv[1])]
+    tokens += [f"[PAD{i}]" for i in range(len(tokens), cfg.vocab_size - 2)] + ["<|im_start|>", "<|im_end|>"]
+    merges = [" ".join(m) if isinstance(m, (list, tuple)) else m for m in json.loads(tok.to_str())["model"]["merges"]]
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("default")
+    w.add_token_list(tokens)
+    w.add_token_merges(merges)
+    special = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"}
+    w.add_token_types([3 if t in special else 1 for t in tokens])
+    w.add_bos_token_id(tokens.index("<|im_start|>"))
+    w.add_eos_token_id(tokens.index("<|im_end|>"))
+    w.add_chat_template(CHATML)
+    qtype = gguf.GGMLQuantizationType[quant]
+    for key, t in model.state_dict().items():
+        if key == "lm_head.weight" and cfg.tie_word_embeddings:
+            continue
+        t = t.detach().float()
+        if arch == "llama" and ".q_proj." in key:
+            t = _llama_cpp_permute(t, cfg.num_attention_heads)
+        elif arch == "llama" and ".k_proj." in key:
+            t = _llama_cpp_permute(t, cfg.num_key_value_heads)
+        data = t.numpy()
+        if data.ndim == 1 or qtype == gguf.GGMLQuantizationType.F32:
+            w.add_tensor(_gguf_name(key), data)
+        elif qtype == gguf.GGMLQuantizationType.F16:
+            w.add_tensor(_gguf_name(key), data.astype(np.float16))
+        else:
+            q = gguf.quants.quantize(data, qtype)
+            w.add_tensor(_gguf_name(key), q, raw_shape=q.shape, raw_dtype=qtype)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
     return model

