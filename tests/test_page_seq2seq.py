@@ -113,7 +113,7 @@ def test_bos_eos_and_the_true_fixed_context_are_shown(at):
     rows = [s["layout"]["yaxis"]["ticktext"] for s in heat[:2]]  # Bahdanau and the cross-attention
     for r in rows:  # one row per decoder step, <bos> read first and <eos> written last (escaped for Plotly)
         assert r[0] == "&lt;bos&gt; → vediamo" and r[-1] == "cielo → &lt;eos&gt;" and len(r) == 4
-    assert any("[→h_T; ←h_1]" in c.value for c in at.caption)
+    assert any(r"$c = [\overrightarrow{h}_T; \overleftarrow{h}_1]$" in c.value for c in at.caption)  # KaTeX
     assert any(r"\overleftarrow{h}_1" in x.value and "s_0" in x.value for x in at.latex)
     at.slider[1].set_value(4).run()  # the step that writes <eos>
     assert_clean(at)

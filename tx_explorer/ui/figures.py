@@ -13,6 +13,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from tx_explorer.ui.text import texts
+from tx_explorer.viz import style
 
 
 def _csv(data: np.ndarray) -> bytes:
@@ -29,13 +30,20 @@ def _npy(data: np.ndarray) -> bytes:
 
 
 def show_figure(
-    fig: go.Figure, key: str, data: np.ndarray | Mapping[str, np.ndarray] | None = None, *, clickable: bool = False
+    fig: go.Figure,
+    key: str,
+    data: np.ndarray | Mapping[str, np.ndarray] | None = None,
+    *,
+    clickable: bool = False,
+    width_px: float = style.COLUMN_PX,
 ) -> list[Any]:
-    """Show a Plotly figure (PNG from its toolbar) with CSV and NPY downloads of the numbers behind it.
+    """Show a Plotly figure (PNG from its toolbar) with a "Data" menu: the numbers behind it as CSV and NPY.
 
-    ``clickable``: a click on a point reruns the page, and the clicked points' ``customdata`` are returned."""
+    ``clickable``: a click on a point reruns the page, and the clicked points' ``customdata`` are returned.
+    ``width_px``: about how wide the figure is drawn (its title is wrapped to it, :func:`~tx_explorer.viz.style.tidy`).
+    """
     event = st.plotly_chart(
-        fig,
+        style.tidy(fig, width_px),
         key=f"fig_{key}",
         theme=None,
         config={"displaylogo": False, "toImageButtonOptions": {"format": "png", "filename": key, "scale": 2}},
@@ -62,34 +70,32 @@ def show_clickable(*panels: Any) -> list[Any] | None:
 
 
 def _downloads(key: str, data: np.ndarray | Mapping[str, np.ndarray]) -> None:
+    """One "Data" menu under a figure: each array behind it as CSV and as NPY (a row of buttons per figure did
+    not fit beside narrow charts and cut its labels)."""
     T = texts("common")
     arrays = data if isinstance(data, Mapping) else {key: data}
-    cols = st.columns(2 * len(arrays))
-    for i, (name, arr) in enumerate(arrays.items()):
-        # Files are made on click (deferred), not on every rerun: a 6 × 12 × 512² grid is 200 MB of CSV.
-        cols[2 * i].download_button(
-            f"{T('download_csv')} · `{name}.csv`" if len(arrays) > 1 else T("download_csv"),  # names the file
-            functools.partial(_csv, arr),
-            file_name=f"{name}.csv",
-            mime="text/csv",
-            key=f"csv_{key}_{name}",
-            on_click="ignore",
-        )
-        cols[2 * i + 1].download_button(
-            f"{T('download_npy')} · `{name}.npy`" if len(arrays) > 1 else T("download_npy"),
-            functools.partial(_npy, arr),
-            file_name=f"{name}.npy",
-            mime="application/octet-stream",
-            key=f"npy_{key}_{name}",
-            on_click="ignore",
-        )
+    with st.popover(T("download_menu"), icon=":material/download:", help=T("download_menu_help")):
+        for name, arr in arrays.items():
+            # Files are made on click (deferred), not on every rerun: a 6 × 12 × 512² grid is 200 MB of CSV.
+            for fmt, make, mime in (("csv", _csv, "text/csv"), ("npy", _npy, "application/octet-stream")):
+                st.download_button(
+                    T(f"download_{fmt}", file=f"`{name}.{fmt}`"),
+                    functools.partial(make, arr),
+                    file_name=f"{name}.{fmt}",
+                    mime=mime,
+                    key=f"{fmt}_{key}_{name}",
+                    on_click="ignore",
+                )
 
 
-def show(*panels: Any) -> None:
+def show(*panels: Any, width_px: float = style.COLUMN_PX) -> None:
     """Show :class:`tx_explorer.views.Panel` s (figure, key, the numbers behind it) one below the other."""
     for panel in panels:
         if panel is not None:
-            show_figure(panel.figure, panel.key, panel.data)
+            show_figure(panel.figure, panel.key, panel.data, width_px=width_px)
+
+
+PAGE_PX = 920  # the main column of the wide layout beside the sidebar, on a 1400 px window
 
 
 def row(*panels: Any, headings: tuple[str, ...] = ()) -> None:
@@ -98,7 +104,7 @@ def row(*panels: Any, headings: tuple[str, ...] = ()) -> None:
         with col:
             if i < len(headings):
                 st.markdown(headings[i])
-            show(panel)
+            show(panel, width_px=PAGE_PX / len(panels))
 
 
 def metrics(values: Mapping[str, str]) -> None:
@@ -112,4 +118,4 @@ _redraws = itertools.count()
 
 def redraw(placeholder: Any, panel: Any) -> None:
     """Draw a panel's figure into an ``st.empty()`` placeholder, replacing what was there (a growing curve)."""
-    placeholder.plotly_chart(panel.figure, key=f"{panel.key}_live_{next(_redraws)}", theme=None)
+    placeholder.plotly_chart(style.tidy(panel.figure), key=f"{panel.key}_live_{next(_redraws)}", theme=None)

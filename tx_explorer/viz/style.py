@@ -1,6 +1,8 @@
-"""One visual language for every figure: colour scales, axis conventions, safe labels."""
+"""One visual language for every figure: colour scales, axis conventions, safe labels, legend and title layout."""
 
 import html
+import re
+import unicodedata
 from collections.abc import Sequence
 
 import plotly.graph_objects as go
@@ -28,3 +30,51 @@ def safe_labels(labels: Sequence[object]) -> list[str]:
     """Token labels for Plotly text: it reads ``<…>`` as markup, so ``<b>`` typed by a user is escaped and shows
     literally (Plotly decodes the entities back when drawing)."""
     return [html.escape(str(t), quote=False) for t in labels]
+
+
+# One legend placement for every figure: a horizontal row at the bottom of the figure (container coordinates),
+# which Plotly keeps below the x-axis title by pushing the bottom margin, so it never lies on a title, an axis
+# title or a colour bar (on the right). Legends placed above the plot covered the titles, worse in Chinese.
+LEGEND = dict(orientation="h", xref="container", x=0.01, xanchor="left", yref="container", y=0.01, yanchor="bottom")
+COLUMN_PX = 460  # a figure's width when nothing else is known: half of a wide page, the usual two-up chart
+TITLE_PX = 17  # Plotly's title size for our 12 px font (1.4 × the font)
+
+
+def text_width(text: str, font_px: float) -> float:
+    """About how wide ``text`` is drawn: CJK and full-width characters one em, others 0.55 em (Plotly has no
+    text measure before the browser draws it; this errs wide)."""
+    wide = sum(1 for c in text if unicodedata.east_asian_width(c) in "WF")
+    return font_px * (wide + 0.55 * (len(text) - wide))
+
+
+def wrap(text: str, width_px: float, font_px: float = TITLE_PX) -> str:
+    """``text`` with ``<br>`` where a line would be wider than ``width_px``: between words, or anywhere in CJK text
+    (which has no spaces). Plotly draws a title on one line however long, and clips what leaves the figure."""
+    lines = []
+    for line in re.split(r"<br\s*/?>", text):
+        current = ""
+        for piece in re.findall(r"[\u2e80-\u9fff\uff00-\uffef]|[^\s\u2e80-\u9fff\uff00-\uffef]+\s*|\s+", line):
+            if current.strip() and text_width((current + piece).rstrip(), font_px) > width_px:
+                lines.append(current.rstrip())
+                current = piece.lstrip()
+            else:
+                current += piece
+        lines.append(current.rstrip())
+    return "<br>".join(lines)
+
+
+def tidy(fig: go.Figure, width_px: float = COLUMN_PX) -> go.Figure:
+    """The layout rules every shown figure follows (in place, and the same figure again: showing it twice is
+    harmless): the one legend placement, a title wrapped to fit a figure ``width_px`` wide, its top margin
+    grown by the added lines."""
+    if fig.layout.showlegend is not False and any(t.showlegend is not False and t.name for t in fig.data):
+        fig.update_layout(legend=LEGEND)
+    title = fig.layout.title.text
+    if title:
+        size = fig.layout.title.font.size or TITLE_PX
+        wrapped = wrap(title, 0.9 * width_px, size)  # the title starts 5 % in from the left
+        added = wrapped.count("<br>") - title.count("<br>")
+        if added:
+            top = fig.layout.margin.t
+            fig.update_layout(title_text=wrapped, margin_t=(80 if top is None else top) + added * 1.3 * size)
+    return fig
