@@ -134,11 +134,11 @@ def test_the_cache_lists_supported_snapshots_with_weights_and_a_tokenizer(roots)
     (broken / "config.json").write_text("[not an object")
     (cache / "models--empty").mkdir()
     found = paths.cached_checkpoints()
-    assert [(c.repo, c.folder, c.kind) for c in found] == [
+    assert [(c.repo, c.path, c.kind) for c in found] == [
         ("Qwen/Qwen2-0.5B", qwen, "causal"),
         ("sentence-transformers/all-MiniLM-L6-v2", bert, "encoder"),
     ]
-    assert all(paths.allowed_folder(str(c.folder)) == c.folder.resolve() for c in found)
+    assert all(paths.allowed_folder(str(c.path)) == c.path.resolve() for c in found)
 
 
 def test_supported_families_match_the_loader():
@@ -152,3 +152,21 @@ def test_hf_cache_location_follows_the_environment(monkeypatch, tmp_path):
     monkeypatch.delenv("HF_HOME")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert paths.hf_hub_cache() == tmp_path / "xdg" / "huggingface" / "hub"
+
+
+def test_gguf_files_are_listed_from_the_cache_and_the_roots_and_open_only_inside(roots):
+    from tests.checkpoints import write_gguf
+
+    snapshot = roots["cache"] / "models--Org--Tiny-GGUF" / "snapshots" / "r1"
+    snapshot.mkdir(parents=True)
+    in_cache = snapshot / "tiny-q8_0.gguf"
+    write_gguf(in_cache, "qwen2", "Q8_0")
+    (roots["allowed"] / "model" / "blob").write_bytes(in_cache.read_bytes())  # Ollama-style: no extension
+    in_root = roots["allowed"] / "model" / "tiny.gguf"
+    in_root.write_bytes(in_cache.read_bytes())
+    (roots["outside"] / "secret.gguf").write_bytes(in_cache.read_bytes())
+    found = [(c.repo, c.path, c.kind) for c in paths.cached_checkpoints()]
+    assert found == [("Org/Tiny-GGUF/tiny-q8_0.gguf", in_cache, "causal"), ("model/tiny.gguf", in_root, "causal")]
+    assert refusal(str(roots["outside"] / "secret.gguf")) == refusal(str(roots["outside"] / "nothing.gguf"))
+    tm = paths.open_checkpoint(str(roots["allowed"] / "model" / "blob"))  # recognised by its magic, not its name
+    assert tm.info["model_type"] == "qwen2" and tm.kind == "causal"

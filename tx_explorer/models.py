@@ -189,7 +189,8 @@ def load_model(name: str) -> Any:
 
 
 def load_checkpoint(folder: str | Path, *, device: str = "cpu") -> Any:
-    """A BERT, GPT-2, Llama, Qwen2 or Mistral checkpoint folder on disk as a text model (never downloads).
+    """A BERT, GPT-2, Llama, Qwen2 or Mistral checkpoint folder, or a GGUF file, on disk as a text model (never
+    downloads).
 
     See :func:`tx_explorer.interop.checkpoint.load_checkpoint`; imported lazily, as the loaders above are."""
     from tx_explorer.interop.checkpoint import load_checkpoint as load

@@ -89,40 +89,52 @@ def allowed_folder(text: str) -> Path:
 
 @dataclass(frozen=True)
 class Cached:
-    """A checkpoint snapshot in the local Hugging Face cache."""
+    """A checkpoint found on this machine: a snapshot folder in the Hugging Face cache, or a GGUF file."""
 
-    repo: str  # "Qwen/Qwen2-0.5B"
-    folder: Path  # the snapshot folder: config.json, *.safetensors, tokenizer.json
+    repo: str  # "Qwen/Qwen2-0.5B", or "Qwen/Qwen2-0.5B-GGUF/qwen2-0_5b-q4_0.gguf" for one file of a repository
+    path: Path  # the snapshot folder (config.json, *.safetensors, tokenizer.json) or the .gguf file
     kind: str  # "causal" or "encoder"
 
 
-def cached_checkpoints(cache: Path | None = None) -> list[Cached]:
-    """Snapshots in the hub cache that hold a supported ``config.json``, safetensors weights and ``tokenizer.json``.
+def _snapshots(repo_dir: Path) -> list[Path]:
+    """The snapshot ``refs/main`` names, else the newest one."""
+    snapshots, ref = repo_dir / "snapshots", repo_dir / "refs" / "main"
+    main = snapshots / ref.read_text(encoding="utf-8").strip() if ref.is_file() else None
+    return [main] if main and main.is_dir() else sorted(snapshots.iterdir(), key=os.path.getmtime)[-1:]
 
-    One per repository (the revision ``refs/main`` names, else the newest), sorted by name. Reads only small
-    files; a folder that cannot be read is skipped.
+
+def cached_checkpoints(cache: Path | None = None) -> list[Cached]:
+    """Checkpoints on this machine: snapshots in the hub cache that hold a supported ``config.json``, safetensors
+    weights and ``tokenizer.json``, and GGUF files (decoders) in the hub cache's snapshots and directly in, or one
+    folder below, the operator's allowed roots.
+
+    One snapshot per repository (the revision ``refs/main`` names, else the newest), sorted by name. Reads only
+    small files and names; a folder that cannot be read is skipped.
     """
     cache = hf_hub_cache() if cache is None else cache
     found = []
     for repo_dir in sorted(cache.glob("models--*")):
-        snapshots = repo_dir / "snapshots"
-        ref = repo_dir / "refs" / "main"
+        repo = repo_dir.name.removeprefix("models--").replace("--", "/")
         try:
-            main = snapshots / ref.read_text(encoding="utf-8").strip() if ref.is_file() else None
-            candidates = [main] if main and main.is_dir() else sorted(snapshots.iterdir(), key=os.path.getmtime)[-1:]
-            for folder in candidates:
+            for folder in _snapshots(repo_dir):
+                found += [Cached(f"{repo}/{f.name}", f, "causal") for f in sorted(folder.glob("*.gguf"))]
                 model_type = json.loads((folder / "config.json").read_text(encoding="utf-8")).get("model_type")
                 has_weights = any(folder.glob("*.safetensors"))
                 if model_type in SUPPORTED and has_weights and (folder / "tokenizer.json").is_file():
-                    repo = repo_dir.name.removeprefix("models--").replace("--", "/")
                     found.append(Cached(repo, folder, SUPPORTED[model_type]))
         except (OSError, ValueError, AttributeError):  # unreadable, not JSON, not a JSON object
             continue
+    for root in model_roots()[1:]:  # the operator's roots (the first is the hub cache, scanned above)
+        try:
+            files = sorted({*root.glob("*.gguf"), *root.glob("*/*.gguf")})
+        except OSError:
+            continue
+        found += [Cached(str(f.relative_to(root)), f, "causal") for f in files if f.is_file()]
     return found
 
 
 def open_checkpoint(text: str) -> TextModel:
-    """Load the checkpoint folder ``text`` names, once it is checked to lie inside an allowed root.
+    """Load the checkpoint folder or GGUF file ``text`` names, once it is checked to lie inside an allowed root.
 
     The loader is imported on first use: pages import this module at start, and most never open a folder."""
     from tx_explorer.models import load_checkpoint

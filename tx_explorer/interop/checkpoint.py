@@ -159,14 +159,28 @@ def cast(model: Stack, dtype: torch.dtype) -> Stack:
     return model
 
 
+def is_gguf(path: Path) -> bool:
+    """Whether the file at ``path`` begins with GGUF's magic bytes (files need no ``.gguf`` name to be one)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) == b"GGUF"
+    except OSError:
+        return False
+
+
 def load_checkpoint(folder: str | Path, *, device: str | torch.device = "cpu") -> TextModel:
-    """Load a BERT, GPT-2, Llama, Qwen2 or Mistral checkpoint folder into our modules, as a :class:`TextModel`.
+    """Load a BERT, GPT-2, Llama, Qwen2 or Mistral checkpoint folder into our modules, as a :class:`TextModel`;
+    or a GGUF file (llama, qwen2, mistral) through :func:`tx_explorer.interop.gguf.load_gguf`.
 
     Raises:
         InputError: (a ``ValueError``) for a missing folder or file, corrupt JSON/safetensors/tokenizer, an
             unsupported architecture or variant, pickle-only weights, or weights that would not fit in memory.
     """
     folder, device = Path(folder).expanduser(), torch.device(device)
+    if folder.is_file() and (folder.suffix == ".gguf" or is_gguf(folder)):  # or an extension-less Ollama blob
+        from tx_explorer.interop.gguf import load_gguf  # that module builds on this one: imported on use
+
+        return load_gguf(folder, device=device)
     if not folder.is_dir():
         raise InputError("checkpoint_not_folder", folder=str(folder))
     config = _read_json(folder, "config.json")

@@ -40,7 +40,7 @@ FOLDER = "\0folder"  # the picker's "a checkpoint folder" choice: no registered 
 
 @st.cache_data(ttl=30, show_spinner=False)  # a directory scan: cheap, but not on every rerun
 def _cached_checkpoints(kind: str | None) -> dict[str, str]:
-    return {str(c.folder): c.repo for c in paths.cached_checkpoints() if kind is None or c.kind == kind}
+    return {str(c.path): c.repo for c in paths.cached_checkpoints() if kind is None or c.kind == kind}
 
 
 def text_model_picker(
