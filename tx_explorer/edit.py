@@ -208,10 +208,6 @@ class Edit:
         return t
 
 
-def scoped(edit: Edit | None, layer: int) -> Edit | None:
-    return edit.scope(layer) if edit is not None else None
-
-
 @torch.no_grad()
 def head_means(
     run: Callable[[Tensor, Edit], object], windows: Tensor, *, source: str, batch_size: int = 8

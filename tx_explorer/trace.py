@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, TypeVar
 
 import torch
 from torch import Tensor
@@ -37,6 +37,22 @@ class AttnRecord:
     @property
     def num_heads(self) -> int:
         return self.weights.shape[1]
+
+
+_View = TypeVar("_View", covariant=True)
+
+
+class Scopes(Protocol[_View]):
+    """A per-run argument a container narrows for each child: :class:`Trace`, ``Edit``, ``KVCache``."""
+
+    def scope(self, *args: Any, **kwargs: Any) -> _View: ...
+
+
+def scoped(arg: Scopes[_View] | None, *args: Any, **kwargs: Any) -> _View | None:
+    """``arg.scope(*args, **kwargs)``, the view a child receives (``scoped(trace, "blocks.3", layer=3)``,
+    ``scoped(edit, 3)``, ``scoped(cache, 3)``), or None when the run passed none: the one way every container
+    hands on the run's trace, edit and KV cache."""
+    return None if arg is None else arg.scope(*args, **kwargs)
 
 
 class Trace:

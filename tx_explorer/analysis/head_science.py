@@ -21,7 +21,6 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 
-from tx_explorer import masks
 from tx_explorer.analysis.rollout import rollout
 from tx_explorer.edit import Edit, HeadMeans, head_means
 from tx_explorer.errors import InputError
@@ -73,19 +72,10 @@ def forward(tm: TextModel, ids: Tensor, edit: Edit | None = None, trace: Trace |
     return tm.model(ids, trace=trace, edit=edit)
 
 
-def _mask(tm: TextModel, n: int) -> Tensor | None:
-    """The mask the model's forward builds for ``n`` tokens (causal, or an encoder's optional band)."""
-    window = tm.config.sliding_window
-    i = torch.arange(n, device=_device(tm))
-    if tm.kind == "causal":
-        return masks.causal_between(i, i, window)  # (N, N)
-    return None if window is None else (i[:, None] - i[None, :]).abs() < window
-
-
 def rerun(tm: TextModel, layer: int, x: Tensor, edit: Edit | None = None, *, last_only: bool = False) -> Tensor:
     """The model's output from ``x [B, N, D]``, the residual entering block ``layer`` (earlier blocks skipped):
     logits ``[B, N, V]`` (``[B, 1, V]`` with ``last_only``) or an encoder's hidden states."""
-    hidden = tm.model.hidden(x, _mask(tm, x.shape[1]), None, edit=edit, start=layer)
+    hidden = tm.model.hidden(x, tm.mask(x.shape[1]), None, edit=edit, start=layer)
     if tm.kind == "encoder":
         return hidden
     return tm.model.head(hidden[:, -1:] if last_only else hidden)
@@ -485,8 +475,7 @@ def _objective(tm: TextModel, x: Tensor, emb: Tensor, target: int | Tensor) -> T
     probability at the last position (decoder; the LM head runs on that position only) or the sentence
     embedding's projection on the clean embedding's direction (encoder)."""
     x0 = tm.model.embed(x.expand(emb.shape[0], -1), edit=Edit().patch_tokens(emb))  # (B, N, D)
-    mask = tm.mask(emb.shape[1])
-    hidden = tm.model.hidden(x0, None if mask is None else mask.to(emb.device), None)  # (B, N, D)
+    hidden = tm.model.hidden(x0, tm.mask(emb.shape[1]), None)  # (B, N, D)
     if tm.kind == "encoder":
         return sentence_embedding(hidden) @ target
     return tm.model.head(hidden[:, -1]).softmax(dim=-1)[:, target]

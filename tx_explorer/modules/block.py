@@ -12,7 +12,7 @@ from tx_explorer.modules.attention import make_attention
 from tx_explorer.modules.cache import LayerCache
 from tx_explorer.modules.mlp import MLP, SwiGLU
 from tx_explorer.modules.norms import LayerNorm, RMSNorm
-from tx_explorer.trace import Kind, Trace
+from tx_explorer.trace import Kind, Trace, scoped
 
 
 def make_norm(cfg: TransformerConfig) -> nn.Module:
@@ -90,7 +90,7 @@ class TransformerBlock(nn.Module):
         if self.cross_attn is not None:
             if context is None:
                 raise ValueError("this block has cross-attention and needs a context")
-            cross_trace = trace.scope("cross") if trace is not None else None
+            cross_trace = scoped(trace, "cross")
             x = self.residual(
                 x, lambda h: self.cross_attn(h, context=context, mask=context_mask, trace=cross_trace), self.norm_cross
             )

@@ -51,7 +51,8 @@ class KVCache:
     def _keep(self, t: Tensor) -> Tensor:
         return t if self.window is None or t.shape[2] <= self.window else t[:, :, -self.window :]
 
-    def layer(self, index: int) -> LayerCache:
+    def scope(self, index: int) -> LayerCache:
+        """Layer ``index``'s view, as the stack hands it on (:func:`tx_explorer.trace.scoped`)."""
         return LayerCache(self, index)
 
     @property

@@ -29,7 +29,7 @@ from tx_explorer.config import Serialisable, TransformerConfig
 from tx_explorer.errors import positive_int
 from tx_explorer.modules.block import TransformerBlock, make_norm
 from tx_explorer.modules.transformer import Embeddings, Encoder, _init_weights
-from tx_explorer.trace import Trace
+from tx_explorer.trace import Trace, scoped
 
 
 @dataclass(frozen=True)
@@ -263,7 +263,7 @@ class TransformerSeq2Seq(nn.Module):
 
     def encode(self, src: Tensor, lengths: Tensor, trace: Trace | None = None) -> Memory:
         mask = src != 0
-        states = self.encoder(src, attention_mask=mask, trace=trace.scope("encoder") if trace is not None else None)
+        states = self.encoder(src, attention_mask=mask, trace=scoped(trace, "encoder"))
         return Memory(states, mask)
 
     def decode(self, tgt_in: Tensor, memory: Memory, trace: Trace | None = None) -> Tensor:
@@ -272,7 +272,7 @@ class TransformerSeq2Seq(nn.Module):
         ctx_mask = memory.mask[:, None, None, :]  # (B, 1, 1, T): hide source padding
         x = self.embed(tgt_in)
         for i, block in enumerate(self.blocks):
-            t = trace.scope(f"decoder.blocks.{i}", layer=i) if trace is not None else None
+            t = scoped(trace, f"decoder.blocks.{i}", layer=i)
             x = block(x, self_mask, context=memory.states, context_mask=ctx_mask, trace=t, kind="causal")
         return self.head(self.norm(x))
 

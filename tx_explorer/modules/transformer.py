@@ -14,7 +14,7 @@ from tx_explorer.modules.block import TransformerBlock, make_norm
 from tx_explorer.modules.cache import KVCache
 from tx_explorer.modules.norms import LayerNorm
 from tx_explorer.modules.positional import LearnedPositions, SinusoidalPositions
-from tx_explorer.trace import Kind, Trace
+from tx_explorer.trace import Kind, Trace, scoped
 
 
 class Embeddings(nn.Module):
@@ -67,6 +67,16 @@ class Stack(nn.Module):
         self.norm = make_norm(cfg) if cfg.final_norm else nn.Identity()
         self.apply(_init_weights)
 
+    def mask(self, n: int, device: torch.device | None = None) -> Tensor | None:
+        """``[n, n]``: the mask this stack's forward applies to one unpadded sequence of ``n`` tokens (None: every
+        key visible). Whoever runs the blocks by hand (:meth:`hidden`) asks here rather than building its own."""
+        pos = torch.arange(n, device=device)
+        return self.mask_between(pos, pos)
+
+    def mask_between(self, q_pos: Tensor, k_pos: Tensor) -> Tensor | None:
+        """``[Nq, Nk]`` for queries and keys at these absolute positions; each kind of stack says which it hides."""
+        raise NotImplementedError
+
     def hidden(
         self,
         x: Tensor,
@@ -87,12 +97,12 @@ class Stack(nn.Module):
             x = block(
                 x,
                 mask,
-                trace=trace.scope(f"blocks.{i}", layer=i) if trace is not None else None,
+                trace=scoped(trace, f"blocks.{i}", layer=i),
                 kind=self.kind,
                 pos=pos,
                 k_pos=k_pos,
-                cache=cache.layer(i) if cache is not None else None,
-                edit=edit.scope(i) if edit is not None else None,
+                cache=scoped(cache, i),
+                edit=scoped(edit, i),
             )
         return self.norm(x)
 
@@ -107,6 +117,10 @@ class CausalLM(Stack):
         self.head = nn.Linear(cfg.dim, cfg.vocab_size, bias=False)
         if cfg.tie_embeddings:
             self.head.weight = self.embed.tok_embed.weight
+
+    def mask_between(self, q_pos: Tensor, k_pos: Tensor) -> Tensor:
+        """Keys not in the future (and, with a sliding window, less than a window back: Mistral)."""
+        return masks.causal_between(q_pos, k_pos, self.cfg.sliding_window)  # (Nq, Nk)
 
     def forward(
         self, idx: Tensor, trace: Trace | None = None, *, cache: KVCache | None = None, edit: Edit | None = None
@@ -123,7 +137,7 @@ class CausalLM(Stack):
         else:
             offset = cache.seen
             q_pos, k_pos = cache.begin(n, self.cfg.sliding_window, idx.device)
-        mask = masks.causal_between(q_pos, k_pos, self.cfg.sliding_window)  # (Nq, Nk)
+        mask = self.mask_between(q_pos, k_pos)  # (Nq, Nk)
         x = self.embed(idx, offset=offset, edit=edit)
         x = self.hidden(x, mask, trace, pos=q_pos, k_pos=k_pos, cache=cache, edit=edit)
         if cache is not None:
@@ -184,6 +198,12 @@ def next_token(
 class Encoder(Stack):
     """BERT-style bidirectional encoder: every token attends to every (non-pad) token."""
 
+    def mask_between(self, q_pos: Tensor, k_pos: Tensor) -> Tensor | None:
+        """Nothing hidden, or with a sliding window a two-sided band |i − j| < window (Longformer)."""
+        if self.cfg.sliding_window is None:
+            return None
+        return (q_pos[:, None] - k_pos[None, :]).abs() < self.cfg.sliding_window  # (Nq, Nk)
+
     def forward(
         self,
         idx: Tensor,
@@ -194,13 +214,10 @@ class Encoder(Stack):
         edit: Edit | None = None,
     ) -> Tensor:
         """idx ``[B, N]``, attention_mask ``[B, N]`` (1 = real token) → hidden states ``[B, N, D]``."""
-        mask = None
+        mask = self.mask(idx.shape[1], idx.device)  # (N, N) or None
         if attention_mask is not None:
-            mask = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, N): hide padding keys
-        if self.cfg.sliding_window is not None:  # a bidirectional band: |i − j| < window (Longformer)
-            i = torch.arange(idx.shape[1], device=idx.device)
-            band = (i[:, None] - i[None, :]).abs() < self.cfg.sliding_window  # (N, N)
-            mask = band if mask is None else mask & band
+            padding = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, N): hide padding keys
+            mask = padding if mask is None else padding & mask
         return self.hidden(self.embed(idx, token_type_ids, edit=edit), mask, trace, edit=edit)
 
 

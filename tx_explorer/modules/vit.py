@@ -17,7 +17,7 @@ from torch import Tensor, nn
 from tx_explorer.config import ViTConfig
 from tx_explorer.modules.block import TransformerBlock, make_norm
 from tx_explorer.modules.positional import sinusoidal_table
-from tx_explorer.trace import Trace
+from tx_explorer.trace import Trace, scoped
 
 
 def patchify(images: Tensor, patch_size: int) -> Tensor:
@@ -132,7 +132,7 @@ class VisionTransformer(nn.Module):
         """Block outputs ``[B, T, D]`` (before the final norm)."""
         x = self.embed(images, use_positions=use_positions)
         for i, block in enumerate(self.blocks):
-            x = block(x, trace=trace.scope(f"blocks.{i}", layer=i) if trace is not None else None)
+            x = block(x, trace=scoped(trace, f"blocks.{i}", layer=i))
         return x
 
     def pool(self, x: Tensor) -> Tensor:
