@@ -34,6 +34,7 @@ from tx_explorer.families.text import TextModel
 from tx_explorer.modules.norms import LayerNorm, RMSNorm
 from tx_explorer.trace import Trace
 
+QUERY_CHUNK = 32  # queries whose per-source writes are held at once: 32 × 128 × 576 floats = 9 MB for SmolLM2
 THRESHOLD = 0.04  # the peer's default share (LLM Transparency Tool: a slider from 0.01 to 0.10)
 NodeKind = Literal["x", "m", "mlp"]  # residual entering block l (l = L: the final one), after its attention, MLP
 Node = tuple[str, int, int]  # (kind, layer, position)
@@ -117,11 +118,11 @@ def decompose(tm: TextModel, ids: Sequence[int]) -> Decomposition:
     )
 
 
-def token_writes(tm: TextModel, dec: Decomposition, layer: int) -> Tensor:
-    """What each key j writes into query i's residual at ``layer``, summed over heads: ``[T, T, D]``,
-    ``Σ_h a_ij^h · v_j^h W_O^h``. Summed over j it is ``heads[layer].sum(0)`` (one layer, never stored)."""
+def token_writes(tm: TextModel, dec: Decomposition, layer: int, queries: slice = slice(None)) -> Tensor:
+    """What each key j writes into query i's residual at ``layer``, summed over heads: ``[Q, T, D]`` for the
+    ``queries`` rows, ``Σ_h a_ij^h · v_j^h W_O^h``. Summed over j it is ``heads[layer].sum(0)`` (never stored)."""
     vo = torch.einsum("hjk,dhk->hjd", dec.values[layer], head_projection(tm, layer))  # (H, T, D): v_j W_O^h
-    return torch.einsum("hij,hjd->ijd", dec.weights[layer], vo)  # (T, T, D)
+    return torch.einsum("hij,hjd->ijd", dec.weights[layer, :, queries], vo)  # (Q, T, D)
 
 
 def proximity(parts: Tensor, whole: Tensor) -> Tensor:
@@ -151,16 +152,20 @@ def importance(tm: TextModel, dec: Decomposition) -> Importance:
     """The proximity shares of every part of every update, one layer at a time."""
     res, tok, bias, mlp_res, mlp = [], [], [], [], []
     for layer in range(dec.num_layers):
-        y = dec.mid[layer]  # (T, D): x + Σ_j writes + b_O
-        parts = torch.cat(
-            [
-                dec.residual[layer][:, None],  # (T, 1, D)
-                token_writes(tm, dec, layer),  # (T, T, D)
-                dec.attn_bias[layer].expand_as(y)[:, None],  # (T, 1, D)
-            ],
-            dim=1,
-        )  # (T, T + 2, D)
-        s = _shares(proximity(parts, y))  # (T, T + 2)
+        shares = []
+        for start in range(0, dec.num_tokens, QUERY_CHUNK):  # a few queries at a time: [Q, T + 2, D], not [T, T, D]
+            rows = slice(start, start + QUERY_CHUNK)
+            y = dec.mid[layer, rows]  # (Q, D): x + Σ_j writes + b_O
+            parts = torch.cat(
+                [
+                    dec.residual[layer, rows][:, None],  # (Q, 1, D)
+                    token_writes(tm, dec, layer, rows),  # (Q, T, D)
+                    dec.attn_bias[layer].expand_as(y)[:, None],  # (Q, 1, D)
+                ],
+                dim=1,
+            )  # (Q, T + 2, D)
+            shares.append(_shares(proximity(parts, y)))  # (Q, T + 2)
+        s = torch.cat(shares)  # (T, T + 2)
         res.append(s[:, 0]), tok.append(s[:, 1:-1]), bias.append(s[:, -1])
         after = torch.stack([dec.mid[layer], dec.mlp[layer]], dim=1)  # (T, 2, D)
         s = _shares(proximity(after, dec.residual[layer + 1]))  # (T, 2)
@@ -308,9 +313,11 @@ def edge_heads(tm: TextModel, dec: Decomposition, layer: int, query: int, key: i
     base = dec.head_out[layer]  # (H, T, Dh)
     removed = base.clone()
     removed[:, query] -= pieces
+    keep = target + 1 if tm.kind == "causal" else n  # a decoder's later positions cannot change the target's
+    base, removed = base[:, :keep], removed[:, :keep]
     heads = base.shape[0]
-    start = dec.residual[layer][None]  # (1, T, D)
-    mask = tm.mask(n)
+    start = dec.residual[layer, :keep][None]  # (1, keep, D)
+    mask = tm.mask(keep)
     mask = None if mask is None else mask.to(start.device)
     rerun = lambda x, edit: tm.model.hidden(x, mask, None, edit=edit, start=layer)[:, target]  # noqa: E731
     # Row h: head h without the piece, the other heads as recorded. The reference reruns the recorded outputs

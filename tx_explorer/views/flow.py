@@ -37,6 +37,7 @@ class Analysis:
     imp: flow.Importance
     cut: int | None  # the text's token count when it was cut to LIMIT, else None
     exactness: float  # max |embed + Σ writes − the model's residual| over layers, positions and dimensions
+    relative: float  # the largest of these differences over the largest |residual entry| of its layer and position
 
 
 @dataclass(frozen=True)
@@ -55,19 +56,22 @@ def analyse(tm: TextModel, text: str) -> Analysis:
     ids = hs.encode(tm, text, LIMIT)
     dec = flow.decompose(tm, ids)
     rebuilt = dec.embed + (dec.heads.sum(1) + dec.attn_bias[:, None] + dec.mlp).cumsum(0)  # (L, T, D)
+    diff = (rebuilt - dec.residual[1:]).abs().amax(-1)  # (L, T): float32 rounding grows with the residual's size
     return Analysis(
         ids=ids,
         tokens=tm.labels(ids),
         dec=dec,
         imp=flow.importance(tm, dec),
         cut=enc.num_tokens if enc.truncated else None,
-        exactness=(rebuilt - dec.residual[1:]).abs().max().item(),
+        exactness=diff.max().item(),
+        relative=(diff / dec.residual[1:].abs().amax(-1)).max().item(),
     )
 
 
-def _node_name(T, node: flow.Node, tokens: list[str]) -> str:
+def _node_name(T, node: flow.Node, an: Analysis) -> str:
     kind, layer, pos = node
-    return T(f"node_{kind}", layer=layer, pos=pos, token=tokens[pos])
+    final = kind == "x" and layer == an.dec.num_layers
+    return T("node_final" if final else f"node_{kind}", layer=layer, pos=pos, token=an.tokens[pos])
 
 
 def route(tm: TextModel, an: Analysis, target: int = -1, threshold: float = flow.THRESHOLD, *, lang="en") -> Result:
@@ -75,7 +79,7 @@ def route(tm: TextModel, an: Analysis, target: int = -1, threshold: float = flow
     T = texts(PAGE, lang)
     g = flow.routes(an.imp, target, threshold)
     tokens = an.tokens
-    hover = [_node_name(T, n, tokens) for n in g.nodes]
+    hover = [_node_name(T, n, an) for n in g.nodes]
     edge_hover = [
         T(
             f"edge_{e.kind}",
@@ -102,7 +106,13 @@ def route(tm: TextModel, an: Analysis, target: int = -1, threshold: float = flow
     kinds = {k: sum(e.kind == k for e in g.edges) for k in ("attn", "residual", "mlp")}
     notes += [
         T("graph_counts", nodes=len(g.nodes), attn=kinds["attn"], residual=kinds["residual"], mlp=kinds["mlp"] // 2),
-        T("exactness", error=f"{an.exactness:.1e}", layers=an.dec.num_layers, tokens=an.dec.num_tokens),
+        T(
+            "exactness",
+            error=f"{an.exactness:.1e}",
+            relative=f"{an.relative:.1e}",
+            layers=an.dec.num_layers,
+            tokens=an.dec.num_tokens,
+        ),
     ]
     fig = vf.route_graph(
         g.nodes,
@@ -176,7 +186,7 @@ def node(tm: TextModel, an: Analysis, kind: str, layer: int, pos: int, *, lang: 
     """The logit lens at a node's residual and the tokens its block's heads and MLP push up and down."""
     T = texts(PAGE, lang)
     r = flow.node_readout(tm, an.dec, (kind, layer, pos))
-    name = _node_name(T, (kind, layer, pos % an.dec.num_tokens), an.tokens)
+    name = _node_name(T, (kind, layer, pos % an.dec.num_tokens), an)
     lens = bars.topk_bars(
         tm.labels(r.lens_ids.tolist()),
         r.lens_probs,
