@@ -23,16 +23,20 @@ def sinusoidal_table(n: int, dim: int, base: float = 10000.0) -> Tensor:
 
 
 class SinusoidalPositions(nn.Module):
-    """Fixed encodings: no parameters, defined for any length up to ``max_len``."""
+    """Fixed encodings: no parameters, defined for any length up to ``max_len``.
 
-    def __init__(self, max_len: int, dim: int) -> None:
+    ``scale`` multiplies the table: its entries reach 1 (RMS 1/√2), while token embeddings initialised with
+    std 0.02 start 35× smaller; Vaswani et al. multiply the embeddings by √D instead (§3.4)."""
+
+    def __init__(self, max_len: int, dim: int, scale: float = 1.0) -> None:
         super().__init__()
-        self.register_buffer("table", sinusoidal_table(max_len, dim), persistent=False)
+        self.scale = scale
+        self.register_buffer("table", scale * sinusoidal_table(max_len, dim), persistent=False)
 
     def forward(self, n: int) -> Tensor:
         """The first ``n`` encodings, ``[n, dim]``; past ``max_len`` the formula is simply evaluated further."""
         if n > self.table.shape[0]:
-            return sinusoidal_table(n, self.table.shape[1]).to(self.table)
+            return self.scale * sinusoidal_table(n, self.table.shape[1]).to(self.table)
         return self.table[:n]
 
 

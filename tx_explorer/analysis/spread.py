@@ -1,0 +1,83 @@
+"""Claims checked over seeds (issue 30): a trained comparison holds only when its gap exceeds the spread.
+
+The bundles that check claims on trained models (the position lab, the block variants) train every model at
+several seeds. A claim compares two quantities, ``left < right`` (one loss below another, a shuffle's harm below a
+tenth of the others', a parameter count within 1 %), each measured once per seed. Its **gap** is the difference
+of the two means over the seeds, its **spread** the sum of the two standard deviations over the seeds (sample
+deviation, n − 1; 0 for a number that does not depend on the seed, such as a threshold). The claim
+
+* ``"holds"`` when the gap goes its way and is larger than the spread,
+* ``"not_holds"`` when the gap goes against it and is larger than the spread,
+* ``"noise"`` (within noise) otherwise, including when a seed-dependent number was measured at one seed only.
+
+A run that diverged counts as an infinite loss: its mean is infinite and the gap decides alone.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+State = Literal["holds", "not_holds", "noise"]
+STATES: tuple[State, ...] = ("holds", "not_holds", "noise")
+
+
+@dataclass(frozen=True)
+class Stat:
+    """One quantity over seeds: the per-seed values, their mean and their sample standard deviation."""
+
+    values: tuple[float, ...]
+    mean: float
+    std: float  # 0 for an exact number; NaN when a seed-dependent number has one value only
+
+    def plus_minus(self, digits: int = 3) -> str:
+        """``mean ± std`` with ``digits`` decimals (the bare mean when no spread was measured: one seed)."""
+        if math.isnan(self.std):
+            return f"{self.mean:.{digits}f}"
+        return f"{self.mean:.{digits}f} ± {self.std:.{digits}f}"
+
+
+def stat(values: float | Iterable[float | None]) -> Stat:
+    """A :class:`Stat` of per-seed ``values`` (None = diverged = +∞); a bare number is exact (spread 0)."""
+    if isinstance(values, int | float):
+        return Stat((float(values),), float(values), 0.0)
+    vals = tuple(math.inf if v is None else float(v) for v in values)
+    if not vals:
+        raise ValueError("a quantity over seeds needs at least one value")
+    if not all(math.isfinite(v) for v in vals):
+        # inf (a diverged run) or NaN (a scheme that cannot run there) is the mean itself; no spread to measure
+        return Stat(vals, math.inf if any(v == math.inf for v in vals) else math.nan, 0.0)
+    return Stat(vals, statistics.fmean(vals), statistics.stdev(vals) if len(vals) > 1 else math.nan)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """``left < right`` over seeds."""
+
+    left: Stat
+    right: Stat
+    gap: float  # right − left of the means: positive when the claim goes its way
+    spread: float  # left.std + right.std
+    state: State
+
+
+def less(left: float | Iterable[float | None], right: float | Iterable[float | None]) -> Comparison:
+    """Check ``left < right`` on per-seed values (or exact numbers): holds, does not hold, or within noise."""
+    a, b = stat(left), stat(right)
+    gap = b.mean - a.mean  # inf − inf or a NaN side gives NaN: within noise
+    spread = a.std + b.std
+    if math.isnan(gap) or math.isnan(spread) or abs(gap) <= spread:
+        state: State = "noise"
+    else:
+        state = "holds" if gap > 0 else "not_holds"
+    return Comparison(a, b, gap, spread, state)
+
+
+def overall(states: Sequence[State]) -> State:
+    """A claim made of several comparisons: holds if all hold, does not hold if any does not, else noise."""
+    if all(s == "holds" for s in states):
+        return "holds"
+    return "not_holds" if "not_holds" in states else "noise"
