@@ -48,9 +48,7 @@ def grow_section(tm: view.TextModel, decoded: view.Decoded) -> None:
     steps = len(decoded.decoding.steps)
     c = st.columns(2)
     step = c[0].slider(T("step"), 0, steps - 1, steps - 1, key="kv_step") if steps > 1 else 0
-    layer = c[1].radio(
-        T("layer"), range(tm.config.num_layers), format_func=lambda i: str(i + 1), horizontal=True, key="kv_layer"
-    )
+    layer = c[1].radio(T("layer"), range(tm.config.num_layers), horizontal=True, key="kv_layer")
     with ui.friendly_errors():
         d = decoded.decoding  # its last step's cache is the default view's: no replay
         cv = view.cache_view(tm, d.ids, decoded.labels, step, layer, lang=LANG, decoding=d)

@@ -29,10 +29,10 @@ def steps_section() -> None:
     with ui.friendly_errors():
         if source == "random":
             c = st.columns(5)
-            nq = c[0].slider("N_Q", 1, 12, 4, help=T("help_nq"))
-            nk = c[1].slider("N_K", 1, 12, 6, help=T("help_nk"))
+            nq = c[0].slider("$N_Q$", 1, 12, 4, help=T("help_nq"))
+            nk = c[1].slider("$N_K$", 1, 12, 6, help=T("help_nk"))
             d = c[2].slider("D", 1, 64, 8, help=T("help_d"), key="d")
-            dv = c[3].slider("D_V", 1, 12, 4, help=T("help_dv"))
+            dv = c[3].slider("$D_V$", 1, 12, 4, help=T("help_dv"))
             seed = c[4].number_input(SEED, 0, 10_000, 0, key="seed")
             qkv = view.random_qkv(nq, nk, d, dv, seed)
         else:
@@ -86,8 +86,8 @@ def cross_section() -> None:
     if box := ui.lazy_section(T, "cross", key="op_open_cross"):
         with box:
             c = st.columns(5)
-            cq = c[0].number_input("N_Q", 1, 16, 3, key="cross_nq", help=T("help_cross_nq"))
-            cx = c[1].number_input("N_X", 1, 16, 7, key="cross_nx", help=T("help_cross_nx"))
+            cq = c[0].number_input("$N_Q$", 1, 16, 3, key="cross_nq", help=T("help_cross_nq"))
+            cx = c[1].number_input("$N_X$", 1, 16, 7, key="cross_nx", help=T("help_cross_nx"))
             cd = c[2].number_input(T("width"), 1, 256, 16, key="cross_dim")
             ch = c[3].number_input(T("heads"), 1, 16, 4, key="cross_heads")
             cs = c[4].number_input(SEED, 0, 10_000, 0, key="cross_seed")

@@ -50,7 +50,7 @@ def alignments(translators: dict, out: dict, gold) -> None:
                 ui.show(panel)
                 if off:
                     st.caption(T("gold_note"))
-        st.caption(T("align_layer_note", layer=(tfm.align_layer or 0) + 1))
+        st.caption(T("align_layer_note", layer=tfm.align_layer or 0))
         box = st.expander(T("mosaic_title"), key="s2s_open_mosaic", on_change="rerun")  # every layer × head
         if box.open:
             with box:

@@ -39,7 +39,7 @@ def attention_section(clf, name: str, pixels, mask, row: int, col: int) -> None:
         query = c[0].radio(
             T("query"), view.queries(clf), horizontal=True, format_func=lambda q: T(f"query_{q}", patch=f"r{row}c{col}")
         )
-        layer = c[1].slider(T("layer"), 1, clf.model.cfg.num_layers, clf.model.cfg.num_layers)
+        layer = c[1].slider(T("layer"), 0, clf.model.cfg.num_layers - 1, clf.model.cfg.num_layers - 1)
         att = view.attention(clf, result, pixels, query, row * clf.model.cfg.grid + col, layer, mask, lang=LANG)
         ui.show(att.overlays)
         c = st.columns([3, 2])

@@ -147,7 +147,7 @@ def cache_view(
             flat,
             rows,
             cols,
-            title=T(f"{which}_title", layer=layer + 1, rows=len(kept), cols=flat.shape[1]),
+            title=T(f"{which}_title", layer=layer, rows=len(kept), cols=flat.shape[1]),
             x_title=T("axis_kv_dims"),
             y_title=T("axis_cached"),
         )

@@ -115,7 +115,7 @@ def alignments(
     panels, off = [], []
     for key, weights, title in (
         ("attention", with_eos(out["attention"].alignment, out["attention"].eos_alignment), T("bahdanau_title")),
-        ("transformer", tfm_map, T("cross_title", layer=layer + 1, head=head_name)),
+        ("transformer", tfm_map, T("cross_title", layer=layer, head=head_name)),
     ):
         o = out[key]
         matches = reference is not None and o.tokens == reference.target

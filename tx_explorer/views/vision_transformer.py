@@ -177,20 +177,20 @@ def attention(
     *,
     lang: str = "en",
 ) -> Attention:
-    """Attention of one query (``"cls"``, ``"mean"`` or ``"patch"`` number ``patch``) in layer ``layer`` (1-based,
+    """Attention of one query (``"cls"``, ``"mean"`` or ``"patch"`` number ``patch``) in layer ``layer`` (from 0,
     default the last) of ``result`` (the model's classification of ``pixels``)."""
     T, cfg, words = texts(PAGE, lang), clf.model.cfg, _words(lang)
-    layer = cfg.num_layers if layer is None else layer
+    layer = cfg.num_layers - 1 if layer is None else layer
     prefix, g = clf.model.num_prefix, cfg.grid
     q = {"cls": 0, "mean": "mean", "patch": prefix + patch}[query]
     maps = vit_views.query_maps(result.trace, q, num_prefix=prefix, grid=g)  # (L, H, g, g)
-    shown = np.concatenate([maps[layer - 1], maps[layer - 1].mean(axis=0, keepdims=True)])
-    heads = [T("head", h=h + 1) for h in range(cfg.num_heads)]
+    shown = np.concatenate([maps[layer], maps[layer].mean(axis=0, keepdims=True)])
+    heads = [T("head", h=h) for h in range(cfg.num_heads)]  # layers and heads counted from 0 on every page
     hl = patch if query == "patch" else None
     overlays = vitviz.attention_overlays(
         pixels, shown, [*heads, T("head_mean")], title=T("overlay_title", layer=layer), highlight=hl, words=words
     )
-    layers = [T("layer_n", l=i + 1) for i in range(cfg.num_layers)]
+    layers = [T("layer_n", l=i) for i in range(cfg.num_layers)]
     mosaic = vitviz.layer_head_maps(maps, layers, heads, title=T("mosaic_title"))
     labels = _classes(result.labels, lang)
     prediction = vitviz.prediction_bars(labels, result.probs, title=T("prediction_title"), words=words)

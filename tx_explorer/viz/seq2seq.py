@@ -185,8 +185,8 @@ def cross_mosaic(
     cross = np.asarray(cross)
     if cross.ndim != 4:
         raise ValueError(f"cross-attention must be [L, H, T_out, T_in], got shape {cross.shape}")
-    rows = [f"{layer_name} {i + 1}" for i in range(cross.shape[0])]
-    fig = mosaic(cross, row_names=rows, col_names=[f"{head_name} {h + 1}" for h in range(cross.shape[1])], title=title)
+    rows = [f"{layer_name} {i}" for i in range(cross.shape[0])]  # counted from 0, as on every page
+    fig = mosaic(cross, row_names=rows, col_names=[f"{head_name} {h}" for h in range(cross.shape[1])], title=title)
     fig.update_xaxes(title=x_title)
     fig.update_yaxes(title=y_title)
     fig.update_layout(margin=dict(l=70, r=10, t=90 if title else 70, b=10))

@@ -67,7 +67,7 @@ def tidy(fig: go.Figure, width_px: float = COLUMN_PX) -> go.Figure:
     """The layout rules every shown figure follows (in place, and the same figure again: showing it twice is
     harmless): the one legend placement, a title wrapped to fit a figure ``width_px`` wide, its top margin
     grown by the added lines."""
-    if fig.layout.showlegend is not False and any(t.showlegend is not False and t.name for t in fig.data):
+    if fig.layout.showlegend is not False and any(getattr(t, "showlegend", False) is not False for t in fig.data):
         fig.update_layout(legend=LEGEND)
     title = fig.layout.title.text
     if title:
