@@ -85,7 +85,7 @@ def published_section() -> None:
     panel, rows = view.published(lang=LANG)
     ui.show(panel)
     st.table(rows)
-    st.markdown(T("published_note"))
+    st.markdown(view.published_note(lang=LANG))
 
 
 ui.section(T, "decode")

@@ -23,10 +23,10 @@ def generation(name: str, prompt: str, new: int, method: str, temperature: float
 
 
 @st.fragment
-def embeddings(r, dim: int, vocab: int) -> None:
+def embeddings(r, dim: int, vocab: int, tied: bool) -> None:
     if box := ui.lazy_section(T, "embed", key="lm_open_embed", intro=False):
         with box, ui.friendly_errors():
-            st.markdown(T("embed_intro", vocab=vocab, dim=dim))
+            st.markdown(T("embed_intro", vocab=vocab, dim=dim) + " " + T("embed_tied" if tied else "embed_untied"))
             ui.show(view.embeddings(r, dim, lang=LANG))
 
 
@@ -101,7 +101,7 @@ def generate(name: str, text: str, tm) -> None:
 
 
 st.title(ui.page_title("language_model"))
-st.markdown(T("intro"))
+st.markdown(T("intro", mb=view.corpus_mb("tiny-gpt")))
 st.latex(view.LATEX)
 
 ui.keep_open("lm_open_embed", "lm_open_loss", "lm_open_gen")  # through a blank text, which draws none of them
@@ -120,7 +120,7 @@ with ui.friendly_errors():
         st.warning(T("truncated", n=r.num_tokens, limit=len(r.tokens)))
     st.code(" | ".join(r.tokens), language=None, wrap_lines=True)
 if r is not None:
-    embeddings(r, tm.config.dim, tm.config.vocab_size)
+    embeddings(r, tm.config.dim, tm.config.vocab_size, view.tied(tm))
     causal_mask(r)
     next_token(r)
     loss(r)

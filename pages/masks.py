@@ -55,7 +55,7 @@ def gallery() -> None:
     A fragment: typing a sentence or switching tabs reruns and redraws this part only, not the page's text."""
     c = st.columns([4, 1])
     sentence = c[0].text_input(
-        T("sentence"), T("sentence_default"), max_chars=500, help=T("sentence_help"), key="sentence"
+        T("sentence"), T("sentence_default"), max_chars=500, help=T("sentence_help", n=mg.MAX_TOKENS), key="sentence"
     )
     seed = c[1].number_input(ui.texts("common")("seed"), 0, 10_000, 0, key="mask_seed")
     toks = None

@@ -33,6 +33,8 @@ st.markdown(T("capacity_intro"))
 st.latex(view.LATEX[1])
 st.latex(view.LATEX[2])
 bundle = load_bundle()
+if bundle is not None:
+    st.markdown(view.about(bundle, lang=LANG))
 
 # Each section is a fragment: its widgets rerun only that section. The held-out statistics (every held-out window
 # routed) open on demand.

@@ -16,6 +16,7 @@ def trained_variant(name: str):  # a name of its own: cached functions with the 
 @st.fragment
 def runs_section(res: view.Results) -> None:
     ui.section(T, "runs")
+    st.markdown(view.corpus(res, lang=LANG))
     c, shallow = st.columns([3, 2, 2]), view.defaults(res)["runs"]
     chosen = c[0].multiselect(T("variants"), res.names, shallow, format_func=res.label, key="runs_variants")
     metric = c[1].radio(

@@ -114,7 +114,7 @@ if source == "sample":
 picture, mask = view.sample(clf, label, seed)
 notes = ()
 if source == "upload":
-    upload = st.file_uploader(T("upload"), type=view.UPLOAD_TYPES, help=T("upload_help"))
+    upload = st.file_uploader(T("upload"), type=view.UPLOAD_TYPES, help=T("upload_help", **view.UPLOAD_LIMITS))
     if upload is None:
         st.info(T("upload_hint"))
     else:

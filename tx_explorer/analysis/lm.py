@@ -25,6 +25,13 @@ def embedding_rows(tm: TextModel, ids: list[int]) -> np.ndarray:
     return tm.model.embed.tok_embed.weight[torch.as_tensor(ids)].detach().cpu().numpy()
 
 
+def tied_output(tm: TextModel) -> bool:
+    """Whether the output layer's ``[V, D]`` matrix is the token embedding matrix (weight tying, GPT-2; Llama and
+    Mistral keep two), read from the tensors rather than the config."""
+    head, embed = tm.model.head.weight, tm.model.embed.tok_embed.weight
+    return head.shape == embed.shape and bool(torch.equal(head, embed))
+
+
 def token_losses(logits: Tensor, ids: list[int]) -> np.ndarray:
     """Teacher forcing: −ln p(x_{t+1} | x_≤t) for t = 0 … N−2 → ``[N − 1]`` nats (nothing predicts token 0)."""
     if len(ids) < 2:

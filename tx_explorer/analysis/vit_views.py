@@ -206,6 +206,9 @@ def bundle_results(name: str) -> dict[str, Any] | None:
         "area": f"{m['area_share']:.1%}",
         "cls": f"{m['cls_last_layer_share']:.1%}",
         "cls_lift": f"{m['cls_last_layer_lift']:.2f}",
+        # the pooled ratio (mean share ÷ mean area) beside the lift, which is a mean of per-image ratios
+        "cls_pooled": f"{m['cls_last_layer_share'] / m['area_share']:.2f}",
+        "rollout_pooled": f"{m['rollout_share'] / m['area_share']:.2f}",
         "head": m["cls_last_layer_best_head"] + 1,
         "head_share": f"{m['cls_last_layer_best_head_share']:.1%}",
         "rollout": f"{m['rollout_share']:.1%}",

@@ -232,3 +232,16 @@ def published(*, lang: str = "en") -> tuple[Panel, list[dict[str, str]]]:
         for name, p in kv.PUBLISHED.items()
     ]
     return Panel("kv_published", fig, {k: np.array(v) for k, v in curves.items()}), rows
+
+
+def published_note(*, lang: str = "en") -> str:
+    """What the published table shows, its numbers read from :data:`PUBLISHED` (grouping, window, bytes)."""
+    llama3, mistral, qwen = (kv.PUBLISHED[n] for n in ("Llama-3-8B", "Mistral-7B", "Qwen2-0.5B"))
+    return texts(PAGE, lang)(
+        "published_note",
+        l3_share=llama3.cfg.num_heads // llama3.cfg.kv_heads,
+        window=f"{mistral.cfg.sliding_window:,}",
+        qwen_kv=qwen.cfg.kv_heads,
+        qwen_dim=qwen.cfg.head_dim,
+        qwen_kib=f"{qwen.per_token() / 2**10:,.0f}",
+    )

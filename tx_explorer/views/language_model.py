@@ -55,6 +55,11 @@ def generate(
     )
 
 
+def tied(tm: TextModel) -> bool:
+    """Whether the model's output layer is its embedding matrix (the embeddings section says which)."""
+    return lm.tied_output(tm)
+
+
 def embeddings(r: lm.Reading, dim: int, *, lang: str = "en") -> Panel:
     """Each token's embedding row."""
     T = texts(PAGE, lang)
@@ -178,3 +183,10 @@ def generation(
         y_title=T("generated"),
     )
     return Panel("lm_gen_step", fig, maps[row, : row + 1]), Panel("lm_gen_map", grid, rows_new)
+
+
+def corpus_mb(name: str) -> str:
+    """A bundled model's training text in MB, from its training record (the intro states it)."""
+    from tx_explorer import model_cache  # the registry loads every family: imported when the page asks
+
+    return f"{model_cache.shared_model(name).info['corpus']['characters'] / 1e6:.1f}"

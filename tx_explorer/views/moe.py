@@ -13,7 +13,7 @@ from tx_explorer.analysis import params, routing
 from tx_explorer.families.moe import RETRAIN as RETRAIN  # how to build the bundle (the page says it)
 from tx_explorer.families.moe import MoEBundle
 from tx_explorer.modules.moe_lm import MoEConfig as MoEConfig  # the cost section's default without a bundle
-from tx_explorer.views import Panel, texts
+from tx_explorer.views import Panel, corpus_note, texts
 from tx_explorer.viz import moe as vm
 
 PAGE = "moe"
@@ -70,6 +70,13 @@ def cost(base: MoEConfig, num_experts: int, top_k: int, *, lang: str = "en") -> 
         context=cfg.transformer.max_len,
     )
     return Cost(metrics, Panel("moe_cost", fig, data), caption)
+
+
+def about(bundle: MoEBundle, *, lang: str = "en") -> str:
+    """The bundled model in its own record's terms: experts, top-k, and the text and tokenizer it learnt from."""
+    cfg, tm = bundle.config, bundle.text
+    note = corpus_note(tm.name, bundle.summary["corpus"], tm.tokenizer.get_vocab(), "tiny-gpt", lang=lang)
+    return texts(PAGE, lang)("about", e=cfg.num_experts, k=cfg.top_k) + " " + note
 
 
 def loss_intro(bundle: MoEBundle, *, lang: str = "en") -> str:

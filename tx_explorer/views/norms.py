@@ -8,13 +8,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from tokenizers import Tokenizer
 from tx_explorer.analysis import norm_lab
 from tx_explorer.bundle import BundleError as BundleError  # the page catches it around load_results
 from tx_explorer.config import TransformerConfig
 from tx_explorer.families import variants as shipped
 from tx_explorer.families.text import TextModel
 from tx_explorer.train import variants
-from tx_explorer.views import Panel, axes, texts
+from tx_explorer.views import Panel, axes, corpus_note, texts
 from tx_explorer.viz import charts
 from tx_explorer.viz import norm_figures as vn
 
@@ -37,8 +38,10 @@ LATEX = {  # the page's formulas, section by section
         r"\text{Post-Norm: } x_{l+1}=\mathrm{Norm}(x_l+F(x_l))\ \xrightarrow{F\,\equiv\,0}\ \mathrm{Norm}(x_l)",
     ),
     "mlp": (
-        r"\text{MLP: } W_2\,\sigma(W_1x),\ W_1\in\mathbb{R}^{D\times 4D}\Rightarrow 2\cdot D\cdot 4D=8D^2",
-        r"\text{SwiGLU: } W_3\,(\mathrm{SiLU}(W_1x)\odot W_2x),\ H=\tfrac{8D}{3}\Rightarrow 3\cdot D\cdot H=8D^2",
+        # the lecture's row-vector layout (§8.3): X [N, D] times W₁ [D, 4D], as the lecture writes it
+        r"\text{MLP: } \sigma(XW_1)\,W_2,\ W_1\in\mathbb{R}^{D\times 4D}\Rightarrow 2\cdot D\cdot 4D=8D^2",
+        r"\text{SwiGLU: } (\mathrm{SiLU}(XW_1)\odot XW_2)\,W_3,\ W_1,W_2\in\mathbb{R}^{D\times H},\ H=\tfrac{8D}{3}"
+        r"\Rightarrow 3\cdot D\cdot H=8D^2",
     ),
 }
 
@@ -73,6 +76,12 @@ def curve_series(res: Results, names: Sequence[str], metric: str, smoothing: flo
 
 
 @dataclass(frozen=True)
+def corpus(res: Results, *, lang: str = "en") -> str:
+    """The text and tokenizer the shipped runs learnt from, read from the bundle's summary against tiny-gpt's."""
+    vocab = Tokenizer.from_file(str(res.folder / "tokenizer.json")).get_vocab()
+    return corpus_note(res.folder.name, res.summary["corpus"], vocab, "tiny-gpt", lang=lang)
+
+
 class Runs:
     caption: str  # the recipe every shipped run shared
     curves: Panel

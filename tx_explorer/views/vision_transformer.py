@@ -19,6 +19,7 @@ from tx_explorer.viz import vit as vitviz
 
 PAGE = "vision_transformer"
 UPLOAD_TYPES = ["png", "jpg", "jpeg", "webp", "bmp", "gif"]
+UPLOAD_LIMITS = {"mb": images.MAX_BYTES // 2**20, "megapixels": images.MAX_PIXELS // 10**6}  # the upload help says them
 CLASSES = shapes.CLASSES
 TIMM_DOWNLOAD = timm_vit.DOWNLOAD  # how to get a pretrained timm ViT into the local cache (the page says it)
 LATEX = {
