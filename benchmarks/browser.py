@@ -342,6 +342,10 @@ INPUTS: dict[str, tuple[str, Act]] = {
         "type a text + Enter",
         type_text(".st-key-probe_text input", _sentences("The function returns a new list of the items")),
     ),
+    "flow": (
+        "type a text + Ctrl+Enter (decomposition, route graph, one edge's causal effects, a node's lens)",
+        type_text(".st-key-flow_text textarea", _sentences("The function returns a new list of the"), "Control+Enter"),
+    ),
     "model_sizes": ("layers + Enter", below_fold(type_text(".st-key-sizes_layers input", lambda i: str(13 + i)))),
     "language_model": (
         "type a text + Ctrl+Enter",

@@ -234,6 +234,9 @@ SCENARIOS: tuple[Scenario, ...] = (
     ),
     Scenario("self_attention", "Shuffle button", clicked(".st-key-shuffle button")),
     Scenario("block_roles", "text + Enter", typed(".st-key-probe_text input", SENTENCE), _marker, PLOT),
+    Scenario(
+        "flow", "text + Ctrl+Enter", typed(".st-key-flow_text textarea", SENTENCE, "Control+Enter"), _marker, PLOT
+    ),
     # N alternates 10,000 ↔ 11,000 (10,100 ↔ 11,100 for a second session): 1020 → 1021 left the rounded FLOP chart
     # unchanged, and a fragment rerun that fast shows no "running" state either: an answer nobody could see.
     # D, not N: the FLOPs-by-N chart is drawn over every N, so a new N leaves it as it was (nothing to wait for).

@@ -151,6 +151,17 @@ def norms_page(m: Models) -> Result:
     return _result([panel], f"{len(panel.data[0])} tokens, 2 variants")
 
 
+def flow(m: Models) -> Result:
+    from tx_explorer.views import flow as view
+
+    tm = m["tiny-llama"]
+    an = view.analyse(tm, _en("flow", "text_default"))
+    route = view.route(tm, an)
+    edge = view.edge(tm, an, *route.edge)
+    node = view.node(tm, an, "x", an.dec.num_layers, len(an.ids) - 1)
+    return _result([*route.panels, *edge.panels, *node.panels], f"{len(an.ids)} tokens, tiny-llama")
+
+
 def block_roles(m: Models) -> Result:
     from tx_explorer.views import block_roles as view
 
@@ -290,6 +301,15 @@ INTERACTIONS: dict[str, list[Interaction]] = {
             "one token changed at block 0: 4 sub-layers run twice + 1 figure",
             block_roles,
             ("tiny-gpt",),
+        )
+    ],
+    "flow": [
+        Interaction(
+            "flow",
+            "type a text",
+            "decomposition + shares + route graph, one edge's heads rerun (causal effects), a node's lens + 4 figures",
+            flow,
+            ("tiny-llama",),
         )
     ],
     "language_model": [

@@ -316,6 +316,7 @@ NORMS = {k: labelled("text_input", "norms", k) for k in ("vector", "gamma", "bet
 GUARD = (W("number_input", "cost_guard_n"), W("number_input", "cost_guard_h"))
 HS_PATCHING = ((W("segmented_control", "hs_view"), "patching"),)
 HS_UNEQUAL = ("error", "needs prompts of equal token length")
+FLOW_BEYOND = ("error", "is outside the text")
 
 CASES: list[Case] = [
     Case("home", "no-inputs", (), "chart", chart="home_example"),
@@ -574,6 +575,15 @@ CASES: list[Case] = [
         prepare=HS_PATCHING,
     ),
     *number_cases("head_science", "hs_pattern", prepare=((W("segmented_control", "hs_view"), "importance"),)),
+    # information flow: the text, and a predicted position beyond it (−128 or 127 on a short text)
+    *text_cases(
+        "flow",
+        (W("text_area", "flow_text"),),
+        "flow_graph",
+        empty=("warning", "The text is empty"),
+        **{"100k": ("chart", "only the first 128 are analysed")},
+    ),
+    *number_cases("flow", "flow_graph", at_min=FLOW_BEYOND, at_max=FLOW_BEYOND),
 ]
 
 

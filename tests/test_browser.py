@@ -291,6 +291,26 @@ def block_roles(page, tmp: Path) -> None:
     expect(chart_with(page, "module")).to_be_attached(timeout=LONG)
 
 
+def flow(page, tmp: Path) -> None:
+    """Type a text: its route graph names its tokens; then click the graph's lowest node (the lens opens on the
+    final one), and the logit lens below opens that node."""
+    type_text(page, label("flow", "text"), "The module is ready.", area=True)
+    expect(chart_with(page, "module")).to_be_attached(timeout=LONG)
+    wait_until_idle(page)
+    plot = chart_with(page, label("flow", "legend_residual")).locator(".js-plotly-plot")
+    plot.scroll_into_view_if_needed()
+    x, y, node = plot.evaluate(  # the nodes are the last trace, listed top-down: its last point is the lowest
+        """gd => {
+            const t = gd.data[gd.data.length - 1], xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;
+            const box = gd.getBoundingClientRect(), i = t.x.length - 1;
+            return [box.left + xa._offset + xa.d2p(t.x[i]), box.top + ya._offset + ya.d2p(t.y[i]), t.customdata[i]];
+        }"""
+    )
+    page.mouse.click(x, y)
+    opened = re.compile(rf"block {node[2]} ·\s*{node[3]}:")  # a long title wraps after the "·"
+    expect(page.locator(PLOT).filter(has_text=opened).first).to_be_attached(timeout=LONG)
+
+
 def model_sizes(page, tmp: Path) -> None:
     total = page.locator('[data-testid="stMetric"]').filter(has_text=label("model_sizes", "total")).first
     before = total.inner_text()
@@ -368,6 +388,7 @@ INTERACTIONS: dict[str, Callable] = {
         moe,
         norms,
         block_roles,
+        flow,
         model_sizes,
         language_model,
         vision_transformer,
