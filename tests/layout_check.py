@@ -26,6 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import sync_playwright
 
 from benchmarks.browser import running_server
@@ -34,6 +35,10 @@ from tests.test_browser import ARGS, ARTIFACTS, CHROMIUM, IDLE, LONG, PLOT, app_
 SHOTS = ARTIFACTS / "layout"
 VIEWPORT = {"width": 1400, "height": 1000}
 LANGS = ("en", "zh")
+PAGE_HEIGHT = """() => { let el = document.querySelector('[data-testid="stMainBlockContainer"]');
+  while (el && !/(auto|scroll)/.test(getComputedStyle(el).overflowY)) el = el.parentElement;
+  return (el || document.body).scrollHeight + 100; }"""  # Streamlit's main area scrolls inside the window
+FAILED = '[data-testid="stException"], [data-testid="stAlertContentError"]'  # a traceback or an error box
 
 # Notation that should have been rendered: (what it is, pattern). Applied to rendered text, never to KaTeX or code.
 TEX = [
@@ -120,12 +125,15 @@ READ_PAGE = r"""() => {
       axes.push({x: layer.classList.contains('xaxislayer-above'), labels: labels.map((t) => ({text: t.textContent,
         box: box(t), angle: turn(t), size: parseFloat(getComputedStyle(t).fontSize) || 12}))});
     }
-    const texts = [...gd.querySelectorAll('.main-svg text')].filter((t) => t.textContent.trim())
+    // Tick labels are often the user's tokens (a backtick, two stars): read for leaks of our own markup only.
+    const TICK = '.xaxislayer-above, .yaxislayer-above';
+    const texts = [...gd.querySelectorAll('.main-svg text')].filter((t) => t.textContent.trim() && !t.closest(TICK))
       .map((t) => t.textContent);
+    const ticks = [...gd.querySelectorAll('.main-svg text')].filter((t) => t.closest(TICK)).map((t) => t.textContent);
     const hovers = (gd.data || []).flatMap((t) => [t.hovertemplate, t.name].flat())
       .filter((h) => typeof h === 'string');
     charts.push({key, title: title ? one(title) : null, chart: svg ? box(svg) : box(gd), axisTitles, annotations,
-      legend: legend && shown(legend) ? box(legend) : null, colorbars, axes, texts, hovers});
+      legend: legend && shown(legend) ? box(legend) : null, colorbars, axes, texts, ticks, hovers});
   }
   return {texts, buttons, charts};
 }"""
@@ -171,8 +179,11 @@ def _ticks_collide(axis: dict) -> list[str]:
             spacing = abs(a["box"][0] + a["box"][2] - b["box"][0] - b["box"][2]) / 2
             hit = spacing * abs(math.sin(math.radians(angle))) < 0.9 * a["size"]
         if hit:
-            out.append(f"tick labels {a['text']!r} and {b['text']!r} overlap")
-    return out
+            out.append((a["text"], b["text"]))
+    if not out:
+        return []
+    first = ", ".join(f"{a!r} and {b!r}" for a, b in out[:3])
+    return [f"tick labels overlap: {first}{f' and {len(out) - 3} more pairs' if len(out) > 3 else ''}"]
 
 
 def problems(read: dict, page: str, lang: str) -> list[Problem]:
@@ -203,6 +214,7 @@ def problems(read: dict, page: str, lang: str) -> list[Problem]:
         for axis in c["axes"]:
             add += _ticks_collide(axis)
         add += [p for t in dict.fromkeys(c["texts"]) for p in _notation(t, TEXT_RULES)]
+        add += [f"tick label: {p}" for t in dict.fromkeys(c["ticks"]) for p in _notation(t, ENTITIES)]
         add += [f"hover: {p}" for h in dict.fromkeys(c["hovers"]) for p in _notation(h, HOVER_RULES)]
         out += [Problem(page, lang, where, p) for p in add]
     return out
@@ -221,15 +233,22 @@ def check_page(browser, server: str, slug: str, lang: str) -> list[Problem]:
     page = browser.new_page(viewport=VIEWPORT)
     try:
         page.goto(page_url(server, slug))
-        page.wait_for_selector(f"{PLOT} .main-svg", timeout=LONG)
+        page.wait_for_selector(f"{PLOT} .main-svg, {FAILED}", timeout=LONG)  # a page that failed has no chart
         page.wait_for_selector(IDLE, timeout=LONG)
         if lang == "zh":
             switch_to_chinese(page)
         draw_below_fold(page)
         page.wait_for_selector(IDLE, timeout=LONG)
         page.wait_for_timeout(500)  # Plotly lays out a figure after Streamlit mounts it
-        page.screenshot(path=str(SHOTS / f"{lang}-{slug}.png"), full_page=True)
-        return problems(page.evaluate(READ_PAGE), slug, lang)
+        failed = [
+            Problem(slug, lang, "page", f"error shown: {t[:200]!r}") for t in page.locator(FAILED).all_inner_texts()
+        ]
+        found = failed + problems(page.evaluate(READ_PAGE), slug, lang)
+        # Streamlit scrolls its main area inside the window: a window as tall as the page shows all of it at once.
+        page.set_viewport_size({**VIEWPORT, "height": min(page.evaluate(PAGE_HEIGHT), 30_000)})
+        page.wait_for_timeout(500)
+        page.screenshot(path=str(SHOTS / f"{lang}-{slug}.png"))
+        return found
     finally:
         page.close()
 
@@ -252,11 +271,14 @@ def main(argv: list[str] | None = None) -> int:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         for slug in slugs:
             for lang in args.lang:
-                here = check_page(browser, url, slug, lang)
-                print(f"{slug} [{lang}]: {len(here) or 'ok'}", file=sys.stderr)
+                try:
+                    here = check_page(browser, url, slug, lang)
+                except PlaywrightError as exc:  # a page that never drew: say so and go on with the others
+                    here = [Problem(slug, lang, "page", f"not drawn: {str(exc).splitlines()[0]}")]
+                print("\n".join(map(str, here)) or f"{slug} [{lang}]: ok", flush=True)
                 found += here
         browser.close()
-    print("\n".join(map(str, found)) or "no problems")
+    print(f"{len(found)} problems" if found else "no problems")
     return 1 if found else 0
 
 

@@ -66,7 +66,7 @@ def test_the_check_finds_each_fault_it_looks_for(browser, tmp_path):  # noqa: F8
         "label cut: 'Data download'",
         "title wider than its chart",
         "legend over the title",
-        "tick labels 'first' and 'second' overlap",
+        "tick labels overlap: 'first' and 'second'",
         "raw TeX subscript in 'A title far too long",
     ]
     missed = [e for e in expected if not any(f.startswith(e) for f in found)]

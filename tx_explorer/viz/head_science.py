@@ -70,7 +70,7 @@ def position_map(
         height=max(280, min(900, 26 * len(rows) + 160)),
         margin=dict(l=10, r=10, t=40, b=10),
         font=style.FONT,
-        xaxis=dict(title=dict(text=x_title), tickangle=-45, **ticks),
+        xaxis=dict(title=dict(text=x_title), **ticks),
         yaxis=dict(
             title=dict(text=y_title),
             autorange="reversed",

@@ -71,7 +71,7 @@ def heatmap(
     axes = dict(automargin=True, zeroline=False, showgrid=False)
     # The hover names a cell by the axis titles, so it speaks the caller's language: "queries (rows) 3: the".
     x_name, y_name = (_hover_name(t) for t in (x_title, y_title))
-    xaxis = dict(axes, title=dict(text=x_title), tickangle=-45 if cols > 8 else 0)
+    xaxis = dict(axes, title=dict(text=x_title))  # tick angle: the template turns crowded labels
     yaxis = dict(axes, title=dict(text=y_title), autorange="reversed")
     if z.size > LABELLED_CELLS:
         x, y = _unique_names(cl), _unique_names(rl)

@@ -158,7 +158,6 @@ def side_by_side(
             tickmode="array",
             tickvals=list(range(0, len(cl), step)),
             ticktext=cl[::step],
-            tickangle=-45,
             title=x_title,
             row=1,
             col=c,

@@ -23,6 +23,8 @@ pio.templates["tx_explorer"] = go.layout.Template(layout=pio.templates["plotly"]
 # cache maps on 2 cores. Labels past the edge are clipped by the figure's own box either way.
 pio.templates["tx_explorer"].layout.xaxis.ticklabeloverflow = "allow"
 pio.templates["tx_explorer"].layout.yaxis.ticklabeloverflow = "allow"
+# Tick labels turn only as far as they must not to overlap: level, then slanted, then upright (Plotly tries each).
+pio.templates["tx_explorer"].layout.xaxis.autotickangles = [0, -45, -90]
 pio.templates.default = "tx_explorer"
 
 
