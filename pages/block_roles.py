@@ -17,8 +17,11 @@ st.markdown(T("intro"))
 @st.fragment
 def probe_section() -> None:
     ui.section(T, "probe")
+    name = ui.text_model_picker(T("model"), "probe_model", kind="causal")  # SmolLM2 first, where installed
+    if name is None:
+        return
     with ui.friendly_errors():
-        tm = ui.cached_model(view.MODEL)
+        tm = ui.cached_model(name)
         c = st.columns([4, 1, 1])
         text = c[0].text_input(T("text"), T("text_default"), max_chars=500, key="probe_text")
         token = c[1].number_input(T("token"), 0, view.MAX_TOKENS - 1, 2, key="probe_token")

@@ -89,8 +89,12 @@ def published_section() -> None:
 
 
 ui.section(T, "decode")
-bundled = [n for n in models.available_models("text", kind="causal") if models.REGISTRY[n].bundled]
-default = view.first_shared(bundled, ui.cached_model)  # a bundled model whose query heads share K/V heads
+shipped = [
+    n
+    for n in models.available_models("text", kind="causal")
+    if models.REGISTRY[n].bundled or models.REGISTRY[n].preload
+]
+default = view.first_shared(shipped, ui.cached_model)  # a shipped model whose query heads share K/V heads: SmolLM2
 if default is not None:
     st.session_state.setdefault("kv_model", default)
 c = st.columns([2, 4])

@@ -100,11 +100,32 @@ def generate(name: str, text: str, tm) -> None:
             ui.show(*view.generation(g, step, g_layer, g_head, lang=LANG))
 
 
+@st.fragment
+def chat(name: str, tm) -> None:
+    """Chat with an instruction-tuned model: the template's text and tokens, then the reply token by token."""
+    if not tm.chat_template or not (box := ui.lazy_section(T, "chat", key="lm_open_chat")):
+        return
+    with box, ui.friendly_errors():
+        c = st.columns([4, 1])
+        message = c[0].text_input(T("chat_message"), T("chat_default"), max_chars=2000, key="lm_chat")
+        new = c[1].slider(T("new_tokens"), 1, 128, 48, key="lm_chat_new")
+        turn = view.chat_turn(tm, message)
+        st.markdown(T("chat_prompt", n=len(turn.ids)))
+        st.code(turn.prompt, language=None, wrap_lines=True)
+        st.code(" | ".join(turn.tokens), language=None, wrap_lines=True)
+        st.markdown(T("chat_reply"))
+        answers, key = st.session_state.setdefault("lm_chat_answers", {}), (name, message, new)  # no regenerating
+        if key not in answers:
+            answers[key] = st.write_stream(map(ui.escape_markdown, view.chat_reply(tm, turn, new)))
+        else:
+            st.markdown(answers[key])
+
+
 st.title(ui.page_title("language_model"))
 st.markdown(T("intro", mb=view.corpus_mb("tiny-gpt")))
 st.latex(view.LATEX)
 
-ui.keep_open("lm_open_embed", "lm_open_loss", "lm_open_gen")  # through a blank text, which draws none of them
+ui.keep_open("lm_open_embed", "lm_open_loss", "lm_open_gen", "lm_open_chat")  # through a blank text too
 name = ui.text_model_picker(T("model"), "lm_model", kind="causal")
 text = st.text_area(T("text"), T("default_text"), max_chars=20_000, key="lm_text", height=80)
 ui.stop_unless(name, text, T("empty"))
@@ -126,3 +147,4 @@ if r is not None:
     loss(r)
 if tm is not None:
     generate(name, text, tm)
+    chat(name, tm)

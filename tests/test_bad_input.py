@@ -287,7 +287,7 @@ EMPTY_MASK = ("error", "sentence is empty")
 NOT_A_NUMBER = ("error", "is not a number")
 SIZES = ("error", "whole numbers")
 MH_EMPTY = ("warning", "The text is empty")
-MH_LONG = ("warning", "only the first 128 tokens")
+MH_LONG = ("warning", "only the first 373 tokens")  # SmolLM2's maps budget (analysis.heads.max_tokens)
 # A checkpoint folder typed on the multi-head page (tx_explorer.paths): folders made by the checkpoint_folders
 # fixture under BYOC, whose "roots" folder is the allowed root; a good folder goes back in after each bad one.
 BYOC = Path(tempfile.gettempdir()) / f"tx-explorer-byoc-{os.getpid()}"
@@ -306,6 +306,11 @@ FOLDERS = {  # name → (typed path, expected outcome)
     "not-a-model": (str(BYOC / "roots" / "empty"), ("error", "config.json is missing")),
     "unsupported": (str(BYOC / "roots" / "t5"), ("error", "'t5' is not supported; supported: bert, gpt2")),
     "corrupt-weights": (str(BYOC / "roots" / "corrupt"), ("error", "model.safetensors is corrupt or truncated")),
+    "gguf": (str(BYOC / "roots" / "tiny.gguf"), ("chart", "8 query heads share 2 key/value heads")),
+    "gguf-truncated": (str(BYOC / "roots" / "cut.gguf"), ("error", "cut.gguf is corrupt or truncated")),
+    "gguf-not-gguf": (str(BYOC / "roots" / "fake.gguf"), ("error", "not a GGUF file")),
+    "gguf-architecture": (str(BYOC / "roots" / "gemma.gguf"), ("error", "holds a 'gemma' model")),
+    "gguf-outside": (str(BYOC / "outside" / "tiny.gguf"), NOT_ALLOWED),
 }
 S2S_UNKNOWN = ("warning", "not in the vocabulary")
 OPERATOR_EDIT = ((W("radio", "source"), "edit"),)
@@ -316,6 +321,8 @@ NORMS = {k: labelled("text_input", "norms", k) for k in ("vector", "gamma", "bet
 GUARD = (W("number_input", "cost_guard_n"), W("number_input", "cost_guard_h"))
 HS_PATCHING = ((W("segmented_control", "hs_view"), "patching"),)
 HS_UNEQUAL = ("error", "needs prompts of equal token length")
+ATLAS_PASTE = ((W("radio", "atlas_source"), "paste"),)
+ATLAS_UPLOAD = W("file_uploader", label=locales.text("atlas", "upload"))
 FLOW_BEYOND = ("error", "is outside the text")
 
 CASES: list[Case] = [
@@ -584,6 +591,43 @@ CASES: list[Case] = [
         **{"100k": ("chart", "only the first 128 are analysed")},
     ),
     *number_cases("flow", "flow_graph", at_min=FLOW_BEYOND, at_max=FLOW_BEYOND),
+    # long-context atlas: a pasted text (empty: a hint, the corpus read meanwhile; beyond SmolLM2's 8 192 tokens),
+    # uploads (binary, empty, too long), the needle's boxes (read when its button runs), numbers on tiny-llama
+    *text_cases(
+        "atlas",
+        (W("text_area", "atlas_text"),),
+        "atlas_grid_first",
+        prepare=ATLAS_PASTE,
+        empty=("info", "Paste a text to read it"),
+        **{"100k": ("error", "exceed the model's context of 8192")},
+    ),
+    *[
+        Case(
+            "atlas",
+            f"upload-{name}",
+            ((ATLAS_UPLOAD, (file, data, "text/plain")),),
+            expect,
+            says,
+            chart="atlas_grid_first",
+            prepare=((W("radio", "atlas_source"), "upload"),),
+            recover=((ATLAS_UPLOAD, ("notes.txt", b"The cat sat on the mat. " * 20, "text/plain")),),
+        )
+        for name, (file, data, expect, says) in {
+            "binary": ("star.txt", STAR_PNG, "error", "this file is not text"),
+            "nul-bytes": ("nul.txt", b"text\x00with a NUL", "error", "this file is not text"),
+            "zero-bytes": ("empty.txt", b"", "error", "empty (0 bytes)"),
+            "beyond-context": ("long.txt", HUGE.encode(), "error", "exceed the model's context of 8192"),
+            "good": ("notes.txt", b"The cat sat on the mat. " * 20, "chart", ""),
+        }.items()
+    ],
+    *text_cases(
+        "atlas",
+        (W("text_input", "atlas_needle"), W("text_input", "atlas_q"), W("text_input", "atlas_a")),
+        "atlas_grid_first",
+        name="needle",
+        prepare=((W("radio", "atlas_source"), "corpus"),),
+    ),
+    *number_cases("atlas", "atlas_grid_first", prepare=((W("selectbox", "atlas_model"), "tiny-llama"),)),
 ]
 
 
@@ -676,7 +720,7 @@ def pages():
 def checkpoint_folders():
     """The folders of ``FOLDERS``: random Qwen2 checkpoints (one with its weights cut in half), an empty folder and
     an unsupported config inside the allowed root, a folder outside it and a symlink out of it."""
-    from tests.checkpoints import write_checkpoint
+    from tests.checkpoints import write_checkpoint, write_gguf
 
     roots = BYOC / "roots"
     write_checkpoint(roots / "qwen2", "qwen2")
@@ -688,6 +732,14 @@ def checkpoint_folders():
     (roots / "t5" / "config.json").write_text('{"model_type": "t5"}')
     (BYOC / "outside").mkdir()
     (roots / "escape").symlink_to(BYOC / "outside", target_is_directory=True)
+    write_gguf(roots / "tiny.gguf", "qwen2", "Q8_0")
+    good = (roots / "tiny.gguf").read_bytes()
+    (roots / "cut.gguf").write_bytes(good[: len(good) // 2])
+    (roots / "fake.gguf").write_bytes(b"PK\x03\x04" + good[4:])
+    (roots / "gemma.gguf").write_bytes(
+        good.replace(b"\x05" + 7 * b"\x00" + b"qwen2", b"\x05" + 7 * b"\x00" + b"gemma", 1)
+    )
+    (BYOC / "outside" / "tiny.gguf").write_bytes(good)
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv(paths.ENV_ROOTS, str(roots))
         yield roots

@@ -279,3 +279,13 @@ def test_prefix_logits_do_not_change_when_tokens_are_appended() -> None:
         whole, alone = attn(embed(torch.tensor([r.ids]))), attn(embed(torch.tensor([r.ids[:3]])))
     assert (whole[0, :3] - alone[0]).abs().max() > 1e-3
     assert lm.prefix_invariance(tm, r.ids, full + 0.5, 3) == pytest.approx(0.5, abs=1e-4)
+
+
+def test_prefix_verdict_allows_float32_rounding_that_grows_with_depth():
+    from tx_explorer.views.language_model import prefix_verdict
+
+    assert prefix_verdict(0.0, 30.0, 30) == "prefix_exact"
+    assert prefix_verdict(7.8e-5, 27.4, 30) == "prefix_close"  # SmolLM2, measured: 2.9e-6 of the largest logit
+    assert prefix_verdict(2e-4, 27.4, 30) == "prefix_close"
+    assert prefix_verdict(2e-4, 27.4, 4) == "prefix_moved"  # the same gap in a 4-layer model is no rounding
+    assert prefix_verdict(0.01, 27.4, 30) == "prefix_moved"

@@ -42,8 +42,9 @@ def test_multihead_first_load(multihead) -> None:
     assert len(specs) == 1  # only the chosen view (the grid) is built and sent
     grid = specs[0]["data"][0]
     assert grid["type"] == "heatmap" and grid["z"]["dtype"] == "u1"  # quantised thumbnails
-    assert multihead.selectbox(key="mh_model").value == "tiny-gpt"
-    assert "tiny-gpt" in multihead.selectbox(key="mh_model").options
+    default = models.available_models("text")[0]  # the real LLM, SmolLM2, where its package is installed
+    assert multihead.selectbox(key="mh_model").value == default == "smollm2-135m-instruct"
+    assert {"tiny-gpt", "tiny-llama"} <= set(multihead.selectbox(key="mh_model").options)
 
 
 @pytest.mark.parametrize("view", list(VIEW_CHARTS))
@@ -88,10 +89,15 @@ def test_multihead_empty_input_warns(multihead, text: str) -> None:
 
 
 def test_multihead_long_input_is_truncated_with_notice(multihead) -> None:
+    from tx_explorer.analysis.heads import max_tokens
+    from tx_explorer.model_cache import shared_model
+
     multihead.text_area(key="mh_text_example_code").set_value(LONG).run()
     assert_clean(multihead)
-    assert any("only the first 128 tokens" in w.value for w in multihead.warning)
-    assert _codes(multihead)[0].count("|") == 127  # 128 tokens shown
+    cap = max_tokens(shared_model(multihead.selectbox(key="mh_model").value))  # SmolLM2's 270 heads: 373
+    assert cap == 373
+    assert any(f"only the first {cap} tokens" in w.value for w in multihead.warning)
+    assert _codes(multihead)[0].count("|") == cap - 1
 
 
 def test_multihead_html_and_emoji_are_literal(multihead) -> None:
@@ -138,6 +144,21 @@ def test_language_model_first_load(language_model) -> None:
     assert len(plotly_specs(language_model)) >= 6  # embeddings, mask, weights, next token, losses, generation ×2
     assert any("0.0e+00" in s.value for s in language_model.success)  # nothing above the diagonal
     assert any("does not change what came before" in s.value for s in language_model.success)  # §6, prefix
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_language_model_chat_shows_the_template_and_streams_a_reply(lang: str) -> None:
+    at = open_page("language_model")
+    at.session_state["lang"] = lang
+    at.session_state["lm_open_chat"] = True
+    at.run()
+    assert_clean(at)
+    prompt, tokens = _codes(at)[-2:]
+    assert prompt.startswith("<|im_start|>system") and prompt.rstrip().endswith("<|im_start|>assistant")
+    assert tokens.split(" | ")[0] == "<|im_start|>"
+    assert any("Paris" in m.value for m in at.markdown)  # "The capital of France is Paris."
+    at.text_input(key="lm_chat").set_value("").run()
+    assert not at.exception and at.error  # an empty message: a message in the user's language, no traceback
 
 
 def test_language_model_prefix_invariance_in_chinese() -> None:

@@ -21,6 +21,7 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 
+from tx_explorer import masks
 from tx_explorer.analysis.rollout import rollout
 from tx_explorer.edit import Edit, HeadMeans, head_means
 from tx_explorer.errors import InputError
@@ -449,6 +450,57 @@ def taxonomy(tm: TextModel, ids: Sequence[int], *, repeat_length: int = 24, seed
         else:
             effect, base = (dropped.loss - clean.loss).item(), clean.loss.item()
     return Taxonomy(scores, sinks, coords, effect, base, repeat_length)
+
+
+def strongest(scores: np.ndarray, k: int = 3) -> list[tuple[int, int, float]]:
+    """The ``k`` heads with the largest ``scores [L, H]``, as (layer, head, score), best first."""
+    order = np.argsort(scores, axis=None)[::-1][:k]
+    return [(int(i // scores.shape[1]), int(i % scores.shape[1]), float(scores.flat[i])) for i in order]
+
+
+@dataclass(frozen=True)
+class SinkWindows:
+    """The attention sink seen three ways on one text (Xiao et al. 2024, StreamingLLM):
+
+    - ``share`` [L]: each layer's mean attention on the first token (queries 1…N−1, every head), and
+      ``share_dropped`` [L] the same after the first token is removed from the text: the new first token;
+    - ``losses``: mean next-token loss of the queries past ``window`` with every key visible (``full``), with a
+      sliding window that evicts the first token (``window``), and with the window plus the first token kept
+      (``window_sink``). Positions stay absolute in all three, so only which keys are seen differs."""
+
+    share: np.ndarray
+    share_dropped: np.ndarray
+    window: int
+    losses: dict[str, float]
+    scored: int  # queries scored (those whose window no longer reaches the first token)
+
+
+def _first_share(tm: TextModel, ids: Tensor) -> np.ndarray:
+    return _maps(tm, ids)[..., 1:, 0].mean(dim=(-1, -2)).numpy()  # (L,): over heads and queries 1…N−1
+
+
+@torch.no_grad()
+def sink_windows(tm: TextModel, ids: Sequence[int], window: int) -> SinkWindows:
+    """See :class:`SinkWindows`; a causal model and a text longer than ``window + 1`` tokens.
+
+    Raises:
+        InputError: ``hs_sink_window`` when the text leaves no query past the window.
+    """
+    x = _ids(tm, ids)
+    n = x.shape[1]
+    if not 1 <= window < n - 1:
+        raise InputError("hs_sink_window", window=window, count=n)
+    pos = torch.arange(n, device=x.device)
+    causal = tm.model.mask(n, x.device)  # (N, N): the model's own mask
+    windowed = causal & masks.causal_between(pos, pos, window)  # the first token falls out once i ≥ window
+    sink = windowed | (causal & (pos[None, :] == 0))  # …unless it is always kept
+    embedded = tm.model.embed(x)
+    targets = x[0, window + 1 :]
+    losses = {}
+    for name, mask in (("full", causal), ("window", windowed), ("window_sink", sink)):
+        logits = tm.model.head(tm.model.hidden(embedded, mask, None))[0, window:-1]  # queries past the window
+        losses[name] = F.cross_entropy(logits, targets).item()
+    return SinkWindows(_first_share(tm, x), _first_share(tm, x[:, 1:]), window, losses, n - window - 1)
 
 
 # --- attribution beside attention --------------------------------------------------------------------------------

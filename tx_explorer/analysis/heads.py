@@ -13,6 +13,7 @@ Inputs are one sequence's maps ``[L, H, N, N]`` (``Trace.stack()[:, 0]``) unless
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -213,11 +214,18 @@ class TextAttention:
 
 
 MAX_TOKENS = 512  # L·H·N² maps are kept: 12 × 12 × 1024² floats would be 600 MB for GPT-2's full context
+MAP_BUDGET = 12 * 12 * 512**2  # map cells kept for one text: GPT-2 or MiniLM at 512 tokens (151 MB of float32)
+
+
+def max_tokens(tm: TextModel) -> int:
+    """Tokens analysed with every map kept: :data:`MAX_TOKENS`, or fewer for a model with more heads than GPT-2,
+    so that its maps stay within :data:`MAP_BUDGET` (SmolLM2's 30 × 9 heads: 373 tokens)."""
+    return min(MAX_TOKENS, math.isqrt(MAP_BUDGET // (tm.config.num_layers * tm.config.num_heads)))
 
 
 def analyse(tm: TextModel, text: str) -> TextAttention:
-    """Tokenise (truncating to the context, at most :data:`MAX_TOKENS`) and run ``text``, keeping every map."""
-    enc = tm.encode(text, MAX_TOKENS)
+    """Tokenise (truncating to the context, at most :func:`max_tokens`) and run ``text``, keeping every map."""
+    enc = tm.encode(text, max_tokens(tm))
     _, trace = tm.attention(enc)
     maps = trace.stack()[:, 0].numpy()  # (L, H, N, N): batch of one
     return TextAttention(list(enc.tokens), list(enc.special), enc.truncated, enc.num_tokens, maps)
@@ -229,7 +237,7 @@ def norm_weighted_maps(tm: TextModel, text: str, maps: np.ndarray) -> np.ndarray
     The rescaling puts the lens on the same [0, 1] colour scale as α: it keeps where a query's *transported
     vectors* come from, not their overall size.
     """
-    ids = tm.encode(text, MAX_TOKENS).ids
+    ids = tm.encode(text, max_tokens(tm)).ids
     out = []
     for layer, x in enumerate(tm.attention_inputs(ids)):
         w = norm_weighted(tm.attention_module(layer), x, _tensor(maps[layer])[None])[0]  # (H, N, N)
@@ -245,7 +253,7 @@ def rollout_maps(maps: np.ndarray) -> np.ndarray:
 
 def inspect_text(tm: TextModel, text: str, layer: int, head: int, query: int) -> QueryKeyView:
     """:func:`inspect_query` on the input that ``layer``'s attention receives for ``text``."""
-    ids = tm.encode(text, MAX_TOKENS).ids
+    ids = tm.encode(text, max_tokens(tm)).ids
     if not 0 <= layer < len(tm.model.blocks):
         raise ValueError(f"layer must lie in [0, {len(tm.model.blocks) - 1}], got {layer}")
     x = tm.attention_inputs(ids)[layer]

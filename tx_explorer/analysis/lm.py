@@ -13,7 +13,7 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 
-from tx_explorer.analysis.heads import MAX_TOKENS
+from tx_explorer.analysis.heads import max_tokens
 from tx_explorer.errors import InputError
 from tx_explorer.families.text import TextModel
 from tx_explorer.modules.transformer import CausalLM
@@ -125,7 +125,7 @@ def read(tm: TextModel, text: str, k: int = 10) -> Reading:
     """Everything the language-model page shows about ``text`` (truncated to the context)."""
     if tm.kind != "causal":
         raise TypeError(f"{tm.name} is an encoder: it does not predict next tokens")
-    enc = tm.encode(text, MAX_TOKENS)
+    enc = tm.encode(text, max_tokens(tm))
     logits, trace = tm.attention(enc)
     top = torch.topk(logits[0], min(k, logits.shape[-1]), dim=-1)  # (N, k): the softmax keeps the order
     probs = torch.exp(top.values.double() - torch.logsumexp(logits[0].float(), dim=-1, keepdim=True).double())

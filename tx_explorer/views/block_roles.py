@@ -13,7 +13,6 @@ from tx_explorer.views import Panel, texts
 from tx_explorer.viz import mixing
 
 PAGE = "block_roles"
-MODEL = "tiny-gpt"  # the bundled causal model the probe opens
 MAX_TOKENS = 32  # a readable row of bars
 
 

@@ -13,6 +13,7 @@ from tx_explorer.analysis.heads import head_labels
 from tx_explorer.families.text import TextModel
 from tx_explorer.trace import Trace
 from tx_explorer.views import Panel, texts
+from tx_explorer.viz import charts
 from tx_explorer.viz import head_science as vh
 from tx_explorer.viz import heads as viz_heads
 
@@ -213,6 +214,9 @@ def taxonomy(tm: TextModel, text: str, score: str = "induction", *, lang: str = 
     notes += [
         T("best_induction", layer=best[0], head=best[1], score=f"{r.scores['induction'].max():.3f}", n=r.repeat_length)
     ]
+    for kind in ("induction", "previous", "duplicate"):  # the model's own specialists, named with their scores
+        heads = ", ".join(f"L{layer} H{head} ({value:.2f})" for layer, head, value in hs.strongest(r.scores[kind]))
+        notes.append(T("strongest", kind=T(f"score_{kind}"), heads=heads))
     if r.sink_effect is None:
         notes.append(T("no_sinks", threshold=f"{hs.SINK_THRESHOLD:.0%}"))
     elif tm.kind == "encoder":
@@ -222,7 +226,23 @@ def taxonomy(tm: TextModel, text: str, score: str = "induction", *, lang: str = 
             T("sink_effect_loss", count=int(r.sinks.sum()), effect=f"{r.sink_effect:+.4f}", loss=f"{r.base_loss:.3f}")
         )
     data = np.stack([r.scores[k].ravel() for k in hs.SCORES], axis=1)
-    return Result((Panel("hs_scores", bars, r.scores[score]), Panel("hs_map", scatter, data)), tuple(notes), table)
+    panels = [Panel("hs_scores", bars, r.scores[score]), Panel("hs_map", scatter, data)]
+    if tm.kind == "causal" and len(ids) >= 8:  # the sink three ways: per layer, first token dropped, windows
+        w = hs.sink_windows(tm, ids, window=max(2, len(ids) // 4))
+        series = {T("sink_as_is"): w.share, T("sink_dropped"): w.share_dropped}
+        fig = charts.bars(
+            [str(i) for i in range(len(w.share))],
+            series,
+            title=T("sink_title"),
+            x_title=T("axis_layer"),
+            y_title=T("sink_axis"),
+        )
+        panels.append(Panel("hs_sink_layers", fig, np.stack([w.share, w.share_dropped], axis=1)))
+        full, evicted, kept = (f"{w.losses[k]:.2f}" for k in ("full", "window", "window_sink"))
+        notes.append(
+            T("sink_windows", window=w.window, scored=w.scored, full=full, window_loss=evicted, window_sink=kept)
+        )
+    return Result(tuple(panels), tuple(notes), table)
 
 
 def attribution(tm: TextModel, text: str, *, lang: str = "en") -> Result:

@@ -38,7 +38,7 @@ def heavy(tm: TextModel, text: str) -> bool:
     """Whether analysing ``text`` is a long job (more than :data:`HEAVY_TOKENS` tokens, as the page keeps them).
 
     The work grows as L·H·N²: short texts take milliseconds and run at once, rather than queue behind long ones."""
-    return len(tm.encode(text, heads.MAX_TOKENS)) > HEAVY_TOKENS
+    return len(tm.encode(text, heads.max_tokens(tm))) > HEAVY_TOKENS
 
 
 def _words(lang: str) -> dict[str, str]:
