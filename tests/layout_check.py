@@ -1,7 +1,8 @@
 """Does every page read like a textbook? A layout check of the rendered page, for the tests and on the command line.
 
-In a real browser (the browser suite's Chromium), with every section of the default view drawn, it reads the DOM
-and each Plotly figure's SVG boxes and reports, with page, language and chart:
+In a real browser (the browser suite's Chromium), with every section of the default view drawn and the sections
+that open on demand opened (but a live training run and a chat), it reads the DOM and each Plotly figure's SVG
+boxes and reports, with page, language and chart:
 
 - a legend's box over the chart's title, a subplot title or an axis title (or a colour bar);
 - a chart title wider than its chart (Plotly clips it), tick labels of one axis drawn over each other;
@@ -29,8 +30,19 @@ from pathlib import Path
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import sync_playwright
 
-from benchmarks.browser import running_server
-from tests.test_browser import ARGS, ARTIFACTS, CHROMIUM, IDLE, LONG, PLOT, app_pages, draw_below_fold, page_url
+from harness.browser import (
+    ARGS,
+    ARTIFACTS,
+    CHROMIUM,
+    IDLE,
+    LONG,
+    PLOT,
+    app_pages,
+    draw_below_fold,
+    page_url,
+    running_server,
+)
+from tests.conftest import lazy_sections
 
 SHOTS = ARTIFACTS / "layout"
 VIEWPORT = {"width": 1400, "height": 1000}
@@ -38,6 +50,8 @@ LANGS = ("en", "zh")
 PAGE_HEIGHT = """() => { let el = document.querySelector('[data-testid="stMainBlockContainer"]');
   while (el && !/(auto|scroll)/.test(getComputedStyle(el).overflowY)) el = el.parentElement;
   return (el || document.body).scrollHeight + 100; }"""  # Streamlit's main area scrolls inside the window
+# Sections opened on demand that the check leaves closed: a live training run and a chat with a 135M-parameter model.
+NOT_OPENED = {"norms_open_live", "lm_open_chat"}
 FAILED = '[data-testid="stException"], [data-testid="stAlertContentError"]'  # a traceback or an error box
 
 # Notation that should have been rendered: (what it is, pattern). Applied to rendered text, never to KaTeX or code.
@@ -227,6 +241,19 @@ def switch_to_chinese(page) -> None:
     page.wait_for_selector(IDLE, timeout=LONG)
 
 
+def open_lazy_sections(page, slug: str) -> None:
+    """Open the page's sections that open on demand (expanders keyed ``*_open_*``), one at a time, except the
+    long-running ones (:data:`NOT_OPENED`), and draw what they hold."""
+    for key in lazy_sections(slug):
+        box = page.locator(f".st-key-{key}")
+        if key in NOT_OPENED or not box.count() or box.locator("details[open]").count():
+            continue
+        box.locator("summary").first.click()
+        page.wait_for_selector(IDLE, timeout=LONG)
+        draw_below_fold(page)
+        page.wait_for_selector(IDLE, timeout=LONG)
+
+
 def check_page(browser, server: str, slug: str, lang: str) -> list[Problem]:
     """Open ``slug`` in a fresh tab, in ``lang``, draw every section, screenshot it and check what it shows."""
     SHOTS.mkdir(parents=True, exist_ok=True)
@@ -239,6 +266,7 @@ def check_page(browser, server: str, slug: str, lang: str) -> list[Problem]:
             switch_to_chinese(page)
         draw_below_fold(page)
         page.wait_for_selector(IDLE, timeout=LONG)
+        open_lazy_sections(page, slug)
         page.wait_for_timeout(500)  # Plotly lays out a figure after Streamlit mounts it
         failed = [
             Problem(slug, lang, "page", f"error shown: {t[:200]!r}") for t in page.locator(FAILED).all_inner_texts()
