@@ -30,6 +30,7 @@ FAST = {  # every public function on small inputs; minilm-l6 and GPT-2 are not b
     "kv_cache": {"new_tokens": 3},
     "block_roles": {},
     "flash_io": {},
+    "flow": {"model": "tiny-llama", "text": "The cat sat on the mat."},
 }
 
 

@@ -29,6 +29,7 @@ from tx_explorer.views import Panel
 from tx_explorer.views import block_roles as v_roles
 from tx_explorer.views import cost_of_attention as v_cost
 from tx_explorer.views import flash_io as v_io
+from tx_explorer.views import flow as v_flow
 from tx_explorer.views import head_science as v_hs
 from tx_explorer.views import kv_cache as v_kv
 from tx_explorer.views import language_model as v_lm
@@ -49,6 +50,7 @@ __all__ = [
     "block_roles",
     "cost",
     "flash_io",
+    "flow",
     "head_importance",
     "head_taxonomy",
     "heads",
@@ -481,6 +483,32 @@ def block_roles(
 ) -> Figures:
     """Change one token's input to a block: ‖Δh‖ of every token after the norm, attention and MLP (§5, §9.5)."""
     return _figures(v_roles.probe(_text_model(model), text, token, layer, lang=lang).bars)
+
+
+def flow(
+    model: str | Any | None = None,
+    text: str | None = None,
+    target: int = -1,
+    threshold: float = 0.04,
+    *,
+    edge: tuple[int, int, int] | None = None,
+    node: tuple[str, int, int] | None = None,
+    lang: str = "en",
+) -> Figures:
+    """Information-flow routes to ``target``'s prediction (Ferrando & Voita 2024), one edge's heads — attention
+    weight, write norm, causal effect — and a node's logit lens (issue 29). ``edge`` = (layer, query, key), default
+    the heaviest attention edge of the graph; ``node`` = ("x" | "m" | "mlp", layer, position), default the target's
+    final residual; ``model`` defaults to the page's (SmolLM2 when registered)."""
+    tm = _text_model(model or v_flow.default_model())
+    an = v_flow.analyse(tm, text or _default("flow", "text_default", lang))
+    route = v_flow.route(tm, an, target, threshold, lang=lang)
+    edge = edge or route.edge
+    node = node or ("x", an.dec.num_layers, target)
+    return _figures(
+        *route.panels,
+        *(v_flow.edge(tm, an, *edge, target, lang=lang).panels if edge else ()),
+        *(v_flow.node(tm, an, *node, lang=lang).panels if tm.kind == "causal" else ()),
+    )
 
 
 def flash_io(d: int = 64, tile: int = 128, n: int = 4096, *, lang: str = "en") -> Figures:
