@@ -162,6 +162,18 @@ def flow(m: Models) -> Result:
     return _result([*route.panels, *edge.panels, *node.panels], f"{len(an.ids)} tokens, tiny-llama")
 
 
+def atlas(m: Models) -> Result:
+    from tx_explorer.views import atlas as view
+
+    tm = m["tiny-llama"]
+    stats = view.compute(tm, view.source_ids(tm, "corpus", tokens=64))
+    layer, head = view.focus(stats)
+    return _result(
+        [*view.overview(stats, "entropy").panels, view.head_along(stats, "entropy", layer, head)],
+        "64 tokens, tiny-llama",
+    )
+
+
 def block_roles(m: Models) -> Result:
     from tx_explorer.views import block_roles as view
 
@@ -309,6 +321,15 @@ INTERACTIONS: dict[str, list[Interaction]] = {
             "type a text",
             "decomposition + shares + route graph, one edge's heads rerun (causal effects), a node's lens + 4 figures",
             flow,
+            ("tiny-llama",),
+        )
+    ],
+    "atlas": [
+        Interaction(
+            "atlas",
+            "read a text, pick a statistic",
+            "every layer's attention by tiles + per-head statistics, grid + one head along the positions",
+            atlas,
             ("tiny-llama",),
         )
     ],

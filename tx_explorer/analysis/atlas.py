@@ -30,7 +30,6 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from tx_explorer import masks
 from tx_explorer.analysis.head_science import HELDOUT_FILE
 from tx_explorer.attention import flash_attention_forward, scaled_dot_product_attention
 from tx_explorer.data import corpus
@@ -129,7 +128,7 @@ def _attend(
     attn: MultiHeadAttention,
     h: Tensor,
     pos: Tensor,
-    sliding: int | None,
+    model: CausalLM,
     reducer: _Reducer,
     tile: int,
     tick: Callable[[int], None],
@@ -143,8 +142,8 @@ def _attend(
     out = torch.empty_like(q)  # (1, H, T, Dh)
     for i0 in range(0, n, tile):
         i1 = min(i0 + tile, n)
-        q_pos, lo = pos[i0:i1], _first_key(i0, sliding)
-        visible = masks.causal_between(q_pos, pos[lo:i1], sliding)  # (bq, Nk): linear in T
+        q_pos, lo = pos[i0:i1], _first_key(i0, model.cfg.sliding_window)
+        visible = model.mask_between(q_pos, pos[lo:i1])  # (bq, Nk): the model's own mask, linear in T
         qi = q[:, :, i0:i1] * scale  # (1, H, bq, Dh): scaled first, as the kernel does, so both passes' scores agree
         out[:, :, i0:i1], lse = flash_attention_forward(
             qi,
@@ -202,12 +201,11 @@ def head_stats(
     if span is not None and not 0 <= span[0] < span[1] <= n:
         raise ValueError(f"span {span} is not a range of keys within 0…{n}")
     pos = torch.arange(n, device=x.device)
-    sliding = model.cfg.sliding_window
     layers: list[_Reducer] = []
     for i, block in enumerate(model.blocks):
         reducer = _Reducer(block.attn.num_heads, n, window, span, x.device)
         tick = functools.partial(progress, i) if progress is not None else lambda rows: None
-        attend = functools.partial(_attend, block.attn, pos=pos, sliding=sliding, reducer=reducer, tile=tile, tick=tick)
+        attend = functools.partial(_attend, block.attn, pos=pos, model=model, reducer=reducer, tile=tile, tick=tick)
         x = block.residual(x, attend, block.norm1)  # the block's own residual and norm, around our attention
         x = block.residual(x, block.mlp, block.norm2)
         layers.append(reducer)
@@ -299,8 +297,7 @@ def dense_rows(tm: TextModel, ids: Sequence[int], layer: int, rows: tuple[int, i
     if not 0 <= start < end <= n or end - start > MAX_DENSE:
         raise InputError("atlas_rows", start=start, end=end, n=n, limit=MAX_DENSE)
     pos = torch.arange(n, device=x.device)
-    sliding = model.cfg.sliding_window
-    mask = masks.causal_between(pos, pos, sliding)  # (T, T) bool, shared by every head: what the model itself uses
+    mask = model.mask(n, x.device)  # (T, T) bool, shared by every head: what the model's forward applies
     for block in model.blocks[:layer]:
         x = block(x, mask, pos=pos)
     attn = model.blocks[layer].attn
@@ -309,7 +306,7 @@ def dense_rows(tm: TextModel, ids: Sequence[int], layer: int, rows: tuple[int, i
     q_pos = pos[start:end]
     bias = attn.position.score_bias(q_pos, pos[:end]) if attn.position is not None else None  # (H, R, end) or None
     _, weights = scaled_dot_product_attention(
-        q[:, :, start:end], k, v, mask=masks.causal_between(q_pos, pos[:end], sliding), bias=bias
+        q[:, :, start:end], k, v, mask=model.mask_between(q_pos, pos[:end]), bias=bias
     )  # (1, H, R, end)
     full = weights.new_zeros(weights.shape[1], end - start, n)  # (H, R, T): keys after the rows are hidden
     full[..., :end] = weights[0]

@@ -1,0 +1,113 @@
+"""The long-context atlas page (issue 31) through AppTest: the first load in both languages with its computed facts,
+a statistic switched, a head opened by a click, the exact block checked against the atlas, the needle test, and
+the view functions' numbers against the analysis."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from tests.conftest import assert_clean, open_page, plotly_specs
+from tx_explorer import locales, models
+from tx_explorer.analysis import atlas
+from tx_explorer.views import atlas as view
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def _titles(at) -> list[str]:
+    return [s["layout"].get("title", {}).get("text", "").replace("<br>", " ") for s in plotly_specs(at)]
+
+
+def _captions(at) -> list[str]:
+    return [c.value for c in at.caption]
+
+
+@pytest.fixture(scope="module")
+def page():
+    at = open_page("atlas", timeout=600)
+    assert_clean(at)
+    return at
+
+
+def test_every_string_is_bilingual_with_the_same_placeholders():
+    import string
+
+    fields = lambda s: sorted(f for _, f, _, _ in string.Formatter().parse(s) if f)  # noqa: E731
+    for key, entry in locales.table("atlas").items():
+        assert entry.get("en", "").strip() and entry.get("zh", "").strip(), key
+        assert fields(entry["en"]) == fields(entry["zh"]), key
+
+
+def test_first_load_reads_the_corpus_and_states_its_facts(page):
+    name = models.available_models("text", kind="causal")[0]  # the picker's first: SmolLM2 when present
+    tm = models.load_model(name)
+    n = min(view.DEFAULT_TOKENS, tm.max_len)
+    captions = _captions(page)
+    assert any(f"Read {n} tokens through {len(tm.model.blocks)} layers" in c for c in captions), captions
+    sinks = next(c for c in captions if c.startswith("Sinks:"))
+    count, heads = map(int, re.search(r"Sinks: (\d+) of (\d+) heads", sinks).groups())
+    assert heads == len(tm.model.blocks) * tm.config.num_heads and 0 <= count <= heads
+    titles = _titles(page)
+    assert any(t.startswith("Share of attention on the first token") for t in titles), titles
+    assert len(page.dataframe[0].value) == heads  # every head's numbers
+
+
+def test_a_statistic_and_a_head_switch_and_the_page_speaks_chinese(page):
+    page.radio(key="atlas_stat").set_value("entropy").run()
+    assert_clean(page)
+    assert any(t.startswith("Entropy of each query") for t in _titles(page))
+    layer_box = next(n for n in page.number_input if n.key and n.key.startswith("atlas_layer_"))
+    layer_box.set_value(1).run()
+    assert_clean(page)
+    assert any(t.startswith("L1 H") and "entropy at each query position" in t for t in _titles(page))
+    page.session_state["lang"] = "zh"
+    page.run()
+    assert_clean(page)
+    assert any(c.startswith("汇聚点") for c in _captions(page))
+    page.session_state["lang"] = "en"
+    page.run()
+
+
+def test_the_exact_block_agrees_with_the_atlas(page):
+    page.session_state["atlas_open_block"] = True
+    page.run()
+    assert_clean(page)
+    check = next(c for c in _captions(page) if c.startswith("Check:"))
+    diff = float(re.search(r"at most ([0-9.e+-]+) over", check).group(1))
+    assert diff < 1e-4, check
+    assert any("exact weights of this block" in t for t in _titles(page))
+
+
+def test_the_needle_test_runs_on_tiny_llama_and_answers_or_says_not():
+    at = open_page("atlas", timeout=600)
+    at.selectbox(key="atlas_model").set_value("tiny-llama").run()
+    at.session_state["atlas_open_needle"] = True
+    at.run()
+    at.text_input(key="atlas_needle").set_value("The code is 4417.")
+    at.text_input(key="atlas_q").set_value("The code is")
+    at.text_input(key="atlas_a").set_value("4417")
+    at.button(key="atlas_needle_run").click().run()
+    assert_clean(at)
+    captions = _captions(at)
+    assert any(c.startswith("The model's answer:") for c in captions), captions
+    assert any(c.startswith(("Answered:", "Not answered:")) for c in captions), captions
+    assert any(t.startswith("Share of the last position's attention on the planted sentence") for t in _titles(at))
+
+
+def test_views_report_the_analysis_numbers():
+    tm = models.load_model("tiny-llama")
+    ids = atlas.corpus_ids(tm, 128)
+    stats = view.compute(tm, ids, window=16)
+    result = view.overview(stats, "first")
+    first = stats.first.mean(-1).numpy()
+    assert result.notes[0].startswith(f"Sinks: {int((first > 0.5).sum())} of {first.size} heads")
+    np.testing.assert_allclose(result.panels[0].data, first)
+    np.testing.assert_allclose(view.head_along(stats, "local", 2, 1).data, stats.local[2, 1].numpy())
+    reports = []
+    view.compute(tm, ids[:100], report=lambda f, text: reports.append((f, text)))
+    assert reports[-1][0] == 1.0 and reports[-1][1] == "layer 4 of 4 · 100 of 100 tokens"
+    block = view.block(tm, ids, stats, 3, 1, 100, 0, 28)
+    assert block.panels[0].data.shape == (28, 28)

@@ -1,0 +1,227 @@
+"""Long-context attention atlas page (issue 31): every head's habits over a long text, from tiles — a layers × heads
+grid of each statistic, one head's statistic along the positions, an exact block of weights, and a needle test."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from tx_explorer.analysis import atlas
+from tx_explorer.analysis.heads import head_labels
+from tx_explorer.errors import InputError
+from tx_explorer.families.text import TextModel
+from tx_explorer.views import Panel, texts
+from tx_explorer.viz import atlas as va
+
+PAGE = "atlas"
+SOURCES = ("corpus", "paste", "upload")
+DEFAULT_TOKENS = 512  # SmolLM2 reads 512 tokens in about 3 s of one CPU core; its context holds 8 192
+SINK = 0.5  # a head "is a sink" when over half of its attention, averaged over the positions, is on token 0
+Report = Callable[[float, str], None]  # jobs.Report: (fraction done, what is being done)
+
+
+@dataclass(frozen=True)
+class Result:
+    """Panels to show, one-line computed facts under them, and a table (column → values)."""
+
+    panels: tuple[Panel, ...]
+    notes: tuple[str, ...] = ()
+    table: dict[str, list] | None = None
+
+
+def source_ids(
+    tm: TextModel, source: str, *, tokens: int = DEFAULT_TOKENS, text: str = "", upload: bytes = b""
+) -> list[int]:
+    """The token ids to read: the first ``tokens`` of the bundled corpus, a pasted text or an uploaded ``.txt``
+    (blank, binary or longer than the model's context: a clear message, never a cut)."""
+    if source not in SOURCES:
+        raise ValueError(f"unknown source {source!r}; choose one of {SOURCES}")
+    if source == "corpus":
+        return atlas.corpus_ids(tm, tokens)
+    return atlas.encode_text(tm, atlas.read_upload(upload) if source == "upload" else text)
+
+
+def _reporter(report: Report | None, layers: int, n: int, lang: str) -> atlas.Progress | None:
+    """``atlas.Progress`` (layer, rows done) as a job's report: the fraction of all L · T rows, and in words."""
+    if report is None:
+        return None
+    T = texts(PAGE, lang)
+    return lambda layer, rows: report(
+        (layer * n + rows) / (layers * n), T("progress", layer=layer + 1, layers=layers, done=rows, total=n)
+    )
+
+
+def compute(
+    tm: TextModel, ids: Sequence[int], *, window: int = 64, lang: str = "en", report: Report | None = None
+) -> atlas.HeadStats:
+    """The atlas's statistics (:func:`tx_explorer.analysis.atlas.head_stats`), reporting rows done per layer."""
+    return atlas.head_stats(tm, ids, window=window, progress=_reporter(report, len(tm.model.blocks), len(ids), lang))
+
+
+def _axes(lang: str) -> dict[str, str]:
+    T = texts(PAGE, lang)
+    return dict(x_title=T("axis_head"), y_title=T("axis_layer"))
+
+
+def _largest(values: np.ndarray) -> tuple[int, int]:
+    layer, head = np.unravel_index(int(np.argmax(values)), values.shape)
+    return int(layer), int(head)
+
+
+def focus(stats: atlas.HeadStats) -> tuple[int, int]:
+    """The head to open first: the one with the largest share on the first token."""
+    return _largest(stats.per_head("first"))
+
+
+def overview(stats: atlas.HeadStats, statistic: str = "first", *, lang: str = "en") -> Result:
+    """The layers × heads grid of one statistic (clickable), the computed facts about sinks, spread and locality,
+    and every head's numbers in a table."""
+    T = texts(PAGE, lang)
+    values = stats.per_head(statistic)
+    fig = va.head_grid(
+        values,
+        title=T(f"grid_{statistic}", n=stats.first.shape[-1], window=stats.window),
+        zmax=1.0 if statistic in ("first", "local") else None,
+        **_axes(lang),
+    )
+    first, entropy, local = (stats.per_head(s) for s in ("first", "entropy", "local"))
+    heads = first.size
+    sink_l, sink_h = _largest(first)
+    n = stats.first.shape[-1]
+    notes = (
+        T(
+            "note_sinks",
+            count=int((first > SINK).sum()),
+            heads=heads,
+            layer=sink_l,
+            head=sink_h,
+            share=f"{first.max():.2f}",
+        ),
+        T(
+            "note_entropy",
+            median=f"{np.median(entropy):.2f}",
+            uniform=f"{float(np.mean(np.log(np.arange(1, n + 1)))):.2f}",
+        ),
+        T("note_local", count=int((local > SINK).sum()), heads=heads, window=stats.window),
+    )
+    table = {
+        T("col_head"): head_labels(*first.shape),
+        **{T(f"stat_{s}"): np.round(stats.per_head(s).ravel(), 3).tolist() for s in atlas.STATS},
+    }
+    return Result((Panel(f"atlas_grid_{statistic}", fig, values),), notes, table)
+
+
+def head_along(stats: atlas.HeadStats, statistic: str, layer: int, head: int, *, lang: str = "en") -> Panel:
+    """One head's statistic at every position, beside its layer's mean over heads."""
+    T = texts(PAGE, lang)
+    t = stats.stat(statistic)
+    if not 0 <= layer < t.shape[0] or not 0 <= head < t.shape[1]:
+        raise ValueError(f"no head L{layer} H{head}: the model has {t.shape[0]} layers of {t.shape[1]} heads")
+    series = {
+        T("series_head", layer=layer, head=head): t[layer, head].numpy(),
+        T("series_layer"): t[layer].mean(0).numpy(),
+    }
+    x_title = T("axis_key") if statistic == "received" else T("axis_query")
+    fig = va.along(
+        np.arange(t.shape[-1]),
+        series,
+        title=T(f"along_{statistic}", layer=layer, head=head),
+        x_title=x_title,
+        y_title=T(f"stat_{statistic}"),
+    )
+    return Panel("atlas_along", fig, t[layer, head].numpy())
+
+
+def block(
+    tm: TextModel,
+    ids: Sequence[int],
+    stats: atlas.HeadStats,
+    layer: int,
+    head: int,
+    row_start: int,
+    col_start: int,
+    size: int,
+    *,
+    lang: str = "en",
+) -> Result:
+    """The exact weights of one head on ``size`` queries from ``row_start`` × ``size`` keys from ``col_start`` (cut
+    at the text's end; at most 512 each), from a dense pass over those rows, and how far the atlas's tiled numbers
+    lie from the same rows' dense statistics."""
+    T = texts(PAGE, lang)
+    n = len(ids)
+    rows, cols = (row_start, min(row_start + size, n)), (col_start, min(col_start + size, n))
+    if not 0 <= cols[0] < cols[1] <= len(ids) or cols[1] - cols[0] > atlas.MAX_DENSE:
+        raise InputError("atlas_rows", start=cols[0], end=cols[1], n=len(ids), limit=atlas.MAX_DENSE)
+    dense = atlas.dense_rows(tm, ids, layer, rows, window=stats.window)
+    weights = dense.weights[head, :, cols[0] : cols[1]].numpy()
+    diff = max(
+        float((v - stats.stat(k)[layer, :, rows[0] : rows[1]]).abs().max())
+        for k, v in dense.stats.items()
+        if k != "distance"
+    )
+    fig = va.weights_block(
+        weights,
+        range(*rows),
+        range(*cols),
+        title=T("block_title", layer=layer, head=head),
+        x_title=T("axis_key"),
+        y_title=T("axis_query"),
+    )
+    sums = dense.weights[head].sum(-1)
+    notes = (
+        T("block_check", diff=f"{diff:.1e}", rows=rows[1] - rows[0]),
+        T(
+            "block_mass",
+            share=f"{float(weights.sum(-1).mean()):.3f}",
+            low=f"{float(sums.min()):.6f}",
+            high=f"{float(sums.max()):.6f}",
+        ),
+    )
+    return Result((Panel("atlas_block", fig, weights),), notes)
+
+
+def needle(
+    tm: TextModel,
+    ids: Sequence[int],
+    sentence: str,
+    question: str,
+    answer: str,
+    depth: float,
+    *,
+    new_tokens: int = 16,
+    lang: str = "en",
+    report: Report | None = None,
+) -> Result:
+    """Plant ``sentence`` at ``depth`` of the text, ask ``question`` at its end: which heads look at the sentence
+    from the last position (where the answer starts), and whether the model's greedy answer contains ``answer``."""
+    T = texts(PAGE, lang)
+    probe = atlas.plant(tm, [], sentence, question, answer, 0.0)  # how many tokens the sentence and question take
+    room = tm.max_len - len(probe.ids)
+    planted = atlas.plant(tm, list(ids)[: max(room, 0)], sentence, question, answer, depth)
+    stats = atlas.head_stats(
+        tm, planted.ids, span=planted.span, progress=_reporter(report, len(tm.model.blocks), len(planted.ids), lang)
+    )
+    share = stats.span[:, :, -1].numpy()  # (L, H): the last query's attention on the planted sentence
+    reply = tm.decode(atlas.greedy(tm, planted.ids, new_tokens))
+    fig = va.head_grid(
+        share, title=T("needle_title", depth=f"{depth:.0%}", n=len(planted.ids)), zmax=1.0, **_axes(lang)
+    )
+    best_l, best_h = _largest(share)
+    a, b = planted.span
+    verdict = T("needle_yes" if atlas.answered(reply, planted.answer) else "needle_no", answer=planted.answer)
+    notes = (
+        T("needle_where", start=a, end=b, fair=f"{(b - a) / len(planted.ids):.4f}"),
+        T(
+            "needle_heads",
+            count=int((share > 0.5).sum()),
+            heads=share.size,
+            layer=best_l,
+            head=best_h,
+            share=f"{share.max():.2f}",
+        ),
+        T("needle_reply", reply=reply.strip() or "∅"),
+        verdict,
+    )
+    return Result((Panel("atlas_needle", fig, share),), notes)
