@@ -31,6 +31,7 @@ FAST = {  # every public function on small inputs; minilm-l6 and GPT-2 are not b
     "block_roles": {},
     "flash_io": {},
     "flow": {"model": "tiny-llama", "text": "The cat sat on the mat."},
+    "atlas": {"model": "tiny-llama", "tokens": 64},
 }
 
 

@@ -26,6 +26,7 @@ from tx_explorer import locales, models
 from tx_explorer.analysis.head_science import example_pairs, text_model
 from tx_explorer.config import TransformerConfig
 from tx_explorer.views import Panel
+from tx_explorer.views import atlas as v_atlas
 from tx_explorer.views import block_roles as v_roles
 from tx_explorer.views import cost_of_attention as v_cost
 from tx_explorer.views import flash_io as v_io
@@ -46,6 +47,7 @@ from tx_explorer.views import vision_transformer as v_vit
 
 __all__ = [
     "Figures",
+    "atlas",
     "attribution",
     "block_roles",
     "cost",
@@ -515,3 +517,30 @@ def flash_io(d: int = 64, tile: int = 128, n: int = 4096, *, lang: str = "en") -
     """Bytes moved between slow and fast memory by naive and tiled attention (Dao et al. 2022, Theorem 2)."""
     fio = v_io.io(d, tile, n, lang=lang)
     return _figures(fio.by_n, fio.by_tile)
+
+
+def atlas(
+    model: str | Any | None = None,
+    text: str | None = None,
+    *,
+    tokens: int = v_atlas.DEFAULT_TOKENS,
+    window: int = 64,
+    statistic: str = "first",
+    layer: int | None = None,
+    head: int = 0,
+    lang: str = "en",
+) -> Figures:
+    """Every head's habits over a long text, from tiles (issue 31): the layers × heads grid of ``statistic`` and
+    one head's values along the positions (default: the strongest first-token sink). ``text`` (up to the context)
+    or else the first ``tokens`` of the bundled corpus; ``model`` defaults to the first causal text model
+    (SmolLM2 when installed)."""
+    tm = _text_model(model or models.available_models("text", kind="causal")[0])
+    source = (
+        dict(source="paste", text=text) if text is not None else dict(source="corpus", tokens=min(tokens, tm.max_len))
+    )
+    stats = v_atlas.compute(tm, v_atlas.source_ids(tm, **source), window=window, lang=lang)
+    layer, head = v_atlas.focus(stats) if layer is None else (layer, head)
+    return _figures(
+        *v_atlas.overview(stats, statistic, lang=lang).panels,
+        v_atlas.head_along(stats, statistic, layer, head, lang=lang),
+    )
