@@ -346,6 +346,12 @@ INPUTS: dict[str, tuple[str, Act]] = {
         "type a text + Ctrl+Enter (decomposition, route graph, one edge's causal effects, a node's lens)",
         type_text(".st-key-flow_text textarea", _sentences("The function returns a new list of the"), "Control+Enter"),
     ),
+    "atlas": (
+        "pick another statistic (the grid of every head redrawn)",
+        click_text(
+            ".st-key-atlas_stat", tuple(_label("atlas", f"stat_{s}") for s in ("entropy", "local", "distance", "first"))
+        ),
+    ),
     "model_sizes": ("layers + Enter", below_fold(type_text(".st-key-sizes_layers input", lambda i: str(13 + i)))),
     "language_model": (
         "type a text + Ctrl+Enter",

@@ -376,6 +376,16 @@ def kv_cache(page, tmp: Path) -> None:
     expect(chart_with(page, "module")).to_be_attached(timeout=LONG)
 
 
+def atlas(page, tmp: Path) -> None:
+    """Paste a text: the atlas reads it instead of the corpus; then another statistic's grid of every head."""
+    page.get_by_text(label("atlas", "source_paste"), exact=True).click()
+    type_text(page, label("atlas", "text"), "The module is ready and the list is sorted. " * 30, area=True)
+    expect(page.get_by_text(re.compile(r"Read \d+ tokens through"))).to_be_visible(timeout=LONG)
+    wait_until_idle(page)
+    page.locator(".st-key-atlas_stat").get_by_text(label("atlas", "stat_entropy"), exact=True).click()
+    expect(chart_with(page, "Entropy of each query")).to_be_attached(timeout=LONG)
+
+
 INTERACTIONS: dict[str, Callable] = {
     f.__name__: f
     for f in (
@@ -389,6 +399,7 @@ INTERACTIONS: dict[str, Callable] = {
         norms,
         block_roles,
         flow,
+        atlas,
         model_sizes,
         language_model,
         vision_transformer,
