@@ -92,7 +92,7 @@ def cross_section() -> None:
             ch = c[3].number_input(T("heads"), 1, 16, 4, key="cross_heads")
             cs = c[4].number_input(SEED, 0, 10_000, 0, key="cross_seed")
             with ui.friendly_errors():
-                head = st.selectbox(T("head"), range(ch), format_func=lambda h: f"{h + 1}")
+                head = st.selectbox(T("head"), range(ch))
                 panel, shapes = view.cross(cq, cx, cd, ch, cs, head, lang=LANG)
                 ui.show(panel)
                 st.markdown(shapes)

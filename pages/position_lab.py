@@ -44,7 +44,7 @@ def attention_section(res: view.Results) -> None:
         T("schemes"), res.schemes, default=res.schemes, format_func=fmt, key=f"attn_schemes_{LANG}"
     )
     layers = len(res.summary["schemes"][res.schemes[0]]["attention_by_distance"])
-    layer = c[1].radio(T("layer"), range(layers), format_func=lambda i: str(i + 1), horizontal=True, key="attn_layer")
+    layer = c[1].radio(T("layer"), range(layers), horizontal=True, key="attn_layer")
     with ui.friendly_errors():
         ui.show(view.attention_by_distance(res, chosen, layer, lang=LANG))
     st.markdown(T("attn_note"))

@@ -43,7 +43,7 @@ def alignments(translators: dict, out: dict, gold) -> None:
             T("layer"), range(cross.shape[0]), index=tfm.align_layer or 0, format_func=lambda i: str(i + 1)
         )
         heads = [None, *range(cross.shape[1])]
-        head = c[1].selectbox(T("head"), heads, format_func=lambda h: T("head_mean") if h is None else str(h + 1))
+        head = c[1].selectbox(T("head"), heads, format_func=lambda h: T("head_mean") if h is None else str(h))
         al = view.alignments(out, gold, layer, head, lang=LANG, mosaic=False)  # the mosaic: on demand, below
         for col, panel, off in zip(st.columns(2), (al.bahdanau, al.transformer), al.off_gold):
             with col:

@@ -168,7 +168,7 @@ def cross(
         ca.weights[head].numpy(),
         labels("q", nq),
         labels("x", nx),
-        title=T("cross_title", head=head + 1, nq=nq, nx=nx),
+        title=T("cross_title", head=head, nq=nq, nx=nx),
         x_title=T("axis_x"),
         y_title=axes(lang)["y_title"],
     )

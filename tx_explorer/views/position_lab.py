@@ -103,7 +103,7 @@ def attention_by_distance(res: Results, schemes: Sequence[str], layer: int, *, l
     fig = vp.marked_lines(
         range(res.context),
         series,
-        title=T("attn_title", layer=layer + 1),
+        title=T("attn_title", layer=layer),
         x_title=T("axis_distance"),
         y_title=T("axis_weight"),
         log_y=True,

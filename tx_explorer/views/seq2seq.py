@@ -110,7 +110,7 @@ def alignments(
     T = texts(PAGE, lang)
     cross = with_eos(out["transformer"].cross, out["transformer"].eos_cross, axis=2)  # (L, H, T_out + 1, T_in)
     tfm_map = cross[layer].mean(axis=0) if head is None else cross[layer, head]
-    head_name = T("head_mean") if head is None else str(head + 1)
+    head_name = T("head_mean") if head is None else str(head)
     ax = {"x_title": T("axis_source"), "y_title": T("axis_output"), "gold_label": T("gold")}
     panels, off = [], []
     for key, weights, title in (
