@@ -39,9 +39,7 @@ def alignments(translators: dict, out: dict, gold) -> None:
     with ui.friendly_errors():
         tfm, cross = translators["transformer"], out["transformer"].cross  # (L, H, T_out, T_in)
         c = st.columns(2)
-        layer = c[0].selectbox(
-            T("layer"), range(cross.shape[0]), index=tfm.align_layer or 0, format_func=lambda i: str(i + 1)
-        )
+        layer = c[0].selectbox(T("layer"), range(cross.shape[0]), index=tfm.align_layer or 0)
         heads = [None, *range(cross.shape[1])]
         head = c[1].selectbox(T("head"), heads, format_func=lambda h: T("head_mean") if h is None else str(h))
         al = view.alignments(out, gold, layer, head, lang=LANG, mosaic=False)  # the mosaic: on demand, below
