@@ -8,7 +8,7 @@ export TRANSFORMERS_OFFLINE := 1
 export HF_HUB_DISABLE_PROGRESS_BARS := 1
 export TIMM_FUSED_ATTN := 0
 
-.PHONY: run test bench clean chromium
+.PHONY: run test check bench clean chromium
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,11 @@ chromium:
 test: $(VENV)/.stamp-dev chromium
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
 	$(PY) -m pytest
+
+# The fast tier: lint and the unit tests (no page, no browser; tiers are assigned in tests/conftest.py).
+check: $(VENV)/.stamp-dev
+	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
+	$(PY) -m pytest -m unit -q
 
 bench: $(VENV)/.stamp-dev chromium
 	$(PY) -m benchmarks

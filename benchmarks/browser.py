@@ -14,24 +14,37 @@ imports warmed meanwhile; Debian's Chromium through Playwright, never ``playwrig
 from __future__ import annotations
 
 import argparse
-import contextlib
 import logging
-import os
-import socket
 import statistics
-import subprocess
-import sys
-import tempfile
 import time
-import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
-from benchmarks import ROOT, machine, parse, parser, publish, verdict
-from tests.test_browser import ARGS, BELOW_FOLD, CHROMIUM, SHOWN, app_pages, draw_below_fold
+from benchmarks import machine, parse, parser, publish, verdict
+from harness.browser import (
+    APP,
+    ARGS,
+    BELOW_FOLD,
+    CHART,
+    CHROMIUM,
+    DONE,
+    ERRORS,
+    IDLE,
+    PAINTED,
+    QUIET,
+    QUIET_MS,
+    VIEW_DRAWN,
+    VIEWPORT,
+    WATCH,
+    WORDS,
+    app_pages,
+    draw_below_fold,
+    running_server,
+    status_mb,
+)
 from tx_explorer import locales
 
 log = logging.getLogger("benchmarks.browser")
@@ -56,165 +69,7 @@ BEFORE = {
     "seq2seq": (9.64, 1723),
     "cost_of_attention": (9.49, 897),
 }
-APP = ("serve.py",)  # what `make run` runs
 FLOOR = ("-m", "streamlit", "run", "benchmarks/_floor_app.py")  # one text box, one Plotly chart
-IDLE = '[data-testid="stApp"][data-test-script-state="notRunning"]'
-CHART = '[data-testid="stPlotlyChart"] .main-svg'
-ERRORS = '[data-testid="stException"], [data-testid="stAlertContentError"]'
-VIEWPORT = {"width": 1400, "height": 1000}
-# Counts script runs that end after the input (the state attribute leaves "running"/"rerunRequested"), so a
-# rerun too fast to be seen while it runs is still noticed; and changes inside a Plotly chart, for a rerun so fast
-# (the floor's) that React never writes "running" to the attribute at all.
-WATCH = """() => {
-  window.__benchRuns = 0;
-  window.__benchCharts = 0;
-  if (window.__benchObserver) return;
-  const app = document.querySelector('[data-testid="stApp"]');
-  window.__benchObserver = new MutationObserver(records => {
-    for (const r of records) if (r.oldValue === 'running' || r.oldValue === 'rerunRequested') window.__benchRuns++;
-  });
-  window.__benchObserver.observe(app, {attributes: true, attributeOldValue: true,
-                                       attributeFilter: ['data-test-script-state']});
-  const chart = '[data-testid="stPlotlyChart"]';
-  new MutationObserver(records => {
-    for (const r of records)
-      if ((r.target.closest && r.target.closest(chart))
-          || [...r.addedNodes].some(n => n.matches && (n.matches(chart) || n.querySelector(chart)))) {
-        window.__benchCharts++;
-        return;
-      }
-  }).observe(app, {subtree: true, childList: true, attributes: true});
-}"""
-DONE = """() => (window.__benchRuns > 0 || window.__benchCharts > 0)
-  && document.querySelector('[data-testid="stApp"]').getAttribute('data-test-script-state') === 'notRunning'
-  && document.querySelector('[data-testid="stPlotlyChart"] .main-svg') !== null"""
-PAINTED = "() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))"
-# Resolves once the app has stayed idle for ``ms``: after a first visit, the sections in view that were drawn as
-# boxes (ui.below_fold) report and run; an input timed before they are done would count their runs as its answer.
-QUIET = """(ms) => new Promise(done => {
-  const app = document.querySelector('[data-testid="stApp"]');
-  const busy = () => app.getAttribute('data-test-script-state') !== 'notRunning';
-  let timer = setTimeout(finish, ms);
-  const watch = new MutationObserver(() => { clearTimeout(timer); timer = setTimeout(finish, ms); });
-  watch.observe(app, {attributes: true, attributeFilter: ['data-test-script-state']});
-  function finish() { if (busy()) { timer = setTimeout(finish, ms); return; } watch.disconnect(); done(); }
-})"""
-QUIET_MS = 500
-# True once no section within a tenth of a screen below the visible part is still a box (ui.below_fold's reach):
-# what a first visit shows is drawn, so no box's own run can be taken for an input's answer.
-VIEW_DRAWN = f"""(boxes) => ({SHOWN})(boxes).every(box => box.getBoundingClientRect().top > 1.1 * window.innerHeight)"""
-WORDS = ("today", "again", "at noon", "in the morning", "slowly", "twice", "for now", "once more", "here", "there")
-
-
-# ---- the server ---------------------------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def status_mb(pid: int) -> dict[str, float]:
-    """``VmRSS`` and ``VmHWM`` (peak) of a process from ``/proc/<pid>/status``, in MB."""
-    out = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        key, _, value = line.partition(":")
-        if key in ("VmRSS", "VmHWM"):
-            out[key] = int(value.split()[0]) * 1024 / 1e6  # kB
-    return out
-
-
-def process_cpu_s(pid: int) -> float:
-    """CPU seconds a process has used so far (user + system, from ``/proc/<pid>/stat``)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime, in clock ticks
-
-
-def machine_cpu_s() -> float:
-    """CPU seconds every core of the machine has spent busy so far (``/proc/stat``: all but idle and iowait)."""
-    user, nice, system, _idle, _iowait, irq, softirq, steal = map(int, Path("/proc/stat").read_text().split()[1:9])
-    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
-
-
-@dataclass
-class Server:
-    """``serve.py`` (``streamlit run app.py``) on a free port with the browser tests' flags.
-
-    ``started`` = before the command.
-    """
-
-    port: int = field(default_factory=free_port)
-    argv: tuple[str, ...] = APP  # after the Python interpreter, before the port and address flags
-    started: float = 0.0
-    proc: subprocess.Popen | None = None
-    log_file: object = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self) -> None:
-        env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TIMM_FUSED_ATTN": "0"}
-        env.pop("TX_EXPLORER_DRAW_ALL", None)  # the AppTests' switch (tests/conftest.py): a browser scrolls
-        self.log_file = tempfile.TemporaryFile()  # a pipe nobody reads could fill and stall the server
-        self.started = time.perf_counter()
-        self.proc = subprocess.Popen(
-            [sys.executable, *self.argv, "--server.port", str(self.port), "--server.address", "127.0.0.1"],
-            cwd=ROOT,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=self.log_file,
-            stderr=subprocess.STDOUT,
-        )
-
-    def wait_healthy(self, timeout: float = 120.0) -> float:
-        """Seconds from the command to ``/_stcore/health`` answering ``ok``."""
-        while time.perf_counter() - self.started < timeout:
-            with contextlib.suppress(OSError):
-                if urllib.request.urlopen(f"{self.url}/_stcore/health", timeout=1).read() == b"ok":
-                    return time.perf_counter() - self.started
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.05)
-        raise RuntimeError(f"the app did not answer /_stcore/health within {timeout:.0f} s:\n{self.output()}")
-
-    def output(self, tail: int | None = 4000) -> str:
-        """The server's log so far (its last ``tail`` characters; None: all of it)."""
-        self.log_file.seek(0)
-        text = self.log_file.read().decode(errors="replace")
-        self.log_file.seek(0, os.SEEK_END)
-        return text[-tail:] if tail else text
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.log_file.close()
-
-    def wait_settled(self, timeout: float = 180.0, quiet_s: float = 2.0) -> float:
-        """Seconds until the server has used under 10 % of a core for ``quiet_s`` (its start-up work, e.g. models
-        loading in the background, is over): a warm server. Gives up quietly after ``timeout``."""
-        quiet, last = 0.0, process_cpu_s(self.proc.pid)
-        while time.perf_counter() - self.started < timeout and quiet < quiet_s:
-            time.sleep(0.5)
-            now = process_cpu_s(self.proc.pid)
-            quiet = quiet + 0.5 if now - last < 0.05 else 0.0
-            last = now
-        return time.perf_counter() - self.started
-
-
-@contextlib.contextmanager
-def running_server(argv: tuple[str, ...] = APP) -> Iterator[Server]:
-    srv = Server(argv=argv)
-    srv.start()
-    try:
-        yield srv
-    finally:
-        srv.stop()
 
 
 # ---- what the user does on each page -------------------------------------------------------------------------------

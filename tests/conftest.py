@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -56,6 +58,69 @@ def plotly_specs(at: AppTest) -> list[dict]:
 @pytest.fixture
 def page():
     return open_page
+
+
+# ---- tiers: every test gets one marker (pytest.ini): unit, app, browser or load ----------------------------------
+TESTS = Path(__file__).resolve().parent
+LOAD_MODULES = ("test_classroom", "test_scaleout")  # a class of browsers, or replicas behind a proxy
+APP_CALLS = frozenset({"open_page", "AppTest"})  # what an AppTest is reached through (or the ``page`` fixture)
+
+
+def _code_names(code) -> set[str]:
+    """Every global or attribute name a code object, and the lambdas and comprehensions inside it, refer to, and
+    the words of its strings (a script run in a subprocess)."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if inspect.iscode(const):
+            names |= _code_names(const)
+        elif isinstance(const, str):
+            names |= set(re.findall(r"\w+", const))
+    return names
+
+
+def _helpers(obj: object) -> list[Callable]:
+    """The functions of tests/ behind a name a test uses: a helper function, or a helper class's methods."""
+    if not (inspect.isfunction(obj) or inspect.isclass(obj)):
+        return []
+    try:
+        if Path(inspect.getsourcefile(obj) or "/").resolve().parent != TESTS:
+            return []  # the library's or pytest's own
+    except TypeError:  # a built-in
+        return []
+    return [obj] if inspect.isfunction(obj) else [f for f in vars(obj).values() if inspect.isfunction(f)]
+
+
+def _reaches(func: Callable, names: frozenset[str], seen: set[Callable]) -> bool:
+    """Whether ``func``, or a function of tests/ that it uses (transitively), names one of ``names``."""
+    func = inspect.unwrap(func)
+    code = getattr(func, "__code__", None)
+    if code is None or func in seen:
+        return False
+    seen.add(func)
+    found = _code_names(code)
+    if found & names:
+        return True
+    return any(_reaches(h, names, seen) for n in found for h in _helpers(func.__globals__.get(n)))
+
+
+def tier(item: pytest.Item) -> str:
+    """``load`` (classroom, scale-out), ``browser`` (marked), ``app`` (an AppTest: through ``open_page``, the
+    ``page`` fixture or ``AppTest``, in the test, a fixture it uses or a helper in tests/) or ``unit``."""
+    if item.module.__name__.split(".")[-1] in LOAD_MODULES:
+        return "load"
+    if item.get_closest_marker("browser"):
+        return "browser"
+    if "page" in item.fixturenames:
+        return "app"
+    fixtures = [defs[-1].func for defs in item._fixtureinfo.name2fixturedefs.values() if defs]
+    seen: set[Callable] = set()
+    return "app" if any(_reaches(f, APP_CALLS, seen) for f in [item.function, *fixtures]) else "unit"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test with its tier, so ``-m unit`` (``make check``) or ``-m "not load"`` picks a tier."""
+    for item in items:
+        item.add_marker(tier(item))
 
 
 @pytest.fixture(scope="module")

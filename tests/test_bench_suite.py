@@ -10,7 +10,7 @@ import torch
 
 from benchmarks import FILE_ENV, browser, heads_payload, kv_cache, pages, verdict, write_section
 from benchmarks import __main__ as dispatcher
-from tests.test_browser import app_pages
+from harness.browser import app_pages
 
 
 def test_verdict_says_met_or_missed_by_how_much():

@@ -8,18 +8,11 @@ and the concurrency run's peak server memory in ``test-artifacts/concurrency.jso
 
 from __future__ import annotations
 
-import ast
 import asyncio
 import json
-import os
 import re
-import shutil
-import socket
-import subprocess
-import sys
 import threading
 import time
-import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -27,52 +20,32 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
+from harness.browser import (
+    ARGS,
+    ARTIFACTS,
+    BELOW_FOLD,
+    CHROMIUM,
+    CODE,
+    IDLE,
+    LONG,
+    NONE_SHOWN,
+    PLOT,
+    SHOTS,
+    Server,
+    app_pages,
+    assert_no_errors,
+    draw_below_fold,
+    page_url,
+)
 from tx_explorer import locales
 
-ROOT = Path(__file__).resolve().parents[1]
-ARTIFACTS = ROOT / "test-artifacts"
-SHOTS = ARTIFACTS / "screenshots"
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-]
-PLOT = '[data-testid="stPlotlyChart"]'
-IDLE = '[data-testid="stApp"][data-test-script-state="notRunning"]'
-CODE = '[data-testid="stCode"]'
-LONG = 180_000  # ms: a page's first run loads its models on a loaded 2-core machine
 GiB = 1024**3
 pytestmark = pytest.mark.browser
-
-
-def app_pages() -> list[str]:
-    """The page files listed in app.py's PAGES, in order."""
-    tree = ast.parse((ROOT / "app.py").read_text())
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "PAGES":
-            return [elt.elts[0].value for elt in node.value.elts]
-    raise AssertionError("app.py has no PAGES list")
-
-
-def page_url(server: str, slug: str) -> str:
-    return server + ("/" if f"pages/{slug}.py" == app_pages()[0] else f"/{slug}")
 
 
 def label(page: str, key: str) -> str:
     """A widget's English label, from the page's locale file (the test follows the app's wording)."""
     return locales.text(page, key, "en")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -83,36 +56,16 @@ def model_root(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def app(model_root):
-    """One ``streamlit run`` for the whole module: (url, server process)."""
-    port = _free_port()
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TIMM_FUSED_ATTN": "0"}
-    env["TX_EXPLORER_MODEL_ROOTS"] = str(model_root)
-    env.pop("TX_EXPLORER_DRAW_ALL", None)  # the AppTests' switch (conftest.py): here sections draw when scrolled to
-    proc = subprocess.Popen(
-        [sys.executable, "serve.py", "--server.port", str(port), "--server.address", "127.0.0.1"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(120):
-        try:
-            if urllib.request.urlopen(f"{url}/_stcore/health", timeout=1).read() == b"ok":
-                break
-        except OSError:
-            time.sleep(0.5)
-    else:
-        proc.kill()
-        pytest.fail(
-            "the app did not answer /_stcore/health within 60 s:\n" + proc.stdout.read().decode(errors="replace")
-        )
-    yield url, proc
-    proc.terminate()
+    """One server (``serve.py``, as ``make run`` starts it) for the whole module: (url, server process)."""
+    srv = Server(env={"TX_EXPLORER_MODEL_ROOTS": str(model_root)})
+    srv.start()
     try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+        srv.wait_healthy()
+    except RuntimeError as exc:
+        srv.stop()
+        pytest.fail(str(exc))
+    yield srv.url, srv.proc
+    srv.stop()
 
 
 @pytest.fixture(scope="module")
@@ -134,32 +87,6 @@ def browser():
 
 def wait_until_idle(page, timeout: float = LONG) -> None:
     page.wait_for_selector(IDLE, timeout=timeout)
-
-
-def assert_no_errors(page) -> None:
-    for testid in ("stException", "stAlertContentError"):
-        found = page.locator(f'[data-testid="{testid}"]')
-        assert found.count() == 0, found.all_inner_texts()
-
-
-BELOW_FOLD = '[class*="st-key-below_fold_"]'  # a section not drawn yet (ui.below_fold): drawn once scrolled near
-# The boxes still shown. Once a fragment's rerun has drawn the section, Streamlit may keep the box in the page hidden
-# (display: none, no client rect) until the page's next full run; a box not laid out yet still has its rect.
-SHOWN = """(selector) => [...document.querySelectorAll(selector)].filter((b) => b.getClientRects().length > 0)"""
-NONE_SHOWN = f"(selector) => ({SHOWN})(selector).length === 0"
-# Scroll the first section not drawn yet into view, in one step (it may be drawn meanwhile); its class, or null.
-NEXT_BELOW_FOLD = f"""(selector) => {{
-  const box = ({SHOWN})(selector)[0];
-  if (!box) return null;
-  box.scrollIntoView({{block: "center"}});
-  return [...box.classList].find((c) => c.startsWith("st-key-below_fold_"));
-}}"""
-
-
-def draw_below_fold(page, timeout_ms: float = 180_000) -> None:
-    """Scroll to each section not drawn yet, in turn, and wait until it is drawn: the whole page is there."""
-    while name := page.evaluate(NEXT_BELOW_FOLD, BELOW_FOLD):
-        page.wait_for_function(NONE_SHOWN, arg=f".{name}", timeout=timeout_ms)
 
 
 def sample_png(folder: Path) -> Path:

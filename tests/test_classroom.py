@@ -1,10 +1,11 @@
 """A classroom in the browser: many sessions at once on one server, an input every few seconds each.
 
-Runs ``benchmarks/classroom.py``'s engine (a browser context per session, a Chromium per 8, spread over every page)
-against a fresh ``serve.py`` and asserts correctness only — no exception or error box on any page, no traceback in
-the server's log, every input answered, and every session sees its own marker and no other session's. Timings and
-the server's peak memory go to ``test-artifacts/classroom.json``, its log to ``classroom-server.log``;
-BENCHMARKS.md's ``classroom`` section comes from ``python -m benchmarks classroom``.
+Runs the classroom's engine (``harness/classroom.py``, which ``python -m benchmarks classroom`` times too: a browser
+context per session, a Chromium per 8, spread over every page) against a fresh ``serve.py`` and asserts correctness
+only — no exception or error box on any page, no traceback in the server's log, every input answered, and every
+session sees its own marker and no other session's. Timings and the server's peak memory go to
+``test-artifacts/classroom.json``, its log to ``classroom-server.log``; BENCHMARKS.md's ``classroom`` section comes
+from ``python -m benchmarks classroom``.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from dataclasses import asdict
 
 import pytest
 
-from benchmarks import classroom
-from tests.test_browser import ARTIFACTS, app_pages
+from harness import classroom
+from harness.browser import ARTIFACTS, app_pages
 
 pytestmark = pytest.mark.browser
 # Issue 20's class: 30 sessions arriving over 2 minutes, 2 minutes of inputs each (about 8 minutes with the server's
@@ -75,8 +76,8 @@ def test_a_class_of_sessions_stays_apart_and_never_fails():
 
 
 def test_the_server_runs_timed_are_those_of_the_class(monkeypatch, capsys):
-    """No browser: benchmarks/_timed_serve.py's log line is what ClassResult reads, runs before the class left out."""
-    from benchmarks import _timed_serve
+    """No browser: harness/timed_serve.py's log line is what ClassResult reads, runs before the class left out."""
+    from harness import timed_serve as _timed_serve
 
     monkeypatch.setattr(_timed_serve, "_run_script", lambda runner, rerun_data: None)
     _timed_serve._timed_run_script(None, None)

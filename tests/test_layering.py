@@ -275,6 +275,23 @@ def test_importing_the_library_never_imports_streamlit() -> None:
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT.parent)
 
 
+def test_tests_and_benchmarks_share_the_harness_not_each_other() -> None:
+    """The browser helpers both need live in ``harness/``: a benchmark never imports a test module, a test imports
+    the benchmarks only to test them (the suite's own tests), and the harness imports neither."""
+    top = ROOT.parent
+    suite_tests = {"tests.test_bench_suite", "tests.test_bench_sections"}
+    offenders = []
+    rules = (("tests", "benchmarks"), ("benchmarks", "tests"), ("harness", "tests"), ("harness", "benchmarks"))
+    for folder, other in rules:
+        for path in sorted((top / folder).glob("*.py")):
+            name = f"{folder}.{path.stem}"
+            if name in suite_tests:
+                continue
+            found = [imp for imp, _ in imports(path.read_text(encoding="utf-8")) if _within(imp, other)]
+            offenders += [f"{name} imports {imp}" for imp in found]
+    assert not offenders, offenders
+
+
 def seeds_the_global_rng(source: str) -> bool:
     """Whether code calls ``torch.manual_seed`` (or ``torch.random.manual_seed``)."""
     return any(

@@ -7,8 +7,8 @@ import socket
 
 import pytest
 
+from harness.browser import app_pages
 from tests.conftest import assert_clean, open_page
-from tests.test_browser import app_pages
 
 _real_connect = socket.socket.connect
 _real_getaddrinfo = socket.getaddrinfo

@@ -19,8 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.browser import free_port, running_server
-from tests.test_browser import ARGS, CHROMIUM, CODE, IDLE, LONG, PLOT, ROOT, assert_no_errors
+from harness.browser import ARGS, CHROMIUM, CODE, IDLE, LONG, PLOT, ROOT, assert_no_errors, free_port, running_server
 
 pytestmark = pytest.mark.browser
 NGINX = shutil.which("nginx") or next((p for p in ("/usr/sbin/nginx",) if Path(p).exists()), None)

@@ -1,5 +1,5 @@
 """``serve.py`` with the server's own time for each script run written to its log: the classroom's way to tell
-the server's part of an answer from the browsers' (``python benchmarks/_timed_serve.py`` + serve.py's arguments).
+the server's part of an answer from the browsers' (``python harness/timed_serve.py`` + serve.py's arguments).
 
 Each run of the page or of a fragment, reruns it chains included, ends with a line ``tx-run <start> <end>``: seconds
 on ``time.monotonic()``, one clock for every process on Linux, so the driver can tell the class's runs from earlier.
@@ -28,5 +28,5 @@ def _timed_run_script(self, rerun_data) -> None:
 
 if __name__ == "__main__":
     ScriptRunner._run_script = _timed_run_script
-    sys.path[0] = str(ROOT)  # what `python serve.py` has first, not benchmarks/ (whose modules would shadow others)
+    sys.path[0] = str(ROOT)  # what `python serve.py` has first, not harness/ (whose modules would shadow others)
     runpy.run_path(str(ROOT / "serve.py"), run_name="__main__")
