@@ -28,7 +28,7 @@ from tx_explorer.families.text import TextModel
 
 MODEL = "smollm2-135m-instruct"
 LENGTHS = (1024, 2048, 4096, 8192)
-TARGETS = {8192: 2**30, 4096: 2**29}  # issue 31: peak above the model ≤ 1 GB at 8k, ≤ 0.5 GB at 4k
+TARGETS = {8192: 2**30, 4096: 2**29}  # peak above the model ≤ 1 GB at 8k, ≤ 0.5 GB at 4k
 TIME_TARGET = 4.0  # the atlas ≤ 4 × the plain forward
 
 
@@ -131,7 +131,7 @@ def section(
         + ("wall clock" if device.type == "cuda" else "CPU time of the process (one thread)")
         + f", median of {repeats} run(s). Peak: tensors allocated during the call, above the loaded model (CPU: a "
         "separate run under the storage tracker). Dense maps: what every layer's N × N weights would take in float32. "
-        f"Targets (issue 31): peak ≤ 1 GB at 8k and ≤ 0.5 GB at 4k; atlas ≤ {TIME_TARGET:.0f}× the plain forward. "
+        f"Targets: peak ≤ 1 GB at 8k and ≤ 0.5 GB at 4k; atlas ≤ {TIME_TARGET:.0f}× the plain forward. "
         f"Rebuild: `{cmd}`.",
         "",
         "| tokens | atlas s | plain s | atlas ÷ plain | atlas s / 1k tokens | atlas peak | plain peak | dense maps "

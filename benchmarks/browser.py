@@ -1,5 +1,5 @@
 """The app in headless Chromium: cold start, first visit and input → chart rendered on every page (each against
-issue 20's target, beside the numbers before it and as a multiple of a minimal Streamlit page's), memory per session.
+its target, beside the numbers before it and as a multiple of a minimal Streamlit page's), memory per session.
 
     python -m benchmarks browser                      # 3 cold starts, 3 first visits and 3 inputs per page, 4 sessions
     python -m benchmarks browser --repeats 1 --starts 1 --visits 1 --sessions 2 --only masks
@@ -48,11 +48,11 @@ from harness.browser import (
 from tx_explorer import locales
 
 log = logging.getLogger("benchmarks.browser")
-# Issue 20's targets, Chromium on the same 2-core machine as the server.
+# The targets, Chromium on the same 2-core machine as the server.
 INPUT_TARGET_S = 1.0  # an input → its chart drawn, every page
 VISIT_TARGET_S = 3.0  # the first visit to any page on a warm server
 COLD_TARGET_S = 6.0  # command → first chart
-# Today's numbers, before issue 20 (BENCHMARKS.md of that date): page → (first visit s, input → chart ms).
+# The numbers before the felt-speed work (BENCHMARKS.md of that date): page → (first visit s, input → chart ms).
 BEFORE_DATE = "2026-11-29"
 BEFORE_COLD_S = 9.90
 BEFORE = {
@@ -494,9 +494,10 @@ def main(argv: list[str] | None = None) -> None:
         "A chart counts as rendered when the page has a Plotly chart drawn (`.main-svg`), the app reports "
         '`data-test-script-state="notRunning"` after the input\'s rerun, and two animation frames have passed.',
         "",
-        "Targets (issue 20): input → chart ≤ "
+        "Targets: input → chart ≤ "
         f"{INPUT_TARGET_S:.1f} s on every page, first visit to any page on a warm server ≤ {VISIT_TARGET_S:.0f} s, "
-        f"cold start ≤ {COLD_TARGET_S:.0f} s. *Before* = this table on {BEFORE_DATE}, before issue 20's work. "
+        f"cold start ≤ {COLD_TARGET_S:.0f} s. *Before* = this table on {BEFORE_DATE}, before the felt-speed work "
+        "(sections drawn when reached, the job pool). "
         "*Floor* = the same measurement on `benchmarks/_floor_app.py` (one text box, one Plotly chart), served the "
         "same way (`python -m streamlit run benchmarks/_floor_app.py` with the same flags and config): what "
         'Streamlit and Chromium themselves cost here; "× floor" reads each page\'s number as a multiple of it.',

@@ -34,8 +34,8 @@ from harness.classroom import (
 )
 
 log = logging.getLogger("benchmarks.classroom")
-P95_TARGET_S = 5.0  # issue 20: input → chart, 95th percentile, with the whole class at work
-PEAK_TARGET_MB = 2500.0  # issue 20: the server's peak resident memory
+P95_TARGET_S = 5.0  # input → chart, 95th percentile, with the whole class at work
+PEAK_TARGET_MB = 2500.0  # the server's peak resident memory
 
 
 # ---- report ---------------------------------------------------------------------------------------------------------

@@ -35,7 +35,7 @@ from tx_explorer import locales, models, viz
 from tx_explorer.views import Panel
 
 log = logging.getLogger("benchmarks.pages")
-TARGET_MS = 300.0  # issue 11: every main interaction on bundled models at ≤ 64 tokens
+TARGET_MS = 300.0  # every main interaction on bundled models at ≤ 64 tokens
 VIZ_DIR = str(Path(viz.__file__).parent)
 LIBRARY = str(Path(viz.__file__).parents[1])  # tx_explorer/: the views call the figure builders
 Models = dict[str, Any]
@@ -513,7 +513,7 @@ def main(argv: list[str] | None = None) -> None:
         f"(`plotly.io.to_json`); time = median of {args.repeats} runs after one warm-up, models loaded before "
         "timing. Not included: Streamlit's own work (widgets, deltas, the websocket) and the page's other sections "
         "that rerun too; the browser section below measures input → chart rendered for the whole rerun. "
-        f"Target (issue 11, bundled models, ≤ 64 tokens): ≤ {TARGET_MS:.0f} ms.",
+        f"Target (bundled models, ≤ 64 tokens): ≤ {TARGET_MS:.0f} ms.",
         "",
         "Compute and figure building split the rest of the median by their shares in one profiled run "
         "(`tx_explorer.viz` calls = figures).",

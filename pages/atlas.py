@@ -1,4 +1,4 @@
-"""Long-context attention atlas (issue 31): every head's habits over thousands of tokens, from tiles, never an
+"""Long-context attention atlas: every head's habits over thousands of tokens, from tiles, never an
 N × N map; an exact block of weights on demand and a needle test."""
 
 import pandas as pd

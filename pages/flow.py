@@ -1,4 +1,4 @@
-"""Information flow (issue 29): the routes that carry one token's prediction, found from one forward pass, and
+"""Information flow: the routes that carry one token's prediction, found from one forward pass, and
 three views of every edge (attention weight, write norm, causal effect)."""
 
 import pandas as pd

@@ -1,4 +1,4 @@
-"""What a head does (issue 18): ablation, activation patching, a sub-layer logit lens, a head taxonomy with
+"""What a head does: ablation, activation patching, a sub-layer logit lens, a head taxonomy with
 attention sinks, and attribution beside attention, for every text model."""
 
 import pandas as pd

@@ -1,4 +1,4 @@
-"""The long-context atlas (issue 31): statistics from tiles equal the same statistics of the dense maps of a normal
+"""The long-context atlas: statistics from tiles equal the same statistics of the dense maps of a normal
 traced forward (float64, written here independently), the layer outputs equal the model's, memory stays below
 one dense map, and the needle test's pieces (planting, greedy decoding through the cache) match references."""
 

@@ -1,4 +1,4 @@
-"""Bad input, every page (issue 10): one table drives every page's inputs with hostile and odd values.
+"""Bad input, every page: one table drives every page's inputs with hostile and odd values.
 
 Each row of ``CASES`` names a page, the inputs it sets and what the page must answer: a chart (the input is
 fine, e.g. emoji) or a clear message (``st.error``/``st.warning``/``st.info`` with a meaningful phrase). Every

@@ -1,4 +1,4 @@
-"""Issue 11: a rerun that changes nothing recomputes nothing — the model work of each page is cached by input."""
+"""A rerun that changes nothing recomputes nothing — the model work of each page is cached by input."""
 
 from __future__ import annotations
 

@@ -20,9 +20,9 @@ from harness import classroom
 from harness.browser import ARTIFACTS, app_pages
 
 pytestmark = pytest.mark.browser
-# Issue 20's class: 30 sessions arriving over 2 minutes, 2 minutes of inputs each (about 8 minutes with the server's
-# start; `python -m benchmarks classroom` publishes the same class's timings). TX_CLASSROOM_SESSIONS=N runs another
-# size (10: one minute of inputs each; 0: skipped, for a quick local run).
+# The class the app is sized for: 30 sessions arriving over 2 minutes, 2 minutes of inputs each (about 8 minutes with
+# the server's start; `python -m benchmarks classroom` publishes the same class's timings). TX_CLASSROOM_SESSIONS=N
+# runs another size (10: one minute of inputs each; 0: skipped, for a quick local run).
 SESSIONS = int(os.environ.get("TX_CLASSROOM_SESSIONS", "30"))
 DURATION_S = 60.0 if SESSIONS <= 10 else 120.0
 INTERVAL_S = 5.0

@@ -1,4 +1,4 @@
-"""KV cache stepper and FlashAttention's IO counts (issue 17): cached = uncached decoding for every model with a
+"""KV cache stepper and FlashAttention's IO counts: cached = uncached decoding for every model with a
 cache, the bytes formula = the cache tensors' bytes, published numbers as their configs state them, and the IO
 counts against a direct tally of each algorithm's reads and writes."""
 

@@ -1,4 +1,4 @@
-"""Today's attention parts (issue 16): rotary, ALiBi, GQA/MQA, sliding windows, the KV cache, the operator's bias.
+"""Today's attention parts: rotary, ALiBi, GQA/MQA, sliding windows, the KV cache, the operator's bias.
 
 Each is checked against a float64 reference written here from the paper, against an independent implementation
 where one exists (transformers' rotary, PyTorch's SDPA with ``enable_gqa`` or a float mask), and by exact

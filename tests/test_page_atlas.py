@@ -1,4 +1,4 @@
-"""The long-context atlas page (issue 31) through AppTest: the first load in both languages with its computed facts,
+"""The long-context atlas page through AppTest: the first load in both languages with its computed facts,
 a statistic switched, a head opened by a click, the exact block checked against the atlas, the needle test, and
 the view functions' numbers against the analysis."""
 

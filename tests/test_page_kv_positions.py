@@ -1,4 +1,4 @@
-"""The position lab, the KV cache stepper and the cost page's IO section (issue 17) through AppTest: first
+"""The position lab, the KV cache stepper and the cost page's IO section through AppTest: first
 load in both languages, the live checks shown with their numbers, one interaction each."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Claims over seeds (issue 30): a verdict holds only when its gap exceeds the spread, else it is within noise."""
+"""Claims over seeds: a verdict holds only when its gap exceeds the spread, else it is within noise."""
 
 from __future__ import annotations
 

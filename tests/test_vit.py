@@ -519,7 +519,7 @@ def test_bundled_vit_shapes_classifies_held_out_images():
     size = sum(p.stat().st_size for p in folder.iterdir())
     assert size <= 10 * 2**20
     results = json.loads((folder / "results.json").read_text())
-    # Issue 7 asked for ≥ 95% on the old generator (98.5% then). Issue 19's generator adds light paper, outlines down to
+    # The first generator's target was ≥ 95% (98.5% then). Today's generator adds light paper, outlines down to
     # 0.6 px, wobble and small off-centre shapes: the retrained bundle records 64.5% on its 1200 held-out images
     # (BENCHMARKS.md; 92% on person-style drawings), below that target. This floor guards against a broken or
     # mislabelled bundle, not the target.
@@ -538,8 +538,8 @@ def test_bundled_vit_shapes_classifies_held_out_images():
 
 
 # Measured on the first 120 person-style drawings of seed 0 (tx_explorer.data.drawings, never trained on) when the
-# bundles were trained (BENCHMARKS.md), minus a margin; the bundle before issue 19 got 19 % (chance: 17 %), the one
-# before item 8's preprocessing 55 %.
+# bundles were trained (BENCHMARKS.md), minus a margin; the bundle before today's generator got 19 % (chance: 17 %),
+# the one before the contrast-and-thicken preprocessing 55 %.
 DRAWINGS_FLOOR = {"vit-shapes": 0.85, "vit-shapes-avg": 0.7}  # measured 91.7 % and 75.8 %
 
 

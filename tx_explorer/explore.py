@@ -385,7 +385,7 @@ def cost(
     )
 
 
-# ---- head science (issue 18): what a head does, measured ---------------------------------------------------------
+# ---- head science: what a head does, measured ----------------------------------------------------------------------
 
 
 def _text_model(model: str | Any) -> Any:
@@ -498,7 +498,7 @@ def flow(
     lang: str = "en",
 ) -> Figures:
     """Information-flow routes to ``target``'s prediction (Ferrando & Voita 2024), one edge's heads — attention
-    weight, write norm, causal effect — and a node's logit lens (issue 29). ``edge`` = (layer, query, key), default
+    weight, write norm, causal effect — and a node's logit lens. ``edge`` = (layer, query, key), default
     the heaviest attention edge of the graph; ``node`` = ("x" | "m" | "mlp", layer, position), default the target's
     final residual; ``model`` defaults to the page's (SmolLM2 when registered)."""
     tm = _text_model(model or v_flow.default_model())
@@ -530,7 +530,7 @@ def atlas(
     head: int = 0,
     lang: str = "en",
 ) -> Figures:
-    """Every head's habits over a long text, from tiles (issue 31): the layers × heads grid of ``statistic`` and
+    """Every head's habits over a long text, from tiles: the layers × heads grid of ``statistic`` and
     one head's values along the positions (default: the strongest first-token sink). ``text`` (up to the context)
     or else the first ``tokens`` of the bundled corpus; ``model`` defaults to the first causal text model
     (SmolLM2 when installed)."""

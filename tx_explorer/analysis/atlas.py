@@ -1,4 +1,4 @@
-"""A long-context attention atlas (issue 31): every head's habits over thousands of tokens, never an N × N map.
+"""A long-context attention atlas: every head's habits over thousands of tokens, never an N × N map.
 
 :func:`head_stats` runs a causal model layer by layer. Each layer's queries, keys and values come from the
 layer's own projection (rotary, grouped-query heads and ALiBi through the module's code); its attention is

@@ -1,4 +1,4 @@
-"""Information flow: which heads and MLPs carry the answer, from one forward pass (issue 29).
+"""Information flow: which heads and MLPs carry the answer, from one forward pass.
 
 In a pre-norm block the residual stream is a sum of writes: ``x_{l+1} = x_l + Σ_h head_h + b_O + MLP``, and a
 head's write at query i is itself a sum over the keys it reads, ``Σ_j a_ij · v_j W_O^h``. :func:`decompose`

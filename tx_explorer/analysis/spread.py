@@ -1,4 +1,4 @@
-"""Claims checked over seeds (issue 30): a trained comparison holds only when its gap exceeds the spread.
+"""Claims checked over seeds: a trained comparison holds only when its gap exceeds the spread.
 
 The bundles that check claims on trained models (the position lab, the block variants) train every model at
 several seeds. A claim compares two quantities, ``left < right`` (one loss below another, a shuffle's harm below a

@@ -1,4 +1,4 @@
-"""Long-context attention atlas page (issue 31): every head's habits over a long text, from tiles — a layers × heads
+"""Long-context attention atlas page: every head's habits over a long text, from tiles — a layers × heads
 grid of each statistic, one head's statistic along the positions, an exact block of weights, and a needle test."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Information flow page (issue 29): the route graph to one token's prediction, the three views of an edge's
+"""Information flow page: the route graph to one token's prediction, the three views of an edge's
 heads (attention weight, write norm, causal effect) and what a node reads and writes."""
 
 from __future__ import annotations

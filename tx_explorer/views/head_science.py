@@ -1,5 +1,5 @@
 """Head science page: what each head does, measured — ablation, activation patching, a sub-layer logit lens,
-a head taxonomy with attention sinks, and attribution beside attention (issue 18)."""
+a head taxonomy with attention sinks, and attribution beside attention."""
 
 from __future__ import annotations
 
