@@ -52,7 +52,7 @@ from tx_explorer.analysis import (
     position,
     position_lab,
     routing,
-    vit_views,
+    vit_lab,
 )
 from tx_explorer.analysis import head_science as hs
 from tx_explorer.analysis import mask_gallery as mg
@@ -859,7 +859,7 @@ OUT_OF_RANGE = [
         ("language_model-top-k-0", lambda: lm.generate(_lm(), [1, 2], 4, top_k=0), "top_k must be"),
         (
             "vision_transformer-patch-outside",
-            lambda: vit_views.patch_view(np.zeros((224, 224, 3), np.uint8), vit_views.lecture_embed(), 196),
+            lambda: vit_lab.patch_view(np.zeros((224, 224, 3), np.uint8), vit_lab.lecture_embed(), 196),
             "outside",
         ),
         ("vision_transformer-seed-negative", lambda: shapes.sample(-1), "non-negative integer"),

@@ -557,7 +557,7 @@ def test_bundled_vits_read_person_style_drawings(name):
 @pytest.mark.parametrize(("name", "prefix", "pooled_rows"), [("vit-shapes", 1, 1), ("vit-shapes-avg", 0, 64)])
 def test_bundled_vits_pool_n_by_d_to_one_by_d_to_c(name, prefix, pooled_rows):
     """§7.3 live: [CLS] keeps one of the 65 rows, mean pooling averages all 64 patch rows; both give 1×D → C."""
-    from tx_explorer.analysis.vit_views import pooling
+    from tx_explorer.analysis.vit_lab import pooling
     from tx_explorer.models import load_model
 
     clf = load_model(name)

@@ -14,8 +14,8 @@ from tx_explorer.families.text import TextModel
 from tx_explorer.trace import Trace
 from tx_explorer.views import Panel, texts
 from tx_explorer.viz import charts
-from tx_explorer.viz import head_science as vh
-from tx_explorer.viz import heads as viz_heads
+from tx_explorer.viz import head_science as vhs
+from tx_explorer.viz import heads as vh
 
 PAGE = "head_science"
 LIMIT = 128  # tokens analysed: the budget of the all-head jobs (MiniLM at 128 tokens takes seconds)
@@ -72,7 +72,7 @@ def importance(
     if reference is not None:
         notes.append(T("mean_reference", source=reference.source, count=reference.count))
     if tm.kind == "encoder":
-        fig = vh.layer_head_map(r.cosine_change, title=T("title_cosine"), clickable=True, **axes)
+        fig = vhs.layer_head_map(r.cosine_change, title=T("title_cosine"), clickable=True, **axes)
         return Result(
             (Panel("hs_importance_cos", fig, r.cosine_change),), tuple(notes), focus=_largest(r.cosine_change)
         )
@@ -80,12 +80,12 @@ def importance(
     panels = (
         Panel(
             "hs_importance_loss",
-            vh.layer_head_map(r.delta_loss, title=T("title_dloss"), clickable=True, **axes),
+            vhs.layer_head_map(r.delta_loss, title=T("title_dloss"), clickable=True, **axes),
             r.delta_loss,
         ),
         Panel(
             "hs_importance_logit",
-            vh.layer_head_map(r.delta_logit, title=T("title_dlogit"), clickable=True, **axes),
+            vhs.layer_head_map(r.delta_logit, title=T("title_dlogit"), clickable=True, **axes),
             r.delta_logit,
         ),
     )
@@ -102,7 +102,7 @@ def pattern(tm: TextModel, text: str, layer: int, head: int, *, lang: str = "en"
     weights = trace.stack(name_contains="attn")[layer, 0, head].numpy()
     tokens = _tokens(tm, ids)
     axes = texts("common", lang)
-    fig = viz_heads.attention_map(
+    fig = vh.attention_map(
         weights,
         tokens,
         tokens,
@@ -129,7 +129,7 @@ def patching(
     p = hs.activation_patching(tm, a, b, answers=ids, progress=progress)
     rows = [f"L{i}" for i in range(p.residual.shape[0])]
     tokens = [f"{x} → {y}" if x != y else x for x, y in zip(_tokens(tm, a), _tokens(tm, b))]
-    residual = vh.position_map(
+    residual = vhs.position_map(
         p.residual,
         rows,
         tokens,
@@ -137,7 +137,7 @@ def patching(
         x_title=T("axis_position"),
         y_title=T("axis_layer_input"),
     )
-    heads = vh.layer_head_map(p.heads, title=T("title_patch_heads"), x_title=T("axis_head"), y_title=T("axis_layer"))
+    heads = vhs.layer_head_map(p.heads, title=T("title_patch_heads"), x_title=T("axis_head"), y_title=T("axis_layer"))
     metric = p.metric if tm.kind == "causal" else T("metric_cosine")  # a decoder's names two tokens
     note = T("patch_numbers", metric=metric, clean=f"{p.clean_metric:.3f}", corrupt=f"{p.corrupt_metric:.3f}")
     return Result((Panel("hs_patch_residual", residual, p.residual), Panel("hs_patch_heads", heads, p.heads)), (note,))
@@ -165,7 +165,7 @@ def lens(tm: TextModel, text: str, quantity: str = "kl", *, lang: str = "en") ->
         )
         if quantity == "top1":
             values = r.top_probs[..., 0]
-    fig = vh.position_map(
+    fig = vhs.position_map(
         values,
         [T(f"row_{part}", layer=layer) for layer in range(len(r.rows) // 2) for part in ("attn", "mlp")],
         _tokens(tm, ids),
@@ -189,7 +189,7 @@ def taxonomy(tm: TextModel, text: str, score: str = "induction", *, lang: str = 
     names = head_labels(layers, heads)
     table = {T("col_head"): names, **{T(f"score_{k}"): np.round(r.scores[k].ravel(), 3).tolist() for k in hs.SCORES}}
     table[T("col_sink")] = ["✓" if f else "" for f in r.sinks.ravel()]
-    bars = vh.score_bars(
+    bars = vhs.score_bars(
         r.scores[score],
         names,
         title=T(f"score_{score}"),
@@ -200,7 +200,7 @@ def taxonomy(tm: TextModel, text: str, score: str = "induction", *, lang: str = 
     hover = [
         " · ".join(f"{T(f'score_{k}')} {r.scores[k].ravel()[i]:.2f}" for k in hs.SCORES) for i in range(len(names))
     ]
-    scatter = vh.head_scatter(
+    scatter = vhs.head_scatter(
         r.coords,
         names,
         r.sinks,
@@ -252,14 +252,14 @@ def attribution(tm: TextModel, text: str, *, lang: str = "en") -> Result:
     r = hs.attribution(tm, ids)
     methods = {m: T(f"method_{m}") for m in hs.ATTRIBUTION_METHODS}
     target = html.escape(r.target, quote=False) if tm.kind == "causal" else T("target_encoder")  # Plotly markup
-    bars = vh.attribution_bars(
+    bars = vhs.attribution_bars(
         {methods[m]: s for m, s in r.scores.items()},
         _tokens(tm, ids),
         title=T("title_attribution", target=target),
         x_title=T("axis_position"),
         y_title=T("axis_scaled"),
     )
-    curves = vh.deletion_curves(
+    curves = vhs.deletion_curves(
         r.removed,
         {methods[m]: d for m, d in r.deletion.items()},
         title=T("title_deletion"),

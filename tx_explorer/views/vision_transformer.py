@@ -9,7 +9,7 @@ import numpy as np
 from PIL import Image
 
 from tx_explorer import locales
-from tx_explorer.analysis import vit_views
+from tx_explorer.analysis import vit_lab
 from tx_explorer.data import images, shapes
 from tx_explorer.families.images import FRAME_FILL, Classification, ImageClassifier, frame_object
 from tx_explorer.interop import timm_vit
@@ -96,18 +96,18 @@ def patches(
 ) -> list[PatchSide]:
     """One patch (``row``, ``col`` of the model's grid) at the lecture's 224 px / 16 px and in the model."""
     T, cfg, words = texts(PAGE, lang), clf.model.cfg, _words(lang)
-    g, lg = cfg.grid, vit_views.LECTURE_SIZE // vit_views.LECTURE_PATCH  # 14
+    g, lg = cfg.grid, vit_lab.LECTURE_SIZE // vit_lab.LECTURE_PATCH  # 14
     index = row * g + col
     lecture_index = (row * lg // g) * lg + col * lg // g  # the same place in the 14×14 grid
-    big = images.to_array(images.center_square(picture, vit_views.LECTURE_SIZE))
+    big = images.to_array(images.center_square(picture, vit_lab.LECTURE_SIZE))
     pixels = clf.seen(images.to_array(images.center_square(picture, cfg.image_size)))
     sides = []
     for key, image, embed, patch, pick, title, weights, norm in (
         (
             "lecture",
             big,
-            vit_views.lecture_embed(),
-            vit_views.LECTURE_PATCH,
+            vit_lab.lecture_embed(),
+            vit_lab.LECTURE_PATCH,
             lecture_index,
             T("lecture_title"),
             T("random_weights"),
@@ -124,7 +124,7 @@ def patches(
             clf,
         ),
     ):
-        view = vit_views.patch_view(image, embed, pick, normalise=norm)
+        view = vit_lab.patch_view(image, embed, pick, normalise=norm)
         n_tok, width = view.patches.shape
         numbers = T(
             "patch_numbers",
@@ -184,7 +184,7 @@ def attention(
     layer = cfg.num_layers - 1 if layer is None else layer
     prefix, g = clf.model.num_prefix, cfg.grid
     q = {"cls": 0, "mean": "mean", "patch": prefix + patch}[query]
-    maps = vit_views.query_maps(result.trace, q, num_prefix=prefix, grid=g)  # (L, H, g, g)
+    maps = vit_lab.query_maps(result.trace, q, num_prefix=prefix, grid=g)  # (L, H, g, g)
     shown = np.concatenate([maps[layer], maps[layer].mean(axis=0, keepdims=True)])
     heads = [T("head", h=h) for h in range(cfg.num_heads)]  # layers and heads counted from 0 on every page
     hl = patch if query == "patch" else None
@@ -195,13 +195,13 @@ def attention(
     mosaic = vitviz.layer_head_maps(maps, layers, heads, title=T("mosaic_title"))
     labels = _classes(result.labels, lang)
     prediction = vitviz.prediction_bars(labels, result.probs, title=T("prediction_title"), words=words)
-    pair = np.stack([maps[-1].mean(axis=0), vit_views.rollout_map(result.trace, q, num_prefix=prefix, grid=g)])
+    pair = np.stack([maps[-1].mean(axis=0), vit_lab.rollout_map(result.trace, q, num_prefix=prefix, grid=g)])
     rollout = vitviz.attention_overlays(
         pixels, pair, [T("last_layer_mean"), T("rollout")], title=T("rollout_title"), highlight=hl, words=words
     )
     shares = None
     if mask is not None and query == "cls":
-        area, s = vit_views.object_shares(pair, mask, cfg.patch_size)
+        area, s = vit_lab.object_shares(pair, mask, cfg.patch_size)
         shares = {T("area_share"): f"{area:.1%}", T("cls_share"): f"{s[0]:.1%}", T("rollout_share"): f"{s[1]:.1%}"}
     return Attention(
         Panel("vit_overlays", overlays, shown),
@@ -220,7 +220,7 @@ class Pooled:
 
 def pooling(clf: ImageClassifier, pixels: np.ndarray, *, lang: str = "en") -> Pooled:
     """Lecture §7.3 live: N×D → 1×D → C for the chosen model ([CLS] row or mean over the patches)."""
-    T, pool = texts(PAGE, lang), vit_views.pooling(clf, pixels)
+    T, pool = texts(PAGE, lang), vit_lab.pooling(clf, pixels)
     (t, d), (n, _), c = pool.tokens, pool.pooled_rows, len(pool.logits)
     step = r"H_{0}" if clf.model.cfg.pool == "token" else rf"\frac{{1}}{{{n}}}\sum_{{i=1}}^{{{n}}} H_i"
     formula = (
@@ -235,7 +235,7 @@ def pooling(clf: ImageClassifier, pixels: np.ndarray, *, lang: str = "en") -> Po
 
 def measured(name: str, *, lang: str = "en") -> str | None:
     """The bundle's held-out numbers in words (None for a model without them)."""
-    report = vit_views.bundle_results(name)
+    report = vit_lab.bundle_results(name)
     if report is None:
         return None
     T = texts(PAGE, lang)
@@ -249,13 +249,13 @@ def positions(clf: ImageClassifier, *, lang: str = "en") -> tuple[Panel | None, 
     """Cosine similarity of each patch's position to every other: the model's (None without a table) and 2-D
     sin-cos at the same grid."""
     T, cfg, words = texts(PAGE, lang), clf.model.cfg, _words(lang)
-    g, pos = cfg.grid, vit_views.patch_positions(clf)
+    g, pos = cfg.grid, vit_lab.patch_positions(clf)
     own = None
     if pos is not None:
-        sim = vit_views.position_similarity(pos, g)
+        sim = vit_lab.position_similarity(pos, g)
         title = T("pos_own", kind=T(f"positions_{cfg.positions}"))
         own = Panel("vit_pos_own", vitviz.similarity_maps(sim, title=title, words=words), sim.reshape(g * g, -1))
-    ref = vit_views.position_similarity(sincos_2d_table(g, 4 * max(1, cfg.dim // 4)), g)
+    ref = vit_lab.position_similarity(sincos_2d_table(g, 4 * max(1, cfg.dim // 4)), g)
     sincos = vitviz.similarity_maps(ref, title=T("pos_sincos"), words=words)
     return own, Panel("vit_pos_sincos", sincos, ref.reshape(g * g, -1))
 
@@ -272,7 +272,7 @@ def shuffle(
 ) -> Shuffled:
     """The same patches in another order, with and without the position embedding."""
     T = texts(PAGE, lang)
-    shuf = vit_views.shuffle_experiment(clf, pixels, int(seed))
+    shuf = vit_lab.shuffle_experiment(clf, pixels, int(seed))
     top = np.argsort(-result.probs)[:8]
     series = {T(f"cond_{i}"): p[top] for i, p in enumerate(shuf.probs.values())}
     fig = vitviz.condition_bars(
