@@ -16,7 +16,6 @@ def trained_variant(name: str):  # a name of its own: cached functions with the 
 @st.fragment
 def runs_section(res: view.Results) -> None:
     ui.section(T, "runs")
-    st.markdown(view.corpus(res, lang=LANG))
     c, shallow = st.columns([3, 2, 2]), view.defaults(res)["runs"]
     chosen = c[0].multiselect(T("variants"), res.names, shallow, format_func=res.label, key="runs_variants")
     metric = c[1].radio(
@@ -25,7 +24,7 @@ def runs_section(res: view.Results) -> None:
     smoothing = c[2].slider(T("smoothing"), 0.0, 0.95, 0.8, 0.05, help=T("smoothing_help"), key="runs_smoothing")
     with ui.friendly_errors():
         runs = view.runs(res, chosen, metric, smoothing, lang=LANG)
-        st.caption(runs.caption)
+        st.caption(view.corpus(res, lang=LANG) + " " + runs.caption)  # the text learnt from, then the recipe
         ui.show(runs.curves)
         ui.section(T, "claims", level="subheader")
         st.table(runs.claims)

@@ -3,33 +3,23 @@ Transformer's cross-attention, on a generated English → Italian language with 
 
 import streamlit as st
 
-from tx_explorer import models, ui
+from tx_explorer import ui
 from tx_explorer.views import seq2seq as view
 
 T = ui.texts("seq2seq")
 LANG = ui.lang()
-KINDS = view.KINDS
-LABELS = view.labels(LANG)
 
 
-def load_translators() -> dict | None:
-    """The three bundled models, or None with a message saying how to build them."""
-    names = {models.REGISTRY[n].kind: n for n in models.available_models("translation")}
-    missing = [LABELS[k] for k in KINDS if k not in names]
-    if missing:
-        st.info(T("no_models", names=", ".join(missing), command=view.RETRAIN))
-        return None
-    try:
-        return {k: ui.cached_model(names[k]) for k in KINDS}
-    except models.BundleError as exc:
-        st.warning(T("bundle_problem", reason=str(exc)))
-        return None
+@st.cache_resource(show_spinner=False)
+def claim(name: str):
+    """A lecture claim measured on held-out sentences (§1.1 s₀ = 0, §4.1 subject–verb heads), once per server."""
+    return view.CLAIMS[name](view.load_translators(ui.cached_model)[0])
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
 def translations(text: str, beam: int) -> dict:
     """Every model's translation of ``text``, once per input: a rerun that changes nothing recomputes nothing."""
-    return view.translate(load_translators(), text, beam)
+    return view.translate(view.load_translators(ui.cached_model)[0], text, beam)
 
 
 # 2. Alignment matrices: Bahdanau beside the Transformer's cross-attention ------------------------------------------
@@ -58,16 +48,27 @@ def alignments(translators: dict, out: dict, gold) -> None:
 
 # 3. One decoder step ------------------------------------------------------------------------------------------------
 @st.fragment
-def decoder_step(o) -> None:
-    if not (box := ui.lazy_section(T, "step", key="s2s_open_step")):
-        return
-    with box:
-        if not o.tokens:
-            st.info(T("no_output"))
-            return
-        with ui.friendly_errors():
+def decoder_step(translator, o) -> None:
+    if (box := ui.lazy_section(T, "step", view.RECURRENCE, key="s2s_open_step")) and not o.tokens:
+        box.info(T("no_output"))
+    elif box:
+        with box, ui.friendly_errors():
             t = st.slider(T("step"), 1, len(o.tokens) + 1, 1) - 1  # the last step writes <eos>
+            query = view.step_query(translator, o, t, lang=LANG)
+            ui.row(query.state, query.scores)
             ui.show(view.decoder_step(o, t, lang=LANG))
+            st.markdown(query.text)
+
+
+# 4. s₀ from the encoder (§1.1), 5. heads that link a verb to its subject (§4.1) ----------------------------------
+@st.fragment
+def claim_section(name: str, key: str) -> None:
+    if box := ui.lazy_section(T, name, key=key):
+        with box, ui.friendly_errors():
+            shown = view.claim_view(name, claim(name), lang=LANG)
+            ui.metrics(shown.metrics)
+            ui.show(shown.panel)
+            st.markdown(shown.text)
 
 
 # 4. The bottleneck: quality by length (the same for every sentence) -----------------------------------------------
@@ -89,10 +90,9 @@ def bottleneck(translators: dict) -> None:
             return
         n = next(iter(results.values()))["n"][0]
         st.caption(T("rerun_done", n=n) if "s2s_eval" in st.session_state else T("shipped", n=n))
-        cols = st.columns(2)
-        for i, panel in enumerate(view.by_length(results, lang=LANG)):
-            with cols[i % 2]:
-                ui.show(panel)
+        panels = view.by_length(results, lang=LANG)
+        for pair in (panels[:2], panels[2:]):
+            ui.row(*pair)
 
 
 st.title(ui.page_title("seq2seq"))
@@ -100,8 +100,9 @@ st.markdown(T("intro"))
 st.latex(view.LATEX)
 st.caption(T("formula_caption"))
 ui.keep_open("s2s_open_mosaic", "s2s_open_step")  # a sentence without a translation does not draw them
-translators = load_translators()
+translators, problem = view.load_translators(ui.cached_model, lang=LANG)  # None and why, when not built
 if translators is None:
+    st.info(problem)
     st.stop()
 
 # 1. Input and the three translations ------------------------------------------------------------------------------
@@ -127,10 +128,7 @@ if not check.ok:
 else:
     with ui.friendly_errors():
         gold = view.gold(check)
-        if gold is None:
-            st.info(T("no_gold"))
-        else:
-            st.markdown(T("reference", text=gold.italian))
+        st.info(T("no_gold")) if gold is None else st.markdown(T("reference", text=gold.italian))
         out = translations(text, beam)
         for col, o in zip(st.columns(3), view.outputs(translators, out, gold, lang=LANG)):
             col.markdown(f"**{o.label}**")
@@ -142,5 +140,7 @@ else:
 
 if out is not None:
     alignments(translators, out, gold)
-    decoder_step(out["attention"])
+    decoder_step(translators["attention"], out["attention"])
+claim_section("s0", key="s2s_open_s0")
+claim_section("sv", key="s2s_open_sv")
 bottleneck(translators)

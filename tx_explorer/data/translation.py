@@ -217,6 +217,7 @@ class _Out:
         self.en: list[str] = []
         self.it: list[str] = []
         self.links: list[frozenset[int]] = []
+        self.agree: list[tuple[int, int]] = []  # (English verb, the English word its subject agreement reads)
 
     def src(self, word: str) -> int:
         self.en.append(word)
@@ -227,7 +228,8 @@ class _Out:
         self.links.append(frozenset(sources))
 
 
-def _render_np(o: _Out, np_: NP, prep: str | None = None) -> None:
+def _render_np(o: _Out, np_: NP, prep: str | None = None) -> int:
+    """Render a noun phrase; returns the English position of its head noun."""
     p = o.src(prep) if prep else None
     first = np_.adjs[0].en if np_.adjs else np_.noun.en
     d = o.src("an" if np_.det == "a" and first[0] in "aeiou" else np_.det)  # an apple, an old car
@@ -247,29 +249,34 @@ def _render_np(o: _Out, np_: NP, prep: str | None = None) -> None:
     for a, i in reversed(list(zip(np_.adjs, adjs))):  # mirror order after the noun
         o.tgt(a.agree(np_.noun, np_.plural), i)
     if np_.rel is not None:
-        _render_rel(o, np_.rel, np_.person)
+        _render_rel(o, np_.rel, np_.person, n)
+    return n
 
 
-def _render_rel(o: _Out, rel: Rel, head_person: int) -> None:
+def _render_rel(o: _Out, rel: Rel, head_person: int, head: int) -> None:
     o.tgt("che", o.src("that"))
-    if rel.subj is None:
-        _render_pred(o, rel.pred, head_person, ())
+    if rel.subj is None:  # subject relative: the head noun is the verb's subject
+        _render_pred(o, rel.pred, head_person, (), subject=head)
     else:
         _render_clause(o, Clause(rel.subj, rel.pred))
 
 
-def _render_pred(o: _Out, pred: Pred, person: int, subject_links: tuple[int, ...]) -> None:
+def _render_pred(o: _Out, pred: Pred, person: int, subject_links: tuple[int, ...], *, subject: int) -> None:
+    """``subject``: the English position of the pronoun or head noun whose person the verb ending carries."""
     v = pred.verb
     if pred.modifier == "not":
         aux, neg = o.src("does" if person == 2 else "do"), o.src("not")
         o.tgt("non", aux, neg)
-        o.tgt(v.it[person], o.src(v.en), *subject_links)
+        verb = o.src(v.en)
     elif pred.modifier is not None:
         adv = o.src(pred.modifier)
-        o.tgt(v.it[person], o.src(v.en_3sg if person == 2 else v.en), *subject_links)
-        o.tgt(ADVERBS[pred.modifier], adv)
+        verb = o.src(v.en_3sg if person == 2 else v.en)
     else:
-        o.tgt(v.it[person], o.src(v.en_3sg if person == 2 else v.en), *subject_links)
+        verb = o.src(v.en_3sg if person == 2 else v.en)
+    o.tgt(v.it[person], verb, *subject_links)
+    o.agree.append((verb, subject))
+    if pred.modifier not in (None, "not"):
+        o.tgt(ADVERBS[pred.modifier], adv)
     if pred.obj is not None:
         _render_np(o, pred.obj)
     if pred.pp is not None:
@@ -278,19 +285,22 @@ def _render_pred(o: _Out, pred: Pred, person: int, subject_links: tuple[int, ...
 
 def _render_clause(o: _Out, clause: Clause) -> None:
     if isinstance(clause.subj, str):  # pronoun: dropped in Italian, its meaning moves into the verb ending
-        _render_pred(o, clause.pred, PRONOUNS[clause.subj], (o.src(clause.subj),))
+        pronoun = o.src(clause.subj)
+        _render_pred(o, clause.pred, PRONOUNS[clause.subj], (pronoun,), subject=pronoun)
     else:
-        _render_np(o, clause.subj)
-        _render_pred(o, clause.pred, clause.subj.person, ())
+        head = _render_np(o, clause.subj)
+        _render_pred(o, clause.pred, clause.subj.person, (), subject=head)
 
 
 @dataclass(frozen=True)
 class Example:
-    """One sentence pair; ``alignment`` holds gold links ``(source index, target index)``."""
+    """One sentence pair; ``alignment`` holds gold links ``(source index, target index)``, ``agreement`` the
+    grammar's subject–verb pairs ``(verb, subject)`` as English positions (the subject's head noun or pronoun)."""
 
     source: tuple[str, ...]
     target: tuple[str, ...]
     alignment: tuple[tuple[int, int], ...]
+    agreement: tuple[tuple[int, int], ...] = ()
 
     @property
     def english(self) -> str:
@@ -314,7 +324,7 @@ def render(u: Utterance) -> Example:
             o.tgt(CONJUNCTIONS[conj], o.src(conj))
             _render_clause(o, clause)
     links = tuple(sorted((i, j) for j, srcs in enumerate(o.links) for i in srcs))
-    return Example(tuple(o.en), tuple(o.it), links)
+    return Example(tuple(o.en), tuple(o.it), links, tuple(o.agree))
 
 
 def _np_len(np_: NP) -> int:

@@ -100,16 +100,20 @@ class Translator:
             src[b, : len(s)] = torch.tensor(self.src_vocab.encode(s))
         return src, lengths
 
-    def decode(self, sources: Sequence[Sequence[str]], *, beam: int = 1) -> list[list[str]]:
-        """Greedy (``beam=1``, batched) or beam-search translations of tokenised sentences."""
+    def decode(self, sources: Sequence[Sequence[str]], *, beam: int = 1, model: Any = None) -> list[list[str]]:
+        """Greedy (``beam=1``, batched) or beam-search translations of tokenised sentences.
+
+        ``model``: a stand-in for this translator's model with the same ``encode``/``start``/``step`` (a variant
+        with one head ablated, or s₀ = 0); default the model itself."""
+        model = self.model if model is None else model
         src, lengths = self._src(sources)
         max_len = min(MAX_TARGET, int(1.5 * src.shape[1]) + 5)
         ids = dict(bos=self.tgt_vocab.bos, eos=self.tgt_vocab.eos, max_len=max_len)
         if beam == 1:
-            out = greedy_decode(self.model, src, lengths, **ids)
+            out = greedy_decode(model, src, lengths, **ids)
         else:
             out = [
-                beam_search(self.model, src[b : b + 1, : lengths[b]], lengths[b : b + 1], beam_size=beam, **ids)
+                beam_search(model, src[b : b + 1, : lengths[b]], lengths[b : b + 1], beam_size=beam, **ids)
                 for b in range(len(sources))
             ]
         return [self.tgt_vocab.decode(o) for o in out]

@@ -26,6 +26,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from tx_explorer import masks
 from tx_explorer.config import Serialisable, TransformerConfig
+from tx_explorer.edit import Edit
 from tx_explorer.errors import positive_int
 from tx_explorer.modules.block import TransformerBlock, make_norm
 from tx_explorer.modules.transformer import Embeddings, Encoder, _init_weights
@@ -261,9 +262,10 @@ class TransformerSeq2Seq(nn.Module):
         self.head = nn.Linear(cfg.dim, tgt_vocab, bias=False)
         self.apply(_init_weights)
 
-    def encode(self, src: Tensor, lengths: Tensor, trace: Trace | None = None) -> Memory:
+    def encode(self, src: Tensor, lengths: Tensor, trace: Trace | None = None, *, edit: Edit | None = None) -> Memory:
+        """``edit`` changes the encoder's heads (ablating one, as the seq2seq page's subject–verb check does)."""
         mask = src != 0
-        states = self.encoder(src, attention_mask=mask, trace=scoped(trace, "encoder"))
+        states = self.encoder(src, attention_mask=mask, trace=scoped(trace, "encoder"), edit=edit)
         return Memory(states, mask)
 
     def decode(self, tgt_in: Tensor, memory: Memory, trace: Trace | None = None) -> Tensor:

@@ -6,13 +6,17 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
+from tx_explorer import models
+from tx_explorer.analysis import seq2seq_claims as claims
 from tx_explorer.analysis import seq2seq_eval as ev
 from tx_explorer.data import translation as tr
 from tx_explorer.families.translation import MAX_WORDS
 from tx_explorer.views import Panel, texts
+from tx_explorer.viz import charts
 from tx_explorer.viz import seq2seq as vs
 from tx_explorer.viz.style import safe_labels
 
@@ -40,6 +44,18 @@ LECTURE_EXAMPLE, DEMO_SENTENCES = tr.LECTURE_EXAMPLE, tr.DEMO_SENTENCES
 def labels(lang: str = "en") -> dict[str, str]:
     T = texts(PAGE, lang)
     return {k: T(f"model_{k}") for k in KINDS}
+
+
+def load_translators(load: Callable[[str], Any], *, lang: str = "en") -> tuple[dict | None, str | None]:
+    """The three bundled translators by kind through ``load`` (the page's shared cache), or None and why not."""
+    T = texts(PAGE, lang)
+    names = {models.REGISTRY[n].kind: n for n in models.available_models("translation")}
+    if missing := [labels(lang)[k] for k in KINDS if k not in names]:
+        return None, T("no_models", names=", ".join(missing), command=RETRAIN)
+    try:
+        return {k: load(names[k]) for k in KINDS}, None
+    except models.BundleError as exc:
+        return None, T("bundle_problem", reason=str(exc))
 
 
 def input_problem(check: tr.SourceCheck, *, lang: str = "en") -> str:
@@ -168,6 +184,164 @@ def decoder_step(o, t: int = 0, *, lang: str = "en") -> Panel:
         source_title=T("axis_source"),
     )
     return Panel("s2s_step", fig, {"weights": weights[t], "terms": terms, "context": context})
+
+
+RECURRENCE = (  # §1.1 as the encoder computes it, in both directions
+    r"h_t = f_W(x_t,\ h_{t-1}):\qquad"
+    r" \overrightarrow{h}_t = \mathrm{GRU}_{\rightarrow}(x_t,\ \overrightarrow{h}_{t-1}),"
+    r"\qquad \overleftarrow{h}_t = \mathrm{GRU}_{\leftarrow}(x_t,\ \overleftarrow{h}_{t+1})"
+)
+
+
+@dataclass(frozen=True)
+class StepQuery:
+    """Step t seen from the query side: s_{t−1} (s₀ at the first step), the scores before the softmax, the
+    encoder recurrence rebuilt word by word, and the generic operator's a_t and c_t against the decoder's."""
+
+    state: Panel
+    scores: Panel
+    text: str  # the recurrence rebuilt and the operator's a_t, c_t against the decoder's, in words
+
+
+def step_query(translator, o, t: int = 0, *, lang: str = "en") -> StepQuery:
+    """§1.1, §1.3, §2.1–2.2 for Bahdanau's step ``t`` (0 … T_out) of the translation ``o``."""
+    T = texts(PAGE, lang)
+    steps = claims.decoder_steps(translator, list(o.source), list(o.tokens))
+    if not 0 <= t < len(steps.scores):
+        raise ValueError(f"step must lie in [1, {len(steps.scores)}], got {t + 1}")
+    _, delta = claims.encoder_recurrence(translator, list(o.source))
+    da, dc = steps.operator_gap
+    name = T("state_s0") if t == 0 else T("state_prev", i=t)  # step t + 1 reads s_t
+    state = charts.signed_heatmap(
+        steps.states[t][None],
+        [name],
+        [str(i) for i in range(steps.states.shape[1])],
+        title=T("state_title", name=name, t=t + 1),
+        x_title=T("axis_state_dim"),
+        y_title=T("axis_state"),
+        height=200,
+    )
+    scores = charts.bars(
+        [f"{i}: {w}" for i, w in enumerate(o.source)],
+        {T("axis_score"): steps.scores[t]},
+        title=T("scores_title", t=t + 1),
+        x_title=T("axis_source"),
+        y_title=T("axis_score"),
+    )
+    return StepQuery(
+        Panel("s2s_state", state, steps.states[t]),
+        Panel("s2s_scores", scores, steps.scores[t]),
+        T("recurrence_check", delta=f"{delta:.1e}", n=len(o.source))
+        + "\n\n"
+        + T("operator_check", da=f"{da:.1e}", dc=f"{dc:.1e}", t=t + 1),
+    )
+
+
+def zero_start(translators: Mapping, per_set: int = 120) -> dict[str, claims.ZeroStart]:
+    """§1.1: both RNN translators decoding held-out sentences with s₀ from the encoder and with s₀ = 0."""
+    examples = claims.claim_set(per_set)
+    return {k: claims.zero_start(translators[k], examples) for k in ("fixed", "attention")}
+
+
+def zero_start_text(results: Mapping[str, claims.ZeroStart], *, lang: str = "en") -> tuple[dict[str, str], str]:
+    """The metrics (token accuracy, s₀ from the encoder → s₀ = 0) and the verdict in words."""
+    T, names = texts(PAGE, lang), labels(lang)
+    pct = lambda x: f"{x:.1%}"  # noqa: E731
+    metrics = {names[k]: f"{pct(r.token_accuracy[0])} → {pct(r.token_accuracy[1])}" for k, r in results.items()}
+    a = results["attention"]
+    text = T(
+        "s0_result",
+        n=a.sentences,
+        acc=pct(a.token_accuracy[0]),
+        acc0=pct(a.token_accuracy[1]),
+        exact=pct(a.exact_match[0]),
+        exact0=pct(a.exact_match[1]),
+        fixed=pct(results["fixed"].token_accuracy[0]),
+        fixed0=pct(results["fixed"].token_accuracy[1]),
+    )
+    return metrics, text
+
+
+@dataclass(frozen=True)
+class SubjectVerb:
+    scores: claims.SubjectVerbHeads
+    errors: dict  # None (nothing ablated) or (layer, head) → (errors, pairs)
+    control: tuple[int, int]  # the head with the least verb → subject preference, ablated for comparison
+
+
+def subject_verb(translator, per_set: int = 80) -> SubjectVerb:
+    """§4.1 on the Transformer translator: every encoder head scored, the best and the weakest ablated."""
+    examples = claims.claim_set(per_set)
+    scores = claims.subject_verb_heads(translator, examples)
+    lift = scores.subject - scores.baseline
+    control = tuple(int(i) for i in np.unravel_index(np.argmin(lift), lift.shape))
+    return SubjectVerb(scores, claims.ablation_errors(translator, examples, [scores.best, control]), control)
+
+
+def subject_verb_view(sv: SubjectVerb, *, lang: str = "en") -> Measured:
+    """Each head's verb → subject weight minus its distance-matched baseline, and the verdict with its numbers."""
+    T, sc = texts(PAGE, lang), sv.scores
+    lift = sc.subject - sc.baseline
+    layers, heads = [T("sv_layer_n", l=i) for i in range(lift.shape[0])], [str(h) for h in range(lift.shape[1])]
+    fig = charts.signed_heatmap(
+        lift, layers, heads, title=T("sv_title"), x_title=T("head"), y_title=T("sv_layer"), height=260
+    )
+    (bl, bh), (cl, ch) = sc.best, sv.control
+    base_err, pairs = sv.errors[None]
+    best_err, ctrl_err = sv.errors[sc.best][0], sv.errors[sv.control][0]
+    verdict = "sv_ablation_matters" if best_err > max(base_err, ctrl_err) else "sv_ablation_no_effect"
+    text = (
+        T(
+            "sv_result",
+            pairs=sc.pairs,
+            layer=bl,
+            head=bh,
+            weight=f"{sc.subject[bl, bh]:.3f}",
+            base=f"{sc.baseline[bl, bh]:.3f}",
+            ratio=f"{sc.subject[bl, bh] / sc.baseline[bl, bh]:.1f}",
+        )
+        + " "
+        + T(
+            verdict,
+            pairs=pairs,
+            none=base_err,
+            best=best_err,
+            layer=bl,
+            head=bh,
+            c_layer=cl,
+            c_head=ch,
+            control=ctrl_err,
+        )
+    )
+    metrics = {
+        T("sv_m_head"): T("sv_head", layer=bl, head=bh),
+        T("sv_m_weight"): f"{sc.subject[bl, bh]:.3f} / {sc.baseline[bl, bh]:.3f}",
+        T("sv_m_errors"): f"{base_err} → {best_err} / {pairs}",
+    }
+    return Measured(metrics, Panel("s2s_subject_verb", fig, {"subject": sc.subject, "baseline": sc.baseline}), text)
+
+
+@dataclass(frozen=True)
+class Measured:
+    """A claim measured once per server, as its section shows it: metrics or a figure, and the numbers in words."""
+
+    metrics: dict[str, str]
+    panel: Panel | None
+    text: str
+
+
+CLAIMS: dict[str, Callable[[Mapping], Any]] = {  # section → its computation from the three translators (slow)
+    "s0": zero_start,
+    "sv": lambda translators: subject_verb(translators["transformer"]),
+}
+
+
+def claim_view(name: str, result: Any, *, lang: str = "en") -> Measured:
+    """The section ``name`` of :data:`CLAIMS` drawn from its ``result``."""
+    if name == "s0":
+        metrics, text = zero_start_text(result, lang=lang)
+        return Measured(metrics, None, text)
+    return subject_verb_view(result, lang=lang)
 
 
 def evaluate(
