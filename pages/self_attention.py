@@ -5,7 +5,7 @@ Shuffle reruns and redraws its own section only (a fragment); word order and the
 import streamlit as st
 
 from tx_explorer import ui
-from tx_explorer.analysis import position
+from tx_explorer.analysis import self_attention
 from tx_explorer.views import self_attention as view
 
 T = ui.texts("self_attention")
@@ -14,7 +14,7 @@ LANG = ui.lang()
 
 @st.cache_data(max_entries=4, show_spinner=False)
 def trained_tables():
-    return position.bundled_position_tables()
+    return self_attention.bundled_position_tables()
 
 
 @st.fragment
@@ -52,7 +52,7 @@ def word_order(dim: int, heads: int, seed: int, layer_ok: bool) -> None:
         with ui.friendly_errors():
             order = view.word_order(sentence_a, sentence_b, dim, heads, seed, lang=LANG)
             ui.show(order.chart)
-            for col, k in zip(st.columns(3), position.POSITION_KINDS):
+            for col, k in zip(st.columns(3), self_attention.POSITION_KINDS):
                 col.metric(T("order_metric", kind=T(f"pos_{k}")), f"{order.max_diff[k]:.2e}")
                 col.caption(T("order_pooled", diff=f"{order.pooled_diff[k]:.2e}"))
             st.markdown(order.conclusion)
@@ -98,7 +98,9 @@ n = c[0].slider(T("tokens"), 2, 16, 6)
 dim = c[1].number_input(T("width"), 1, 256, 16, help=T("width_help"), key="dim")
 heads = c[2].number_input(T("heads"), 1, 16, 4, help=T("heads_help"), key="heads")
 seed = c[3].number_input(ui.texts("common")("seed"), 0, 10_000, 0)
-kind = c[4].selectbox(T("positions"), position.POSITION_KINDS, format_func=lambda k: T(f"pos_{k}"), key="positions")
+kind = c[4].selectbox(
+    T("positions"), self_attention.POSITION_KINDS, format_func=lambda k: T(f"pos_{k}"), key="positions"
+)
 layer_ok = shuffled(n, dim, heads, seed, kind)
 word_order(dim, heads, seed, layer_ok)
 encodings(seed)

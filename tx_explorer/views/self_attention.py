@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
-from tx_explorer.analysis import position
+from tx_explorer.analysis import self_attention
 from tx_explorer.views import Panel, axes, texts
 from tx_explorer.viz import charts
 from tx_explorer.viz.heatmap import heatmap
@@ -22,7 +22,7 @@ LATEX = {
 
 @dataclass(frozen=True)
 class Permutation:
-    check: position.PermutationCheck
+    check: self_attention.PermutationCheck
     order: str  # the shuffled order in words
     out: Panel
     weights: Panel
@@ -44,13 +44,13 @@ def permutation(
 ) -> Permutation:
     """One attention layer on tokens and on the same tokens shuffled: equal up to the order without positions."""
     T, ax = texts(PAGE, lang), axes(lang)
-    check = position.permutation_check(n, dim, heads, seed, perm_seed, kind)
+    check = self_attention.permutation_check(n, dim, heads, seed, perm_seed, kind)
     names = [f"x{i + 1}" for i in range(n)]
     shuffled = [names[i] for i in check.perm.tolist()]
     dims = [f"d{i + 1}" for i in range(dim)]
     kw = {"x_title": T("axis_dims"), "y_title": T("axis_tokens")}
     out, out_s = check.out.numpy(), check.out_shuffled.numpy()
-    equal = check.max_diff < position.EQUIVARIANCE_TOL
+    equal = check.max_diff < self_attention.EQUIVARIANCE_TOL
     verdict = (
         T("perm_equal", diff=f"{check.max_diff:.1e}")
         if equal
@@ -99,7 +99,7 @@ def word_order(
 ) -> Order:
     """The same words in two orders through one layer, with each kind of position."""
     T = texts(PAGE, lang)
-    results = {k: position.word_order(a, b, dim, heads, k, seed) for k in position.POSITION_KINDS}
+    results = {k: self_attention.word_order(a, b, dim, heads, k, seed) for k in self_attention.POSITION_KINDS}
     fig = charts.bars(
         results["none"].words_a,
         {T(f"pos_{k}"): r.word_diff.numpy() for k, r in results.items()},
@@ -107,7 +107,7 @@ def word_order(
         x_title=T("order_x"),
         y_title=T("order_y"),
     )
-    same = results["none"].max_diff < position.EQUIVARIANCE_TOL
+    same = results["none"].max_diff < self_attention.EQUIVARIANCE_TOL
     return Order(
         Panel("word_order", fig, {k: r.word_diff.numpy() for k, r in results.items()}),
         {k: r.max_diff for k, r in results.items()},
@@ -133,8 +133,8 @@ def encodings(
         table = trained[source][:n]
         note = T("enc_trained_note", rows=trained[source].shape[0], dim=table.shape[1])
     else:
-        table = position.position_table(source, n, dim, seed=seed)
-    sim = position.position_similarity(table).numpy()
+        table = self_attention.position_table(source, n, dim, seed=seed)
+    sim = self_attention.position_similarity(table).numpy()
     table = table.numpy()
     pos = [str(i) for i in range(table.shape[0])]
     fig = charts.signed_heatmap(

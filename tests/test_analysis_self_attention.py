@@ -9,17 +9,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tx_explorer import models
-from tx_explorer.analysis import position as pos
+from tx_explorer.analysis import self_attention
 from tx_explorer.bundle import save_bundle
 
-TOL = pos.EQUIVARIANCE_TOL
+TOL = self_attention.EQUIVARIANCE_TOL
 
 
 # Position tables -----------------------------------------------------------------------------------------------
 
 
 def test_sinusoidal_table_follows_the_formula():
-    table = pos.position_table("sinusoidal", 10, 8).double().numpy()
+    table = self_attention.position_table("sinusoidal", 10, 8).double().numpy()
     i, j = np.arange(10)[:, None], np.arange(4)[None, :]
     angle = i / 10000 ** (2 * j / 8)
     assert np.allclose(table[:, 0::2], np.sin(angle), atol=1e-6)
@@ -27,9 +27,12 @@ def test_sinusoidal_table_follows_the_formula():
 
 
 def test_no_positions_is_zero_and_learned_is_seeded():
-    assert torch.equal(pos.position_table("none", 4, 6), torch.zeros(4, 6))
-    a, b = pos.position_table("learned", 4, 6, seed=1), pos.position_table("learned", 4, 6, seed=2)
-    assert torch.equal(a, pos.position_table("learned", 4, 6, seed=1)) and not torch.equal(a, b)
+    assert torch.equal(self_attention.position_table("none", 4, 6), torch.zeros(4, 6))
+    a, b = (
+        self_attention.position_table("learned", 4, 6, seed=1),
+        self_attention.position_table("learned", 4, 6, seed=2),
+    )
+    assert torch.equal(a, self_attention.position_table("learned", 4, 6, seed=1)) and not torch.equal(a, b)
 
 
 @pytest.mark.parametrize(
@@ -38,18 +41,18 @@ def test_no_positions_is_zero_and_learned_is_seeded():
 )
 def test_position_table_rejects_bad_arguments(kind, n, dim, message):
     with pytest.raises(ValueError, match=message):
-        pos.position_table(kind, n, dim)
+        self_attention.position_table(kind, n, dim)
 
 
 def test_position_similarity_is_cosine():
     table = torch.randn(5, 3, dtype=torch.float64)
     t = table.numpy()
     ref = (t @ t.T) / np.linalg.norm(t, axis=1)[:, None] / np.linalg.norm(t, axis=1)[None, :]
-    assert np.allclose(pos.position_similarity(table).numpy(), ref, atol=1e-9)
+    assert np.allclose(self_attention.position_similarity(table).numpy(), ref, atol=1e-9)
 
 
 def test_sinusoidal_similarity_depends_only_on_the_offset():
-    sim = pos.position_similarity(pos.position_table("sinusoidal", 32, 64))
+    sim = self_attention.position_similarity(self_attention.position_table("sinusoidal", 32, 64))
     assert torch.allclose(sim.diagonal(), torch.ones(32), atol=1e-6)
     assert torch.allclose(sim[1:, 1:], sim[:-1, :-1], atol=1e-4)  # constant along diagonals (Toeplitz)
     assert sim[0, 1] > sim[0, 8]  # nearby positions are more alike
@@ -57,7 +60,7 @@ def test_sinusoidal_similarity_depends_only_on_the_offset():
 
 def test_position_similarity_needs_a_matrix():
     with pytest.raises(ValueError, match=r"\[n, dim\]"):
-        pos.position_similarity(torch.zeros(2, 3, 4))
+        self_attention.position_similarity(torch.zeros(2, 3, 4))
 
 
 # Permutation equivariance --------------------------------------------------------------------------------------
@@ -67,7 +70,7 @@ def test_position_similarity_needs_a_matrix():
 @settings(max_examples=15, deadline=None)
 def test_self_attention_without_positions_is_permutation_equivariant(n, dim_heads, seed, perm_seed):
     dim, heads = dim_heads
-    check = pos.permutation_check(n, dim, heads, seed, perm_seed, "none")
+    check = self_attention.permutation_check(n, dim, heads, seed, perm_seed, "none")
     assert check.max_diff < TOL
     p = check.perm
     assert sorted(p.tolist()) == list(range(n))
@@ -78,21 +81,21 @@ def test_self_attention_without_positions_is_permutation_equivariant(n, dim_head
 
 @pytest.mark.parametrize("kind", ["sinusoidal", "learned"])
 def test_positions_break_equivariance(kind):
-    check = pos.permutation_check(8, 16, 4, seed=0, perm_seed=1, positions=kind)
+    check = self_attention.permutation_check(8, 16, 4, seed=0, perm_seed=1, positions=kind)
     assert not torch.equal(check.perm, torch.arange(8))
     assert check.max_diff > 1e-2
 
 
 def test_permutation_check_reports_impossible_shapes():
     with pytest.raises(ValueError, match="does not divide"):
-        pos.permutation_check(4, 10, 4, 0, 1)
+        self_attention.permutation_check(4, 10, 4, 0, 1)
 
 
 # Word order ----------------------------------------------------------------------------------------------------
 
 
 def test_tokenize_words_lowercases_and_splits_punctuation():
-    assert pos.tokenize_words("Dog bites man!") == ["dog", "bites", "man", "!"]
+    assert self_attention.tokenize_words("Dog bites man!") == ["dog", "bites", "man", "!"]
 
 
 @pytest.mark.parametrize(
@@ -100,11 +103,11 @@ def test_tokenize_words_lowercases_and_splits_punctuation():
 )
 def test_tokenize_words_rejects_bad_text(text, message):
     with pytest.raises(ValueError, match=message):
-        pos.tokenize_words(text)
+        self_attention.tokenize_words(text)
 
 
 def test_dog_bites_man_is_the_same_set_without_positions():
-    r = pos.word_order("dog bites man", "man bites dog", 16, 4, "none", seed=0)
+    r = self_attention.word_order("dog bites man", "man bites dog", 16, 4, "none", seed=0)
     assert r.words_a == ["dog", "bites", "man"] and r.words_b == ["man", "bites", "dog"]
     assert r.max_diff < TOL and r.pooled_diff < TOL
     # Same rows, other order: row "dog" of A is row "dog" of B.
@@ -114,21 +117,22 @@ def test_dog_bites_man_is_the_same_set_without_positions():
 
 @pytest.mark.parametrize("kind", ["sinusoidal", "learned"])
 def test_dog_bites_man_differs_with_positions(kind):
-    r = pos.word_order("dog bites man", "man bites dog", 16, 4, kind, seed=0)
+    r = self_attention.word_order("dog bites man", "man bites dog", 16, 4, kind, seed=0)
     assert r.max_diff > 1e-2 and r.pooled_diff > 1e-3
     assert r.word_diff.shape == (3,)
     assert r.max_diff == pytest.approx(r.word_diff.max().item())
 
 
 def test_repeated_words_are_matched_in_order():
-    assert pos._match(["the", "dog", "saw", "the", "cat"], ["the", "cat", "saw", "the", "dog"]) == [0, 4, 2, 3, 1]
-    r = pos.word_order("the dog saw the cat", "the cat saw the dog", 8, 2, "none", seed=3)
+    order = self_attention._match(["the", "dog", "saw", "the", "cat"], ["the", "cat", "saw", "the", "dog"])
+    assert order == [0, 4, 2, 3, 1]
+    r = self_attention.word_order("the dog saw the cat", "the cat saw the dog", 8, 2, "none", seed=3)
     assert r.max_diff < TOL
 
 
 def test_word_order_needs_the_same_words():
     with pytest.raises(ValueError, match="same words"):
-        pos.word_order("dog bites man", "cat bites man", 8, 2, "none", seed=0)
+        self_attention.word_order("dog bites man", "cat bites man", 8, 2, "none", seed=0)
 
 
 # Trained tables from bundles -----------------------------------------------------------------------------------
@@ -147,7 +151,7 @@ def test_bundled_position_tables_reads_trained_tables(fake_registry):
     save_bundle(fake_registry / "rnn", {"rnn.weight": torch.ones(2, 2)}, {})
     models.REGISTRY["lm"] = models.Entry("x:y", "lm", "python -m tx_explorer.train lm")
     models.REGISTRY["rnn"] = models.Entry("x:y", "rnn", "python -m tx_explorer.train rnn")
-    tables, problems = pos.bundled_position_tables()
+    tables, problems = self_attention.bundled_position_tables()
     assert list(tables) == ["lm"] and torch.equal(tables["lm"], table) and problems == {}
 
 
@@ -156,12 +160,12 @@ def test_bundled_position_tables_reports_a_tampered_bundle(fake_registry):
     models.REGISTRY["lm"] = models.Entry("x:y", "lm", "python -m tx_explorer.train lm")
     with open(fake_registry / "lm" / "model.safetensors", "ab") as f:
         f.write(b"tampered")
-    tables, problems = pos.bundled_position_tables()
+    tables, problems = self_attention.bundled_position_tables()
     assert tables == {} and "checksum" in problems["lm"] and "python -m tx_explorer.train lm" in problems["lm"]
 
 
 def test_learned_table_before_training_has_no_distance_structure():
-    sim = pos.position_similarity(pos.position_table("learned", 64, 256, seed=0))
+    sim = self_attention.position_similarity(self_attention.position_table("learned", 64, 256, seed=0))
     off = sim - torch.eye(64)
     assert off.abs().max() < 0.35  # random 256-dim vectors are nearly orthogonal, near or far
     near = torch.diagonal(sim, 1).mean().item()
