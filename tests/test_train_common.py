@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import ast
 import itertools
 import math
 from functools import partial
+from pathlib import Path
 
 import pytest
 import torch
 
 from tx_explorer.config import TransformerConfig
 from tx_explorer.modules.transformer import CausalLM
+from tx_explorer.train import lm, moe
 from tx_explorer.train.common import (
     DECAY_FLOOR,
+    clear_outputs,
     lr_at,
     make_optimizer,
     optimizer_step,
@@ -160,3 +164,31 @@ def test_loss_functions_may_return_numbers_to_log() -> None:
     steps = list(train_loop(model, opt, loss, steps=3, schedule=lambda s: 1e-3, on_gradients=lambda m: {"probe": 1.0}))
     assert [s.info["step_seen"] for s in steps] == [0, 1, 2]
     assert all(s.info["ce"] == s.loss and s.info["probe"] == 1.0 for s in steps)
+
+
+@pytest.mark.parametrize("trainer", [lm, moe], ids=["lm", "moe"])
+def test_a_trainer_deletes_only_its_own_files_in_out(trainer, tmp_path: Path) -> None:
+    """An earlier run's bundle goes; a file the trainer never writes (the user's notes) survives."""
+    for name in (*trainer.BUNDLE_FILES, "manifest.json"):
+        (tmp_path / name).write_text("old")
+    (tmp_path / "notes.txt").write_text("mine")
+    (tmp_path / "sub").mkdir()
+    assert clear_outputs(tmp_path, trainer.BUNDLE_FILES) == tmp_path
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt", "sub"]
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+    assert clear_outputs(tmp_path / "new", trainer.BUNDLE_FILES).is_dir()  # a missing folder is made
+
+
+def test_only_the_shared_helper_deletes_in_a_trainers_out() -> None:
+    """No trainer deletes files by itself (train/moe.py once emptied its whole --out): they call clear_outputs."""
+    deleting = {"unlink", "rmtree", "remove", "rmdir"}
+    offenders = []
+    for path in sorted(Path(lm.__file__).parent.glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        tree.body = [n for n in tree.body if getattr(n, "name", "") != "clear_outputs"]
+        offenders += [
+            f"{path.name}:{node.lineno}"
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in deleting
+        ]
+    assert offenders == []

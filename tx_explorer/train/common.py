@@ -10,18 +10,30 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 from tqdm import tqdm
 
+from tx_explorer.bundle import MANIFEST
+
 # The cosine ends at 10 % of the peak rather than at 0 or 1 %: the Chinchilla study (Hoffmann et al. 2022)
 # decays by 10×, nanoGPT's min_lr = lr / 10 follows it, and our short CPU runs still learn in their last
 # steps. Every trainer uses it except the image classifier, whose bundled run decayed to 1 % and passes that.
 DECAY_FLOOR = 0.1
+
+
+def clear_outputs(out: Path, names: Iterable[str]) -> Path:
+    """Create ``out`` and delete from it the files ``names`` that this trainer writes (an earlier run's bundle) and
+    the manifest: nothing else. ``--out`` may name a folder that holds other files, which must survive a run."""
+    out.mkdir(parents=True, exist_ok=True)
+    for name in {*names, MANIFEST}:
+        (out / name).unlink(missing_ok=True)
+    return out
 
 
 def add_run_args(

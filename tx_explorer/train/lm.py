@@ -39,7 +39,7 @@ from tx_explorer.data import corpus
 from tx_explorer.data.tokenizer import EOT, train_bpe
 from tx_explorer.families.text import unique_state
 from tx_explorer.modules.transformer import CausalLM
-from tx_explorer.train.common import add_run_args, lr_at, make_optimizer, sample_batch, train_loop
+from tx_explorer.train.common import add_run_args, clear_outputs, lr_at, make_optimizer, sample_batch, train_loop
 
 log = logging.getLogger("tx_explorer.train.lm")
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,8 +51,7 @@ BUNDLE_FILES = (
     "tokenizer.json",
     "training.json",
     "loss_curve.csv",
-    "manifest.json",
-)
+)  # what this trainer writes to --out (with the manifest): all it ever deletes there
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -329,10 +328,7 @@ def main(argv: list[str] | None = None) -> None:
         "cpu_minutes": time.process_time() / 60,  # all threads; shared machines inflate wall-clock, not this
         "threads": torch.get_num_threads(),
     }
-    out = args.out
-    out.mkdir(parents=True, exist_ok=True)
-    for name in BUNDLE_FILES:  # only our own files: the folder may be shared with nothing else, but be careful
-        (out / name).unlink(missing_ok=True)
+    out = clear_outputs(args.out, BUNDLE_FILES)
     write_curve(out / "loss_curve.csv", state["log"])
     save_bundle(
         out,

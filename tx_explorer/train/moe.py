@@ -41,10 +41,20 @@ from tx_explorer.families.moe import RETRAIN
 from tx_explorer.families.text import unique_state
 from tx_explorer.modules.moe_lm import MoECausalLM, MoEConfig
 from tx_explorer.modules.transformer import CausalLM
-from tx_explorer.train.common import LossFn, add_run_args, lr_at, make_optimizer, sample_batch, train_loop
+from tx_explorer.train.common import (
+    LossFn,
+    add_run_args,
+    clear_outputs,
+    lr_at,
+    make_optimizer,
+    sample_batch,
+    train_loop,
+)
 from tx_explorer.train.lm import bundled_or_new_tokenizer, encode_stream, evaluate, windows
 
 log = logging.getLogger("tx_explorer.train.moe")
+# What this trainer writes to --out (with the manifest): all it ever deletes there.
+BUNDLE_FILES = ("model.safetensors", "config.json", "tokenizer.json", "curves.json", "heldout.json", "training.json")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -174,10 +184,7 @@ def main(argv: list[str] | None = None) -> None:
         "corpus": corpus.describe(docs, args.corpus),
         "command": " ".join([RETRAIN, *(argv or [])]),
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    for old in args.out.iterdir():  # the folder is ours alone: drop files of an earlier layout
-        if old.is_file():
-            old.unlink()
+    clear_outputs(args.out, BUNDLE_FILES)
     tok.save(str(args.out / "tokenizer.json"))
     save_bundle(
         args.out,
