@@ -24,6 +24,12 @@ def _results() -> dict:
     return {}
 
 
+@st.cache_resource(show_spinner=False, max_entries=1)
+def on_gpu(name: str):
+    """The chosen model copied to the GPU once per process for the atlas's jobs (the shared copy stays on the CPU)."""
+    return view.moved(ui.cached_model(name), ui.device())
+
+
 def pooled(key: tuple, work, *, run: bool = True):
     """``work(report)`` on the shared job pool (queued, progress, cancelled when the visitor leaves), memoised for
     every session; with ``run=False`` only a result already there (None otherwise)."""
@@ -85,7 +91,7 @@ def head_choice(name: str, picked: list | None, focus: tuple[int, int], tm) -> t
 def atlas_page(name: str) -> None:
     ui.keep_open("atlas_open_block", "atlas_open_needle")  # through runs stopped early by a bad text
     with ui.friendly_errors():
-        tm = ui.cached_model(name)
+        tm = on_gpu(name) if ui.device().type == "cuda" else ui.cached_model(name)
         st.caption(ui.architecture_caption(tm.config) + " · " + T("context", n=tm.max_len))
         ids, window = text_ids(name, tm)
         key = ("atlas", name, hash(tuple(ids)), len(ids), window)

@@ -8,6 +8,7 @@ import re
 
 import numpy as np
 import pytest
+import torch
 
 from tests.conftest import assert_clean, open_page, plotly_specs
 from tx_explorer import locales, models
@@ -111,3 +112,6 @@ def test_views_report_the_analysis_numbers():
     assert reports[-1][0] == 1.0 and reports[-1][1] == "layer 4 of 4 · 100 of 100 tokens"
     block = view.block(tm, ids, stats, 3, 1, 100, 0, 28)
     assert block.panels[0].data.shape == (28, 28)
+    copy = view.moved(tm, torch.device("cpu"))  # the page's GPU copy, here on the CPU: a new model, same numbers
+    assert copy.model is not tm.model and copy.tokenizer is tm.tokenizer
+    torch.testing.assert_close(view.compute(copy, ids, window=16).entropy, stats.entropy, rtol=0, atol=0)

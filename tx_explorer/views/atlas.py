@@ -3,10 +3,13 @@ grid of each statistic, one head's statistic along the positions, an exact block
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
 from tx_explorer.analysis import atlas
 from tx_explorer.analysis.heads import head_labels
@@ -41,6 +44,11 @@ def source_ids(
     if source == "corpus":
         return atlas.corpus_ids(tm, tokens)
     return atlas.encode_text(tm, atlas.read_upload(upload) if source == "upload" else text)
+
+
+def moved(tm: TextModel, device: torch.device) -> TextModel:
+    """A copy of ``tm`` on ``device`` (the GPU when present): the shared model stays where every page expects it."""
+    return dataclasses.replace(tm, model=copy.deepcopy(tm.model).to(device))
 
 
 def _reporter(report: Report | None, layers: int, n: int, lang: str) -> atlas.Progress | None:
