@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Iterator
 
 import numpy as np
 import torch
@@ -64,8 +65,9 @@ def timed(fn, device: torch.device, repeats: int) -> float:
 
 def measure(
     tm: TextModel, lengths: list[int], device: torch.device, repeats: int
-) -> tuple[list[dict], atlas.HeadStats]:
-    rows, stats = [], None
+) -> Iterator[tuple[list[dict], atlas.HeadStats]]:
+    """After each length, the rows so far and that length's statistics (a long run publishes as it goes)."""
+    rows = []
     for n in lengths:
         ids = atlas.corpus_ids(tm, n)
         stats, atlas_peak = peak_memory(lambda ids=ids: atlas.head_stats(tm, ids), device)
@@ -80,7 +82,7 @@ def measure(
             "sinks": int((stats.per_head("first") > 0.5).sum()),
         }
         rows.append(row)
-    return rows, stats
+        yield rows, stats
 
 
 def head_table(stats: atlas.HeadStats) -> list[str]:
@@ -175,5 +177,5 @@ def main(argv: list[str] | None = None) -> None:
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     tm, name = load(device)
     lengths = [n for n in args.lengths if n <= tm.max_len] or [tm.max_len]
-    rows, stats = measure(tm, lengths, device, args.repeats)
-    publish(f"atlas-{device.type}", section(name, rows, stats, device, args.repeats, cmd), no_write=args.no_write)
+    for rows, stats in measure(tm, lengths, device, args.repeats):
+        publish(f"atlas-{device.type}", section(name, rows, stats, device, args.repeats, cmd), no_write=args.no_write)
