@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from tx_explorer.bundle import WEIGHTS_DIR
 from tx_explorer.config import TransformerConfig
 from tx_explorer.modules.transformer import CausalLM
 from tx_explorer.train import lm, moe
@@ -169,7 +170,7 @@ def test_loss_functions_may_return_numbers_to_log() -> None:
 @pytest.mark.parametrize("trainer", [lm, moe], ids=["lm", "moe"])
 def test_a_trainer_deletes_only_its_own_files_in_out(trainer, tmp_path: Path) -> None:
     """An earlier run's bundle goes; a file the trainer never writes (the user's notes) survives."""
-    for name in (*trainer.BUNDLE_FILES, "manifest.json"):
+    for name in trainer.BUNDLE_FILES:
         (tmp_path / name).write_text("old")
     (tmp_path / "notes.txt").write_text("mine")
     (tmp_path / "sub").mkdir()
@@ -177,6 +178,12 @@ def test_a_trainer_deletes_only_its_own_files_in_out(trainer, tmp_path: Path) ->
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt", "sub"]
     assert (tmp_path / "notes.txt").read_text() == "mine"
     assert clear_outputs(tmp_path / "new", trainer.BUNDLE_FILES).is_dir()  # a missing folder is made
+
+
+def test_the_lists_name_every_file_of_the_shipped_bundles() -> None:
+    """A file a trainer writes but does not list would survive its next run as a stale part of the bundle."""
+    for trainer, folder in ((lm, "tiny-gpt"), (lm, "tiny-llama"), (moe, "tiny-moe")):
+        assert {p.name for p in (WEIGHTS_DIR / folder).iterdir()} == set(trainer.BUNDLE_FILES), folder
 
 
 def test_only_the_shared_helper_deletes_in_a_trainers_out() -> None:

@@ -51,7 +51,8 @@ BUNDLE_FILES = (
     "tokenizer.json",
     "training.json",
     "loss_curve.csv",
-)  # what this trainer writes to --out (with the manifest): all it ever deletes there
+    "manifest.json",
+)  # what this trainer writes to --out: all it ever deletes there
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

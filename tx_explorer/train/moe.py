@@ -53,8 +53,16 @@ from tx_explorer.train.common import (
 from tx_explorer.train.lm import bundled_or_new_tokenizer, encode_stream, evaluate, windows
 
 log = logging.getLogger("tx_explorer.train.moe")
-# What this trainer writes to --out (with the manifest): all it ever deletes there.
-BUNDLE_FILES = ("model.safetensors", "config.json", "tokenizer.json", "curves.json", "heldout.json", "training.json")
+# What this trainer writes to --out: all it ever deletes there.
+BUNDLE_FILES = (
+    "model.safetensors",
+    "config.json",
+    "tokenizer.json",
+    "curves.json",
+    "heldout.json",
+    "training.json",
+    "manifest.json",
+)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
