@@ -257,31 +257,49 @@ def test_mini_run_stops_on_request_and_on_its_time_budget():
         list(variants.live_run([], _pattern(), s))
 
 
-def test_claims_are_computed_from_the_numbers():
-    run = lambda loss, params=100_000: {"final_val_loss": loss, "non_embedding_parameters": params, "label": ""}  # noqa: E731
-    summary = {
+def _variant(losses, params=100_000):
+    """A bundle entry: the final validation loss at each seed (None = diverged)."""
+    seeds = [{"seed": i, "final_val_loss": x} for i, x in enumerate(losses)]
+    return {"seeds": seeds, "non_embedding_parameters": params, "label": ""}
+
+
+def _summary(spread_of_seeds=0.01, **losses):
+    d = spread_of_seeds
+    return {
         "variants": {
-            "post-ln": run(6.0),
-            "pre-ln": run(5.5),
-            "pre-rms": run(5.51),
-            "pre-rms-swiglu": run(5.6, 99_800),
-            "deep-post-ln": run(None),
-            "deep-pre-ln": run(5.9),
+            n.replace("_", "-"): _variant([x if x is None else x + e for e in (-d, 0, d)]) for n, x in losses.items()
         }
     }
-    verdicts = {c["key"]: c["holds"] for c in shipped.claims(summary)}
+
+
+def test_claims_are_computed_from_every_seed():
+    summary = _summary(post_ln=6.0, pre_ln=5.5, pre_rms=5.49, pre_rms_swiglu=5.6, deep_post_ln=None, deep_pre_ln=5.9)
+    summary["variants"]["pre-rms-swiglu"]["non_embedding_parameters"] = 99_800
+    verdicts = {c["key"]: c["state"] for c in shipped.claims(summary)}
     assert verdicts == {
-        "pre_beats_post": True,
-        "deep_pre_beats_post": True,
-        "gap_grows_with_depth": True,  # a diverged run loses
-        "rms_matches_ln": True,
-        "swiglu_same_params": True,
-        "swiglu_beats_mlp": False,
+        "pre_beats_post": "holds",
+        "deep_pre_beats_post": "holds",  # a diverged run loses
+        "gap_grows_with_depth": "holds",
+        "rms_matches_ln": "holds",  # 5.49 < 5.5 + 0.02, by more than the spread
+        "swiglu_same_params": "holds",  # counts do not depend on the seed: no spread
+        "swiglu_beats_mlp": "not_holds",
     }
-    summary["variants"]["deep-post-ln"] = run(6.2)
-    assert {c["key"]: c["holds"] for c in shipped.claims(summary)}["gap_grows_with_depth"] is False  # 0.3 < 0.5
+    pre = next(c for c in shipped.claims(summary) if c["key"] == "pre_beats_post")
+    assert pre["losses"]["pre-ln"].values == pytest.approx((5.49, 5.5, 5.51)) and pre["holds"]
+    assert pre["comparison"].gap == pytest.approx(0.5) and pre["comparison"].spread == pytest.approx(0.02)
+    summary["variants"]["deep-post-ln"] = _variant([6.19, 6.2, 6.21])
+    assert {c["key"]: c["state"] for c in shipped.claims(summary)}["gap_grows_with_depth"] == "not_holds"  # 0.3 < 0.5
     del summary["variants"]["deep-pre-ln"]
     assert "deep_pre_beats_post" not in {c["key"] for c in shipped.claims(summary)}
+
+
+def test_a_gap_within_the_seed_spread_is_noise():
+    """SwiGLU 0.05 nats ahead: a verdict when the seeds agree to 0.01, noise when they scatter by 0.1."""
+    same = dict(post_ln=6.0, pre_ln=5.5, pre_rms=5.55, pre_rms_swiglu=5.5, deep_post_ln=6.3, deep_pre_ln=5.9)
+    states = lambda summary: {c["key"]: c["state"] for c in shipped.claims(summary)}  # noqa: E731
+    assert states(_summary(0.01, **same))["swiglu_beats_mlp"] == "holds"
+    loud = states(_summary(0.1, **same))
+    assert loud["swiglu_beats_mlp"] == "noise" and loud["pre_beats_post"] == "holds"  # 0.5 still beats 0.2
 
 
 # The shipped results ------------------------------------------------------------------------------------------
@@ -292,10 +310,13 @@ def test_shipped_results_validate_against_their_manifest():
     res = shipped.load_results()
     assert set(res.names) == set(variants.VARIANTS)
     assert sum((shipped.BUNDLE / f).stat().st_size for f in manifest) < 8_000_000
+    assert res.summary["seeds"] == list(variants.SEEDS) == [0, 1, 2]
     for name in res.names:
         h, r = res.history[name], res.summary["variants"][name]
-        n = len(h["step"])
-        assert h["step"] == list(range(1, n + 1)) and n == (r["diverged_at"] or r["settings"]["steps"])
+        assert [run["seed"] for run in r["seeds"]] == res.summary["seeds"]  # three runs of every variant
+        n, first = len(h["step"]), r["seeds"][0]
+        assert h["step"] == list(range(1, n + 1)) and n == (first["diverged_at"] or r["settings"]["steps"])
+        assert first["final_val_loss"] is None or h["val_loss"][-1] == pytest.approx(first["final_val_loss"], abs=0.3)
         assert len(h["layer_grad_norm"]) == n and len(h["layer_grad_norm"][0]) == r["config"]["num_layers"]
         assert len(h["residual_rms"][0]) == r["config"]["num_layers"] + 1
         assert len(res.profiles[name]["init"]["grad_norm"]) == r["config"]["num_layers"]
@@ -312,7 +333,25 @@ def test_shipped_weights_reproduce_the_recorded_validation_loss_roughly():
     from tx_explorer.train.lm import evaluate, windows
 
     loss = evaluate(tm.model, windows(val, tm.max_len)[:16])
-    assert abs(loss - res.summary["variants"]["pre-ln"]["final_val_loss"]) < 0.3  # float16 weights, fewer windows
+    first = res.summary["variants"]["pre-ln"]["seeds"][0]  # the shipped weights are the first seed's
+    assert abs(loss - first["final_val_loss"]) < 0.3  # float16 weights, fewer windows
+
+
+def test_the_pages_claims_are_every_seeds_numbers():
+    """The claims table shows each variant's mean ± std over the shipped seeds, recomputed here from the summary,
+    and names the seeds."""
+    import statistics
+
+    from tx_explorer.views import norms as view
+
+    res = shipped.load_results()
+    rows = view.runs(res, res.names).claims
+    assert len(rows) == len(shipped.CLAIMS)
+    pre = next(r for r in rows if r["Claim"].startswith("Pre-Norm trains better than Post-Norm (4"))
+    losses = [run["final_val_loss"] for run in res.summary["variants"]["pre-ln"]["seeds"]]
+    assert f"{statistics.fmean(losses):.3f} ± {statistics.stdev(losses):.3f}" in pre["Numbers"]
+    assert all("seeds 0, 1, 2" in r["At this scale"] and "spread" in r["At this scale"] for r in rows)
+    assert "seeds 0, 1, 2" in view.runs(res, res.names).caption
 
 
 def test_a_tampered_results_file_is_rejected(tmp_path):

@@ -3,12 +3,13 @@ identity argument, one sentence through two variants, a live mini-run, MLP vs Sw
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-
 from tokenizers import Tokenizer
+
 from tx_explorer.analysis import norm_lab
 from tx_explorer.bundle import BundleError as BundleError  # the page catches it around load_results
 from tx_explorer.config import TransformerConfig
@@ -75,13 +76,13 @@ def curve_series(res: Results, names: Sequence[str], metric: str, smoothing: flo
     return out
 
 
-@dataclass(frozen=True)
 def corpus(res: Results, *, lang: str = "en") -> str:
     """The text and tokenizer the shipped runs learnt from, read from the bundle's summary against tiny-gpt's."""
     vocab = Tokenizer.from_file(str(res.folder / "tokenizer.json")).get_vocab()
     return corpus_note(res.folder.name, res.summary["corpus"], vocab, "tiny-gpt", lang=lang)
 
 
+@dataclass(frozen=True)
 class Runs:
     caption: str  # the recipe every shipped run shared
     curves: Panel
@@ -93,25 +94,34 @@ def runs(
 ) -> Runs:
     """The shipped experiment: one metric's curves for the chosen variants and the lecture's claims checked."""
     T = texts(PAGE, lang)
-    s0 = res.summary["variants"][res.names[0]]["settings"]
-    caption = T("runs_caption", **s0, minutes=res.summary["minutes"], threads=res.summary["threads"])
+    s0, seeds = res.summary["variants"][res.names[0]]["settings"], res.summary["seeds"]
+    caption = T(
+        "runs_caption",
+        **s0,
+        seeds=", ".join(map(str, seeds)),
+        first=seeds[0],
+        minutes=res.summary["minutes"],
+        threads=res.summary["threads"],
+    )
     series = curve_series(res, names, metric, smoothing, lang)
     fig = vn.curves(series, x_title=T("axis_step"), y_title=T(f"metric_{metric}"), log_y=metric == "grad_norm")
     rows = []
-    for cl in shipped.claims(res.summary):
+    for cl in shipped.claims(res.summary):  # computed here from every seed's shipped numbers
         numbers = [
             T(
                 "claim_numbers",
                 name=res.label(n, lang),
-                loss=T("diverged") if cl["losses"][n] is None else f"{cl['losses'][n]:.3f}",
+                loss=T("diverged") if math.isinf(cl["losses"][n].mean) else cl["losses"][n].plus_minus(),
                 params=f"{cl['params'][n]:,}",
             )
             for n in cl["variants"]
         ]
+        c = cl["comparison"]
+        gap = T("gap_spread", gap=f"{c.gap:.3g}", spread=f"{c.spread:.3g}")
         rows.append(
             {
                 T("claim"): T(f"claim_{cl['key']}"),
-                T("verdict"): T("holds") if cl["holds"] else T("not_holds"),
+                T("verdict"): T(f"verdict_{cl['state']}", tests=gap, seeds=", ".join(map(str, seeds))),
                 T("numbers"): " · ".join(numbers),
             }
         )
