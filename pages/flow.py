@@ -19,7 +19,7 @@ SHARE = (  # the proximity rule of Information Flow Routes (Ferrando & Voita 202
 
 @st.cache_resource(show_spinner=False)
 def _analyses() -> dict:
-    """Decompositions shared by every session, the last few only (SmolLM2 at 128 tokens holds about 120 MB)."""
+    """Decompositions shared by every session, the last two only (SmolLM2 at 128 tokens holds about 120 MB)."""
     return {}
 
 
@@ -27,7 +27,7 @@ def analysis(name: str, tm, text: str) -> view.Analysis:
     store = _analyses()
     key = (name, text)
     if key not in store:
-        if len(store) >= 4:
+        if len(store) >= 2:
             store.pop(next(iter(store)))  # the oldest first
         store[key] = view.analyse(tm, text)
     return store[key]

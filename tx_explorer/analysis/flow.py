@@ -92,28 +92,30 @@ def decompose(tm: TextModel, ids: Sequence[int]) -> Decomposition:
     rec, trace = Edit().record(), Trace()
     hs.forward(tm, x, rec, trace)
     weights = trace.stack(name_contains="attn")[:, 0].to(x.device)  # (L, H, T, T)
+    del trace  # its records: a second copy of the weights
     site = lambda name, layer: rec.captured.get_site(name, layer)[0]  # noqa: E731
-    heads, bias, mlp, values, head_out = [], [], [], [], []
+    layers = len(tm.model.blocks)
+    first = site("head", 0)  # (H, T, Dh)
+    # The largest part, filled in place: a list of layers stacked at the end would hold it twice at the peak.
+    heads = first.new_empty(layers, first.shape[0], first.shape[1], tm.config.dim)  # (L, H, T, D)
+    bias, mlp, values = [], [], []
     for layer, block in enumerate(tm.model.blocks):
         attn = block.attn
-        out = site("head", layer)  # (H, T, Dh)
-        head_out.append(out)
-        heads.append(torch.einsum("htk,dhk->htd", out, head_projection(tm, layer)))  # (H, T, D)
-        bias.append(attn.proj.bias if attn.proj.bias is not None else out.new_zeros(attn.dim))
+        heads[layer] = torch.einsum("htk,dhk->htd", site("head", layer), head_projection(tm, layer))  # (H, T, D)
+        bias.append(attn.proj.bias if attn.proj.bias is not None else first.new_zeros(attn.dim))
         mid = site("mid", layer)  # (T, D): the MLP's input is norm2(mid); an attention-only block has none
         mlp.append(block.mlp(block.norm2(mid[None]))[0] if block.mlp is not None else torch.zeros_like(mid))
         v = attn.project_qkv(block.norm1(site("pre", layer)[None]))[2]  # (1, H_kv, T, Dh): rotary turns q, k only
         values.append(attn.expand_kv(v)[0])  # (H, T, Dh)
-    layers = range(len(tm.model.blocks))
     return Decomposition(
         embed=site("pre", 0),
-        heads=torch.stack(heads),
+        heads=heads,
         attn_bias=torch.stack(bias),
         mlp=torch.stack(mlp),
-        residual=torch.stack([site("pre", 0), *(site("post", layer) for layer in layers)]),
-        mid=torch.stack([site("mid", layer) for layer in layers]),
-        head_out=torch.stack(head_out),
-        weights=weights.to(heads[0].dtype),
+        residual=torch.stack([site("pre", 0), *(site("post", layer) for layer in range(layers))]),
+        mid=torch.stack([site("mid", layer) for layer in range(layers)]),
+        head_out=torch.stack([site("head", layer) for layer in range(layers)]),
+        weights=weights.to(heads.dtype),
         values=torch.stack(values),
     )
 
