@@ -95,4 +95,21 @@ class TransformerBlock(nn.Module):
                 x, lambda h: self.cross_attn(h, context=context, mask=context_mask, trace=cross_trace), self.norm_cross
             )
         x = site("mid", x)
-        return site("post", self.residual(x, lambda h: self.mlp(h, trace=trace), self.norm2))
+        return site("post", self.feed_forward(x, trace))
+
+    def feed_forward(self, x: Tensor, trace: Trace | None) -> Tensor:
+        """The MLP sub-layer with its norm and residual connection."""
+        return self.residual(x, lambda h: self.mlp(h, trace=trace), self.norm2)
+
+
+class AttentionOnlyBlock(TransformerBlock):
+    """A block with attention and no MLP: x + attn(norm(x)) (Elhage et al. 2021). Every path from a token to the
+    logits then runs through heads, which is what makes a two-layer stack's circuits (a previous-token head feeding
+    an induction head) readable. The residual sites "pre", "mid" and "post" stay, "mid" = "post"."""
+
+    def __init__(self, cfg: TransformerConfig) -> None:
+        super().__init__(cfg, mlp=nn.Identity())
+        self.norm2 = self.mlp = None  # no parameters and nothing in the state dict
+
+    def feed_forward(self, x: Tensor, trace: Trace | None) -> Tensor:
+        return x

@@ -10,7 +10,7 @@ from tx_explorer import masks
 from tx_explorer.config import TransformerConfig
 from tx_explorer.edit import Edit
 from tx_explorer.errors import InputError, positive_int
-from tx_explorer.modules.block import TransformerBlock, make_norm
+from tx_explorer.modules.block import AttentionOnlyBlock, TransformerBlock, make_norm
 from tx_explorer.modules.cache import KVCache
 from tx_explorer.modules.norms import LayerNorm
 from tx_explorer.modules.positional import LearnedPositions, SinusoidalPositions
@@ -58,12 +58,13 @@ class Stack(nn.Module):
     """Embeddings → blocks → final norm; subclasses choose the mask."""
 
     kind: Kind = "self"
+    block: type[TransformerBlock] = TransformerBlock  # a variant of the stack is a subclass naming its block
 
     def __init__(self, cfg: TransformerConfig) -> None:
         super().__init__()
         self.cfg = cfg
         self.embed = Embeddings(cfg)
-        self.blocks = nn.ModuleList(TransformerBlock(cfg) for _ in range(cfg.num_layers))
+        self.blocks = nn.ModuleList(self.block(cfg) for _ in range(cfg.num_layers))
         self.norm = make_norm(cfg) if cfg.final_norm else nn.Identity()
         self.apply(_init_weights)
 
@@ -193,6 +194,13 @@ def next_token(
         kth = torch.topk(logits, min(top_k, logits.shape[-1])).values[:, -1:]
         logits = logits.masked_fill(logits < kth, float("-inf"))
     return torch.multinomial(torch.softmax(logits, dim=-1), 1, generator=generator)
+
+
+class AttentionOnlyLM(CausalLM):
+    """A causal LM of attention-only blocks (no MLP): the two-layer model in which induction heads were first
+    studied (Elhage et al. 2021; Olsson et al. 2022)."""
+
+    block = AttentionOnlyBlock
 
 
 class Encoder(Stack):
