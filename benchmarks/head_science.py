@@ -21,7 +21,7 @@ from tx_explorer.families.text import TextModel
 from tx_explorer.modules.transformer import CausalLM
 
 TARGET_S = 2.0  # issue 18: each view ≤ 2 s for tiny models at 64 tokens on 2 cores
-MODELS = ("tiny-gpt", "tiny-llama", "tiny-moe", "minilm-l6")
+MODELS = ("tiny-gpt", "tiny-llama", "tiny-moe", "minilm-l6", "smollm2-135m-instruct")
 
 
 def _load(name: str) -> tuple[TextModel | None, str]:
@@ -108,12 +108,13 @@ def main(argv: list[str] | None = None) -> None:
         s, cpu = _seconds(lambda: hs.head_importance(minilm, _window(minilm, 128)), 1)
         big = f"All 72 heads of MiniLM-L6 ablated at 128 tokens: {s:.1f} s wall, {cpu:.1f} s CPU (with a progress bar)"
 
-    best = max(float(r.split("|")[3]) for r in induction) if induction else 0.0
+    tiny = [float(r.split("|")[3]) for r in induction if "smollm2" not in r]
+    best = max(tiny, default=0.0)
     verdict_line = (
-        f"The best induction score is {best:.3f}: no head of these decoders exceeds 0.3 (the models are small: "
-        "4 layers, trained for minutes on a few hundred thousand tokens)."
+        f"The best induction score of our bundled decoders is {best:.3f}: none exceeds 0.3 (the models are small: "
+        "4 layers, trained for minutes on a few hundred thousand tokens); SmolLM2's row shows a real model's."
         if best <= 0.3
-        else f"The best induction score is {best:.3f} (above 0.3)."
+        else f"The best induction score of our bundled decoders is {best:.3f} (above 0.3)."
     )
     lines = [
         "## What a head does: time per view, induction heads, patching pairs",

@@ -18,11 +18,15 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 
-def open_page(page: str, timeout: float = 120) -> AppTest:
-    """Run ``app.py`` and switch to ``pages/<page>.py``, the way a user's click does."""
+def open_page(page: str, timeout: float = 120, **state: object) -> AppTest:
+    """Run ``app.py`` and switch to ``pages/<page>.py``, the way a user's click does; ``state`` (widget key → value)
+    is set before the page's first run, e.g. ``hs_model="tiny-gpt"`` to test a page's mechanics on a tiny model
+    rather than its default, SmolLM2."""
     # AppTest resolves relative paths against the calling file (tests/), so give it the absolute path.
     at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "app.py"), default_timeout=timeout)
     at.run()
+    for key, value in state.items():
+        at.session_state[key] = value
     at.switch_page(f"pages/{page}.py")
     at.run()
     return at

@@ -6,12 +6,22 @@ from __future__ import annotations
 import pytest
 from conftest import assert_clean, open_page, plotly_specs
 
-VIEW_CHARTS = {"importance": 3, "patching": 2, "lens": 1, "taxonomy": 2, "attribution": 2}
+VIEW_CHARTS = {"importance": 3, "patching": 2, "lens": 1, "taxonomy": 3, "attribution": 2}  # taxonomy: + sinks
 
 
 @pytest.fixture(scope="module")
 def page():
-    return open_page("head_science")
+    """The views' mechanics on tiny-gpt (seconds); the default model, SmolLM2, has its own test below."""
+    return open_page("head_science", hs_model="tiny-gpt")
+
+
+def test_the_default_is_smollm2_and_its_taxonomy_names_real_heads() -> None:
+    at = open_page("head_science", hs_view="taxonomy")
+    assert_clean(at)
+    assert at.selectbox(key="hs_model").value == "smollm2-135m-instruct"
+    notes = " ".join(c.value for c in at.caption)
+    assert "Strongest induction heads" in notes and "StreamingLLM" in notes
+    assert len(plotly_specs(at)) == VIEW_CHARTS["taxonomy"]
 
 
 def test_first_load_shows_the_importance_maps(page) -> None:

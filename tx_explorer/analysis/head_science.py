@@ -231,6 +231,14 @@ EXAMPLE_PAIRS: dict[str, tuple[PatchPair, ...]] = {
         PatchPair("The result is a", "The result of a"),
     ),
     "tiny-moe": (PatchPair("It is not", "It is a"),),
+    "smollm2-135m-instruct": (  # indirect-object identification (Wang et al. 2022) and a fact recalled
+        PatchPair(
+            "When Mary and John went to the store, John gave a drink to",
+            "When Mary and John went to the store, Mary gave a drink to",
+            (" Mary", " John"),
+        ),
+        PatchPair("The capital of France is", "The capital of Italy is", (" Paris", " Rome")),
+    ),
     "minilm-l6": (
         PatchPair("The cat sat on the mat.", "The dog sat on the mat."),
         PatchPair("A man is playing a guitar.", "A woman is slicing an onion."),

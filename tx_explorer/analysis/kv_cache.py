@@ -187,9 +187,12 @@ def sharing_table(cfg: TransformerConfig, tokens: int, window: int, *, seed: int
     if not 1 <= tokens <= cfg.max_len:
         raise InputError("kv_prompt_too_long", count=tokens, new=0, limit=cfg.max_len)
     rows = []
-    ids = torch.randint(0, cfg.vocab_size, (1, tokens), generator=torch.Generator().manual_seed(seed))
+    # The cache's bytes depend on layers, K/V heads, head width and tokens only: a vocabulary of 256 and a narrow MLP
+    # keep the four models small (at SmolLM2's shape, 4 × 135M random weights would take minutes to draw and run).
+    small = dict(num_layers=cfg.num_layers, vocab_size=min(cfg.vocab_size, 256), mlp_ratio=0.25)
+    ids = torch.randint(0, small["vocab_size"], (1, tokens), generator=torch.Generator().manual_seed(seed))
     for name, c in sharing_configs(cfg, window).items():
-        model = seeded_init(CausalLM(c.replace(num_layers=cfg.num_layers)), seed).eval()
+        model = seeded_init(CausalLM(c.replace(**small)), seed).eval()
         cache = KVCache()
         for t in range(tokens):  # a row per step, as decoding fills it
             model(ids[:, t : t + 1], cache=cache)
