@@ -16,6 +16,7 @@ from tx_explorer.views import mixers as mix_view
 T, F, M = ui.texts("cost_of_attention"), ui.texts("flash_io"), ui.texts("mixers")
 LANG, DEV = ui.lang(), ui.device()
 ON_GPU = DEV.type == "cuda"
+fused_timing = st.cache_data(show_spinner=False)(cost.fused_qkv_sweep)  # §3.1's sweep, measured once per server
 
 
 @st.cache_data(show_spinner=False, max_entries=512)  # shared by every session, the pool's workers too
@@ -136,6 +137,10 @@ def mixer_section() -> None:  # RNN, convolution and self-attention (§4.5)
                 st.caption(mx.check)
                 st.table(mx.table)
                 st.markdown(mx.note)
+                ui.section(M, "fused", level="subheader")  # one [Q K V] projection or three (§3.1)
+                fused = mix_view.fused(fused_timing(), lang=LANG)
+                ui.show(fused.chart)
+                st.markdown(fused.note)
 
 
 st.title(ui.page_title("cost_of_attention"))

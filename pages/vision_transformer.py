@@ -17,6 +17,12 @@ def classified(name: str, pixels: np.ndarray):
     return ui.cached_model(name).classify(pixels)
 
 
+@st.cache_resource(show_spinner=False)
+def causal(name: str):
+    """Accuracy without and with a causal mask imposed (§7.2), once per server and model."""
+    return view.causal_mask(ui.cached_model(name))
+
+
 @st.fragment  # 2. Patchify: one patch at the lecture's 224/16 and in the model
 def patch_section(clf, picture, row: int, col: int, name: str) -> None:
     if box := ui.lazy_section(T, "patch", view.LATEX["patch"], key="vit_open_patch"):
@@ -60,13 +66,9 @@ def positions_section(clf) -> None:
     if box := ui.lazy_section(T, "pos", key="vit_open_pos"):
         with box, ui.friendly_errors():
             own, sincos = view.positions(clf, lang=LANG)
-            c = st.columns(2)
-            with c[0]:
-                if own is None:
-                    st.info(T("pos_none"))
-                ui.show(own)
-            with c[1]:
-                ui.show(sincos)
+            if own is None:
+                st.info(T("pos_none"))
+            ui.row(own, sincos)
 
 
 @st.fragment  # 6. The same patches in another order, with and without positions
@@ -82,6 +84,7 @@ def shuffle_section(clf, name: str, pixels) -> None:
                     ui.show(shuf.chart)
                 ui.metrics(shuf.changes)
                 st.markdown(T("shuffle_reading"))
+                st.markdown(view.causal_text(causal(name), clf, lang=LANG))
 
 
 st.title(ui.page_title("vision_transformer"))
@@ -94,10 +97,7 @@ if not names:
 name = st.selectbox(T("model"), names, format_func=ui.model_description)
 if all(models.REGISTRY[n].bundled for n in names):  # no pretrained classifier in the local cache
     st.caption(T("timm_missing", download=view.TIMM_DOWNLOAD))
-try:
-    clf = ui.cached_model(name)
-except models.BundleError as exc:
-    st.error(str(exc))
+if (clf := ui.optional(lambda: ui.cached_model(name), models.BundleError, str)) is None:
     st.stop()
 cfg = clf.model.cfg
 st.caption(view.facts(clf, lang=LANG))

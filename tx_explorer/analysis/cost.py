@@ -6,6 +6,7 @@ FLOPs count a multiply-add as 2 (an ``[m, k]·[k, n]`` product costs ``2·m·k·
 
 from __future__ import annotations
 
+import functools
 import statistics
 import time
 import warnings
@@ -239,3 +240,52 @@ def results_matrix(results: Sequence[Measurement], methods: Sequence[str]) -> np
             i, j = ns.index(r.n), list(methods).index(r.method)
             out[i, 1 + j], out[i, 1 + len(methods) + j] = r.seconds, r.peak_bytes
     return out
+
+
+FUSED_NS, FUSED_DS = (16, 128, 1024), (64, 256, 512)  # tokens and widths of the fused-projection sweep (§3.1)
+
+
+@dataclass(frozen=True)
+class FusedTiming:
+    """One ``Linear(D, 3D)`` (the lecture's [Q K V] = X[W_Q W_K W_V]) against three ``Linear(D, D)`` holding the
+    same weights, timed on ``[N, D]`` inputs: seconds ``[len(ds), len(ns)]``, medians of ``repeats`` calls."""
+
+    ns: tuple[int, ...]
+    ds: tuple[int, ...]
+    fused: np.ndarray
+    separate: np.ndarray
+    max_diff: float  # largest |[Q K V] − (Q, K, V)| over the grid: both compute the same numbers
+
+
+def _median_seconds(fn: Callable[[], object], repeats: int) -> float:
+    fn()  # warm-up: first-call allocations and kernel selection
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def _three(x: Tensor, parts: Sequence[tuple[Tensor, Tensor]]) -> list[Tensor]:
+    return [F.linear(x, w, b) for w, b in parts]  # Q, K, V one after the other
+
+
+@torch.no_grad()
+def fused_qkv_sweep(
+    ns: Sequence[int] = FUSED_NS, ds: Sequence[int] = FUSED_DS, *, repeats: int = 5, seed: int = 0
+) -> FusedTiming:
+    """Time the fused projection against three separate ones at every (N, D) (CPU, float32, no autograd)."""
+    positive_int("repeats", repeats)
+    g = generator(seed)
+    fused, separate, diff = np.zeros((len(ds), len(ns))), np.zeros((len(ds), len(ns))), 0.0
+    for i, d in enumerate(ds):
+        w, b = torch.randn(3 * d, d, generator=g) / d**0.5, torch.randn(3 * d, generator=g)  # (3D, D), (3D,)
+        parts = list(zip(w.split(d), b.split(d), strict=True))  # W_Q, W_K, W_V: rows d·k … d·(k+1) − 1
+        for j, n in enumerate(ns):
+            x = torch.randn(n, d, generator=g)
+            one, three = functools.partial(F.linear, x, w, b), functools.partial(_three, x, parts)
+            diff = max(diff, float((one() - torch.cat(three(), dim=-1)).abs().max()))
+            fused[i, j] = _median_seconds(one, repeats)  # one (N, D)·(D, 3D)
+            separate[i, j] = _median_seconds(three, repeats)  # three (N, D)·(D, D)
+    return FusedTiming(tuple(ns), tuple(ds), fused, separate, diff)

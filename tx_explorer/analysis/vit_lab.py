@@ -13,9 +13,11 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from tx_explorer import masks
 from tx_explorer.analysis.rollout import rollout
 from tx_explorer.analysis.vit_metrics import object_share, patch_coverage
 from tx_explorer.bundle import WEIGHTS_DIR
+from tx_explorer.data import shapes
 from tx_explorer.errors import InputError
 from tx_explorer.families.images import ImageClassifier
 from tx_explorer.modules.vit import PatchEmbed, patchify, shuffle_patches
@@ -215,3 +217,37 @@ def bundle_results(name: str) -> dict[str, Any] | None:
         "rollout_lift": f"{m['rollout_lift']:.2f}",
         "beats": f"{m['images_where_cls_beats_area']:.0%}",
     }
+
+
+CAUSAL_SEED = 7_200_001  # images of their own (lecture §7.2), neither the training seed's nor the held-out set's
+
+
+@dataclass(frozen=True)
+class CausalMask:
+    """Accuracy on generated images as trained (every token sees every token) and with a causal mask imposed."""
+
+    images: int
+    chance: float  # 1 / classes
+    accuracy: tuple[float, float]  # no mask, causal mask
+    agree: float  # share of images whose predicted class is the same under both
+
+
+@torch.no_grad()
+def causal_mask(classifier: ImageClassifier, n: int = 300, seed: int = CAUSAL_SEED, batch: int = 100) -> CausalMask:
+    """§7.2 "a ViT needs no causal mask": the trained model evaluated with a lower-triangular mask over its tokens
+    ([CLS] first, then patches row by row), which it never saw in training."""
+    model = classifier.model
+    images, _, labels = shapes.make_dataset(n, seed=seed, size=model.cfg.image_size)
+    causal = masks.causal(model.num_prefix + model.cfg.num_patches)  # (T, T)
+    free, hidden = [], []
+    for i in range(0, n, batch):
+        x = classifier.to_tensor(images[i : i + batch])
+        free.append(model(x).argmax(-1).cpu())
+        hidden.append(model(x, mask=causal.to(x.device)).argmax(-1).cpu())
+    a, b, y = torch.cat(free), torch.cat(hidden), torch.as_tensor(labels)
+    return CausalMask(
+        n,
+        1 / model.cfg.num_classes,
+        (float((a == y).float().mean()), float((b == y).float().mean())),
+        float((a == b).float().mean()),
+    )

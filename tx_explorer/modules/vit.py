@@ -128,11 +128,14 @@ class VisionTransformer(nn.Module):
             x = x + self.pos_embed
         return self.drop(x)
 
-    def features(self, images: Tensor, trace: Trace | None = None, *, use_positions: bool = True) -> Tensor:
-        """Block outputs ``[B, T, D]`` (before the final norm)."""
+    def features(
+        self, images: Tensor, trace: Trace | None = None, *, use_positions: bool = True, mask: Tensor | None = None
+    ) -> Tensor:
+        """Block outputs ``[B, T, D]`` (before the final norm); ``mask [T, T]`` (True = may attend) is imposed on
+        every layer: a ViT has none, and the page imposes a causal one to show what it costs (§7.2)."""
         x = self.embed(images, use_positions=use_positions)
         for i, block in enumerate(self.blocks):
-            x = block(x, trace=scoped(trace, f"blocks.{i}", layer=i))
+            x = block(x, mask, trace=scoped(trace, f"blocks.{i}", layer=i))
         return x
 
     def pool(self, x: Tensor) -> Tensor:
@@ -141,12 +144,15 @@ class VisionTransformer(nn.Module):
             return self.norm(x[:, 0])
         return self.norm(x[:, self.num_prefix :].mean(dim=1))
 
-    def forward(self, images: Tensor, trace: Trace | None = None, *, use_positions: bool = True) -> Tensor:
+    def forward(
+        self, images: Tensor, trace: Trace | None = None, *, use_positions: bool = True, mask: Tensor | None = None
+    ) -> Tensor:
         """``images [B, C, H, W]`` → logits ``[B, num_classes]``; ``trace`` gets ``[B, H, T, T]`` per layer.
 
         ``use_positions=False`` skips the position embeddings: the encoder then cannot tell where a patch was.
+        ``mask``: see :meth:`features`.
         """
-        return self.head(self.pool(self.features(images, trace, use_positions=use_positions)))
+        return self.head(self.pool(self.features(images, trace, use_positions=use_positions, mask=mask)))
 
     def token_labels(self) -> list[str]:
         """``["CLS", "r0c0", "r0c1", …]`` — one label per token, row-major patches."""

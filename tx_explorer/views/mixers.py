@@ -13,6 +13,7 @@ import torch
 
 from tx_explorer.analysis import cost, memory, mixers
 from tx_explorer.views import Panel, texts
+from tx_explorer.viz import charts
 from tx_explorer.viz import cost as vcost
 
 PAGE = "mixers"
@@ -159,3 +160,41 @@ def _note(found: Found, top: dict[str, mixers.MixerRun], T) -> str:
     ops = ", ".join(f"{k.removeprefix('aten::')} {t / 1000:.2g} ms" for k, t in s.top[:5])
     lines.append(T("profile_note", n=PROFILE_N, dim=PROFILE_DIM, share=f"{100 * s.share:.0f}", ops=ops))
     return "\n\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Fused:
+    chart: Panel  # time of three Linear(D, D) over one Linear(D, 3D), against N, one line per D
+    note: str
+
+
+def fused(timing: cost.FusedTiming, *, lang: str = "en") -> Fused:
+    """§3.1 "the fused [Q K V] projection uses the hardware better", as measured: the ratio and where it peaks."""
+    T = texts(PAGE, lang)
+    ratio = timing.separate / timing.fused  # (D, N)
+    series = {T("fused_series", d=d): ratio[i] for i, d in enumerate(timing.ds)}
+    fig = charts.lines(
+        timing.ns,
+        series,
+        title=T("fused_title"),
+        x_title=T("fused_axis_n"),
+        y_title=T("fused_axis_ratio"),
+        log_x=True,
+        references={T("fused_same"): 1.0},
+    )
+    (hi_d, hi_n), (lo_d, lo_n) = (
+        np.unravel_index(ratio.argmax(), ratio.shape),
+        np.unravel_index(ratio.argmin(), ratio.shape),
+    )
+    note = T(
+        "fused_note",
+        hi=f"{ratio.max():.2f}",
+        lo=f"{ratio.min():.2f}",
+        n_hi=timing.ns[hi_n],
+        d_hi=timing.ds[hi_d],
+        n_lo=timing.ns[lo_n],
+        d_lo=timing.ds[lo_d],
+        diff=f"{timing.max_diff:.1e}",
+        ms=f"{timing.fused.max() * 1e3:.2f}",
+    )
+    return Fused(Panel("cost_fused_qkv", fig, {"fused_s": timing.fused, "separate_s": timing.separate}), note)

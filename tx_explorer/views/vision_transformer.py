@@ -283,3 +283,18 @@ def shuffle(
         T("change_without"): f"{shuf.logit_change['without']:.1e}",
     }
     return Shuffled(shuf.shuffled, Panel("vit_shuffle", fig, np.stack(list(shuf.probs.values()))), changes)
+
+
+def causal_mask(clf: ImageClassifier) -> vit_lab.CausalMask:
+    """§7.2: accuracy on generated images without and with a causal mask imposed (slow: the page caches it)."""
+    return vit_lab.causal_mask(clf)
+
+
+def causal_text(result: vit_lab.CausalMask, clf: ImageClassifier, *, lang: str = "en") -> str:
+    """The causal-mask experiment in words; for a [CLS] model, why its accuracy falls to chance."""
+    T = texts(PAGE, lang)
+    pct = lambda x: f"{x:.1%}"  # noqa: E731
+    acc, acc0 = result.accuracy
+    text = T("causal_result", n=result.images, acc=pct(acc), acc0=pct(acc0), chance=pct(result.chance))
+    text += " " + T("causal_agree", agree=pct(result.agree))
+    return text + (" " + T("causal_cls") if clf.model.num_prefix else "")
