@@ -24,7 +24,7 @@ ui.section(T, "table")
 with ui.friendly_errors():
     rows, compare = view.lecture_table(counted, lang=LANG)
     st.dataframe(rows, hide_index=True)
-    st.markdown(T("table_notes"))
+    st.markdown(T("table_notes") + "\n\n" + T("not_measured"))
     ui.show(compare)
 
 # The two sections with inputs are fragments: a change reruns only its own section; each is drawn when scrolled to.
