@@ -134,7 +134,7 @@ def section(
         + f", median of {repeats} run(s). Peak: tensors allocated during the call, above the loaded model (CPU: a "
         "separate run under the storage tracker). Dense maps: what every layer's N × N weights would take in float32. "
         f"Targets: peak ≤ 1 GB at 8k and ≤ 0.5 GB at 4k; atlas ≤ {TIME_TARGET:.0f}× the plain forward. "
-        f"Rebuild: `{cmd}`.",
+        f"Rebuild: `{cmd.strip()}`.",
         "",
         "| tokens | atlas s | plain s | atlas ÷ plain | atlas s / 1k tokens | atlas peak | plain peak | dense maps "
         "| targets |",
