@@ -191,7 +191,7 @@ def _ticks_collide(axis: dict) -> list[str]:
             hit = _overlap(a["box"], b["box"])
         else:
             spacing = abs(a["box"][0] + a["box"][2] - b["box"][0] - b["box"][2]) / 2
-            hit = spacing * abs(math.sin(math.radians(angle))) < 0.9 * a["size"]
+            hit = spacing * abs(math.sin(math.radians(angle))) < 0.75 * a["size"]  # about a digit's height
         if hit:
             out.append((a["text"], b["text"]))
     if not out:

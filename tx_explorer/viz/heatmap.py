@@ -17,7 +17,17 @@ from tx_explorer.viz import style
 LABELLED_CELLS = 48 * 48  # up to this many cells each carries its labels; beyond, the axes name rows and columns
 
 
+X_TICKS = 28  # labels a half-width chart's x axis holds upright without overlap (about 13 px each)
+TICK_PX = 15  # a y-axis label's height with its gap, at our 12 px font
+
+
+def _y_ticks(height: int) -> int:
+    """How many labels a y axis ``height`` px tall (margins included) holds without overlap."""
+    return max(4, (height - 120) // TICK_PX)
+
+
 def _ticks(labels: Sequence[str] | None, n: int, max_ticks: int = 64) -> dict:
+    """Every label, or every k-th one when more would overlap (the hover still names each cell)."""
     if labels is None:
         labels = [str(i) for i in range(n)]
     step = max(1, int(np.ceil(n / max_ticks)))
@@ -73,6 +83,7 @@ def heatmap(
     x_name, y_name = (_hover_name(t) for t in (x_title, y_title))
     xaxis = dict(axes, title=dict(text=x_title))  # tick angle: the template turns crowded labels
     yaxis = dict(axes, title=dict(text=y_title), autorange="reversed")
+    side = height or max(260, min(760, 32 * max(rows, cols) + 140))
     if z.size > LABELLED_CELLS:
         x, y = _unique_names(cl), _unique_names(rl)
         trace = go.Heatmap(
@@ -82,8 +93,8 @@ def heatmap(
             **common,
             hovertemplate=f"{y_name}%{{y}}<br>{x_name}%{{x}}<br>%{{z:.4f}}<extra></extra>",
         )
-        for names, axis in ((x, xaxis), (y, yaxis)):
-            axis.update(type="category", tickmode="array", tickvals=names[:: max(1, int(np.ceil(len(names) / 64)))])
+        for names, axis, most in ((x, xaxis, X_TICKS), (y, yaxis, _y_ticks(side))):
+            axis.update(type="category", tickmode="array", tickvals=names[:: max(1, int(np.ceil(len(names) / most)))])
     else:
         if show_values is None:
             show_values = rows <= 16 and cols <= 16
@@ -106,13 +117,12 @@ def heatmap(
             hovertemplate=f"{y_name}%{{y}}: %{{customdata[0]}}<br>{x_name}%{{x}}: %{{customdata[1]}}<br>%{{z:.4f}}"
             "<extra></extra>",
         )
-        xaxis.update(_ticks(cl, cols))
-        yaxis.update(_ticks(rl, rows))
-    side = max(260, min(760, 32 * max(rows, cols) + 140))
+        xaxis.update(_ticks(cl, cols, X_TICKS))
+        yaxis.update(_ticks(rl, rows, _y_ticks(side)))
     # One constructor call: each update_* call re-validates, and together they cost 3× the figure itself.
     layout = dict(
         title=dict(text=title),
-        height=height or side,
+        height=side,
         margin=dict(l=10, r=10, t=40 if title else 10, b=10),
         font=style.FONT,
         xaxis=xaxis,

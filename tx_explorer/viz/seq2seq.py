@@ -60,8 +60,8 @@ def context_figure(
     source: Sequence[str],
     *,
     title: str = "",
-    weight_title: str = "weight a_t,i",
-    dim_title: str = "dimension of h_i and c_t",
+    weight_title: str = "weight a<sub>t,i</sub>",
+    dim_title: str = "dimension of h<sub>i</sub> and c<sub>t</sub>",
     source_title: str = SOURCE_AXIS,
 ) -> go.Figure:
     """One decoder step: weights a_{t,i} over the source (bars) and c_t = Σ a_{t,i} h_i term by term (heatmap).
@@ -72,14 +72,14 @@ def context_figure(
     terms, context = np.asarray(terms), np.asarray(context)
     n = len(source)
     rows = np.vstack([terms, context[None]])  # (T_in + 1, C)
-    names = [f"{a:.2f} · h({w})" for a, w in zip(weights_row, source)] + ["c_t = Σ"]
+    names = [f"{a:.2f} · h({w})" for a, w in zip(weights_row, source)] + ["c<sub>t</sub> = Σ"]
     fig = make_subplots(rows=2, cols=1, row_heights=[0.3, 0.7], vertical_spacing=0.16)
     fig.add_trace(
         go.Bar(
             x=list(range(n)),
             y=np.asarray(weights_row),
             marker_color=MODEL_COLORS["attention"],
-            name="a_t",
+            name="a<sub>t</sub>",
             customdata=list(source),
             hovertemplate="%{customdata}: %{y:.3f}<extra></extra>",
         ),

@@ -37,7 +37,9 @@ def safe_labels(labels: Sequence[object]) -> list[str]:
 # One legend placement for every figure: a horizontal row at the bottom of the figure (container coordinates),
 # which Plotly keeps below the x-axis title by pushing the bottom margin, so it never lies on a title, an axis
 # title or a colour bar (on the right). Legends placed above the plot covered the titles, worse in Chinese.
-LEGEND = dict(orientation="h", xref="container", x=0.01, xanchor="left", yref="container", y=0.01, yanchor="bottom")
+LEGEND = dict(
+    orientation="h", x=0, xanchor="left", yref="container", y=0.01, yanchor="bottom"
+)  # x: the plot's left edge
 COLUMN_PX = 460  # a figure's width when nothing else is known: half of a wide page, the usual two-up chart
 TITLE_PX = 17  # Plotly's title size for our 12 px font (1.4 × the font)
 
