@@ -3,7 +3,8 @@
 ``scaled_dot_product_attention`` is the explicit reference path: it materialises the scores and the weights
 so they can be shown, and every faster path in the project is tested against it.
 
-Mask convention (PyTorch's): a boolean tensor broadcastable to ``[..., Nq, Nk]``, **True = may attend**.
+Mask convention (a boolean ``attn_mask`` of PyTorch's SDPA; ``nn.MultiheadAttention`` reads True as hidden): a
+boolean tensor broadcastable to ``[..., Nq, Nk]``, **True = may attend**.
 An additive float ``bias`` broadcastable to ``[..., Nq, Nk]`` (ALiBi's −m·(i − j), T5's relative buckets) is
 added to the scaled scores before the mask, as PyTorch's float ``attn_mask``; masking always wins over it.
 A query whose row is fully masked sees nothing: its weights are all zero and its output is the zero vector

@@ -1,4 +1,5 @@
-"""Attention masks as boolean tensors, True = the query may attend to the key (PyTorch's convention).
+"""Attention masks as boolean tensors, True = the query may attend to the key (the convention of a boolean
+``attn_mask`` in PyTorch's ``scaled_dot_product_attention``; ``nn.MultiheadAttention`` reads True as hidden).
 
 Rows are queries, columns are keys. Square masks are ``[N, N]``; ``padding`` is ``[B, 1, N]`` so that it
 broadcasts over queries; add a head axis with ``mask[:, None]`` for ``[B, H, Nq, Nk]`` scores.
