@@ -83,7 +83,7 @@ def shuffle_section(clf, name: str, pixels) -> None:
                 with c[1]:
                     ui.show(shuf.chart)
                 ui.metrics(shuf.changes)
-                st.markdown(T("shuffle_reading"))
+                st.markdown(shuf.reading)
                 st.markdown(view.causal_text(causal(name), clf, lang=LANG))
 
 

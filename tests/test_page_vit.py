@@ -7,6 +7,8 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import assert_clean, open_page, plotly_specs
+from tx_explorer import models
+from tx_explorer.views import vision_transformer as view
 
 SECTIONS = ("vit_open_patch", "vit_open_pos", "vit_open_shuffle")  # open on demand (lazy expanders)
 
@@ -68,3 +70,17 @@ def test_pooling_shows_n_by_d_to_one_by_d_to_c_for_the_chosen_model():
     assert_clean(at)
     assert any(r"\frac{1}{64}\sum_{i=1}^{64} H_i" in f.value for f in at.latex)
     assert any("the 64×96 patch outputs are averaged → 1×96 → 6 scores" in m.value for m in at.markdown)
+
+
+@pytest.mark.parametrize("seed", [0, 3])
+def test_the_shuffle_reading_says_what_its_chart_shows(seed):
+    """The sentence under the jigsaw chart is computed from its bars: 'still a circle' only when the shuffled image's
+    top class (with positions) is the original's, with both probabilities as drawn."""
+    clf = models.load_model("vit-shapes")
+    _, pixels = view.model_input(clf, view.sample(clf, 0, seed)[0])
+    shuf = view.shuffle(clf, pixels, clf.classify(pixels), lang="en")
+    before, after = shuf.chart.data[0], shuf.chart.data[1]  # original and shuffled, with positions
+    first = int(before.argmax())
+    kept = int(after.argmax()) == first
+    assert ("is still a" in shuf.reading) == kept and ("no longer a" in shuf.reading) == (not kept)
+    assert f"{before[first]:.2f}" in shuf.reading and f"{after[first]:.2f}" in shuf.reading

@@ -265,6 +265,7 @@ class Shuffled:
     image: np.ndarray  # the shuffled input
     chart: Panel  # top classes' probabilities in each condition
     changes: dict[str, str]  # logit change with and without positions
+    reading: str  # what the chart shows for the original's top class, computed (kept or lost when shuffled)
 
 
 def shuffle(
@@ -282,7 +283,18 @@ def shuffle(
         T("change_with"): f"{shuf.logit_change['with']:.3g}",
         T("change_without"): f"{shuf.logit_change['without']:.1e}",
     }
-    return Shuffled(shuf.shuffled, Panel("vit_shuffle", fig, np.stack(list(shuf.probs.values()))), changes)
+    # The reading follows the chart's own bars: the original's top class with positions, before and after.
+    names = _classes(result.labels, lang)
+    before, after = (shuf.probs[f"{which}, with positions"] for which in ("original", "shuffled"))
+    first, now = int(np.argmax(before)), int(np.argmax(after))
+    verdict = "shuffle_kept" if now == first else "shuffle_lost"
+    reading = (
+        T("shuffle_reading")
+        + " "
+        + T(verdict, cls=names[first], p0=f"{before[first]:.2f}", p1=f"{after[first]:.2f}", new=names[now])
+    )
+    chart = Panel("vit_shuffle", fig, np.stack(list(shuf.probs.values())))
+    return Shuffled(shuf.shuffled, chart, changes, reading)
 
 
 def causal_mask(clf: ImageClassifier) -> vit_lab.CausalMask:
