@@ -24,7 +24,7 @@ def probe_section() -> None:
         tm = ui.cached_model(name)
         c = st.columns([4, 1, 1])
         text = c[0].text_input(T("text"), T("text_default"), max_chars=500, key="probe_text")
-        token = c[1].number_input(T("token"), 0, view.MAX_TOKENS - 1, 2, key="probe_token")
+        token = c[1].number_input(T("token"), 0, view.MAX_TOKENS - 1, view.whole_word(tm, text), key="probe_token")
         layer = c[2].number_input(T("layer"), 0, tm.config.num_layers - 1, 0, key="probe_layer")
         probe = view.probe(tm, text, token, layer, lang=LANG)
         st.success(probe.verdict)

@@ -65,3 +65,13 @@ def test_page_renders_both_sections(lang):
     assert len(plotly_specs(at)) == 1
     at.number_input(key="probe_token").set_value(0).run()
     assert_clean(at)
+
+
+def test_the_default_token_to_change_is_a_whole_word(tiny):
+    """Token 2 of the default sentence is "at", a piece of "cat", for tiny-gpt's tokenizer: the page starts on the
+    first whole word from there, "on" (its own token, and the next one starts a new word)."""
+    text = "The cat sat on the mat because it was warm."
+    tokens = tiny.encode(text).tokens
+    assert tokens[2] == "at"
+    assert tokens[view.whole_word(tiny, text)] == "▁on"
+    assert view.whole_word(tiny, "The module", start=1) == 1  # "▁module" ends the text: a whole word

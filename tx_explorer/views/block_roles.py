@@ -23,6 +23,18 @@ class ProbeView:
     verdict: str
 
 
+def whole_word(tm: TextModel, text: str, start: int = 2) -> int:
+    """The first token from ``start`` on that is a whole word (it begins one, ``▁``, and the next token begins the
+    next word or ends the text): the probe's default, so changing it changes a word, not a piece of one ("at" of
+    "cat"). ``start`` when there is none."""
+    labels = tm.encode(text, MAX_TOKENS).tokens
+    for i in range(start, len(labels)):
+        after = labels[i + 1] if i + 1 < len(labels) else "▁"
+        if labels[i].startswith("▁") and len(labels[i]) > 1 and (after.startswith("▁") or not after.isalnum()):
+            return i
+    return min(start, max(0, len(labels) - 1))
+
+
 def probe(tm: TextModel, text: str, token: int, layer: int = 0, *, lang: str = "en") -> ProbeView:
     """Change token ``token`` of ``text`` at the input of block ``layer`` and see who moves after each stage."""
     T = texts(PAGE, lang)
