@@ -38,7 +38,10 @@ def test_every_entry_names_its_family_and_text_models_their_kind():
 
 def test_pickers_ask_by_family_and_keep_their_default_first():
     text = models.available_models("text")
-    assert text[0] == "tiny-gpt" and set(models.available_models("text", kind="causal")) <= set(text)
+    assert text[:3] == ["smollm2-135m-instruct", "tiny-gpt", "tiny-llama"]  # the real LLM first, where installed
+    assert set(models.available_models("text", kind="causal")) <= set(text)
+    preloaded = [n for n in models.REGISTRY if models.REGISTRY[n].preload]
+    assert preloaded == ["smollm2-135m-instruct"] and not models.REGISTRY[preloaded[0]].bundled
     assert all(models.REGISTRY[n].kind == "encoder" for n in models.available_models("text", kind="encoder"))
     assert models.available_models("image")[0] == "vit-shapes"
     assert [models.REGISTRY[n].kind for n in models.available_models("translation")] == [

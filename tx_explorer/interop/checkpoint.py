@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,8 @@ from torch import Tensor
 from tx_explorer.errors import InputError
 from tx_explorer.families.text import TextModel
 from tx_explorer.interop import bert, gpt2, llama
+from tx_explorer.interop.common import available_memory, cast, gib
+from tx_explorer.interop.gguf import load_gguf
 from tx_explorer.modules.transformer import Stack
 
 INDEX = "model.safetensors.index.json"
@@ -43,23 +44,6 @@ FAMILIES: dict[str, tuple[str, Callable[[Mapping[str, Any], Mapping[str, Tensor]
     "mistral": ("causal", llama.causal_lm_from_state),
 }
 CONFIG_CHECKS = {"bert": bert.config_from_bert, "gpt2": gpt2.config_from_gpt2}  # the rest: llama.config_from_llama
-
-
-def available_memory(device: torch.device) -> int:
-    """Bytes free for new tensors: the GPU's free memory, or the system's ``MemAvailable``."""
-    if device.type == "cuda":
-        return torch.cuda.mem_get_info(device)[0]
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-
-
-def _gib(n: int) -> str:
-    return f"{n / 2**30:.2f} GiB"
 
 
 def _read_json(folder: Path, name: str) -> dict[str, Any]:
@@ -151,14 +135,6 @@ def _check_config(config: dict[str, Any]) -> str:
     return family
 
 
-def cast(model: Stack, dtype: torch.dtype) -> Stack:
-    """The parameters in ``dtype``; the buffers (rotary frequencies θ^(−2i/Dh)) stay float32, since rounded to
-    16 bits they would turn every position by the wrong angle (``model.to(dtype)`` would round them too)."""
-    for p in model.parameters():
-        p.data = p.data.to(dtype)
-    return model
-
-
 def is_gguf(path: Path) -> bool:
     """Whether the file at ``path`` begins with GGUF's magic bytes (files need no ``.gguf`` name to be one)."""
     try:
@@ -178,8 +154,6 @@ def load_checkpoint(folder: str | Path, *, device: str | torch.device = "cpu") -
     """
     folder, device = Path(folder).expanduser(), torch.device(device)
     if folder.is_file() and (folder.suffix == ".gguf" or is_gguf(folder)):  # or an extension-less Ollama blob
-        from tx_explorer.interop.gguf import load_gguf  # that module builds on this one: imported on use
-
         return load_gguf(folder, device=device)
     if not folder.is_dir():
         raise InputError("checkpoint_not_folder", folder=str(folder))
@@ -200,7 +174,7 @@ def load_checkpoint(folder: str | Path, *, device: str | torch.device = "cpu") -
     for where, need in needs.items():
         free = available_memory(where)
         if need > free:
-            raise InputError("checkpoint_too_big", need=_gib(need), available=_gib(free), device=str(where))
+            raise InputError("checkpoint_too_big", need=gib(need), available=gib(free), device=str(where))
     state: dict[str, Tensor] = {}
     for path in headers:
         try:

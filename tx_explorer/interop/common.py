@@ -1,8 +1,13 @@
-"""Helpers shared by the checkpoint importers."""
+"""Helpers shared by the checkpoint importers: widths, memory, precision."""
 
 from __future__ import annotations
 
 import math
+import os
+from pathlib import Path
+
+import torch
+from torch import nn
 
 
 def mlp_ratio(hidden: int, dim: int) -> float:
@@ -15,3 +20,28 @@ def mlp_ratio(hidden: int, dim: int) -> float:
     if int(ratio * dim) != hidden:
         ratio = math.nextafter(ratio, math.inf)
     return ratio
+
+
+def available_memory(device: torch.device) -> int:
+    """Bytes free for new tensors: the GPU's free memory, or the system's ``MemAvailable``."""
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def gib(n: int) -> str:
+    return f"{n / 2**30:.2f} GiB"
+
+
+def cast(model: nn.Module, dtype: torch.dtype) -> nn.Module:
+    """The parameters in ``dtype``; the buffers (rotary frequencies θ^(−2i/Dh)) stay float32, since rounded to
+    16 bits they would turn every position by the wrong angle (``model.to(dtype)`` would round them too)."""
+    for p in model.parameters():
+        p.data = p.data.to(dtype)
+    return model

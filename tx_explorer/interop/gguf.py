@@ -36,7 +36,7 @@ from tx_explorer.bundle import BundleError
 from tx_explorer.errors import InputError
 from tx_explorer.families.text import TextModel
 from tx_explorer.interop import llama
-from tx_explorer.interop.checkpoint import _gib, available_memory, cast
+from tx_explorer.interop.common import available_memory, cast, gib
 
 MAGIC = b"GGUF"
 VERSIONS = (2, 3)  # version 1 (2023) counted lengths in 32 bits; no maintained tool writes it
@@ -389,7 +389,7 @@ def load_gguf(path: str | Path, *, device: str | torch.device = "cpu", name: str
     need = (numel + largest) * 4  # the float32 model, and one tensor being dequantised beside it
     free = available_memory(torch.device("cpu"))
     if need > free:
-        raise InputError("checkpoint_too_big", need=_gib(need), available=_gib(free), device="cpu")
+        raise InputError("checkpoint_too_big", need=gib(need), available=gib(free), device="cpu")
     try:
         model = llama.causal_lm_from_state(cfg, state(header, cfg))
     except (KeyError, ValueError, RuntimeError) as e:  # a tensor absent, or of another shape than the header's
