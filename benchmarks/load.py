@@ -1,0 +1,544 @@
+"""The server alone under a class: sessions that speak Streamlit's own protocol, without a browser (issue 34).
+
+    python -m benchmarks load                                  # 30, then 100 sessions, one arriving each second
+    python -m benchmarks load --sessions 30 --arrivals 5       # a burst: 30 sessions opening within 5 s
+    python -m benchmarks load --sessions 5 --duration 20 --no-write   # a smoke run
+
+Each session is to the server exactly what a browser is, and costs nothing else: one websocket on
+``/_stcore/stream`` (subprotocols ``streamlit`` and the auth placeholder, as Streamlit's client sends them), on
+arrival the ``BackMsg`` a browser sends for a deep link (``rerun_script`` with the page's name from its path), then
+inputs: ``rerun_script`` with the page's script hash from the ``navigation`` message, the changed widget's state
+(``WidgetStates``; the widget's id and fragment read from the ``delta`` that drew it, as the browser does) and that
+fragment's id. Every ``ForwardMsg`` is parsed; a run ends at its ``script_finished``. Sections below the first screen
+(``ui.below_fold``) stay boxes: nobody scrolls. The sessions are spread over light pages (masks, operator, seq2seq)
+and heavy ones (multihead, language_model, on their default model: SmolLM2 once registered), in that order, one
+driver process with one asyncio loop.
+
+Reports first run (connect → the page's ``script_finished``), input → its run's last delta p50/p95 per page,
+the server's CPU seconds per input (``/proc/<pid>/stat``; alone, one session at a time, and under the class) and
+peak memory (``VmHWM``), errors (an exception or error box in a delta, a run that never finished, a dropped
+websocket), and, with the class coming in one by one, p95 by how many sessions were connected when the input was
+sent: the number at which it passes 5 s. Writes the section ``load`` of BENCHMARKS.md; the browser-based class is
+the ``classroom`` section.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+import websockets
+from streamlit.proto.Alert_pb2 import Alert
+from streamlit.proto.BackMsg_pb2 import BackMsg
+from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+from streamlit.proto.WidgetStates_pb2 import WidgetState
+
+from benchmarks import machine, parse, parser, publish, verdict
+from harness.browser import WORDS, process_cpu_s, running_server, status_mb
+from harness.classroom import SENTENCE, percentile
+from harness.timed_serve import RUN_LINE
+
+log = logging.getLogger("benchmarks.load")
+SESSION_LOG = ("benchmarks/_session_log.py",)  # serve.py with each session's runs and messages in its log
+TIMED_APP = ("harness/timed_serve.py",)  # serve.py with each script run's time in its log
+LIGHT_TARGET_S = 2.0  # issue 34: p95 input → answer on the light pages, 100 sessions on one 2-core server
+PASSES_S = 5.0  # the p95 whose crossing gives the class size one server holds
+OPEN_TIMEOUT_S = 360.0  # a first visit while the whole class opens its own
+ANSWER_TIMEOUT_S = 120.0  # one input's answer; past it the input counts as unanswered
+BUCKET = 10  # p95 by connected sessions, in steps of this many
+CORES = os.cpu_count() or 1
+FINISHED = (ForwardMsg.FINISHED_SUCCESSFULLY, ForwardMsg.FINISHED_FRAGMENT_RUN_SUCCESSFULLY)
+
+
+# ---- what each session does ---------------------------------------------------------------------------------------
+
+
+def _text(template: str) -> Callable[[WidgetState, int, int], None]:
+    def fill(state: WidgetState, j: int, k: int) -> None:
+        state.string_value = template.format(marker=f"class{j}", word=WORDS[k % len(WORDS)])
+
+    return fill
+
+
+def _slider(values: tuple[float, ...]) -> Callable[[WidgetState, int, int], None]:
+    def fill(state: WidgetState, j: int, k: int) -> None:
+        state.double_array_value.data[:] = [values[k % len(values)]]
+
+    return fill
+
+
+def _demo(state: WidgetState, j: int, k: int) -> None:
+    from tx_explorer.data import translation as tr
+
+    state.string_value = tr.DEMO_SENTENCES[(j + k + 1) % len(tr.DEMO_SENTENCES)]  # in the toy language
+
+
+@dataclass(frozen=True)
+class Input:
+    """One page and its input: the widget whose key is ``key`` (or starts with it, ``prefix``) gets the state
+    ``fill(state, j, k)`` writes for input ``k`` of the ``j``-th session on this page."""
+
+    page: str
+    what: str
+    key: str
+    fill: Callable[[WidgetState, int, int], None]
+    heavy: bool = False
+    prefix: bool = False
+
+
+SCENARIOS: tuple[Input, ...] = (
+    Input("masks", "sentence", "sentence", _text("the {marker} sat {word}")),
+    Input("operator", "D slider", "d", _slider((9.0, 8.0))),
+    Input("seq2seq", "demo sentence", "s2s_text", _demo),
+    Input("multihead", "text", "mh_text_", _text(SENTENCE), heavy=True, prefix=True),
+    Input("language_model", "text", "lm_text", _text(SENTENCE), heavy=True),
+)
+
+
+# ---- one session: Streamlit's protocol ----------------------------------------------------------------------------
+
+
+class ProtocolSession:
+    """One visitor as the server sees it: a websocket, the page's messages read, inputs sent as a browser would."""
+
+    def __init__(self, url: str, page: str) -> None:
+        self.url = url.replace("http", "ws", 1) + "/_stcore/stream"
+        self.page = page
+        self.page_hash = ""  # the page's script hash, from the navigation message (as the browser keeps it)
+        self.widgets: dict[str, tuple[str, str]] = {}  # widget key → (widget id, its fragment's id)
+        self.errors: list[str] = []  # exception and error boxes the server drew
+        self.finished = 0  # runs ended by script_finished (successfully, or a fragment's)
+        self.last_delta = 0.0  # time.monotonic() of the latest delta
+        self._changed = asyncio.Event()
+        self._ws = None
+        self._reader: asyncio.Task | None = None
+
+    async def open(self) -> float:
+        """Connect and ask for the page as a browser does on a deep link; seconds until its run has finished."""
+        t0 = time.monotonic()
+        self._ws = await websockets.connect(
+            self.url, subprotocols=["streamlit", "PLACEHOLDER_AUTH_TOKEN"], max_size=None, open_timeout=OPEN_TIMEOUT_S
+        )
+        self._reader = asyncio.create_task(self._read())
+        msg = BackMsg()
+        msg.rerun_script.page_name = self.page  # the browser's first request: the page by its path, hash unknown
+        await self._ws.send(msg.SerializeToString())
+        await self._until_finished(0, OPEN_TIMEOUT_S)
+        return time.monotonic() - t0
+
+    async def input(self, scenario: Input, j: int, k: int) -> float:
+        """Input ``k``: seconds from sending it to the last delta of the run it started."""
+        found = [
+            key for key in self.widgets if key == scenario.key or (scenario.prefix and key.startswith(scenario.key))
+        ]
+        if not found:
+            raise RuntimeError(f"no widget {scenario.key!r} on {self.page}: {sorted(self.widgets)}")
+        widget_id, fragment_id = self.widgets[found[0]]
+        msg = BackMsg()
+        rerun = msg.rerun_script
+        rerun.page_script_hash = self.page_hash
+        rerun.fragment_id = fragment_id
+        state = rerun.widget_states.widgets.add()
+        state.id = widget_id
+        scenario.fill(state, j, k)
+        done, t0 = self.finished, time.monotonic()
+        await self._ws.send(msg.SerializeToString())
+        await self._until_finished(done, ANSWER_TIMEOUT_S)
+        return self.last_delta - t0
+
+    async def close(self) -> None:
+        if self._ws is not None:
+            await self._ws.close()
+        if self._reader is not None:
+            await asyncio.gather(self._reader, return_exceptions=True)
+
+    async def _until_finished(self, done: int, timeout: float) -> None:
+        """Wait until more than ``done`` runs have finished (raises TimeoutError, or the reader's error)."""
+        deadline = time.monotonic() + timeout
+        while self.finished <= done:
+            if self._reader.done():
+                self._reader.result()  # the websocket's error, if any
+                raise ConnectionError("the server closed the session's websocket")
+            self._changed.clear()
+            await asyncio.wait_for(self._changed.wait(), max(0.0, deadline - time.monotonic()))
+
+    async def _read(self) -> None:
+        try:
+            async for raw in self._ws:
+                self._take(raw)
+        finally:
+            self._changed.set()
+
+    def _take(self, raw: bytes) -> None:
+        fwd = ForwardMsg()
+        fwd.ParseFromString(raw)
+        kind = fwd.WhichOneof("type")
+        if kind == "navigation":  # st.navigation's page: new_session names app.py, whose hash would open the home page
+            self.page_hash = fwd.navigation.page_script_hash
+        elif kind == "delta":
+            self.last_delta = time.monotonic()
+            if fwd.delta.WhichOneof("type") == "new_element":
+                self._element(fwd.delta.new_element, fwd.delta.fragment_id)
+        elif kind == "script_finished" and fwd.script_finished in FINISHED:
+            self.finished += 1
+            self._changed.set()
+
+    def _element(self, element, fragment_id: str) -> None:
+        kind = element.WhichOneof("type")
+        if kind == "exception":
+            self.errors.append(f"{element.exception.type}: {element.exception.message}"[:200])
+        elif kind == "alert" and element.alert.format == Alert.ERROR:
+            self.errors.append(element.alert.body[:200])
+        widget_id = getattr(getattr(element, kind), "id", "")
+        if widget_id.startswith("$$ID-"):  # "$$ID-<hash>-<key>" for a widget with a key
+            self.widgets[widget_id.split("-", 2)[2]] = (widget_id, fragment_id)
+
+
+# ---- the class ----------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class SessionResult:
+    index: int
+    page: str
+    heavy: bool
+    arrived: float = 0.0  # time.monotonic() when it connected
+    first_run_s: float = float("nan")
+    # (seconds to the last delta, sessions connected when it was sent) per answered input
+    answers: list[tuple[float, int]] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    failure: str = ""  # a first run or an input without an answer, a dropped websocket
+
+
+class Class:
+    """Counts the sessions connected at each moment (for p95 by class size)."""
+
+    def __init__(self) -> None:
+        self.connected = 0
+
+
+async def run_session(
+    url: str,
+    index: int,
+    scenario: Input,
+    j: int,
+    room: Class,
+    *,
+    arrive_s: float,
+    duration_s: float,
+    interval_s: float,
+) -> SessionResult:
+    """Arrive after ``arrive_s``, open the page, then one input every ``interval_s`` for ``duration_s`` from the
+    page being up, each waited for; never raises: what went wrong is in the result."""
+    res = SessionResult(index, scenario.page, scenario.heavy)
+    await asyncio.sleep(arrive_s)
+    session = ProtocolSession(url, scenario.page)
+    res.arrived = time.monotonic()
+    room.connected += 1
+    try:
+        res.first_run_s = await session.open()
+        stop, k = time.monotonic() + duration_s, 0
+        while (started := time.monotonic()) < stop:
+            connected = room.connected
+            res.answers.append((await session.input(scenario, j, k), connected))
+            k += 1
+            await asyncio.sleep(max(0.0, started + interval_s - time.monotonic()))
+    except Exception as exc:  # a timeout, a dropped websocket: reported, the other sessions go on
+        res.failure = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"[:300]
+    finally:
+        room.connected -= 1
+        res.errors = session.errors
+        await session.close()
+    return res
+
+
+@dataclass
+class LoadResult:
+    sessions: list[SessionResult]
+    arrivals_s: float
+    wall_s: float
+    server_cpu_s: float  # CPU seconds the server used during the class
+    peak_rss_mb: float  # the server's VmHWM at the end
+    rss_before_mb: float
+    alone: dict[str, tuple[float, float]]  # page → (server CPU s per input, input → last delta s), one session
+    server_log: str = ""
+    started: float = 0.0  # time.monotonic() when the class began
+
+    @property
+    def inputs(self) -> int:
+        return sum(len(s.answers) for s in self.sessions)
+
+    def latencies(self, keep: Callable[[SessionResult], bool] = lambda s: True) -> list[float]:
+        return sorted(t for s in self.sessions if keep(s) for t, _ in s.answers)
+
+    @property
+    def problems(self) -> list[str]:
+        out = [f"server log: {line}" for line in self.server_log.splitlines() if "Traceback" in line][:10]
+        for s in self.sessions:
+            tag = f"session {s.index} ({s.page})"
+            out += [f"{tag}: {s.failure}"] if s.failure else []
+            out += [f"{tag}: error on page: {e}" for e in s.errors]
+        return out
+
+    def by_size(self) -> list[tuple[int, int, float]]:
+        """(sessions connected up to, inputs, p95 s) per step of ``BUCKET`` connected sessions."""
+        rows = []
+        top = max((n for s in self.sessions for _, n in s.answers), default=0)
+        for hi in range(BUCKET, top + BUCKET, BUCKET):
+            xs = sorted(t for s in self.sessions for t, n in s.answers if hi - BUCKET < n <= hi)
+            if xs:
+                rows.append((hi, len(xs), percentile(xs, 95)))
+        return rows
+
+    def passes(self, limit_s: float = PASSES_S) -> int | None:
+        """The first class size (a step of ``BUCKET``) whose inputs' p95 passed ``limit_s``; None if none did."""
+        return next((hi for hi, n, p95 in self.by_size() if n >= 5 and p95 > limit_s), None)
+
+    @property
+    def server_runs_s(self) -> list[float]:
+        """Server time of each script run begun during the class (``harness/timed_serve.py``'s log lines)."""
+        runs = []
+        for line in self.server_log.splitlines():
+            parts = line.split()
+            if len(parts) >= 3 and parts[0] == RUN_LINE and float(parts[1]) >= self.started:
+                runs.append(float(parts[2]) - float(parts[1]))
+        return sorted(runs)
+
+
+async def _class(
+    url: str, sessions: int, arrivals_s: float, duration_s: float, interval_s: float
+) -> list[SessionResult]:
+    room, per_page = Class(), {}
+    jobs = []
+    for i in range(sessions):
+        scenario = SCENARIOS[i % len(SCENARIOS)]
+        j = per_page[scenario.page] = per_page.get(scenario.page, -1) + 1
+        arrive = arrivals_s * i / sessions
+        jobs.append(
+            run_session(url, i, scenario, j, room, arrive_s=arrive, duration_s=duration_s, interval_s=interval_s)
+        )
+    return await asyncio.gather(*jobs)
+
+
+async def _alone(url: str, pid: int, inputs: int) -> dict[str, tuple[float, float]]:
+    """Each page by one session on an otherwise idle server: CPU seconds per input and median input → last delta."""
+    out = {}
+    for scenario in SCENARIOS:
+        session = ProtocolSession(url, scenario.page)
+        try:
+            await session.open()
+            await session.input(scenario, 999, inputs)  # a first input warms what the page's inputs share
+            cpu, times = process_cpu_s(pid), []
+            for k in range(inputs):
+                times.append(await session.input(scenario, 999, k))
+            out[scenario.page] = ((process_cpu_s(pid) - cpu) / inputs, percentile(sorted(times), 50))
+        finally:
+            await session.close()
+    return out
+
+
+def _blocking(coro) -> object:
+    """``coro`` run to its end on a fresh event loop in its own thread (callable beside a running loop too)."""
+    out: dict[str, object] = {}
+
+    def drive() -> None:
+        try:
+            out["value"] = asyncio.run(coro)
+        except BaseException as exc:  # re-raised in the caller's thread
+            out["error"] = exc
+
+    thread = threading.Thread(target=drive, name="load")
+    thread.start()
+    thread.join()
+    if "error" in out:
+        raise out["error"]
+    return out["value"]
+
+
+def load(
+    *,
+    sessions: int,
+    arrivals_s: float,
+    duration_s: float,
+    interval_s: float,
+    alone_inputs: int = 3,
+    session_log: bool = False,
+) -> LoadResult:
+    """A fresh server (as ``make run`` starts it, each script run's time in its log; with ``session_log`` each
+    session's runs and messages too), warmed by one session per page (``alone_inputs`` inputs each, measured),
+    then the class."""
+    with running_server(SESSION_LOG if session_log else TIMED_APP) as srv:
+        srv.wait_healthy()
+        pid = srv.proc.pid
+        alone = _blocking(_alone(srv.url, pid, alone_inputs)) if alone_inputs else {}
+        log.info("server warm (CPU quiet) %.1f s after the command", srv.wait_settled())
+        before, cpu, t0 = status_mb(pid)["VmRSS"], process_cpu_s(pid), time.monotonic()
+        results = _blocking(_class(srv.url, sessions, arrivals_s, duration_s, interval_s))
+        return LoadResult(
+            sessions=results,
+            arrivals_s=arrivals_s,
+            wall_s=time.monotonic() - t0,
+            server_cpu_s=process_cpu_s(pid) - cpu,
+            peak_rss_mb=status_mb(pid)["VmHWM"],
+            rss_before_mb=before,
+            alone=alone,
+            server_log=srv.output(tail=None),
+            started=t0,
+        )
+
+
+# ---- report -------------------------------------------------------------------------------------------------------
+
+
+def _p(xs: list[float], q: int) -> str:
+    return f"{percentile(xs, q):.2f} s" if xs else "–"
+
+
+def level_lines(res: LoadResult, interval_s: float, duration_s: float) -> list[str]:
+    n = len(res.sessions)
+    light = res.latencies(lambda s: not s.heavy)
+    heavy = res.latencies(lambda s: s.heavy)
+    first = sorted(s.first_run_s for s in res.sessions if s.first_run_s == s.first_run_s)
+    problems = res.problems
+    passes = res.passes()
+    arrival = f"within {res.arrivals_s:g} s" if res.arrivals_s else "at once"
+    lines = [
+        f"### {n} sessions arriving {arrival}, an input every {interval_s:g} s for {duration_s:g} s each",
+        "",
+        f"- Wall time {res.wall_s:.0f} s; inputs answered {res.inputs}; first runs finished {len(first)}/{n}; "
+        f"problems {len(problems)}"
+        + (" (no exception or error box, no lost run, no dropped websocket)." if not problems else ":"),
+        *[f"  - {p}" for p in problems[:12]],
+        f"- First run (connect → the page's `script_finished`): p50 {_p(first, 50)}, p95 {_p(first, 95)}, "
+        f"longest {first[-1]:.1f} s."
+        if first
+        else "- First run: none finished.",
+        f"- Input → last delta, light pages (masks, operator, seq2seq): p50 {_p(light, 50)}, p95 {_p(light, 95)}"
+        + (
+            f" — target p95 ≤ {LIGHT_TARGET_S:g} s: {verdict(percentile(light, 95), LIGHT_TARGET_S, 's')}."
+            if light
+            else "."
+        )
+        + f" Heavy pages (multihead, language_model): p50 {_p(heavy, 50)}, p95 {_p(heavy, 95)}.",
+        f"- Server CPU: {res.server_cpu_s:,.0f} s over the class, {res.server_cpu_s / max(res.inputs, 1):.2f} s per "
+        f"input answered (first runs included), {res.server_cpu_s / res.wall_s:.2f} of the {CORES} cores on average.",
+        f"- Server memory: {res.rss_before_mb:,.0f} MB before the class, peak (VmHWM) {res.peak_rss_mb:,.0f} MB.",
+        "- p95 passes 5 s "
+        + (f"at {passes - BUCKET + 1}–{passes} connected sessions." if passes else "at no class size reached here.")
+        + (
+            " By connected sessions when the input was sent: "
+            + ", ".join(f"≤ {hi}: {p95:.2f} s ({k} inputs)" for hi, k, p95 in res.by_size())
+            + "."
+            if res.by_size()
+            else ""
+        ),
+    ]
+    if runs := res.server_runs_s:
+        lines.append(
+            f"- The server's own part: {len(runs)} script runs took p50 {_p(runs, 50)}, p95 {_p(runs, 95)}, longest "
+            f"{runs[-1]:.1f} s from start to end (waits for the shared cores included)."
+        )
+    lines += [
+        "",
+        "| page | input | sessions | first run p50 | inputs answered | input → last delta p50 | p95 | problems |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for sc in SCENARIOS:
+        group = [s for s in res.sessions if s.page == sc.page]
+        if not group:
+            continue
+        xs = res.latencies(lambda s, page=sc.page: s.page == page)
+        firsts = sorted(s.first_run_s for s in group if s.first_run_s == s.first_run_s)
+        bad = sum(bool(s.failure) + len(s.errors) for s in group)
+        lines.append(
+            f"| {sc.page} | {sc.what} | {len(group)} | {_p(firsts, 50)} | {len(xs)} | {_p(xs, 50)} | {_p(xs, 95)} "
+            f"| {bad} |"
+        )
+    return lines
+
+
+def section(
+    levels: list[LoadResult], command: str, header: str, interval_s: float, duration_s: float, note: str
+) -> str:
+    alone = levels[0].alone if levels else {}
+    lines = [
+        "## Load: the server alone, sessions speaking Streamlit's protocol (no browser)",
+        "",
+        f"Command: `{command.strip()}` (from the repository root; `benchmarks/load.py`).",
+        "",
+        f"Machine: {header}." + (f" {note}" if note else ""),
+        "",
+        "Each session is one websocket on `/_stcore/stream` sending the `BackMsg`s a browser sends (the page by its "
+        "path on arrival, then `rerun_script` with the changed widget's state and fragment) and reading every "
+        "`ForwardMsg`, so the server does all it does for a real student on their own machine and the cores are "
+        "not shared with browsers (the `classroom` section's are). Sessions below the first screen stay boxes "
+        "(nobody scrolls). Session *i* works on the page of scenario *i* mod "
+        f"{len(SCENARIOS)}: " + ", ".join(f"{s.page} ({s.what})" for s in SCENARIOS) + "; the server starts as "
+        "`make run` does and is warmed by one session per page first.",
+        "",
+    ]
+    if alone:
+        lines += [
+            "One session at a time on the warm server (server CPU per input from `/proc/<pid>/stat`, median input → "
+            "last delta): " + "; ".join(f"{page} {cpu:.2f} CPU s, {t:.2f} s" for page, (cpu, t) in alone.items()) + ".",
+            "",
+        ]
+    for res in levels:
+        lines += [*level_lines(res, interval_s, duration_s), ""]
+    return "\n".join(lines).rstrip()
+
+
+def _parser():
+    p = parser("load", __doc__)
+    p.add_argument("--sessions", type=int, nargs="+", default=[30, 100], help="class sizes, each on a fresh server")
+    p.add_argument(
+        "--arrivals",
+        type=float,
+        nargs="+",
+        default=None,
+        help="seconds over which each class comes in (default: 1 s per session)",
+    )
+    p.add_argument("--duration", type=float, default=60.0, help="seconds of inputs per session")
+    p.add_argument("--interval", type=float, default=5.0, help="seconds from one input of a session to its next")
+    p.add_argument("--alone", type=int, default=3, help="inputs per page by one session before the class (0: none)")
+    p.add_argument("--session-log", action="store_true", help="each session's runs and messages in the server's log")
+    p.add_argument("--server-log", default="", help="write each class's server log to this path + '.<sessions>'")
+    p.add_argument("--note", default="", help="a sentence for the section (e.g. what else ran on the machine)")
+    p.add_argument("--repeats", type=int, default=1, help="accepted for `python -m benchmarks --repeats N`; one class")
+    return p
+
+
+def main(argv: list[str] | None = None) -> None:
+    args, command = parse(_parser(), argv)
+    header = machine(torch.device("cpu"))
+    arrivals = args.arrivals or [float(n) for n in args.sessions]
+    if len(arrivals) != len(args.sessions):
+        raise SystemExit("--arrivals needs one value per --sessions value")
+    levels = []
+    for n, spread in zip(args.sessions, arrivals, strict=True):
+        res = load(
+            sessions=n,
+            arrivals_s=spread,
+            duration_s=args.duration,
+            interval_s=args.interval,
+            alone_inputs=args.alone if not levels else 0,
+            session_log=args.session_log,
+        )
+        log.info("load %d: %d inputs, %d problems, peak %.0f MB", n, res.inputs, len(res.problems), res.peak_rss_mb)
+        if args.server_log:
+            Path(f"{args.server_log}.{n}").write_text(res.server_log)
+        if levels:
+            res.alone = levels[0].alone
+        levels.append(res)
+    publish("load", section(levels, command, header, args.interval, args.duration, args.note), no_write=args.no_write)
+
+
+if __name__ == "__main__":
+    main()
