@@ -16,7 +16,6 @@ from torch.nn import functional as F
 from tx_explorer.analysis.heads import max_tokens
 from tx_explorer.errors import InputError
 from tx_explorer.families.text import TextModel
-from tx_explorer.modules.transformer import CausalLM
 from tx_explorer.trace import Trace
 
 
@@ -62,19 +61,13 @@ def generate(
     top_k: int | None = None,
     seed: int = 0,
 ) -> Generation:
-    """Continue ``prompt`` within one context window (so the trace of the result shows every step exactly)."""
-    if not isinstance(tm.model, CausalLM):
-        raise TypeError(f"{tm.name} is an encoder: it does not predict next tokens")
+    """Continue ``prompt`` within one context window (so the trace of the result shows every step exactly), with
+    our KV cache (:meth:`TextModel.stream`); the prompt's start is dropped if it leaves no room."""
     if not 1 <= max_new_tokens < tm.max_len:
         raise InputError("new_tokens_range", limit=tm.max_len - 1, value=max_new_tokens)
-    if not prompt:
-        raise InputError("prompt_empty")
-    room = tm.max_len - max_new_tokens
-    kept = prompt[-room:]
-    device = next(tm.model.parameters()).device
-    start = torch.tensor([kept], device=device)
-    out = tm.model.generate(start, max_new_tokens, temperature=temperature, top_k=top_k, greedy=greedy, seed=seed)
-    ids = out[0].tolist()
+    kept = prompt[-(tm.max_len - max_new_tokens) :]
+    sampling = dict(greedy=greedy, temperature=temperature, top_k=top_k, seed=seed)
+    ids = [*kept, *tm.stream(kept, max_new_tokens, **sampling)]
     trace = Trace()
     tm.run(ids, trace=trace)
     return Generation(
