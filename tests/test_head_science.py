@@ -9,6 +9,7 @@ import pytest
 import torch
 from tokenizers import Tokenizer
 
+from tx_explorer import models
 from tx_explorer.analysis import head_science as hs
 from tx_explorer.config import PRESETS, TransformerConfig
 from tx_explorer.errors import InputError
@@ -121,6 +122,17 @@ def test_attribution_completeness_and_deletion(tm):
     for curve in r.deletion.values():
         assert curve[0] == pytest.approx(r.f_input, rel=1e-4, abs=1e-6)  # nothing removed yet
         assert curve[-1] == pytest.approx(r.f_baseline, rel=1e-4, abs=1e-6)  # everything removed: the baseline
+
+
+def test_attribution_explains_a_word_not_the_end_of_the_text():
+    """After a full stop tiny-gpt's top token is <|endoftext|>, where every method ties: the target is the most
+    likely token that is not special."""
+    tiny = models.load_model("tiny-gpt")
+    ids = hs.encode(tiny, "The function returns a list of the keys in the dictionary.")
+    logits = tiny.run(ids)[0, -1]
+    assert int(logits.argmax()) in tiny.special_ids  # the case this guards
+    word = max((i for i in range(len(logits)) if i not in tiny.special_ids), key=lambda i: float(logits[i]))
+    assert hs.attribution(tiny, ids, steps=8).target == f"p(“{tiny.labels([word])[0]}” | …)"
 
 
 def test_head_range_and_short_text_are_refused(llama):

@@ -569,7 +569,11 @@ def attribution(
         e = sentence_embedding(out)[0]
         target, label = e / e.norm(), "⟨sentence embedding, its direction⟩"
     else:
-        target = int(out[0, -1].argmax())
+        # The most likely next *word*: after a full stop the most likely token is often <|endoftext|>, where
+        # every method ties (nothing in the sentence argues for the end of the text more than another token).
+        last = out[0, -1].clone()
+        last[list(tm.special_ids)] = -torch.inf
+        target = int(last.argmax())
         label = f"p(“{tm.labels([target])[0]}” | …)"
     grad = _gradient(tm, x, emb, target)
     alphas = (torch.arange(steps, dtype=emb.dtype) + 0.5) / steps  # midpoint rule on [0, 1]
