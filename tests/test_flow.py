@@ -222,3 +222,15 @@ def test_the_graph_reaches_the_target_on_tiny_llama(one_thread) -> None:
         reached.add(e.source)
     assert reached == set(g.nodes)
     assert len(flow.graph(tm, ids, threshold=0.01).edges) > len(g.edges)
+
+
+def test_a_pre_norm_encoder_has_routes_and_effects_but_no_lens() -> None:
+    """Keys after the query count in an encoder; its effect is the relative change of the target's hidden state."""
+    tm = _random("encoder-pre-norm")
+    ids = tm.encode(TEXT).ids
+    dec = flow.decompose(tm, ids)
+    assert np.triu(flow.importance(tm, dec).attn_tokens, k=1).max() > 0
+    e = flow.edge_heads(tm, dec, 1, 2, 5, target=0)
+    assert e.metric == "‖Δh‖ / ‖h‖" and (e.effect > 0).all() and np.isfinite(e.effect).all()
+    with pytest.raises(InputError, match="encoder"):
+        flow.node_readout(tm, dec, ("x", 1, 0))
