@@ -1,0 +1,118 @@
+"""The induction circuit's bundle (``python -m tx_explorer.train induction``): a two-layer attention-only LM,
+its training record and checkpoints spanning the phase change.
+
+:func:`load` verifies the checksums and returns a :class:`CircuitBundle`: the final model as a
+:class:`~tx_explorer.families.text.TextModel` (``.text``, so the head tools of :mod:`tx_explorer.analysis.
+head_science` take the bundle as they take tiny-moe's), the record, each checkpoint on demand, and the K-composition
+test recomputed from the shipped weights.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from safetensors.torch import load_file
+from tokenizers import Tokenizer
+from torch import Tensor
+
+from tx_explorer.analysis import induction as ind
+from tx_explorer.bundle import WEIGHTS_DIR, read_bundle
+from tx_explorer.config import TransformerConfig
+from tx_explorer.data.tokenizer import EOT
+from tx_explorer.families.text import TextModel, load_state
+from tx_explorer.modules.transformer import AttentionOnlyLM
+
+BUNDLE = WEIGHTS_DIR / "induction-2l"
+RETRAIN = "python -m tx_explorer.train induction"
+TOKENIZER = WEIGHTS_DIR / "tiny-gpt" / "tokenizer.json"
+# Two attention-only blocks on tiny-gpt's vocabulary; tied embeddings (the copying circuit reads the same matrix
+# it writes with, Elhage et al. 2021), learned positions (a previous-token head has to learn where "previous" is).
+CONFIG = TransformerConfig(vocab_size=2048, max_len=64, dim=64, num_layers=2, num_heads=4, positions="learned")
+
+
+@dataclass
+class CircuitBundle:
+    """The shipped run as the page reads it."""
+
+    text: TextModel  # the final model
+    training: dict  # training.json: settings, record, checkpoint steps, phase change, times
+    folder: Path
+    _checkpoints: dict[int, TextModel] = field(default_factory=dict, repr=False)
+
+    @property
+    def record(self) -> dict[str, list]:
+        """The training record by column: ``step``, ``loss_first``, ``loss_second``, ``induction``, ``previous``…"""
+        rows = self.training["record"]
+        return {k: [r[k] for r in rows] for k in rows[0]}
+
+    @property
+    def steps(self) -> list[int]:
+        """The steps of the shipped checkpoints."""
+        return list(self.training["checkpoints"])
+
+    @property
+    def phase_change(self) -> int | None:
+        """Recomputed from the record (:func:`~tx_explorer.analysis.induction.phase_change`)."""
+        r = self.record
+        return ind.phase_change(r["step"], r["loss_first"], r["loss_second"])
+
+    def checkpoint(self, step: int) -> TextModel:
+        """The model at a shipped checkpoint (float16 weights run in float32), loaded once."""
+        if step not in self.steps:
+            raise KeyError(f"no checkpoint at step {step}; the bundle has {self.steps}")
+        if step not in self._checkpoints:
+            prefix = f"step{step}."
+            state = {
+                k[len(prefix) :]: v.float()
+                for k, v in load_file(str(self.folder / "checkpoints.safetensors")).items()
+                if k.startswith(prefix)
+            }
+            self._checkpoints[step] = _text_model(self.folder, state, self.text.config, f"{self.text.name}@{step}")
+        return self._checkpoints[step]
+
+    def held_out(self, count: int | None = None, length: int | None = None) -> Tensor:
+        """The held-out repeated random sequences of the record, ``[S, 1 + 2n]`` (the first ``count``; shorter
+        ones of the same generator with ``length``)."""
+        s = self.training["settings"]
+        return ind.random_repeats(
+            self.text.config.vocab_size,
+            self.text.special_ids,
+            length=length or s["eval_length"],
+            count=count or s["eval_count"],
+            seed=s["eval_seed"],
+        )
+
+    def k_composition(self, step: int | None = None) -> ind.KComposition:
+        """The K-composition test on the held-out sequences, final model or the checkpoint at ``step``."""
+        tm = self.text if step is None else self.checkpoint(step)
+        return ind.k_composition(tm.model, self.held_out())
+
+    def tokens(self) -> Tensor:
+        """The shipped slice of the training stream (the live run's data), int64."""
+        return load_file(str(self.folder / "tokens.safetensors"))["train"].long()
+
+
+def _text_model(folder: Path, state: dict[str, Tensor], cfg: TransformerConfig, name: str) -> TextModel:
+    model = AttentionOnlyLM(cfg)
+    load_state(model, state)
+    return TextModel(
+        name=name,
+        model=model,
+        tokenizer=Tokenizer.from_file(str(folder / "tokenizer.json")),
+        kind="causal",
+        max_len=cfg.max_len,
+        special_tokens=(EOT,),
+        byte_level=True,
+    )
+
+
+def load(folder: Path = BUNDLE) -> CircuitBundle:
+    """Registry loader for ``induction-2l``: verified weights, config, record and tokenizer."""
+    folder = Path(folder)
+    state, config = read_bundle(folder, RETRAIN)
+    training = json.loads((folder / "training.json").read_text())
+    text = _text_model(folder, state, TransformerConfig.from_dict(config), folder.name)
+    text.info = training
+    return CircuitBundle(text=text, training=training, folder=folder)

@@ -1,0 +1,293 @@
+"""Watch a circuit form (lecture §4.1: heads learn relations): the bundled two-layer attention-only model's
+training record with its phase change, its previous-token and induction heads at each shipped checkpoint,
+K-composition measured by ablation, the same scores for SmolLM2's heads, and the run again, live."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from tx_explorer.analysis import induction as ind
+from tx_explorer.bundle import BundleError as BundleError  # the page catches it around the load
+from tx_explorer.errors import InputError
+from tx_explorer.families.circuit import CircuitBundle
+from tx_explorer.families.text import TextModel
+from tx_explorer.train import induction as trainer
+from tx_explorer.views import Panel, axes, texts
+from tx_explorer.viz import circuit as vc
+from tx_explorer.viz.norm_figures import side_by_side
+
+PAGE = "circuit"
+BUNDLE = "induction-2l"  # the registry's name of the shipped run
+COMPARE = "smollm2-135m-instruct"  # a real LLM whose heads are scored beside it, where installed
+COMPARE_SEQUENCES = 4  # repeated random sequences SmolLM2 is scored on (30 layers: kept small for the CPU)
+MAP_LENGTH = 12  # the maps' sequence: a first token, then 12 random tokens twice (25 rows, readable)
+MAX_SEED = 1_000_000
+
+
+def _formation_panel(key: str, record: dict[str, list], marks: list[int], lang: str) -> tuple[Panel, int | None]:
+    T = texts(PAGE, lang)
+    steps = record["step"]
+    phase = ind.phase_change(steps, record["loss_first"], record["loss_second"])
+    fig = vc.formation(
+        steps,
+        {T("loss_first"): record["loss_first"], T("loss_second"): record["loss_second"]},
+        {T("score_induction"): record["induction"], T("score_previous"): record["previous"]},
+        phase=phase,
+        phase_label=T("phase_mark", step=phase),
+        marks=marks,
+        x_title=T("axis_step"),
+        loss_title=T("axis_loss"),
+        score_title=T("axis_score"),
+    )
+    data = {
+        k: np.asarray(record[k], dtype=float) for k in ("step", "loss_first", "loss_second", "induction", "previous")
+    }
+    return Panel(key, fig, data), phase
+
+
+@dataclass(frozen=True)
+class Formation:
+    curves: Panel
+    verdict: str  # where the phase change is, with its numbers (or that there is none)
+    settings: str  # the model and the recipe, read from the bundle
+
+
+def formation(bundle: CircuitBundle, *, lang: str = "en") -> Formation:
+    """The shipped record's curves, the phase change found on them and marked, the checkpoints ticked."""
+    T = texts(PAGE, lang)
+    record = bundle.record
+    panel, phase = _formation_panel("circuit_formation", record, bundle.steps, lang)
+    cfg, s = bundle.text.config, bundle.training["settings"]
+    settings = T(
+        "settings",
+        layers=cfg.num_layers,
+        heads=cfg.num_heads,
+        dim=cfg.dim,
+        positions=T(f"pos_{cfg.positions}"),
+        vocab=cfg.vocab_size,
+        steps=s["steps"],
+        batch=s["batch_size"],
+        seq=s["seq_len"],
+        seed=s["seed"],
+        share=f"{100 * s['repeat_share']:.0f}",
+        min_len=s["min_segment"],
+        max_len=s["max_segment"],
+        count=s["eval_count"],
+        n=s["eval_length"],
+        cpu=f"{bundle.training['train_cpu_minutes']:.1f}",
+    )
+    return Formation(panel, _phase_words(T, record, phase), settings)
+
+
+def _phase_words(T: Callable[..., str], record: dict[str, list], phase: int | None) -> str:
+    if phase is None:
+        return T("no_phase", ratio=f"{100 * ind.PHASE_RATIO:.0f}")
+    i = record["step"].index(phase)
+    before = max(0, i - 1)
+    return T(
+        "phase_verdict",
+        step=phase,
+        first=f"{record['loss_first'][i]:.2f}",
+        second=f"{record['loss_second'][i]:.2f}",
+        ratio=f"{100 * ind.PHASE_RATIO:.0f}",
+        step_before=record["step"][before],
+        ind_before=f"{record['induction'][before]:.2f}",
+        ind_after=f"{record['induction'][i]:.2f}",
+        prev_before=f"{record['previous'][before]:.2f}",
+        prev_after=f"{record['previous'][i]:.2f}",
+    )
+
+
+@dataclass(frozen=True)
+class StepMaps:
+    maps: Panel  # the previous-token head's and the induction head's maps side by side
+    caption: str
+
+
+def step_maps(bundle: CircuitBundle, step: int, *, lang: str = "en") -> StepMaps:
+    """At the checkpoint ``step``: the final model's previous-token head (layer 0) and induction head (last
+    layer), the same two heads every step, on one held-out repeated sequence, and their scores then."""
+    T = texts(PAGE, lang)
+    final = bundle.k_composition()
+    tm = bundle.checkpoint(step)
+    ids = bundle.held_out(1, length=MAP_LENGTH)  # (1, 1 + 2n)
+    w = ind.attention_maps(tm.model, ids)  # (L, H, M, M)
+    (pl, ph), (il, ih) = final.previous_head, final.induction_head
+    labels = [f"{i}·{t}" for i, t in enumerate(tm.labels(ids[0].tolist()))]
+    names = {T("map_previous", layer=pl, head=ph): w[pl, ph], T("map_induction", layer=il, head=ih): w[il, ih]}
+    fig = side_by_side(names, row_labels=labels, col_labels=labels, **axes(lang), height=460)
+    c = ind.measure(tm.model, bundle.held_out())
+    caption = T(
+        "step_caption",
+        step=step,
+        prev=f"{c.previous[pl, ph]:.2f}",
+        induction=f"{c.induction[il, ih]:.2f}",
+        first=f"{c.loss_first:.2f}",
+        second=f"{c.loss_second:.2f}",
+        n=MAP_LENGTH,
+    )
+    return StepMaps(Panel("circuit_maps", fig, np.stack(list(names.values()))), caption)
+
+
+def _percent(change: float) -> str:
+    """A signed change in per cent, with a real minus sign: "−96 %", "+4 %"."""
+    return f"{100 * change:+.0f} %".replace("-", "−")
+
+
+@dataclass(frozen=True)
+class Composition:
+    table: list[dict[str, str]]  # intact vs previous-token head ablated: induction score, losses
+    verdict: str
+
+
+def k_composition(bundle: CircuitBundle, *, lang: str = "en") -> Composition:
+    """K-composition measured on the shipped final weights: zero the layer-0 previous-token head and read the
+    induction head's score and the copies' losses again."""
+    T = texts(PAGE, lang)
+    k = bundle.k_composition()
+    (pl, ph), (il, ih) = k.previous_head, k.induction_head
+    intact, ablated = T("col_intact"), T("col_ablated", layer=pl, head=ph)
+    rows = [
+        (T("row_induction", layer=il, head=ih), k.induction_before, k.induction_after, "{:.3f}"),
+        (T("row_previous", layer=pl, head=ph), k.clean.previous[pl, ph], k.ablated.previous[pl, ph], "{:.3f}"),
+        (T("row_second"), k.clean.loss_second, k.ablated.loss_second, "{:.2f}"),
+        (T("row_first"), k.clean.loss_first, k.ablated.loss_first, "{:.2f}"),
+    ]
+    table = [{T("col_measure"): name, intact: f.format(a), ablated: f.format(b)} for name, a, b, f in rows]
+    verdict = T(
+        "k_verdict" if k.induction_drop >= 0.5 else "k_verdict_weak",
+        prev=f"L{pl}H{ph}",
+        induction=f"L{il}H{ih}",
+        before=f"{k.induction_before:.2f}",
+        after=f"{k.induction_after:.2f}",
+        change=_percent(-k.induction_drop),
+        second=f"{k.clean.loss_second:.2f}",
+        second_after=f"{k.ablated.loss_second:.2f}",
+        first=f"{k.clean.loss_first:.2f}",
+    )
+    return Composition(table, verdict)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    scatter: Panel  # every head of both models: previous-token vs induction score
+    caption: str
+
+
+def compare(bundle: CircuitBundle, other: TextModel, *, lang: str = "en") -> Comparison:
+    """The same two scores for every head of ``other`` (SmolLM2), on repeated random sequences of its own
+    vocabulary of the same length, beside the shipped model's."""
+    T = texts(PAGE, lang)
+    s = bundle.training["settings"]
+    ours = bundle.k_composition().clean
+    batch = ind.random_repeats(
+        other.config.vocab_size,
+        other.special_ids,
+        length=s["eval_length"],
+        count=COMPARE_SEQUENCES,
+        seed=s["eval_seed"],
+    )
+    theirs = ind.measure(other.model, batch)
+    fig = vc.head_scores(
+        {bundle.text.name: (ours.previous, ours.induction), other.name: (theirs.previous, theirs.induction)},
+        x_title=T("score_previous"),
+        y_title=T("score_induction"),
+    )
+    (il, ih), (pl, ph) = theirs.best("induction"), theirs.best("previous")
+    caption = T(
+        "compare_caption",
+        model=other.name,
+        heads=theirs.induction.size,
+        ind_head=f"L{il}H{ih}",
+        ind=f"{theirs.induction[il, ih]:.2f}",
+        prev_head=f"L{pl}H{ph}",
+        prev=f"{theirs.previous[pl, ph]:.2f}",
+        many=int((theirs.induction >= 0.3).sum()),
+        ours=f"{ours.induction.max():.2f}",
+        second=f"{theirs.loss_second:.2f}",
+        first=f"{theirs.loss_first:.2f}",
+        n=s["eval_length"],
+        count=COMPARE_SEQUENCES,
+    )
+    data = {"ours_previous": ours.previous, "ours_induction": ours.induction}
+    data |= {"other_previous": theirs.previous, "other_induction": theirs.induction}
+    return Comparison(Panel("circuit_compare", fig, data), caption)
+
+
+# --- the live run ---------------------------------------------------------------------------------------------
+Records = list[tuple[float, trainer.Record]]  # (seconds since the start, record) of a live run
+
+
+def live_settings(seed: int) -> trainer.Settings:
+    """The page's run (:data:`~tx_explorer.train.induction.LIVE`) from ``seed``, a whole number ≥ 0."""
+    if int(seed) != seed or not 0 <= seed <= MAX_SEED:
+        raise InputError("seed_range", seed=seed)
+    return replace(trainer.LIVE, seed=int(seed))
+
+
+def live_intro(bundle: CircuitBundle, *, lang: str = "en") -> str:
+    """What the live run does, with its settings."""
+    return texts(PAGE, lang)(
+        "live_intro",
+        steps=trainer.LIVE.steps,
+        shipped=bundle.training["settings"]["steps"],
+        every=trainer.LIVE.eval_every,
+        tokens=f"{len(bundle.tokens()):,}",
+    )
+
+
+def _columns(records: Records) -> dict[str, list]:
+    rows = [r for _, r in records]
+    return {k: [getattr(r, k) for r in rows] for k in ("step", "loss_first", "loss_second", "induction", "previous")}
+
+
+def live_phase(records: Records) -> int | None:
+    """The step of a live run's phase change so far (:func:`~tx_explorer.analysis.induction.phase_change`)."""
+    r = _columns(records)
+    return ind.phase_change(r["step"], r["loss_first"], r["loss_second"])
+
+
+def live_curves(records: Records, *, lang: str = "en") -> tuple[Panel, str]:
+    """The live run's curves so far, its phase change marked (found on them), and a line saying where it is."""
+    T = texts(PAGE, lang)
+    record = _columns(records)
+    panel, phase = _formation_panel("circuit_live", record, [], lang)
+    if phase is None:
+        return panel, T("live_waiting", step=record["step"][-1], seconds=f"{records[-1][0]:.0f}")
+    seconds = next(t for t, r in records if r.step == phase)
+    return panel, T("live_phase", step=phase, seconds=f"{seconds:.0f}") + " " + _phase_words(T, record, phase)
+
+
+@dataclass
+class LiveRun:
+    """The training run from scratch as a job for the pool (``run(report)``): a worker trains and leaves its
+    latest curves here, the page's thread draws them (Streamlit draws only from the page's thread)."""
+
+    bundle: CircuitBundle
+    seed: int = 0
+    lang: str = "en"
+    records: Records = field(default_factory=list)  # filled in place: a stop keeps what was trained
+    latest: Panel | None = None  # curves not drawn yet
+
+    def __call__(self, report: Callable[[float, str], None]) -> Records:
+        T = texts(PAGE, self.lang)
+        settings = live_settings(self.seed)
+        start = time.monotonic()
+
+        def step(n: int) -> None:
+            report(n / settings.steps, T("progress", step=n, steps=settings.steps))
+
+        for rec, _ in trainer.run(self.bundle.tokens(), settings, self.bundle.text.config, on_step=step):
+            self.records.append((time.monotonic() - start, rec))
+            self.latest = live_curves(self.records, lang=self.lang)[0]
+        return self.records
+
+    def draw_latest(self, draw: Callable[[Panel], None]) -> None:
+        """``draw`` the curves the worker left, if any since the last call."""
+        panel, self.latest = self.latest, None
+        if panel is not None:
+            draw(panel)
