@@ -78,3 +78,16 @@ def test_locale_entries_are_complete_and_used_keys_exist() -> None:
     for source in (root / "pages" / "head_science.py", root / "tx_explorer" / "views" / "head_science.py"):
         used = set(re.findall(r'\bT\("([a-z0-9_]+)"', source.read_text(encoding="utf-8")))
         assert used <= set(table), used - set(table)
+
+
+def test_text_typed_survives_a_look_at_another_view() -> None:
+    """The patching view draws no text box: without writing it back, Streamlit would forget the typed text there."""
+    at = open_page("head_science", hs_model="tiny-gpt")
+    at.segmented_control(key="hs_view").set_value("lens").run()
+    at.text_area(key="hs_text").set_value("The module is ready.").run()
+    at.segmented_control(key="hs_view").set_value("patching").run()
+    assert_clean(at)
+    at.segmented_control(key="hs_view").set_value("lens").run()
+    assert_clean(at)
+    assert at.text_area(key="hs_text").value == "The module is ready."
+    assert not at.warning, [w.value for w in at.warning]  # no "set via Session State and a default" warning
