@@ -45,4 +45,5 @@ def sections() -> dict[str, list[st.Page]]:
 ui.sidebar()
 # expanded=True: Streamlit otherwise folds a menu of more than twelve pages after ten ("View N more")
 nav = st.navigation(sections(), expanded=True)
-nav.run()
+with ui.first_visit():  # a class arriving at once: first pages in order of arrival, each visitor told their place
+    nav.run()

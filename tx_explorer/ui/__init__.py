@@ -7,7 +7,8 @@ One module per concern, everything a page uses re-exported here (``ui.show(...)`
 - :mod:`~tx_explorer.ui.figures`: charts with their numbers as downloads, rows, metrics;
 - :mod:`~tx_explorer.ui.sections`: section headers, sections opened on demand, stopping a run;
 - :mod:`~tx_explorer.ui.jobs`: long jobs waited for with a progress bar;
-- :mod:`~tx_explorer.ui.below_fold`: sections drawn when the visitor scrolls near them.
+- :mod:`~tx_explorer.ui.below_fold`: sections drawn when the visitor scrolls near them;
+- :mod:`~tx_explorer.ui.visits`: a session's first run in order of arrival, "busy, you are n-th" meanwhile.
 
 Streamlit's private API is used only in :mod:`tx_explorer.streamlit_compat`, which checks its version.
 """
@@ -19,6 +20,7 @@ from tx_explorer.ui.jobs import run_job
 from tx_explorer.ui.pickers import FOLDER, architecture_caption, cached_model, device, sidebar, text_model_picker
 from tx_explorer.ui.sections import keep_open, lazy_section, optional, section, stop_unless
 from tx_explorer.ui.text import escape_markdown, friendly_errors, lang, model_description, page_title, texts
+from tx_explorer.ui.visits import first_visit
 
 __all__ = [
     "DRAW_ALL",
@@ -29,6 +31,7 @@ __all__ = [
     "cached_model",
     "device",
     "escape_markdown",
+    "first_visit",
     "friendly_errors",
     "keep_open",
     "lang",
