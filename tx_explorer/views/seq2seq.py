@@ -193,6 +193,9 @@ RECURRENCE = (  # §1.1 as the encoder computes it, in both directions
 )
 
 
+SUBSCRIPTS = str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉")
+
+
 @dataclass(frozen=True)
 class StepQuery:
     """Step t seen from the query side: s_{t−1} (s₀ at the first step), the scores before the softmax, the
@@ -214,7 +217,7 @@ def step_query(translator, o, t: int = 0, *, lang: str = "en") -> StepQuery:
     name = T("state_s0") if t == 0 else T("state_prev", i=t)  # step t + 1 reads s_t
     state = charts.signed_heatmap(
         steps.states[t][None],
-        [name],
+        ["s" + str(t).translate(SUBSCRIPTS)],  # a tick label is plain text (escaped): s₀, s₁ … in Unicode
         [str(i) for i in range(steps.states.shape[1])],
         title=T("state_title", name=name, t=t + 1),
         x_title=T("axis_state_dim"),
