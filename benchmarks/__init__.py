@@ -9,7 +9,10 @@ import logging
 import os
 import platform
 import shlex
+import statistics
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -32,18 +35,40 @@ def write_section(key: str, text: str, path: Path | None = None) -> None:
     report.write_section(path or report_path(), key, text)
 
 
-def parser(name: str, doc: str) -> argparse.ArgumentParser:
+def parser(name: str, doc: str, *, repeats: int | None = None, threads: int | None = None) -> argparse.ArgumentParser:
     """The command line of ``python -m benchmarks <name>``, described by the first line of ``doc`` (the module's
-    docstring), with the ``--no-write`` flag of every benchmark (see :func:`publish`)."""
+    docstring), with the ``--no-write`` flag of every benchmark (see :func:`publish`); given their defaults, the
+    ``--repeats`` (timed runs) and ``--threads`` (torch CPU threads, applied by :func:`parse`) of a timed one."""
     p = argparse.ArgumentParser(prog=f"python -m benchmarks {name}", description=doc.splitlines()[0])
     p.add_argument("--no-write", action="store_true", help="print the section instead of writing BENCHMARKS.md")
+    if repeats is not None:
+        p.add_argument("--repeats", type=int, default=repeats, help="timed runs (the median is reported)")
+    if threads is not None:
+        p.add_argument("--threads", type=int, default=threads, help="torch CPU threads")
     return p
 
 
 def parse(p: argparse.ArgumentParser, argv: list[str] | None) -> tuple[argparse.Namespace, str]:
-    """``argv`` (default: the process's arguments) parsed, and the command that repeats the run, for the section."""
+    """``argv`` (default: the process's arguments) parsed, and the command that repeats the run, for the section;
+    torch runs on ``--threads`` CPU threads where the command has that option and it is set."""
     argv = sys.argv[1:] if argv is None else argv
-    return p.parse_args(argv), f"{p.prog} {shlex.join(argv)}"
+    args = p.parse_args(argv)
+    if getattr(args, "threads", None):
+        torch.set_num_threads(args.threads)
+    return args, f"{p.prog} {shlex.join(argv)}"
+
+
+def median_seconds(run: Callable[[], object], repeats: int) -> tuple[float, float]:
+    """Median wall-clock and process CPU seconds of ``repeats`` calls of ``run`` after one untimed call (first-call
+    allocations); the CPU time barely moves when other jobs share the cores, the wall-clock time does."""
+    run()
+    wall, cpu = [], []
+    for _ in range(repeats):
+        w, c = time.perf_counter(), time.process_time()
+        run()
+        wall.append(time.perf_counter() - w)
+        cpu.append(time.process_time() - c)
+    return statistics.median(wall), statistics.median(cpu)
 
 
 def publish(key: str, text: str, *, no_write: bool = False) -> None:
@@ -91,3 +116,8 @@ def machine(device: torch.device) -> str:
     if hasattr(os, "getloadavg"):
         parts.append(f"load average before the run {os.getloadavg()[0]:.1f}")
     return " · ".join(parts)
+
+
+def with_machine(lines: list[str], device: torch.device | None = None) -> str:
+    """A section's text: its ``lines``, then where the numbers come from (:func:`machine`; default: the CPU)."""
+    return "\n".join([*lines, "", f"Machine: {machine(device or torch.device('cpu'))}."])

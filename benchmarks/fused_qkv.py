@@ -9,9 +9,7 @@ it: medians of ``--repeats`` calls after a warm-up, CPU float32, no autograd, ov
 
 from __future__ import annotations
 
-import torch
-
-from benchmarks import machine, parser, publish
+from benchmarks import parse, parser, publish, with_machine
 from tx_explorer.analysis.cost import FusedTiming, fused_qkv_sweep
 
 NS, DS = (16, 128, 1024, 4096), (64, 256, 512, 1024)
@@ -32,15 +30,10 @@ def section(r: FusedTiming, repeats: int, threads: int) -> str:
         for j, n in enumerate(r.ns):
             f, s = r.fused[i, j] * 1e3, r.separate[i, j] * 1e3
             lines.append(f"| {d} | {n} | {f:.3f} | {s:.3f} | {s / f:.2f} |")
-    lines += ["", f"Machine: {machine(torch.device('cpu'))}."]
-    return "\n".join(lines)
+    return with_machine(lines)
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = parser("fused_qkv", __doc__)
-    p.add_argument("--repeats", type=int, default=9)
-    p.add_argument("--threads", type=int, default=1, help="torch CPU threads")
-    args = p.parse_args(argv)
-    torch.set_num_threads(args.threads)
+    args, _ = parse(parser("fused_qkv", __doc__, repeats=9, threads=1), argv)
     result = fused_qkv_sweep(NS, DS, repeats=args.repeats)
     publish("fused-qkv", section(result, args.repeats, args.threads), no_write=args.no_write)

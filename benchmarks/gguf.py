@@ -19,7 +19,7 @@ import time
 
 import torch
 
-from benchmarks import machine, parse, parser, publish
+from benchmarks import parse, parser, publish, with_machine
 
 PROMPT, TOTAL, FORWARD = 192, 256, 128
 TEXT = (
@@ -121,15 +121,11 @@ def section(r: dict[str, dict], command: str, repeats: int, threads: int) -> str
     for label, key, fmt in rows:
         ratio = ours[key] / theirs[key]
         lines.append(f"| {label} | {ours[key]:{fmt}} | {theirs[key]:{fmt}} | {ratio:.2f}× |")
-    lines += ["", f"Machine: {machine(torch.device('cpu'))}."]
-    return "\n".join(lines)
+    return with_machine(lines)
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = parser("gguf", __doc__)
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--threads", type=int, default=2, help="torch CPU threads on each side")
-    args, command = parse(p, argv)
+    args, command = parse(parser("gguf", __doc__, repeats=3, threads=2), argv)  # --threads: on each side
     publish(
         "gguf",
         section(measure(args.repeats, args.threads), command, args.repeats, args.threads),

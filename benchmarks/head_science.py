@@ -6,14 +6,12 @@ MiniLM at 128 tokens, the best induction head of each bundled decoder and the sh
 
 from __future__ import annotations
 
-import statistics
-import time
 from collections.abc import Callable
 
 import numpy as np
 import torch
 
-from benchmarks import log, machine, parse, parser, publish, verdict
+from benchmarks import log, machine, median_seconds, parse, parser, publish, verdict
 from tx_explorer import models
 from tx_explorer.analysis import head_science as hs
 from tx_explorer.config import PRESETS
@@ -42,18 +40,6 @@ def _window(tm: TextModel, n: int) -> list[int]:
     return windows[0].tolist()
 
 
-def _seconds(run: Callable[[], object], repeats: int) -> tuple[float, float]:
-    """Median wall-clock and process CPU seconds (the CPU time barely moves when other jobs share the cores)."""
-    run()  # warm-up: first-call allocations
-    wall, cpu = [], []
-    for _ in range(repeats):
-        t, c = time.perf_counter(), time.process_time()
-        run()
-        wall.append(time.perf_counter() - t)
-        cpu.append(time.process_time() - c)
-    return statistics.median(wall), statistics.median(cpu)
-
-
 def views(tm: TextModel, ids: list[int]) -> dict[str, Callable[[], object]]:
     half = len(ids) // 2
     return {
@@ -66,11 +52,7 @@ def views(tm: TextModel, ids: list[int]) -> dict[str, Callable[[], object]]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = parser("head_science", __doc__)
-    p.add_argument("--threads", type=int, default=2, help="torch threads (the issue's budget: 2 cores)")
-    p.add_argument("--repeats", type=int, default=3, help="timed runs per view (median)")
-    args, command = parse(p, argv)
-    torch.set_num_threads(args.threads)
+    args, command = parse(parser("head_science", __doc__, repeats=3, threads=2), argv)  # 2 threads: the 2-core budget
     loaded = {name: _load(name) for name in MODELS}
     names = [n for n in MODELS if loaded[n][0] is not None]
 
@@ -80,7 +62,7 @@ def main(argv: list[str] | None = None) -> None:
         ids = _window(tm, 64)
         for view, run in views(tm, ids).items():
             try:
-                s, cpu = _seconds(run, args.repeats)
+                s, cpu = median_seconds(run, args.repeats)
                 rows.append(f"| {name} | {view} | {s:.2f} | {cpu:.2f} | {verdict(s, TARGET_S, 's')} |")
             except ValueError as exc:  # e.g. both halves predicting the same token: say so, keep the others
                 rows.append(f"| {name} | {view} | — | — | {exc} |")
@@ -105,7 +87,7 @@ def main(argv: list[str] | None = None) -> None:
     minilm = loaded["minilm-l6"][0]
     big = "MiniLM not installed"
     if minilm is not None:
-        s, cpu = _seconds(lambda: hs.head_importance(minilm, _window(minilm, 128)), 1)
+        s, cpu = median_seconds(lambda: hs.head_importance(minilm, _window(minilm, 128)), 1)
         big = f"All 72 heads of MiniLM-L6 ablated at 128 tokens: {s:.1f} s wall, {cpu:.1f} s CPU (with a progress bar)"
 
     tiny = [float(r.split("|")[3]) for r in induction if "smollm2" not in r]

@@ -16,7 +16,7 @@ import time
 
 import torch
 
-from benchmarks import machine, parser, publish
+from benchmarks import parse, parser, publish, with_machine
 from tx_explorer.analysis.memory import format_bytes
 from tx_explorer.config import PRESETS
 from tx_explorer.modules.cache import KVCache
@@ -88,15 +88,10 @@ def section(rows: list[dict], what: str, repeats: int) -> str:
             f"| {r['total']} | {r['total'] - PROMPT} | {r['full']:.2f} | {r['cached']:.2f} | "
             f"{r['full'] / r['cached']:.1f}× | {format_bytes(r['bytes'])} |"
         )
-    lines += ["", f"Machine: {machine(torch.device('cpu'))}."]
-    return "\n".join(lines)
+    return with_machine(lines)
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = parser("kv_cache", __doc__)
-    p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--threads", type=int, default=1, help="torch CPU threads")
-    args = p.parse_args(argv)
-    torch.set_num_threads(args.threads)
+    args, _ = parse(parser("kv_cache", __doc__, repeats=5, threads=1), argv)
     rows, what = measure(args.repeats)
     publish("kv-cache", section(rows, what, args.repeats), no_write=args.no_write)
