@@ -26,6 +26,18 @@ def signed_heatmap(
     return heatmap(z, row_labels, col_labels, colorscale=style.DIVERGING, zmin=-limit, zmax=limit, zmid=0.0, **options)
 
 
+def _frame(title: str, height: int) -> dict[str, Any]:
+    """The layout every chart here shares: a title (the top margin only as deep as it needs), the height, the
+    font and the one legend placement (:data:`~tx_explorer.viz.style.LEGEND`, clear of the titles)."""
+    return dict(
+        title=dict(text=title),
+        height=height,
+        margin=dict(l=10, r=10, t=40 if title else 10, b=10),
+        font=style.FONT,
+        legend=style.LEGEND,
+    )
+
+
 def lines(
     x: Sequence[float],
     series: Mapping[str, Sequence[float]],
@@ -45,13 +57,7 @@ def lines(
         fig.add_hline(y=level, line_dash="dot", line_color="grey", annotation_text=name, annotation_position="top left")
     fig.update_xaxes(title=x_title, type="log" if log_x else "linear")
     fig.update_yaxes(title=y_title)
-    fig.update_layout(
-        title=title,
-        height=height,
-        margin=dict(l=10, r=10, t=40 if title else 10, b=10),
-        font=style.FONT,
-        legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0),
-    )
+    fig.update_layout(**_frame(title, height))
     return fig
 
 
@@ -68,12 +74,8 @@ def bars(
     safe for Plotly's HTML (tokens such as ``<s>``) and the axes grow to fit long ones."""
     idx = list(range(len(categories)))
     layout = dict(
-        title=dict(text=title),
+        _frame(title, height),
         barmode="group",
-        height=height,
-        margin=dict(l=10, r=10, t=40 if title else 10, b=10),
-        font=style.FONT,
-        legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0),
         xaxis=dict(
             title=dict(text=x_title),
             tickmode="array",
