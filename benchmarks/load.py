@@ -34,15 +34,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-import websockets
-from streamlit.proto.Alert_pb2 import Alert
-from streamlit.proto.BackMsg_pb2 import BackMsg
-from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 from streamlit.proto.WidgetStates_pb2 import WidgetState
 
 from benchmarks import machine, parse, parser, publish, verdict
 from harness.browser import WORDS, process_cpu_s, running_server, status_mb
 from harness.classroom import SENTENCE, percentile
+from harness.protocol import ProtocolSession
 from harness.timed_serve import RUN_LINE
 
 log = logging.getLogger("benchmarks.load")
@@ -50,11 +47,8 @@ SESSION_LOG = ("benchmarks/_session_log.py",)  # serve.py with each session's ru
 TIMED_APP = ("harness/timed_serve.py",)  # serve.py with each script run's time in its log
 LIGHT_TARGET_S = 2.0  # issue 34: p95 input → answer on the light pages, 100 sessions on one 2-core server
 PASSES_S = 5.0  # the p95 whose crossing gives the class size one server holds
-OPEN_TIMEOUT_S = 360.0  # a first visit while the whole class opens its own
-ANSWER_TIMEOUT_S = 120.0  # one input's answer; past it the input counts as unanswered
 BUCKET = 10  # p95 by connected sessions, in steps of this many
 CORES = os.cpu_count() or 1
-FINISHED = (ForwardMsg.FINISHED_SUCCESSFULLY, ForwardMsg.FINISHED_FRAGMENT_RUN_SUCCESSFULLY)
 
 
 # ---- what each session does ---------------------------------------------------------------------------------------
@@ -92,6 +86,10 @@ class Input:
     heavy: bool = False
     prefix: bool = False
 
+    async def send(self, session: ProtocolSession, j: int, k: int) -> float:
+        """Input ``k`` of the ``j``-th session on this page; seconds to its run's last delta."""
+        return await session.input(self.key, lambda state, k: self.fill(state, j, k), k, prefix=self.prefix)
+
 
 SCENARIOS: tuple[Input, ...] = (
     Input("masks", "sentence", "sentence", _text("the {marker} sat {word}")),
@@ -100,105 +98,6 @@ SCENARIOS: tuple[Input, ...] = (
     Input("multihead", "text", "mh_text_", _text(SENTENCE), heavy=True, prefix=True),
     Input("language_model", "text", "lm_text", _text(SENTENCE), heavy=True),
 )
-
-
-# ---- one session: Streamlit's protocol ----------------------------------------------------------------------------
-
-
-class ProtocolSession:
-    """One visitor as the server sees it: a websocket, the page's messages read, inputs sent as a browser would."""
-
-    def __init__(self, url: str, page: str) -> None:
-        self.url = url.replace("http", "ws", 1) + "/_stcore/stream"
-        self.page = page
-        self.page_hash = ""  # the page's script hash, from the navigation message (as the browser keeps it)
-        self.widgets: dict[str, tuple[str, str]] = {}  # widget key → (widget id, its fragment's id)
-        self.errors: list[str] = []  # exception and error boxes the server drew
-        self.finished = 0  # runs ended by script_finished (successfully, or a fragment's)
-        self.last_delta = 0.0  # time.monotonic() of the latest delta
-        self._changed = asyncio.Event()
-        self._ws = None
-        self._reader: asyncio.Task | None = None
-
-    async def open(self) -> float:
-        """Connect and ask for the page as a browser does on a deep link; seconds until its run has finished."""
-        t0 = time.monotonic()
-        self._ws = await websockets.connect(
-            self.url, subprotocols=["streamlit", "PLACEHOLDER_AUTH_TOKEN"], max_size=None, open_timeout=OPEN_TIMEOUT_S
-        )
-        self._reader = asyncio.create_task(self._read())
-        msg = BackMsg()
-        msg.rerun_script.page_name = self.page  # the browser's first request: the page by its path, hash unknown
-        await self._ws.send(msg.SerializeToString())
-        await self._until_finished(0, OPEN_TIMEOUT_S)
-        return time.monotonic() - t0
-
-    async def input(self, scenario: Input, j: int, k: int) -> float:
-        """Input ``k``: seconds from sending it to the last delta of the run it started."""
-        found = [
-            key for key in self.widgets if key == scenario.key or (scenario.prefix and key.startswith(scenario.key))
-        ]
-        if not found:
-            raise RuntimeError(f"no widget {scenario.key!r} on {self.page}: {sorted(self.widgets)}")
-        widget_id, fragment_id = self.widgets[found[0]]
-        msg = BackMsg()
-        rerun = msg.rerun_script
-        rerun.page_script_hash = self.page_hash
-        rerun.fragment_id = fragment_id
-        state = rerun.widget_states.widgets.add()
-        state.id = widget_id
-        scenario.fill(state, j, k)
-        done, t0 = self.finished, time.monotonic()
-        await self._ws.send(msg.SerializeToString())
-        await self._until_finished(done, ANSWER_TIMEOUT_S)
-        return self.last_delta - t0
-
-    async def close(self) -> None:
-        if self._ws is not None:
-            await self._ws.close()
-        if self._reader is not None:
-            await asyncio.gather(self._reader, return_exceptions=True)
-
-    async def _until_finished(self, done: int, timeout: float) -> None:
-        """Wait until more than ``done`` runs have finished (raises TimeoutError, or the reader's error)."""
-        deadline = time.monotonic() + timeout
-        while self.finished <= done:
-            if self._reader.done():
-                self._reader.result()  # the websocket's error, if any
-                raise ConnectionError("the server closed the session's websocket")
-            self._changed.clear()
-            await asyncio.wait_for(self._changed.wait(), max(0.0, deadline - time.monotonic()))
-
-    async def _read(self) -> None:
-        try:
-            async for raw in self._ws:
-                self._take(raw)
-        finally:
-            self._changed.set()
-
-    def _take(self, raw: bytes) -> None:
-        fwd = ForwardMsg()
-        fwd.ParseFromString(raw)
-        kind = fwd.WhichOneof("type")
-        if kind == "navigation":  # st.navigation's page: new_session names app.py, whose hash would open the home page
-            self.page_hash = fwd.navigation.page_script_hash
-        elif kind == "delta":
-            self.last_delta = time.monotonic()
-            if fwd.delta.WhichOneof("type") == "new_element":
-                self._element(fwd.delta.new_element, fwd.delta.fragment_id)
-        elif kind == "script_finished" and fwd.script_finished in FINISHED:
-            self.finished += 1
-            self._changed.set()
-
-    def _element(self, element, fragment_id: str) -> None:
-        kind = element.WhichOneof("type")
-        if kind == "exception":
-            self.errors.append(f"{element.exception.type}: {element.exception.message}"[:200])
-        elif kind == "alert" and element.alert.format == Alert.ERROR:
-            self.errors.append(element.alert.body[:200])
-        widget_id = getattr(getattr(element, kind), "id", "")
-        if widget_id.startswith("$$ID-"):  # "$$ID-<hash>-<key>" for a widget with a key
-            self.widgets[widget_id.split("-", 2)[2]] = (widget_id, fragment_id)
 
 
 # ---- the class ----------------------------------------------------------------------------------------------------
@@ -247,7 +146,7 @@ async def run_session(
         stop, k = time.monotonic() + duration_s, 0
         while (started := time.monotonic()) < stop:
             connected = room.connected
-            res.answers.append((await session.input(scenario, j, k), connected))
+            res.answers.append((await scenario.send(session, j, k), connected))
             k += 1
             await asyncio.sleep(max(0.0, started + interval_s - time.monotonic()))
     except Exception as exc:  # a timeout, a dropped websocket: reported, the other sessions go on
@@ -334,10 +233,10 @@ async def _alone(url: str, pid: int, inputs: int) -> dict[str, tuple[float, floa
         session = ProtocolSession(url, scenario.page)
         try:
             await session.open()
-            await session.input(scenario, 999, inputs)  # a first input warms what the page's inputs share
+            await scenario.send(session, 999, inputs)  # a first input warms what the page's inputs share
             cpu, times = process_cpu_s(pid), []
             for k in range(inputs):
-                times.append(await session.input(scenario, 999, k))
+                times.append(await scenario.send(session, 999, k))
             out[scenario.page] = ((process_cpu_s(pid) - cpu) / inputs, percentile(sorted(times), 50))
         finally:
             await session.close()

@@ -66,7 +66,8 @@ def page():
 
 # ---- tiers: every test gets one marker (pytest.ini): unit, app, browser or load ----------------------------------
 TESTS = Path(__file__).resolve().parent
-LOAD_MODULES = ("test_classroom", "test_scaleout")  # a class of browsers, or replicas behind a proxy
+# a class of browsers or of protocol sessions (test_burst), or replicas behind a proxy
+LOAD_MODULES = ("test_classroom", "test_scaleout", "test_burst")
 APP_CALLS = frozenset({"open_page", "AppTest"})  # what an AppTest is reached through (or the ``page`` fixture)
 
 
