@@ -32,7 +32,7 @@ def loss_section(res: view.Results) -> None:
         ui.show(view.loss_by_position(res, picked, width, lang=LANG))
         st.table(view.loss_table(res, lang=LANG))
     st.markdown(T("loss_note"))
-    st.markdown(T("sinusoidal_note"))
+    st.markdown(view.sinusoidal_scale(res, lang=LANG))
 
 
 @ui.below_fold("position_lab_attention", height=900)
@@ -43,7 +43,7 @@ def attention_section(res: view.Results) -> None:
     chosen = c[0].multiselect(
         T("schemes"), res.schemes, default=res.schemes, format_func=fmt, key=f"attn_schemes_{LANG}"
     )
-    layers = len(res.summary["schemes"][res.schemes[0]]["attention_by_distance"])
+    layers = view.layers(res)
     layer = c[1].radio(T("layer"), range(layers), horizontal=True, key="attn_layer")
     with ui.friendly_errors():
         ui.show(view.attention_by_distance(res, chosen, layer, lang=LANG))

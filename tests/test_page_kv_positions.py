@@ -41,6 +41,10 @@ def test_position_lab_shows_runs_verdicts_and_the_live_rotary_check():
     titles = _titles(at)
     assert any("at each position" in t for t in titles) and any("by distance" in t for t in titles)
     assert len(at.table) == 2 and len(at.table[1].value) == 3  # losses by scheme; three claims with verdicts
+    assert all(" ± " in cell for cell in at.table[0].value.iloc[:, 1])  # mean ± std over the seeds
+    verdicts = at.table[1].value.iloc[:, 1]  # each states its gap, its spread and the seeds
+    assert all("gap" in v and "spread" in v and "seeds 0, 1, 2" in v for v in verdicts), list(verdicts)
+    assert any("seeds (0, 1, 2)" in c.value for c in at.caption)
     check = at.success[0].value
     assert "largest deviation" in check
     dev = float(check.split("**")[1])

@@ -1,5 +1,6 @@
-"""Position lab (issue 17): the shipped runs reproduce from their seed, the measurements match direct
-recomputation, rotary's relative property holds exactly, and the verdicts read the numbers they cite."""
+"""Position lab: the shipped runs reproduce from their seeds (three per scheme), the measurements
+match direct recomputation, rotary's relative property holds exactly, the sinusoidal table is scaled to the token
+embeddings' size, and the verdicts read the numbers they cite, holding only beyond the spread over seeds."""
 
 from __future__ import annotations
 
@@ -32,23 +33,28 @@ def results() -> shipped.Results:
 # The shipped runs reproduce ----------------------------------------------------------------------------------
 def test_batches_follow_from_the_seed_and_the_stream_length(results):
     """The first batches' window starts depend only on the seed and the number of training tokens."""
-    s = trainer.Settings(**results.summary["settings"])
     fake = torch.arange(results.summary["train_tokens"])  # a stream of that length: windows are its offsets
     replay = results.replay()
-    for i, (starts, x, _) in zip(range(trainer.REPLAY_STEPS), trainer.batches(fake, s)):
-        assert torch.equal(starts, replay[f"batch{i}.starts"])
-        assert torch.equal(x[:, 0], starts)
+    for seed in results.seeds:
+        s = trainer.Settings(**results.summary["settings"], seed=seed)
+        for i, (starts, x, _) in zip(range(trainer.REPLAY_STEPS), trainer.batches(fake, s)):
+            assert torch.equal(starts, replay[f"seed{seed}.batch{i}.starts"])
+            assert torch.equal(x[:, 0], starts)
+    assert not torch.equal(replay["seed0.batch0.starts"], replay["seed1.batch0.starts"])
 
 
 @pytest.mark.parametrize("scheme", lab.SCHEMES)
 def test_first_steps_reproduce_the_recorded_losses(results, scheme):
-    """``build`` at the shipped seed, trained on the shipped first batches, gives the losses the run logged."""
-    s = trainer.Settings(**results.summary["settings"])
+    """``build`` at each shipped seed, trained on that seed's first batches, gives the losses the run logged."""
     replay = results.replay()
-    data = iter([(replay[f"batch{i}.x"], replay[f"batch{i}.y"]) for i in range(trainer.REPLAY_STEPS)])
-    model = trainer.build(scheme, seed=s.seed, vocab_size=results.summary["schemes"][scheme]["config"]["vocab_size"])
-    losses = [loss for _, loss in zip(range(trainer.REPLAY_STEPS), trainer.train(model, data, s))]
-    assert losses == pytest.approx(results.summary["schemes"][scheme]["replay_loss"], abs=1e-5)
+    vocab = results.summary["schemes"][scheme]["config"]["vocab_size"]
+    for run in results.seed_runs(scheme):
+        seed = run["seed"]
+        s = trainer.Settings(**results.summary["settings"], seed=seed)
+        data = iter([(replay[f"seed{seed}.batch{i}.x"], replay[f"seed{seed}.batch{i}.y"]) for i in range(3)])
+        model = trainer.build(scheme, seed=seed, vocab_size=vocab)
+        losses = [loss for _, loss in zip(range(trainer.REPLAY_STEPS), trainer.train(model, data, s))]
+        assert losses == pytest.approx(run["replay_loss"], abs=1e-5), seed
 
 
 def test_every_scheme_starts_from_the_same_weights():
@@ -61,16 +67,51 @@ def test_every_scheme_starts_from_the_same_weights():
                 assert torch.equal(v, ref[k]), (scheme, k)
 
 
-def test_bundle_holds_every_scheme_and_its_curves(results):
+def test_bundle_holds_every_scheme_at_three_seeds_and_its_curves(results):
     n, long = results.context, results.context * results.summary["settings"]["eval_factor"]
     assert results.schemes == list(lab.SCHEMES)
-    for scheme, r in results.summary["schemes"].items():
-        curve = r["loss_by_position"]
-        assert len(curve) == long
-        assert (curve[n] is None) == (scheme == "learned")  # a learned table stops at its length
-        assert len(r["attention_by_distance"][0][0]) == n
+    assert results.seeds == list(trainer.SEEDS) == [0, 1, 2]
+    for scheme in results.schemes:
+        assert [r["seed"] for r in results.seed_runs(scheme)] == results.seeds
+        for r in results.seed_runs(scheme):
+            curve = r["loss_by_position"]
+            assert len(curve) == long
+            assert (curve[n] is None) == (scheme == "learned")  # a learned table stops at its length
+            assert len(r["attention_by_distance"][0][0]) == n
+        # three trained models, not one copied: each seed's weights differ
+        a, b = (results.model(scheme, seed).embed.tok_embed.weight for seed in results.seeds[:2])
+        assert not torch.equal(a, b)
     model = results.model("rotary")
     assert model.cfg.positions == "rotary" and model.cfg.max_len == n
+    with pytest.raises(KeyError, match="seed 7"):
+        results.model("rotary", 7)
+
+
+@pytest.mark.parametrize("scheme", ["sinusoidal", "learned", "rotary"])
+def test_each_seeds_relative_spread_is_its_own_models(results, scheme):
+    """The first layer's relative spread, recomputed from each seed's shipped weights (float16), is the number that
+    seed recorded: the per-seed results belong to the per-seed models."""
+    for r in results.seed_runs(scheme):
+        model = results.model(scheme, r["seed"])
+        tokens = torch.randint(0, model.cfg.vocab_size, (8,), generator=torch.Generator().manual_seed(r["seed"]))
+        got = lab.relative_spread(model, tokens.tolist(), results.context)
+        ratio = got["spread"] / got["scale"]
+        assert ratio == pytest.approx(lab.relative(r), rel=0.05, abs=1e-5), r["seed"]
+
+
+def test_the_sinusoidal_table_is_scaled_to_the_embeddings_size(results):
+    """The lab's sinusoidal model adds a table of RMS 0.02 (the token embeddings' initial std), not of RMS 1/√2;
+    every other sinusoidal model keeps the 2017 table."""
+    cfg = TransformerConfig.from_dict(results.summary["schemes"]["sinusoidal"]["config"])
+    assert cfg.sinusoidal_scale == pytest.approx(shipped.SINUSOIDAL_SCALE)
+    fresh = trainer.build("sinusoidal", seed=0, vocab_size=64)
+    table = fresh.embed.pos_embed(results.context)  # (N, D)
+    assert float(table.pow(2).mean().sqrt()) == pytest.approx(0.02, rel=1e-3)
+    assert float(fresh.embed.tok_embed.weight.std()) == pytest.approx(0.02, rel=0.05)
+    plain = CausalLM(SMALL.replace(positions="sinusoidal")).embed.pos_embed(16)
+    assert float(plain.pow(2).mean().sqrt()) == pytest.approx(math.sqrt(0.5), rel=1e-3)
+    past = fresh.embed.pos_embed(3 * results.context)  # beyond the buffer: the formula, scaled the same
+    torch.testing.assert_close(past[: results.context], table)
 
 
 # Measurements against direct recomputation ---------------------------------------------------------------------
@@ -166,28 +207,58 @@ def test_first_layer_scores_are_relative_for_relative_schemes_only():
 
 
 # Verdicts ----------------------------------------------------------------------------------------------------
-def _run(inside, beyond, original, shuffled, spread):
+def _run(inside, beyond, original, shuffled, spread, seed=0):
     loss = [inside] * 4 + ([None] * 4 if beyond is None else [beyond] * 4)
     return {
+        "seed": seed,
         "loss_by_position": loss,
         "order_probe": {"original": original, "shuffled": shuffled},
         "relative": {"spread": spread, "scale": 1.0},
     }
 
 
-def test_verdicts_read_the_numbers():
-    runs = {
-        "none": _run(5.0, 5.1, 4.0, 4.0, 0.0),
-        "sinusoidal": _run(4.5, 7.0, 3.5, 4.5, 1.0),
-        "learned": _run(4.5, None, 3.5, 4.5, 1.0),
-        "rotary": _run(4.4, 6.0, 3.5, 4.4, 1e-7),
-        "alibi": _run(4.4, 4.6, 3.5, 4.4, 0.0),
-    }
-    got = {v.key: v for v in lab.verdicts(runs, context=4)}
-    assert got["none_cannot_order"].holds and got["none_cannot_order"].numbers["sinusoidal"] == 1.0
-    assert got["alibi_extrapolates"].holds and math.isnan(got["alibi_extrapolates"].numbers["learned"])
+def _seeds(*runs):
+    """A scheme's bundle entry: the same run at three seeds, each number moved by the seed's ``jitter``."""
+    return {"seeds": [_run(*r, seed=i) for i, r in enumerate(runs)]}
+
+
+def _jitter(args, d):
+    return tuple(None if a is None else a + d for a in args[:4]) + args[4:]
+
+
+def _bundle(table, noise=0.0):
+    return {s: _seeds(*(_jitter(args, d) for d in (-noise, 0.0, noise))) for s, args in table.items()}
+
+
+CLEAR = {
+    "none": (5.0, 5.1, 4.0, 4.0, 0.0),
+    "sinusoidal": (4.5, 7.0, 3.5, 4.5, 1.0),
+    "learned": (4.5, None, 3.5, 4.5, 1.0),
+    "rotary": (4.4, 6.0, 3.5, 4.4, 1e-7),
+    "alibi": (4.4, 4.6, 3.5, 4.4, 0.0),
+}
+
+
+def test_verdicts_read_the_numbers_at_every_seed():
+    got = {v.key: v for v in lab.verdicts(_bundle(CLEAR, noise=0.01), context=4)}
+    assert got["none_cannot_order"].holds and got["none_cannot_order"].numbers["sinusoidal"].mean == 1.0
+    alibi = got["alibi_extrapolates"]
+    assert alibi.holds and math.isnan(alibi.numbers["learned"].mean) and len(alibi.comparisons) == 2
+    assert alibi.comparisons[1].gap == pytest.approx(2.5 - 0.2)  # rise: sinusoidal 2.5, ALiBi 0.2
     assert got["rotary_relative"].holds
-    runs["alibi"] = _run(3.0, 6.5, 3.5, 4.4, 0.0)  # lower loss beyond than sinusoidal, but a larger rise
-    runs["none"] = _run(5.0, 5.1, 4.0, 4.5, 0.0)
-    runs["rotary"] = _run(4.4, 6.0, 3.5, 4.4, 0.01)
-    assert not any(v.holds for v in lab.verdicts(runs, context=4))
+    assert lab.seeds_of(_bundle(CLEAR)) == [0, 1, 2]
+    runs = dict(CLEAR)
+    runs["alibi"] = (3.0, 6.5, 3.5, 4.4, 0.0)  # lower loss beyond than sinusoidal, but a larger rise
+    runs["none"] = (5.0, 5.1, 4.0, 4.5, 0.0)
+    runs["rotary"] = (4.4, 6.0, 3.5, 4.4, 0.01)
+    assert {v.state for v in lab.verdicts(_bundle(runs, noise=0.01), context=4)} == {"not_holds"}
+
+
+def test_a_gap_inside_the_seed_spread_is_within_noise():
+    """ALiBi ahead of sinusoidal by 0.1 nats past the context: a verdict with seeds 0.3 apart is noise."""
+    runs = dict(CLEAR, alibi=(4.4, 6.9, 3.5, 4.4, 0.0), sinusoidal=(4.4, 7.0, 3.5, 4.5, 1.0))
+    quiet = {v.key: v.state for v in lab.verdicts(_bundle(runs, noise=0.001), context=4)}
+    assert quiet["alibi_extrapolates"] == "holds"
+    loud = {s: _seeds(*(_jitter(a, d) for d in (-0.3, 0.0, 0.3))) for s, a in runs.items() if s != "alibi"}
+    loud["alibi"] = _seeds(*(_jitter(runs["alibi"], d) for d in (0.3, 0.0, -0.3)))  # seeds move apart
+    assert {v.key: v.state for v in lab.verdicts(loud, context=4)}["alibi_extrapolates"] == "noise"

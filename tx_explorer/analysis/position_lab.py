@@ -11,13 +11,14 @@ the usual claims, each holding or not. The live rotary demonstration is :func:`r
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 
 import torch
 from torch import Tensor
 from torch.nn import functional as F
 
+from tx_explorer.analysis import spread
 from tx_explorer.modules.positional import Rotary
 from tx_explorer.modules.transformer import CausalLM
 from tx_explorer.trace import Trace
@@ -116,7 +117,8 @@ def relative_spread(model: CausalLM, tokens: Sequence[int], n: int) -> dict[str,
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Verdicts on the run's numbers. ``runs`` maps a scheme to its results dict (see the trainer's summary.json).
+# Verdicts on the runs' numbers. ``runs`` maps a scheme to its entry of the trainer's summary.json: ``{"config",
+# "seeds": [one results dict per seed]}``. Each claim is a comparison over seeds (:mod:`analysis.spread`).
 
 
 def _mean(values: Sequence[float | None]) -> float:
@@ -129,35 +131,75 @@ def inside_beyond(loss: Sequence[float | None], context: int) -> tuple[float, fl
     return _mean(loss[:context]), _mean(loss[context:])
 
 
+def seeds_of(runs: Mapping[str, Mapping]) -> list[int]:
+    """The seeds every scheme was trained at (those of the first scheme)."""
+    return [r["seed"] for r in next(iter(runs.values()))["seeds"]]
+
+
+def per_seed(runs: Mapping[str, Mapping], quantity: Callable[[Mapping], float]) -> dict[str, list[float]]:
+    """``quantity`` of every scheme's run at every seed: ``{scheme: [value per seed]}``."""
+    return {s: [quantity(r) for r in run["seeds"]] for s, run in runs.items()}
+
+
+def order_harm(r: Mapping) -> float:
+    """How much shuffling the context raised the loss on the last token (nats)."""
+    return r["order_probe"]["shuffled"] - r["order_probe"]["original"]
+
+
+def rise(r: Mapping, context: int) -> float:
+    """Mean loss beyond the context minus mean loss inside it (NaN where the scheme cannot run)."""
+    inside, beyond = inside_beyond(r["loss_by_position"], context)
+    return beyond - inside
+
+
+def relative(r: Mapping) -> float:
+    """The first layer's worst diagonal spread over its largest |score| (0: scores depend only on i − j)."""
+    return r["relative"]["spread"] / r["relative"]["scale"]
+
+
 @dataclass(frozen=True)
 class Verdict:
     key: str
-    holds: bool
-    numbers: dict[str, float]  # the figures the verdict reads, by name (scheme or scheme:quantity)
+    state: spread.State  # holds, does not hold, or within noise: every comparison's gap against its spread
+    numbers: dict[str, spread.Stat]  # the quantity the verdict reads, per scheme, over seeds
+    comparisons: tuple[spread.Comparison, ...]  # what decided it, each ``left < right``
+
+    @property
+    def holds(self) -> bool:
+        return self.state == "holds"
 
 
 def verdicts(runs: Mapping[str, Mapping], context: int) -> list[Verdict]:
-    """The usual claims about positions, each holding or not on these runs (claims missing a scheme are left out)."""
+    """The usual claims about positions, each holding, not holding or within seed noise on these runs (claims
+    missing a scheme are left out)."""
     out = []
     if "none" in runs and len(runs) > 1:
-        harm = {s: r["order_probe"]["shuffled"] - r["order_probe"]["original"] for s, r in runs.items()}
-        others = _mean([h for s, h in harm.items() if s != "none"])
-        out.append(Verdict("none_cannot_order", harm["none"] < ORDER_FRACTION * others, harm))
+        harm = per_seed(runs, order_harm)
+        others = [ORDER_FRACTION * _mean(h) for h in zip(*(v for s, v in harm.items() if s != "none"), strict=True)]
+        out.append(_verdict("none_cannot_order", harm, spread.less(harm["none"], others)))
     if {"alibi", "learned", "sinusoidal"} <= set(runs):
-        split = {s: inside_beyond(runs[s]["loss_by_position"], context) for s in runs}
-        rise = {s: beyond - inside for s, (inside, beyond) in split.items()}  # NaN where never run
+        beyond = per_seed(runs, lambda r: inside_beyond(r["loss_by_position"], context)[1])
+        rises = per_seed(runs, lambda r: rise(r, context))
         # Lower loss past the context and a smaller rise over its own in-context loss (a scheme that trained worse
         # inside cannot win by that alone); a learned table cannot run there at all, which is said, not scored.
-        holds = (
-            split["alibi"][1] < split["sinusoidal"][1]
-            and rise["alibi"] < rise["sinusoidal"]
-            and not math.isfinite(rise["learned"])
-        )
-        out.append(Verdict("alibi_extrapolates", holds, rise))
+        tests = (spread.less(beyond["alibi"], beyond["sinusoidal"]), spread.less(rises["alibi"], rises["sinusoidal"]))
+        verdict = _verdict("alibi_extrapolates", rises, *tests)
+        if any(math.isfinite(v) for v in rises["learned"]):
+            verdict = replace(verdict, state="not_holds")
+        out.append(verdict)
     if "rotary" in runs:
-        rel = {s: r["relative"]["spread"] / r["relative"]["scale"] for s, r in runs.items()}
-        out.append(Verdict("rotary_relative", rel["rotary"] <= RELATIVE_TOLERANCE, rel))
+        rel = per_seed(runs, relative)
+        out.append(_verdict("rotary_relative", rel, spread.less(rel["rotary"], RELATIVE_TOLERANCE)))
     return out
+
+
+def _verdict(key: str, numbers: Mapping[str, Sequence[float]], *tests: spread.Comparison) -> Verdict:
+    return Verdict(
+        key,
+        spread.overall([t.state for t in tests]),
+        {s: spread.stat(v) for s, v in numbers.items()},
+        tests,
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ The trainer (:mod:`tx_explorer.train.positions`) writes the bundle with :func:`w
 
 from __future__ import annotations
 
+import math
 import shutil
 from pathlib import Path
 
@@ -15,13 +16,17 @@ from torch import Tensor
 
 from tx_explorer.bundle import WEIGHTS_DIR, write_manifest
 from tx_explorer.config import TransformerConfig
-from tx_explorer.families.text import SideBySide, write_runs
+from tx_explorer.families.text import SideBySide, load_run, write_runs
 from tx_explorer.modules.transformer import CausalLM
 
 BUNDLE = WEIGHTS_DIR / "positions"
 RETRAIN = "python -m tx_explorer.train positions"
 TOKENIZER = WEIGHTS_DIR / "tiny-gpt" / "tokenizer.json"
 BASE = TransformerConfig(vocab_size=2048, max_len=64, dim=64, num_layers=2, num_heads=4)  # 2 blocks × D 64
+# The sinusoidal table's entries have RMS 1/√2; token embeddings (and the learned table) start with std 0.02. Added
+# unscaled, positions drowned out the tokens (in-context loss 5.60 nats against 4.48 without positions): the lab
+# scales the table to the embeddings' size at initialisation instead.
+SINUSOIDAL_SCALE = 0.02 * math.sqrt(2)
 
 
 def write_bundle(
@@ -51,8 +56,23 @@ class Results(SideBySide):
     def context(self) -> int:
         return self.summary["settings"]["seq_len"]
 
-    def model(self, scheme: str) -> CausalLM:
-        return self.run(scheme).eval().requires_grad_(False)  # shared by every session of the page: read-only
+    @property
+    def seeds(self) -> list[int]:
+        """The seeds every scheme was trained at; the first one's models are the page's."""
+        return self.summary["seeds"]
+
+    def model(self, scheme: str, seed: int | None = None) -> CausalLM:
+        """One scheme's trained model at ``seed`` (default: the first seed), read-only: shared by every session."""
+        if seed is None or seed == self.seeds[0] or scheme not in self.schemes:  # (the last raises the KeyError)
+            return self.run(scheme).eval().requires_grad_(False)
+        if seed not in self.seeds:
+            raise KeyError(f"seed {seed} is not in the bundle; it has {', '.join(map(str, self.seeds))}")
+        key = f"{scheme}@{seed}"  # where the trainer stored the weights of the other seeds
+        return load_run(self.folder, {key: self.summary["schemes"][scheme]}, key, "scheme").eval().requires_grad_(False)
+
+    def seed_runs(self, scheme: str) -> list[dict]:
+        """Every seed's results of one scheme (``seed``, losses, probes, attention by distance)."""
+        return self.summary["schemes"][scheme]["seeds"]
 
     def replay(self) -> dict[str, Tensor]:
         return load_file(str(self.folder / "replay.safetensors"))

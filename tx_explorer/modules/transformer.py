@@ -26,7 +26,7 @@ class Embeddings(nn.Module):
         self.tok_embed = nn.Embedding(cfg.vocab_size, cfg.dim)
         self.pos_embed = {
             "learned": lambda: LearnedPositions(cfg.max_len, cfg.dim),
-            "sinusoidal": lambda: SinusoidalPositions(cfg.max_len, cfg.dim),
+            "sinusoidal": lambda: SinusoidalPositions(cfg.max_len, cfg.dim, cfg.sinusoidal_scale),
         }.get(cfg.positions, lambda: None)()  # rotary and ALiBi act inside attention; "none" adds nothing
         self.type_embed = nn.Embedding(cfg.type_vocab_size, cfg.dim) if cfg.type_vocab_size else None
         self.norm = LayerNorm(cfg.dim, eps=cfg.norm_eps) if cfg.embed_norm else None

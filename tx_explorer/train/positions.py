@@ -4,14 +4,17 @@ Five small causal LMs that differ only in ``TransformerConfig.positions`` — no
 ALiBi — trained on tiny-gpt's corpus and tokenizer with a 64-token context, the same initial weights (every
 parameter they share is copied from one seeded initialisation; the learned table is the only extra), the same
 batches (one generator, the same seed) and the same recipe (the language model's AdamW and warm-up/cosine
-schedule, :mod:`tx_explorer.train.lm`). Then each is measured by :mod:`tx_explorer.analysis.position_lab`:
-loss at every position of held-out windows 4× the training length, attention weight by query–key distance,
-a shuffled-context probe and the first layer's relative-score spread; the claims are checked on those numbers.
+schedule, :mod:`tx_explorer.train.lm`). Every scheme is trained at each of ``--seeds`` (0, 1, 2), so that a
+verdict can tell a gap from seed noise (:mod:`tx_explorer.analysis.spread`). Each run is measured by
+:mod:`tx_explorer.analysis.position_lab`: loss at every position of held-out windows 4× the training length,
+attention weight by query–key distance, a shuffled-context probe and the first layer's relative-score spread;
+the claims are checked on those numbers.
 
-The bundle ``tx_explorer/weights/positions`` holds ``summary.json`` (settings, results, verdicts),
-``model.safetensors`` (each scheme's weights under ``<scheme>.``, float16), ``replay.safetensors`` (the first
-batches and the losses they gave, for the reproduction test), ``config.json``, ``tokenizer.json`` and
-``manifest.json``. The ``positions`` section of BENCHMARKS.md is rewritten.
+The bundle ``tx_explorer/weights/positions`` holds ``summary.json`` (settings, every seed's results, verdicts),
+``model.safetensors`` (float16; the first seed's weights under ``<scheme>.``, seed k's under ``<scheme>@k.``),
+``replay.safetensors`` (each seed's first batches, for the reproduction test), ``config.json``,
+``tokenizer.json`` and ``manifest.json``. The bundle is rewritten after every seed (an interrupted run keeps the
+seeds it finished), the ``positions`` section of BENCHMARKS.md at the end.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import math
 import resource
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import partial
 from pathlib import Path
 
@@ -31,9 +34,10 @@ from torch import Tensor
 
 from tx_explorer import locales, report
 from tx_explorer.analysis import position_lab as lab
+from tx_explorer.analysis import spread
 from tx_explorer.config import TransformerConfig
 from tx_explorer.data import corpus
-from tx_explorer.families.positions import BASE, BUNDLE, RETRAIN, TOKENIZER, write_bundle
+from tx_explorer.families.positions import BASE, BUNDLE, RETRAIN, SINUSOIDAL_SCALE, TOKENIZER, write_bundle
 from tx_explorer.families.text import unique_state
 from tx_explorer.modules.transformer import CausalLM
 from tx_explorer.train.common import lr_at, make_optimizer, train_loop
@@ -42,20 +46,21 @@ from tx_explorer.train.lm import bundled_or_new_tokenizer, encode_stream
 log = logging.getLogger("tx_explorer.train.positions")
 ROOT = Path(__file__).resolve().parents[2]
 REPLAY_STEPS = 3  # batches (and their losses) shipped so a test can replay the start of every run
+SEEDS = (0, 1, 2)  # three seeds: a verdict's gap must exceed the spread between them
 
 
 @dataclass(frozen=True)
 class Settings:
     """One recipe for every scheme (nanoGPT's, :mod:`tx_explorer.train.common`)."""
 
-    steps: int = 1600
+    steps: int = 400  # × 3 seeds × 5 schemes (a single seed once had 1600: three of those overran a shared CPU)
     batch_size: int = 16
     seq_len: int = 64  # the training context
     lr: float = 3e-3  # peak
     warmup: int = 50  # linear warm-up steps
     weight_decay: float = 0.1
     clip: float = 1.0  # max global gradient norm
-    seed: int = 0
+    seed: int = 0  # of one run: initial weights, batches and the probes' draws
     eval_factor: int = 4  # loss by position on windows of eval_factor × seq_len tokens
     eval_windows: int = 128  # held-out windows for loss by position and the order probe
     attention_windows: int = 16  # held-out windows for attention by distance
@@ -65,7 +70,8 @@ class Settings:
 def scheme_config(scheme: str, vocab_size: int = BASE.vocab_size, max_len: int = BASE.max_len) -> TransformerConfig:
     if scheme not in lab.SCHEMES:
         raise KeyError(f"unknown position scheme {scheme!r}; choose from {', '.join(lab.SCHEMES)}")
-    return BASE.replace(positions=scheme, vocab_size=vocab_size, max_len=max_len)
+    scaled = {"sinusoidal_scale": SINUSOIDAL_SCALE} if scheme == "sinusoidal" else {}
+    return BASE.replace(positions=scheme, vocab_size=vocab_size, max_len=max_len, **scaled)
 
 
 def build(scheme: str, *, seed: int = 0, vocab_size: int = BASE.vocab_size) -> CausalLM:
@@ -131,6 +137,30 @@ def measure(model: CausalLM, val_ids: Tensor, settings: Settings) -> dict:
     }
 
 
+def train_one(
+    scheme: str, train_ids: Tensor, val_ids: Tensor, settings: Settings, vocab_size: int
+) -> tuple[CausalLM, dict]:
+    """Train one scheme at ``settings.seed`` and measure it: the model and its results (one seed's entry)."""
+    start, cpu = time.time(), cpu_seconds()
+    model = build(scheme, seed=settings.seed, vocab_size=vocab_size)
+    losses = []
+    for loss in train(model, ((x, y) for _, x, y in batches(train_ids, settings)), settings):
+        losses.append(loss)
+        if len(losses) % 100 == 0:
+            log.info("%s seed %d step %d loss %.3f", scheme, settings.seed, len(losses), sum(losses[-100:]) / 100)
+    return (
+        model,
+        {
+            "seed": settings.seed,
+            "train_loss": _round(losses[9::10], 4),  # every 10th step
+            "replay_loss": losses[:REPLAY_STEPS],
+            **measure(model, val_ids, settings),
+            "seconds": round(time.time() - start, 1),
+            "cpu_seconds": round(cpu_seconds() - cpu, 1),
+        },
+    )
+
+
 def _round(values: list[float], digits: int = 5) -> list[float | None]:
     return [None if not math.isfinite(v) else float(f"{v:.{digits}g}") for v in values]
 
@@ -142,7 +172,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--steps", type=int, default=d.steps)
     p.add_argument("--batch-size", type=int, default=d.batch_size)
     p.add_argument("--lr", type=float, default=d.lr, help="peak learning rate")
-    p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS), help="train every scheme at each seed")
     p.add_argument("--eval-windows", type=int, default=d.eval_windows)
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads (tiny models gain nothing from more)")
     p.add_argument("--corpus", default="full", choices=sorted(corpus.SOURCES), help="tiny-gpt's corpus by default")
@@ -162,9 +192,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
     t0, c0 = time.time(), cpu_seconds()
-    settings = Settings(
-        steps=args.steps, batch_size=args.batch_size, lr=args.lr, seed=args.seed, eval_windows=args.eval_windows
-    )
+    settings = Settings(steps=args.steps, batch_size=args.batch_size, lr=args.lr, eval_windows=args.eval_windows)
     docs = corpus.documents(args.corpus)
     parts = corpus.split(docs)
     tok = bundled_or_new_tokenizer(args.tokenizer, parts.train, BASE.vocab_size, RETRAIN)
@@ -178,108 +206,115 @@ def main(argv: list[str] | None = None) -> None:
         time.time() - t0,
     )
 
-    replay = {}
-    for i, (starts, x, y) in enumerate(batches(train_ids, settings)):
-        if i == REPLAY_STEPS:
-            break
-        replay[f"batch{i}.starts"], replay[f"batch{i}.x"], replay[f"batch{i}.y"] = starts, x, y
-
-    results, weights = {}, {}
-    for scheme in args.schemes:
-        start, cpu = time.time(), cpu_seconds()
-        model = build(scheme, seed=settings.seed, vocab_size=vocab)
-        losses = []
-        for loss in train(model, ((x, y) for _, x, y in batches(train_ids, settings)), settings):
-            losses.append(loss)
-            if len(losses) % 100 == 0:
-                log.info("%s step %d loss %.3f", scheme, len(losses), sum(losses[-100:]) / 100)
-        seconds = time.time() - start
-        results[scheme] = {
-            "config": model.cfg.to_dict(),
-            "train_loss": _round(losses[9::10], 4),  # every 10th step
-            "replay_loss": losses[:REPLAY_STEPS],
-            **measure(model, val_ids, settings),
-            "seconds": round(seconds, 1),
-            "cpu_seconds": round(cpu_seconds() - cpu, 1),
+    results: dict[str, dict] = {scheme: {"seeds": []} for scheme in args.schemes}
+    weights, replay = {}, {}
+    for seed in args.seeds:
+        run_settings = replace(settings, seed=seed)
+        for i, (starts, x, y) in zip(range(REPLAY_STEPS), batches(train_ids, run_settings)):
+            replay |= {f"seed{seed}.batch{i}.starts": starts, f"seed{seed}.batch{i}.x": x, f"seed{seed}.batch{i}.y": y}
+        for scheme in args.schemes:
+            model, run = train_one(scheme, train_ids, val_ids, run_settings, vocab)
+            results[scheme] = {"config": model.cfg.to_dict(), "seeds": [*results[scheme]["seeds"], run]}
+            prefix = scheme if seed == args.seeds[0] else f"{scheme}@{seed}"  # the first seed's is the page's model
+            weights.update({f"{prefix}.{k}": v.half() for k, v in unique_state(model).items()})
+            log.info(
+                "%s seed %d: in-context loss %.3f, beyond %s", scheme, seed, run["loss_inside"], run["loss_beyond"]
+            )
+        summary = {
+            "settings": {k: v for k, v in asdict(settings).items() if k != "seed"},  # each run has its own
+            "seeds": args.seeds[: args.seeds.index(seed) + 1],
+            "schemes": results,
+            "verdicts": verdict_dicts(results, settings.seq_len),
+            "train_tokens": len(train_ids),
+            "validation_tokens": len(val_ids),
+            "corpus": corpus.describe(docs, args.corpus),
+            "threads": torch.get_num_threads(),
+            "minutes": round((time.time() - t0) / 60, 2),
+            "cpu_minutes": round((cpu_seconds() - c0) / 60, 2),
+            "command": " ".join([RETRAIN, *(argv or [])]),
         }
-        weights.update({f"{scheme}.{k}": v.half() for k, v in unique_state(model).items()})
-        log.info(
-            "%s: in-context loss %.3f, beyond %s, %.0f s",
-            scheme,
-            results[scheme]["loss_inside"],
-            results[scheme]["loss_beyond"],
-            seconds,
-        )
-
-    summary = {
-        "settings": asdict(settings),
-        "schemes": results,
-        "verdicts": verdict_dicts(results, settings.seq_len),
-        "train_tokens": len(train_ids),
-        "validation_tokens": len(val_ids),
-        "corpus": corpus.describe(docs, args.corpus),
-        "threads": torch.get_num_threads(),
-        "minutes": round((time.time() - t0) / 60, 2),
-        "cpu_minutes": round((cpu_seconds() - c0) / 60, 2),
-        "command": " ".join([RETRAIN, *(argv or [])]),
-    }
-    write_bundle(args.out, summary, weights, replay, args.tokenizer if args.tokenizer.is_file() else tok)
+        write_bundle(args.out, summary, weights, replay, args.tokenizer if args.tokenizer.is_file() else tok)
+        log.info("seed %d done, bundle written to %s", seed, args.out)
     if str(args.benchmarks):
         update_benchmarks(args.benchmarks, summary)
     log.info("bundle written to %s: %.1f min, %.1f CPU-min", args.out, summary["minutes"], summary["cpu_minutes"])
 
 
 def verdict_dicts(results: dict, context: int) -> list[dict]:
-    """The verdicts as JSON: numbers a scheme cannot produce (a learned table past its length) become null."""
+    """The verdicts as JSON (each scheme's number per seed, mean and std; each comparison's gap and spread):
+    numbers a scheme cannot produce (a learned table past its length) become null."""
     return [
-        {**asdict(v), "numbers": {k: x if math.isfinite(x) else None for k, x in v.numbers.items()}}
+        {
+            "key": v.key,
+            "state": v.state,
+            "numbers": {k: {f: _json(getattr(x, f)) for f in ("values", "mean", "std")} for k, x in v.numbers.items()},
+            "comparisons": [{"gap": _json(c.gap), "spread": _json(c.spread), "state": c.state} for c in v.comparisons],
+        }
         for v in lab.verdicts(results, context)
     ]
 
 
+def _json(x: float | tuple[float, ...]) -> float | list[float | None] | None:
+    if isinstance(x, tuple):
+        return [_json(v) for v in x]
+    return x if math.isfinite(x) else None
+
+
+def _pm(x: spread.Stat, digits: int = 3) -> str:
+    return "—" if not math.isfinite(x.mean) else x.plus_minus(digits)
+
+
+VERDICT_WORDS = {"holds": "holds", "not_holds": "does not hold", "noise": "within noise"}
+
+
 def update_benchmarks(path: Path, summary: dict) -> None:
     """Rewrite only the text between ``<!-- positions:start -->`` and ``<!-- positions:end -->``."""
-    s, runs = summary["settings"], summary["schemes"]
+    s, runs, seeds = summary["settings"], summary["schemes"], summary["seeds"]
     n = s["seq_len"]
+    split = {
+        k: lab.per_seed(runs, lambda r, i=i: lab.inside_beyond(r["loss_by_position"], n)[i])
+        for k, i in (("in", 0), ("out", 1))
+    }
+    harm, rel = lab.per_seed(runs, lab.order_harm), lab.per_seed(runs, lab.relative)
+    cpu = lab.per_seed(runs, lambda r: r["cpu_seconds"])
     rows = [
-        f"| {name} | {r['loss_inside']:.3f} | "
-        + (
-            "— (a learned table has no row past " + str(n) + ")"
-            if r["loss_beyond"] is None
-            else f"{r['loss_beyond']:.3f}"
-        )
-        + f" | {r['order_probe']['original']:.3f} → {r['order_probe']['shuffled']:.3f} | "
-        f"{r['relative']['spread'] / r['relative']['scale']:.1e} | "
-        f"{r['seconds']:.0f} s ({r['cpu_seconds']:.0f} s CPU) |"
-        for name, r in runs.items()
+        f"| {name} | {_pm(spread.stat(split['in'][name]))} | "
+        + (f"— (a learned table has no row past {n})" if name == "learned" else _pm(spread.stat(split["out"][name])))
+        + f" | {_pm(spread.stat(harm[name]))} | {max(rel[name]):.1e} | {spread.stat(cpu[name]).mean:.0f} s |"
+        for name in runs
     ]
     verdict_lines = [
-        f"- {locales.text('position_lab', 'claim_' + v['key'], 'en')}: "
-        f"**{'holds' if v['holds'] else 'does not hold'}** ("
-        + ", ".join(f"{k} —" if x is None else f"{k} {x:.3g}" for k, x in v["numbers"].items())
+        f"- {locales.text('position_lab', 'claim_' + v.key, 'en')}: **{VERDICT_WORDS[v.state]}** ("
+        + "; ".join(f"gap {c.gap:.3g} vs spread {c.spread:.3g}" for c in v.comparisons)
+        + "; "
+        + ", ".join(f"{k} {_pm(x, 4) if v.key != 'rotary_relative' else f'{x.mean:.1e}'}" for k, x in v.numbers.items())
         + ")"
-        for v in verdict_dicts(runs, n)  # recomputed from the numbers: the verdicts' rules live in the library
+        for v in lab.verdicts(runs, n)  # recomputed from the numbers: the verdicts' rules live in the library
     ]
     body = "\n".join(
         [
             "## Position lab: none, sinusoidal, learned, rotary, ALiBi",
             "",
             f"Causal LMs of {BASE.num_layers} blocks × D {BASE.dim} ({BASE.num_heads} heads) differing only in the "
-            f"position scheme; same initial weights, same batches, seed {s['seed']}, {s['steps']} steps × "
-            f"{s['batch_size']} × {n} tokens of tiny-gpt's corpus and tokenizer. Losses in nats per token on "
+            f"position scheme (the sinusoidal table scaled to the token embeddings' size, see the page); at each "
+            f"seed ({', '.join(map(str, seeds))}) the same initial weights and batches for every scheme; "
+            f"{s['steps']} steps × {s['batch_size']} × {n} tokens of tiny-gpt's corpus and tokenizer. Every number "
+            "is the mean ± the standard deviation over the seeds. Losses in nats per token on "
             f"{s['eval_windows']} held-out windows of {n * s['eval_factor']} tokens: mean over positions 0–{n - 1} "
-            f"(inside the training context) and {n}–{n * s['eval_factor'] - 1} (beyond it). Order probe: loss at "
-            "the last of 64 positions with the context as written → shuffled. Relative spread: the first layer's "
-            "scores on one repeated token, largest spread along a diagonal i − j = d over the largest |score| "
-            "(0 when scores depend only on i − j).",
+            f"(inside the training context) and {n}–{n * s['eval_factor'] - 1} (beyond it). Order probe: rise of "
+            f"the loss at the last of {n} positions when the context before it is shuffled. Relative spread (largest "
+            "over the seeds): the first layer's scores on one repeated token, largest spread along a diagonal "
+            "i − j = d over the largest |score| (0 when scores depend only on i − j). Time: CPU seconds per run.",
             "",
             "| scheme | loss inside | loss beyond | order probe | relative spread | time |",
             "|---|---|---|---|---|---|",
             *rows,
             "",
-            "Claims checked on these numbers (order probe: shuffled − original; ALiBi: rise of the mean loss past the "
-            "context over the mean inside it, and ALiBi must also have the lower loss beyond; "
-            "relative: spread / scale):",
+            "Claims checked on these numbers: a claim holds (or does not) only when the gap between the means "
+            "exceeds the spread, the sum of the two standard deviations over the seeds, else it is within noise "
+            "(order probe: none's rise below a tenth of the others' mean; ALiBi: lower loss beyond the context "
+            "than sinusoidal and a smaller rise over its own loss inside; relative: rotary's spread / scale "
+            f"below {lab.RELATIVE_TOLERANCE:g}):",
             "",
             *verdict_lines,
             "",

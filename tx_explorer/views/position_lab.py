@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from tx_explorer.analysis import position_lab as lab
+from tx_explorer.analysis import spread
 from tx_explorer.bundle import BundleError
 from tx_explorer.errors import InputError
 from tx_explorer.families import positions as shipped
@@ -40,11 +41,39 @@ def label(scheme: str, lang: str = "en") -> str:
 
 
 def setup(res: Results, *, lang: str = "en") -> str:
-    """The experiment in one sentence: model size, data, steps, seed, time."""
+    """The experiment in one sentence: model size, data, steps, seeds, time, and how the sinusoidal table is
+    scaled (read from the sinusoidal model's config)."""
     T, s = texts(PAGE, lang), res.summary["settings"]
     cfg = res.summary["schemes"][res.schemes[0]]["config"]
     size = dict(layers=cfg["num_layers"], dim=cfg["dim"], heads=cfg["num_heads"])
-    return T("setup", **s, **size, long=s["seq_len"] * s["eval_factor"], cpu=res.summary["cpu_minutes"])
+    runs = len(res.schemes) * len(res.seeds)
+    return (
+        T("setup", **s, **size, long=s["seq_len"] * s["eval_factor"], cpu=res.summary["cpu_minutes"], runs=runs)
+        + " "
+        + seeds_note(res, lang=lang)
+    )
+
+
+def seeds_note(res: Results, *, lang: str = "en") -> str:
+    """Which seeds, and what ± means: every table and verdict on the page reads them."""
+    return texts(PAGE, lang)("seeds_note", seeds=", ".join(map(str, res.seeds)), count=len(res.seeds))
+
+
+def sinusoidal_scale(res: Results, *, lang: str = "en") -> str:
+    """How the sinusoidal model's table was scaled, from its config beside its token embeddings' initial std."""
+    scale = res.summary["schemes"]["sinusoidal"]["config"].get("sinusoidal_scale", 1.0)
+    return texts(PAGE, lang)("sinusoidal_note", scale=f"{scale:.4f}", rms=f"{scale / math.sqrt(2):.3f}")
+
+
+def layers(res: Results) -> int:
+    """Blocks of every scheme's model (the attention section's layer picker)."""
+    return res.summary["schemes"][res.schemes[0]]["config"]["num_layers"]
+
+
+def _mean_curve(res: Results, scheme: str, field: str) -> np.ndarray:
+    """One recorded per-seed array (a curve or a [L, H, N] grid) averaged over the seeds; NaN where none ran."""
+    rows = [np.asarray(r[field], dtype=float) for r in res.seed_runs(scheme)]  # None → nan
+    return np.stack(rows).mean(axis=0)
 
 
 def _smooth(y: Sequence[float | None], width: int) -> list[float]:
@@ -64,8 +93,7 @@ def loss_by_position(res: Results, schemes: Sequence[str], smoothing: int = 1, *
     T = texts(PAGE, lang)
     if not schemes:
         raise InputError("pick_one_scheme")
-    runs = res.summary["schemes"]
-    series = {label(s, lang): _smooth(runs[s]["loss_by_position"], smoothing) for s in schemes}
+    series = {label(s, lang): _smooth(_mean_curve(res, s, "loss_by_position").tolist(), smoothing) for s in schemes}
     n = len(next(iter(series.values())))
     fig = vp.marked_lines(
         range(n),
@@ -80,17 +108,27 @@ def loss_by_position(res: Results, schemes: Sequence[str], smoothing: int = 1, *
 
 
 def loss_table(res: Results, *, lang: str = "en") -> list[dict[str, str]]:
-    """Mean loss inside and beyond the context per scheme (a learned table says it cannot go beyond)."""
+    """Mean loss inside and beyond the context per scheme, mean ± std over the seeds (a learned table says it
+    cannot go beyond), and the order probe's rise."""
     T = texts(PAGE, lang)
-    return [
-        {
-            T("col_scheme"): label(s, lang),
-            T("col_inside"): f"{r['loss_inside']:.3f}",
-            T("col_beyond"): T("no_rows", n=res.context) if r["loss_beyond"] is None else f"{r['loss_beyond']:.3f}",
-            T("col_order"): f"{r['order_probe']['original']:.3f} → {r['order_probe']['shuffled']:.3f}",
-        }
-        for s, r in res.summary["schemes"].items()
+    split = [
+        lab.per_seed(res.summary["schemes"], lambda r, i=i: lab.inside_beyond(r["loss_by_position"], res.context)[i])
+        for i in (0, 1)
     ]
+    harm = lab.per_seed(res.summary["schemes"], lab.order_harm)
+    rows = []
+    for s in res.schemes:
+        inside, beyond = (spread.stat(part[s]) for part in split)
+        original = spread.stat([r["order_probe"]["original"] for r in res.seed_runs(s)]).mean
+        rows.append(
+            {
+                T("col_scheme"): label(s, lang),
+                T("col_inside"): inside.plus_minus(),
+                T("col_beyond"): beyond.plus_minus() if math.isfinite(beyond.mean) else T("no_rows", n=res.context),
+                T("col_order"): T("order_cell", original=f"{original:.3f}", rise=spread.stat(harm[s]).plus_minus()),
+            }
+        )
+    return rows
 
 
 def attention_by_distance(res: Results, schemes: Sequence[str], layer: int, *, lang: str = "en") -> Panel:
@@ -98,8 +136,7 @@ def attention_by_distance(res: Results, schemes: Sequence[str], layer: int, *, l
     T = texts(PAGE, lang)
     if not schemes:
         raise InputError("pick_one_scheme")
-    runs = res.summary["schemes"]
-    series = {label(s, lang): np.mean(runs[s]["attention_by_distance"][layer], axis=0) for s in schemes}
+    series = {label(s, lang): _mean_curve(res, s, "attention_by_distance")[layer].mean(axis=0) for s in schemes}
     fig = vp.marked_lines(
         range(res.context),
         series,
@@ -111,20 +148,29 @@ def attention_by_distance(res: Results, schemes: Sequence[str], layer: int, *, l
     return Panel("position_attention", fig, series)
 
 
+def _number(key: str, x: spread.Stat) -> str:
+    """A verdict's number: rotary's rounding-sized spread as the largest over the seeds, the others mean ± std."""
+    if key == "rotary_relative":
+        return f"{max(x.values):.2e}"
+    return x.plus_minus(4 if key == "none_cannot_order" else 3)
+
+
 def verdict_rows(res: Results, *, lang: str = "en") -> list[dict[str, str]]:
-    """The claims, each holding or not, with the numbers they were read from."""
+    """The claims, each holding, not holding or within seed noise, with the numbers (mean ± std over the seeds)
+    they were read from and every comparison's gap against its spread."""
     T = texts(PAGE, lang)
+    seeds = ", ".join(map(str, res.seeds))
     rows = []
     for v in lab.verdicts(res.summary["schemes"], res.context):  # computed here from the shipped numbers
-        fmt = {"rotary_relative": "{:.2e}", "none_cannot_order": "{:.4f}"}.get(v.key, "{:.3f}")
         numbers = " · ".join(
-            f"{label(s, lang)} " + (fmt.format(x) if math.isfinite(x) else T("cannot_run"))
+            f"{label(s, lang)} " + (_number(v.key, x) if math.isfinite(x.mean) else T("cannot_run"))
             for s, x in v.numbers.items()
         )
+        tests = "; ".join(T("gap_spread", gap=f"{c.gap:.3g}", spread=f"{c.spread:.3g}") for c in v.comparisons)
         rows.append(
             {
                 T("col_claim"): T(f"claim_{v.key}"),
-                T("col_verdict"): T("holds") if v.holds else T("not_holds"),
+                T("col_verdict"): T(f"verdict_{v.state}", tests=tests, seeds=seeds),
                 T("col_numbers"): T(f"numbers_{v.key}", numbers=numbers),
             }
         )
