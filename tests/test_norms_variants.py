@@ -4,6 +4,7 @@ recomputation, ``clip_grad_norm_``, the manifest's SHA-256)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import shutil
@@ -360,3 +361,18 @@ def test_a_tampered_results_file_is_rejected(tmp_path):
     (copy / "history.json").write_text((copy / "history.json").read_text().replace("1", "2", 1))
     with pytest.raises(BundleError, match=r"history\.json.*python -m tx_explorer\.train variants"):
         shipped.load_results(copy)
+
+
+def test_kept_runs_are_reused_only_with_the_same_recipe():
+    """``--keep``: a run of an earlier bundle is reused at its seed when its recipe equals this run's; a bundle from
+    before seeds were added holds its one run at the seed in its settings."""
+    s = variants.variant_settings("pre-ln", variants.Settings())
+    recipe = {k: v for k, v in vars(s).items() if k != "seed"}
+    fields = {"final_val_loss": 6.0, "final_train_loss_avg20": 6.1, "max_grad_norm": 1.0, "diverged_at": None}
+    old = {"variants": {"pre-ln": {"settings": {**recipe, "seed": 0}, **fields, "seconds": 1.0}}}
+    assert variants.Kept(old).entry("pre-ln", s) == {0: {"seed": 0, **fields, "seconds": 1.0}}
+    runs = [{"seed": i, **fields, "seconds": 1.0} for i in (0, 1, 2)]
+    new = {"seeds": [0, 1, 2], "variants": {"pre-ln": {"settings": recipe, "seeds": runs}}}
+    assert sorted(variants.Kept(new).entry("pre-ln", s)) == [0, 1, 2]
+    assert variants.Kept(new).entry("pre-ln", dataclasses.replace(s, steps=s.steps + 1)) == {}  # another recipe
+    assert variants.Kept(new).entry("post-ln", s) == {} and variants.Kept().entry("pre-ln", s) == {}
