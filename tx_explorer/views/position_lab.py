@@ -125,7 +125,7 @@ def loss_table(res: Results, *, lang: str = "en") -> list[dict[str, str]]:
                 T("col_scheme"): label(s, lang),
                 T("col_inside"): inside.plus_minus(),
                 T("col_beyond"): beyond.plus_minus() if math.isfinite(beyond.mean) else T("no_rows", n=res.context),
-                T("col_order"): T("order_cell", original=f"{original:.3f}", rise=spread.stat(harm[s]).plus_minus()),
+                T("col_order"): T("order_cell", original=f"{original:.3f}", rise=spread.stat(harm[s]).plus_minus(4)),
             }
         )
     return rows
