@@ -114,10 +114,15 @@ def io_section() -> None:  # FlashAttention's IO argument (§4.4)
             io_tile = c[1].select_slider(F("tile"), io_view.TILES, value=128, key="io_tile")
             io_n = c[2].select_slider(F("n"), io_view.NS, value=4096, key="io_n")
             with ui.friendly_errors():
-                fio = io_view.io(io_d, io_tile, io_n, measure=measured, lang=LANG)
+                fio = io_view.io(io_d, io_tile, io_n, measure=None, lang=LANG)  # the counts: drawn at once
                 ui.row(fio.by_n, fio.by_tile)
                 st.markdown(fio.note + "\n\n" + F("measured_intro"))
-                st.dataframe(pd.DataFrame(fio.rows), hide_index=True)
+                rows = ui.run_job(  # the live peaks and times, about 10 s on one core: measured behind a bar
+                    lambda report: io_view.measured_rows(io_d, io_tile, measure=measured, lang=LANG, progress=report),
+                    label=F("measuring", n=""),
+                    key=("io_rows", io_d, io_tile, LANG),
+                )
+                st.dataframe(pd.DataFrame(rows), hide_index=True)
             st.markdown(F("cpu_note"))
 
 

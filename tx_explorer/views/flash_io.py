@@ -33,8 +33,9 @@ class IO:
     note: str
 
 
-def io(d: int, tile: int, n: int, *, measure: Callable[..., cost.Measurement] = cost.measure, lang="en") -> IO:
-    """The counted traffic (float32) for head size ``d``, beside live peaks and times of our two kernels."""
+def io(d: int, tile: int, n: int, *, measure: Callable[..., cost.Measurement] | None = cost.measure, lang="en") -> IO:
+    """The counted traffic (float32) for head size ``d``, beside live peaks and times of our two kernels
+    (``measure=None``: counts only, in a tenth of a second; the page measures in a job, :func:`measured_rows`)."""
     T = texts(PAGE, lang)
     if tile not in TILES:
         raise InputError("positive_integer", name="tile", value=tile)
@@ -58,8 +59,32 @@ def io(d: int, tile: int, n: int, *, measure: Callable[..., cost.Measurement] = 
         log_x=True,
         log_y=True,
     )
+    rows = measured_rows(d, tile, measure=measure, lang=lang) if measure is not None else []
+    ratio = flash_io.naive_io(n, d) / flash_io.tiled_io(n, d, tile)
+    note = T("numbers", n=f"{n:,}", d=d, b=tile, m=f"{flash_io.sram_numbers(tile, d):,}", ratio=f"{ratio:.1f}")
+    return IO(
+        Panel("io_by_n", by_n, {k: v for k, v in curves.items()}),
+        Panel("io_by_tile", by_tile, moved),
+        rows,
+        note,
+    )
+
+
+def measured_rows(
+    d: int,
+    tile: int,
+    *,
+    measure: Callable[..., cost.Measurement] = cost.measure,
+    lang: str = "en",
+    progress: Callable[[float, str], None] | None = None,
+) -> list[dict[str, str]]:
+    """Per N of :data:`MEASURE_NS`: bytes counted for both kernels beside their measured peaks and times (about
+    10 s on one CPU core: the page runs it as a job with a progress bar, after the counts are drawn)."""
+    T = texts(PAGE, lang)
     rows = []
-    for m in MEASURE_NS:
+    for i, m in enumerate(MEASURE_NS):
+        if progress is not None:
+            progress(i / len(MEASURE_NS), T("measuring", n=f"{m:,}"))
         naive = measure("naive", m, heads=1, head_dim=d, repeats=3)
         tiled = measure("flash", m, heads=1, head_dim=d, repeats=3, block_size=tile)
         rows.append(
@@ -72,11 +97,4 @@ def io(d: int, tile: int, n: int, *, measure: Callable[..., cost.Measurement] = 
                 T("col_time"): f"{1000 * naive.seconds:.2f} / {1000 * tiled.seconds:.2f}",
             }
         )
-    ratio = flash_io.naive_io(n, d) / flash_io.tiled_io(n, d, tile)
-    note = T("numbers", n=f"{n:,}", d=d, b=tile, m=f"{flash_io.sram_numbers(tile, d):,}", ratio=f"{ratio:.1f}")
-    return IO(
-        Panel("io_by_n", by_n, {k: v for k, v in curves.items()}),
-        Panel("io_by_tile", by_tile, moved),
-        rows,
-        note,
-    )
+    return rows
