@@ -153,7 +153,7 @@ def side_by_side(
             row=1,
             col=c,
         )
-        step = max(1, int(np.ceil(len(cl) / 24)))
+        step = max(1, int(np.ceil(len(cl) / max(6, 30 // len(names)))))  # labels one of n panels holds upright
         fig.update_xaxes(
             tickmode="array",
             tickvals=list(range(0, len(cl), step)),

@@ -28,7 +28,7 @@ def marked_lines(
     if mark is not None:
         fig.add_vline(x=mark, line_dash="dash", line_color="grey", annotation_text=mark_label)
     if log_y:
-        fig.update_yaxes(type="log")
+        fig.update_yaxes(type="log", dtick=1)  # powers of ten only: the 2…9 between them crowd a short axis
     return fig
 
 
