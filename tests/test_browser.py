@@ -226,13 +226,17 @@ def flow(page, tmp: Path) -> None:
     wait_until_idle(page)
     plot = chart_with(page, label("flow", "legend_residual")).locator(".js-plotly-plot")
     plot.scroll_into_view_if_needed()
-    x, y, node = plot.evaluate(  # the nodes are the last trace, listed top-down: its last point is the lowest
-        """gd => {
-            const t = gd.data[gd.data.length - 1], xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;
-            const box = gd.getBoundingClientRect(), i = t.x.length - 1;
-            return [box.left + xa._offset + xa.d2p(t.x[i]), box.top + ya._offset + ya.d2p(t.y[i]), t.customdata[i]];
-        }"""
-    )
+    where = """gd => {
+        const t = gd.data[gd.data.length - 1], xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;
+        const box = gd.getBoundingClientRect(), i = t.x.length - 1;
+        return [box.left + xa._offset + xa.d2p(t.x[i]), box.top + ya._offset + ya.d2p(t.y[i]), t.customdata[i]];
+    }"""  # the nodes are the last trace, listed top-down: its last point is the lowest
+    x, y, node = plot.evaluate(where)
+    middle = page.viewport_size["height"] / 2
+    page.mouse.move(x, middle)
+    page.mouse.wheel(0, y - middle)  # SmolLM2's 30 layers make the graph taller than the window: bring the node in
+    page.wait_for_timeout(500)
+    x, y, node = plot.evaluate(where)
     page.mouse.click(x, y)
     opened = re.compile(rf"block {node[2]} ·\s*{node[3]}:")  # a long title wraps after the "·"
     expect(page.locator(PLOT).filter(has_text=opened).first).to_be_attached(timeout=LONG)
