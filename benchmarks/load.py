@@ -4,7 +4,9 @@
     python -m benchmarks load --sessions 30 --arrivals 5       # a burst: 30 sessions opening within 5 s
     python -m benchmarks load --sessions 5 --duration 20 --no-write   # a smoke run
 
-Each session is to the server exactly what a browser is, and costs nothing else: one websocket on
+Each session is to the server what a browser is, and costs nothing else: first the page's HTML and the scripts and
+styles it names over HTTP (gzip accepted, plus the health check and host configuration: what a browser loads before
+it connects; ``--no-static`` skips it; scripts the frontend loads later are left out), then one websocket on
 ``/_stcore/stream`` (subprotocols ``streamlit`` and the auth placeholder, as Streamlit's client sends them), on
 arrival the ``BackMsg`` a browser sends for a deep link (``rerun_script`` with the page's name from its path), then
 inputs: ``rerun_script`` with the page's script hash from the ``navigation`` message, the changed widget's state
@@ -39,7 +41,7 @@ from streamlit.proto.WidgetStates_pb2 import WidgetState
 from benchmarks import machine, parse, parser, publish, verdict
 from harness.browser import WORDS, process_cpu_s, running_server, status_mb
 from harness.classroom import SENTENCE, percentile
-from harness.protocol import ProtocolSession
+from harness.protocol import ProtocolSession, page_load
 from harness.timed_serve import RUN_LINE
 
 log = logging.getLogger("benchmarks.load")
@@ -133,6 +135,7 @@ async def run_session(
     arrive_s: float,
     duration_s: float,
     interval_s: float,
+    static: bool = True,
 ) -> SessionResult:
     """Arrive after ``arrive_s``, open the page, then one input every ``interval_s`` for ``duration_s`` from the
     page being up, each waited for; never raises: what went wrong is in the result."""
@@ -142,7 +145,7 @@ async def run_session(
     res.arrived = time.monotonic()
     room.connected += 1
     try:
-        res.first_run_s = await session.open()
+        res.first_run_s = await session.open(static=static)
         stop, k = time.monotonic() + duration_s, 0
         while (started := time.monotonic()) < stop:
             connected = room.connected
@@ -212,7 +215,7 @@ class LoadResult:
 
 
 async def _class(
-    url: str, sessions: int, arrivals_s: float, duration_s: float, interval_s: float
+    url: str, sessions: int, arrivals_s: float, duration_s: float, interval_s: float, static: bool
 ) -> list[SessionResult]:
     room, per_page = Class(), {}
     jobs = []
@@ -221,14 +224,20 @@ async def _class(
         j = per_page[scenario.page] = per_page.get(scenario.page, -1) + 1
         arrive = arrivals_s * i / sessions
         jobs.append(
-            run_session(url, i, scenario, j, room, arrive_s=arrive, duration_s=duration_s, interval_s=interval_s)
+            run_session(
+                url, i, scenario, j, room, arrive_s=arrive, duration_s=duration_s, interval_s=interval_s, static=static
+            )
         )
     return await asyncio.gather(*jobs)
 
 
 async def _alone(url: str, pid: int, inputs: int) -> dict[str, tuple[float, float]]:
-    """Each page by one session on an otherwise idle server: CPU seconds per input and median input → last delta."""
-    out = {}
+    """Each page by one session on an otherwise idle server: CPU seconds per input and median input → last delta;
+    and what a browser's page load over HTTP costs (``"page load"``: CPU seconds and seconds, one load)."""
+    await asyncio.to_thread(page_load, url, SCENARIOS[0].page)  # the first load reads the files (1.2 CPU s here)
+    cpu, t0 = process_cpu_s(pid), time.monotonic()
+    await asyncio.to_thread(page_load, url, SCENARIOS[0].page)
+    out = {"page load (HTTP)": (process_cpu_s(pid) - cpu, time.monotonic() - t0)}
     for scenario in SCENARIOS:
         session = ProtocolSession(url, scenario.page)
         try:
@@ -269,6 +278,7 @@ def load(
     interval_s: float,
     alone_inputs: int = 3,
     session_log: bool = False,
+    static: bool = True,
 ) -> LoadResult:
     """A fresh server (as ``make run`` starts it, each script run's time in its log; with ``session_log`` each
     session's runs and messages too), warmed by one session per page (``alone_inputs`` inputs each, measured),
@@ -279,7 +289,7 @@ def load(
         alone = _blocking(_alone(srv.url, pid, alone_inputs)) if alone_inputs else {}
         log.info("server warm (CPU quiet) %.1f s after the command", srv.wait_settled())
         before, cpu, t0 = status_mb(pid)["VmRSS"], process_cpu_s(pid), time.monotonic()
-        results = _blocking(_class(srv.url, sessions, arrivals_s, duration_s, interval_s))
+        results = _blocking(_class(srv.url, sessions, arrivals_s, duration_s, interval_s, static))
         return LoadResult(
             sessions=results,
             arrivals_s=arrivals_s,
@@ -374,7 +384,8 @@ def section(
         "",
         f"Machine: {header}." + (f" {note}" if note else ""),
         "",
-        "Each session is one websocket on `/_stcore/stream` sending the `BackMsg`s a browser sends (the page by its "
+        "Each session first loads the page's HTML, scripts and styles over HTTP as a browser does before it connects, "
+        "then opens one websocket on `/_stcore/stream` sending the `BackMsg`s a browser sends (the page by its "
         "path on arrival, then `rerun_script` with the changed widget's state and fragment) and reading every "
         "`ForwardMsg`, so the server does all it does for a real student on their own machine and the cores are "
         "not shared with browsers (the `classroom` section's are). Sessions below the first screen stay boxes "
@@ -407,6 +418,7 @@ def _parser():
     p.add_argument("--duration", type=float, default=60.0, help="seconds of inputs per session")
     p.add_argument("--interval", type=float, default=5.0, help="seconds from one input of a session to its next")
     p.add_argument("--alone", type=int, default=3, help="inputs per page by one session before the class (0: none)")
+    p.add_argument("--no-static", action="store_true", help="sessions skip the page's HTML and scripts over HTTP")
     p.add_argument("--session-log", action="store_true", help="each session's runs and messages in the server's log")
     p.add_argument("--server-log", default="", help="write each class's server log to this path + '.<sessions>'")
     p.add_argument("--note", default="", help="a sentence for the section (e.g. what else ran on the machine)")
@@ -429,6 +441,7 @@ def main(argv: list[str] | None = None) -> None:
             interval_s=args.interval,
             alone_inputs=args.alone if not levels else 0,
             session_log=args.session_log,
+            static=not args.no_static,
         )
         log.info("load %d: %d inputs, %d problems, peak %.0f MB", n, res.inputs, len(res.problems), res.peak_rss_mb)
         if args.server_log:

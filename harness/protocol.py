@@ -11,7 +11,10 @@ its ``script_finished``.
 from __future__ import annotations
 
 import asyncio
+import gzip
+import re
 import time
+import urllib.request
 from collections.abc import Callable
 
 import websockets
@@ -24,13 +27,35 @@ OPEN_TIMEOUT_S = 360.0  # a first visit while the whole class opens its own
 ANSWER_TIMEOUT_S = 120.0  # one input's answer; past it the input counts as unanswered
 FINISHED = (ForwardMsg.FINISHED_SUCCESSFULLY, ForwardMsg.FINISHED_FRAGMENT_RUN_SUCCESSFULLY)
 Fill = Callable[[WidgetState, int], None]  # writes input k's value into the widget's state
+ASSET = re.compile(r'(?:src|href)="\./(static/[^"]+)"')  # the scripts and styles the page loads before it connects
+
+
+def _get(url: str) -> int:
+    """GET ``url`` as a browser does (gzip accepted); the bytes received."""
+    request = urllib.request.Request(url, headers={"Accept-Encoding": "gzip"})
+    with urllib.request.urlopen(request, timeout=OPEN_TIMEOUT_S) as response:
+        return len(response.read())
+
+
+def page_load(base: str, page: str) -> int:
+    """What a browser fetches before it opens the websocket: the page's HTML, the scripts and styles it names, the
+    health check and the host's configuration. The bytes received."""
+    request = urllib.request.Request(f"{base}/{page}", headers={"Accept-Encoding": "gzip"})
+    with urllib.request.urlopen(request, timeout=OPEN_TIMEOUT_S) as response:
+        body = response.read()
+        html = gzip.decompress(body) if response.headers.get("Content-Encoding") == "gzip" else body
+    assets = dict.fromkeys(ASSET.findall(html.decode(errors="replace")))
+    urls = [*(f"{base}/{path}" for path in assets), f"{base}/_stcore/health", f"{base}/_stcore/host-config"]
+    return len(body) + sum(_get(url) for url in urls)
 
 
 class ProtocolSession:
     """One visitor as the server sees it: a websocket, the page's messages read, inputs sent as a browser would."""
 
     def __init__(self, url: str, page: str) -> None:
+        self.base = url
         self.url = url.replace("http", "ws", 1) + "/_stcore/stream"
+        self.static_bytes = 0  # received over HTTP before connecting (open(static=True))
         self.page = page
         self.page_hash = ""  # the page's script hash, from the navigation message (as the browser keeps it)
         self.widgets: dict[str, tuple[str, str]] = {}  # widget key → (widget id, its fragment's id)
@@ -42,9 +67,12 @@ class ProtocolSession:
         self._ws = None
         self._reader: asyncio.Task | None = None
 
-    async def open(self) -> float:
-        """Connect and ask for the page as a browser does on a deep link; seconds until its run has finished."""
+    async def open(self, *, static: bool = False) -> float:
+        """Connect and ask for the page as a browser does on a deep link; seconds until its run has finished.
+        With ``static``, first fetch what a browser loads over HTTP before it connects (:func:`page_load`)."""
         t0 = time.monotonic()
+        if static:
+            self.static_bytes = await asyncio.to_thread(page_load, self.base, self.page)
         self._ws = await websockets.connect(
             self.url, subprotocols=["streamlit", "PLACEHOLDER_AUTH_TOKEN"], max_size=None, open_timeout=OPEN_TIMEOUT_S
         )
