@@ -84,7 +84,7 @@ def generate(name: str, text: str, tm) -> None:
         with ui.friendly_errors():
             g = generation(name, text, new, method, float(temperature), int(top_k), int(seed))
             if g.prompt_cut:
-                st.warning(T("prompt_cut", kept=g.prompt_len, limit=tm.max_len, new=new))
+                st.warning(T("prompt_cut", kept=g.prompt_len, limit=g.limit, new=new))
             st.markdown(T("gen_result"))
             shown = tm.decode(g.ids[: g.prompt_len]) + " ⟶ " + tm.decode(g.ids[g.prompt_len :])
             st.code(shown, language=None, wrap_lines=True)
@@ -115,10 +115,10 @@ def chat(name: str, tm) -> None:
         st.code(" | ".join(turn.tokens), language=None, wrap_lines=True)
         st.markdown(T("chat_reply"))
         answers, key = st.session_state.setdefault("lm_chat_answers", {}), (name, message, new)  # no regenerating
-        if key not in answers:
-            answers[key] = st.write_stream(map(ui.escape_markdown, view.chat_reply(tm, turn, new)))
-        else:
-            st.markdown(answers[key])
+        box, known = st.empty(), answers.get(key)
+        for reply in view.chat_replies(tm, turn, new) if known is None else (known,):  # the model's text, as code
+            box.code(reply, language=None, wrap_lines=True)
+            answers[key] = reply
 
 
 st.title(ui.page_title("language_model"))

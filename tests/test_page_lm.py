@@ -153,10 +153,12 @@ def test_language_model_chat_shows_the_template_and_streams_a_reply(lang: str) -
     at.session_state["lm_open_chat"] = True
     at.run()
     assert_clean(at)
-    prompt, tokens = _codes(at)[-2:]
+    prompt, tokens, reply = _codes(at)[-3:]
     assert prompt.startswith("<|im_start|>system") and prompt.rstrip().endswith("<|im_start|>assistant")
     assert tokens.split(" | ")[0] == "<|im_start|>"
-    assert any("Paris" in m.value for m in at.markdown)  # "The capital of France is Paris."
+    assert "Paris" in reply  # "The capital of France is Paris."
+    at.run()
+    assert _codes(at)[-1] == reply  # a rerun shows the reply again without generating it
     at.text_input(key="lm_chat").set_value("").run()
     assert not at.exception and at.error  # an empty message: a message in the user's language, no traceback
 
@@ -200,7 +202,11 @@ def test_language_model_bad_inputs(language_model, text: str) -> None:
     at.text_area(key="lm_text").set_value(text).run()
     assert_clean(at)
     if text == LONG:
-        assert any("only the first 128 tokens" in w.value for w in at.warning)
+        from tx_explorer.analysis.heads import max_tokens
+        from tx_explorer.model_cache import shared_model
+
+        cap = max_tokens(shared_model(at.selectbox(key="lm_model").value))
+        assert any(f"only the first {cap} tokens" in w.value for w in at.warning)
         assert any("last" in w.value for w in at.warning)  # the prompt is cut to make room for new tokens
     if text == SCRIPT:
         assert "<script>" in _codes(at)[-1]  # the decoded prompt, literally

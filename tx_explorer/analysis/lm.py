@@ -48,6 +48,7 @@ class Generation:
     tokens: list[str]
     prompt_len: int
     prompt_cut: bool  # the prompt's start was dropped to leave room for the new tokens
+    limit: int  # tokens prompt + continuation may hold: the context, or fewer to keep every map (max_tokens)
     maps: np.ndarray  # [L, H, T, T] over prompt + continuation
 
 
@@ -63,9 +64,10 @@ def generate(
 ) -> Generation:
     """Continue ``prompt`` within one context window (so the trace of the result shows every step exactly), with
     our KV cache (:meth:`TextModel.stream`); the prompt's start is dropped if it leaves no room."""
-    if not 1 <= max_new_tokens < tm.max_len:
-        raise InputError("new_tokens_range", limit=tm.max_len - 1, value=max_new_tokens)
-    kept = prompt[-(tm.max_len - max_new_tokens) :]
+    limit = min(tm.max_len, max_tokens(tm))  # every step's map is kept: the context, or the maps' budget
+    if not 1 <= max_new_tokens < limit:
+        raise InputError("new_tokens_range", limit=limit - 1, value=max_new_tokens)
+    kept = prompt[-(limit - max_new_tokens) :]
     sampling = dict(greedy=greedy, temperature=temperature, top_k=top_k, seed=seed)
     ids = [*kept, *tm.stream(kept, max_new_tokens, **sampling)]
     trace = Trace()
@@ -75,6 +77,7 @@ def generate(
         tokens=tm.labels(ids),
         prompt_len=len(kept),
         prompt_cut=len(kept) < len(prompt),
+        limit=limit,
         maps=trace.stack()[:, 0].numpy(),
     )
 

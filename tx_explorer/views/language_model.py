@@ -73,10 +73,10 @@ def chat_turn(tm: TextModel, message: str) -> ChatTurn:
     return ChatTurn(prompt, ids, tm.labels(ids))
 
 
-def chat_reply(tm: TextModel, turn: ChatTurn, new: int) -> Iterator[str]:
-    """The reply's text as it grows, piece by piece: greedy decoding with our KV cache (one step per token, the
-    prompt read once), stopping at the template's end-of-turn token. A piece is held back while it ends inside a
-    character (a Chinese character is several byte tokens)."""
+def chat_replies(tm: TextModel, turn: ChatTurn, new: int) -> Iterator[str]:
+    """The reply as it grows, one text per new token (greedy, with our KV cache: one step per token, the prompt
+    read once), ending at the template's end-of-turn token. A text is held back while it ends inside a character
+    (a Chinese character is several byte tokens)."""
     out: list[int] = []
     shown = ""
     for token in tm.stream(turn.ids, new, stop=tm.special_ids):
@@ -84,8 +84,8 @@ def chat_reply(tm: TextModel, turn: ChatTurn, new: int) -> Iterator[str]:
             break
         out.append(token)
         text = tm.decode(out)
-        if not text.endswith("\ufffd") and len(text) > len(shown):
-            yield text[len(shown) :]
+        if not text.endswith("\ufffd") and text != shown:
+            yield text
             shown = text
 
 
