@@ -39,10 +39,11 @@ import torch
 from streamlit.proto.WidgetStates_pb2 import WidgetState
 
 from benchmarks import machine, parse, parser, publish, verdict
-from harness.browser import WORDS, process_cpu_s, running_server, status_mb
+from harness.browser import WORDS, Server, process_cpu_s, status_mb
 from harness.classroom import SENTENCE, percentile
 from harness.protocol import ProtocolSession, page_load
 from harness.timed_serve import RUN_LINE
+from tx_explorer import admission
 
 log = logging.getLogger("benchmarks.load")
 SESSION_LOG = ("benchmarks/_session_log.py",)  # serve.py with each session's runs and messages in its log
@@ -51,6 +52,7 @@ LIGHT_TARGET_S = 2.0  # issue 34: p95 input → answer on the light pages, 100 s
 PASSES_S = 5.0  # the p95 whose crossing gives the class size one server holds
 BUCKET = 10  # p95 by connected sessions, in steps of this many
 CORES = os.cpu_count() or 1
+UNGATED = 10_000  # first-visit places for --ungated: more than any class, i.e. no line
 
 
 # ---- what each session does ---------------------------------------------------------------------------------------
@@ -172,6 +174,7 @@ class LoadResult:
     alone: dict[str, tuple[float, float]]  # page → (server CPU s per input, input → last delta s), one session
     server_log: str = ""
     started: float = 0.0  # time.monotonic() when the class began
+    label: str = ""  # what differs from the default server (e.g. the first-visit gate opened)
 
     @property
     def inputs(self) -> int:
@@ -279,11 +282,14 @@ def load(
     alone_inputs: int = 3,
     session_log: bool = False,
     static: bool = True,
+    env: dict[str, str] | None = None,
 ) -> LoadResult:
     """A fresh server (as ``make run`` starts it, each script run's time in its log; with ``session_log`` each
     session's runs and messages too), warmed by one session per page (``alone_inputs`` inputs each, measured),
-    then the class."""
-    with running_server(SESSION_LOG if session_log else TIMED_APP) as srv:
+    then the class. ``env``: more environment variables for the server."""
+    srv = Server(argv=SESSION_LOG if session_log else TIMED_APP, env=env or {})
+    srv.start()
+    try:
         srv.wait_healthy()
         pid = srv.proc.pid
         alone = _blocking(_alone(srv.url, pid, alone_inputs)) if alone_inputs else {}
@@ -301,6 +307,8 @@ def load(
             server_log=srv.output(tail=None),
             started=t0,
         )
+    finally:
+        srv.stop()
 
 
 # ---- report -------------------------------------------------------------------------------------------------------
@@ -319,7 +327,8 @@ def level_lines(res: LoadResult, interval_s: float, duration_s: float) -> list[s
     passes = res.passes()
     arrival = f"within {res.arrivals_s:g} s" if res.arrivals_s else "at once"
     lines = [
-        f"### {n} sessions arriving {arrival}, an input every {interval_s:g} s for {duration_s:g} s each",
+        f"### {n} sessions arriving {arrival}, an input every {interval_s:g} s for {duration_s:g} s each"
+        + (f" — {res.label}" if res.label else ""),
         "",
         f"- Wall time {res.wall_s:.0f} s; inputs answered {res.inputs}; first runs finished {len(first)}/{n}; "
         f"problems {len(problems)}"
@@ -418,6 +427,11 @@ def _parser():
     p.add_argument("--duration", type=float, default=60.0, help="seconds of inputs per session")
     p.add_argument("--interval", type=float, default=5.0, help="seconds from one input of a session to its next")
     p.add_argument("--alone", type=int, default=3, help="inputs per page by one session before the class (0: none)")
+    p.add_argument(
+        "--ungated",
+        action="store_true",
+        help=f"the first class again with every first run let in at once ({admission.ENV_SLOTS}={UNGATED})",
+    )
     p.add_argument("--no-static", action="store_true", help="sessions skip the page's HTML and scripts over HTTP")
     p.add_argument("--session-log", action="store_true", help="each session's runs and messages in the server's log")
     p.add_argument("--server-log", default="", help="write each class's server log to this path + '.<sessions>'")
@@ -448,6 +462,18 @@ def main(argv: list[str] | None = None) -> None:
             Path(f"{args.server_log}.{n}").write_text(res.server_log)
         if levels:
             res.alone = levels[0].alone
+        levels.append(res)
+    if args.ungated and levels:  # the same first class on a server that lets every first run in at once
+        res = load(
+            sessions=args.sessions[0],
+            arrivals_s=arrivals[0],
+            duration_s=args.duration,
+            interval_s=args.interval,
+            alone_inputs=0,
+            static=not args.no_static,
+            env={admission.ENV_SLOTS: str(UNGATED)},
+        )
+        res.alone, res.label = levels[0].alone, f"every first run let in at once ({admission.ENV_SLOTS}={UNGATED})"
         levels.append(res)
     publish("load", section(levels, command, header, args.interval, args.duration, args.note), no_write=args.no_write)
 
