@@ -34,7 +34,7 @@ def decode_section(name: str, tm: view.TextModel) -> None:
     new_tokens = c[1].number_input(T("new_tokens"), 0, view.MAX_NEW_TOKENS, 8, key="kv_new")
     with ui.friendly_errors():
         decoded = view.decoded(tm, decoding(name, prompt, int(new_tokens)), lang=LANG)
-        st.markdown(T("continuation", text=ui.escape_markdown(decoded.text)))
+        st.markdown(T("continuation", text=ui.escape_markdown(decoded.text.strip())))  # "** word**" is no bold
         (st.success if decoded.ok else st.error)(decoded.check)
         grow_section(tm, decoded)
         ui.section(T, "same")
@@ -56,7 +56,7 @@ def grow_section(tm: view.TextModel, decoded: view.Decoded) -> None:
         ui.row(cv.keys, cv.values)
         c = st.columns([1, 2])
         with c[0]:
-            ui.show(cv.groups)
+            ui.show(cv.groups, width_px=ui.PAGE_PX / 3)
         with c[1]:
             ui.show(decoded.growth)
 

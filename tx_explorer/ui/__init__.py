@@ -15,7 +15,7 @@ Streamlit's private API is used only in :mod:`tx_explorer.streamlit_compat`, whi
 
 from tx_explorer import streamlit_compat
 from tx_explorer.ui.below_fold import DRAW_ALL, REACH, below_fold
-from tx_explorer.ui.figures import metrics, redraw, row, show, show_clickable, show_figure
+from tx_explorer.ui.figures import PAGE_PX, metrics, redraw, row, show, show_clickable, show_figure
 from tx_explorer.ui.jobs import run_job
 from tx_explorer.ui.pickers import FOLDER, architecture_caption, cached_model, device, sidebar, text_model_picker
 from tx_explorer.ui.sections import keep_open, lazy_section, optional, section, stop_unless
@@ -25,6 +25,7 @@ from tx_explorer.ui.visits import first_visit
 __all__ = [
     "DRAW_ALL",
     "FOLDER",
+    "PAGE_PX",
     "REACH",
     "architecture_caption",
     "below_fold",
