@@ -42,7 +42,7 @@ test: $(VENV)/.stamp-dev chromium
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
 	$(PY) -m pytest
 
-# The fast tier: lint and the unit tests (no page, no browser; tiers are assigned in tests/conftest.py).
+# The fast tier: lint and the unit tests (no page, no browser, no real LLM; tiers are assigned in tests/conftest.py).
 check: $(VENV)/.stamp-dev
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
 	$(PY) -m pytest -m unit -q

@@ -64,11 +64,16 @@ def page():
     return open_page
 
 
-# ---- tiers: every test gets one marker (pytest.ini): unit, app, browser or load ----------------------------------
+# ---- tiers: every test gets one marker (pytest.ini): unit, model, app, browser or load ---------------------------
 TESTS = Path(__file__).resolve().parent
 # a class of browsers or of protocol sessions (test_burst), or replicas behind a proxy
 LOAD_MODULES = ("test_classroom", "test_scaleout", "test_burst")
 APP_CALLS = frozenset({"open_page", "AppTest"})  # what an AppTest is reached through (or the ``page`` fixture)
+# The real LLM (SmolLM2-135M: seconds to load, and transformers' own loader for the parity tests tens of seconds): a
+# test that loads it names it in its own name (parameters included), its module's or a fixture's.
+REAL_LLM = "smollm2"
+# Tests that load no large model but take minutes alone (file name :: test name).
+MODEL_TESTS = frozenset({"test_lm.py::test_corpus_is_the_one_the_model_was_trained_on"})  # parses the stdlib
 
 
 def _code_names(code) -> set[str]:
@@ -110,7 +115,8 @@ def _reaches(func: Callable, names: frozenset[str], seen: set[Callable]) -> bool
 
 def tier(item: pytest.Item) -> str:
     """``load`` (classroom, scale-out), ``browser`` (marked), ``app`` (an AppTest: through ``open_page``, the
-    ``page`` fixture or ``AppTest``, in the test, a fixture it uses or a helper in tests/) or ``unit``."""
+    ``page`` fixture or ``AppTest``, in the test, a fixture it uses or a helper in tests/), ``model`` (the real
+    LLM, or one of :data:`MODEL_TESTS`) or ``unit``."""
     if item.module.__name__.split(".")[-1] in LOAD_MODULES:
         return "load"
     if item.get_closest_marker("browser"):
@@ -119,7 +125,12 @@ def tier(item: pytest.Item) -> str:
         return "app"
     fixtures = [defs[-1].func for defs in item._fixtureinfo.name2fixturedefs.values() if defs]
     seen: set[Callable] = set()
-    return "app" if any(_reaches(f, APP_CALLS, seen) for f in [item.function, *fixtures]) else "unit"
+    if any(_reaches(f, APP_CALLS, seen) for f in [item.function, *fixtures]):
+        return "app"
+    named = (item.module.__name__.split(".")[-1], item.name, *item.fixturenames)
+    if any(REAL_LLM in name.lower() for name in named) or f"{item.path.name}::{item.name}" in MODEL_TESTS:
+        return "model"
+    return "unit"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
