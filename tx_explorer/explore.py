@@ -91,7 +91,8 @@ class Figures(dict[str, go.Figure]):
 
 
 def _figures(*panels: Panel | None) -> Figures:
-    return Figures({p.key: p.figure for p in panels if p is not None})
+    """The panels' figures laid out as the pages show them (one legend placement, titles wrapped)."""
+    return Figures({p.key: style.tidy(p.figure) for p in panels if p is not None})
 
 
 _load = functools.cache(models.load_model)  # loaders return models in eval mode
