@@ -44,6 +44,7 @@ from tx_explorer.views import position_lab as v_pos
 from tx_explorer.views import self_attention as v_self
 from tx_explorer.views import seq2seq as v_s2s
 from tx_explorer.views import vision_transformer as v_vit
+from tx_explorer.viz import style
 
 __all__ = [
     "Figures",
