@@ -176,8 +176,9 @@ def _notation(text: str, rules: Iterable[tuple[str, re.Pattern]]) -> list[str]:
 def _ticks_collide(axis: dict) -> list[str]:
     """Neighbouring tick labels of one axis drawn over each other.
 
-    Horizontal labels collide when their boxes overlap along the axis; rotated ones when their anchors are closer
-    across the text's direction than the font's size (their axis-aligned boxes overlap even when the text does not).
+    Horizontal labels collide when their boxes overlap along the axis; rotated ones when their anchored ends are
+    closer across the text's direction than a digit's height (their axis-aligned boxes overlap even when the text
+    does not, and a long label's box centre lies far from its tick).
     """
     along = 0 if axis["x"] else 1
     labels = sorted(axis["labels"], key=lambda t: t["box"][along] + t["box"][along + 2])
@@ -190,7 +191,8 @@ def _ticks_collide(axis: dict) -> list[str]:
         elif angle == 0:
             hit = _overlap(a["box"], b["box"])
         else:
-            spacing = abs(a["box"][0] + a["box"][2] - b["box"][0] - b["box"][2]) / 2
+            edge = 2 if angle > 90 else 0  # the anchored end: the right one when turned counter-clockwise
+            spacing = abs(a["box"][edge] - b["box"][edge])
             hit = spacing * abs(math.sin(math.radians(angle))) < 0.75 * a["size"]  # about a digit's height
         if hit:
             out.append((a["text"], b["text"]))
