@@ -25,6 +25,7 @@ PAGES = [
     ("pages/block_roles.py", ":material/hub:", "inside"),
     ("pages/flow.py", ":material/account_tree:", "inside"),
     ("pages/atlas.py", ":material/travel_explore:", "inside"),
+    ("pages/circuit.py", ":material/timeline:", "inside"),
     ("pages/vision_transformer.py", ":material/image:", "beyond"),
     ("pages/moe.py", ":material/call_split:", "beyond"),
     ("pages/cost_of_attention.py", ":material/speed:", "cost"),

@@ -207,6 +207,7 @@ INPUTS: dict[str, tuple[str, Act]] = {
             ".st-key-atlas_stat", tuple(_label("atlas", f"stat_{s}") for s in ("entropy", "local", "distance", "first"))
         ),
     ),
+    "circuit": ("checkpoint slider, one arrow key", slider_key(0)),
     "model_sizes": ("layers + Enter", below_fold(type_text(".st-key-sizes_layers input", lambda i: str(13 + i)))),
     "language_model": (
         "type a text + Ctrl+Enter",

@@ -181,6 +181,14 @@ def block_roles(m: Models) -> Result:
     return _result([probe.bars], f"{len(probe.bars.data)} tokens, 4 stages")
 
 
+def circuit(m: Models) -> Result:
+    from tx_explorer.views import circuit as view
+
+    bundle = m["induction-2l"]
+    maps = view.step_maps(bundle, bundle.steps[0], lang="en")
+    return _result([maps.maps], f"checkpoint {bundle.steps[0]}: 2 maps + scores on the held-out sequences")
+
+
 def model_sizes(m: Models) -> Result:
     from tx_explorer.config import TransformerConfig
     from tx_explorer.views import model_sizes as view
@@ -331,6 +339,15 @@ INTERACTIONS: dict[str, list[Interaction]] = {
             "every layer's attention by tiles + per-head statistics, grid + one head along the positions",
             atlas,
             ("tiny-llama",),
+        )
+    ],
+    "circuit": [
+        Interaction(
+            "circuit",
+            "move the checkpoint slider",
+            "one checkpoint loaded: its previous-token and induction heads' maps, its scores and losses",
+            circuit,
+            ("induction-2l",),
         )
     ],
     "language_model": [

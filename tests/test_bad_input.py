@@ -62,6 +62,7 @@ from tx_explorer.analysis import seq2seq_eval as ev
 from tx_explorer.config import TransformerConfig
 from tx_explorer.data import shapes
 from tx_explorer.modules.moe_lm import MoEConfig
+from tx_explorer.views import circuit as circuit_view
 from tx_explorer.views import mixers as mix_view
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -540,6 +541,8 @@ CASES: list[Case] = [
         empty=("error", "the text is empty"),
     ),
     *number_cases("block_roles", "block_probe", at_max=("error", "the token to change must be between 0 and")),
+    # watch a circuit form: the live run's seed (used on Train; the shipped curves stay)
+    *number_cases("circuit", "circuit_formation"),
     # position lab: the rotary demonstration's numbers (an odd head size cannot be split into pairs)
     Case(
         "position_lab", "head-dim-odd", ((W("number_input", "rot_dh"), 3),), "error", "even number", "rotary_rotation"
@@ -895,6 +898,7 @@ OUT_OF_RANGE = [
         ("position_lab-one-position", lambda: position_lab.rotary_relative_check(8, 1), "at least 2 positions"),
         ("position_lab-odd-head-dim", lambda: position_lab.rotary_relative_check(7, 8), "must be even"),
         ("kv_cache-window-0", lambda: kv_cache.check_window(TransformerConfig(), 0), "sliding window must hold"),
+        ("circuit-seed-negative", lambda: circuit_view.live_settings(-1), "the seed must be a non-negative integer"),
         ("kv_cache-new-tokens-beyond", lambda: kv_cache.check_prompt(TransformerConfig(), [1], 65), "new tokens"),
     ]
 ]

@@ -29,6 +29,7 @@ FAST = {  # every public function on small inputs; minilm-l6 and GPT-2 are not b
     "position_lab": {"schemes": ("rotary", "alibi")},
     "kv_cache": {"new_tokens": 3},
     "block_roles": {},
+    "circuit": {},
     "flash_io": {},
     "flow": {"model": "tiny-llama", "text": "The cat sat on the mat."},
     "atlas": {"model": "tiny-llama", "tokens": 64},

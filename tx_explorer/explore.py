@@ -28,6 +28,7 @@ from tx_explorer.config import TransformerConfig
 from tx_explorer.views import Panel
 from tx_explorer.views import atlas as v_atlas
 from tx_explorer.views import block_roles as v_roles
+from tx_explorer.views import circuit as v_circuit
 from tx_explorer.views import cost_of_attention as v_cost
 from tx_explorer.views import flash_io as v_io
 from tx_explorer.views import flow as v_flow
@@ -51,6 +52,7 @@ __all__ = [
     "atlas",
     "attribution",
     "block_roles",
+    "circuit",
     "cost",
     "flash_io",
     "flow",
@@ -545,4 +547,17 @@ def atlas(
     return _figures(
         *v_atlas.overview(stats, statistic, lang=lang).panels,
         v_atlas.head_along(stats, statistic, layer, head, lang=lang),
+    )
+
+
+def circuit(step: int | None = None, *, compare: str | Any | None = None, lang: str = "en") -> Figures:
+    """The shipped induction circuit: its training curves with the phase change marked, the previous-token and
+    induction heads' maps at checkpoint ``step`` (default: the last), and with ``compare`` (e.g.
+    ``"smollm2-135m-instruct"``) every head of both models by their two scores."""
+    bundle = _model(v_circuit.BUNDLE)
+    other = v_circuit.compare(bundle, _text_model(compare), lang=lang).scatter if compare is not None else None
+    return _figures(
+        v_circuit.formation(bundle, lang=lang).curves,
+        v_circuit.step_maps(bundle, bundle.steps[-1] if step is None else step, lang=lang).maps,
+        other,
     )

@@ -21,7 +21,7 @@ from tx_explorer.interop import gpt2_cache  # no project imports: asks the local
 
 __all__ = ["REGISTRY", "WEIGHTS_DIR", "BundleError", "Entry", "Family", "available_models", "load_model"]
 
-Family = Literal["text", "moe", "translation", "image", "variants", "positions"]
+Family = Literal["text", "moe", "translation", "image", "variants", "positions", "circuit"]
 
 
 @dataclass(frozen=True)
@@ -143,6 +143,13 @@ REGISTRY["positions"] = Entry(
     description="position lab: five small causal LMs that differ only in their position scheme, trained alike",
     retrain="python -m tx_explorer.train positions",
     family="positions",
+)
+REGISTRY["induction-2l"] = Entry(
+    loader="tx_explorer.families.circuit:load",
+    description="induction-2l: a two-layer attention-only LM trained until its induction circuit forms (+ checkpoints)",
+    retrain="python -m tx_explorer.train induction",
+    family="circuit",
+    kind="causal",
 )
 
 

@@ -1,0 +1,81 @@
+"""Watch a circuit form (lecture §4.1): induction heads in a two-layer attention-only model, trained live."""
+
+import streamlit as st
+
+from tx_explorer import models, ui
+from tx_explorer.views import circuit as view
+
+T, LANG = ui.texts("circuit"), ui.lang()
+
+
+@st.fragment
+def formation_section(bundle) -> None:
+    ui.section(T, "formation")
+    with ui.friendly_errors():
+        f = view.formation(bundle, lang=LANG)
+        ui.show(f.curves)
+        st.success(f.verdict)
+        st.caption(f.settings)
+
+
+@st.fragment
+def maps_section(bundle) -> None:
+    ui.section(T, "maps")
+    step = st.select_slider(T("step"), bundle.steps, value=bundle.steps[-1], key="circuit_step")
+    with ui.friendly_errors():
+        m = view.step_maps(bundle, step, lang=LANG)
+        st.caption(m.caption)
+        ui.show(m.maps)
+
+
+@ui.below_fold("circuit_k", height=520)
+def composition_section(bundle) -> None:
+    ui.section(T, "k")
+    with ui.friendly_errors():
+        k = view.k_composition(bundle, lang=LANG)
+        st.table(k.table)
+        st.success(k.verdict)
+
+
+@ui.below_fold("circuit_compare", height=640)
+def compare_section(bundle) -> None:
+    ui.section(T, "compare")
+    if view.COMPARE not in models.available_models():
+        st.info(T("compare_absent", model=view.COMPARE))
+        return
+    with ui.friendly_errors():
+        c = view.compare(bundle, ui.cached_model(view.COMPARE), lang=LANG)
+        ui.show(c.scatter)
+        st.caption(c.caption)
+
+
+def live_section(bundle) -> None:  # no fragment: a click in one waits for its run, Stop must not
+    if not (box := ui.lazy_section(T, "live", key="circuit_open_live", intro=False)):
+        return
+    with box:
+        st.markdown(view.live_intro(bundle, lang=LANG))
+        c = st.columns([1, 1, 1])
+        seed = c[0].number_input(T("seed"), 0, view.MAX_SEED, 0, help=T("seed_help"), key="circuit_seed")
+        start = c[1].button(T("train"), type="primary", icon=":material/play_arrow:")
+        c[2].button(T("stop"), icon=":material/stop:", help=T("stop_help"))  # its page rerun cancels the job
+        if start:
+            run = view.LiveRun(bundle, seed=seed, lang=LANG)
+            st.session_state["circuit_live"], chart = run.records, st.empty()
+            with ui.friendly_errors():
+                ui.run_job(run, label=T("training"), each=lambda: run.draw_latest(lambda p: ui.redraw(chart, p)))
+            chart.empty()
+        if live := st.session_state.get("circuit_live"):
+            panel, words = view.live_curves(live, lang=LANG)
+            st.caption(words)
+            ui.show(panel)
+
+
+st.title(ui.page_title("circuit"))
+st.markdown(T("intro"))
+bundle = ui.optional(lambda: ui.cached_model(view.BUNDLE), view.BundleError, lambda e: T("no_bundle", message=str(e)))
+if bundle is not None:
+    formation_section(bundle)
+    maps_section(bundle)
+    composition_section(bundle)
+    compare_section(bundle)
+    live_section(bundle)

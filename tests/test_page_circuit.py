@@ -1,0 +1,104 @@
+"""The "Watch a circuit form" page: drawn in English and 中文 from the shipped bundle, its circuit numbers equal to
+a recomputation from the shipped weights, the checkpoint slider, and the live run through the job pool."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from tests.conftest import assert_clean, open_page, plotly_specs
+from tx_explorer import locales, models
+from tx_explorer.analysis import induction as ind
+from tx_explorer.families import circuit
+from tx_explorer.train import induction as trainer
+from tx_explorer.views import circuit as view
+
+
+@pytest.fixture(scope="module")
+def at():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)  # the live run's tiny model only spin-waits on more threads of a shared CPU
+    page = open_page("circuit")
+    yield page
+    torch.set_num_threads(n)
+
+
+@pytest.fixture(scope="module")
+def bundle() -> circuit.CircuitBundle:
+    return circuit.load()
+
+
+def test_first_load_draws_the_curves_maps_and_table(at):
+    assert_clean(at)
+    specs = plotly_specs(at)
+    names = {t.get("name") for s in specs for t in s["data"]}
+    assert {"loss, second copy", "induction score"} <= names
+    assert len(at.table) == 1
+    assert not at.warning, [w.value for w in at.warning]  # the bundle verified and loaded
+
+
+def test_the_page_shows_the_numbers_of_the_shipped_weights(at, bundle):
+    """Every number of the K-composition table and verdict, recomputed here from model.safetensors."""
+    k = ind.k_composition(circuit.load().text.model, bundle.held_out())
+    table = at.table[0].value
+    intact, ablated = table.columns[1], table.columns[2]
+    assert table[intact].iloc[0] == f"{k.induction_before:.3f}"
+    assert table[ablated].iloc[0] == f"{k.induction_after:.3f}"
+    assert table[intact].iloc[2] == f"{k.clean.loss_second:.2f}"
+    assert table[ablated].iloc[2] == f"{k.ablated.loss_second:.2f}"
+    verdicts = " ".join(s.value for s in at.success)
+    assert f"{-100 * k.induction_drop:+.0f} %".replace("-", "−") in verdicts
+    phase = ind.phase_change(*(bundle.record[c] for c in ("step", "loss_first", "loss_second")))
+    assert (f"Phase change at step {phase}:" if phase is not None else "No phase change in this record") in verdicts
+
+
+def test_the_slider_walks_the_checkpoints(at, bundle):
+    slider = next(s for s in at.select_slider if s.label == "checkpoint (training step)")
+    assert list(slider.options) == [str(s) for s in bundle.steps]
+    first = bundle.steps[0]
+    slider.set_value(first).run()
+    assert_clean(at)
+    c = ind.measure(bundle.checkpoint(first).model, bundle.held_out())
+    final = bundle.k_composition()
+    caption = next(c.value for c in at.caption if c.value.startswith(f"Step {first} "))
+    assert f"induction score {c.induction[final.induction_head]:.2f}" in caption
+    slider.set_value(bundle.steps[-1]).run()
+
+
+def test_smollm2_beside_it_or_a_message(at):
+    if view.COMPARE in models.available_models():
+        assert any(c.value.startswith(view.COMPARE) for c in at.caption)
+    else:
+        assert any(view.COMPARE in i.value for i in at.info)
+
+
+def test_the_live_run_draws_its_curves(at, monkeypatch):
+    """A short run (the same recipe, fewer steps) through the job pool: curves and where the run stands."""
+    monkeypatch.setattr(trainer, "LIVE", dataclasses.replace(trainer.LIVE, steps=10, eval_every=5))
+    at.session_state["circuit_open_live"] = True
+    at.run()
+    assert_clean(at)
+    before = len(plotly_specs(at))
+    next(n for n in at.number_input if n.label == "seed").set_value(3)
+    next(b for b in at.button if b.label == "Train").click().run(timeout=300)
+    assert_clean(at)
+    assert len(plotly_specs(at)) == before + 1
+    assert any(c.value.startswith("Step 10 after") or "Phase change after" in c.value for c in at.caption)
+
+
+def test_the_page_in_chinese():
+    page = open_page("circuit")
+    page.session_state["lang"] = "zh"
+    page.run()
+    assert_clean(page)
+    zh = locales.text("circuit", "k_header", "zh")
+    assert any(zh in h.value for h in page.header), [h.value for h in page.header]
+
+
+def test_a_bad_seed_is_a_message():
+    with pytest.raises(ValueError, match="seed"):
+        view.live_settings(-1)
+    with pytest.raises(ValueError, match="seed"):
+        view.live_settings(2.5)
