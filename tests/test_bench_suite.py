@@ -91,3 +91,20 @@ def test_kv_cache_benchmark_decodes_the_same_tokens_both_ways_and_counts_the_cac
     assert nbytes == 2 * cfg.num_layers * cfg.kv_heads * cfg.head_dim * 4 * 19
     rows = [{"total": 64, "full": 6.0, "cached": 2.0, "bytes": nbytes}]
     assert "| 64 | 32 | 6.00 | 2.00 | 3.0× |" in kv_cache.section(rows, "tiny-llama", 3)
+
+
+def test_load_finds_the_class_size_where_p95_passes_5_s_and_reports_every_page():
+    """benchmarks/load.py's arithmetic on made-up sessions: p95 by connected sessions, the first step past 5 s
+    (steps with under 5 inputs ignored), light and heavy pages apart, a failure listed."""
+    from benchmarks import load
+
+    light = load.SessionResult(0, "masks", False, first_run_s=1.0, answers=[(0.5, 3)] * 6 + [(6.0, 25)] * 6)
+    heavy = load.SessionResult(1, "multihead", True, first_run_s=2.0, answers=[(1.0, 8)] * 6 + [(9.0, 15)] * 6)
+    lost = load.SessionResult(2, "operator", False, failure="TimeoutError: first run")
+    res = load.LoadResult([light, heavy, lost], 5.0, 60.0, 30.0, 900.0, 800.0, {"masks": (0.02, 0.1)})
+    assert [(hi, n) for hi, n, _ in res.by_size()] == [(10, 12), (20, 6), (30, 6)]
+    assert res.passes() == 20 and res.passes(10.0) is None
+    assert res.inputs == 24 and res.problems == ["session 2 (operator): TimeoutError: first run"]
+    text = load.section([res], "python -m benchmarks load", "machine", 5.0, 60.0, "")
+    assert "p95 passes 5 s at 11–20 connected sessions" in text
+    assert "| masks | sentence | 1 |" in text and "| operator | D slider | 1 |" in text
