@@ -1,6 +1,5 @@
-"""The cost of attention (lecture §4.3–4.5, §9.6): FLOPs of the four matmuls, measured memory and time of
-naive, tiled ("flash") and PyTorch attention, and the tiled kernel opened tile by tile. Each section is a fragment
-(its inputs rerun only it), the last three open on demand, and measurements queue on the shared job pool."""
+"""The cost of attention (lecture §4.3–4.5, §9.6): FLOPs of the four matmuls, measured memory and time of naive,
+tiled and PyTorch attention, the tiled kernel tile by tile. Sections are fragments, the last three open on demand."""
 
 import functools
 
@@ -117,11 +116,8 @@ def io_section() -> None:  # FlashAttention's IO argument (§4.4)
                 fio = io_view.io(io_d, io_tile, io_n, measure=None, lang=LANG)  # the counts: drawn at once
                 ui.row(fio.by_n, fio.by_tile)
                 st.markdown(fio.note + "\n\n" + F("measured_intro"))
-                rows = ui.run_job(  # the live peaks and times, about 10 s on one core: measured behind a bar
-                    lambda report: io_view.measured_rows(io_d, io_tile, measure=measured, lang=LANG, progress=report),
-                    label=F("measuring", n=""),
-                    key=("io_rows", io_d, io_tile, LANG),
-                )
+                peaks = functools.partial(io_view.measured_rows, io_d, io_tile, measure=measured, lang=LANG)  # ~10 s
+                rows = ui.run_job(peaks, label=F("measuring", n=""), key=("io", io_d, io_tile, LANG))  # behind a bar
                 st.dataframe(pd.DataFrame(rows), hide_index=True)
             st.markdown(F("cpu_note"))
 

@@ -11,23 +11,13 @@ from tx_explorer.views import head_science as view
 T = ui.texts("head_science")
 LANG = ui.lang()
 VIEWS = ("importance", "patching", "lens", "taxonomy", "attribution")
-INPUTS = (
-    "hs_text",
-    "hs_heldout",
-    "hs_mode",
-    "hs_quantity",
-    "hs_score",
-    "hs_example",
-    "hs_clean_",
-    "hs_corrupt_",
-    "hs_a_",
-    "hs_b_",
-)
-
-
-def _one_of(key: str, names: tuple[str, ...]) -> bool:
-    """Whether ``key`` is one of ``names``; a name ending in "_" stands for every key it begins (one per example)."""
-    return any(key == n or (n.endswith("_") and key.startswith(n)) for n in names)
+INPUTS = {  # each view's own widgets (a key ending in "_" stands for every key it begins)
+    "importance": "hs_text hs_heldout hs_mode",
+    "patching": "hs_example hs_clean_ hs_corrupt_ hs_a_ hs_b_",
+    "lens": "hs_text hs_quantity",
+    "taxonomy": "hs_text hs_score",
+    "attribution": "hs_text",
+}
 
 
 def text_model(name: str):
@@ -77,13 +67,7 @@ def views(name: str) -> None:
         T("view"), VIEWS, default="importance", required=True, format_func=lambda v: T(f"view_{v}"), key="hs_view"
     )
     st.markdown(T(f"{choice}_intro"))
-    # Streamlit forgets a widget's value in a run that does not draw it: the inputs of the other views are written
-    # back, so the text typed here is still there after a look at another view.
-    drawn = ("hs_example", "hs_clean_", "hs_corrupt_", "hs_a_", "hs_b_") if choice == "patching" else ("hs_text",)
-    drawn += {"importance": ("hs_heldout", "hs_mode"), "lens": ("hs_quantity",), "taxonomy": ("hs_score",)}.get(
-        choice, ()
-    )
-    ui.keep_open(*(k for k in st.session_state if _one_of(k, INPUTS) and not _one_of(k, drawn)))
+    ui.keep_inputs(INPUTS, choice)  # what was typed in another view is still there when it comes back
 
     with ui.friendly_errors():
         tm = text_model(name)

@@ -18,7 +18,7 @@ from tx_explorer.ui.below_fold import DRAW_ALL, REACH, below_fold
 from tx_explorer.ui.figures import PAGE_PX, metrics, redraw, row, show, show_clickable, show_figure
 from tx_explorer.ui.jobs import run_job
 from tx_explorer.ui.pickers import FOLDER, architecture_caption, cached_model, device, sidebar, text_model_picker
-from tx_explorer.ui.sections import keep_open, lazy_section, optional, section, stop_unless
+from tx_explorer.ui.sections import keep_inputs, keep_open, lazy_section, optional, section, stop_unless
 from tx_explorer.ui.text import escape_markdown, friendly_errors, lang, model_description, page_title, texts
 from tx_explorer.ui.visits import first_visit
 
@@ -34,6 +34,7 @@ __all__ = [
     "escape_markdown",
     "first_visit",
     "friendly_errors",
+    "keep_inputs",
     "keep_open",
     "lang",
     "lazy_section",

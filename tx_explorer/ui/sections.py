@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import streamlit as st
@@ -40,6 +40,18 @@ def keep_open(*keys: str) -> None:
     for key in keys:
         if key in st.session_state:
             st.session_state[key] = st.session_state[key]
+
+
+def keep_inputs(views: Mapping[str, str], shown: str) -> None:
+    """Keep the inputs of the views not shown in this run (``views``: view → its widget keys, space-separated; a
+    key ending in "_" stands for every key it begins): without this, text typed in one view is gone after a look
+    at another, since Streamlit forgets a widget left out of a run."""
+
+    def among(key: str, names: str) -> bool:
+        return any(key == n or (n.endswith("_") and key.startswith(n)) for n in names.split())
+
+    every = " ".join(views.values())
+    keep_open(*(k for k in st.session_state if among(k, every) and not among(k, views[shown])))
 
 
 def stop_unless(name: str | None, text: str, empty: str) -> None:

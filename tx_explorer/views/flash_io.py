@@ -73,13 +73,13 @@ def io(d: int, tile: int, n: int, *, measure: Callable[..., cost.Measurement] | 
 def measured_rows(
     d: int,
     tile: int,
+    progress: Callable[[float, str], None] | None = None,
     *,
     measure: Callable[..., cost.Measurement] = cost.measure,
     lang: str = "en",
-    progress: Callable[[float, str], None] | None = None,
 ) -> list[dict[str, str]]:
     """Per N of :data:`MEASURE_NS`: bytes counted for both kernels beside their measured peaks and times (about
-    10 s on one CPU core: the page runs it as a job with a progress bar, after the counts are drawn)."""
+    10 s on one CPU core: the page runs it as a job, ``progress`` its report, after the counts are drawn)."""
     T = texts(PAGE, lang)
     rows = []
     for i, m in enumerate(MEASURE_NS):
