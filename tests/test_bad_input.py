@@ -49,7 +49,6 @@ from tx_explorer.analysis import (
     lm,
     memory,
     mixers,
-    position,
     position_lab,
     routing,
     vit_lab,
@@ -58,6 +57,7 @@ from tx_explorer.analysis import head_science as hs
 from tx_explorer.analysis import mask_gallery as mg
 from tx_explorer.analysis import norm_lab as norms
 from tx_explorer.analysis import operator_lab as op
+from tx_explorer.analysis import self_attention as sa
 from tx_explorer.analysis import seq2seq_eval as ev
 from tx_explorer.config import TransformerConfig
 from tx_explorer.data import shapes
@@ -828,8 +828,8 @@ OUT_OF_RANGE = [
         ("operator-D-negative", lambda: op.random_qkv(4, 6, -1, 4, 0), "D must be a positive integer"),
         ("operator-one-key", lambda: op.softmax_saturation([1, 2], n_keys=1), "at least 2 keys"),
         ("operator-cross-heads-0", lambda: op.cross_attention(3, 7, 16, 0, 0), "num_heads must be a positive integer"),
-        ("self_attention-tokens-0", lambda: position.permutation_check(0, 16, 4, 0, 1, "none"), "positive integer"),
-        ("self_attention-positions-0", lambda: position.position_table("sinusoidal", 0, 64), "positive integer"),
+        ("self_attention-tokens-0", lambda: sa.permutation_check(0, 16, 4, 0, 1, "none"), "positive integer"),
+        ("self_attention-positions-0", lambda: sa.position_table("sinusoidal", 0, 64), "positive integer"),
         ("masks-window-0", lambda: mg.build_mask("sliding_window", 10, window=0), "window must be a positive integer"),
         ("masks-prefix-beyond-n", lambda: mg.build_mask("prefix_lm", 10, prefix=11), "prefix must be an integer in"),
         ("masks-padding-beyond-n", lambda: mg.build_mask("padding", 10, length=11), "every length must lie in"),
