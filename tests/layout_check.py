@@ -66,7 +66,7 @@ TEX = [
 ]
 MARKUP = [
     ("Markdown bold", re.compile(r"\*\*")),
-    ("Markdown code", re.compile(r"`")),
+    ("Markdown code", re.compile(r"`[^`\s][^`]*`")),  # a code span left as text (one backtick may be a token)
 ]
 ENTITIES = [
     ("HTML entity", re.compile(r"&(?:[A-Za-z]{2,8}|#\d{1,6}|#x[0-9A-Fa-f]{1,6});")),
