@@ -42,7 +42,8 @@ def measure(seed: int) -> dict:
         run(report)
     except _PhaseFound:
         pass
-    return {"seed": seed, "load": os.getloadavg()[0], "steps": run.records[-1][1].step, **found}
+    ran = {"total": time.monotonic() - t0, "total_cpu": time.process_time() - c0}
+    return {"seed": seed, "load": os.getloadavg()[0], "steps": run.records[-1][1].step, **ran, **found}
 
 
 def section(rows: list[dict], command: str) -> str:
@@ -63,7 +64,10 @@ def section(rows: list[dict], command: str) -> str:
                 f"{verdict(r['seconds'], TARGET_S, 's')} |"
             )
         else:
-            lines.append(f"| {r['seed']} | none in {r['steps']} steps | — | — | {r['load']:.1f} | missed |")
+            lines.append(
+                f"| {r['seed']} | none in {r['steps']} steps | ({r['total']:.0f} s for all) | "
+                f"({r['total_cpu']:.0f} s) | {r['load']:.1f} | missed |"
+            )
     lines += ["", f"Machine: {machine(torch.device('cpu'))}."]
     return "\n".join(lines)
 
