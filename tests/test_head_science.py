@@ -166,4 +166,4 @@ def test_notebook_api_returns_the_page_figures():
 
     assert list(explore.head_importance()) == ["hs_importance_loss", "hs_importance_logit"]
     assert list(explore.patching("tiny-gpt", lang="zh")) == ["hs_patch_residual", "hs_patch_heads"]
-    assert list(explore.head_taxonomy(score="sink")) == ["hs_scores", "hs_map"]
+    assert list(explore.head_taxonomy(score="sink")) == ["hs_scores", "hs_map", "hs_sink_layers"]

@@ -32,6 +32,7 @@ from tx_explorer.modules.transformer import CausalLM, Stack, next_token
 from tx_explorer.trace import Trace
 
 RETRAIN_TINY_GPT = "python -m tx_explorer.train lm --preset tiny"
+PREFILL = 256  # prompt tokens read per step when decoding with the KV cache
 RETRAIN_TINY_LLAMA = "python -m tx_explorer.train lm --preset tiny-llama"  # with tiny-gpt's tokenizer
 
 
@@ -149,7 +150,8 @@ class TextModel:
         cache = KVCache()
         device = next(self.model.parameters()).device
         gen = torch.Generator(device=device).manual_seed(seed)
-        logits = self.model(self._batch(ids), cache=cache)[:, -1]  # (1, V)
+        for start in range(0, len(ids), PREFILL):  # the prompt in pieces: logits [piece, V], never [N, V] at 8k
+            logits = self.model(self._batch(ids[start : start + PREFILL]), cache=cache)[:, -1]  # (1, V)
         for step in range(max_new_tokens):
             token = next_token(logits, greedy=greedy, temperature=temperature, top_k=top_k, generator=gen)  # (1, 1)
             yield int(token)
