@@ -13,12 +13,12 @@ LECTURE = [
     ("s1", ["seq2seq"]),
     ("s2", ["operator", "seq2seq"]),
     ("s3", ["self_attention", "masks", "position_lab"]),
-    ("s4", ["multihead", "head_science", "cost_of_attention"]),
+    ("s4", ["multihead", "head_science", "circuit", "atlas", "cost_of_attention"]),
     ("s5", ["block_roles", "norms", "model_sizes", "multihead"]),
     ("s6", ["language_model", "kv_cache"]),
     ("s7", ["vision_transformer"]),
     ("s8", ["norms", "moe", "position_lab", "kv_cache"]),
-    ("s9", ["operator", "self_attention", "masks", "block_roles", "cost_of_attention"]),
+    ("s9", ["operator", "self_attention", "masks", "block_roles", "flow", "cost_of_attention"]),
 ]
 
 

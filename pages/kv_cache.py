@@ -69,10 +69,9 @@ def sharing_section(name: str, tm: view.TextModel) -> None:
         return
     with box:
         c = st.columns(2)
-        tokens = c[0].number_input(T("tokens"), 1, tm.config.max_len, min(32, tm.config.max_len), key="kv_tokens")
-        window = c[1].number_input(
-            T("window"), 1, 1_000_000, min(8, tm.config.max_len), help=T("window_help"), key="kv_window"
-        )
+        most = view.limit(tm.config)  # the stepper's tokens: the model's context, or fewer
+        tokens = c[0].number_input(T("tokens"), 1, most, min(32, most), key="kv_tokens")
+        window = c[1].number_input(T("window"), 1, 1_000_000, min(8, most), help=T("window_help"), key="kv_window")
         with ui.friendly_errors():
             st.table(sharing_rows(name, int(tokens), int(window), LANG))
         st.markdown(T("sharing_note"))

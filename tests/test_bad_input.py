@@ -320,7 +320,9 @@ VIT_SAMPLE = ((labelled("radio", "vision_transformer", "source"), "sample"),)
 VIT_UPLOAD = ((labelled("radio", "vision_transformer", "source"), "upload"),)
 NORMS = {k: labelled("text_input", "norms", k) for k in ("vector", "gamma", "beta", "sentence")}
 GUARD = (W("number_input", "cost_guard_n"), W("number_input", "cost_guard_h"))
-HS_PATCHING = ((W("segmented_control", "hs_view"), "patching"),)
+# Head science's mechanics on tiny-gpt: its default, SmolLM2, would ablate 270 heads per input (tested on its own).
+HS_TINY = ((W("selectbox", "hs_model"), "tiny-gpt"),)
+HS_PATCHING = (*HS_TINY, (W("segmented_control", "hs_view"), "patching"))
 HS_UNEQUAL = ("error", "needs prompts of equal token length")
 ATLAS_PASTE = ((W("radio", "atlas_source"), "paste"),)
 ATLAS_UPLOAD = W("file_uploader", label=locales.text("atlas", "upload"))
@@ -554,7 +556,7 @@ CASES: list[Case] = [
         (W("text_input", "kv_prompt"),),
         "kv_growth",
         empty=("error", "the prompt is empty"),
-        **{"100k": ("error", "but this model's context holds")},
+        **{"100k": ("error", "but the stepper holds")},
     ),
     Case("kv_cache", "window-beyond-context", ((W("number_input", "kv_window"), 4096),), "error", "sliding window"),
     *number_cases("kv_cache", "kv_growth", at_max=("error", "sliding window must hold")),
@@ -563,6 +565,7 @@ CASES: list[Case] = [
         "head_science",
         (W("text_area", "hs_text"),),
         "hs_importance_loss",
+        prepare=HS_TINY,
         empty=("warning", "The text is empty"),
         **{"100k": ("chart", "only the first 128 are analysed")},
     ),
@@ -584,7 +587,7 @@ CASES: list[Case] = [
         chart="hs_patch_residual",
         prepare=HS_PATCHING,
     ),
-    *number_cases("head_science", "hs_pattern", prepare=((W("segmented_control", "hs_view"), "importance"),)),
+    *number_cases("head_science", "hs_pattern", prepare=(*HS_TINY, (W("segmented_control", "hs_view"), "importance"))),
     # information flow: the text, and a predicted position beyond it (−128 or 127 on a short text)
     *text_cases(
         "flow",

@@ -62,20 +62,29 @@ PUBLISHED: dict[str, Published] = {
 }
 
 
+STEPPER_TOKENS = 128  # tokens the stepper walks: every step is checked against a full forward pass, O(N²)
+
+
+def limit(cfg: TransformerConfig) -> int:
+    """Tokens the stepper takes for this model: its context, at most :data:`STEPPER_TOKENS` (SmolLM2's 8 192
+    would cost thousands of full forward passes per input)."""
+    return min(cfg.max_len, STEPPER_TOKENS)
+
+
 def check_prompt(cfg: TransformerConfig, prompt: Sequence[int], new_tokens: int) -> None:
-    """Refuse an empty prompt, a bad count, or more tokens than the model's context holds."""
+    """Refuse an empty prompt, a bad count, or more tokens than the stepper takes (:func:`limit`)."""
     if not prompt:
         raise InputError("kv_prompt_empty")
     if not 0 <= new_tokens <= MAX_NEW_TOKENS:
         raise InputError("kv_new_tokens", value=new_tokens, limit=MAX_NEW_TOKENS)
-    if len(prompt) + new_tokens > cfg.max_len:
-        raise InputError("kv_prompt_too_long", count=len(prompt), new=new_tokens, limit=cfg.max_len)
+    if len(prompt) + new_tokens > limit(cfg):
+        raise InputError("kv_prompt_too_long", count=len(prompt), new=new_tokens, limit=limit(cfg))
 
 
 def check_window(cfg: TransformerConfig, window: int | None) -> None:
-    """A sliding window must hold at least one key and no more than the context."""
-    if window is not None and not 1 <= window <= cfg.max_len:
-        raise InputError("kv_window_range", window=window, limit=cfg.max_len)
+    """A sliding window must hold at least one key and no more than the stepper's tokens."""
+    if window is not None and not 1 <= window <= limit(cfg):
+        raise InputError("kv_window_range", window=window, limit=limit(cfg))
 
 
 @dataclass(frozen=True)
@@ -184,8 +193,8 @@ class SharingRow:
 def sharing_table(cfg: TransformerConfig, tokens: int, window: int, *, seed: int = 0) -> list[SharingRow]:
     """For each of :func:`sharing_configs`: the formula's bytes and those of a real cache after ``tokens``
     tokens (a randomly initialised model of that shape: the bytes do not depend on the weights)."""
-    if not 1 <= tokens <= cfg.max_len:
-        raise InputError("kv_prompt_too_long", count=tokens, new=0, limit=cfg.max_len)
+    if not 1 <= tokens <= limit(cfg):
+        raise InputError("kv_prompt_too_long", count=tokens, new=0, limit=limit(cfg))
     rows = []
     # The cache's bytes depend on layers, K/V heads, head width and tokens only: a vocabulary of 256 and a narrow MLP
     # keep the four models small (at SmolLM2's shape, 4 × 135M random weights would take minutes to draw and run).

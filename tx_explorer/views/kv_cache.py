@@ -20,6 +20,7 @@ from tx_explorer.viz.heatmap import heatmap
 
 PAGE = "kv_cache"
 MAX_NEW_TOKENS = kv.MAX_NEW_TOKENS
+limit = kv.limit  # the stepper's tokens for a model: its context, at most kv.STEPPER_TOKENS
 CURVE_TOKENS = [2**i for i in range(18)]  # 1 … 131 072
 LATEX = {
     "bytes": r"\text{bytes}=2\cdot L\cdot H_{kv}\cdot D_h\cdot b\cdot \min(T,\,W)",
