@@ -473,7 +473,7 @@ CASES: list[Case] = [
         "lm_next",
         prepare=((W("slider", "lm_new"), 2),),
         empty=("warning", "The text is empty"),
-        **{"100k": ("warning", "only the first 128 tokens")},
+        **{"100k": MH_LONG},  # the same maps budget as the multi-head page
     ),
     *number_cases("language_model", "lm_next", prepare=((W("radio", "lm_method"), "top_k"),)),
     # vision transformer: every number on the generated sample, then every kind of upload
