@@ -475,6 +475,13 @@ CASES: list[Case] = [
         empty=("warning", "The text is empty"),
         **{"100k": MH_LONG},  # the same maps budget as the multi-head page
     ),
+    *text_cases(  # the chat message (SmolLM2's template): any text is a message; an empty one is refused
+        "language_model",
+        (W("text_input", "lm_chat"),),
+        "lm_next",
+        prepare=((W("slider", "lm_chat_new"), 2),),
+        empty=("error", "the conversation is empty"),
+    ),
     *number_cases("language_model", "lm_next", prepare=((W("radio", "lm_method"), "top_k"),)),
     # vision transformer: every number on the generated sample, then every kind of upload
     *number_cases("vision_transformer", "vit_overlays", prepare=VIT_SAMPLE),

@@ -37,7 +37,7 @@ from harness.browser import (
     draw_below_fold,
     page_url,
 )
-from tx_explorer import locales
+from tx_explorer import locales, models
 
 GiB = 1024**3
 pytestmark = pytest.mark.browser
@@ -317,6 +317,15 @@ def atlas(page, tmp: Path) -> None:
     expect(chart_with(page, "Entropy of each query")).to_be_attached(timeout=LONG)
 
 
+def circuit(page, tmp: Path) -> None:
+    """One checkpoint earlier on the shipped run: the two heads' maps and their caption redraw for that step."""
+    steps = models.load_model("induction-2l").steps
+    page.locator('[data-testid="stSlider"] input[type="range"]').first.focus()  # the checkpoint slider's thumb
+    page.keyboard.press("ArrowLeft")
+    shown = rf"Step ({steps[-2]}|{steps[-2]:,}) \("  # the caption of the maps, "Step 3000 (one sequence …"
+    expect(page.get_by_text(re.compile(shown)).first).to_be_visible(timeout=LONG)
+
+
 INTERACTIONS: dict[str, Callable] = {
     f.__name__: f
     for f in (
@@ -331,6 +340,7 @@ INTERACTIONS: dict[str, Callable] = {
         block_roles,
         flow,
         atlas,
+        circuit,
         model_sizes,
         language_model,
         vision_transformer,

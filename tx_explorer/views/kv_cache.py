@@ -80,21 +80,22 @@ def decoded(tm: TextModel, d: kv.Decoding, *, lang: str = "en") -> Decoded:
         y_title=T("axis_bytes"),
     )
     growth.update_traces(selector=dict(name=T("series_formula")), mode="markers", marker=dict(symbol="x", size=9))
+    tol = kv.tolerance(tm.config)
     diff = charts.lines(
         x,
         {T("series_diff"): [max(s.logit_diff, 1e-12) for s in steps]},
         title=T("diff_title"),
         x_title=T("axis_step"),
         y_title=T("axis_diff"),
-        references={T("tolerance", tol=kv.LOGIT_TOLERANCE): kv.LOGIT_TOLERANCE},
+        references={T("tolerance", tol=tol): tol},
     )
     diff.update_yaxes(type="log")
-    ok = d.identical and d.max_diff <= kv.LOGIT_TOLERANCE
+    ok = d.identical and d.max_diff <= tol
     check = T(
         "check_ok" if ok else "check_bad",
         steps=len(steps),
         diff=f"{d.max_diff:.1e}",
-        tol=f"{kv.LOGIT_TOLERANCE:.0e}",
+        tol=f"{tol:.1e}",
         equal=T("yes") if all(s.nbytes == s.formula for s in steps) else T("no"),
     )
     data = {
