@@ -15,8 +15,8 @@ def page():
     return open_page("head_science", hs_model="tiny-gpt")
 
 
-def test_the_default_is_smollm2_and_its_taxonomy_names_real_heads() -> None:
-    at = open_page("head_science", hs_view="taxonomy")
+def test_smollm2s_taxonomy_names_real_heads() -> None:
+    at = open_page("head_science", hs_view="taxonomy", hs_model="smollm2-135m-instruct")
     assert_clean(at)
     assert at.selectbox(key="hs_model").value == "smollm2-135m-instruct"
     notes = " ".join(c.value for c in at.caption)
