@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from tx_explorer import streamlit_compat
+from tx_explorer.ui import compat
 
 
 def _process_idle(window_s: float = 1.0) -> bool:
@@ -27,7 +27,7 @@ def _process_idle(window_s: float = 1.0) -> bool:
 
 def warm(
     *,
-    ready: Callable[[], bool] = streamlit_compat.server_answers,
+    ready: Callable[[], bool] = compat.server_answers,
     idle: Callable[[], bool] = _process_idle,
     poll_s: float = 0.1,
     patience_s: float = 30.0,
@@ -42,7 +42,7 @@ def warm(
     import pandas  # noqa: F401
 
     # Not tx_explorer.ui: its first import must happen inside a script run (it leaves Streamlit's legacy
-    # multipage mode there, see streamlit_compat.leave_legacy_multipage_mode).
+    # multipage mode there, see ui.compat.leave_legacy_multipage_mode).
     from tx_explorer.views import home
 
     # The home page's chart, built and serialised once: torch and Plotly import more on first use, which the first
@@ -71,6 +71,6 @@ def warm(
 
 
 if __name__ == "__main__":
-    streamlit_compat.skip_first_run_detours()
+    compat.skip_first_run_detours()
     threading.Thread(target=warm, name="warm-up", daemon=True).start()
-    sys.exit(streamlit_compat.main(["run", "app.py", *sys.argv[1:]]))
+    sys.exit(compat.main(["run", "app.py", *sys.argv[1:]]))

@@ -154,10 +154,23 @@ def clicked(selector: str) -> Callable:
     return prepare
 
 
-def slider_key(nth: int) -> Callable:
+def slider_key(nth: int, keys: tuple[str, str] = ("ArrowRight", "ArrowLeft")) -> Callable:
+    """The ``nth`` slider moved one step by ``keys[k % 2]`` (a slider that opens at its end starts with a step back)."""
+
     async def prepare(page, marker: str, j: int, k: int) -> Fire:
         await page.locator('[data-testid="stSlider"] input[type="range"]').nth(nth).focus()
-        return lambda: page.keyboard.press("ArrowLeft" if k % 2 else "ArrowRight")
+        return lambda: page.keyboard.press(keys[k % 2])
+
+    return prepare
+
+
+def picked(container: str, options: tuple[str, ...]) -> Callable:
+    """Input ``k`` clicks option ``k + 1`` of a radio (the first is the one shown on opening)."""
+
+    async def prepare(page, marker: str, j: int, k: int) -> Fire:
+        target = page.locator(container).get_by_text(options[(k + 1) % len(options)], exact=True)
+        await target.scroll_into_view_if_needed()
+        return target.click
 
     return prepare
 
@@ -238,6 +251,12 @@ SCENARIOS: tuple[Scenario, ...] = (
     # unchanged, and a fragment rerun that fast shows no "running" state either: an answer nobody could see.
     # D, not N: the FLOPs-by-N chart is drawn over every N, so a new N leaves it as it was (nothing to wait for).
     Scenario("cost_of_attention", "D + Enter", _cost_width),
+    Scenario("circuit", "checkpoint slider arrow key", slider_key(0, ("ArrowLeft", "ArrowRight"))),
+    Scenario(
+        "atlas",
+        "statistic radio",
+        picked(".st-key-atlas_stat", tuple(locales.text("atlas", f"stat_{s}", "en") for s in ("first", "entropy"))),
+    ),
     Scenario("vision_transformer", "seed + 1", clicked('[data-testid="stNumberInputStepUp"]')),
     Scenario("seq2seq", "demo sentence + Enter", _seq2seq),
     Scenario(

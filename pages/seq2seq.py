@@ -128,7 +128,10 @@ if not check.ok:
 else:
     with ui.friendly_errors():
         gold = view.gold(check)
-        st.info(T("no_gold")) if gold is None else st.markdown(T("reference", text=gold.italian))
+        if gold is None:
+            st.info(T("no_gold"))
+        else:
+            st.markdown(T("reference", text=gold.italian))
         out = translations(text, beam)
         for col, o in zip(st.columns(3), view.outputs(translators, out, gold, lang=LANG)):
             col.markdown(f"**{o.label}**")

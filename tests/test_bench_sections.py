@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
-from benchmarks import write_section
+from benchmarks import fused_qkv, write_section
 from benchmarks.attention import table
+from tx_explorer.analysis import cost
 from tx_explorer.analysis.cost import Measurement
 
 
@@ -30,3 +32,10 @@ def test_table_puts_ratios_side_by_side():
     row = table(runs, [512, 1024]).splitlines()
     assert row[2].split("|")[5:7] == [" 3.00× ", " 2.00× "] and "100.00×" in row[2]
     assert row[3].count("—") == 10  # N = 1024 not measured: dashes, not errors
+
+
+def test_the_benchmark_section_is_formatted_from_the_sweep():
+    r = cost.FusedTiming((16, 128), (64,), np.array([[1e-4, 2e-4]]), np.array([[3e-4, 2e-4]]), 0.0)
+    text = fused_qkv.section(r, repeats=9, threads=1)
+    assert "| 64 | 16 | 0.100 | 0.300 | 3.00 |" in text and "| 64 | 128 | 0.200 | 0.200 | 1.00 |" in text
+    assert "Median of 9 calls" in text

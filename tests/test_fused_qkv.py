@@ -28,12 +28,3 @@ def test_the_note_reads_the_measured_ratios():
     assert [t.name for t in f.chart.figure.data] == ["D = 64"]
     np.testing.assert_allclose(f.chart.figure.data[0].y, [3.0, 1.0])
     assert locales.text("mixers", "fused_title", "zh") in view.fused(r, lang="zh").chart.figure.layout.title.text
-
-
-def test_the_benchmark_section_is_formatted_from_the_sweep():
-    from benchmarks import fused_qkv
-
-    r = cost.FusedTiming((16, 128), (64,), np.array([[1e-4, 2e-4]]), np.array([[3e-4, 2e-4]]), 0.0)
-    text = fused_qkv.section(r, repeats=9, threads=1)
-    assert "| 64 | 16 | 0.100 | 0.300 | 3.00 |" in text and "| 64 | 128 | 0.200 | 0.200 | 1.00 |" in text
-    assert "Median of 9 calls" in text

@@ -10,8 +10,8 @@
 - pages never import building blocks, data, interop or trainers directly (they go through the registry,
   families, ``views``, analysis and viz);
 - ``tx_explorer.views`` (what each page section draws) and ``tx_explorer.explore`` never import the UI;
-- in the library only the ``tx_explorer.ui`` package (and ``tx_explorer.streamlit_compat``) imports Streamlit,
-  and only ``tx_explorer.streamlit_compat`` reaches into Streamlit's internals (anywhere: library, pages, app.py,
+- in the library only the ``tx_explorer.ui`` package imports Streamlit,
+  and only ``tx_explorer.ui.compat`` reaches into Streamlit's internals (anywhere: library, pages, app.py,
   serve.py);
 - the library's import graph has no cycle, counting imports inside functions (where one would only hide it).
 """
@@ -116,7 +116,7 @@ def violations(importer: str, source: str) -> list[str]:
     return out
 
 
-STREAMLIT_USERS = ("tx_explorer.ui", "tx_explorer.streamlit_compat")
+STREAMLIT_USERS = ("tx_explorer.ui",)
 # Streamlit's documented modules; everything else in it is internal and may change in any release.
 STREAMLIT_PUBLIC = ("streamlit", "streamlit.errors", "streamlit.components.v1", "streamlit.components.v2")
 
@@ -160,17 +160,17 @@ def test_each_module_keeps_to_its_layer(importer: str, path: Path) -> None:
     assert not broken, "\n".join(broken)
 
 
-def test_only_streamlit_compat_reaches_into_streamlits_internals() -> None:
+def test_only_ui_compat_reaches_into_streamlits_internals() -> None:
     """One module, checked against the Streamlit release it was written for, holds every use of Streamlit's
     private API: an upgrade that changes one fails there, loudly, instead of somewhere silently."""
     scripts = {p.stem: p for p in (ROOT.parent / "app.py", ROOT.parent / "serve.py")}
     offenders = {
         name: found
         for name, path in {**_library(), **_pages(), **scripts}.items()
-        if name != "tx_explorer.streamlit_compat" and (found := streamlit_internals(path.read_text(encoding="utf-8")))
+        if name != "tx_explorer.ui.compat" and (found := streamlit_internals(path.read_text(encoding="utf-8")))
     }
     assert not offenders, offenders
-    assert streamlit_internals((ROOT / "streamlit_compat.py").read_text(encoding="utf-8"))  # the check sees them
+    assert streamlit_internals((ROOT / "ui" / "compat.py").read_text(encoding="utf-8"))  # the check sees them
     assert streamlit_internals("from streamlit import delta_generator") == ["streamlit.delta_generator"]
     assert streamlit_internals("import streamlit as st\nst.runtime.exists()") == ["st.runtime"]
     assert streamlit_internals("from streamlit.errors import StreamlitAPIException") == []
@@ -256,7 +256,7 @@ def test_the_rules_let_the_layers_do_their_work() -> None:
         "pages.multihead": "import streamlit as st\nfrom tx_explorer import models, ui, viz",
         "tx_explorer.ui": "import streamlit as st",
         "tx_explorer.ui.figures": "import streamlit as st\nfrom tx_explorer.ui.text import texts",
-        "tx_explorer.streamlit_compat": "import streamlit as st\nfrom streamlit.web import cli",
+        "tx_explorer.ui.compat": "import streamlit as st\nfrom streamlit.web import cli",
     }
     for importer, source in allowed.items():
         assert violations(importer, source) == [], importer
@@ -311,3 +311,32 @@ def test_the_server_never_seeds_the_global_rng() -> None:
     assert not offenders, offenders
     assert seeds_the_global_rng("import torch\ntorch.manual_seed(0)")
     assert not seeds_the_global_rng("import torch\ng = torch.Generator().manual_seed(0)")
+
+
+def magic_lines(source: str) -> list[int]:
+    """Lines of ``source`` that Streamlit's "magic" would write to the page: expression statements that are neither
+    calls nor the module's docstring (``st.info(a) if x else st.markdown(b)`` shows its own source and the
+    returned element's documentation to the visitor)."""
+    tree = ast.parse(source)
+    exprs = [n for n in ast.walk(tree) if isinstance(n, ast.Expr)]
+    docstring = tree.body[0] if tree.body and isinstance(tree.body[0], ast.Expr) else None
+    kept = (ast.Call, ast.Await, ast.Yield, ast.YieldFrom)
+    return [
+        n.lineno
+        for n in exprs
+        if n is not docstring and not isinstance(n.value, kept) and not _is_docstring_of_def(n, tree)
+    ]
+
+
+def _is_docstring_of_def(node: ast.Expr, tree: ast.Module) -> bool:
+    return any(
+        isinstance(d, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and d.body and d.body[0] is node
+        for d in ast.walk(tree)
+    )
+
+
+def test_no_page_leaves_a_value_for_streamlits_magic_to_write() -> None:
+    scripts = {**_pages(), "app": ROOT.parent / "app.py"}
+    found = {name: lines for name, path in scripts.items() if (lines := magic_lines(path.read_text(encoding="utf-8")))}
+    assert not found, found
+    assert magic_lines('"""doc"""\nst.info(a) if x else st.markdown(b)\nst.write(c)\nx\n') == [2, 4]

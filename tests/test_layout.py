@@ -36,8 +36,12 @@ def _faulty_page() -> str:
     fig.update_layout(
         width=420,
         height=300,
-        title="A title far too long for its chart, about a_{t,i} and nothing else at all, really",
-        legend=dict(orientation="h", y=1.02, yanchor="bottom"),  # over the title in a 40 px margin
+        # Large type, so each fault holds whatever fonts the machine has: the title, centred in a 40 px top margin,
+        # spans it; the legend stands on the plot's top edge inside that margin.
+        title=dict(
+            text="A title far too long for its chart, about a_{t,i} and nothing else at all, really", font_size=24
+        ),
+        legend=dict(orientation="h", y=1.0, yanchor="bottom", font_size=18),
         margin=dict(t=40),
         xaxis=dict(title="x axis", tickvals=[1, 1.02, 3], ticktext=["first", "second", "third"]),
     )

@@ -117,7 +117,7 @@ def test_operator_scaling_width_and_replacing_k_or_v():
     open_sections(at, "op_open_qkv")
     assert "**0.354**" in markdown(at)  # 1/√8
     assert any(t.startswith("E = QKᵀ/√D [4 × 6]") for t in titles(at))
-    assert metric(at, "max |A") == 0.0 and metric(at, "max |Y") > 0  # new V: same weights, new output
+    assert metric(at, r"$\max\lvert A") == 0.0 and metric(at, r"$\max\lvert Y") > 0  # new V: same weights, new output
     at.toggle(key="scaled").set_value(False).run()
     assert_clean(at)
     assert "**1.000**" in markdown(at)
@@ -126,7 +126,7 @@ def test_operator_scaling_width_and_replacing_k_or_v():
     assert "Q [4 × 32]" in titles(at)
     at.radio(key="replace").set_value("K").run()
     assert_clean(at)
-    assert metric(at, "max |A") > 0  # new K: new weights
+    assert metric(at, r"$\max\lvert A") > 0  # new K: new weights
 
 
 def test_operator_bad_input_reaches_the_user_as_messages():

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from tx_explorer import bundle, models
+from tx_explorer.families.circuit import CircuitBundle
 from tx_explorer.families.images import ImageClassifier
 from tx_explorer.families.moe import MoEBundle
 from tx_explorer.families.positions import Results as PositionResults
@@ -25,6 +26,7 @@ TYPES = {
     "image": ImageClassifier,
     "variants": Results,
     "positions": PositionResults,
+    "circuit": CircuitBundle,
 }
 BUNDLED = [n for n in models.available_models() if models.REGISTRY[n].bundled]  # built here (present)
 
@@ -32,7 +34,9 @@ BUNDLED = [n for n in models.available_models() if models.REGISTRY[n].bundled]  
 def test_every_entry_names_its_family_and_text_models_their_kind():
     for name, entry in models.REGISTRY.items():
         assert entry.family in TYPES, name
-        assert (entry.kind in ("causal", "encoder")) == (entry.family == "text"), name
+        assert (entry.kind in ("causal", "encoder")) == (entry.family in ("text", "circuit")), (
+            name
+        )  # circuit: a causal LM
     assert models.available_models("variants") == ["variants"]  # the norms page's bundle is registered too
 
 

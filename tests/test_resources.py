@@ -14,6 +14,7 @@ from conftest import assert_clean, open_page
 from tx_explorer import models, ui
 from tx_explorer.analysis import cost
 from tx_explorer.analysis import seq2seq_eval as ev
+from tx_explorer.families.circuit import CircuitBundle
 from tx_explorer.families.images import ImageClassifier
 from tx_explorer.families.moe import MoEBundle
 from tx_explorer.families.positions import Results as PositionResults
@@ -31,6 +32,8 @@ def modules_of(obj) -> list[torch.nn.Module]:
         return [obj.model]
     if isinstance(obj, Results):  # weights load per variant, each into its own read-only TextModel
         return [obj.text_model(name).model for name in obj.names]
+    if isinstance(obj, CircuitBundle):  # the final model and the checkpoints it loads on demand (first and last)
+        return [obj.text.model] + [obj.checkpoint(step).model for step in (obj.steps[0], obj.steps[-1])]
     if isinstance(obj, PositionResults):  # one model per position scheme, built when asked for
         return [obj.model(scheme) for scheme in obj.schemes]
     raise AssertionError(f"{type(obj).__name__}: unknown model type, say here where its modules are")

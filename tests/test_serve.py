@@ -16,7 +16,8 @@ from streamlit import delta_generator, env_util
 from streamlit.runtime.pages_manager import PagesManager
 
 import serve
-from tx_explorer import model_cache, models, streamlit_compat
+from tx_explorer import model_cache, models
+from tx_explorer.ui import compat
 
 
 @pytest.fixture(autouse=True)
@@ -80,7 +81,7 @@ def test_the_first_run_skips_the_legacy_mode_rerun_and_the_repl_check(monkeypatc
     # raising=True (the default): a Streamlit release without these attributes fails here, not silently.
     monkeypatch.setattr(PagesManager, "uses_pages_directory", None)
     monkeypatch.setattr(delta_generator, "_use_warning_has_been_displayed", False)
-    streamlit_compat.skip_first_run_detours()
+    compat.skip_first_run_detours()
     assert PagesManager.uses_pages_directory is False
 
     def no_stack_walk() -> bool:
@@ -90,11 +91,11 @@ def test_the_first_run_skips_the_legacy_mode_rerun_and_the_repl_check(monkeypatc
     delta_generator._maybe_print_use_warning()  # what the first element drawn calls
 
 
-def test_streamlit_compat_refuses_another_streamlit_release():
+def test_ui_compat_refuses_another_streamlit_release():
     """Its pokes were read against one release: another fails loudly at import, naming what to check."""
-    streamlit_compat.check_version("1.67.3")
+    compat.check_version("1.67.3")
     with pytest.raises(RuntimeError, match=re.escape("written for Streamlit 1.67.x and found 1.68.0")):
-        streamlit_compat.check_version("1.68.0")
+        compat.check_version("1.68.0")
 
 
 def test_serve_warm_up_loads_every_bundled_model_once():

@@ -10,10 +10,10 @@ One module per concern, everything a page uses re-exported here (``ui.show(...)`
 - :mod:`~tx_explorer.ui.below_fold`: sections drawn when the visitor scrolls near them;
 - :mod:`~tx_explorer.ui.visits`: a session's first run in order of arrival, "busy, you are n-th" meanwhile.
 
-Streamlit's private API is used only in :mod:`tx_explorer.streamlit_compat`, which checks its version.
+Streamlit's private API is used only in :mod:`tx_explorer.ui.compat`, which checks its version.
 """
 
-from tx_explorer import streamlit_compat
+from tx_explorer.ui import compat
 from tx_explorer.ui.below_fold import DRAW_ALL, REACH, below_fold
 from tx_explorer.ui.figures import PAGE_PX, metrics, redraw, row, show, show_clickable, show_figure
 from tx_explorer.ui.jobs import run_job
@@ -57,4 +57,4 @@ __all__ = [
 
 # The first import happens inside a visitor's script run: a deep link under plain ``streamlit run`` reruns through
 # app.py's navigation from here.
-streamlit_compat.leave_legacy_multipage_mode()
+compat.leave_legacy_multipage_mode()

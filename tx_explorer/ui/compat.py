@@ -24,7 +24,7 @@ def check_version(version: str = st.__version__) -> None:
     """Raise unless ``version`` is the Streamlit release series this module was written for."""
     if not version.startswith(WRITTEN_FOR):
         raise RuntimeError(
-            f"tx_explorer.streamlit_compat was written for Streamlit {WRITTEN_FOR}x and found {version}: check each "
+            f"tx_explorer.ui.compat was written for Streamlit {WRITTEN_FOR}x and found {version}: check each "
             "function in it against the new release (PagesManager.uses_pages_directory, "
             "delta_generator._use_warning_has_been_displayed, Runtime.state, streamlit.web.cli.main), then update "
             "WRITTEN_FOR and requirements.txt together"
