@@ -1,4 +1,4 @@
-"""``serve.py`` with every session's life in its log: how issue 34 looked for the sessions a burst left undrawn
+"""``serve.py`` with every session's life in its log: how a class's burst looked for the sessions it left undrawn
 (``python benchmarks/_session_log.py`` + serve.py's arguments; ``python -m benchmarks load --session-log``).
 
 Each line is ``tx-ev <monotonic s> <session id, 8 characters> <event> <detail>``: a websocket connecting or going

@@ -2,7 +2,7 @@
 
     python -m benchmarks classroom             # 30 sessions arriving over 2 minutes, each 2 minutes of inputs every 5 s
     python -m benchmarks classroom --sessions 4 --duration 20 --arrivals 0 --no-write
-    python -m benchmarks classroom --burst     # 30 sessions opening within 5 s, two inputs each (issue 34)
+    python -m benchmarks classroom --burst     # 30 sessions opening within 5 s, two inputs each
 
 Headless Chromium (Debian's, through Playwright's async API: one event loop drives every session, a browser per 8
 sessions) and one server started as ``make run`` does. Session ``i`` is its own browser context on the page of

@@ -1,4 +1,4 @@
-"""Head science (issue 18): each view's compute time at 64 tokens on the text models, the all-head ablation of
+"""Head science: each view's compute time at 64 tokens on the text models, the all-head ablation of
 MiniLM at 128 tokens, the best induction head of each bundled decoder and the shipped patching pairs' effect.
 
 ``python -m benchmarks head_science [--threads 2] [--repeats 3] [--no-write]``
@@ -18,7 +18,7 @@ from tx_explorer.config import PRESETS
 from tx_explorer.families.text import TextModel
 from tx_explorer.modules.transformer import CausalLM
 
-TARGET_S = 2.0  # issue 18: each view ≤ 2 s for tiny models at 64 tokens on 2 cores
+TARGET_S = 2.0  # the page's target: each view ≤ 2 s for tiny models at 64 tokens on 2 cores
 MODELS = ("tiny-gpt", "tiny-llama", "tiny-moe", "minilm-l6", "smollm2-135m-instruct")
 
 

@@ -1,4 +1,4 @@
-"""The server alone under a class: sessions that speak Streamlit's own protocol, without a browser (issue 34).
+"""The server alone under a class: sessions that speak Streamlit's own protocol, without a browser.
 
     python -m benchmarks load                                  # 30, then 100 sessions, one arriving each second
     python -m benchmarks load --sessions 30 --arrivals 5       # a burst: 30 sessions opening within 5 s
@@ -48,7 +48,7 @@ from tx_explorer import admission
 log = logging.getLogger("benchmarks.load")
 SESSION_LOG = ("benchmarks/_session_log.py",)  # serve.py with each session's runs and messages in its log
 TIMED_APP = ("harness/timed_serve.py",)  # serve.py with each script run's time in its log
-LIGHT_TARGET_S = 2.0  # issue 34: p95 input → answer on the light pages, 100 sessions on one 2-core server
+LIGHT_TARGET_S = 2.0  # the target: p95 input → answer on the light pages, 100 sessions on one 2-core server
 PASSES_S = 5.0  # the p95 whose crossing gives the class size one server holds
 BUCKET = 10  # p95 by connected sessions, in steps of this many
 CORES = os.cpu_count() or 1

@@ -1,7 +1,6 @@
 """Long-context attention atlas: every head's habits over thousands of tokens, from tiles, never an
 N × N map; an exact block of weights on demand and a needle test."""
 
-import pandas as pd
 import streamlit as st
 
 from tx_explorer import ui
@@ -41,15 +40,6 @@ def pooled(key: tuple, work, *, run: bool = True):
             store.pop(next(iter(store)))  # the oldest first
         store[key] = result
     return store.get(key)
-
-
-def show(result: view.Result, clickable: bool = False) -> list | None:
-    picked = ui.show_clickable(*result.panels) if clickable else ui.show(*result.panels)
-    for note in result.notes:
-        st.caption(ui.escape_markdown(note))  # notes quote the model's reply
-    if result.table:
-        st.dataframe(pd.DataFrame(result.table), hide_index=True)
-    return picked
 
 
 def text_ids(name: str, tm) -> tuple[list[int], int]:
@@ -103,7 +93,7 @@ def atlas_page(name: str) -> None:
             T("statistic"), atlas.STATS, format_func=lambda s: T(f"stat_{s}"), horizontal=True, key="atlas_stat"
         )
         result = view.overview(stats, statistic, lang=LANG)
-        picked = show(result, clickable=True)
+        picked = ui.show_result(result, clickable=True)
         st.caption(T("click_hint"))
         layer, head = head_choice(name, picked, view.focus(stats), tm)
         ui.show(view.head_along(stats, statistic, layer, head, lang=LANG))
@@ -114,7 +104,7 @@ def atlas_page(name: str) -> None:
             r0 = int(c[0].number_input(T("row_start"), 0, len(ids) - 1, max(0, len(ids) - side), key="atlas_r0"))
             c0 = int(c[1].number_input(T("col_start"), 0, len(ids) - 1, 0, key="atlas_c0"))
             run = lambda report: view.block(tm, ids, stats, layer, head, r0, c0, side, lang=LANG)  # noqa: E731
-            show(pooled(("atlas_block", *key, layer, head, r0, c0, side, LANG), run))
+            ui.show_result(pooled(("atlas_block", *key, layer, head, r0, c0, side, LANG), run))
 
         if ui.lazy_section(T, "needle", key="atlas_open_needle"):
             sentence = st.text_input(T("needle_sentence"), T("needle_default"), max_chars=500, key="atlas_needle")
@@ -127,7 +117,7 @@ def atlas_page(name: str) -> None:
             run = lambda report: view.needle(tm, ids, sentence, question, answer, depth, lang=LANG, report=report)  # noqa: E731
             found = pooled(needle_key, run, run=clicked)
             if found is not None:
-                show(found)
+                ui.show_result(found)
 
 
 st.title(ui.page_title("atlas"))

@@ -1,7 +1,6 @@
 """Information flow: the routes that carry one token's prediction, found from one forward pass, and
 three views of every edge (attention weight, write norm, causal effect)."""
 
-import pandas as pd
 import streamlit as st
 
 from tx_explorer import models, ui
@@ -31,16 +30,6 @@ def analysis(name: str, tm, text: str) -> view.Analysis:
             store.pop(next(iter(store)))  # the oldest first
         store[key] = view.analyse(tm, text)
     return store[key]
-
-
-def show(result: view.Result, clickable: bool = False) -> list | None:
-    """Panels, notes and table of a view; with ``clickable``, the ``customdata`` of a clicked point, if any."""
-    picked = ui.show_clickable(*result.panels) if clickable else ui.show(*result.panels)
-    for note in result.notes:
-        st.caption(ui.escape_markdown(note))  # notes quote tokens
-    if result.table:
-        st.dataframe(pd.DataFrame(result.table), hide_index=True)
-    return picked
 
 
 def remember(picked: list | None, context: tuple) -> None:
@@ -82,17 +71,17 @@ def routes(name: str) -> None:
         st.caption(T("click_hint"))
         result = view.route(tm, an, int(target), threshold, lang=LANG)
         context = (name, text, flow.position(int(target), len(an.ids)))
-        remember(show(result, clickable=True), context)
+        remember(ui.show_result(result, clickable=True), context)
 
         ui.section(T, "edge", level="subheader")
         picked = chosen("flow_edge", context, result.edge)
         if picked is not None:
-            show(view.edge(tm, an, *map(int, picked), int(target), lang=LANG))
+            ui.show_result(view.edge(tm, an, *map(int, picked), int(target), lang=LANG))
 
         ui.section(T, "node", level="subheader")
         if tm.kind == "causal":
             kind, layer, pos = chosen("flow_node", context, ("x", an.dec.num_layers, context[2]))
-            show(view.node(tm, an, str(kind), int(layer), int(pos), lang=LANG))
+            ui.show_result(view.node(tm, an, str(kind), int(layer), int(pos), lang=LANG))
 
 
 st.title(ui.page_title("flow"))

@@ -1,7 +1,6 @@
 """What a head does: ablation, activation patching, a sub-layer logit lens, a head taxonomy with
 attention sinks, and attribution beside attention, for every text model."""
 
-import pandas as pd
 import streamlit as st
 
 from tx_explorer import models, ui
@@ -50,16 +49,6 @@ def pooled(key: tuple, work):
         return memo(key, lambda: ui.run_job(job, label=T("progress", what=""), key=key))
 
 
-def show(result, clickable: bool = False) -> list | None:
-    """Panels, notes and table of a view; with ``clickable``, the [layer, head] of a clicked cell, if any."""
-    picked = ui.show_clickable(*result.panels) if clickable else ui.show(*result.panels)
-    for note in result.notes:
-        st.caption(ui.escape_markdown(note))  # notes quote tokens
-    if result.table:
-        st.dataframe(pd.DataFrame(result.table), hide_index=True)
-    return picked
-
-
 @st.fragment
 def views(name: str) -> None:
     """The chosen view: its inputs, and the switch between views, rerun only this."""
@@ -90,7 +79,7 @@ def views(name: str) -> None:
                 b = c[1].text_input(T("answer_corrupt"), default[1], max_chars=50, key=f"hs_b_{name}_{k}")
                 answers = (a, b) if a.strip() and b.strip() else None
             run = lambda tick: view.patching(tm, clean, corrupt, answers, lang=LANG, progress=tick)  # noqa: E731
-            show(pooled(("patching", name, clean, corrupt, answers, LANG), run))
+            ui.show_result(pooled(("patching", name, clean, corrupt, answers, LANG), run))
         else:
             text = st.text_area(T("text"), T("text_default"), max_chars=20_000, key="hs_text", height=80)
             if not text.strip():
@@ -108,7 +97,7 @@ def views(name: str) -> None:
                 )
                 run = lambda tick: view.importance(tm, text, heldout=heldout, mode=mode, lang=LANG, progress=tick)  # noqa: E731
                 result = pooled(("importance", name, text, heldout, mode, LANG), run)
-                picked = show(result, clickable=True)
+                picked = ui.show_result(result, clickable=True)
                 keys = (f"hs_layer_{name}", f"hs_head_{name}")
                 if picked and picked != st.session_state.get("hs_picked"):  # a new click opens that cell's head
                     st.session_state["hs_picked"] = picked
@@ -127,14 +116,15 @@ def views(name: str) -> None:
                 option = st.radio(
                     T("quantity"), options, format_func=lambda q: T(f"quantity_{q}"), horizontal=True, key="hs_quantity"
                 )
-                show(memo(("lens", name, text, option, LANG), lambda: view.lens(tm, text, option, lang=LANG)))
+                ui.show_result(memo(("lens", name, text, option, LANG), lambda: view.lens(tm, text, option, lang=LANG)))
             elif choice == "taxonomy":
                 option = st.radio(
                     T("score"), hs.SCORES, format_func=lambda s: T(f"score_{s}"), horizontal=True, key="hs_score"
                 )
-                show(memo(("taxonomy", name, text, option, LANG), lambda: view.taxonomy(tm, text, option, lang=LANG)))
+                key = ("taxonomy", name, text, option, LANG)
+                ui.show_result(memo(key, lambda: view.taxonomy(tm, text, option, lang=LANG)))
             else:
-                show(memo(("attribution", name, text, LANG), lambda: view.attribution(tm, text, lang=LANG)))
+                ui.show_result(memo(("attribution", name, text, LANG), lambda: view.attribution(tm, text, lang=LANG)))
 
 
 st.title(ui.page_title("head_science"))

@@ -9,6 +9,16 @@ from tx_explorer.views import masks as view
 
 T = ui.texts("masks")
 LANG = ui.lang()
+# Each tab's own widgets (a key ending in "_" stands for every key it begins): kept while another tab is open.
+# Keys carry the sentence's length where their bounds depend on it, so a kept value never exceeds a new bound.
+INPUTS = {
+    "causal": "",
+    "padding": "padding_length_ padding_causal",
+    "sliding_window": "window_",
+    "prefix_lm": "prefix_",
+    "block_diagonal": "sizes_ blocks_causal",
+    "custom": "custom_",
+}
 
 
 def show(kind: str, mask, toks: list[str], seed: int) -> None:
@@ -26,12 +36,14 @@ def options(kind: str, toks: list[str]) -> dict:
     n = len(toks)
     if kind == "padding":
         c = st.columns(2)
-        length = c[0].number_input(T("padding_length"), 1, n, max(1, n - 3), help=T("padding_help"))
+        length = c[0].number_input(
+            T("padding_length"), 1, n, max(1, n - 3), help=T("padding_help"), key=f"padding_length_{n}"
+        )
         return dict(length=length, causal=c[1].checkbox(T("with_causal"), key="padding_causal"))
     if kind == "sliding_window":
         return dict(window=st.number_input(T("window"), 1, n, min(3, n), help=T("window_help"), key=f"window_{n}"))
     if kind == "prefix_lm":
-        return dict(prefix=st.number_input(T("prefix"), 0, n, n // 2, help=T("prefix_help")))
+        return dict(prefix=st.number_input(T("prefix"), 0, n, n // 2, help=T("prefix_help"), key=f"prefix_{n}"))
     if kind == "block_diagonal":
         c = st.columns(2)
         default = ", ".join(str(s) for s in mg.even_split(n))
@@ -65,6 +77,7 @@ def gallery() -> None:
         tabs = st.tabs([T(f"kind_{k}") for k in mg.MASK_KINDS], key="mask_kind", on_change="rerun")
         for tab, kind in zip(tabs, mg.MASK_KINDS):
             if tab.open:  # the other kinds compute nothing and send nothing until their tab is chosen
+                ui.keep_inputs(INPUTS, kind)  # what was set in another tab is still there when it comes back
                 with tab, ui.friendly_errors():
                     show(kind, mg.build_mask(kind, len(toks), **options(kind, toks)), toks, seed)
     example(seed)

@@ -9,6 +9,7 @@ boxes and reports, with page, language and chart:
 - a button with no label, or one whose label is cut ("Dat…");
 - notation that did not render: raw TeX (``_{``, ``^{``, ``\\frac``, ``x_t``), Markdown (``**``), HTML entities
   (``&lt;``) or tags, in the page's text or a chart's text and hovers (KaTeX, code and inputs are not read).
+- in 中文, English in the page's text or its figures' words (:mod:`tests.zh_text`).
 
 ``python -m tests.layout_check`` starts the app (as ``make run`` does) and prints every problem of every page in
 both languages; ``--url`` checks a server already running, ``--pages operator masks`` and ``--lang zh`` narrow
@@ -43,6 +44,7 @@ from harness.browser import (
     running_server,
 )
 from tests.conftest import lazy_sections
+from tests.zh_text import english_in_figure, english_words
 
 SHOTS = ARTIFACTS / "layout"
 VIEWPORT = {"width": 1400, "height": 1000}
@@ -236,6 +238,56 @@ def problems(read: dict, page: str, lang: str) -> list[Problem]:
     return out
 
 
+# Text nodes the 中文 check reads (no English in what a page shows): the page body, our part of the sidebar and the
+# page names in its navigation; not code, LaTeX, charts, italics (variables, paper titles), data (table cells,
+# ``st.text``, the text in input boxes), icons (Material Symbols are ligatures: the icon "home" is the text "home")
+# or Streamlit's own controls ("View 5 more"), and only what is rendered.
+READ_TEXT = """() => {
+  const skip = '[data-testid="stCode"], code, pre, .katex, .katex-display, [data-testid="stPlotlyChart"], em, '
+    + 'style, script, [data-testid="stToolbar"], textarea, input, td, [data-testid="stText"], '
+    + '[data-testid="stIconMaterial"]';
+  const roots = document.querySelectorAll(
+    '[data-testid="stMain"], [data-testid="stSidebarUserContent"], [data-testid="stSidebarNavLink"]');
+  const out = [];
+  for (const root of roots) {
+    const walk = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+    for (let node = walk.nextNode(); node; node = walk.nextNode()) {
+      const el = node.parentElement;
+      if (!node.textContent.trim() || el.closest(skip) || !el.getClientRects().length) continue;
+      if (getComputedStyle(el).fontFamily.includes('Material')) continue;  // an icon without its test id
+      out.push(node.textContent.trim());
+    }
+  }
+  return out;
+}"""
+# The words of every Plotly figure on the page (not its data): the figure JSON the check reads.
+READ_FIGURES = """() => [...document.querySelectorAll('.js-plotly-plot')].map(gd => {
+  const layout = {title: gd.layout.title, annotations: (gd.layout.annotations || []).map(a => ({text: a.text}))};
+  for (const [k, v] of Object.entries(gd.layout)) if (/^[xy]axis\\d*$/.test(k)) layout[k] = {title: v.title};
+  const data = gd.data.map(t => ({name: t.name, showlegend: t.showlegend, hovertemplate: t.hovertemplate,
+    colorbar: t.colorbar && {title: t.colorbar.title},
+    marker: {colorbar: t.marker && t.marker.colorbar && {title: t.marker.colorbar.title}}}));
+  return {layout, data};
+})"""
+
+
+def english_shown(page, slug: str) -> list[Problem]:
+    """English words in what a page in 中文 shows: its text (:data:`READ_TEXT`) and its figures' words
+    (:data:`READ_FIGURES`), through :mod:`tests.zh_text`."""
+    found = [
+        Problem(slug, "zh", "page text", f"English {w} in {t[:120]!r}")
+        for t in page.evaluate(READ_TEXT)
+        if (w := english_words(t, prose=True))
+    ]
+    figures = page.evaluate(READ_FIGURES)
+    found += [
+        Problem(slug, "zh", f"figure {i}", f"English: {hit}")
+        for i, spec in enumerate(figures)
+        for hit in english_in_figure(spec)
+    ]
+    return found
+
+
 def switch_to_chinese(page) -> None:
     """The sidebar's 中文 button, as a user clicks it; back once the page has rerun in Chinese."""
     page.locator('[data-testid="stSidebar"]').get_by_text("中文", exact=True).click()
@@ -274,6 +326,8 @@ def check_page(browser, server: str, slug: str, lang: str) -> list[Problem]:
             Problem(slug, lang, "page", f"error shown: {t[:200]!r}") for t in page.locator(FAILED).all_inner_texts()
         ]
         found = failed + problems(page.evaluate(READ_PAGE), slug, lang)
+        if lang == "zh":
+            found += english_shown(page, slug)
         # Streamlit scrolls its main area inside the window: a window as tall as the page shows all of it at once.
         page.set_viewport_size({**VIEWPORT, "height": min(page.evaluate(PAGE_HEIGHT), 30_000)})
         page.wait_for_timeout(500)

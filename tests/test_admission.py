@@ -1,4 +1,4 @@
-"""First visits in order of arrival (issue 34): the gate's line, and a page's first run that waits its turn shows
+"""First visits in order of arrival: the gate's line, and a page's first run that waits its turn shows
 its place and is drawn once a place frees."""
 
 from __future__ import annotations

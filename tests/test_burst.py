@@ -1,4 +1,4 @@
-"""A class that arrives at once (issue 34), seen by the server: 30 sessions speaking Streamlit's own protocol
+"""A class that arrives at once, seen by the server: 30 sessions speaking Streamlit's own protocol
 (``harness.protocol``, no browser) open their pages within a second of each other on one fresh ``serve.py``.
 
 Liveness only, no timings: every session's first run finishes and draws its page's input, every session's input is

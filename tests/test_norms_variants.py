@@ -1,4 +1,4 @@
-"""Block variants (issue 5): construction, the zero-branch identity, norm formulas, diagnostics, the mini-run
+"""Block variants: construction, the zero-branch identity, norm formulas, diagnostics, the mini-run
 and the shipped results bundle — each against an independent reference (torch's own norms, float64
 recomputation, ``clip_grad_norm_``, the manifest's SHA-256)."""
 
@@ -18,7 +18,7 @@ from torch.nn import functional as F
 from tx_explorer.analysis import norm_lab
 from tx_explorer.bundle import BundleError, verify
 from tx_explorer.config import TransformerConfig
-from tx_explorer.families import variants as shipped
+from tx_explorer.families import variants as variants_family
 from tx_explorer.modules.mlp import MLP, SwiGLU
 from tx_explorer.modules.norms import LayerNorm, RMSNorm
 from tx_explorer.train import variants
@@ -276,7 +276,7 @@ def _summary(spread_of_seeds=0.01, **losses):
 def test_claims_are_computed_from_every_seed():
     summary = _summary(post_ln=6.0, pre_ln=5.5, pre_rms=5.49, pre_rms_swiglu=5.6, deep_post_ln=None, deep_pre_ln=5.9)
     summary["variants"]["pre-rms-swiglu"]["non_embedding_parameters"] = 99_800
-    verdicts = {c["key"]: c["state"] for c in shipped.claims(summary)}
+    verdicts = {c["key"]: c["state"] for c in variants_family.claims(summary)}
     assert verdicts == {
         "pre_beats_post": "holds",
         "deep_pre_beats_post": "holds",  # a diverged run loses
@@ -285,19 +285,20 @@ def test_claims_are_computed_from_every_seed():
         "swiglu_same_params": "holds",  # counts do not depend on the seed: no spread
         "swiglu_beats_mlp": "not_holds",
     }
-    pre = next(c for c in shipped.claims(summary) if c["key"] == "pre_beats_post")
+    pre = next(c for c in variants_family.claims(summary) if c["key"] == "pre_beats_post")
     assert pre["losses"]["pre-ln"].values == pytest.approx((5.49, 5.5, 5.51)) and pre["holds"]
     assert pre["comparison"].gap == pytest.approx(0.5) and pre["comparison"].spread == pytest.approx(0.02)
     summary["variants"]["deep-post-ln"] = _variant([6.19, 6.2, 6.21])
-    assert {c["key"]: c["state"] for c in shipped.claims(summary)}["gap_grows_with_depth"] == "not_holds"  # 0.3 < 0.5
+    states = {c["key"]: c["state"] for c in variants_family.claims(summary)}
+    assert states["gap_grows_with_depth"] == "not_holds"  # 0.3 < 0.5
     del summary["variants"]["deep-pre-ln"]
-    assert "deep_pre_beats_post" not in {c["key"] for c in shipped.claims(summary)}
+    assert "deep_pre_beats_post" not in {c["key"] for c in variants_family.claims(summary)}
 
 
 def test_a_gap_within_the_seed_spread_is_noise():
     """SwiGLU 0.05 nats ahead: a verdict when the seeds agree to 0.01, noise when they scatter by 0.1."""
     same = dict(post_ln=6.0, pre_ln=5.5, pre_rms=5.55, pre_rms_swiglu=5.5, deep_post_ln=6.3, deep_pre_ln=5.9)
-    states = lambda summary: {c["key"]: c["state"] for c in shipped.claims(summary)}  # noqa: E731
+    states = lambda summary: {c["key"]: c["state"] for c in variants_family.claims(summary)}  # noqa: E731
     assert states(_summary(0.01, **same))["swiglu_beats_mlp"] == "holds"
     loud = states(_summary(0.1, **same))
     assert loud["swiglu_beats_mlp"] == "noise" and loud["pre_beats_post"] == "holds"  # 0.5 still beats 0.2
@@ -305,12 +306,12 @@ def test_a_gap_within_the_seed_spread_is_noise():
 
 # The shipped results ------------------------------------------------------------------------------------------
 def test_shipped_results_validate_against_their_manifest():
-    verify(shipped.BUNDLE, shipped.RETRAIN)
-    manifest = json.loads((shipped.BUNDLE / "manifest.json").read_text())
-    assert set(manifest) == set(shipped.BUNDLE_FILES) - {"manifest.json"}
-    res = shipped.load_results()
+    verify(variants_family.BUNDLE, variants_family.RETRAIN)
+    manifest = json.loads((variants_family.BUNDLE / "manifest.json").read_text())
+    assert set(manifest) == set(variants_family.BUNDLE_FILES) - {"manifest.json"}
+    res = variants_family.load_results()
     assert set(res.names) == set(variants.VARIANTS)
-    assert sum((shipped.BUNDLE / f).stat().st_size for f in manifest) < 8_000_000
+    assert sum((variants_family.BUNDLE / f).stat().st_size for f in manifest) < 8_000_000
     assert res.summary["seeds"] == list(variants.SEEDS) == [0, 1, 2]
     for name in res.names:
         h, r = res.history[name], res.summary["variants"][name]
@@ -328,7 +329,7 @@ def test_shipped_results_validate_against_their_manifest():
 
 
 def test_shipped_weights_reproduce_the_recorded_validation_loss_roughly():
-    res = shipped.load_results()
+    res = variants_family.load_results()
     tm = res.text_model("pre-ln")
     val = res.tokens("val")
     from tx_explorer.train.lm import evaluate, windows
@@ -345,9 +346,9 @@ def test_the_pages_claims_are_every_seeds_numbers():
 
     from tx_explorer.views import norms as view
 
-    res = shipped.load_results()
+    res = variants_family.load_results()
     rows = view.runs(res, res.names).claims
-    assert len(rows) == len(shipped.CLAIMS)
+    assert len(rows) == len(variants_family.CLAIMS)
     pre = next(r for r in rows if r["Claim"].startswith("Pre-Norm trains better than Post-Norm (4"))
     losses = [run["final_val_loss"] for run in res.summary["variants"]["pre-ln"]["seeds"]]
     assert f"{statistics.fmean(losses):.3f} ± {statistics.stdev(losses):.3f}" in pre["Numbers"]
@@ -357,10 +358,10 @@ def test_the_pages_claims_are_every_seeds_numbers():
 
 def test_a_tampered_results_file_is_rejected(tmp_path):
     copy = tmp_path / "variants"
-    shutil.copytree(shipped.BUNDLE, copy)
+    shutil.copytree(variants_family.BUNDLE, copy)
     (copy / "history.json").write_text((copy / "history.json").read_text().replace("1", "2", 1))
     with pytest.raises(BundleError, match=r"history\.json.*python -m tx_explorer\.train variants"):
-        shipped.load_results(copy)
+        variants_family.load_results(copy)
 
 
 def test_kept_runs_are_reused_only_with_the_same_recipe():

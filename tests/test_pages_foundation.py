@@ -259,3 +259,17 @@ def test_masks_bad_input_reaches_the_user_as_messages():
     assert not at.exception
     assert any("sentence is empty" in e.value for e in at.error)
     assert "Causal weights for “Attention is very”" in titles(at)  # the lecture's example still shows
+
+
+def test_masks_tabs_keep_their_inputs_while_another_tab_is_open():
+    at = open_page("masks")
+    open_tab(at, "padding")
+    at.number_input(key="padding_length_10").set_value(4).run()
+    open_tab(at, "prefix_lm")
+    at.number_input(key="prefix_10").set_value(2).run()
+    open_tab(at, "causal")
+    open_tab(at, "padding")
+    assert at.number_input(key="padding_length_10").value == 4
+    assert hidden_counts(at) == [60]  # 4 real tokens of 10: every query sees 4 keys, 10 × 6 hidden
+    open_tab(at, "prefix_lm")
+    assert at.number_input(key="prefix_10").value == 2

@@ -14,11 +14,11 @@ from torch.nn import functional as F
 
 from tx_explorer.analysis import position_lab as lab
 from tx_explorer.config import TransformerConfig
-from tx_explorer.families import positions as shipped
+from tx_explorer.families import positions as positions_family
 from tx_explorer.modules.transformer import CausalLM
 from tx_explorer.train import positions as trainer
 
-BUNDLE = Path(os.environ.get("TX_POSITIONS_BUNDLE", shipped.BUNDLE))
+BUNDLE = Path(os.environ.get("TX_POSITIONS_BUNDLE", positions_family.BUNDLE))
 SMALL = TransformerConfig(vocab_size=32, max_len=16, dim=16, num_layers=2, num_heads=2)
 
 
@@ -26,8 +26,8 @@ pytestmark = pytest.mark.usefixtures("one_thread")  # small tensors: see conftes
 
 
 @pytest.fixture(scope="module")
-def results() -> shipped.Results:
-    return shipped.load_results(BUNDLE)
+def results() -> positions_family.Results:
+    return positions_family.load_results(BUNDLE)
 
 
 # The shipped runs reproduce ----------------------------------------------------------------------------------
@@ -103,7 +103,7 @@ def test_the_sinusoidal_table_is_scaled_to_the_embeddings_size(results):
     """The lab's sinusoidal model adds a table of RMS 0.02 (the token embeddings' initial std), not of RMS 1/√2;
     every other sinusoidal model keeps the 2017 table."""
     cfg = TransformerConfig.from_dict(results.summary["schemes"]["sinusoidal"]["config"])
-    assert cfg.sinusoidal_scale == pytest.approx(shipped.SINUSOIDAL_SCALE)
+    assert cfg.sinusoidal_scale == pytest.approx(positions_family.SINUSOIDAL_SCALE)
     fresh = trainer.build("sinusoidal", seed=0, vocab_size=64)
     table = fresh.embed.pos_embed(results.context)  # (N, D)
     assert float(table.pow(2).mean().sqrt()) == pytest.approx(0.02, rel=1e-3)

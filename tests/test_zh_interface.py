@@ -1,5 +1,6 @@
 """The 中文 interface shows no English (fast, through AppTest): every page's figures and text, its error messages,
-and the locale files behind them. The browser version with screenshots is ``test_browser_zh.py``."""
+and the locale files behind them. The browser version with screenshots is the layout check's 中文 run
+(``test_layout.py``)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """Finding English in the 中文 interface: the words a Chinese page may keep, and the checks that use them.
 
-Shared by the fast AppTest check (``test_zh_interface.py``) and the browser screenshots (``test_browser_zh.py``).
+Shared by the fast AppTest check (``test_zh_interface.py``) and the layout check's 中文 run in the browser
+(``layout_check.py``).
 A Latin word of three letters or more is English unless it is on :data:`ALLOWED` (model and method names,
 technical terms the Chinese text keeps on purpose: token, patch, block, query, key, softmax …; units, file
 formats) or is a code identifier (``num_heads``, ``W_Q``, ``float32``). User text (tokens in quotes, tick labels,

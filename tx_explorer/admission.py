@@ -1,4 +1,4 @@
-"""First visits drawn in order of arrival: when a whole class opens the app at once (issue 34), a few first runs
+"""First visits drawn in order of arrival: when a whole class opens the app at once, a few first runs
 go at a time and every visitor waiting is told their place, instead of 30 runs sharing two cores so that nobody's
 page appears for a minute.
 

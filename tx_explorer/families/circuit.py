@@ -14,14 +14,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from safetensors.torch import load_file
-from tokenizers import Tokenizer
 from torch import Tensor
 
 from tx_explorer.analysis import induction as ind
 from tx_explorer.bundle import WEIGHTS_DIR, read_bundle
 from tx_explorer.config import TransformerConfig
-from tx_explorer.data.tokenizer import EOT
-from tx_explorer.families.text import TextModel, load_state
+from tx_explorer.families.text import TextModel, bundled_causal
 from tx_explorer.modules.transformer import AttentionOnlyLM
 
 BUNDLE = WEIGHTS_DIR / "induction-2l"
@@ -69,7 +67,8 @@ class CircuitBundle:
                 for k, v in load_file(str(self.folder / "checkpoints.safetensors")).items()
                 if k.startswith(prefix)
             }
-            self._checkpoints[step] = _text_model(self.folder, state, self.text.config, f"{self.text.name}@{step}")
+            model = AttentionOnlyLM(self.text.config)
+            self._checkpoints[step] = bundled_causal(self.folder, model, state, f"{self.text.name}@{step}")
         return self._checkpoints[step]
 
     def held_out(self, count: int | None = None, length: int | None = None) -> Tensor:
@@ -94,25 +93,10 @@ class CircuitBundle:
         return load_file(str(self.folder / "tokens.safetensors"))["train"].long()
 
 
-def _text_model(folder: Path, state: dict[str, Tensor], cfg: TransformerConfig, name: str) -> TextModel:
-    model = AttentionOnlyLM(cfg)
-    load_state(model, state)
-    return TextModel(
-        name=name,
-        model=model,
-        tokenizer=Tokenizer.from_file(str(folder / "tokenizer.json")),
-        kind="causal",
-        max_len=cfg.max_len,
-        special_tokens=(EOT,),
-        byte_level=True,
-    )
-
-
 def load(folder: Path = BUNDLE) -> CircuitBundle:
     """Registry loader for ``induction-2l``: verified weights, config, record and tokenizer."""
     folder = Path(folder)
     state, config = read_bundle(folder, RETRAIN)
     training = json.loads((folder / "training.json").read_text())
-    text = _text_model(folder, state, TransformerConfig.from_dict(config), folder.name)
-    text.info = training
+    text = bundled_causal(folder, AttentionOnlyLM(TransformerConfig.from_dict(config)), state, folder.name, training)
     return CircuitBundle(text=text, training=training, folder=folder)

@@ -294,16 +294,20 @@ def load_causal_bundle(folder: Path, retrain: str) -> TextModel:
     """A bundled :class:`CausalLM` with its byte-level BPE; ``retrain`` is the command a damaged bundle names."""
     folder = Path(folder)
     state, config = read_bundle(folder, retrain)
-    cfg = TransformerConfig.from_dict(config)
-    model = CausalLM(cfg)
+    info = json.loads((folder / "training.json").read_text())
+    return bundled_causal(folder, CausalLM(TransformerConfig.from_dict(config)), state, folder.name, info)
+
+
+def bundled_causal(folder: Path, model: CausalLM, state: dict, name: str, info: dict | None = None) -> TextModel:
+    """``model`` with ``state`` loaded, and the byte-level BPE of the bundle in ``folder`` (``tokenizer.json``)."""
     load_state(model, state)
     return TextModel(
-        name=folder.name,
+        name=name,
         model=model,
         tokenizer=Tokenizer.from_file(str(folder / "tokenizer.json")),
         kind="causal",
-        max_len=cfg.max_len,
+        max_len=model.cfg.max_len,
         special_tokens=(EOT,),
         byte_level=True,
-        info=json.loads((folder / "training.json").read_text()),
+        info=info or {},
     )

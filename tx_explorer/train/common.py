@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import resource
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -20,11 +21,18 @@ from torch import Tensor, nn
 from tqdm import tqdm
 
 from tx_explorer.bundle import MANIFEST
+from tx_explorer.data import corpus
 
 # The cosine ends at 10 % of the peak rather than at 0 or 1 %: the Chinchilla study (Hoffmann et al. 2022)
 # decays by 10×, nanoGPT's min_lr = lr / 10 follows it, and our short CPU runs still learn in their last
 # steps. Every trainer uses it except the image classifier, whose bundled run decayed to 1 % and passes that.
 DECAY_FLOOR = 0.1
+
+
+def cpu_seconds() -> float:
+    """CPU time of this process (user + system): a trainer's record of its cost, independent of the machine's load."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
 
 
 def clear_outputs(out: Path, names: Iterable[str]) -> Path:
@@ -58,6 +66,18 @@ def add_run_args(
     p.add_argument("--eval-every", type=int, default=eval_every, help="steps between held-out evaluations")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
+
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "BENCHMARKS.md"
+
+
+def add_bundle_args(p: argparse.ArgumentParser, *, tokenizer: Path, out: Path) -> None:
+    """Where a trainer on tiny-gpt's corpus reads and writes: --corpus, --tokenizer, --out and --benchmarks (the
+    file whose section it rewrites; '' for none)."""
+    p.add_argument("--corpus", default="full", choices=sorted(corpus.SOURCES), help="tiny-gpt's corpus by default")
+    p.add_argument("--tokenizer", type=Path, default=tokenizer, help="tiny-gpt's tokenizer by default")
+    p.add_argument("--out", type=Path, default=out, help="bundle folder")
+    p.add_argument("--benchmarks", default=str(BENCHMARKS), help="file whose section is rewritten ('' = none)")
 
 
 def lr_at(step: int, *, steps: int, peak: float, warmup: int, floor: float = DECAY_FLOOR) -> float:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import resource
 import shutil
 import time
 from collections.abc import Callable, Iterator
@@ -41,11 +40,10 @@ from tx_explorer.data import corpus
 from tx_explorer.families import circuit
 from tx_explorer.families.text import unique_state
 from tx_explorer.modules.transformer import AttentionOnlyLM
-from tx_explorer.train.common import lr_at, make_optimizer, train_loop
+from tx_explorer.train.common import add_bundle_args, cpu_seconds, lr_at, make_optimizer, train_loop
 from tx_explorer.train.lm import bundled_or_new_tokenizer, encode_stream
 
 log = logging.getLogger("tx_explorer.train.induction")
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass(frozen=True)
@@ -171,11 +169,6 @@ def pick_checkpoints(steps: list[int], phase: int | None, count: int) -> list[in
     return [steps[i] for i in sorted(picked)]
 
 
-def cpu_seconds() -> float:
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
-
-
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     d = Settings()
     p = argparse.ArgumentParser(prog=circuit.RETRAIN, description=__doc__.splitlines()[0])
@@ -186,11 +179,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--heads", type=int, default=CONFIG.num_heads, help="heads per layer (D stays 64)")
     p.add_argument("--stream-tokens", type=int, default=0, help="train on the first N tokens of the stream (0: all)")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads (a model this small gains nothing)")
-    p.add_argument("--corpus", default="full", choices=sorted(corpus.SOURCES), help="tiny-gpt's corpus by default")
-    p.add_argument("--tokenizer", type=Path, default=circuit.TOKENIZER, help="tiny-gpt's tokenizer by default")
     p.add_argument("--live-tokens", type=int, default=100_000, help="training tokens shipped for the live run")
-    p.add_argument("--out", type=Path, default=circuit.BUNDLE, help="bundle folder")
-    p.add_argument("--benchmarks", default=str(ROOT / "BENCHMARKS.md"), help="section rewritten ('' = none)")
+    add_bundle_args(p, tokenizer=circuit.TOKENIZER, out=circuit.BUNDLE)
     return p.parse_args(argv)
 
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import logging
 import math
-import resource
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, replace
@@ -40,11 +39,10 @@ from tx_explorer.data import corpus
 from tx_explorer.families.positions import BASE, BUNDLE, RETRAIN, SINUSOIDAL_SCALE, TOKENIZER, write_bundle
 from tx_explorer.families.text import unique_state
 from tx_explorer.modules.transformer import CausalLM
-from tx_explorer.train.common import lr_at, make_optimizer, train_loop
+from tx_explorer.train.common import add_bundle_args, cpu_seconds, lr_at, make_optimizer, train_loop
 from tx_explorer.train.lm import bundled_or_new_tokenizer, encode_stream
 
 log = logging.getLogger("tx_explorer.train.positions")
-ROOT = Path(__file__).resolve().parents[2]
 REPLAY_STEPS = 3  # batches (and their losses) shipped so a test can replay the start of every run
 SEEDS = (0, 1, 2)  # three seeds: a verdict's gap must exceed the spread between them
 
@@ -175,16 +173,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS), help="train every scheme at each seed")
     p.add_argument("--eval-windows", type=int, default=d.eval_windows)
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads (tiny models gain nothing from more)")
-    p.add_argument("--corpus", default="full", choices=sorted(corpus.SOURCES), help="tiny-gpt's corpus by default")
-    p.add_argument("--tokenizer", type=Path, default=TOKENIZER, help="tiny-gpt's tokenizer by default")
-    p.add_argument("--out", type=Path, default=BUNDLE, help="bundle folder")
-    p.add_argument("--benchmarks", type=Path, default=ROOT / "BENCHMARKS.md", help="section rewritten ('' = none)")
+    add_bundle_args(p, tokenizer=TOKENIZER, out=BUNDLE)
     return p.parse_args(argv)
-
-
-def cpu_seconds() -> float:
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -235,8 +225,8 @@ def main(argv: list[str] | None = None) -> None:
         }
         write_bundle(args.out, summary, weights, replay, args.tokenizer if args.tokenizer.is_file() else tok)
         log.info("seed %d done, bundle written to %s", seed, args.out)
-    if str(args.benchmarks):
-        update_benchmarks(args.benchmarks, summary)
+    if args.benchmarks:
+        update_benchmarks(Path(args.benchmarks), summary)
     log.info("bundle written to %s: %.1f min, %.1f CPU-min", args.out, summary["minutes"], summary["cpu_minutes"])
 
 

@@ -15,7 +15,7 @@ Streamlit's private API is used only in :mod:`tx_explorer.ui.compat`, which chec
 
 from tx_explorer.ui import compat
 from tx_explorer.ui.below_fold import DRAW_ALL, REACH, below_fold
-from tx_explorer.ui.figures import PAGE_PX, metrics, redraw, row, show, show_clickable, show_figure
+from tx_explorer.ui.figures import PAGE_PX, metrics, redraw, row, show, show_clickable, show_figure, show_result
 from tx_explorer.ui.jobs import run_job
 from tx_explorer.ui.pickers import FOLDER, architecture_caption, cached_model, device, sidebar, text_model_picker
 from tx_explorer.ui.sections import keep_inputs, keep_open, lazy_section, optional, section, stop_unless
@@ -49,6 +49,7 @@ __all__ = [
     "show",
     "show_clickable",
     "show_figure",
+    "show_result",
     "sidebar",
     "stop_unless",
     "text_model_picker",

@@ -12,7 +12,7 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
-from tx_explorer.ui.text import texts
+from tx_explorer.ui.text import escape_markdown, texts
 from tx_explorer.viz import style
 
 
@@ -93,6 +93,18 @@ def show(*panels: Any, width_px: float = style.COLUMN_PX) -> None:
     for panel in panels:
         if panel is not None:
             show_figure(panel.figure, panel.key, panel.data, width_px=width_px)
+
+
+def show_result(result: Any, clickable: bool = False) -> list[Any] | None:
+    """A view's result (``panels``, ``notes``, ``table``): the panels, each note as a caption (notes quote tokens
+    and replies, so Markdown in them is escaped), the table; with ``clickable``, the ``customdata`` of a clicked
+    point, if any."""
+    picked = show_clickable(*result.panels) if clickable else show(*result.panels)
+    for note in result.notes:
+        st.caption(escape_markdown(note))
+    if result.table:
+        st.dataframe(result.table, hide_index=True)
+    return picked
 
 
 PAGE_PX = 920  # the main column of the wide layout beside the sidebar, on a 1400 px window

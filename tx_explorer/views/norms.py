@@ -13,7 +13,7 @@ from tokenizers import Tokenizer
 from tx_explorer.analysis import norm_lab
 from tx_explorer.bundle import BundleError as BundleError  # the page catches it around load_results
 from tx_explorer.config import TransformerConfig
-from tx_explorer.families import variants as shipped
+from tx_explorer.families import variants as variants_family
 from tx_explorer.families.text import TextModel
 from tx_explorer.train import variants
 from tx_explorer.views import Panel, axes, corpus_note, texts
@@ -23,8 +23,8 @@ from tx_explorer.viz import norm_figures as vn
 PAGE = "norms"
 BUNDLE = "variants"  # the shipped runs' registry name
 METRICS = ("train_loss", "val_loss", "grad_norm", "lr")
-Results = shipped.Results
-load_results = shipped.load_results
+Results = variants_family.Results
+load_results = variants_family.load_results
 Records = dict[str, list[tuple[int, float]]]  # variant -> [(step, training loss)] of a live run
 QUANTITIES = ("grad_norm", "residual_rms")
 LATEX = {  # the page's formulas, section by section
@@ -106,7 +106,7 @@ def runs(
     series = curve_series(res, names, metric, smoothing, lang)
     fig = vn.curves(series, x_title=T("axis_step"), y_title=T(f"metric_{metric}"), log_y=metric == "grad_norm")
     rows = []
-    for cl in shipped.claims(res.summary):  # computed here from every seed's shipped numbers
+    for cl in variants_family.claims(res.summary):  # computed here from every seed's shipped numbers
         numbers = [
             T(
                 "claim_numbers",
@@ -305,7 +305,7 @@ def mlp_counts(dim: int = 64, ratio: float = 4.0, bias: bool = True, *, lang: st
 
 
 def mlp_curves(res: Results, *, lang: str = "en") -> Panel | None:
-    """Pre-RMS with an MLP against Pre-RMS with SwiGLU (training solid, validation dashed), when shipped."""
+    """Pre-RMS with an MLP against Pre-RMS with SwiGLU (training solid, validation dashed), when variants_family."""
     T = texts(PAGE, lang)
     names = ["pre-rms", "pre-rms-swiglu"]
     if not set(names) <= set(res.names):

@@ -14,14 +14,14 @@ from tx_explorer.analysis import position_lab as lab
 from tx_explorer.analysis import spread
 from tx_explorer.bundle import BundleError
 from tx_explorer.errors import InputError
-from tx_explorer.families import positions as shipped
+from tx_explorer.families import positions as positions_family
 from tx_explorer.views import Panel, texts
 from tx_explorer.viz import charts
 from tx_explorer.viz import positions as vp
 
 PAGE = "position_lab"
 __all__ = ["BundleError"]
-Results = shipped.Results
+Results = positions_family.Results
 BUNDLE = "positions"  # the shipped runs' registry name
 MAX_HEAD_DIM = 256
 MAX_POSITIONS = 256
