@@ -125,29 +125,35 @@ class Decoding:
 @torch.no_grad()
 def decode(model: CausalLM, prompt: Sequence[int], new_tokens: int) -> Decoding:
     """Feed ``prompt`` one token at a time through a KV cache, then ``new_tokens`` greedy tokens; each step's
-    logits are compared with a full uncached forward pass over every token so far."""
+    logits are compared with an uncached forward pass over the same tokens.
+
+    One uncached pass over every token fed serves all the steps: under the causal mask its position ``t`` sees
+    tokens ``0 … t`` only, which is what a pass over the first ``t + 1`` tokens computes (one pass instead of one
+    per step: on SmolLM2 each pass reads the 135M weights, 0.1 s on a CPU core, whatever the length)."""
     cfg = model.cfg
     check_prompt(cfg, prompt, new_tokens)
     model.eval()
     device = next(model.parameters()).device
-    ids, cache, steps = list(prompt), KVCache(), []
+    ids, cache, cached, sizes = list(prompt), KVCache(), [], []
     for t in range(len(prompt) + new_tokens - 1 if new_tokens else len(prompt)):
-        cached = model(torch.tensor([[ids[t]]], device=device), cache=cache)[0, -1]  # (V,)
-        full = model(torch.tensor([ids[: t + 1]], device=device))[0, -1]  # (V,): no cache, all t + 1 tokens
-        nxt = int(cached.argmax())
-        steps.append(
-            Step(
-                position=t,
-                token=ids[t],
-                rows=len(cache),
-                nbytes=cache.nbytes,
-                formula=kv_cache_bytes(cfg, t + 1, cache.keys[0].element_size()),
-                logit_diff=float((cached - full).abs().max()),
-                same_next=nxt == int(full.argmax()),
-            )
-        )
+        cached.append(model(torch.tensor([[ids[t]]], device=device), cache=cache)[0, -1])  # (V,)
+        sizes.append((len(cache), cache.nbytes))
         if t + 1 == len(ids):
-            ids.append(nxt)
+            ids.append(int(cached[-1].argmax()))
+    fed = len(cached)
+    full = model(torch.tensor([ids[:fed]], device=device))[0]  # (fed, V): no cache
+    steps = [
+        Step(
+            position=t,
+            token=ids[t],
+            rows=rows,
+            nbytes=nbytes,
+            formula=kv_cache_bytes(cfg, t + 1, cache.keys[0].element_size()),
+            logit_diff=float((logits - full[t]).abs().max()),
+            same_next=int(logits.argmax()) == int(full[t].argmax()),
+        )
+        for t, (logits, (rows, nbytes)) in enumerate(zip(cached, sizes))
+    ]
     return Decoding(ids=ids, prompt_len=len(prompt), steps=steps, cache=cache)
 
 
