@@ -137,7 +137,7 @@ def test_phase_change_is_the_first_step_below_half():
 # The data and the trainer ----------------------------------------------------------------------------------------
 def test_windows_hold_one_segment_twice_at_random_places():
     """A stream of end-of-text tokens only: the written segment is the only other token, so it can be found."""
-    s = trainer.Settings(batch_size=64, seq_len=24, repeat_share=1.0, min_segment=3, max_segment=12)
+    s = trainer.Settings(batch_size=64, seq_len=24, repeat_share=1.0, text_share=1.0, min_segment=3, max_segment=12)
     stream = torch.zeros(500, dtype=torch.long)
     w = trainer.windows(stream, s, torch.Generator().manual_seed(0), torch.arange(1, 40))
     assert w.shape == (64, 25)
@@ -149,6 +149,15 @@ def test_windows_hold_one_segment_twice_at_random_places():
         assert row[where[:half]].tolist() == row[where[half:]].tolist()
         gaps.add(where[half] - where[0])
     assert len(gaps) > 5  # the second copy sits at many offsets: position alone cannot predict it
+
+
+def test_windows_of_random_tokens_leave_the_stream_unread_but_for_their_share():
+    stream = torch.zeros(500, dtype=torch.long)
+    for share, text_rows in ((0.0, 0), (1.0, 32)):
+        s = trainer.Settings(batch_size=32, seq_len=24, repeat_share=0.0, text_share=share, max_segment=12)
+        w = trainer.windows(stream, s, torch.Generator().manual_seed(0), torch.arange(1, 40))
+        assert int((w == 0).all(dim=1).sum()) == text_rows  # text rows: the stream's zeros; the others 1…39
+        assert share == 1.0 or bool((w > 0).all())
 
 
 def short_run(seed: int) -> list[trainer.Record]:

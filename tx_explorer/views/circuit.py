@@ -74,6 +74,7 @@ def formation(bundle: CircuitBundle, *, lang: str = "en") -> Formation:
         seq=s["seq_len"],
         seed=s["seed"],
         share=f"{100 * s['repeat_share']:.0f}",
+        text=f"{100 * s.get('text_share', 1.0):.0f}",  # runs before the setting trained on text only
         min_len=s["min_segment"],
         max_len=s["max_segment"],
         count=s["eval_count"],
