@@ -50,7 +50,7 @@ def section(rows: list[dict], command: str) -> str:
     lines = [
         "## Watch a circuit form: the live run",
         "",
-        f"The page's run from scratch ({view.trainer.LIVE.steps} steps at most, measured every "
+        f"The page's run from scratch ({view.LIVE_MAX_STEPS} steps at most, measured every "
         f"{view.trainer.LIVE.eval_every} steps), one torch thread, per seed: time until the phase change (second-copy "
         f"loss below half of the first copy's). Target: ≤ {TARGET_S:.0f} s wall-clock. Rebuild: `{command}`.",
         "",

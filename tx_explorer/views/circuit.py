@@ -221,6 +221,10 @@ def compare(bundle: CircuitBundle, other: TextModel, *, lang: str = "en") -> Com
 
 # --- the live run ---------------------------------------------------------------------------------------------
 Records = list[tuple[float, trainer.Record]]  # (seconds since the start, record) of a live run
+# The live run follows the shipped run's schedule (seed 0 retraces its record) and stops this many steps after its
+# phase change, or at the cap: the lesson is the drop, not the 8 000 steps of polishing after it.
+LIVE_AFTER_PHASE = 500
+LIVE_MAX_STEPS = 4000
 
 
 def live_settings(seed: int) -> trainer.Settings:
@@ -234,7 +238,8 @@ def live_intro(bundle: CircuitBundle, *, lang: str = "en") -> str:
     """What the live run does, with its settings."""
     return texts(PAGE, lang)(
         "live_intro",
-        steps=trainer.LIVE.steps,
+        steps=min(LIVE_MAX_STEPS, trainer.LIVE.steps),
+        after=LIVE_AFTER_PHASE,
         shipped=bundle.training["settings"]["steps"],
         every=trainer.LIVE.eval_every,
         tokens=f"{len(bundle.tokens()):,}",
@@ -277,14 +282,18 @@ class LiveRun:
     def __call__(self, report: Callable[[float, str], None]) -> Records:
         T = texts(PAGE, self.lang)
         settings = live_settings(self.seed)
+        most = min(LIVE_MAX_STEPS, settings.steps)
         start = time.monotonic()
 
         def step(n: int) -> None:
-            report(n / settings.steps, T("progress", step=n, steps=settings.steps))
+            report(n / most, T("progress", step=n, steps=most))
 
         for rec, _ in trainer.run(self.bundle.tokens(), settings, self.bundle.text.config, on_step=step):
             self.records.append((time.monotonic() - start, rec))
             self.latest = live_curves(self.records, lang=self.lang)[0]
+            phase = live_phase(self.records)
+            if rec.step >= most or (phase is not None and rec.step >= phase + LIVE_AFTER_PHASE):
+                break
         return self.records
 
     def draw_latest(self, draw: Callable[[Panel], None]) -> None:
