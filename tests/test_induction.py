@@ -78,17 +78,19 @@ def dense_reference(model: AttentionOnlyLM, batch: torch.Tensor) -> dict[str, np
         logits = model(batch, trace=trace).double()
     w = trace.stack(name_contains="attn").double()  # (L, S, H, M, M)
     layers, _, heads = w.shape[:3]
-    induction, previous = np.zeros((layers, heads)), np.zeros((layers, heads))
+    induction, previous, first = np.zeros((layers, heads)), np.zeros((layers, heads)), np.zeros((layers, heads))
     for layer in range(layers):
         for head in range(heads):
             a = w[layer, :, head]
             induction[layer, head] = np.mean([a[:, t, t - n + 1].mean().item() for t in range(n + 1, 2 * n + 1)])
             previous[layer, head] = np.mean([a[:, t, t - 1].mean().item() for t in range(n + 1, 2 * n + 1)])
+            first[layer, head] = np.mean([a[:, t, t - 1].mean().item() for t in range(2, n + 1)])
     logp = logits.log_softmax(-1)
     nll = lambda p: -logp[:, p - 1].gather(1, batch[:, p : p + 1]).mean().item()  # noqa: E731 (token at p)
     return {
         "induction": induction,
         "previous": previous,
+        "previous_first": first,
         "first": np.mean([nll(p) for p in range(2, n + 1)]),
         "second": np.mean([nll(p) for p in range(n + 2, 2 * n + 1)]),
     }
@@ -100,6 +102,7 @@ def test_measure_matches_a_dense_float64_recomputation():
     c, ref = ind.measure(model, batch), dense_reference(model, batch)
     np.testing.assert_allclose(c.induction, ref["induction"], atol=1e-6)
     np.testing.assert_allclose(c.previous, ref["previous"], atol=1e-6)
+    np.testing.assert_allclose(c.previous_first, ref["previous_first"], atol=1e-6)
     assert c.loss_first == pytest.approx(ref["first"], abs=1e-5)
     assert c.loss_second == pytest.approx(ref["second"], abs=1e-5)
 

@@ -49,6 +49,20 @@ def test_cached_decoding_equals_uncached(shape):
     assert d.ids == ref  # the same tokens as uncached greedy generation
 
 
+def test_the_tolerance_grows_with_depth_and_logit_size_but_a_broken_cache_fails_it():
+    cfg = SMALL.replace(num_layers=30)
+    assert kv.tolerance(cfg) == pytest.approx(7.5e-4) and kv.tolerance(cfg, 37.0) == pytest.approx(7.5e-4 * 3.7)
+    assert kv.tolerance(SMALL, 5.0) == kv.LOGIT_TOLERANCE  # small logits: the plain bound
+    model = _model(SMALL)
+    good = kv.decode(model, [1, 2, 3, 4], 3)
+    assert good.logit_scale > 0 and good.max_diff <= kv.tolerance(SMALL, good.logit_scale)
+    real = KVCache.update  # a cache that hands back its keys and values 1.5 times too large
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(KVCache, "update", lambda self, layer, k, v: tuple(1.5 * t for t in real(self, layer, k, v)))
+        bad = kv.decode(model, [1, 2, 3, 4], 3)
+    assert bad.max_diff > 100 * kv.tolerance(SMALL, bad.logit_scale)
+
+
 @pytest.mark.parametrize("shape", list(SHAPES))
 def test_formula_bytes_equal_the_cache_tensors_at_every_step(shape):
     cfg = SHAPES[shape]

@@ -46,8 +46,10 @@ def test_the_page_shows_the_numbers_of_the_shipped_weights(at, bundle):
     intact, ablated = table.columns[1], table.columns[2]
     assert table[intact].iloc[0] == f"{k.induction_before:.3f}"
     assert table[ablated].iloc[0] == f"{k.induction_after:.3f}"
-    assert table[intact].iloc[2] == f"{k.clean.loss_second:.2f}"
-    assert table[ablated].iloc[2] == f"{k.ablated.loss_second:.2f}"
+    (pl, ph) = k.previous_head
+    assert table[intact].iloc[2] == f"{k.clean.previous_first[pl, ph]:.3f}"  # where the keys are written
+    assert table[intact].iloc[3] == f"{k.clean.loss_second:.2f}"
+    assert table[ablated].iloc[3] == f"{k.ablated.loss_second:.2f}"
     verdicts = " ".join(s.value for s in at.success)
     assert f"{-100 * k.induction_drop:+.0f} %".replace("-", "−") in verdicts
     phase = ind.phase_change(*(bundle.record[c] for c in ("step", "loss_first", "loss_second")))

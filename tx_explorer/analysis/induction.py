@@ -51,6 +51,10 @@ class Circuit:
     loss_first: float  # nats per token on the first copy, its 2nd…nth tokens (random: about log V)
     loss_second: float  # nats per token on the second copy, its 2nd…nth tokens (what induction can predict)
     length: int
+    # [L, H] mean attention of first-copy queries (2…n) on t − 1: the previous token written where the induction
+    # head's keys are. A previous-token head may work only there (induction-2l's L0H0 and L0H3: 0.50 on the first
+    # copy, 0.001 on the second, where ``previous`` looks).
+    previous_first: np.ndarray | None = None
 
     @property
     def loss_ratio(self) -> float:
@@ -79,6 +83,7 @@ def measure(model: nn.Module, batch: Tensor, *, edit: Edit | None = None) -> Cir
     logits = model(x, trace=trace, edit=edit)  # (S, 1 + 2n, V)
     maps = trace.stack(name_contains="attn").float().mean(dim=1)  # (L, H, M, M): averaged over the sequences
     scores = repeat_scores(maps, n)
+    t = torch.arange(2, n + 1)  # first-copy queries with a random previous token
     ce = F.cross_entropy(logits[:, :-1].float().transpose(1, 2), x[:, 1:], reduction="none")  # (S, 2n): ce[i] → i+1
     return Circuit(
         induction=scores["induction"].cpu().numpy(),
@@ -86,6 +91,7 @@ def measure(model: nn.Module, batch: Tensor, *, edit: Edit | None = None) -> Cir
         loss_first=ce[:, 1:n].mean().item(),  # targets 2…n
         loss_second=ce[:, n + 1 :].mean().item(),  # targets n+2…2n
         length=n,
+        previous_first=maps[..., t, t - 1].mean(-1).cpu().numpy(),
     )
 
 

@@ -155,6 +155,12 @@ def k_composition(bundle: CircuitBundle, *, lang: str = "en") -> Composition:
     rows = [
         (T("row_induction", layer=il, head=ih), k.induction_before, k.induction_after, "{:.3f}"),
         (T("row_previous", layer=pl, head=ph), k.clean.previous[pl, ph], k.ablated.previous[pl, ph], "{:.3f}"),
+        (
+            T("row_previous_first", layer=pl, head=ph),
+            k.clean.previous_first[pl, ph],
+            k.ablated.previous_first[pl, ph],
+            "{:.3f}",
+        ),
         (T("row_second"), k.clean.loss_second, k.ablated.loss_second, "{:.2f}"),
         (T("row_first"), k.clean.loss_first, k.ablated.loss_first, "{:.2f}"),
     ]

@@ -80,7 +80,7 @@ def decoded(tm: TextModel, d: kv.Decoding, *, lang: str = "en") -> Decoded:
         y_title=T("axis_bytes"),
     )
     growth.update_traces(selector=dict(name=T("series_formula")), mode="markers", marker=dict(symbol="x", size=9))
-    tol = kv.tolerance(tm.config)
+    tol = kv.tolerance(tm.config, d.logit_scale)
     diff = charts.lines(
         x,
         {T("series_diff"): [max(s.logit_diff, 1e-12) for s in steps]},
