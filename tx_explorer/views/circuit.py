@@ -248,7 +248,6 @@ def live_intro(bundle: CircuitBundle, *, lang: str = "en") -> str:
         after=LIVE_AFTER_PHASE,
         shipped=bundle.training["settings"]["steps"],
         every=trainer.LIVE.eval_every,
-        tokens=f"{len(bundle.tokens()):,}",
     )
 
 
