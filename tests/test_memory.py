@@ -131,3 +131,17 @@ def test_measure_reports_time_and_peak():
     assert cost.ratio([r], 96, "flash", "flash") == 1.0
     with pytest.raises(ValueError, match="unknown"):
         cost.attention_fn("magic")
+
+
+def test_probing_sdpa_backends_never_switches_this_processs_backends(monkeypatch):
+    """``sdpa_kernel`` is process-wide: a probe in the server made other sessions' attention fail meanwhile. The
+    probe runs in a child process, once per device and dtype."""
+    import torch.nn.attention as attention
+
+    cost._probed.cache_clear()
+    for module in (attention, cost):  # the library's own name for it too
+        monkeypatch.setattr(module, "sdpa_kernel", lambda *a, **k: pytest.fail("switched backends in the server"))
+    usable = cost.sdpa_backends("cpu", "float32")
+    assert usable["math"] is True
+    assert set(usable) == {"flash_attention", "efficient_attention", "cudnn_attention", "math"}
+    assert cost.sdpa_backends("cpu", torch.float32) is not usable and cost._probed.cache_info().hits == 1

@@ -7,9 +7,11 @@ FLOPs count a multiply-add as 2 (an ``[m, k]·[k, n]`` product costs ``2·m·k·
 from __future__ import annotations
 
 import functools
+import json
 import statistics
+import subprocess
+import sys
 import time
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -121,25 +123,39 @@ def _dtype(dtype: torch.dtype | str) -> torch.dtype:
     return dtype
 
 
+# Run in a child process: ``sdpa_kernel`` switches the other backends off for the whole process, so a probe in the
+# server made every other session's attention fail meanwhile ("No viable backend", seen under a class's load).
+_PROBE = """
+import json, sys, warnings
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+q = torch.zeros(1, 2, 16, 64, device=sys.argv[1], dtype=getattr(torch, sys.argv[2]))
+usable = {}
+for backend in (SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.CUDNN_ATTENTION,
+                SDPBackend.MATH):
+    try:
+        with sdpa_kernel([backend]), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # PyTorch explains each refusal in a warning; the table says it
+            F.scaled_dot_product_attention(q, q, q)
+        usable[backend.name.lower()] = True
+    except RuntimeError:  # "No available kernel": this backend does not run here
+        usable[backend.name.lower()] = False
+print(json.dumps(usable))
+"""
+
+
 def sdpa_backends(device: torch.device | str, dtype: torch.dtype | str = torch.float32) -> dict[str, bool]:
-    """Which of PyTorch's SDPA backends accept ``dtype`` inputs on ``device`` (probed on a tiny input)."""
+    """Which of PyTorch's SDPA backends accept ``dtype`` inputs on ``device`` (probed on a tiny input, once per
+    process, in a child process: see :data:`_PROBE`)."""
     device, dtype = torch.device(device), _dtype(dtype)
-    q = torch.zeros(1, 2, 16, 64, device=device, dtype=dtype)
-    usable = {}
-    for backend in (
-        SDPBackend.FLASH_ATTENTION,
-        SDPBackend.EFFICIENT_ATTENTION,
-        SDPBackend.CUDNN_ATTENTION,
-        SDPBackend.MATH,
-    ):
-        try:
-            with sdpa_kernel([backend]), warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # PyTorch explains each refusal in a warning; the table says it
-                F.scaled_dot_product_attention(q, q, q)
-            usable[backend.name.lower()] = True
-        except RuntimeError:  # "No available kernel": this backend does not run here
-            usable[backend.name.lower()] = False
-    return usable
+    return dict(_probed(str(device), str(dtype).removeprefix("torch.")))
+
+
+@functools.cache
+def _probed(device: str, dtype: str) -> tuple[tuple[str, bool], ...]:
+    run = subprocess.run([sys.executable, "-c", _PROBE, device, dtype], capture_output=True, text=True, check=True)
+    return tuple(json.loads(run.stdout.strip().splitlines()[-1]).items())
 
 
 def attention_fn(method: str, *, block_size: int = 128) -> Callable[[Tensor, Tensor, Tensor], Tensor]:
