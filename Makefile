@@ -38,14 +38,20 @@ chromium:
 	        || echo "$$missing could not be installed: browser tests will fail"; \
 	    else echo "missing $$missing and apt is not usable: install it for the browser tests"; fi; fi
 
+# The tests without a browser run in two pytest-xdist workers, one per core (most are single-threaded Python: AppTest
+# runs, small tensors); the browser and load tests then run alone, since a server and Chromium take both cores. The
+# second runs even when the first failed, so one CI run reports every failure. A test file stays in one worker
+# (--dist loadfile): a module's tests may share one AppTest session and run in order.
 test: $(VENV)/.stamp-dev chromium
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
-	$(PY) -m pytest
+	$(PY) -m pytest -m "not browser and not load" -n 2 --dist loadfile; a=$$?; \
+	  $(PY) -m pytest -m "browser or load"; b=$$?; \
+	  test $$a = 0 && test $$b = 0
 
 # The fast tier: lint and the unit tests (no page, no browser, no real LLM; tiers are assigned in tests/conftest.py).
 check: $(VENV)/.stamp-dev
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
-	$(PY) -m pytest -m unit -q
+	$(PY) -m pytest -m unit -q -n 2 --dist loadfile
 
 bench: $(VENV)/.stamp-dev chromium
 	$(PY) -m benchmarks

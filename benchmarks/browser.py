@@ -438,20 +438,28 @@ def page_row(name: str, run: PageRun, floor: PageRun | None) -> str:
     )
 
 
-def main(argv: list[str] | None = None) -> None:
-    args, command = parse(_parser(), argv)
-    header = machine(torch.device("cpu"))
+def opening(key: str, title: str, command: str, *, no_write: bool) -> list[str] | None:
+    """A browser benchmark's first lines (its title, the command, the machine), or None once it has published
+    that this machine has no Chromium to run it."""
     lines = [
-        "## Browser: cold start, input → chart rendered, memory per session",
+        f"## {title}",
         "",
         f"Command: `{command.strip()}` (from the repository root; `make bench` runs every benchmark).",
         "",
-        f"Machine: {header}.",
+        f"Machine: {machine(torch.device('cpu'))}.",
         "",
     ]
-    if not Path(CHROMIUM).exists():
-        lines.append(f"Not run: no Chromium at {CHROMIUM} (`make chromium` installs Debian's).")
-        publish("browser", "\n".join(lines), no_write=args.no_write)
+    if Path(CHROMIUM).exists():
+        return lines
+    lines.append(f"Not run: no Chromium at {CHROMIUM} (`make chromium` installs Debian's).")
+    publish(key, "\n".join(lines), no_write=no_write)
+    return None
+
+
+def main(argv: list[str] | None = None) -> None:
+    args, command = parse(_parser(), argv)
+    title = "Browser: cold start, input → chart rendered, memory per session"
+    if (lines := opening("browser", title, command, no_write=args.no_write)) is None:
         return
     from playwright.sync_api import sync_playwright
 

@@ -190,13 +190,9 @@ def circuit(m: Models) -> Result:
 
 
 def model_sizes(m: Models) -> Result:
-    from tx_explorer.config import TransformerConfig
     from tx_explorer.views import model_sizes as view
 
-    cfg = TransformerConfig(
-        vocab_size=50_257, max_len=1024, dim=768, num_layers=13, num_heads=12, mlp="mlp", positions="learned"
-    )
-    return _result([view.custom(cfg).parts], "13 × 768, vocabulary 50,257")
+    return _result([view.OWN_MODEL(layers=13).parts], "13 × 768, vocabulary 50,257")
 
 
 def language_model(m: Models) -> Result:

@@ -15,7 +15,6 @@ from tx_explorer.views import mixers as mix_view
 T, F, M = ui.texts("cost_of_attention"), ui.texts("flash_io"), ui.texts("mixers")
 LANG, DEV = ui.lang(), ui.device()
 ON_GPU = DEV.type == "cuda"
-fused_timing = st.cache_data(show_spinner=False)(cost.fused_qkv_sweep)  # §3.1's sweep, measured once per server
 
 
 @st.cache_data(show_spinner=False, max_entries=512)  # shared by every session, the pool's workers too
@@ -116,9 +115,10 @@ def io_section() -> None:  # FlashAttention's IO argument (§4.4)
                 fio = io_view.io(io_d, io_tile, io_n, measure=None, lang=LANG)  # the counts: drawn at once
                 ui.row(fio.by_n, fio.by_tile)
                 st.markdown(fio.note + "\n\n" + F("measured_intro"))
-                peaks = functools.partial(io_view.measured_rows, io_d, io_tile, measure=measured, lang=LANG)  # ~10 s
-                rows = ui.run_job(peaks, label=F("measuring", n=""), key=("io", io_d, io_tile, LANG))  # behind a bar
-                st.dataframe(pd.DataFrame(rows), hide_index=True)
+                peaks = functools.partial(io_view.measured_rows, io_d, io_tile, measure=measured, lang=LANG)
+                key = (io_d, io_tile, LANG)  # the rows' words are in the page's language
+                if rows := ui.job_on_click(F("measure"), peaks, F("measuring", n=""), key=key, widget="io_measure"):
+                    st.dataframe(pd.DataFrame(rows), hide_index=True)
             st.markdown(F("cpu_note"))
 
 
@@ -130,16 +130,16 @@ def mixer_section() -> None:  # RNN, convolution and self-attention (§4.5)
             n = c[0].selectbox(M("max_n"), mix_view.NS, index=3, key="mix_max_n")
             dim = c[1].selectbox(M("dim"), mix_view.DIMS, index=1, key="mix_dim")
             with ui.friendly_errors():
-                if c[2].button(M("measure"), type="primary", key="mix_measure"):
-                    run = functools.partial(mix_view.measure_job, max_n=n, dim=dim, device=DEV, lang=LANG)
-                    st.session_state["mix_found"] = ui.run_job(run, label=M("progress"), key=("mixers", n, dim, LANG))
-                mx = mix_view.compare(st.session_state.get("mix_found"), max_n=n, dim=dim, lang=LANG)
+                run = functools.partial(mix_view.measure_job, max_n=n, dim=dim, device=DEV, lang=LANG)
+                done = ui.job_on_click(M("measure"), run, M("progress"), key=(n, dim), widget="mix_measure", where=c[2])
+                mx = mix_view.compare(done, max_n=n, dim=dim, lang=LANG)
                 ui.show(mx.grid)
                 st.caption(mx.check)
                 st.table(mx.table)
                 st.markdown(mx.note)
                 ui.section(M, "fused", level="subheader")  # one [Q K V] projection or three (§3.1)
-                fused = mix_view.fused(fused_timing(), lang=LANG)
+                timing = ui.once_per_server(mix_view.fused_timing, label=M("fused_working"), key="cost_fused_qkv")
+                fused = mix_view.fused(timing, lang=LANG)
                 ui.show(fused.chart)
                 st.markdown(fused.note)
 

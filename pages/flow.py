@@ -25,10 +25,11 @@ def _analyses() -> dict:
 def analysis(name: str, tm, text: str) -> view.Analysis:
     store = _analyses()
     key = (name, text)
-    if key not in store:
-        if len(store) >= 2:
-            store.pop(next(iter(store)))  # the oldest first
-        store[key] = view.analyse(tm, text)
+    with st.empty():  # run_job's place, also when remembered: the fragment's later elements keep their places
+        if key not in store:
+            if len(store) >= 2:
+                store.pop(next(iter(store)))  # the oldest first
+            store[key] = ui.run_job(lambda report: view.analyse(tm, text), label=T("analysing"), key=("flow", *key))
     return store[key]
 
 

@@ -16,7 +16,7 @@ st.markdown(T("intro"))
 # choice stays outside them, so changing the model reruns every section.
 
 
-@st.cache_data(max_entries=32, show_spinner=False)  # four small random models run over the tokens: ~0.6 s
+@st.cache_data(max_entries=32, show_spinner=False)  # four random models of the chosen one's size: seconds
 def sharing_rows(name: str, tokens: int, window: int, lang: str) -> list[dict[str, str]]:
     return view.sharing_rows(ui.cached_model(name), tokens, window, lang=lang)
 
@@ -33,7 +33,9 @@ def decode_section(name: str, tm: view.TextModel) -> None:
     prompt = c[0].text_input(T("prompt"), T("prompt_default"), max_chars=2000, key="kv_prompt")
     new_tokens = c[1].number_input(T("new_tokens"), 0, view.MAX_NEW_TOKENS, 8, key="kv_new")
     with ui.friendly_errors():
-        decoded = view.decoded(tm, decoding(name, prompt, int(new_tokens)), lang=LANG)
+        args = (name, prompt, int(new_tokens))  # with and without the cache: seconds with SmolLM2, so behind a bar
+        found = ui.remembered_job(lambda report: decoding(*args), label=T("decoding_working"), key=("kv_decode", *args))
+        decoded = view.decoded(tm, found, lang=LANG)
         st.markdown(T("continuation", text=ui.escape_markdown(decoded.text.strip())))  # "** word**" is no bold
         (st.success if decoded.ok else st.error)(decoded.check)
         grow_section(tm, decoded)
@@ -73,7 +75,9 @@ def sharing_section(name: str, tm: view.TextModel) -> None:
         tokens = c[0].number_input(T("tokens"), 1, most, min(32, most), key="kv_tokens")
         window = c[1].number_input(T("window"), 1, 1_000_000, min(8, most), help=T("window_help"), key="kv_window")
         with ui.friendly_errors():
-            st.table(sharing_rows(name, int(tokens), int(window), LANG))
+            args = (name, int(tokens), int(window), LANG)  # behind a bar: SmolLM2-sized models take seconds to build
+            rows = ui.remembered_job(lambda report: sharing_rows(*args), label=T("sharing_working"), key=("kv", *args))
+            st.table(rows)
         st.markdown(T("sharing_note"))
 
 

@@ -74,30 +74,30 @@ def loss(r) -> None:
 def generate(name: str, text: str, tm) -> None:
     if not (box := ui.lazy_section(T, "gen", key="lm_open_gen")):
         return
-    with box:
+    with box, ui.friendly_errors():
         c = st.columns(5)
         method = c[0].radio(T("method"), view.METHODS, format_func=lambda m: T(f"method_{m}"), key="lm_method")
         temperature = c[1].slider(T("temperature"), 0.1, 2.0, 0.8, 0.1, key="lm_temp", disabled=method == "greedy")
         top_k = c[2].number_input(T("top_k"), 1, 200, 20, key="lm_topk", disabled=method != "top_k")
         seed = c[3].number_input(ui.texts("common")("seed"), 0, 1_000_000, 0, key="lm_seed")
         new = c[4].slider(T("new_tokens"), 1, 64, 24, key="lm_new")
-        with ui.friendly_errors():
-            g = generation(name, text, new, method, float(temperature), int(top_k), int(seed))
-            if g.prompt_cut:
-                st.warning(T("prompt_cut", kept=g.prompt_len, limit=g.limit, new=new))
-            st.markdown(T("gen_result"))
-            shown = tm.decode(g.ids[: g.prompt_len]) + " ⟶ " + tm.decode(g.ids[g.prompt_len :])
-            st.code(shown, language=None, wrap_lines=True)
-            c = st.columns(3)
-            step = c[0].slider(T("gen_step"), 1, new, 1, key="lm_step") if new > 1 else 1
-            g_layer = c[1].selectbox(T("layer"), range(g.maps.shape[0]), key="lm_gen_layer")
-            g_head = c[2].selectbox(
-                T("head"),
-                [None, *range(g.maps.shape[1])],
-                key="lm_gen_head",
-                format_func=lambda h: T("mean_heads") if h is None else str(h),
-            )
-            ui.show(*view.generation(g, step, g_layer, g_head, lang=LANG))
+        args = (name, text, new, method, float(temperature), int(top_k), int(seed))  # seconds with a larger model
+        g = ui.remembered_job(lambda report: generation(*args), label=T("gen_working"), key=("lm_gen", *args))
+        if g.prompt_cut:
+            st.warning(T("prompt_cut", kept=g.prompt_len, limit=g.limit, new=new))
+        st.markdown(T("gen_result"))
+        shown = tm.decode(g.ids[: g.prompt_len]) + " ⟶ " + tm.decode(g.ids[g.prompt_len :])
+        st.code(shown, language=None, wrap_lines=True)
+        c = st.columns(3)
+        step = c[0].slider(T("gen_step"), 1, new, 1, key="lm_step") if new > 1 else 1
+        g_layer = c[1].selectbox(T("layer"), range(g.maps.shape[0]), key="lm_gen_layer")
+        g_head = c[2].selectbox(
+            T("head"),
+            [None, *range(g.maps.shape[1])],
+            key="lm_gen_head",
+            format_func=lambda h: T("mean_heads") if h is None else str(h),
+        )
+        ui.show(*view.generation(g, step, g_layer, g_head, lang=LANG))
 
 
 @st.fragment

@@ -3,7 +3,6 @@
 import streamlit as st
 
 from tx_explorer import ui
-from tx_explorer.config import TransformerConfig
 from tx_explorer.views import model_sizes as view
 
 T = ui.texts("model_sizes")
@@ -42,30 +41,9 @@ def breakdown_section() -> None:
 def custom_section() -> None:
     st.header(T("custom_header"))
     st.markdown(T("custom_intro"))
-    c = st.columns(4)
-    layers = c[0].number_input(T("layers"), 1, 256, 12, key="sizes_layers")
-    dim = c[1].number_input(T("dim"), 1, 65_536, 768, key="sizes_dim")
-    heads_n = c[2].number_input(T("heads"), 1, 256, 12, key="sizes_heads")
-    vocab = c[3].number_input(T("vocab"), 1, 1_000_000, 50_257, key="sizes_vocab")
-    c = st.columns(4)
-    context = c[0].number_input(T("context"), 1, 1_000_000, 1024, key="sizes_context")
-    mlp = c[1].selectbox(T("mlp"), ("mlp", "swiglu"), format_func=lambda m: T(f"mlp_{m}"), key="sizes_mlp")
-    positions = c[2].selectbox(
-        T("positions"), ("learned", "sinusoidal"), format_func=lambda p: T(f"pos_{p}"), key="sizes_pos"
-    )
-    tie = c[3].toggle(T("tie"), value=True, key="sizes_tie")
+    values = ui.inputs(view.OWN_MODEL, T)
     with ui.friendly_errors():
-        cfg = TransformerConfig(
-            vocab_size=int(vocab),
-            max_len=int(context),
-            dim=int(dim),
-            num_layers=int(layers),
-            num_heads=int(heads_n),
-            mlp=mlp,
-            positions=positions,
-            tie_embeddings=tie,
-        )
-        mine = view.custom(cfg, counted, lang=LANG)
+        mine = view.OWN_MODEL.compute(**values, count=counted, lang=LANG)
         c = st.columns(3)
         c[0].metric(T("total"), view.fmt(mine.total), help=f"{mine.total:,}")
         c[1].metric(T("rule"), view.fmt(mine.rule), help=T("rule_help"))

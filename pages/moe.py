@@ -11,12 +11,6 @@ T = ui.texts("moe")
 LANG = ui.lang()
 
 
-@st.cache_resource(show_spinner=False, max_entries=2)
-def heldout_routing(name: str):
-    """The bundle's held-out windows routed (dropless), and each layer's drop rate at every capacity factor."""
-    return view.heldout_routing(ui.cached_model(name))
-
-
 def load_bundle():
     """The trained model, or None with a message saying how to build it."""
     names = models.available_models("moe")
@@ -91,7 +85,11 @@ def heldout_section(bundle: view.MoEBundle) -> None:
         default = float(bundle.config.capacity_factor or 1.25)
         factor = st.slider(T("factor"), 0.25, 3.0, default, 0.05, help=T("factor_help"))
         with ui.friendly_errors():
-            routed = heldout_routing(bundle.text.name)
+            routed = ui.once_per_server(  # the held-out windows routed, drops at every factor: seconds, once per server
+                lambda report: view.heldout_routing(bundle),
+                label=T("heldout_working"),
+                key=("moe_heldout", bundle.text.name),
+            )
             held = view.heldout(bundle, routed, factor, lang=LANG)
             st.dataframe(pd.DataFrame(held.stats, index=held.layers).style.format("{:.3f}"))
             st.caption(held.caption)

@@ -85,15 +85,10 @@ def cross_section() -> None:
     """4. Cross-attention: queries from one sequence, keys and values from another."""
     if box := ui.lazy_section(T, "cross", key="op_open_cross"):
         with box:
-            c = st.columns(5)
-            cq = c[0].number_input("$N_Q$", 1, 16, 3, key="cross_nq", help=T("help_cross_nq"))
-            cx = c[1].number_input("$N_X$", 1, 16, 7, key="cross_nx", help=T("help_cross_nx"))
-            cd = c[2].number_input(T("width"), 1, 256, 16, key="cross_dim")
-            ch = c[3].number_input(T("heads"), 1, 16, 4, key="cross_heads")
-            cs = c[4].number_input(SEED, 0, 10_000, 0, key="cross_seed")
+            values = ui.inputs(view.CROSS, T, columns=5)
             with ui.friendly_errors():
-                head = st.selectbox(T("head"), range(ch))
-                panel, shapes = view.cross(cq, cx, cd, ch, cs, head, lang=LANG)
+                head = st.selectbox(T("head"), range(values["heads"]))
+                panel, shapes = view.CROSS.compute(**values, head=head, lang=LANG)
                 ui.show(panel)
                 st.markdown(shapes)
 

@@ -17,12 +17,6 @@ def classified(name: str, pixels: np.ndarray):
     return ui.cached_model(name).classify(pixels)
 
 
-@st.cache_resource(show_spinner=False)
-def causal(name: str):
-    """Accuracy without and with a causal mask imposed (§7.2), once per server and model."""
-    return view.causal_mask(ui.cached_model(name))
-
-
 @st.fragment  # 2. Patchify: one patch at the lecture's 224/16 and in the model
 def patch_section(clf, picture, row: int, col: int, name: str) -> None:
     if box := ui.lazy_section(T, "patch", view.LATEX["patch"], key="vit_open_patch"):
@@ -84,7 +78,10 @@ def shuffle_section(clf, name: str, pixels) -> None:
                     ui.show(shuf.chart)
                 ui.metrics(shuf.changes)
                 st.markdown(shuf.reading)
-                st.markdown(view.causal_text(causal(name), clf, lang=LANG))
+                accuracy = ui.once_per_server(  # without and with a causal mask (§7.2): seconds, once per server
+                    lambda report: view.causal_mask(clf), label=T("causal_working"), key=("vit_causal", name)
+                )
+                st.markdown(view.causal_text(accuracy, clf, lang=LANG))
 
 
 st.title(ui.page_title("vision_transformer"))

@@ -13,6 +13,10 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TIMM_FUSED_ATTN", "0")
 # AppTests cannot scroll: every page section is drawn at once (ui.below_fold). The browser suite's servers drop it.
 os.environ.setdefault("TX_EXPLORER_DRAW_ALL", "1")
+# `make test` runs the tests without a browser in two pytest-xdist workers, one per core: a torch thread pool in each
+# would spin against the other's (torch reads this when it is first imported, after this file).
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import pytest
 from streamlit.testing.v1 import AppTest

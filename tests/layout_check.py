@@ -308,30 +308,36 @@ def open_lazy_sections(page, slug: str) -> None:
         page.wait_for_selector(IDLE, timeout=LONG)
 
 
-def check_page(browser, server: str, slug: str, lang: str) -> list[Problem]:
-    """Open ``slug`` in a fresh tab, in ``lang``, draw every section, screenshot it and check what it shows."""
+def check_page(browser, server: str, slug: str, langs: Iterable[str] = LANGS) -> list[Problem]:
+    """Open ``slug`` in a fresh tab, draw every section, then for each of ``langs`` in turn (中文 by the sidebar's
+    button, as a user switches) screenshot it and check what it shows. One tab serves both languages: the switch
+    reruns the page with its sections drawn and opened as they were, so the second language costs a rerun, not a
+    second visit."""
     SHOTS.mkdir(parents=True, exist_ok=True)
     page = browser.new_page(viewport=VIEWPORT)
+    found: list[Problem] = []
     try:
         page.goto(page_url(server, slug))
         page.wait_for_selector(f"{PLOT} .main-svg, {FAILED}", timeout=LONG)  # a page that failed has no chart
         page.wait_for_selector(IDLE, timeout=LONG)
-        if lang == "zh":
-            switch_to_chinese(page)
-        draw_below_fold(page)
-        page.wait_for_selector(IDLE, timeout=LONG)
-        open_lazy_sections(page, slug)
-        page.wait_for_timeout(500)  # Plotly lays out a figure after Streamlit mounts it
-        failed = [
-            Problem(slug, lang, "page", f"error shown: {t[:200]!r}") for t in page.locator(FAILED).all_inner_texts()
-        ]
-        found = failed + problems(page.evaluate(READ_PAGE), slug, lang)
-        if lang == "zh":
-            found += english_shown(page, slug)
-        # Streamlit scrolls its main area inside the window: a window as tall as the page shows all of it at once.
-        page.set_viewport_size({**VIEWPORT, "height": min(page.evaluate(PAGE_HEIGHT), 30_000)})
-        page.wait_for_timeout(500)
-        page.screenshot(path=str(SHOTS / f"{lang}-{slug}.png"))
+        for lang in langs:
+            if lang == "zh":
+                page.set_viewport_size(VIEWPORT)
+                switch_to_chinese(page)
+            draw_below_fold(page)
+            page.wait_for_selector(IDLE, timeout=LONG)
+            open_lazy_sections(page, slug)
+            page.wait_for_timeout(500)  # Plotly lays out a figure after Streamlit mounts it
+            found += [
+                Problem(slug, lang, "page", f"error shown: {t[:200]!r}") for t in page.locator(FAILED).all_inner_texts()
+            ]
+            found += problems(page.evaluate(READ_PAGE), slug, lang)
+            if lang == "zh":
+                found += english_shown(page, slug)
+            # Streamlit scrolls its main area inside the window: a window as tall as the page shows all of it at once.
+            page.set_viewport_size({**VIEWPORT, "height": min(page.evaluate(PAGE_HEIGHT), 30_000)})
+            page.wait_for_timeout(500)
+            page.screenshot(path=str(SHOTS / f"{lang}-{slug}.png"))
         return found
     finally:
         page.close()
@@ -354,13 +360,12 @@ def main(argv: list[str] | None = None) -> int:
             url = srv.url
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         for slug in slugs:
-            for lang in args.lang:
-                try:
-                    here = check_page(browser, url, slug, lang)
-                except PlaywrightError as exc:  # a page that never drew: say so and go on with the others
-                    here = [Problem(slug, lang, "page", f"not drawn: {str(exc).splitlines()[0]}")]
-                print("\n".join(map(str, here)) or f"{slug} [{lang}]: ok", flush=True)
-                found += here
+            try:
+                here = check_page(browser, url, slug, args.lang)
+            except PlaywrightError as exc:  # a page that never drew: say so and go on with the others
+                here = [Problem(slug, "/".join(args.lang), "page", f"not drawn: {str(exc).splitlines()[0]}")]
+            print("\n".join(map(str, here)) or f"{slug} [{', '.join(args.lang)}]: ok", flush=True)
+            found += here
         browser.close()
     print(f"{len(found)} problems" if found else "no problems")
     return 1 if found else 0

@@ -64,6 +64,9 @@ from tx_explorer.data import shapes
 from tx_explorer.modules.moe_lm import MoEConfig
 from tx_explorer.views import circuit as circuit_view
 from tx_explorer.views import mixers as mix_view
+from tx_explorer.views import model_sizes as sizes_view
+from tx_explorer.views import operator as op_view
+from tx_explorer.views.inputs import Choice, Number, Section, declared, option_key
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = re.findall(r'"pages/(\w+)\.py"', (ROOT / "app.py").read_text(encoding="utf-8"))
@@ -281,6 +284,24 @@ def number_cases(page: str, chart: str, prepare=(), **outcomes) -> list[Case]:
     ]
 
 
+def declared_cases(section: Section, chart: str, **outcomes: tuple[str, str]) -> list[Case]:
+    """Each number a section declares (:mod:`tx_explorer.views.inputs`), alone, at its declared minimum and maximum:
+    derived from the declaration, so a new input of a declared section gets its rows without an edit here. The page
+    answers with its chart unless ``outcomes["<name>_min"]`` (or ``_max``) names the message it must give."""
+    return [
+        Case(
+            section.page,
+            f"{section.key(inp)}-at-{end}",
+            ((W("number_input", section.key(inp)), value),),
+            *outcomes.get(f"{inp.name}_{end}", ("chart", "")),
+            chart=chart,
+        )
+        for inp in section.inputs
+        if isinstance(inp, Number)
+        for end, value in (("min", inp.low), ("max", inp.high))
+    ]
+
+
 # Emoji, right-to-left and combining marks take the same "not a number" path as control characters in fields
 # that parse numbers (they get Arabic-Indic digits instead, which Python reads as numbers); free text gets them all.
 NUMERIC_TEXT = ("empty", "blank", "100k", "control", "html", "markdown")
@@ -368,6 +389,7 @@ CASES: list[Case] = [
         **{"100k": ("error", "at most 16 are allowed")},
     ),
     *number_cases("operator", "weights", prepare=OPERATOR_RANDOM),
+    *declared_cases(op_view.CROSS, "cross_weights", dim_min=("error", "does not divide")),  # D = 1 with 4 heads
     # self-attention: both sentences get the same text (same words, so only the input itself can fail)
     *text_cases(
         "self_attention",
@@ -464,8 +486,14 @@ CASES: list[Case] = [
         **{"100k": ("info", "cut to the models' context")},
     ),
     *number_cases("norms", "norms_ln", at_min=("error", "leaves the MLP no hidden unit")),  # D = 1, ratio 0.5
-    # model sizes: every number (no text)
+    # model sizes: every number at once, then each declared number alone (no text)
     *number_cases("model_sizes", "sizes_custom"),
+    *declared_cases(
+        sizes_view.OWN_MODEL,
+        "sizes_custom",
+        dim_min=("error", "does not divide"),  # D = 1 with 12 heads
+        dim_max=("error", "does not divide"),  # 65,536 / 12
+    ),
     # language model: the text, every number (top-k sampling, so that temperature and k are live)
     *text_cases(
         "language_model",
@@ -918,6 +946,48 @@ OUT_OF_RANGE = [
 def test_analysis_refuses_values_beyond_the_widgets(call: Callable[[], Any], message: str) -> None:
     with pytest.raises(ValueError, match=re.escape(message)):
         call()
+
+
+# ---- declared sections: the page shows what is declared, and the compute never fails beyond the bounds ---------
+DECLARED = declared()
+
+
+def test_sections_are_declared() -> None:
+    assert DECLARED, "no section declares its inputs (tx_explorer.views.inputs)"
+
+
+@pytest.mark.parametrize("section", DECLARED, ids=lambda s: s.prefix)
+def test_a_declared_section_is_what_its_page_shows(pages: Pages, section: Section) -> None:
+    """Every declared input is on its page, keyed as declared, with the declared bounds, default and options (the
+    rows derived from a declaration test what the visitor meets)."""
+    at = pages(section.page)
+    shown = {el.key: el for el in _elements(at, ("number_input", "selectbox", "toggle")) if el.key}
+    for inp in section.inputs:
+        el = shown.get(section.key(inp))
+        assert el is not None, f"{section.key(inp)} is declared but not on the page"
+        if isinstance(inp, Number):
+            assert (el.min, el.max) == (inp.low, inp.high), section.key(inp)
+        if isinstance(inp, Choice):
+            assert tuple(el.options) == tuple(locales.text(section.page, option_key(inp, o)) for o in inp.options)
+
+
+@pytest.mark.parametrize(
+    "section, name, value",
+    [
+        pytest.param(s, inp.name, v, id=f"{s.prefix}-{inp.name}-{v}")
+        for s in DECLARED
+        for inp in s.inputs
+        if isinstance(inp, Number)
+        for v in (inp.low - 1, inp.high + 1)
+    ],
+)
+def test_a_declared_section_beyond_its_bounds_answers_or_refuses_clearly(section: Section, name: str, value: int):
+    """The browser never sends a value beyond a widget's bounds, but the notebook API does: the compute answers, or
+    refuses with a ValueError (a clear message in the app), never another exception."""
+    try:
+        section(**{name: value})
+    except ValueError as exc:
+        assert str(exc)
 
 
 # ---- no page renders user content as HTML ----------------------------------------------------------------------------

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-from benchmarks import FILE_ENV, browser, heads_payload, kv_cache, pages, verdict, write_section
+from benchmarks import FILE_ENV, browser, heads_payload, kv_cache, pages, sections, verdict, write_section
 from benchmarks import __main__ as dispatcher
 from harness.browser import app_pages
 
@@ -40,7 +40,7 @@ def test_every_page_of_the_app_has_an_interaction_and_a_browser_input():
 
 def test_dispatcher_runs_the_new_benchmarks_but_not_the_bertviz_child():
     names = dispatcher._modules()
-    assert {"attention", "browser", "heads_payload", "pages"} <= set(names)
+    assert {"attention", "browser", "heads_payload", "pages", "sections"} <= set(names)
     assert "_bertviz" not in names
 
 
@@ -108,3 +108,15 @@ def test_load_finds_the_class_size_where_p95_passes_5_s_and_reports_every_page()
     text = load.section([res], "python -m benchmarks load", "machine", 5.0, 60.0, "")
     assert "p95 passes 5 s at 11–20 connected sessions" in text
     assert "| masks | sentence | 1 |" in text and "| operator | D slider | 1 |" in text
+
+
+def test_sections_table_flags_a_slow_opening_only_without_a_progress_bar():
+    O, Row = sections.Opening, sections.Row
+    slow = Row("seq2seq", "Heads", "s2s_open_sv", [O(6.0, False), O(0.3, False), O(0.5, False)])
+    barred = Row("cost_of_attention", "IO", "cost_open_io", [O(3.8, True), O(1.2, False)])
+    failed = Row("norms", "Live", "norms_open_live", [O(None, False, "Timeout"), O(0.4, False)])
+    assert [sections.needs_fixing(r) for r in (slow, barred, failed)] == [True, False, True]
+    assert slow.second().seconds == 0.4 and sections._bar(barred) == "first open"
+    rows = sections.table([slow, barred, failed])
+    assert "| 15.61 s | 6.00 s | 0.40 s | missed by 4.0 s (3.00×) | no |" in rows[2]  # before the fix, first, second
+    assert "failed (Timeout)" in rows[4] and "not measured" in rows[4]

@@ -165,7 +165,15 @@ def test_windows_of_random_tokens_leave_the_stream_unread_but_for_their_share():
 
 def short_run(seed: int) -> list[trainer.Record]:
     s = trainer.Settings(
-        steps=6, batch_size=4, seq_len=16, max_segment=6, eval_every=3, eval_length=5, eval_count=3, seed=seed
+        steps=6,
+        batch_size=4,
+        seq_len=16,
+        min_segment=3,
+        max_segment=6,
+        eval_every=3,
+        eval_length=5,
+        eval_count=3,
+        seed=seed,
     )
     cfg = SMALL.replace(max_len=16)
     stream = torch.randint(0, SMALL.vocab_size, (400,), generator=torch.Generator().manual_seed(9))
@@ -243,11 +251,18 @@ def test_the_checkpoints_span_the_recorded_phase_change(bundle):
 
 def test_the_shipped_k_composition_is_the_dense_reference(bundle):
     """The page's and BENCHMARKS.md's circuit numbers (best induction score, copy losses, with the previous-token
-    head ablated too) equal a dense float64 recomputation from the shipped weights. The targets (induction ≥ 0.6,
-    second copy ≤ 40 % of the first, −50 % on ablation) are reported in BENCHMARKS.md, met or not."""
+    head ablated too) equal a dense float64 recomputation from the shipped weights."""
     k = bundle.k_composition()
     ref = dense_reference(bundle.text.model, bundle.held_out())
     np.testing.assert_allclose(k.clean.induction, ref["induction"], atol=1e-5)
     np.testing.assert_allclose(k.clean.previous, ref["previous"], atol=1e-5)
     assert k.clean.loss_first == pytest.approx(ref["first"], abs=1e-4)
     assert k.clean.loss_second == pytest.approx(ref["second"], abs=1e-4)
+
+
+def test_the_shipped_circuit_meets_its_targets(bundle):
+    """Issue 30's targets, from the shipped weights (the time targets are BENCHMARKS.md's: no timed tests)."""
+    k = bundle.k_composition()
+    assert k.clean.induction.max() >= 0.6
+    assert k.clean.loss_ratio <= 0.4
+    assert k.induction_drop >= 0.5

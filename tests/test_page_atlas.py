@@ -109,7 +109,7 @@ def test_views_report_the_analysis_numbers():
     np.testing.assert_allclose(view.head_along(stats, "local", 2, 1).data, stats.local[2, 1].numpy())
     reports = []
     view.compute(tm, ids[:100], report=lambda f, text: reports.append((f, text)))
-    assert reports[-1][0] == 1.0 and reports[-1][1] == "layer 4 of 4 · 100 of 100 tokens"
+    assert reports[-1][0] == 1.0 and reports[-1][1] == "layer 3 (layers 0–3) · 100 of 100 tokens"  # from 0
     block = view.block(tm, ids, stats, 3, 1, 100, 0, 28)
     assert block.panels[0].data.shape == (28, 28)
     copy = view.moved(tm, torch.device("cpu"))  # the page's GPU copy, here on the CPU: a new model, same numbers

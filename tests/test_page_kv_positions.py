@@ -87,6 +87,9 @@ def test_cost_page_counts_io_beside_measured_peaks():
     assert any("Bytes moved between slow and fast memory" in t for t in _titles(at))
     text = "\n".join(m.value for m in at.markdown)
     assert "fewer bytes than the naive one" in text and "slower than the naive one at moderate N" in text
+    assert not any("peak, tiled (measured)" in df.value.columns for df in at.dataframe)  # measured when asked
+    at.button(key="io_measure").click().run()
+    assert_clean(at)
     frames = [df.value for df in at.dataframe]
     io = next(f for f in frames if "peak, tiled (measured)" in f.columns)
     assert list(io["N"]) == ["128", "256", "512", "1,024"]

@@ -24,7 +24,6 @@ import torch
 
 from tx_explorer import locales, models
 from tx_explorer.analysis.head_science import example_pairs, text_model
-from tx_explorer.config import TransformerConfig
 from tx_explorer.views import Panel
 from tx_explorer.views import atlas as v_atlas
 from tx_explorer.views import block_roles as v_roles
@@ -123,14 +122,26 @@ def operator(
     scaled: bool = True,
     replace: str = "V",
     n_keys: int = 16,
+    cross: dict[str, int] | None = None,
     lang: str = "en",
 ) -> Figures:
-    """Random Q, K, V; E = QKᵀ/√D, A = softmax(E), Y = AV; A and Y after drawing a new V (or K); the √D curves."""
+    """Random Q, K, V; E = QKᵀ/√D, A = softmax(E), Y = AV; A and Y after drawing a new V (or K); the √D curves;
+    cross-attention (``cross``: the section's inputs ``nq``, ``nx``, ``dim``, ``heads``, ``seed`` by name)."""
     q, k, v = v_op.random_qkv(nq, nk, d, dv, seed)
     steps = v_op.steps(q, k, v, scaled, lang=lang)
     r = v_op.replace(q, k, v, replace, seed=seed + 1, scaled=scaled, lang=lang)
     curves, _ = v_op.scaling(n_keys, lang=lang)
-    return _figures(*v_op.inputs(q, k, v, lang=lang), steps.scores, steps.weights, steps.out, r.weights, r.out, *curves)
+    cross_weights, _ = v_op.CROSS(lang=lang, **(cross or {}))
+    return _figures(
+        *v_op.inputs(q, k, v, lang=lang),
+        steps.scores,
+        steps.weights,
+        steps.out,
+        r.weights,
+        r.out,
+        *curves,
+        cross_weights,
+    )
 
 
 def self_attention(
@@ -353,14 +364,14 @@ def norms(x: str = "4, 6, 5, 9, 3, 7", *, norm: str = "layernorm", dim: int = 64
     return _figures(nv.layernorm, nv.rmsnorm, identity, counts, *shipped)
 
 
-def sizes(config: TransformerConfig | None = None, *, share: bool = True, lang: str = "en") -> Figures:
+def sizes(*, share: bool = True, lang: str = "en", **own_model: Any) -> Figures:
     """Parameters of the lecture's models (lecture, published, counted), where each preset's parameters sit, and
-    a causal model of your own (``config``; default: GPT-2 small's shape) counted by part."""
-    config = config or TransformerConfig(vocab_size=50_257, max_len=1024, dim=768, num_layers=12, num_heads=12)
+    a causal model of your own counted by part: the page's inputs (``layers``, ``dim``, ``heads``, ``vocab``,
+    ``context``, ``mlp``, ``pos``, ``tie``; default GPT-2 small's shape), e.g. ``sizes(layers=24, dim=1024)``."""
     return _figures(
         v_sizes.lecture_table(lang=lang)[1],
         v_sizes.breakdown(share, lang=lang),
-        v_sizes.custom(config, lang=lang).parts,
+        v_sizes.OWN_MODEL(lang=lang, **own_model).parts,
     )
 
 

@@ -52,8 +52,8 @@ class Circuit:
     loss_second: float  # nats per token on the second copy, its 2nd…nth tokens (what induction can predict)
     length: int
     # [L, H] mean attention of first-copy queries (2…n) on t − 1: the previous token written where the induction
-    # head's keys are. A previous-token head may work only there (induction-2l's L0H0 and L0H3: 0.50 on the first
-    # copy, 0.001 on the second, where ``previous`` looks).
+    # head's keys are. A previous-token head may work only there (induction-2l trained with learned positions had
+    # two, 0.50 on the first copy and 0.001 on the second, where ``previous`` looks).
     previous_first: np.ndarray | None = None
 
     @property

@@ -5,6 +5,7 @@ Pure functions over an :class:`~tx_explorer.families.images.ImageClassifier` and
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -64,8 +65,10 @@ def patch_view(
     )
 
 
+@functools.cache  # the page shows it on every open: its Conv2d's own initialisation alone takes a fraction of a second
 def lecture_embed(seed: int = 0) -> PatchEmbed:
-    """ViT-B/16's patch embedding shape, ``Conv2d(3, 768, 16, stride=16)``, with seeded random weights."""
+    """ViT-B/16's patch embedding shape, ``Conv2d(3, 768, 16, stride=16)``, with seeded random weights (one shared
+    module per seed: read it, never train it)."""
     gen = torch.Generator().manual_seed(seed)
     embed = PatchEmbed(image_size=LECTURE_SIZE, patch_size=LECTURE_PATCH, in_chans=3, dim=LECTURE_DIM)
     with torch.no_grad():

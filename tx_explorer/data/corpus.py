@@ -116,25 +116,30 @@ def package_root(name: str) -> Path:
     return Path(spec.submodule_search_locations[0])
 
 
-def _file_texts(files: list[Path]) -> Iterator[str]:
-    for path in files:
+@cache
+def _file_texts(root: Path | None = None) -> tuple[str, ...]:
+    """The docstrings and comment blocks of :func:`stdlib_files` under ``root``, parsed once per process: every
+    corpus begins with the standard library's, and parsing it is most of a corpus's cost."""
+    texts: list[str] = []
+    for path in stdlib_files(root):
         try:
             source = path.read_text(encoding="utf-8")
             tree = ast.parse(source)
         except (SyntaxError, UnicodeDecodeError, ValueError):
             continue  # a handful of files are deliberately invalid or not UTF-8
-        yield from _docstrings(tree)
-        yield from _comment_blocks(source)
+        texts += _docstrings(tree)
+        texts += _comment_blocks(source)
+    return tuple(texts)
 
 
 def _raw_texts(packages: tuple[str, ...]) -> Iterator[str]:
-    yield from _file_texts(stdlib_files())
+    yield from _file_texts()
     from pydoc_data.topics import topics
 
     for name in sorted(topics):
         yield topics[name]
     for package in packages:
-        yield from _file_texts(stdlib_files(package_root(package)))
+        yield from _file_texts(package_root(package))
 
 
 @cache

@@ -8,12 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from tokenizers import Tokenizer
 from torch import Tensor
 
 from tx_explorer.bundle import read_bundle
-from tx_explorer.data.tokenizer import EOT
-from tx_explorer.families.text import TextModel, load_state
+from tx_explorer.families.text import TextModel, bundled_causal
 from tx_explorer.modules.moe_lm import MoECausalLM, MoEConfig
 
 RETRAIN = "python -m tx_explorer.train moe"
@@ -39,19 +37,10 @@ def load_tiny_moe(folder: Path) -> MoEBundle:
     folder = Path(folder)
     state, config = read_bundle(folder, RETRAIN)
     cfg = MoEConfig.from_dict({k: v for k, v in config.items() if k != "architecture"})
-    model = MoECausalLM(cfg)
-    load_state(model, state)
     read = lambda name: json.loads((folder / name).read_text())  # noqa: E731
     heldout = read("heldout.json")
-    text = TextModel(
-        name=folder.name,
-        model=model,
-        tokenizer=Tokenizer.from_file(str(folder / "tokenizer.json")),
-        kind="causal",
-        max_len=cfg.transformer.max_len,
-        special_tokens=(EOT,),
-        byte_level=True,
-        info=read("training.json"),
+    text = bundled_causal(
+        folder, MoECausalLM(cfg), state, folder.name, read("training.json"), max_len=cfg.transformer.max_len
     )
     return MoEBundle(
         text=text,

@@ -298,15 +298,18 @@ def load_causal_bundle(folder: Path, retrain: str) -> TextModel:
     return bundled_causal(folder, CausalLM(TransformerConfig.from_dict(config)), state, folder.name, info)
 
 
-def bundled_causal(folder: Path, model: CausalLM, state: dict, name: str, info: dict | None = None) -> TextModel:
-    """``model`` with ``state`` loaded, and the byte-level BPE of the bundle in ``folder`` (``tokenizer.json``)."""
+def bundled_causal(
+    folder: Path, model: nn.Module, state: dict, name: str, info: dict | None = None, *, max_len: int | None = None
+) -> TextModel:
+    """``model`` with ``state`` loaded, and the byte-level BPE of the bundle in ``folder`` (``tokenizer.json``);
+    ``max_len`` defaults to ``model.cfg.max_len`` (a :class:`CausalLM`'s context)."""
     load_state(model, state)
     return TextModel(
         name=name,
         model=model,
         tokenizer=Tokenizer.from_file(str(folder / "tokenizer.json")),
         kind="causal",
-        max_len=model.cfg.max_len,
+        max_len=model.cfg.max_len if max_len is None else max_len,
         special_tokens=(EOT,),
         byte_level=True,
         info=info or {},

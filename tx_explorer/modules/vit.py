@@ -82,7 +82,7 @@ class PatchEmbed(nn.Module):
     def as_linear(self) -> nn.Linear:
         """The same map as a ``Linear(C·P·P, D)`` acting on :func:`patchify` output."""
         d = self.proj.out_channels
-        linear = nn.Linear(self.proj.weight[0].numel(), d)
+        linear = nn.utils.skip_init(nn.Linear, self.proj.weight[0].numel(), d)  # its init is overwritten at once
         with torch.no_grad():
             linear.weight.copy_(self.proj.weight.reshape(d, -1))  # (D, C·P·P)
             linear.bias.copy_(self.proj.bias)

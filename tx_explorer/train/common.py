@@ -8,9 +8,11 @@ bar on stderr and hands each step's numbers back to the trainer, which evaluates
 from __future__ import annotations
 
 import argparse
+import logging
 import math
 import resource
 import sys
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,9 +56,10 @@ def add_run_args(
     eval_every: int,
     warmup: int | None = None,
     steps_help: str = "optimiser steps",
+    threads: int = 0,
 ) -> None:
     """The flags every trainer takes, with that trainer's defaults: --steps, --batch-size, --lr, --warmup (when
-    it warms up), --weight-decay, --eval-every, --seed and --threads."""
+    it warms up), --weight-decay, --eval-every, --seed and --threads (1 for a model too small to gain from more)."""
     p.add_argument("--steps", type=int, default=steps, help=steps_help)
     p.add_argument("--batch-size", type=int, default=batch_size, help="examples per step")
     p.add_argument("--lr", type=float, default=lr, help="peak learning rate")
@@ -65,7 +68,16 @@ def add_run_args(
     p.add_argument("--weight-decay", type=float, default=weight_decay, help="AdamW decay of the weight matrices")
     p.add_argument("--eval-every", type=int, default=eval_every, help="steps between held-out evaluations")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
+    p.add_argument("--threads", type=int, default=threads, help="torch CPU threads (0: torch's default)")
+
+
+def begin(threads: int) -> tuple[float, float]:
+    """A trainer's start: its progress logged line by line, torch's CPU threads (0: torch's default), and the
+    wall-clock and CPU clocks it reports its minutes from."""
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    if threads:
+        torch.set_num_threads(threads)
+    return time.time(), cpu_seconds()
 
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "BENCHMARKS.md"

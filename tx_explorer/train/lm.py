@@ -39,7 +39,7 @@ from tx_explorer.data import corpus
 from tx_explorer.data.tokenizer import EOT, train_bpe
 from tx_explorer.families.text import unique_state
 from tx_explorer.modules.transformer import CausalLM
-from tx_explorer.train.common import add_run_args, clear_outputs, lr_at, make_optimizer, sample_batch, train_loop
+from tx_explorer.train.common import add_run_args, begin, clear_outputs, lr_at, make_optimizer, sample_batch, train_loop
 
 log = logging.getLogger("tx_explorer.train.lm")
 ROOT = Path(__file__).resolve().parents[2]
@@ -243,13 +243,10 @@ def update_benchmarks(path: Path, summary: dict) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
     args = parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    t0, _ = begin(args.threads)
     cfg: TransformerConfig = PRESETS[args.preset]
     args.run_dir.mkdir(parents=True, exist_ok=True)
-    t0 = time.time()
 
     docs = corpus.documents(args.corpus)
     parts = corpus.split(docs)

@@ -44,6 +44,7 @@ from tx_explorer.modules.transformer import CausalLM
 from tx_explorer.train.common import (
     LossFn,
     add_run_args,
+    begin,
     clear_outputs,
     lr_at,
     make_optimizer,
@@ -113,11 +114,8 @@ def loss_fn(model: CausalLM, ids: Tensor, args: argparse.Namespace, gen: torch.G
 
 
 def main(argv: list[str] | None = None) -> None:
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
     args = parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    t0 = time.time()
+    t0, _ = begin(args.threads)
     docs = corpus.documents(args.corpus)
     parts = corpus.split(docs)
     tok = bundled_or_new_tokenizer(

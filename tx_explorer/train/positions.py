@@ -39,7 +39,7 @@ from tx_explorer.data import corpus
 from tx_explorer.families.positions import BASE, BUNDLE, RETRAIN, SINUSOIDAL_SCALE, TOKENIZER, write_bundle
 from tx_explorer.families.text import unique_state
 from tx_explorer.modules.transformer import CausalLM
-from tx_explorer.train.common import add_bundle_args, cpu_seconds, lr_at, make_optimizer, train_loop
+from tx_explorer.train.common import add_bundle_args, begin, cpu_seconds, lr_at, make_optimizer, train_loop
 from tx_explorer.train.lm import bundled_or_new_tokenizer, encode_stream
 
 log = logging.getLogger("tx_explorer.train.positions")
@@ -178,10 +178,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> None:
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
     args = parse_args(argv)
-    torch.set_num_threads(args.threads)
-    t0, c0 = time.time(), cpu_seconds()
+    t0, c0 = begin(args.threads)
     settings = Settings(steps=args.steps, batch_size=args.batch_size, lr=args.lr, eval_windows=args.eval_windows)
     docs = corpus.documents(args.corpus)
     parts = corpus.split(docs)

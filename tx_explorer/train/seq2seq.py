@@ -33,7 +33,7 @@ from tx_explorer.data.translation import (
 )
 from tx_explorer.families.translation import Translator
 from tx_explorer.modules.seq2seq import RNNConfig, RNNSeq2Seq, TransformerSeq2Seq
-from tx_explorer.train.common import lr_at, make_optimizer, train_loop
+from tx_explorer.train.common import begin, lr_at, make_optimizer, train_loop
 
 log = logging.getLogger("tx_explorer.train.seq2seq")
 NAMES = ("fixed", "attention", "transformer")
@@ -158,8 +158,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads (small matrices: 1 is usually fastest)")
     p.add_argument("--out", type=Path, default=WEIGHTS_DIR)
     args = p.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    torch.set_num_threads(args.threads)
+    begin(args.threads)
 
     src, tgt = Vocab(source_words()), Vocab(target_words())
     log.info("generating %d training pairs (seed %d)…", args.pool, args.seed)

@@ -50,7 +50,7 @@ from tx_explorer.data import corpus
 from tx_explorer.families.text import unique_state
 from tx_explorer.families.variants import BUNDLE, RETRAIN, claims, load_results, write_bundle
 from tx_explorer.modules.transformer import CausalLM
-from tx_explorer.train.common import lr_at, make_optimizer, sample_batch, train_loop
+from tx_explorer.train.common import begin, lr_at, make_optimizer, sample_batch, train_loop
 from tx_explorer.train.lm import bundled_or_new_tokenizer, encode_stream, evaluate, windows
 
 log = logging.getLogger("tx_explorer.train.variants")
@@ -319,10 +319,8 @@ def history_table(records: Sequence[StepRecord]) -> dict[str, list]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
     args = parse_args(argv)
-    torch.set_num_threads(args.threads)
-    t0 = time.time()
+    t0, _ = begin(args.threads)
     base = Settings(
         steps=args.steps,
         batch_size=args.batch_size,

@@ -34,7 +34,7 @@ from tx_explorer.config import ViTConfig
 from tx_explorer.data import drawings, shapes
 from tx_explorer.families.images import ImageClassifier, frame_objects
 from tx_explorer.modules.vit import VisionTransformer
-from tx_explorer.train.common import add_run_args, lr_at, make_optimizer, train_loop
+from tx_explorer.train.common import add_run_args, begin, lr_at, make_optimizer, train_loop
 
 log = logging.getLogger("tx_explorer.train.vit")
 HELD_OUT_SEED_OFFSET = 1_000_003  # held-out images use seed + this: no image is shared with training
@@ -99,9 +99,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    begin(args.threads)
     torch.manual_seed(args.seed)
     gen = torch.Generator().manual_seed(args.seed)
     cfg = ViTConfig(

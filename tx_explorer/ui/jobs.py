@@ -44,3 +44,43 @@ def run_job(
     finally:
         job.cancel()  # a no-op once done
         slot.empty()
+
+
+@st.cache_resource(show_spinner=False)
+def _server_results() -> dict:
+    """Results kept for every session of this server (st.cache_data would replay the progress bar on a hit)."""
+    return {}
+
+
+def once_per_server(fn: Callable[[jobs.Report], Any], *, label: str, key: Hashable) -> Any:
+    """``fn(report)`` computed once per server, behind :func:`run_job`'s progress bar for the visitor who asks
+    first (others asking meanwhile share the job), then returned at once to every session. For a few results
+    that depend on nothing a visitor types: one per ``key``, never evicted."""
+    store = _server_results()
+    with st.empty():  # the bar's place whether or not it is needed (see run_job): later elements keep theirs
+        if key not in store:
+            store[key] = run_job(fn, label=label, key=key)
+    return store[key]
+
+
+def job_on_click(
+    button: str, fn: Callable[[jobs.Report], Any], label: str, *, key: tuple, widget: str, where: Any = st
+) -> Any | None:
+    """A primary button (``widget``: its key; drawn in ``where``, e.g. a column) that runs ``fn(report)`` through
+    :func:`run_job` when clicked: seconds of work done only when asked. Returns the result this session last got
+    for ``key`` (the inputs it was computed for), or None before. Sessions asking for the same at the same time
+    share one job."""
+    found = st.session_state.setdefault(f"{widget}_found", {})
+    if where.button(button, type="primary", key=widget):
+        found[key] = run_job(fn, label=label, key=(widget, *key))
+    return found.get(key)
+
+
+def remembered_job(fn: Callable[[jobs.Report], Any], *, label: str, key: tuple) -> Any:
+    """:func:`run_job`, its result remembered in this session for the latest ``key`` (``key[0]`` names the view):
+    reruns that change only what is drawn from the result (a slider over it) neither queue nor wait for the pool."""
+    name = f"{key[0]}_last"
+    with st.empty():  # the bar's place whether or not it is needed (see run_job): later elements keep theirs
+        if (last := st.session_state.get(name)) is None or last[0] != key:
+            st.session_state[name] = last = (key, run_job(fn, label=label, key=key))
+    return last[1]

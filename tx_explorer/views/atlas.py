@@ -57,7 +57,7 @@ def _reporter(report: Report | None, layers: int, n: int, lang: str) -> atlas.Pr
         return None
     T = texts(PAGE, lang)
     return lambda layer, rows: report(
-        (layer * n + rows) / (layers * n), T("progress", layer=layer + 1, layers=layers, done=rows, total=n)
+        (layer * n + rows) / (layers * n), T("progress", layer=layer, last=layers - 1, done=rows, total=n)
     )
 
 

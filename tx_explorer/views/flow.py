@@ -126,6 +126,7 @@ def route(tm: TextModel, an: Analysis, target: int = -1, threshold: float = flow
         x_title=T("axis_tokens"),
         y_title=T("axis_layers"),
         layer_label=T("axis_layer_tick"),
+        final_label=T("axis_final_tick"),
     )
     data = {"attn_tokens": an.imp.attn_tokens, "mlp": an.imp.mlp, "attn_residual": an.imp.attn_residual}
     return Result((Panel("flow_graph", fig, data),), tuple(notes), edge=flow.heaviest_edge(g))

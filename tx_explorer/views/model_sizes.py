@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from tx_explorer.analysis import params
 from tx_explorer.config import PRESETS, TransformerConfig
 from tx_explorer.views import Panel, texts
+from tx_explorer.views.inputs import Choice, Number, Section, Switch
 from tx_explorer.viz import bars as vb
 
 PAGE = "model_sizes"
@@ -115,3 +116,39 @@ def custom(cfg: TransformerConfig, count: Counter = counted, *, lang: str = "en"
     fig = vb.stacked_parts([T("your_model")], by_part, title=T("custom_title"), share=False, x_title=T("parameters"))
     data = {"formula": list(formula.values()), "measured": list(measured.values())}
     return Custom(total, params.rule_of_thumb(cfg), cfg.head_dim, ok, check, Panel("sizes_custom", fig, data))
+
+
+# The page's inputs (widget keys sizes_<input>) → the TransformerConfig field each sets.
+CONFIG_FIELDS = {
+    "layers": "num_layers",
+    "dim": "dim",
+    "heads": "num_heads",
+    "vocab": "vocab_size",
+    "context": "max_len",
+    "mlp": "mlp",
+    "pos": "positions",
+    "tie": "tie_embeddings",
+}
+
+
+def own_model(*, count: Counter = counted, lang: str = "en", **inputs: int | str | bool) -> Custom:
+    """:func:`custom` for the causal model the page's inputs describe (:data:`CONFIG_FIELDS`)."""
+    return custom(TransformerConfig(**{CONFIG_FIELDS[k]: v for k, v in inputs.items()}), count, lang=lang)
+
+
+# "A model of your own": GPT-2 small's shape by default. Bounds keep a count on the meta device instant.
+OWN_MODEL = Section(
+    PAGE,
+    "sizes",
+    (
+        Number("layers", 1, 256, 12),
+        Number("dim", 1, 65_536, 768),
+        Number("heads", 1, 256, 12),
+        Number("vocab", 1, 1_000_000, 50_257),
+        Number("context", 1, 1_000_000, 1024),
+        Choice("mlp", ("mlp", "swiglu"), "mlp"),
+        Choice("pos", ("learned", "sinusoidal"), "learned", label="positions"),
+        Switch("tie", True),
+    ),
+    compute=own_model,
+)

@@ -10,6 +10,7 @@ from torch import Tensor
 
 from tx_explorer.analysis import operator_lab as op
 from tx_explorer.views import Panel, axes, texts
+from tx_explorer.views.inputs import Number, Section
 from tx_explorer.viz import charts
 from tx_explorer.viz.heatmap import heatmap
 
@@ -175,3 +176,19 @@ def cross(
     shapes = [list(t.shape) for t in (ca.queries, ca.context, ca.weights, ca.out)]
     words = T("cross_shapes", **dict(zip("qxay", shapes)), nq=nq)
     return Panel("cross_weights", fig, ca.weights.numpy()), words
+
+
+# 4. Cross-attention: queries from one sequence, keys and values from another (the head shown is picked among the
+# declared heads on the page).
+CROSS = Section(
+    PAGE,
+    "cross",
+    (
+        Number("nq", 1, 16, 3, label="cross_nq", help="help_cross_nq"),
+        Number("nx", 1, 16, 7, label="cross_nx", help="help_cross_nx"),
+        Number("dim", 1, 256, 16, label="width"),
+        Number("heads", 1, 16, 4),
+        Number("seed", 0, 10_000, 0),
+    ),
+    compute=cross,
+)

@@ -38,6 +38,7 @@ def route_graph(
     x_title: str,
     y_title: str,
     layer_label: str,
+    final_label: str,
 ) -> go.Figure:
     """Edges (source, target, kind, share) as lines whose width grows with the share, coloured by kind (``names``
     gives each kind's legend entry); nodes as markers. Clicks: each node carries ``customdata`` ["node", kind,
@@ -126,7 +127,8 @@ def route_graph(
             title=dict(text=y_title),
             tickmode="array",
             tickvals=levels,
-            ticktext=[layer_label.format(layer=y // 2) for y in levels],
+            # the top level is the final residual, after block L − 1: "L{L}" would name a layer that is not there
+            ticktext=[final_label if y == 2 * num_layers else layer_label.format(layer=y // 2) for y in levels],
             range=[-0.7, 2 * num_layers + 0.7],
             zeroline=False,
             automargin=True,

@@ -1,0 +1,105 @@
+"""A section's inputs declared once, beside its compute: the page lays them out (:func:`tx_explorer.ui.inputs`),
+the notebook API and the page benchmark call the section with their defaults, and the bad-input tests drive each
+declared number to its bounds and beyond (``tests/test_bad_input.py``), so a new input is tested where it is born.
+
+    SIZES = Section("model_sizes", "sizes", (Number("layers", 1, 256, 12), Switch("tie", True)), compute=custom)
+    SIZES(lang="zh", layers=24)       # compute(**defaults | overrides, lang="zh")
+
+A widget's key is ``<prefix>_<name>`` and its label the page's text ``<label>`` (default: the name); a choice's
+options read ``<option_prefix><option>``. Sections whose inputs are not a fixed set (a live training run, a map
+that is clicked) stay plain Streamlit on their page. No Streamlit here.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Number:
+    """A whole number in ``[low, high]`` (a number box)."""
+
+    name: str  # the compute's keyword argument, and the widget key's suffix
+    low: int
+    high: int
+    default: int
+    label: str = ""  # text key of the label (default: the name)
+    help: str = ""  # text key of the help, if any
+
+    def __post_init__(self) -> None:
+        if not self.low <= self.default <= self.high:
+            raise ValueError(f"{self.name}: default {self.default} outside [{self.low}, {self.high}]")
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One of a few named options (a select box)."""
+
+    name: str
+    options: tuple[str, ...]
+    default: str
+    label: str = ""
+    option_prefix: str = ""  # an option's text key is option_prefix + option (default: "<name>_")
+
+    def __post_init__(self) -> None:
+        if self.default not in self.options:
+            raise ValueError(f"{self.name}: default {self.default!r} is not one of {self.options}")
+
+
+@dataclass(frozen=True)
+class Switch:
+    """On or off (a toggle)."""
+
+    name: str
+    default: bool
+    label: str = ""
+
+
+Input = Number | Choice | Switch
+
+
+def label_key(inp: Input) -> str:
+    return inp.label or inp.name
+
+
+def option_key(inp: Choice, option: str) -> str:
+    return f"{inp.option_prefix or inp.name + '_'}{option}"
+
+
+@dataclass(frozen=True)
+class Section:
+    """A page section with a fixed set of inputs: ``compute(**values, lang=...)`` is all it computes."""
+
+    page: str  # pages/<page>.py, and its locale file
+    prefix: str  # the widget keys' prefix, unique in the app
+    inputs: tuple[Input, ...]
+    compute: Callable[..., Any]
+
+    def key(self, inp: Input) -> str:
+        """The widget key of ``inp`` (what AppTest, the browser tests and the classroom address)."""
+        return f"{self.prefix}_{inp.name}"
+
+    def defaults(self) -> dict[str, Any]:
+        return {inp.name: inp.default for inp in self.inputs}
+
+    def __call__(self, *, lang: str = "en", **values: Any) -> Any:
+        """The section's result on its defaults, ``values`` overriding some; unknown names are refused."""
+        unknown = set(values) - {inp.name for inp in self.inputs}
+        if unknown:
+            raise TypeError(f"{self.prefix}: no input named {', '.join(sorted(unknown))}")
+        return self.compute(**(self.defaults() | values), lang=lang)
+
+
+def declared() -> list[Section]:
+    """Every :class:`Section` declared at the top level of a module of :mod:`tx_explorer.views`, once each."""
+    from tx_explorer import views
+
+    found: dict[int, Section] = {}
+    for info in pkgutil.iter_modules(views.__path__):
+        module = importlib.import_module(f"{views.__name__}.{info.name}")
+        found |= {id(v): v for v in vars(module).values() if isinstance(v, Section)}
+    return list(found.values())
