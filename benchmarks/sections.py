@@ -28,7 +28,7 @@ from benchmarks.browser import opening
 from harness.browser import ARGS, CHROMIUM, IDLE, LONG, VIEWPORT, app_pages, draw_below_fold, running_server
 
 log = logging.getLogger("benchmarks.sections")
-TARGET_S = 2.0  # issue 33: no section takes longer to open without a progress bar
+TARGET_S = 2.0  # no section takes longer to open without a progress bar
 QUIET_MS = 500  # idle this long after an opening's last run: the sections it drew as boxes have run too
 # Arms the clock for one opening: the next click (capture phase: before the app sees it) starts it; each script run
 # that ends afterwards (the state attribute leaves "running") moves its end, and so does each change drawn inside
@@ -275,7 +275,7 @@ def main(argv: list[str] | None = None) -> None:
         "the slow ones were moved behind a progress bar (once per server) or a button. *Progress bar* = an "
         "`st.progress` bar (the job helpers') was shown while it opened.",
         "",
-        f"Target (issue 33): no section takes over {TARGET_S:.0f} s to open without a progress bar.",
+        f"Target: no section takes over {TARGET_S:.0f} s to open without a progress bar.",
         "",
         *table(rows),
         "",

@@ -1,4 +1,4 @@
-"""One numbering everywhere (issue 33): layers and heads are counted from 0 in every figure's labels, titles,
+"""One numbering everywhere: layers and heads are counted from 0 in every figure's labels, titles,
 hovers and tables, in both languages, as the home page says. Reads the figures the pages draw (through the
 notebook API, which calls the same view functions) for the small bundled models."""
 
