@@ -281,7 +281,7 @@ def main(argv: list[str] | None = None) -> None:
         "",
         f"Over {TARGET_S:.0f} s on the first open without a progress bar: "
         + (", ".join(f"{r.page} / {r.section}" for r in over) if over else "none")
-        + f".{load} (two cores shared with other engineers' jobs: the times move with it).",
+        + f".{load} (the load average before it is in the machine line: on 2 cores the times move with it).",
     ]
     publish("sections", "\n".join(lines), no_write=args.no_write)
 
