@@ -168,12 +168,6 @@ class Fused:
     note: str
 
 
-def fused_timing(report: Callable[[float, str], None] | None = None) -> cost.FusedTiming:
-    """§3.1's sweep (:func:`~tx_explorer.analysis.cost.fused_qkv_sweep`: seconds of timing) as a job for the pool,
-    which passes ``report``; the sweep is short enough to report no steps of its own."""
-    return cost.fused_qkv_sweep()
-
-
 def fused(timing: cost.FusedTiming, *, lang: str = "en") -> Fused:
     """§3.1 "the fused [Q K V] projection uses the hardware better", as measured: the ratio and where it peaks."""
     T = texts(PAGE, lang)
