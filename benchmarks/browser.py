@@ -14,12 +14,14 @@ imports warmed meanwhile; Debian's Chromium through Playwright, never ``playwrig
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -46,6 +48,9 @@ from harness.browser import (
     status_mb,
 )
 from tx_explorer import locales
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser
 
 log = logging.getLogger("benchmarks.browser")
 # The targets, Chromium on the same 2-core machine as the server.
@@ -438,9 +443,12 @@ def page_row(name: str, run: PageRun, floor: PageRun | None) -> str:
     )
 
 
-def opening(key: str, title: str, command: str, *, no_write: bool) -> list[str] | None:
-    """A browser benchmark's first lines (its title, the command, the machine), or None once it has published
-    that this machine has no Chromium to run it."""
+def opening(
+    key: str, title: str, p: argparse.ArgumentParser, argv: list[str] | None
+) -> tuple[argparse.Namespace, list[str] | None]:
+    """A browser benchmark's parsed arguments and its first lines (its title, the command, the machine); the lines
+    are None once it has published that this machine has no Chromium to run it."""
+    args, command = parse(p, argv)
     lines = [
         f"## {title}",
         "",
@@ -450,45 +458,57 @@ def opening(key: str, title: str, command: str, *, no_write: bool) -> list[str] 
         "",
     ]
     if Path(CHROMIUM).exists():
-        return lines
+        return args, lines
     lines.append(f"Not run: no Chromium at {CHROMIUM} (`make chromium` installs Debian's).")
-    publish(key, "\n".join(lines), no_write=no_write)
-    return None
+    publish(key, "\n".join(lines), no_write=args.no_write)
+    return args, None
 
 
-def main(argv: list[str] | None = None) -> None:
-    args, command = parse(_parser(), argv)
-    title = "Browser: cold start, input → chart rendered, memory per session"
-    if (lines := opening("browser", title, command, no_write=args.no_write)) is None:
-        return
-    from playwright.sync_api import sync_playwright
+def chosen_pages(only: list[str] | None) -> list[str]:
+    """The page files of app.py, in order, or those of them named (by stem) in ``--only``."""
+    return [p for p in app_pages() if only is None or Path(p).stem in only]
 
-    pages = [p for p in app_pages() if args.only is None or Path(p).stem in args.only]
+
+@contextlib.contextmanager
+def chromium() -> Iterator[Browser]:
+    """Headless Chromium (Debian's, through Playwright), closed on the way out."""
+    from playwright.sync_api import sync_playwright  # here: importing this module needs no Playwright
+
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         try:
-            starts = cold_starts(browser, args.starts)
-            floor_starts = cold_starts(browser, args.starts, FLOOR)
-            with running_server(FLOOR) as srv:
-                srv.wait_healthy()
-                srv.wait_settled()
-                floor = warm_page(browser, srv.url + "/", *FLOOR_INPUT, args.repeats, args.visits)
-                log.info("floor: %s", floor)
-            runs: dict[str, PageRun] = {}
-            with running_server() as srv:
-                srv.wait_healthy()
-                settled = srv.wait_settled()
-                log.info("server warm (CPU quiet) %.1f s after the command", settled)
-                for path in pages:
-                    what, act = INPUTS[Path(path).stem]
-                    stem = None if _path(path) == "/" else Path(path).stem
-                    runs[Path(path).stem] = warm_page(
-                        browser, srv.url + _path(path), what, act, args.repeats, args.visits, stem
-                    )
-                    log.info("%s: %s", path, runs[Path(path).stem])
-            memory = session_memory(browser, args.sessions)
+            yield browser
         finally:
             browser.close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    title = "Browser: cold start, input → chart rendered, memory per session"
+    args, lines = opening("browser", title, _parser(), argv)
+    if lines is None:
+        return
+    pages = chosen_pages(args.only)
+    with chromium() as browser:
+        starts = cold_starts(browser, args.starts)
+        floor_starts = cold_starts(browser, args.starts, FLOOR)
+        with running_server(FLOOR) as srv:
+            srv.wait_healthy()
+            srv.wait_settled()
+            floor = warm_page(browser, srv.url + "/", *FLOOR_INPUT, args.repeats, args.visits)
+            log.info("floor: %s", floor)
+        runs: dict[str, PageRun] = {}
+        with running_server() as srv:
+            srv.wait_healthy()
+            settled = srv.wait_settled()
+            log.info("server warm (CPU quiet) %.1f s after the command", settled)
+            for path in pages:
+                what, act = INPUTS[Path(path).stem]
+                stem = None if _path(path) == "/" else Path(path).stem
+                runs[Path(path).stem] = warm_page(
+                    browser, srv.url + _path(path), what, act, args.repeats, args.visits, stem
+                )
+                log.info("%s: %s", path, runs[Path(path).stem])
+        memory = session_memory(browser, args.sessions)
 
     first = statistics.median(s for *_, s in starts)
     floor_first = statistics.median(s for *_, s in floor_starts)

@@ -107,6 +107,19 @@ SCENARIOS: tuple[Input, ...] = (
 # ---- the class ----------------------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Plan:
+    """A class: ``sessions`` arriving evenly over ``arrivals_s`` (0: at once), each making an input every
+    ``interval_s`` for ``duration_s`` once its page is up; with ``static``, each first loads the page's HTML and
+    scripts over HTTP as a browser does."""
+
+    sessions: int
+    arrivals_s: float
+    duration_s: float
+    interval_s: float
+    static: bool = True
+
+
 @dataclass
 class SessionResult:
     index: int
@@ -133,27 +146,25 @@ async def run_session(
     scenario: Input,
     j: int,
     room: Class,
+    plan: Plan,
     *,
     arrive_s: float,
-    duration_s: float,
-    interval_s: float,
-    static: bool = True,
 ) -> SessionResult:
-    """Arrive after ``arrive_s``, open the page, then one input every ``interval_s`` for ``duration_s`` from the
-    page being up, each waited for; never raises: what went wrong is in the result."""
+    """Arrive after ``arrive_s``, open the page, then one input every ``plan.interval_s`` for ``plan.duration_s``
+    from the page being up, each waited for; never raises: what went wrong is in the result."""
     res = SessionResult(index, scenario.page, scenario.heavy)
     await asyncio.sleep(arrive_s)
     session = ProtocolSession(url, scenario.page)
     res.arrived = time.monotonic()
     room.connected += 1
     try:
-        res.first_run_s = await session.open(static=static)
-        stop, k = time.monotonic() + duration_s, 0
+        res.first_run_s = await session.open(static=plan.static)
+        stop, k = time.monotonic() + plan.duration_s, 0
         while (started := time.monotonic()) < stop:
             connected = room.connected
             res.answers.append((await scenario.send(session, j, k), connected))
             k += 1
-            await asyncio.sleep(max(0.0, started + interval_s - time.monotonic()))
+            await asyncio.sleep(max(0.0, started + plan.interval_s - time.monotonic()))
     except Exception as exc:  # a timeout, a dropped websocket: reported, the other sessions go on
         res.failure = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"[:300]
     finally:
@@ -217,20 +228,13 @@ class LoadResult:
         return sorted(runs)
 
 
-async def _class(
-    url: str, sessions: int, arrivals_s: float, duration_s: float, interval_s: float, static: bool
-) -> list[SessionResult]:
+async def _class(url: str, plan: Plan) -> list[SessionResult]:
     room, per_page = Class(), {}
     jobs = []
-    for i in range(sessions):
+    for i in range(plan.sessions):
         scenario = SCENARIOS[i % len(SCENARIOS)]
         j = per_page[scenario.page] = per_page.get(scenario.page, -1) + 1
-        arrive = arrivals_s * i / sessions
-        jobs.append(
-            run_session(
-                url, i, scenario, j, room, arrive_s=arrive, duration_s=duration_s, interval_s=interval_s, static=static
-            )
-        )
+        jobs.append(run_session(url, i, scenario, j, room, plan, arrive_s=plan.arrivals_s * i / plan.sessions))
     return await asyncio.gather(*jobs)
 
 
@@ -274,19 +278,11 @@ def _blocking(coro) -> object:
 
 
 def load(
-    *,
-    sessions: int,
-    arrivals_s: float,
-    duration_s: float,
-    interval_s: float,
-    alone_inputs: int = 3,
-    session_log: bool = False,
-    static: bool = True,
-    env: dict[str, str] | None = None,
+    plan: Plan, *, alone_inputs: int = 3, session_log: bool = False, env: dict[str, str] | None = None
 ) -> LoadResult:
     """A fresh server (as ``make run`` starts it, each script run's time in its log; with ``session_log`` each
     session's runs and messages too), warmed by one session per page (``alone_inputs`` inputs each, measured),
-    then the class. ``env``: more environment variables for the server."""
+    then the class of ``plan``. ``env``: more environment variables for the server."""
     srv = Server(argv=SESSION_LOG if session_log else TIMED_APP, env=env or {})
     srv.start()
     try:
@@ -295,10 +291,10 @@ def load(
         alone = _blocking(_alone(srv.url, pid, alone_inputs)) if alone_inputs else {}
         log.info("server warm (CPU quiet) %.1f s after the command", srv.wait_settled())
         before, cpu, t0 = status_mb(pid)["VmRSS"], process_cpu_s(pid), time.monotonic()
-        results = _blocking(_class(srv.url, sessions, arrivals_s, duration_s, interval_s, static))
+        results = _blocking(_class(srv.url, plan))
         return LoadResult(
             sessions=results,
-            arrivals_s=arrivals_s,
+            arrivals_s=plan.arrivals_s,
             wall_s=time.monotonic() - t0,
             server_cpu_s=process_cpu_s(pid) - cpu,
             peak_rss_mb=status_mb(pid)["VmHWM"],
@@ -446,17 +442,14 @@ def main(argv: list[str] | None = None) -> None:
     arrivals = args.arrivals or [float(n) for n in args.sessions]
     if len(arrivals) != len(args.sessions):
         raise SystemExit("--arrivals needs one value per --sessions value")
+    plans = [
+        Plan(n, spread, args.duration, args.interval, static=not args.no_static)
+        for n, spread in zip(args.sessions, arrivals, strict=True)
+    ]
     levels = []
-    for n, spread in zip(args.sessions, arrivals, strict=True):
-        res = load(
-            sessions=n,
-            arrivals_s=spread,
-            duration_s=args.duration,
-            interval_s=args.interval,
-            alone_inputs=args.alone if not levels else 0,
-            session_log=args.session_log,
-            static=not args.no_static,
-        )
+    for plan in plans:
+        res = load(plan, alone_inputs=args.alone if not levels else 0, session_log=args.session_log)
+        n = plan.sessions
         log.info("load %d: %d inputs, %d problems, peak %.0f MB", n, res.inputs, len(res.problems), res.peak_rss_mb)
         if args.server_log:
             Path(f"{args.server_log}.{n}").write_text(res.server_log)
@@ -464,15 +457,7 @@ def main(argv: list[str] | None = None) -> None:
             res.alone = levels[0].alone
         levels.append(res)
     if args.ungated and levels:  # the same first class on a server that lets every first run in at once
-        res = load(
-            sessions=args.sessions[0],
-            arrivals_s=arrivals[0],
-            duration_s=args.duration,
-            interval_s=args.interval,
-            alone_inputs=0,
-            static=not args.no_static,
-            env={admission.ENV_SLOTS: str(UNGATED)},
-        )
+        res = load(plans[0], alone_inputs=0, env={admission.ENV_SLOTS: str(UNGATED)})
         res.alone, res.label = levels[0].alone, f"every first run let in at once ({admission.ENV_SLOTS}={UNGATED})"
         levels.append(res)
     publish("load", section(levels, command, header, args.interval, args.duration, args.note), no_write=args.no_write)

@@ -4,9 +4,11 @@
     python -m benchmarks pages --repeats 1 --load-repeats 1 --only masks operator
 
 Each interaction calls the same ``tx_explorer.views`` functions, with the same arguments, as the page's section
-that the input drives (read ``pages/<page>.py``), on the page's default inputs; the figures are
-serialised as ``st.plotly_chart`` does (``plotly.io.to_json``). Models are loaded once before timing; their load
-times are measured separately, each in a fresh Python process. Writes the section ``pages`` of BENCHMARKS.md.
+that the input drives (read ``pages/<page>.py``), on the page's default inputs; every section that declares its
+inputs (``tx_explorer/views/inputs.py``) gets a row ``<page>/<prefix>`` of its own on its declared defaults, with no
+edit here. The figures are serialised as ``st.plotly_chart`` does (``plotly.io.to_json``). Models are loaded once
+before timing; their load times are measured separately, each in a fresh Python process. Writes the section
+``pages`` of BENCHMARKS.md.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import torch
 from benchmarks import ROOT, machine, parse, parser, publish, verdict
 from tx_explorer import locales, models, viz
 from tx_explorer.views import Panel
+from tx_explorer.views.inputs import Section, declared, panels
 
 log = logging.getLogger("benchmarks.pages")
 TARGET_MS = 300.0  # every main interaction on bundled models at ≤ 64 tokens
@@ -89,13 +92,6 @@ def self_attention(m: Models) -> Result:
 
     p = view.permutation(6, 16, 4, 0, 2, "none")
     return _result([p.out, p.weights, p.out_shuffled, p.weights_shuffled], "6 tokens, D 16, 4 heads")
-
-
-def position_lab(m: Models) -> Result:
-    from tx_explorer.views import position_lab as view
-
-    demo = view.rotary_demo(16, 10_000.0, 64, 4, 0, True)
-    return _result([demo.rotation, demo.scores, demo.by_distance], "rotary: D_h 16, 64 positions")
 
 
 def masks_page(m: Models) -> Result:
@@ -189,12 +185,6 @@ def circuit(m: Models) -> Result:
     return _result([maps.maps], f"checkpoint {bundle.steps[0]}: 2 maps + scores on the held-out sequences")
 
 
-def model_sizes(m: Models) -> Result:
-    from tx_explorer.views import model_sizes as view
-
-    return _result([view.OWN_MODEL(layers=13).parts], "13 × 768, vocabulary 50,257")
-
-
 def language_model(m: Models) -> Result:
     from tx_explorer.views import language_model as view
 
@@ -266,11 +256,6 @@ INTERACTIONS: dict[str, list[Interaction]] = {
     "self_attention": [
         Interaction("self_attention", "press Shuffle", "permutation check (6 tokens) + 4 heatmaps", self_attention)
     ],
-    "position_lab": [
-        Interaction(
-            "position_lab", "move the rotary θ", "rotation, scores, score by distance + 3 figures", position_lab
-        )
-    ],
     "masks": [
         Interaction("masks", "type a sentence", "all six masks (st.tabs runs every tab) + 12 heatmaps", masks_page)
     ],
@@ -306,9 +291,6 @@ INTERACTIONS: dict[str, list[Interaction]] = {
             norms_page,
             VARIANTS,
         )
-    ],
-    "model_sizes": [
-        Interaction("model_sizes", "change the layer count", "formula + meta-device count + stacked bars", model_sizes)
     ],
     "block_roles": [
         Interaction(
@@ -388,6 +370,26 @@ INTERACTIONS: dict[str, list[Interaction]] = {
         )
     ],
 }
+
+
+def section_run(section: Section) -> Callable[[Models], Result]:
+    """A declared section on its defaults: what its page computes when one of its inputs changes."""
+
+    def run(m: Models) -> Result:
+        return _result(panels(section()), ", ".join(f"{k}={v!r}" for k, v in section.defaults().items()))
+
+    return run
+
+
+for _section in declared():  # a section declared later gets its row here with no edit
+    INTERACTIONS.setdefault(_section.page, []).append(
+        Interaction(
+            _section.page,
+            f"{_section.page}/{_section.prefix}",
+            "the declared section on its defaults: compute + figures",
+            section_run(_section),
+        )
+    )
 
 
 def load(name: str) -> Any:

@@ -21,11 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from playwright.sync_api import Error as PlaywrightError
-from playwright.sync_api import sync_playwright
 
-from benchmarks import parse, parser, publish, verdict
-from benchmarks.browser import opening
-from harness.browser import ARGS, CHROMIUM, IDLE, LONG, VIEWPORT, app_pages, draw_below_fold, running_server
+from benchmarks import parser, publish, verdict
+from benchmarks.browser import chosen_pages, chromium, opening
+from harness.browser import IDLE, LONG, VIEWPORT, app_pages, draw_below_fold, running_server
 
 log = logging.getLogger("benchmarks.sections")
 TARGET_S = 2.0  # no section takes longer to open without a progress bar
@@ -245,20 +244,15 @@ def _parser():
 
 
 def main(argv: list[str] | None = None) -> None:
-    args, command = parse(_parser(), argv)
     title = "Sections: each page's first visit and each section opened on demand, click → app idle"
-    if (lines := opening("sections", title, command, no_write=args.no_write)) is None:
+    args, lines = opening("sections", title, _parser(), argv)
+    if lines is None:
         return
-    stems = [Path(p).stem for p in app_pages() if args.only is None or Path(p).stem in args.only]
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        try:
-            with running_server() as srv:
-                srv.wait_healthy()
-                log.info("server warm (CPU quiet) %.1f s after the command", srv.wait_settled())
-                rows = measure(browser, srv.url, stems, 1 + args.repeats)
-        finally:
-            browser.close()
+    stems = [Path(p).stem for p in chosen_pages(args.only)]
+    with chromium() as browser, running_server() as srv:
+        srv.wait_healthy()
+        log.info("server warm (CPU quiet) %.1f s after the command", srv.wait_settled())
+        rows = measure(browser, srv.url, stems, 1 + args.repeats)
     load = f" Load average after the run {os.getloadavg()[0]:.1f}" if hasattr(os, "getloadavg") else ""
     over = [r for r in rows if needs_fixing(r)]
     lines += [

@@ -292,8 +292,8 @@ class SessionResult:
 
 
 async def _state(page) -> str:
-    """Where a page stands (for a failure's message): the app's script state, how many charts it has drawn, and
-    where the first section still waiting to be drawn (ui.below_fold) is."""
+    """Where a page stands (for a failure's message): the app's script state, how many charts it has drawn, where
+    the first section still waiting to be drawn (ui.below_fold) is, and each expander: open or not, what it holds."""
     try:
         return await page.evaluate(
             """(notDrawn) => { const app = document.querySelector('[data-testid="stApp"]');
@@ -304,7 +304,10 @@ async def _state(page) -> str:
                 + `${document.querySelectorAll('[data-testid="stPlotlyChart"]').length} chart(s), `
                 + `${document.querySelectorAll('[data-testid="stSkeleton"]').length} skeleton(s), `
                 + `${boxes.length} section(s) not drawn` + (boxes.length
-                  ? ` (the first at ${Math.round(boxes[0].top)} px of a ${window.innerHeight} px window)` : ''); }""",
+                  ? ` (the first at ${Math.round(boxes[0].top)} px of a ${window.innerHeight} px window)` : '')
+                + `, expanders: ${[...document.querySelectorAll('details')].map((d) => (d.open ? 'open' : 'closed')
+                  + ` (${d.querySelectorAll('[data-testid="stElementContainer"]').length} elements)`).join(', ')
+                  || 'none'}`; }""",
             BELOW_FOLD,
         )
     except Exception as exc:  # the page itself is gone

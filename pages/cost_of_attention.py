@@ -7,7 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from tx_explorer import ui
-from tx_explorer.analysis import cost, flash_steps, memory
+from tx_explorer.analysis import cost, memory
 from tx_explorer.views import cost_of_attention as view
 from tx_explorer.views import flash_io as io_view
 from tx_explorer.views import mixers as mix_view
@@ -25,12 +25,9 @@ def measured(method: str, n: int, **kwargs) -> cost.Measurement:
 @st.fragment
 def matmul_section() -> None:
     ui.section(T, "matmul")
-    c = st.columns(3)
-    n = c[0].number_input(T("n"), 1, 10_000_000, 1024, key="cost_n")
-    d = c[1].number_input(T("d"), 1, 65_536, 512, key="cost_d")
-    h = c[2].number_input(T("h"), 1, 1024, 8, key="cost_h")
+    values = ui.inputs(view.MATMULS, T, columns=3)
     with ui.friendly_errors():
-        mm = view.matmuls(n, d, h, lang=LANG)
+        mm = view.MATMULS.compute(**values, lang=LANG)
         st.dataframe(pd.DataFrame(mm.rows), hide_index=True)
         st.markdown(mm.summary)
         ui.show(mm.flops)
@@ -91,13 +88,9 @@ def tile_section() -> None:
     if box := ui.lazy_section(T, "tile", view.TILE_LATEX, key="cost_open_tile"):
         with box:
             st.markdown(T("tile_outro"))
-            c = st.columns(4)
-            tile_n = c[0].number_input(T("tile_n"), 1, flash_steps.MAX_TRACE_N, 12, key="cost_tile_n")
-            tile_b = c[1].number_input(T("tile_block"), 1, flash_steps.MAX_TRACE_N, 4, key="cost_tile_b")
-            causal = c[2].checkbox(T("tile_causal"), value=True, key="cost_tile_causal")
-            seed = c[3].number_input(T("tile_seed"), 0, 10_000, 0, key="cost_tile_seed")
+            values = ui.inputs(view.TILES, T)
             with ui.friendly_errors():
-                tiles = view.tiles(tile_n, tile_b, causal=causal, seed=seed, lang=LANG)
+                tiles = view.TILES.compute(**values, lang=LANG)
                 ui.show(tiles.grid)
                 ui.row(tiles.running_max, tiles.running_sum)
                 st.markdown(T("max_diff", diff=tiles.max_diff))

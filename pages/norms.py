@@ -52,13 +52,9 @@ def depth_section(res: view.Results) -> None:
 @ui.below_fold("norms_norm", height=1050)
 def norm_section() -> None:
     ui.section(T, "ln", *view.LATEX["norms"])
-    c = st.columns([3, 2, 2, 1])
-    x_text = c[0].text_input(T("vector"), "4, 6, 5, 9, 3, 7", help=T("vector_help"))
-    g_text = c[1].text_input(T("gamma"), "", placeholder="1, 1, …", help=T("gamma_help"))
-    b_text = c[2].text_input(T("beta"), "", placeholder="0, 0, …", help=T("beta_help"))
-    eps = c[3].number_input("ε", 0.0, 1.0, 1e-5, format="%.0e")
+    values = ui.inputs(view.NORM, T, columns=(3, 2, 2, 1))
     with ui.friendly_errors():
-        nv = view.normalise(x_text, g_text, b_text, eps, lang=LANG)
+        nv = view.NORM.compute(**values, lang=LANG)
         ui.metrics({"μ": f"{nv.steps.mean:.4g}", "√(σ² + ε)": f"{nv.steps.std:.4g}", "RMS(x)": f"{nv.steps.rms:.4g}"})
         ui.row(nv.layernorm, nv.rmsnorm, headings=("**LayerNorm**", "**RMSNorm**"))
         st.markdown(nv.note)
@@ -67,13 +63,9 @@ def norm_section() -> None:
 @ui.below_fold("norms_identity", height=920)
 def identity_section() -> None:
     ui.section(T, "id", *view.LATEX["identity"])
-    c = st.columns(4)
-    norm = c[0].radio(T("norm"), ("layernorm", "rmsnorm"), format_func=lambda n: T(f"norm_{n}"), horizontal=True)
-    n = c[1].slider(T("tokens"), 2, 12, 6)
-    scale = c[2].slider(T("scale"), 0.1, 10.0, 3.0, 0.1, help=T("scale_help"))
-    offset = c[3].slider(T("offset"), -5.0, 5.0, 1.0, 0.5, help=T("offset_help"))
+    values = ui.inputs(view.IDENTITY, T)
     with ui.friendly_errors():
-        demo, panel = view.identity(norm, n, scale, offset, lang=LANG)
+        demo, panel = view.IDENTITY.compute(**values, lang=LANG)
         ui.metrics({T(k): f"{getattr(demo, k):.3g}" for k in ("pre_error", "post_change", "post_vs_norm")})
         ui.show(panel)
         st.markdown(T("id_note"))
@@ -126,12 +118,9 @@ def live_section(res: view.Results) -> None:  # no fragment: a click in one wait
 @ui.below_fold("norms_mlp", height=1340)
 def mlp_section(res: view.Results | None) -> None:
     ui.section(T, "mlp", *view.LATEX["mlp"])
-    c = st.columns(3)
-    dim = c[0].number_input("D", 1, 65536, 64)
-    ratio = c[1].number_input(T("ratio"), 0.5, 16.0, 4.0, 0.5)
-    bias = c[2].toggle(T("mlp_bias"), value=True, help=T("mlp_bias_help"))
+    values = ui.inputs(view.MLP, T, columns=3)
     with ui.friendly_errors():
-        panel, words = view.mlp_counts(dim, ratio, bias, lang=LANG)
+        panel, words = view.MLP.compute(**values, lang=LANG)
         st.markdown(words)
         ui.show(panel, view.mlp_curves(res, lang=LANG) if res is not None else None)
 

@@ -73,9 +73,9 @@ def sqrt_section() -> None:
     """3. Why divide by √D."""
     if box := ui.lazy_section(T, "sqrt", view.LATEX["sqrt"], key="op_open_sqrt"):
         with box:
-            n_keys = st.slider(T("n_keys"), 4, 64, 16, help=T("n_keys_help"))
+            values = ui.inputs(view.SQRT, T, columns=1)
             with ui.friendly_errors():
-                panels, numbers = view.scaling(n_keys, curve=saturation, lang=LANG)
+                panels, numbers = view.SQRT.compute(**values, curve=saturation, lang=LANG)
                 ui.row(*panels)
                 st.markdown(numbers)
 

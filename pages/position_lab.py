@@ -62,15 +62,9 @@ def verdicts_section(res: view.Results) -> None:
 def rotary_section() -> None:
     """4. Rotary made visible (needs no bundle)."""
     ui.section(T, "rotary", *view.LATEX["rotary"])
-    c = st.columns(6)
-    head_dim = c[0].number_input(T("head_dim"), 2, view.MAX_HEAD_DIM, 16, step=2, help=T("head_dim_help"), key="rot_dh")
-    theta = c[1].number_input("θ", 2.0, 1e7, 10000.0, step=1000.0, help=T("theta_help"), key="rot_theta")
-    positions = c[2].number_input(T("positions"), 2, view.MAX_POSITIONS, 64, help=T("positions_help"), key="rot_pos")
-    pairs = c[3].slider(T("pairs"), 1, 8, 4, key="rot_pairs")
-    seed = c[4].number_input(ui.texts("common")("seed"), 0, 10_000, 0, key="rot_seed")
-    double = c[5].toggle("float64", value=True, help=T("dtype_help"), key="rot_double")
+    values = ui.inputs(view.ROTARY, T, columns=6)
     with ui.friendly_errors():
-        demo = view.rotary_demo(int(head_dim), float(theta), int(positions), pairs, int(seed), double, lang=LANG)
+        demo = view.ROTARY.compute(**values, lang=LANG)
         ui.show(demo.rotation)
         ui.row(demo.scores, demo.by_distance)
         st.success(demo.check)

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tx_explorer import models
-from tx_explorer.analysis import self_attention
+from tx_explorer.analysis import mask_gallery, self_attention
 from tx_explorer.bundle import save_bundle
 
 TOL = self_attention.EQUIVARIANCE_TOL
@@ -99,11 +99,23 @@ def test_tokenize_words_lowercases_and_splits_punctuation():
 
 
 @pytest.mark.parametrize(
-    ("text", "message"), [("", "empty"), ("  \t ", "empty"), ("a " * 17, "17 words"), ("x" * 100_000, "longer than 32")]
+    ("split", "limit", "unit"),
+    [
+        (self_attention.tokenize_words, self_attention.MAX_WORDS, "words"),
+        (mask_gallery.tokens, mask_gallery.MAX_TOKENS, "tokens"),
+    ],
 )
-def test_tokenize_words_rejects_bad_text(text, message):
-    with pytest.raises(ValueError, match=message):
-        self_attention.tokenize_words(text)
+def test_typed_text_is_refused_when_empty_too_many_or_too_long(split, limit, unit):
+    """This page's and the masks page's splitters share errors.checked_words: the same refusals, in their own unit."""
+    bad = [
+        ("", "empty"),
+        (" \n\t ", "empty"),
+        ("a " * (limit + 1), f"{limit + 1} {unit}"),
+        ("x" * 100_000, "longer than 32"),
+    ]
+    for text, message in bad:
+        with pytest.raises(ValueError, match=message):
+            split(text)
 
 
 def test_dog_bites_man_is_the_same_set_without_positions():

@@ -63,10 +63,13 @@ from tx_explorer.config import TransformerConfig
 from tx_explorer.data import shapes
 from tx_explorer.modules.moe_lm import MoEConfig
 from tx_explorer.views import circuit as circuit_view
+from tx_explorer.views import cost_of_attention as cost_view
 from tx_explorer.views import mixers as mix_view
 from tx_explorer.views import model_sizes as sizes_view
+from tx_explorer.views import norms as norms_view
 from tx_explorer.views import operator as op_view
-from tx_explorer.views.inputs import Choice, Number, Section, declared, option_key
+from tx_explorer.views import position_lab as pos_view
+from tx_explorer.views.inputs import Choice, Input, Number, Real, Section, Switch, Text, declared, option_key
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = re.findall(r'"pages/(\w+)\.py"', (ROOT / "app.py").read_text(encoding="utf-8"))
@@ -284,22 +287,43 @@ def number_cases(page: str, chart: str, prepare=(), **outcomes) -> list[Case]:
     ]
 
 
+# The hostile strings every declared text input meets (the long one is cut to its max_chars by Streamlit's server).
+DECLARED_TEXTS = {"empty": "", "blank": TEXTS["blank"], "10k": HUGE[:10_000], "control": CONTROL, "emoji": EMOJI}
+
+
+def widget_kind(inp: Input) -> str:
+    """The AppTest element a declared input is drawn as (:func:`tx_explorer.ui.inputs`)."""
+    if isinstance(inp, Number | Real):
+        return "slider" if inp.widget == "slider" else "number_input"
+    if isinstance(inp, Choice):
+        return "radio" if inp.widget == "radio" else "selectbox"
+    return inp.widget if isinstance(inp, Switch) else "text_input"
+
+
+def declared_values(inp: Input) -> dict[str, Any]:
+    """What the rows drive a declared input to: a number to its bounds, a text through DECLARED_TEXTS."""
+    if isinstance(inp, Number | Real):
+        return {"min": inp.low, "max": inp.high}
+    return DECLARED_TEXTS if isinstance(inp, Text) else {}
+
+
 def declared_cases(section: Section, chart: str, **outcomes: tuple[str, str]) -> list[Case]:
-    """Each number a section declares (:mod:`tx_explorer.views.inputs`), alone, at its declared minimum and maximum:
-    derived from the declaration, so a new input of a declared section gets its rows without an edit here. The page
-    answers with its chart unless ``outcomes["<name>_min"]`` (or ``_max``) names the message it must give."""
-    return [
-        Case(
-            section.page,
-            f"{section.key(inp)}-at-{end}",
-            ((W("number_input", section.key(inp)), value),),
-            *outcomes.get(f"{inp.name}_{end}", ("chart", "")),
-            chart=chart,
-        )
-        for inp in section.inputs
-        if isinstance(inp, Number)
-        for end, value in (("min", inp.low), ("max", inp.high))
-    ]
+    """Each number a section declares (:mod:`tx_explorer.views.inputs`), alone, at its declared minimum and maximum,
+    and each text through DECLARED_TEXTS: derived from the declaration, so a new input of a declared section gets its
+    rows without an edit here. The page answers with its chart unless ``outcomes["<name>_<min|max|payload>"]`` names
+    the message it must give (a blank text: the empty text's, unless ``<name>_blank`` says otherwise)."""
+    rows, used = [], set()
+    for inp in section.inputs:
+        for end, value in declared_values(inp).items():
+            key = f"{inp.name}_{end}"
+            if end == "blank" and key not in outcomes:
+                key = f"{inp.name}_empty"
+            used.add(key)
+            name = f"{section.key(inp)}-at-{end}" if end in ("min", "max") else f"{section.key(inp)}-{end}"
+            w = W(widget_kind(inp), section.key(inp))
+            rows.append(Case(section.page, name, ((w, value),), *outcomes.get(key, ("chart", "")), chart=chart))
+    assert set(outcomes) <= used, f"{section.prefix}: no declared input for {sorted(set(outcomes) - used)}"
+    return rows
 
 
 # Emoji, right-to-left and combining marks take the same "not a number" path as control characters in fields
@@ -339,7 +363,7 @@ OPERATOR_EDIT = ((W("radio", "source"), "edit"),)
 OPERATOR_RANDOM = ((W("radio", "source"), "random"),)
 VIT_SAMPLE = ((labelled("radio", "vision_transformer", "source"), "sample"),)
 VIT_UPLOAD = ((labelled("radio", "vision_transformer", "source"), "upload"),)
-NORMS = {k: labelled("text_input", "norms", k) for k in ("vector", "gamma", "beta", "sentence")}
+NORMS = {k: W("text_input", f"norm_{k}") for k in ("x", "gamma", "beta")}  # declared: norms_view.NORM
 GUARD = (W("number_input", "cost_guard_n"), W("number_input", "cost_guard_h"))
 # Head science's mechanics on tiny-gpt: its default, SmolLM2, would ablate 270 heads per input (tested on its own).
 HS_TINY = ((W("selectbox", "hs_model"), "tiny-gpt"),)
@@ -389,6 +413,7 @@ CASES: list[Case] = [
         **{"100k": ("error", "at most 16 are allowed")},
     ),
     *number_cases("operator", "weights", prepare=OPERATOR_RANDOM),
+    *declared_cases(op_view.SQRT, "curve_entropy"),
     *declared_cases(op_view.CROSS, "cross_weights", dim_min=("error", "does not divide")),  # D = 1 with 4 heads
     # self-attention: both sentences get the same text (same words, so only the input itself can fail)
     *text_cases(
@@ -456,30 +481,32 @@ CASES: list[Case] = [
         **{"100k": ("warning", "(the model's context) are routed")},
     ),
     *number_cases("moe", "moe_tokens"),
-    # norms: the vector, γ, β, the sentence, every number
+    # norms: the vector, γ, β and ε, the identity argument, the MLP (declared); markup in the vectors; the sentence;
+    # every number at once
+    *declared_cases(
+        norms_view.NORM,
+        "norms_ln",
+        x_empty=("error", "x is empty"),
+        **{f"{v}_10k": ("error", "at most 64 are allowed") for v in ("x", "gamma", "beta")},
+        **{f"{v}_{p}": NOT_A_NUMBER for v in ("x", "gamma", "beta") for p in ("control", "emoji")},
+    ),
     *text_cases(
         "norms",
-        (NORMS["vector"],),
+        (NORMS["x"],),
         "norms_ln",
         name="vector",
-        only=NUMERIC_TEXT,
-        empty=("error", "x is empty"),
-        **{"100k": ("error", "at most 64 are allowed")},
-        **{p: NOT_A_NUMBER for p in ("control", "html", "markdown")},
+        only=("html", "markdown"),
+        **{p: NOT_A_NUMBER for p in ("html", "markdown")},
     ),
-    Case("norms", "vector-arabic-digits", ((NORMS["vector"], "٤ ٦ ٥ ٩ ٣ ٧"),), "chart", chart="norms_ln"),
+    Case("norms", "vector-arabic-digits", ((NORMS["x"], "٤ ٦ ٥ ٩ ٣ ٧"),), "chart", chart="norms_ln"),
+    *text_cases(
+        "norms", (NORMS["gamma"], NORMS["beta"]), "norms_ln", name="gamma-beta", only=("html",), html=NOT_A_NUMBER
+    ),
+    *declared_cases(norms_view.IDENTITY, "norms_identity"),
+    *declared_cases(norms_view.MLP, "norms_mlp_counts"),
     *text_cases(
         "norms",
-        (NORMS["gamma"], NORMS["beta"]),
-        "norms_ln",
-        name="gamma-beta",
-        only=("blank", "100k", "html"),
-        html=NOT_A_NUMBER,
-        **{"100k": ("error", "at most 64 are allowed")},
-    ),
-    *text_cases(
-        "norms",
-        (NORMS["sentence"],),
+        (labelled("text_input", "norms", "sentence"),),
         "norms_pair",
         name="sentence",
         empty=("error", "text is empty"),
@@ -570,6 +597,10 @@ CASES: list[Case] = [
         chart="cost_memory",
     ),
     *number_cases("cost_of_attention", "cost_tiles"),
+    *declared_cases(  # H must divide D: 8 heads at D = 1, 1,024 heads at D = 512
+        cost_view.MATMULS, "cost_flops", d_min=("error", "must divide the width"), h_max=("error", "must divide")
+    ),
+    *declared_cases(cost_view.TILES, "cost_tiles"),
     # inside a block: the probe's text (cut to 32 tokens), and a token beyond the text
     *text_cases(
         "block_roles",
@@ -585,6 +616,7 @@ CASES: list[Case] = [
         "position_lab", "head-dim-odd", ((W("number_input", "rot_dh"), 3),), "error", "even number", "rotary_rotation"
     ),
     *number_cases("position_lab", "rotary_rotation"),
+    *declared_cases(pos_view.ROTARY, "rotary_rotation"),
     # KV cache stepper: the prompt (empty, or too long for the model's context) and a window beyond the context
     *text_cases(
         "kv_cache",
@@ -958,32 +990,39 @@ def test_sections_are_declared() -> None:
 
 @pytest.mark.parametrize("section", DECLARED, ids=lambda s: s.prefix)
 def test_a_declared_section_is_what_its_page_shows(pages: Pages, section: Section) -> None:
-    """Every declared input is on its page, keyed as declared, with the declared bounds, default and options (the
-    rows derived from a declaration test what the visitor meets)."""
+    """Every declared input is on its page, keyed and drawn as declared, with the declared bounds, options and
+    length limit (the rows derived from a declaration test what the visitor meets)."""
     at = pages(section.page)
-    shown = {el.key: el for el in _elements(at, ("number_input", "selectbox", "toggle")) if el.key}
     for inp in section.inputs:
-        el = shown.get(section.key(inp))
-        assert el is not None, f"{section.key(inp)} is declared but not on the page"
-        if isinstance(inp, Number):
-            assert (el.min, el.max) == (inp.low, inp.high), section.key(inp)
+        el = next((e for e in at.get(widget_kind(inp)) if e.key == section.key(inp)), None)
+        assert el is not None, f"{section.key(inp)} is declared but not on the page as a {widget_kind(inp)}"
+        if isinstance(inp, Number | Real):
+            assert (el.min, el.max, el.step) == (inp.low, inp.high, inp.step), section.key(inp)
         if isinstance(inp, Choice):
             assert tuple(el.options) == tuple(locales.text(section.page, option_key(inp, o)) for o in inp.options)
+        if isinstance(inp, Text):
+            assert el.max_chars == inp.max_chars, section.key(inp)
+
+
+def _beyond(inp: Input) -> dict[str, Any]:
+    """A number one step past each bound, a text through DECLARED_TEXTS whole (no widget cuts it here)."""
+    if isinstance(inp, Number | Real):
+        return {str(v): v for v in (inp.low - inp.step, inp.high + inp.step)}
+    return DECLARED_TEXTS if isinstance(inp, Text) else {}
 
 
 @pytest.mark.parametrize(
     "section, name, value",
     [
-        pytest.param(s, inp.name, v, id=f"{s.prefix}-{inp.name}-{v}")
+        pytest.param(s, inp.name, v, id=f"{s.prefix}-{inp.name}-{k}")
         for s in DECLARED
         for inp in s.inputs
-        if isinstance(inp, Number)
-        for v in (inp.low - 1, inp.high + 1)
+        for k, v in _beyond(inp).items()
     ],
 )
-def test_a_declared_section_beyond_its_bounds_answers_or_refuses_clearly(section: Section, name: str, value: int):
-    """The browser never sends a value beyond a widget's bounds, but the notebook API does: the compute answers, or
-    refuses with a ValueError (a clear message in the app), never another exception."""
+def test_a_declared_section_beyond_its_bounds_answers_or_refuses_clearly(section: Section, name: str, value: Any):
+    """The browser never sends a value beyond a widget's bounds (nor a text beyond its length), but the notebook API
+    does: the compute answers, or refuses with a ValueError (a clear message in the app), never another exception."""
     try:
         section(**{name: value})
     except ValueError as exc:

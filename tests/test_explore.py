@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +11,7 @@ import pytest
 
 from tx_explorer import explore
 from tx_explorer.views import operator as v_op
+from tx_explorer.views.inputs import Section, declared, panels
 
 ROOT = Path(__file__).resolve().parents[1]
 FAST = {  # every public function on small inputs; minilm-l6 and GPT-2 are not bundled, tiny-gpt is
@@ -45,6 +47,20 @@ def test_each_function_returns_named_plotly_figures(name, one_thread):
     figures = getattr(explore, name)(**FAST[name])
     assert isinstance(figures, explore.Figures) and len(figures) >= 1
     assert all(type(f).__name__ == "Figure" and f.data for f in figures.values()), name
+
+
+EXPLORE = {"cost_of_attention": "cost", "model_sizes": "sizes"}  # page → its function, where the names differ
+
+
+@functools.cache
+def _drawn(name: str) -> frozenset[str]:
+    return frozenset(getattr(explore, name)(**FAST[name]))
+
+
+@pytest.mark.parametrize("section", declared(), ids=lambda s: s.prefix)
+def test_the_notebook_draws_every_declared_section(section: Section, one_thread):
+    """A section declared in a view (views/inputs.py) is drawn by its page's function with no edit here."""
+    assert {p.key for p in panels(section())} <= _drawn(EXPLORE.get(section.page, section.page))
 
 
 def test_importing_the_api_never_imports_streamlit():

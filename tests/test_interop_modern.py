@@ -1,17 +1,15 @@
 """Llama, Qwen2 and Mistral through our own CausalLM, checked against ``transformers`` with eager attention:
 logits and every attention map ≤ 1e-4 on random configurations (GQA, untied heads, θ ≠ 10 000, inputs longer
-than the window). Also timm ViTs without a Q/K/V bias."""
+than the window). (timm ViTs without a Q/K/V bias are among test_vit.py's timm configurations.)"""
 
 from __future__ import annotations
 
 import pytest
 import torch
 import transformers as tf
-from timm.models import vision_transformer as timm_vit
 
-from tests.checkpoints import CONFIGS, capture_timm_attention, hf_model, perturb
+from tests.checkpoints import CONFIGS, hf_model
 from tx_explorer.interop.llama import causal_lm_from_llama, config_from_llama
-from tx_explorer.interop.timm_vit import vit_from_timm
 from tx_explorer.modules.cache import KVCache
 from tx_explorer.trace import Trace
 
@@ -102,29 +100,3 @@ def test_older_config_files_with_a_top_level_rope_theta_still_read():
     cfg.pop("rope_parameters")
     cfg |= {"rope_theta": 321.0, "rope_scaling": None}
     assert config_from_llama(cfg).rope_theta == 321.0
-
-
-@pytest.mark.parametrize("class_token", [True, False])
-def test_timm_vit_without_qkv_bias_matches_timm(class_token, monkeypatch):
-    torch.manual_seed(0)
-    ref = timm_vit.VisionTransformer(
-        img_size=32,
-        patch_size=8,
-        embed_dim=48,
-        depth=2,
-        num_heads=3,
-        num_classes=5,
-        qkv_bias=False,
-        class_token=class_token,
-        global_pool="token" if class_token else "avg",
-    ).eval()
-    perturb(ref)  # timm zero-initialises the head and biases
-    captured = capture_timm_attention(ref)
-    ours = vit_from_timm(ref)
-    assert ours.blocks[0].attn.qkv.bias is None and ours.blocks[0].attn.proj.bias is not None
-    x = torch.randn(2, 3, 32, 32)
-    trace = Trace()
-    with torch.no_grad():
-        torch.testing.assert_close(ours(x, trace), ref(x), **TOL)
-    for record, theirs in zip(trace, captured, strict=True):
-        torch.testing.assert_close(record.weights, theirs, **TOL)

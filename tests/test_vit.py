@@ -85,10 +85,14 @@ TIMM_CONFIGS = [
     dict(
         img_size=32, patch_size=16, embed_dim=32, depth=4, num_heads=2, num_classes=3, pos_embed="none", mlp_ratio=2.0
     ),
+    # Without the Q, K, V biases (as many recent ViTs), with and without [CLS]:
+    dict(img_size=32, patch_size=8, embed_dim=48, depth=2, num_heads=3, num_classes=5, qkv_bias=False),
+    dict(img_size=32, patch_size=8, embed_dim=48, depth=2, num_heads=3, num_classes=5, qkv_bias=False, **NO_CLS),
 ]
+TIMM_IDS = ["token-p4", "avg-nocls-p8", "avg-cls-p8", "nopos-p16-depth4", "no-qkv-bias", "no-qkv-bias-nocls"]
 
 
-@pytest.mark.parametrize("kw", TIMM_CONFIGS, ids=["token-p4", "avg-nocls-p8", "avg-cls-p8", "nopos-p16-depth4"])
+@pytest.mark.parametrize("kw", TIMM_CONFIGS, ids=TIMM_IDS)
 def test_logits_and_attention_match_timm(kw):
     torch.manual_seed(0)
     ref = timm_vit.VisionTransformer(**kw).eval()
@@ -96,6 +100,8 @@ def test_logits_and_attention_match_timm(kw):
         perturb(ref)
     captured = capture_timm_attention(ref)
     ours = vit_from_timm(ref)
+    attn = ours.blocks[0].attn
+    assert (attn.qkv.bias is not None) == kw.get("qkv_bias", True) and attn.proj.bias is not None
     x = torch.randn(3, 3, kw["img_size"], kw["img_size"])
     trace = Trace()
     with torch.no_grad():

@@ -7,14 +7,17 @@
     explore.operator(lang="zh")       # the same words as the app's 中文 pages
 
 Each function runs what the page's sections run (:mod:`tx_explorer.views`), with the page's defaults, and returns
-:class:`Figures`: a dict of named Plotly figures. Models are given by registry name (``models.available_models()``)
-or as a loaded object, and a name is loaded once per process.
+:class:`Figures`: a dict of named Plotly figures. A section that declares its inputs (:mod:`tx_explorer.views.inputs`)
+is drawn by its page's function with no edit here; its inputs go by its prefix, ``norms(identity={"n": 8})``.
+Models are given by registry name (``models.available_models()``) or as a loaded object, and a name is loaded once
+per process.
 """
 
 from __future__ import annotations
 
 import functools
 import html
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +47,7 @@ from tx_explorer.views import position_lab as v_pos
 from tx_explorer.views import self_attention as v_self
 from tx_explorer.views import seq2seq as v_s2s
 from tx_explorer.views import vision_transformer as v_vit
+from tx_explorer.views.inputs import declared, panels
 from tx_explorer.viz import style
 
 __all__ = [
@@ -109,6 +113,21 @@ def _default(page: str, key: str, lang: str) -> str:
     return locales.text(page, key, lang)
 
 
+def _declared(page: str, lang: str, inputs: Mapping[str, Mapping[str, Any]]) -> list[Panel]:
+    """The panels of every section declared for ``page`` (:mod:`tx_explorer.views.inputs`), in declaration order, on
+    their defaults with ``inputs[prefix]`` overriding some: a section declared later is drawn here with no edit."""
+    sections = [s for s in declared() if s.page == page]
+    unknown = set(inputs) - {s.prefix for s in sections}
+    if unknown:
+        raise TypeError(f"{page}: no declared section {sorted(unknown)}; there are {[s.prefix for s in sections]}")
+    return [p for s in sections for p in panels(s(lang=lang, **inputs.get(s.prefix, {})))]
+
+
+def _given(**values: Any) -> dict[str, Any]:
+    """The inputs a caller set (None stands for the section's declared default)."""
+    return {k: v for k, v in values.items() if v is not None}
+
+
 # ---- the foundations: operator, self-attention and positions, masks --------------------------------------------
 
 
@@ -121,17 +140,14 @@ def operator(
     seed: int = 0,
     scaled: bool = True,
     replace: str = "V",
-    n_keys: int = 16,
-    cross: dict[str, int] | None = None,
     lang: str = "en",
+    **sections: Mapping[str, Any],
 ) -> Figures:
-    """Random Q, K, V; E = QKᵀ/√D, A = softmax(E), Y = AV; A and Y after drawing a new V (or K); the √D curves;
-    cross-attention (``cross``: the section's inputs ``nq``, ``nx``, ``dim``, ``heads``, ``seed`` by name)."""
+    """Random Q, K, V; E = QKᵀ/√D, A = softmax(E), Y = AV; A and Y after drawing a new V (or K); the √D curves
+    (``sqrt={"n_keys": 32}``); cross-attention (``cross``: its inputs ``nq``, ``nx``, ``dim``, ``heads``, ``seed``)."""
     q, k, v = v_op.random_qkv(nq, nk, d, dv, seed)
     steps = v_op.steps(q, k, v, scaled, lang=lang)
     r = v_op.replace(q, k, v, replace, seed=seed + 1, scaled=scaled, lang=lang)
-    curves, _ = v_op.scaling(n_keys, lang=lang)
-    cross_weights, _ = v_op.CROSS(lang=lang, **(cross or {}))
     return _figures(
         *v_op.inputs(q, k, v, lang=lang),
         steps.scores,
@@ -139,8 +155,7 @@ def operator(
         steps.out,
         r.weights,
         r.out,
-        *curves,
-        cross_weights,
+        *_declared("operator", lang, sections),
     )
 
 
@@ -347,12 +362,11 @@ def vit(
 # ---- blocks and cost ----------------------------------------------------------------------------------------
 
 
-def norms(x: str = "4, 6, 5, 9, 3, 7", *, norm: str = "layernorm", dim: int = 64, lang: str = "en") -> Figures:
-    """LayerNorm and RMSNorm of a vector step by step, the zero-branch identity argument, MLP vs SwiGLU parameters,
-    and (when the variants bundle is present) the shipped runs' validation curves and depth profiles."""
-    nv = v_norms.normalise(x, lang=lang)
-    _, identity = v_norms.identity(norm, lang=lang)
-    counts, _ = v_norms.mlp_counts(dim, lang=lang)
+def norms(*, lang: str = "en", **sections: Mapping[str, Any]) -> Figures:
+    """LayerNorm and RMSNorm of a vector step by step (``norm``: its inputs ``x``, ``gamma``, ``beta``, ``eps``), the
+    zero-branch identity argument (``identity``: ``norm``, ``n``, ``scale``, ``offset``), MLP vs SwiGLU parameters
+    (``mlp``: ``dim``, ``ratio``, ``bias``), e.g. ``norms(identity={"norm": "rmsnorm"})``; and, when the variants
+    bundle is present, the shipped runs' validation curves and depth profiles."""
     shipped: list[Panel | None] = []
     try:
         res = v_norms.load_results()
@@ -361,7 +375,7 @@ def norms(x: str = "4, 6, 5, 9, 3, 7", *, norm: str = "layernorm", dim: int = 64
     if res is not None:
         picks = v_norms.defaults(res)
         shipped = [v_norms.runs(res, picks["runs"], lang=lang).curves, v_norms.depth(res, picks["depth"], lang=lang)[0]]
-    return _figures(nv.layernorm, nv.rmsnorm, identity, counts, *shipped)
+    return _figures(*_declared("norms", lang, sections), *shipped)
 
 
 def sizes(*, share: bool = True, lang: str = "en", **own_model: Any) -> Figures:
@@ -371,32 +385,33 @@ def sizes(*, share: bool = True, lang: str = "en", **own_model: Any) -> Figures:
     return _figures(
         v_sizes.lecture_table(lang=lang)[1],
         v_sizes.breakdown(share, lang=lang),
-        v_sizes.OWN_MODEL(lang=lang, **own_model).parts,
+        *_declared("model_sizes", lang, {v_sizes.OWN_MODEL.prefix: own_model}),
     )
 
 
 def cost(
-    n: int = 1024,
-    d: int = 512,
-    h: int = 8,
+    n: int | None = None,
+    d: int | None = None,
+    h: int | None = None,
     *,
     heads: int = 8,
     head_dim: int = 64,
     block: int = 128,
-    tile_n: int = 12,
-    tile_block: int = 4,
-    causal: bool = True,
+    tile_n: int | None = None,
+    tile_block: int | None = None,
+    causal: bool | None = None,
     lang: str = "en",
 ) -> Figures:
-    """FLOPs of the four matmuls against N, analytic peak memory of naive / tiled / PyTorch attention against N
-    (nothing is measured: see :func:`tx_explorer.analysis.cost.measure`), the tiled kernel tile by tile."""
-    tiles = v_cost.tiles(tile_n, tile_block, causal=causal, lang=lang)
+    """FLOPs of the four matmuls against N (``n``, ``d``, ``h``), the tiled kernel tile by tile (``tile_n``,
+    ``tile_block``, ``causal``), each unset input at the page's default; analytic peak memory of naive / tiled /
+    PyTorch attention against N (nothing is measured: see :func:`tx_explorer.analysis.cost.measure`)."""
+    inputs = {
+        v_cost.MATMULS.prefix: _given(n=n, d=d, h=h),
+        v_cost.TILES.prefix: _given(n=tile_n, b=tile_block, causal=causal),
+    }
     return _figures(
-        v_cost.matmuls(n, d, h, lang=lang).flops,
+        *_declared("cost_of_attention", lang, inputs),
         v_cost.curves(heads, head_dim, block, "float32", torch.device("cpu"), lang=lang).memory,
-        tiles.grid,
-        tiles.running_max,
-        tiles.running_sum,
     )
 
 
@@ -463,19 +478,22 @@ def attribution(model: str | Any = "tiny-gpt", text: str | None = None, *, lang:
 
 
 def position_lab(
-    schemes: tuple[str, ...] | None = None, *, layer: int = 0, smoothing: int = 8, lang: str = "en"
+    schemes: tuple[str, ...] | None = None,
+    *,
+    layer: int = 0,
+    smoothing: int = 8,
+    lang: str = "en",
+    **sections: Mapping[str, Any],
 ) -> Figures:
     """The shipped position-scheme runs: loss by position in and beyond the training context, attention by
-    query–key distance, and rotary's rotation with its relative-position check."""
+    query–key distance, and rotary's rotation with its relative-position check (``rot``: its inputs ``dh``,
+    ``theta``, ``pos``, ``pairs``, ``seed``, ``double``, e.g. ``rot={"dh": 64}``)."""
     res = _model(v_pos.BUNDLE)
     schemes = list(schemes or res.schemes)
-    demo = v_pos.rotary_demo(16, 10000.0, 64, 4, 0, True, lang=lang)
     return _figures(
         v_pos.loss_by_position(res, schemes, smoothing, lang=lang),
         v_pos.attention_by_distance(res, schemes, layer, lang=lang),
-        demo.rotation,
-        demo.scores,
-        demo.by_distance,
+        *_declared("position_lab", lang, sections),
     )
 
 

@@ -191,9 +191,35 @@ class Measurement:
     runs: int
 
 
-def _sync(device: torch.device) -> None:
+def _seconds(fn: Callable[[], object], device: torch.device) -> float:
+    """Wall-clock seconds of one call; on CUDA the queued kernels are waited for before and after."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+    t0 = time.perf_counter()
+    fn()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter() - t0
+
+
+def _median_seconds(fn: Callable[[], object], repeats: int) -> float:
+    """Median seconds of ``repeats`` calls of ``fn`` on the CPU, after one untimed call (first-call allocations,
+    kernel selection)."""
+    fn()
+    return statistics.median(_seconds(fn, torch.device("cpu")) for _ in range(repeats))
+
+
+def seconds_and_peak(fn: Callable[[], object], repeats: int, device: torch.device | str) -> tuple[float, int]:
+    """Median seconds of ``repeats`` calls of ``fn`` and the peak bytes of one more call, made first: the warm-up."""
+    device = torch.device(device)
+    _, peak = peak_memory(fn, device)
+    return statistics.median(_seconds(fn, device) for _ in range(repeats)), peak
+
+
+def extrapolated_seconds(seconds: float, runs: int, n_from: int, n: int, power: int) -> float:
+    """Wall time of a warm-up plus ``runs`` timed calls at length ``n``, from ``seconds`` per call at ``n_from``,
+    for work growing as N^``power``."""
+    return seconds * (runs + 1) * (n / n_from) ** power
 
 
 def measure(
@@ -221,15 +247,8 @@ def measure(
     g = generator(seed)
     q, k, v = (torch.randn(batch, heads, n, head_dim, generator=g).to(device, dtype) for _ in range(3))
     with torch.no_grad():
-        _, peak = peak_memory(lambda: fn(q, k, v), device)  # also the warm-up
-        times = []
-        for _ in range(repeats):
-            _sync(device)
-            t0 = time.perf_counter()
-            fn(q, k, v)
-            _sync(device)
-            times.append(time.perf_counter() - t0)
-    return Measurement(method=method, n=n, seconds=statistics.median(times), peak_bytes=peak, runs=repeats)
+        seconds, peak = seconds_and_peak(lambda: fn(q, k, v), repeats, device)
+    return Measurement(method=method, n=n, seconds=seconds, peak_bytes=peak, runs=repeats)
 
 
 def predicted_seconds(previous: Measurement | None, n: int) -> float:
@@ -237,7 +256,7 @@ def predicted_seconds(previous: Measurement | None, n: int) -> float:
     the same method's ``previous`` measurement at a smaller N; 0 when there is none yet."""
     if previous is None:
         return 0.0
-    return previous.seconds * (previous.runs + 1) * (n / previous.n) ** 2
+    return extrapolated_seconds(previous.seconds, previous.runs, previous.n, n, power=2)
 
 
 def ratio(results: Sequence[Measurement], n: int, num: str, den: str, field: str = "seconds") -> float | None:
@@ -271,16 +290,6 @@ class FusedTiming:
     fused: np.ndarray
     separate: np.ndarray
     max_diff: float  # largest |[Q K V] − (Q, K, V)| over the grid: both compute the same numbers
-
-
-def _median_seconds(fn: Callable[[], object], repeats: int) -> float:
-    fn()  # warm-up: first-call allocations and kernel selection
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def _three(x: Tensor, parts: Sequence[tuple[Tensor, Tensor]]) -> list[Tensor]:

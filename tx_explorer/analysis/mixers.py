@@ -14,9 +14,6 @@ Three token mixers at the same width D, all causal so that each output sees only
 from __future__ import annotations
 
 import math
-import statistics
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -25,7 +22,7 @@ from torch import Tensor, nn
 from torch.profiler import ProfilerActivity, profile
 
 from tx_explorer import masks
-from tx_explorer.analysis.memory import peak_memory
+from tx_explorer.analysis.cost import extrapolated_seconds, seconds_and_peak
 from tx_explorer.analysis.seeding import generator, seeded_init
 from tx_explorer.attention import scaled_dot_product_attention
 from tx_explorer.config import TransformerConfig
@@ -159,19 +156,8 @@ def measure(
     model = build(kind, dim, heads=heads, conv_layers=conv_layers, seed=seed).to(device)
     x = torch.randn(1, n, dim, generator=generator(seed)).to(device)
     with torch.no_grad():
-        _, peak = peak_memory(lambda: model(x), device)
-        times = [_timed(lambda: model(x), device) for _ in range(repeats)]
-    return MixerRun(kind, n, statistics.median(times), peak, repeats)
-
-
-def _timed(fn: Callable[[], object], device: torch.device) -> float:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    t0 = time.perf_counter()
-    fn()
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    return time.perf_counter() - t0
+        seconds, peak = seconds_and_peak(lambda: model(x), repeats, device)
+    return MixerRun(kind, n, seconds, peak, repeats)
 
 
 def predicted_seconds(previous: MixerRun | None, n: int) -> float:
@@ -180,7 +166,7 @@ def predicted_seconds(previous: MixerRun | None, n: int) -> float:
     if previous is None:
         return 0.0
     power = 2 if previous.kind == "attention" else 1
-    return previous.seconds * (previous.runs + 1) * (n / previous.n) ** power
+    return extrapolated_seconds(previous.seconds, previous.runs, previous.n, n, power)
 
 
 @dataclass(frozen=True)

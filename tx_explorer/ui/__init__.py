@@ -6,7 +6,8 @@ One module per concern, everything a page uses re-exported here (``ui.show(...)`
 - :mod:`~tx_explorer.ui.pickers`: the device, the shared models, the text-model picker, the sidebar;
 - :mod:`~tx_explorer.ui.figures`: charts with their numbers as downloads, rows, metrics;
 - :mod:`~tx_explorer.ui.inputs`: a declared section's inputs as widgets (:mod:`tx_explorer.views.inputs`);
-- :mod:`~tx_explorer.ui.sections`: section headers, sections opened on demand, stopping a run;
+- :mod:`~tx_explorer.ui.sections`: section headers, sections opened on demand (asked again if their run was lost),
+  stopping a run;
 - :mod:`~tx_explorer.ui.jobs`: long jobs waited for with a progress bar, once per server or when asked;
 - :mod:`~tx_explorer.ui.below_fold`: sections drawn when the visitor scrolls near them;
 - :mod:`~tx_explorer.ui.visits`: a session's first run in order of arrival, "busy, you are n-th" meanwhile.
@@ -20,7 +21,15 @@ from tx_explorer.ui.figures import PAGE_PX, metrics, redraw, row, show, show_cli
 from tx_explorer.ui.inputs import inputs
 from tx_explorer.ui.jobs import job_on_click, once_per_server, remembered_job, run_job
 from tx_explorer.ui.pickers import FOLDER, architecture_caption, cached_model, device, sidebar, text_model_picker
-from tx_explorer.ui.sections import keep_inputs, keep_open, lazy_section, optional, section, stop_unless
+from tx_explorer.ui.sections import (
+    keep_inputs,
+    keep_open,
+    lazy_section,
+    optional,
+    refill_lost_sections,
+    section,
+    stop_unless,
+)
 from tx_explorer.ui.text import escape_markdown, friendly_errors, lang, model_description, page_title, texts
 from tx_explorer.ui.visits import first_visit
 
@@ -48,6 +57,7 @@ __all__ = [
     "optional",
     "page_title",
     "redraw",
+    "refill_lost_sections",
     "remembered_job",
     "row",
     "run_job",

@@ -1,30 +1,41 @@
 """A declared section's inputs laid out as widgets (:mod:`tx_explorer.views.inputs`): one place turns a declaration
-into Streamlit, so every page shows a number, a choice or a switch the same way."""
+into Streamlit, so every page shows a number, a choice, a switch or a line of text the same way."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import streamlit as st
 
-from tx_explorer.views import Text
-from tx_explorer.views.inputs import Choice, Number, Section, Switch, label_key, option_key
+from tx_explorer.views import Text as Texts
+from tx_explorer.views.inputs import Choice, Input, Number, Real, Section, Switch, label_key, option_key
 
 
-def inputs(section: Section, T: Text, *, columns: int = 4) -> dict[str, Any]:
-    """The section's widgets, ``columns`` to a row, in declaration order; their values by input name."""
+def inputs(section: Section, T: Texts, *, columns: int | Sequence[int] = 4) -> dict[str, Any]:
+    """The section's widgets in declaration order, ``columns`` to a row (a count, or the columns' relative widths);
+    their values by input name."""
+    per_row = columns if isinstance(columns, int) else len(columns)
     values: dict[str, Any] = {}
-    for start in range(0, len(section.inputs), columns):
-        for box, inp in zip(st.columns(columns), section.inputs[start : start + columns]):
-            key, label = section.key(inp), T(label_key(inp))
-            if isinstance(inp, Number):
-                help_ = T(inp.help) if inp.help else None
-                values[inp.name] = int(box.number_input(label, inp.low, inp.high, inp.default, key=key, help=help_))
-            elif isinstance(inp, Choice):
-                index = inp.options.index(inp.default)
-                values[inp.name] = box.selectbox(
-                    label, inp.options, index, format_func=lambda o, c=inp: T(option_key(c, o)), key=key
-                )
-            elif isinstance(inp, Switch):
-                values[inp.name] = box.toggle(label, value=inp.default, key=key)
+    for start in range(0, len(section.inputs), per_row):
+        for box, inp in zip(st.columns(columns), section.inputs[start : start + per_row]):
+            values[inp.name] = _widget(box, inp, section.key(inp), T)
     return values
+
+
+def _widget(box: Any, inp: Input, key: str, T: Texts) -> Any:
+    label, help_ = T(label_key(inp)), T(inp.help) if inp.help else None
+    if isinstance(inp, Number | Real):
+        draw = box.slider if inp.widget == "slider" else box.number_input
+        fmt = inp.format if isinstance(inp, Real) else None
+        value = draw(label, inp.low, inp.high, inp.default, inp.step, fmt, key=key, help=help_)
+        return int(value) if isinstance(inp, Number) else float(value)
+    if isinstance(inp, Choice):
+        index, shown = inp.options.index(inp.default), lambda o: T(option_key(inp, o))
+        if inp.widget == "radio":
+            return box.radio(label, inp.options, index, format_func=shown, key=key, help=help_, horizontal=True)
+        return box.selectbox(label, inp.options, index, format_func=shown, key=key, help=help_)
+    if isinstance(inp, Switch):
+        return (box.toggle if inp.widget == "toggle" else box.checkbox)(label, inp.default, key=key, help=help_)
+    placeholder = T(inp.placeholder) if inp.placeholder else None  # a Text: the last kind
+    return box.text_input(label, inp.default, inp.max_chars, key=key, help=help_, placeholder=placeholder)

@@ -11,6 +11,7 @@ import torch
 
 from tx_explorer.analysis import cost, flash_steps, memory
 from tx_explorer.views import Panel, axes, texts
+from tx_explorer.views.inputs import Number, Section, Switch
 from tx_explorer.viz import cost as vcost
 from tx_explorer.viz import style
 
@@ -241,10 +242,11 @@ class Tiles:
     max_diff: float  # tiled output against the materialised softmax
 
 
-def tiles(n: int, block: int, *, causal: bool = True, seed: int = 0, lang: str = "en") -> Tiles:
-    """The tiled kernel opened tile by tile: the tile grid and each row's running max m and sum ℓ."""
+def tiles(n: int, b: int, *, causal: bool = True, seed: int = 0, lang: str = "en") -> Tiles:
+    """The tiled kernel opened tile by tile (N tokens, tiles of ``b``): the tile grid and each row's running max m
+    and sum ℓ."""
     T = texts(PAGE, lang)
-    tr = flash_steps.trace_example(n=n, d=4, block_size=block, causal=causal, seed=seed)
+    tr = flash_steps.trace_example(n=n, d=4, block_size=b, causal=causal, seed=seed)
     fig = vcost.tile_grid(
         tr.status,
         [T("status_skipped"), T("status_partial"), T("status_full")],
@@ -265,3 +267,23 @@ def tiles(n: int, block: int, *, causal: bool = True, seed: int = 0, lang: str =
         Panel("cost_running_sum", l_fig, tr.l),
         tr.max_abs_diff,
     )
+
+
+# The sections with a fixed set of inputs (widget keys <prefix>_<name>): the four matmuls' FLOPs, the tiled kernel.
+MATMULS = Section(
+    PAGE,
+    "cost",
+    (Number("n", 1, 10_000_000, 1024), Number("d", 1, 65_536, 512), Number("h", 1, 1024, 8)),
+    compute=matmuls,
+)
+TILES = Section(
+    PAGE,
+    "cost_tile",
+    (
+        Number("n", 1, flash_steps.MAX_TRACE_N, 12, label="tile_n"),
+        Number("b", 1, flash_steps.MAX_TRACE_N, 4, label="tile_block"),
+        Switch("causal", True, label="tile_causal", widget="checkbox"),
+        Number("seed", 0, 10_000, 0, label="tile_seed"),
+    ),
+    compute=tiles,
+)

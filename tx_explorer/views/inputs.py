@@ -1,6 +1,7 @@
 """A section's inputs declared once, beside its compute: the page lays them out (:func:`tx_explorer.ui.inputs`),
 the notebook API and the page benchmark call the section with their defaults, and the bad-input tests drive each
-declared number to its bounds and beyond (``tests/test_bad_input.py``), so a new input is tested where it is born.
+declared number to its bounds and each declared text through hostile strings (``tests/test_bad_input.py``), so a new
+input is tested where it is born.
 
     SIZES = Section("model_sizes", "sizes", (Number("layers", 1, 256, 12), Switch("tie", True)), compute=custom)
     SIZES(lang="zh", layers=24)       # compute(**defaults | overrides, lang="zh")
@@ -12,38 +13,62 @@ that is clicked) stay plain Streamlit on their page. No Streamlit here.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import pkgutil
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import KW_ONLY, dataclass
+from typing import Any, Literal
+
+from tx_explorer.views import Panel
 
 
 @dataclass(frozen=True)
-class Number:
-    """A whole number in ``[low, high]`` (a number box)."""
-
+class _Input:
     name: str  # the compute's keyword argument, and the widget key's suffix
-    low: int
-    high: int
-    default: int
+    _: KW_ONLY
     label: str = ""  # text key of the label (default: the name)
     help: str = ""  # text key of the help, if any
 
+
+@dataclass(frozen=True)
+class _Bounded(_Input):
     def __post_init__(self) -> None:
         if not self.low <= self.default <= self.high:
             raise ValueError(f"{self.name}: default {self.default} outside [{self.low}, {self.high}]")
 
 
 @dataclass(frozen=True)
-class Choice:
-    """One of a few named options (a select box)."""
+class Number(_Bounded):
+    """A whole number in ``[low, high]`` (a number box, or a slider)."""
 
-    name: str
+    low: int
+    high: int
+    default: int
+    step: int = 1
+    widget: Literal["number", "slider"] = "number"
+
+
+@dataclass(frozen=True)
+class Real(_Bounded):
+    """A real number in ``[low, high]`` by ``step`` (a slider, or a number box shown in ``format``)."""
+
+    low: float
+    high: float
+    default: float
+    step: float
+    widget: Literal["number", "slider"] = "slider"
+    format: str | None = None  # printf-style, e.g. "%.0e" for ε
+
+
+@dataclass(frozen=True)
+class Choice(_Input):
+    """One of a few named options (a select box, or a row of radio buttons)."""
+
     options: tuple[str, ...]
     default: str
-    label: str = ""
     option_prefix: str = ""  # an option's text key is option_prefix + option (default: "<name>_")
+    widget: Literal["select", "radio"] = "select"
 
     def __post_init__(self) -> None:
         if self.default not in self.options:
@@ -51,15 +76,23 @@ class Choice:
 
 
 @dataclass(frozen=True)
-class Switch:
-    """On or off (a toggle)."""
+class Switch(_Input):
+    """On or off (a toggle, or a checkbox)."""
 
-    name: str
     default: bool
-    label: str = ""
+    widget: Literal["toggle", "checkbox"] = "toggle"
 
 
-Input = Number | Choice | Switch
+@dataclass(frozen=True)
+class Text(_Input):
+    """One line of text, at most ``max_chars`` long (the browser cuts it there, and so does Streamlit's server)."""
+
+    default: str
+    max_chars: int
+    placeholder: str = ""  # text key of the placeholder, if any
+
+
+Input = Number | Real | Choice | Switch | Text
 
 
 def label_key(inp: Input) -> str:
@@ -92,6 +125,18 @@ class Section:
         if unknown:
             raise TypeError(f"{self.prefix}: no input named {', '.join(sorted(unknown))}")
         return self.compute(**(self.defaults() | values), lang=lang)
+
+
+def panels(result: Any) -> list[Panel]:
+    """The panels a compute returned, in order: one, in a tuple, or fields of a dataclass (for the notebook and the
+    benchmark, which take every figure a section draws without knowing its result's shape)."""
+    if isinstance(result, Panel):
+        return [result]
+    if isinstance(result, tuple | list):
+        return [p for r in result for p in panels(r)]
+    if dataclasses.is_dataclass(result):
+        return [p for f in dataclasses.fields(result) for p in panels(getattr(result, f.name))]
+    return []
 
 
 def declared() -> list[Section]:

@@ -17,6 +17,7 @@ from tx_explorer.families import variants as variants_family
 from tx_explorer.families.text import TextModel
 from tx_explorer.train import variants
 from tx_explorer.views import Panel, axes, corpus_note, texts
+from tx_explorer.views.inputs import Choice, Number, Real, Section, Switch, Text
 from tx_explorer.viz import charts
 from tx_explorer.viz import norm_figures as vn
 
@@ -318,3 +319,39 @@ def mlp_curves(res: Results, *, lang: str = "en") -> Panel | None:
         dashed_suffix=T("metric_val_loss"),
     )
     return Panel("norms_mlp_curves", fig)
+
+
+# The sections with a fixed set of inputs (widget keys <prefix>_<name>): LayerNorm vs RMSNorm of a typed vector, the
+# identity argument, MLP vs SwiGLU parameters. A vector holds at most 64 numbers: 2,000 characters hold them all.
+NORM = Section(
+    PAGE,
+    "norm",
+    (
+        Text("x", "4, 6, 5, 9, 3, 7", 2000, label="vector", help="vector_help"),
+        Text("gamma", "", 2000, placeholder="gamma_placeholder", help="gamma_help"),
+        Text("beta", "", 2000, placeholder="beta_placeholder", help="beta_help"),
+        Real("eps", 0.0, 1.0, 1e-5, 0.01, widget="number", format="%.0e"),
+    ),
+    compute=normalise,
+)
+IDENTITY = Section(
+    PAGE,
+    "identity",
+    (
+        Choice("norm", ("layernorm", "rmsnorm"), "layernorm", widget="radio"),
+        Number("n", 2, 12, 6, widget="slider", label="tokens"),
+        Real("scale", 0.1, 10.0, 3.0, 0.1, help="scale_help"),
+        Real("offset", -5.0, 5.0, 1.0, 0.5, help="offset_help"),
+    ),
+    compute=identity,
+)
+MLP = Section(
+    PAGE,
+    "mlp",
+    (
+        Number("dim", 1, 65_536, 64, label="mlp_dim"),
+        Real("ratio", 0.5, 16.0, 4.0, 0.5, widget="number"),
+        Switch("bias", True, label="mlp_bias", help="mlp_bias_help"),
+    ),
+    compute=mlp_counts,
+)

@@ -178,6 +178,9 @@ def cross(
     return Panel("cross_weights", fig, ca.weights.numpy()), words
 
 
+# 3. Why divide by √D: the curves for random queries over N keys (the page passes a cached ``curve``).
+SQRT = Section(PAGE, "sqrt", (Number("n_keys", 4, 64, 16, widget="slider", help="n_keys_help"),), compute=scaling)
+
 # 4. Cross-attention: queries from one sequence, keys and values from another (the head shown is picked among the
 # declared heads on the page).
 CROSS = Section(

@@ -16,6 +16,7 @@ from tx_explorer.bundle import BundleError
 from tx_explorer.errors import InputError
 from tx_explorer.families import positions as positions_family
 from tx_explorer.views import Panel, texts
+from tx_explorer.views.inputs import Number, Real, Section, Switch
 from tx_explorer.viz import charts
 from tx_explorer.viz import positions as vp
 
@@ -186,10 +187,11 @@ class RotaryDemo:
 
 
 def rotary_demo(
-    head_dim: int, theta: float, positions: int, pairs: int, seed: int, double: bool, *, lang: str = "en"
+    dh: int, theta: float, pos: int, pairs: int, seed: int, double: bool, *, lang: str = "en"
 ) -> RotaryDemo:
-    """Turn one random head vector's pairs through ``positions`` positions, and check the relative property."""
+    """Turn one random vector of ``dh`` dimensions through ``pos`` positions, and check the relative property."""
     T = texts(PAGE, lang)
+    head_dim, positions = dh, pos  # the widgets' short names (rot_dh, rot_pos), the formulas' long ones
     if not (2 <= head_dim <= MAX_HEAD_DIM and head_dim % 2 == 0):
         raise InputError("rotary_head_dim", value=head_dim, limit=MAX_HEAD_DIM)
     if not 2 <= positions <= MAX_POSITIONS:
@@ -230,3 +232,19 @@ def rotary_demo(
         Panel("rotary_by_distance", spread, dist),
         words,
     )
+
+
+# Rotary made visible: the one section with a fixed set of inputs (widget keys rot_<name>); needs no bundle.
+ROTARY = Section(
+    PAGE,
+    "rot",
+    (
+        Number("dh", 2, MAX_HEAD_DIM, 16, step=2, label="head_dim", help="head_dim_help"),
+        Real("theta", 2.0, 1e7, 10_000.0, 1000.0, widget="number", help="theta_help"),
+        Number("pos", 2, MAX_POSITIONS, 64, label="positions", help="positions_help"),
+        Number("pairs", 1, 8, 4, widget="slider"),
+        Number("seed", 0, 10_000, 0),
+        Switch("double", True, label="float64", help="dtype_help"),
+    ),
+    compute=rotary_demo,
+)
