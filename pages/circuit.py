@@ -79,7 +79,7 @@ def live_section(bundle) -> None:  # no fragment: a click in one waits for its r
 
 st.title(ui.page_title("circuit"))
 st.markdown(T("intro"))
-bundle = ui.optional(lambda: ui.cached_model(view.BUNDLE), view.BundleError, lambda e: T("no_bundle", message=str(e)))
+bundle = ui.bundled(view.BUNDLE, T)
 if bundle is not None:
     formation_section(bundle)
     maps_section(bundle)

@@ -127,7 +127,7 @@ def mlp_section(res: view.Results | None) -> None:
 
 st.title(ui.page_title("norms"))
 st.markdown(T("intro"))
-res = ui.optional(lambda: ui.cached_model(view.BUNDLE), view.BundleError, lambda e: T("no_bundle", message=str(e)))
+res = ui.bundled(view.BUNDLE, T)
 if res is not None:
     runs_section(res)
     depth_section(res)

@@ -20,7 +20,15 @@ from tx_explorer.ui.below_fold import DRAW_ALL, REACH, below_fold
 from tx_explorer.ui.figures import PAGE_PX, metrics, redraw, row, show, show_clickable, show_figure, show_result
 from tx_explorer.ui.inputs import inputs
 from tx_explorer.ui.jobs import job_on_click, once_per_server, remembered_job, run_job
-from tx_explorer.ui.pickers import FOLDER, architecture_caption, cached_model, device, sidebar, text_model_picker
+from tx_explorer.ui.pickers import (
+    FOLDER,
+    architecture_caption,
+    bundled,
+    cached_model,
+    device,
+    sidebar,
+    text_model_picker,
+)
 from tx_explorer.ui.sections import (
     keep_inputs,
     keep_open,
@@ -40,6 +48,7 @@ __all__ = [
     "REACH",
     "architecture_caption",
     "below_fold",
+    "bundled",
     "cached_model",
     "device",
     "escape_markdown",

@@ -10,7 +10,9 @@ import torch
 
 from tx_explorer import locales, model_cache, models, paths
 from tx_explorer.errors import InputError
+from tx_explorer.ui.sections import optional
 from tx_explorer.ui.text import error_text, escape_markdown, texts
+from tx_explorer.views import Text
 
 
 @st.cache_resource(show_spinner=False)
@@ -27,6 +29,12 @@ def cached_model(name: str) -> Any:
     all), which ``serve.py`` fills in the background at server start.
     """
     return model_cache.shared_model(name) if name in models.REGISTRY else _checkpoint(name)
+
+
+def bundled(name: str, T: Text) -> Any | None:
+    """The bundled model ``name`` (:func:`cached_model`), or None after the page's warning ``no_bundle`` (its files
+    not built, or damaged): the page goes on without the sections that need it."""
+    return optional(lambda: cached_model(name), models.BundleError, lambda e: T("no_bundle", message=str(e)))
 
 
 @st.cache_resource(show_spinner=False, max_entries=2)  # a visitor's checkpoints may be gigabytes: keep the last two

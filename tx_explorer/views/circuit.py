@@ -11,7 +11,6 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from tx_explorer.analysis import induction as ind
-from tx_explorer.bundle import BundleError as BundleError  # the page catches it around the load
 from tx_explorer.errors import InputError
 from tx_explorer.families.circuit import CircuitBundle
 from tx_explorer.families.text import TextModel

@@ -11,7 +11,7 @@ import numpy as np
 from tokenizers import Tokenizer
 
 from tx_explorer.analysis import norm_lab
-from tx_explorer.bundle import BundleError as BundleError  # the page catches it around load_results
+from tx_explorer.bundle import BundleError as BundleError  # the notebook API catches it around load_results
 from tx_explorer.config import TransformerConfig
 from tx_explorer.families import variants as variants_family
 from tx_explorer.families.text import TextModel
