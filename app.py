@@ -44,7 +44,6 @@ def sections() -> dict[str, list[st.Page]]:
 
 
 ui.sidebar()
-ui.refill_lost_sections()  # an opened section whose run was lost under a burst is asked for again
 # expanded=True: Streamlit otherwise folds a menu of more than twelve pages after ten ("View N more")
 nav = st.navigation(sections(), expanded=True)
 with ui.first_visit():  # a class arriving at once: first pages in order of arrival, each visitor told their place

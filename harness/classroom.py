@@ -107,7 +107,14 @@ def opened(header: str, prepare: Callable) -> Callable:
 
     async def wrapped(page, marker: str, j: int, k: int) -> Fire:
         if k == 0:
-            await page.get_by_text(header, exact=True).click()
+            target = page.get_by_text(header, exact=True)
+            # As a reader does: scroll to the header and let the sections that scrolling brought into view ask to be
+            # drawn before clicking. A click in the same instant is lost: Streamlit's page sends the expander's new
+            # state inside that section's request, scoped to its fragment, so the expander's own fragment never
+            # runs (README, "A section whose run was lost").
+            await target.scroll_into_view_if_needed()
+            await page.evaluate(QUIET, QUIET_MS)
+            await target.click()
         return await prepare(page, marker, j, k)
 
     return wrapped

@@ -17,8 +17,8 @@ st.markdown(T("intro"))
 
 
 @st.cache_data(max_entries=32, show_spinner=False)  # four random models of the chosen one's size: seconds
-def sharing_rows(name: str, tokens: int, window: int, lang: str) -> list[dict[str, str]]:
-    return view.sharing_rows(ui.cached_model(name), tokens, window, lang=lang)
+def sharing(name: str, tokens: int, window: int) -> list[view.kv.SharingRow]:  # no language: 中文 reuses it
+    return view.sharing(ui.cached_model(name), tokens, window)
 
 
 @st.cache_data(max_entries=64, show_spinner=False)  # numbers only (figures would cost more to unpickle than make)
@@ -75,9 +75,9 @@ def sharing_section(name: str, tm: view.TextModel) -> None:
         tokens = c[0].number_input(T("tokens"), 1, most, min(32, most), key="kv_tokens")
         window = c[1].number_input(T("window"), 1, 1_000_000, min(8, most), help=T("window_help"), key="kv_window")
         with ui.friendly_errors():
-            args = (name, int(tokens), int(window), LANG)  # behind a bar: SmolLM2-sized models take seconds to build
-            rows = ui.remembered_job(lambda report: sharing_rows(*args), label=T("sharing_working"), key=("kv", *args))
-            st.table(rows)
+            args = (name, int(tokens), int(window))  # behind a bar: SmolLM2-sized models take seconds to build
+            table = ui.remembered_job(lambda report: sharing(*args), label=T("sharing_working"), key=("kv", *args))
+            st.table(view.sharing_rows(tm, table, *args[1:], lang=LANG))
         st.markdown(T("sharing_note"))
 
 

@@ -137,20 +137,10 @@ def tier(item: pytest.Item) -> str:
     return "unit"
 
 
-# Modules whose tests pytest-xdist may hand to different workers (``--dist loadgroup``): each test stands alone.
-# Every other module stays whole in one worker, since its tests may share a module's AppTest or server and run in
-# order. The table of bad inputs is the largest module by far: whole, it kept one worker busy long after the other.
-SPLIT_MODULES = ("test_bad_input",)
-
-
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test with its tier, so ``-m unit`` (``make check``) or ``-m "not load"`` picks a tier, and with
-    its module as its xdist group unless the module is one of :data:`SPLIT_MODULES`."""
+    """Mark every test with its tier, so ``-m unit`` (``make check``) or ``-m "not load"`` picks a tier."""
     for item in items:
         item.add_marker(tier(item))
-        module = item.module.__name__.split(".")[-1]
-        if module not in SPLIT_MODULES:
-            item.add_marker(pytest.mark.xdist_group(module))
 
 
 @pytest.fixture(scope="module")

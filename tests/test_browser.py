@@ -1,6 +1,6 @@
 """The real app in a real browser: every page answers its main interaction (an upload over the configured limit
-is refused on the way), a first visit draws the rest as the visitor scrolls, and a section whose run was lost is
-asked for again. Sessions at once, kept apart, are the classroom's (``tests/test_classroom.py``).
+is refused on the way), and a first visit draws the rest as the visitor scrolls. Sessions at once, kept apart, are
+the classroom's (``tests/test_classroom.py``).
 
 Starts the app once (``serve.py``, as ``make run`` does) on a free local port, drives Debian's Chromium through
 Playwright (never ``playwright install``) and saves one screenshot per page under ``test-artifacts/screenshots/``
@@ -433,42 +433,3 @@ def test_a_first_visit_draws_the_first_screen_and_the_rest_as_the_visitor_scroll
         assert_no_errors(page)
     finally:
         page.close()
-
-
-def test_a_section_opened_on_demand_whose_run_was_lost_is_asked_for_again(server, browser):
-    """Under a burst of visitors, the run that fills a section opened on demand can be lost: the box is open and
-    empty with the app idle (seen in the class of 30, tests/test_classroom.py). Reproduced exactly here: the
-    message that asks for the section is dropped on its way to the server; the page must ask again by itself."""
-    from streamlit.proto.BackMsg_pb2 import BackMsg
-
-    dropped: list[str] = []
-
-    def opens_the_section(message: object) -> bool:
-        if dropped or not isinstance(message, bytes):
-            return False
-        msg = BackMsg()
-        msg.ParseFromString(message)
-        return msg.WhichOneof("type") == "rerun_script" and any(
-            w.id.endswith("norms_open_pair") and w.bool_value for w in msg.rerun_script.widget_states.widgets
-        )
-
-    def route(ws) -> None:
-        to_server = ws.connect_to_server()
-
-        def forward(message) -> None:
-            if opens_the_section(message):
-                dropped.append("norms_open_pair")
-            else:
-                to_server.send(message)
-
-        ws.on_message(forward)
-
-    with charted_page(browser, server, "norms") as page:
-        page.route_web_socket(re.compile(r"_stcore/stream"), route)
-        page.reload()
-        page.wait_for_selector(f"{PLOT} .main-svg", timeout=LONG)
-        wait_until_idle(page)
-        page.get_by_text(label("norms", "pair_header"), exact=True).click()
-        expect(page.get_by_label(label("norms", "sentence"))).to_be_visible(timeout=LONG)
-        assert dropped == ["norms_open_pair"], "the message opening the section was not the one dropped"
-        assert_no_errors(page)

@@ -6,8 +6,7 @@ One module per concern, everything a page uses re-exported here (``ui.show(...)`
 - :mod:`~tx_explorer.ui.pickers`: the device, the shared models, the text-model picker, the sidebar;
 - :mod:`~tx_explorer.ui.figures`: charts with their numbers as downloads, rows, metrics;
 - :mod:`~tx_explorer.ui.inputs`: a declared section's inputs as widgets (:mod:`tx_explorer.views.inputs`);
-- :mod:`~tx_explorer.ui.sections`: section headers, sections opened on demand (asked again if their run was lost),
-  stopping a run;
+- :mod:`~tx_explorer.ui.sections`: section headers, sections opened on demand, stopping a run;
 - :mod:`~tx_explorer.ui.jobs`: long jobs waited for with a progress bar, once per server or when asked;
 - :mod:`~tx_explorer.ui.below_fold`: sections drawn when the visitor scrolls near them;
 - :mod:`~tx_explorer.ui.visits`: a session's first run in order of arrival, "busy, you are n-th" meanwhile.
@@ -34,7 +33,6 @@ from tx_explorer.ui.sections import (
     keep_open,
     lazy_section,
     optional,
-    refill_lost_sections,
     section,
     stop_unless,
 )
@@ -66,7 +64,6 @@ __all__ = [
     "optional",
     "page_title",
     "redraw",
-    "refill_lost_sections",
     "remembered_job",
     "row",
     "run_job",

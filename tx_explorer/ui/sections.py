@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any
 
 import streamlit as st
-
-OPEN_KEY = "_open_"  # in every key of a section opened on demand: how the page finds their boxes
-LOST_AFTER_MS = 3000  # an open section still empty after the app has been idle this long had its run lost
 
 
 def section(T: Callable[..., str], name: str, *formulas: str, intro: bool = True, level: str = "header") -> None:
@@ -26,10 +21,7 @@ def lazy_section(T: Callable[..., str], name: str, *formulas: str, key: str, int
     """A section that opens on demand: an expander labelled ``T(f"{name}_header")``.
 
     Returns its container (intro and formulas drawn) while open, else None: a closed section computes and sends
-    nothing. Inside an ``st.fragment``, opening or closing it reruns that fragment only. ``key`` holds
-    :data:`OPEN_KEY` (``<page>_open_<section>``), so :func:`refill_lost_sections` finds the box."""
-    if OPEN_KEY not in key:
-        raise ValueError(f"a section opened on demand needs {OPEN_KEY!r} in its key, not {key!r}")
+    nothing. Inside an ``st.fragment``, opening or closing it reruns that fragment only."""
     keep_open(key)  # the label changes with the language: stay open (or closed) across the switch
     box = st.expander(T(f"{name}_header"), key=key, on_change="rerun")  # closed on a first visit
     if not box.open:
@@ -40,26 +32,6 @@ def lazy_section(T: Callable[..., str], name: str, *formulas: str, key: str, int
         for formula in formulas:
             st.latex(formula)
     return box
-
-
-@functools.cache
-def _refill_watch() -> Callable[..., Any]:
-    """The watcher of open sections left empty (``lazy_sections.js``), registered once per process."""
-    js = (Path(__file__).parent / "lazy_sections.js").read_text(encoding="utf-8")
-    return st.components.v2.component("tx_refill_lost_sections", html="", js=js)
-
-
-def refill_lost_sections() -> None:
-    """Once per page, in the sidebar: a section opened on demand that stays open and empty while the app is idle
-    (its run was lost under a burst of visitors) makes the page run again, until it is filled: the visitor never
-    has to close and reopen it. The rerun is the point, so its callback does nothing."""
-    with st.sidebar:
-        _refill_watch()(
-            key="refill_lost_sections",
-            data={"boxes": f'[class*="{OPEN_KEY}"] details', "idle_ms": LOST_AFTER_MS},
-            default={"asked": 0},
-            on_asked_change=lambda: None,
-        )
 
 
 def keep_open(*keys: str) -> None:

@@ -187,8 +187,16 @@ def _tick_every_quarter_head(fig: go.Figure, cols: Sequence[str], head_dim: int)
     fig.update_xaxes(tickvals=[x[i] for i in every], ticktext=[cols[i] for i in every])
 
 
-def sharing_rows(tm: TextModel, tokens: int, window: int, *, lang: str = "en") -> list[dict[str, str]]:
-    """MHA, GQA, MQA and a sliding window at the model's shape: formula bytes beside real cache tensors'."""
+def sharing(tm: TextModel, tokens: int, window: int) -> list[kv.SharingRow]:
+    """MHA, GQA, MQA and a sliding window at the model's shape, four random models built and run (seconds at
+    SmolLM2's size): numbers only, so one computation serves every language."""
+    return kv.sharing_table(model_of(tm).cfg, tokens, window)
+
+
+def sharing_rows(
+    tm: TextModel, table: Sequence[kv.SharingRow], tokens: int, window: int, *, lang: str = "en"
+) -> list[dict[str, str]]:
+    """:func:`sharing`'s ``table`` as the page shows it: formula bytes beside real cache tensors'."""
     T = texts(PAGE, lang)
     cfg = model_of(tm).cfg
     return [
@@ -202,7 +210,7 @@ def sharing_rows(tm: TextModel, tokens: int, window: int, *, lang: str = "en") -
             T("col_measured"): f"{r.measured:,}",
             T("col_equal"): "✓" if r.formula == r.measured else "✗",
         }
-        for r in kv.sharing_table(cfg, tokens, window)
+        for r in table
     ]
 
 
