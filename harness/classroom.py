@@ -108,10 +108,9 @@ def opened(header: str, prepare: Callable) -> Callable:
     async def wrapped(page, marker: str, j: int, k: int) -> Fire:
         if k == 0:
             target = page.get_by_text(header, exact=True)
-            # As a reader does: scroll to the header and let the sections that scrolling brought into view ask to be
-            # drawn before clicking. A click in the same instant is lost: Streamlit's page sends the expander's new
-            # state inside that section's request, scoped to its fragment, so the expander's own fragment never
-            # runs (README, "A section whose run was lost").
+            # As a reader does: scroll to the header and let the sections that scrolling brought into view draw
+            # before clicking, so the input's time is the section's own. (A click in the same instant travels inside
+            # their request; the app draws it all the same: README, "A section whose run was lost".)
             await target.scroll_into_view_if_needed()
             await page.evaluate(QUIET, QUIET_MS)
             await target.click()

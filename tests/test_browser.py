@@ -10,6 +10,7 @@ Playwright (never ``playwright install``) and saves one screenshot per page unde
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,7 +27,10 @@ from harness.browser import (
     LONG,
     NONE_SHOWN,
     PLOT,
+    QUIET,
+    QUIET_MS,
     SHOTS,
+    VIEW_DRAWN,
     Server,
     app_pages,
     assert_no_errors,
@@ -433,3 +437,64 @@ def test_a_first_visit_draws_the_first_screen_and_the_rest_as_the_visitor_scroll
         assert_no_errors(page)
     finally:
         page.close()
+
+
+def test_a_section_opened_as_a_deferred_section_reports_is_drawn(server, browser):
+    """Under a burst, a click on a section's header and a deferred section's report (ui.below_fold) made in the same
+    instant travelled as one message, scoped to the deferred section's fragment: the opened section stayed empty
+    (session logs of the classroom). Reproduced exactly here: the report is held on its way to the server, and the
+    click's new state travels inside it instead of in its own message. The page must still draw the section."""
+    from streamlit.proto.BackMsg_pb2 import BackMsg
+
+    held: list[BackMsg] = []
+    folded: list[str] = []
+    armed = threading.Event()
+
+    def states(msg: BackMsg) -> dict[str, object]:
+        return {w.id.rsplit("-", 1)[-1]: w for w in msg.rerun_script.widget_states.widgets}
+
+    def route(ws) -> None:
+        to_server = ws.connect_to_server()
+
+        def forward(message) -> None:
+            msg = BackMsg()
+            if armed.is_set() and isinstance(message, bytes) and not folded:
+                msg.ParseFromString(message)
+                if msg.WhichOneof("type") == "rerun_script":
+                    ids = states(msg)
+                    click = ids.get("norms_open_pair")
+                    if not held and msg.rerun_script.fragment_id and any(k.startswith("below_fold_") for k in ids):
+                        held.append(msg)  # a deferred section's report: held until the click comes
+                        return
+                    if held and click is not None and click.bool_value:
+                        report = held[0]
+                        widgets = report.rerun_script.widget_states.widgets
+                        kept = [w for w in widgets if w.id != click.id]
+                        del widgets[:]
+                        widgets.extend([*kept, click])
+                        folded.append(report.rerun_script.fragment_id)
+                        to_server.send(report.SerializeToString())  # the click inside the report's request
+                        return
+            to_server.send(message)
+
+        ws.on_message(forward)
+
+    with charted_page(browser, server, "norms") as page:
+        page.route_web_socket(re.compile(r"_stcore/stream"), route)
+        page.reload()
+        page.wait_for_selector(f"{PLOT} .main-svg", timeout=LONG)
+        page.wait_for_function(VIEW_DRAWN, arg=BELOW_FOLD, timeout=LONG)
+        wait_until_idle(page)
+        page.evaluate(QUIET, QUIET_MS)
+        armed.set()
+        header = page.get_by_text(label("norms", "pair_header"), exact=True)
+        header.scroll_into_view_if_needed()  # brings a deferred section into view: it reports
+        for _ in range(100):
+            if held:
+                break
+            page.wait_for_timeout(100)
+        assert held, "no deferred section reported as the header came into view"
+        header.click()
+        expect(page.get_by_label(label("norms", "sentence"))).to_be_visible(timeout=LONG)
+        assert folded, "the click did not travel inside the report"
+        assert_no_errors(page)

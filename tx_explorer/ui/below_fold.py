@@ -18,6 +18,7 @@ from typing import Any
 
 import streamlit as st
 
+from tx_explorer.ui.sections import draw_opened_elsewhere
 from tx_explorer.ui.text import texts
 
 DRAW_ALL = "TX_EXPLORER_DRAW_ALL"  # set to "1": every section is drawn at once (AppTests cannot scroll)
@@ -43,15 +44,18 @@ def below_fold(key: str, *, height: int) -> Callable[[Callable[..., None]], Call
     its usual ``height`` (px, so the page does not jump) saying so; once the box comes into view the section runs,
     and stays drawn for the rest of the session. ``key``: unique across the app (``<page>_<section>``). With
     ``TX_EXPLORER_DRAW_ALL=1`` every section is drawn at once."""
-    reached = f"reached_{key}"
+    reached, reporting = f"reached_{key}", f"reporting_{key}"
 
     def mark() -> None:
         st.session_state[reached] = True  # plain state, not the sentinel's: a widget not drawn is forgotten
+        st.session_state[reporting] = True  # this run is the report's
 
     def decorate(section: Callable[..., None]) -> Callable[..., None]:
         @st.fragment
         @functools.wraps(section)
         def deferred(*args: Any, **kwargs: Any) -> None:
+            if st.session_state.pop(reporting, False):
+                draw_opened_elsewhere()  # a click made as this box reported may have travelled in its request
             if st.session_state.get(reached) or os.environ.get(DRAW_ALL) == "1":
                 section(*args, **kwargs)
                 return

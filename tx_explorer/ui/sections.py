@@ -17,13 +17,21 @@ def section(T: Callable[..., str], name: str, *formulas: str, intro: bool = True
         st.latex(formula)
 
 
+OPEN_KEY = "_open_"  # in the key of every section opened on demand (``<page>_open_<section>``)
+_DRAWN = "lazy_drawn_"  # + key, session state: the section's last run drew it open (True) or closed (False)
+
+
 def lazy_section(T: Callable[..., str], name: str, *formulas: str, key: str, intro: bool = True) -> Any | None:
-    """A section that opens on demand: an expander labelled ``T(f"{name}_header")``.
+    """A section that opens on demand: an expander labelled ``T(f"{name}_header")``; ``key`` holds
+    :data:`OPEN_KEY`.
 
     Returns its container (intro and formulas drawn) while open, else None: a closed section computes and sends
     nothing. Inside an ``st.fragment``, opening or closing it reruns that fragment only."""
+    if OPEN_KEY not in key:
+        raise ValueError(f"a section opened on demand needs {OPEN_KEY!r} in its key, not {key!r}")
     keep_open(key)  # the label changes with the language: stay open (or closed) across the switch
     box = st.expander(T(f"{name}_header"), key=key, on_change="rerun")  # closed on a first visit
+    st.session_state[_DRAWN + key] = box.open
     if not box.open:
         return None
     with box:
@@ -32,6 +40,22 @@ def lazy_section(T: Callable[..., str], name: str, *formulas: str, key: str, int
         for formula in formulas:
             st.latex(formula)
     return box
+
+
+def draw_opened_elsewhere() -> None:
+    """Called in the run that another fragment's request started: a section opened in the same instant may have
+    had its opening carried by that request (Streamlit's page folds two changes made together into one rerun,
+    scoped to one fragment), so the browser shows it open while its own fragment never ran. Such a section is
+    open in the session's state yet was last drawn closed: the page runs again, once, and draws it."""
+    for key, value in list(st.session_state.items()):
+        if (
+            OPEN_KEY in key
+            and not key.startswith(_DRAWN)
+            and value is True
+            and st.session_state.get(_DRAWN + key) is False
+        ):
+            st.session_state[_DRAWN + key] = None  # asked for once: no second rerun if this one cannot draw it
+            st.rerun()
 
 
 def keep_open(*keys: str) -> None:
