@@ -66,8 +66,8 @@ def section(
         f"## Classroom: {n} sessions at once, an input every {interval_s:g} s for {duration_s:g} s",
         "",
         f"Command: `{command.strip()}` (from the repository root; `make bench` runs every benchmark; "
-        "`tests/test_classroom.py` runs 30 sessions arriving within 5 s, 30 s of inputs each, in the browser suite and "
-        "asserts only correctness).",
+        "`tests/test_classroom.py` runs 30 sessions arriving within 5 s, 15 s of inputs each, in the load tier and "
+        "asserts correctness, liveness and the server's peak memory, not times).",
         "",
         f"Machine: {header}.",
         "",
