@@ -28,14 +28,7 @@ from tx_explorer.ui.pickers import (
     sidebar,
     text_model_picker,
 )
-from tx_explorer.ui.sections import (
-    keep_inputs,
-    keep_open,
-    lazy_section,
-    optional,
-    section,
-    stop_unless,
-)
+from tx_explorer.ui.sections import keep_inputs, keep_open, lazy_section, optional, section, stop_unless
 from tx_explorer.ui.text import escape_markdown, friendly_errors, lang, model_description, page_title, texts
 from tx_explorer.ui.visits import first_visit
 
