@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import logging
 import os
 import platform
@@ -78,6 +79,12 @@ def publish(key: str, text: str, *, no_write: bool = False) -> None:
         return
     write_section(key, text)
     log.info("wrote section %s", key)
+
+
+def before(benchmark: str) -> dict:
+    """The reference run ``benchmark``'s table sets beside today's numbers (``benchmarks/before.json``: measured once,
+    before the work the table judges; data, not code)."""
+    return json.loads(Path(__file__).with_name("before.json").read_text(encoding="utf-8"))[benchmark]
 
 
 def verdict(value: float, target: float, unit: str = "ms") -> str:

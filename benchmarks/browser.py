@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from benchmarks import machine, parse, parser, publish, verdict
+from benchmarks import before, machine, parse, parser, publish, verdict
 from harness.browser import (
     APP,
     ARGS,
@@ -57,23 +57,10 @@ log = logging.getLogger("benchmarks.browser")
 INPUT_TARGET_S = 1.0  # an input → its chart drawn, every page
 VISIT_TARGET_S = 3.0  # the first visit to any page on a warm server
 COLD_TARGET_S = 6.0  # command → first chart
-# The numbers before the felt-speed work (BENCHMARKS.md of that date): page → (first visit s, input → chart ms).
-BEFORE_DATE = "2026-11-29"
-BEFORE_COLD_S = 9.90
-BEFORE = {
-    "home": (7.42, 776),
-    "operator": (11.35, 2111),
-    "self_attention": (10.30, 1031),
-    "masks": (11.90, 3756),
-    "multihead": (7.56, 778),
-    "moe": (12.57, 1374),
-    "norms": (9.73, 1665),
-    "model_sizes": (10.05, 808),
-    "language_model": (13.36, 3418),
-    "vision_transformer": (12.54, 4995),
-    "seq2seq": (9.64, 1723),
-    "cost_of_attention": (9.49, 897),
-}
+# The numbers before the felt-speed work (benchmarks/before.json): page → (first visit s, input → chart ms).
+_BEFORE = before("browser")
+BEFORE_DATE, BEFORE_COLD_S = _BEFORE["date"], _BEFORE["cold_s"]
+BEFORE = {page: tuple(numbers) for page, numbers in _BEFORE["pages"].items()}
 FLOOR = ("-m", "streamlit", "run", "benchmarks/_floor_app.py")  # one text box, one Plotly chart
 
 

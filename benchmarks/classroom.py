@@ -86,7 +86,7 @@ def section(
         + "), then makes an input, waits for the chart to be drawn "
         "(the same test as the browser benchmark), and makes the next one a few seconds after the previous one "
         "began. Sessions on text pages type their own marker word and must see it, and no other session's, in their "
-        "token display. Images are not decoded.",
+        "token display. Images are not decoded, and the pages run no CSS animation (harness.browser.STILL).",
         "",
         f"- Wall time {res.wall_s:.0f} s; inputs answered {len(lat)}; problems {len(problems)}"
         + (

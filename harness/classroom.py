@@ -37,6 +37,7 @@ from harness.browser import (
     QUIET,
     QUIET_MS,
     SHOWN,
+    STILL,
     VIEW_DRAWN,
     VIEWPORT,
     WATCH,
@@ -360,7 +361,8 @@ async def run_session(
     ``max_inputs`` and never past ``stop`` (monotonic); never raises: what went wrong is in the result."""
     res = SessionResult(index, scenario.page, marker)
     await asyncio.sleep(arrive_s)  # when this student comes in
-    ctx = await browser.new_context(viewport=VIEWPORT)
+    ctx = await browser.new_context(viewport=VIEWPORT, reduced_motion="reduce")
+    await ctx.add_init_script(script=STILL)  # thirty pages' animations would compete with the server for the cores
     ctx.set_default_timeout(ANSWER_TIMEOUT_MS)  # a fill or a click on a page that 29 others keep busy
     page = await ctx.new_page()
     try:

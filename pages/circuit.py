@@ -63,18 +63,13 @@ def live_section(bundle) -> None:  # no fragment: a click in one waits for its r
         st.markdown(view.live_intro(bundle, lang=LANG))
         c = st.columns([1, 1, 1])
         seed = c[0].number_input(T("seed"), 0, view.MAX_SEED, 0, help=T("seed_help"), key="circuit_seed")
-        start = c[1].button(T("train"), type="primary", icon=":material/play_arrow:")
-        c[2].button(T("stop"), icon=":material/stop:", help=T("stop_help"))  # its page rerun cancels the job
-        if start:
-            run = view.LiveRun(bundle, seed=seed, lang=LANG)
-            st.session_state["circuit_live"], chart = run.records, st.empty()
-            with ui.friendly_errors():
-                ui.run_job(run, label=T("training"), each=lambda: run.draw_latest(lambda p: ui.redraw(chart, p)))
-            chart.empty()
-        if live := st.session_state.get("circuit_live"):
-            panel, words = view.live_curves(live, lang=LANG)
-            st.caption(words)
-            ui.show(panel)
+        ui.live_training(
+            c[1:],
+            lambda: view.LiveRun(bundle, seed=seed, lang=LANG),
+            lambda live: view.live_curves(live, lang=LANG),
+            key="circuit_live",
+            T=T,
+        )
 
 
 st.title(ui.page_title("circuit"))

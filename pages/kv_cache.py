@@ -29,13 +29,11 @@ def decoding(name: str, prompt: str, new_tokens: int) -> view.kv.Decoding:
 @st.fragment
 def decode_section(name: str, tm: view.TextModel) -> None:
     """1. Decode a prompt, then the cache after one step and cached = uncached."""
-    c = st.columns([3, 1])
-    prompt = c[0].text_input(T("prompt"), T("prompt_default"), max_chars=2000, key="kv_prompt")
-    new_tokens = c[1].number_input(T("new_tokens"), 0, view.MAX_NEW_TOKENS, 8, key="kv_new")
+    values = ui.inputs(view.DECODE, T, columns=(3, 1))
     with ui.friendly_errors():
-        args = (name, prompt, int(new_tokens))  # with and without the cache: seconds with SmolLM2, so behind a bar
+        args = (name, values["prompt"], values["new"])  # with and without the cache: seconds with SmolLM2, so a bar
         found = ui.remembered_job(lambda report: decoding(*args), label=T("decoding_working"), key=("kv_decode", *args))
-        decoded = view.decoded(tm, found, lang=LANG)
+        decoded = view.DECODE.compute(tm, **values, numbers=found, lang=LANG)
         st.markdown(T("continuation", text=ui.escape_markdown(decoded.text.strip())))  # "** word**" is no bold
         (st.success if decoded.ok else st.error)(decoded.check)
         grow_section(tm, decoded)

@@ -41,11 +41,9 @@ def cost_section(base: view.MoEConfig) -> None:
     sizes = routing.moe_params(base)  # only the expert MLPs scale with E: the whole model grows far less than E-fold
     ratio = f"{sizes['total'] / sizes['active']:.2f}"
     st.markdown(T("size_note", e=base.num_experts, k=base.top_k, ratio=ratio, expert_ratio=f"{base.expert_ratio:g}"))
-    c = st.columns(2)
-    n_experts = c[0].slider(T("experts"), 1, 64, base.num_experts)
-    top_k = c[1].slider(T("top_k"), 1, 16, base.top_k, help=T("top_k_help"))
+    values = ui.inputs(view.COST, T, columns=2)
     with ui.friendly_errors():
-        cost = view.cost(base, n_experts, top_k, lang=LANG)  # k > E is refused with a message
+        cost = view.COST.compute(base, **values, lang=LANG)  # k > E is refused with a message
         ui.metrics(cost.metrics)
         ui.show(cost.sweep)
         st.caption(cost.caption)
@@ -56,18 +54,18 @@ def loss_section(bundle: view.MoEBundle) -> None:
     """2. Dense vs MoE training curves."""
     st.header(T("loss_header"))
     st.markdown(view.loss_intro(bundle, lang=LANG))
-    axis = st.radio(T("loss_x"), ["step", "flops", "seconds"], format_func=lambda a: T(f"x_{a}"), horizontal=True)
+    values = ui.inputs(view.LOSS, T, columns=1)
     with ui.friendly_errors():
-        ui.show(view.losses(bundle, axis, lang=LANG))
+        ui.show(view.LOSS.compute(bundle, **values, lang=LANG))
 
 
 @ui.below_fold("moe_typed", height=1260)
 def typed_section(bundle: view.MoEBundle) -> None:
     """3. Typed text: each token's experts and gates per layer."""
     ui.section(T, "typed")
-    text = st.text_input(T("sentence"), T("sentence_default"), max_chars=2000)
+    values = ui.inputs(view.TYPED, T, columns=1)
     with ui.friendly_errors():
-        typed = view.typed(bundle, text, lang=LANG)
+        typed = view.TYPED.compute(bundle, **values, lang=LANG)
         if typed.truncated:
             st.warning(typed.truncated)
         ui.show(typed.tokens, typed.gates)
@@ -82,15 +80,14 @@ def heldout_section(bundle: view.MoEBundle) -> None:
         return
     with box:
         st.markdown(T("heldout_intro", tokens=f"{bundle.heldout.numel():,}", group=bundle.group_size))
-        default = float(bundle.config.capacity_factor or 1.25)
-        factor = st.slider(T("factor"), 0.25, 3.0, default, 0.05, help=T("factor_help"))
+        values = ui.inputs(view.HELDOUT, T, columns=1)
         with ui.friendly_errors():
             routed = ui.once_per_server(  # the held-out windows routed, drops at every factor: seconds, once per server
                 lambda report: view.heldout_routing(bundle),
                 label=T("heldout_working"),
                 key=("moe_heldout", bundle.text.name),
             )
-            held = view.heldout(bundle, routed, factor, lang=LANG)
+            held = view.HELDOUT.compute(bundle, routed, **values, lang=LANG)
             st.dataframe(pd.DataFrame(held.stats, index=held.layers).style.format("{:.3f}"))
             st.caption(held.caption)
             ui.row(held.load, held.drops)

@@ -100,19 +100,13 @@ def live_section(res: view.Results) -> None:  # no fragment: a click in one wait
         steps = c[1].slider(T("steps"), 10, 400, 200, 10)
         lr = c[2].select_slider(T("lr"), [3e-4, 1e-3, 2e-3, 5e-3, 1e-2], 2e-3)
         budget = c[3].slider(T("budget"), 5, 30, 30)
-        b = st.columns(2)
-        start = b[0].button(T("train"), type="primary", icon=":material/play_arrow:")
-        b[1].button(T("stop"), icon=":material/stop:", help=T("stop_help"))  # its page rerun cancels the job
-        if start:
-            run = view.LiveRun(res, names, steps=steps, lr=lr, budget=budget, lang=LANG)
-            st.session_state["norms_live"], chart = run.records, st.empty()
-            with ui.friendly_errors():
-                ui.run_job(run, label=T("training"), each=lambda: run.draw_latest(lambda p: ui.redraw(chart, p)))
-            chart.empty()
-        if live := st.session_state.get("norms_live"):
-            panel, done = view.live_curves(res, live, lang=LANG)
-            st.caption(done)
-            ui.show(panel)
+        ui.live_training(
+            st.columns(2),
+            lambda: view.LiveRun(res, names, steps=steps, lr=lr, budget=budget, lang=LANG),
+            lambda live: view.live_curves(res, live, lang=LANG),
+            key="norms_live",
+            T=T,
+        )
 
 
 @ui.below_fold("norms_mlp", height=1340)

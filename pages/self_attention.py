@@ -18,13 +18,13 @@ def trained_tables():
 
 
 @st.fragment
-def shuffled(n: int, dim: int, heads: int, seed: int, kind: str) -> bool:
+def shuffled(layer: dict) -> bool:
     """1. The layer on a sequence and on a shuffled copy; True when the layer could be built."""
     st.session_state.setdefault("perm_seed", 1)
     if st.button(T("shuffle"), icon=":material/shuffle:", key="shuffle"):
         st.session_state.perm_seed += 1
     with ui.friendly_errors():
-        perm = view.permutation(n, dim, heads, seed, st.session_state.perm_seed, kind, lang=LANG)
+        perm = view.LAYER.compute(**layer, perm_seed=st.session_state.perm_seed, lang=LANG)
         st.markdown(perm.order)
         c = st.columns(2)
         with c[0]:
@@ -38,19 +38,18 @@ def shuffled(n: int, dim: int, heads: int, seed: int, kind: str) -> bool:
 
 
 @st.fragment
-def word_order(dim: int, heads: int, seed: int, layer_ok: bool) -> None:
+def word_order(layer: dict, layer_ok: bool) -> None:
     """2. Dog bites man: the same words in another order, with each kind of position."""
     if not (box := ui.lazy_section(T, "order", key="sa_open_order")):
         return
     with box:
-        c = st.columns(2)
-        sentence_a = c[0].text_input(T("sentence_a"), "dog bites man", max_chars=200, key="sentence_a")
-        sentence_b = c[1].text_input(T("sentence_b"), "man bites dog", max_chars=200, key="sentence_b")
+        sentences = ui.inputs(view.ORDER, T, columns=2)
         if not layer_ok:
             st.info(T("order_needs_layer"))
             return
         with ui.friendly_errors():
-            order = view.word_order(sentence_a, sentence_b, dim, heads, seed, lang=LANG)
+            shared = {k: layer[k] for k in ("dim", "heads", "seed")}  # the layer of section 1
+            order = view.ORDER.compute(**sentences, **shared, lang=LANG)
             ui.show(order.chart)
             for col, k in zip(st.columns(3), self_attention.POSITION_KINDS):
                 col.metric(T("order_metric", kind=T(f"pos_{k}")), f"{order.max_diff[k]:.2e}")
@@ -93,14 +92,7 @@ st.latex(view.LATEX["qkv"])
 st.header(T("perm_header"))
 st.latex(view.LATEX["perm"])
 st.markdown(T("perm_intro"))
-c = st.columns(5)
-n = c[0].slider(T("tokens"), 2, 16, 6)
-dim = c[1].number_input(T("width"), 1, 256, 16, help=T("width_help"), key="dim")
-heads = c[2].number_input(T("heads"), 1, 16, 4, help=T("heads_help"), key="heads")
-seed = c[3].number_input(ui.texts("common")("seed"), 0, 10_000, 0)
-kind = c[4].selectbox(
-    T("positions"), self_attention.POSITION_KINDS, format_func=lambda k: T(f"pos_{k}"), key="positions"
-)
-layer_ok = shuffled(n, dim, heads, seed, kind)
-word_order(dim, heads, seed, layer_ok)
-encodings(seed)
+layer = ui.inputs(view.LAYER, T, columns=5)
+layer_ok = shuffled(layer)
+word_order(layer, layer_ok)
+encodings(layer["seed"])

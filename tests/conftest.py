@@ -153,3 +153,26 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+# ---- how the tests are spread over pytest-xdist's workers ------------------------------------------------------
+# `make test` runs each file whole in one worker (--dist loadfile): a module's tests may share one AppTest session or
+# one server and run in order. The files here are the exception: each test opens its own browser tab on the module's
+# server and depends on no other, so their tests are handed out one by one. The layout check (19 pages, about a third
+# of the browser tier) would otherwise keep one worker busy while the other waits.
+SPREAD = frozenset({"tests/test_layout.py"})
+
+
+# tryfirst: pytest-xdist's own hook would answer first with its LoadFileScheduling (optional: no xdist, no hook).
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class SpreadScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            file = super()._split_scope(nodeid)
+            return nodeid if file in SPREAD else file
+
+    return SpreadScheduling(config, log)

@@ -64,11 +64,14 @@ from tx_explorer.data import shapes
 from tx_explorer.modules.moe_lm import MoEConfig
 from tx_explorer.views import circuit as circuit_view
 from tx_explorer.views import cost_of_attention as cost_view
+from tx_explorer.views import kv_cache as kv_view
 from tx_explorer.views import mixers as mix_view
 from tx_explorer.views import model_sizes as sizes_view
+from tx_explorer.views import moe as moe_view
 from tx_explorer.views import norms as norms_view
 from tx_explorer.views import operator as op_view
 from tx_explorer.views import position_lab as pos_view
+from tx_explorer.views import self_attention as sa_view
 from tx_explorer.views.inputs import Choice, Input, Number, Real, Section, Switch, Text, declared, option_key
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -288,7 +291,9 @@ def number_cases(page: str, chart: str, prepare=(), **outcomes) -> list[Case]:
 
 
 # The hostile strings every declared text input meets (the long one is cut to its max_chars by Streamlit's server).
-DECLARED_TEXTS = {"empty": "", "blank": TEXTS["blank"], "10k": HUGE[:10_000], "control": CONTROL, "emoji": EMOJI}
+# A declared text box gets every odd string, the long one cut to 10,000 characters (five times any declared max_chars).
+DECLARED_TEXTS = {**TEXTS, "10k": HUGE[:10_000]}
+del DECLARED_TEXTS["100k"]
 
 
 def widget_kind(inp: Input) -> str:
@@ -332,6 +337,8 @@ NUMERIC_TEXT = ("empty", "blank", "100k", "control", "html", "markdown")
 EMPTY_MASK = ("error", "sentence is empty")
 NOT_A_NUMBER = ("error", "is not a number")
 SIZES = ("error", "whole numbers")
+NOT_SAME_WORDS = ("error", "must use exactly the same words")
+TOP_K_ABOVE_E = ("error", "must be between 1 and")  # MoE: k experts per token of E
 MH_EMPTY = ("warning", "The text is empty")
 MH_LONG = ("warning", "only the first 373 tokens")  # SmolLM2's maps budget (analysis.heads.max_tokens)
 # A checkpoint folder typed on the multi-head page (tx_explorer.paths): folders made by the checkpoint_folders
@@ -415,16 +422,26 @@ CASES: list[Case] = [
     *number_cases("operator", "weights", prepare=OPERATOR_RANDOM),
     *declared_cases(op_view.SQRT, "curve_entropy"),
     *declared_cases(op_view.CROSS, "cross_weights", dim_min=("error", "does not divide")),  # D = 1 with 4 heads
-    # self-attention: both sentences get the same text (same words, so only the input itself can fail)
+    # self-attention: the layer's settings and each sentence alone (declared: sa_view.LAYER, sa_view.ORDER; a sentence
+    # alone is no longer the other's words); then both sentences the same odd text (same words, so only the input
+    # itself can fail); every number at once
+    *declared_cases(sa_view.LAYER, "perm_out", dim_min=("error", "does not divide")),  # D = 1 with 4 heads
+    *declared_cases(
+        sa_view.ORDER,
+        "word_order",
+        **{f"{s}_empty": ("error", "sentence is empty") for s in "ab"},
+        **{f"{s}_10k": ("error", "at most 16 are allowed") for s in "ab"},
+        **{f"{s}_{p}": NOT_SAME_WORDS for s in "ab" for p in ("control", "emoji", "rtl", "combining")},
+        **{f"{s}_{p}": ("error", "at most 16 are allowed") for s in "ab" for p in ("html", "markdown")},
+    ),
     *text_cases(
         "self_attention",
         (W("text_input", "sentence_a"), W("text_input", "sentence_b")),
         "word_order",
         name="sentences",
-        empty=("error", "sentence is empty"),
+        only=("emoji", "rtl", "combining", "control", "html", "markdown"),
         html=("error", "at most 16 are allowed"),
         markdown=("error", "at most 16 are allowed"),
-        **{"100k": ("error", "at most 16 are allowed")},
     ),
     *number_cases("self_attention", "word_order", at_min=("error", "even dim")),  # width 1: no sinusoids
     # masks: the sentence, the block sizes, every number
@@ -471,15 +488,16 @@ CASES: list[Case] = [
             **dict.fromkeys(("empty", "blank"), ("info", "Type the path of a checkpoint folder")),
         }.items()
     ],
-    # Mixture of Experts
-    *text_cases(
-        "moe",
-        (labelled("text_input", "moe", "sentence"),),
+    # Mixture of Experts: E and k (k > E refused), the typed text, the capacity factor (declared: moe_view.COST,
+    # TYPED, HELDOUT); every number at once
+    *declared_cases(moe_view.COST, "moe_cost", experts_min=TOP_K_ABOVE_E, top_k_max=TOP_K_ABOVE_E),
+    *declared_cases(
+        moe_view.TYPED,
         "moe_tokens",
-        name="sentence",
-        empty=("error", "text is empty"),
-        **{"100k": ("warning", "(the model's context) are routed")},
+        sentence_empty=("error", "text is empty"),
+        sentence_10k=("warning", "(the model's context) are routed"),
     ),
+    *declared_cases(moe_view.HELDOUT, "moe_drop"),
     *number_cases("moe", "moe_tokens"),
     # norms: the vector, γ, β and ε, the identity argument, the MLP (declared); markup in the vectors; the sentence;
     # every number at once
@@ -488,20 +506,13 @@ CASES: list[Case] = [
         "norms_ln",
         x_empty=("error", "x is empty"),
         **{f"{v}_10k": ("error", "at most 64 are allowed") for v in ("x", "gamma", "beta")},
-        **{f"{v}_{p}": NOT_A_NUMBER for v in ("x", "gamma", "beta") for p in ("control", "emoji")},
-    ),
-    *text_cases(
-        "norms",
-        (NORMS["x"],),
-        "norms_ln",
-        name="vector",
-        only=("html", "markdown"),
-        **{p: NOT_A_NUMBER for p in ("html", "markdown")},
+        **{
+            f"{v}_{p}": NOT_A_NUMBER
+            for v in ("x", "gamma", "beta")
+            for p in ("control", "emoji", "rtl", "combining", "html", "markdown")
+        },
     ),
     Case("norms", "vector-arabic-digits", ((NORMS["x"], "٤ ٦ ٥ ٩ ٣ ٧"),), "chart", chart="norms_ln"),
-    *text_cases(
-        "norms", (NORMS["gamma"], NORMS["beta"]), "norms_ln", name="gamma-beta", only=("html",), html=NOT_A_NUMBER
-    ),
     *declared_cases(norms_view.IDENTITY, "norms_identity"),
     *declared_cases(norms_view.MLP, "norms_mlp_counts"),
     *text_cases(
@@ -617,13 +628,13 @@ CASES: list[Case] = [
     ),
     *number_cases("position_lab", "rotary_rotation"),
     *declared_cases(pos_view.ROTARY, "rotary_rotation"),
-    # KV cache stepper: the prompt (empty, or too long for the model's context) and a window beyond the context
-    *text_cases(
-        "kv_cache",
-        (W("text_input", "kv_prompt"),),
+    # KV cache stepper: the prompt (empty, or too long for the model's context) and the new tokens (declared:
+    # kv_view.DECODE), and a window beyond the context
+    *declared_cases(
+        kv_view.DECODE,
         "kv_growth",
-        empty=("error", "the prompt is empty"),
-        **{"100k": ("error", "but the stepper holds")},
+        prompt_empty=("error", "the prompt is empty"),
+        prompt_10k=("error", "but the stepper holds"),
     ),
     Case("kv_cache", "window-beyond-context", ((W("number_input", "kv_window"), 4096),), "error", "sliding window"),
     *number_cases("kv_cache", "kv_growth", at_max=("error", "sliding window must hold")),

@@ -16,7 +16,7 @@ from tx_explorer.views.inputs import Section, declared, panels
 ROOT = Path(__file__).resolve().parents[1]
 FAST = {  # every public function on small inputs; minilm-l6 and GPT-2 are not bundled, tiny-gpt is
     "operator": {},
-    "self_attention": {"n": 4, "dim": 8, "heads": 2},
+    "self_attention": {"layer": {"n": 4, "dim": 8, "heads": 2}},
     "positions": {"n": 16, "dim": 8},
     "masks": {},
     "heads": {"text": "The cat sat on the mat."},

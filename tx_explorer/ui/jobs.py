@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
-from typing import Any
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any, Protocol
 
 import streamlit as st
 
 from tx_explorer import jobs
-from tx_explorer.ui.text import texts
+from tx_explorer.ui.figures import redraw, show
+from tx_explorer.ui.text import friendly_errors, texts
+from tx_explorer.views import Panel
 
 JOB_POLL_S = 0.2  # how often a waiting page looks at its job; each look is where Streamlit can stop the script
 
@@ -84,3 +86,40 @@ def remembered_job(fn: Callable[[jobs.Report], Any], *, label: str, key: tuple) 
         if (last := st.session_state.get(name)) is None or last[0] != key:
             st.session_state[name] = last = (key, run_job(fn, label=label, key=key))
     return last[1]
+
+
+class LiveJob(Protocol):
+    """A training run as a job (e.g. ``views.norms.LiveRun``): a worker trains, filling ``records`` in place and
+    leaving its latest curves for the page's thread to draw (Streamlit draws only from the page's thread)."""
+
+    records: Any
+
+    def __call__(self, report: jobs.Report) -> Any: ...
+
+    def draw_latest(self, draw: Callable[[Any], None]) -> None: ...
+
+
+def live_training(
+    cells: Sequence[Any],
+    make: Callable[[], LiveJob],
+    curves: Callable[[Any], tuple[Panel, str]],
+    *,
+    key: str,
+    T: Callable[..., str],
+) -> None:
+    """A live training run's Train and Stop buttons (in ``cells``), the run (``make()``) once Train is clicked, its
+    curves redrawn as they grow, then what it trained: ``curves(records)`` → (panel, caption). The records are kept
+    under ``key``, so a stop keeps what was trained. Stop needs no handler: its click reruns the page, which cancels
+    the running job. (No fragment around this: a click in one would wait for the run, and Stop must not.)"""
+    start = cells[0].button(T("train"), type="primary", icon=":material/play_arrow:")
+    cells[1].button(T("stop"), icon=":material/stop:", help=T("stop_help"))
+    if start:
+        run = make()
+        st.session_state[key], chart = run.records, st.empty()
+        with friendly_errors():
+            run_job(run, label=T("training"), each=lambda: run.draw_latest(lambda panel: redraw(chart, panel)))
+        chart.empty()
+    if (records := st.session_state.get(key)) is not None:
+        panel, caption = curves(records)
+        st.caption(caption)
+        show(panel)

@@ -6,9 +6,10 @@ input is tested where it is born.
     SIZES = Section("model_sizes", "sizes", (Number("layers", 1, 256, 12), Switch("tie", True)), compute=custom)
     SIZES(lang="zh", layers=24)       # compute(**defaults | overrides, lang="zh")
 
-A widget's key is ``<prefix>_<name>`` and its label the page's text ``<label>`` (default: the name); a choice's
-options read ``<option_prefix><option>``. Sections whose inputs are not a fixed set (a live training run, a map
-that is clicked) stay plain Streamlit on their page. No Streamlit here.
+A widget's key is ``<prefix>_<name>`` (or the input's own ``key``: one the tests addressed before it was declared)
+and its label the page's text ``<label>`` (default: the name); a choice's options read ``<option_prefix><option>``.
+Sections whose inputs are not a fixed set (a live training run, a map that is clicked) stay plain Streamlit on their
+page. No Streamlit here.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ class _Input:
     _: KW_ONLY
     label: str = ""  # text key of the label (default: the name)
     help: str = ""  # text key of the help, if any
+    key: str = ""  # the widget key, when not <prefix>_<name>: a key older than the declaration that tests address
 
 
 @dataclass(frozen=True)
@@ -114,7 +116,7 @@ class Section:
 
     def key(self, inp: Input) -> str:
         """The widget key of ``inp`` (what AppTest, the browser tests and the classroom address)."""
-        return f"{self.prefix}_{inp.name}"
+        return inp.key or f"{self.prefix}_{inp.name}"
 
     def defaults(self) -> dict[str, Any]:
         return {inp.name: inp.default for inp in self.inputs}

@@ -9,11 +9,13 @@ from dataclasses import dataclass
 import numpy as np
 import plotly.graph_objects as go
 
+from tx_explorer import locales
 from tx_explorer.analysis import kv_cache as kv
 from tx_explorer.errors import InputError
 from tx_explorer.families.text import TextModel
 from tx_explorer.modules.transformer import CausalLM
 from tx_explorer.views import Panel, texts
+from tx_explorer.views.inputs import Number, Section, Text
 from tx_explorer.viz import charts
 from tx_explorer.viz import positions as vp
 from tx_explorer.viz.heatmap import heatmap
@@ -22,6 +24,8 @@ PAGE = "kv_cache"
 MAX_NEW_TOKENS = kv.MAX_NEW_TOKENS
 limit = kv.limit  # the stepper's tokens for a model: its context, at most kv.STEPPER_TOKENS
 CURVE_TOKENS = [2**i for i in range(18)]  # 1 … 131 072
+PROMPT = locales.text(PAGE, "prompt_default", "en")  # the prompt's default (English in both languages)
+MODEL = "tiny-llama"  # the model a declared section decodes with when none is given (GQA: 4 query heads, 2 KV heads)
 LATEX = {
     "bytes": r"\text{bytes}=2\cdot L\cdot H_{kv}\cdot D_h\cdot b\cdot \min(T,\,W)",
 }
@@ -62,9 +66,21 @@ def decoding(tm: TextModel, prompt: str, new_tokens: int) -> kv.Decoding:
     return kv.decode(model_of(tm), prompt_ids(tm, prompt), new_tokens)
 
 
-def decode(tm: TextModel, prompt: str, new_tokens: int, *, lang: str = "en") -> Decoded:
-    """Decode with and without the cache, step by step, and compare."""
-    return decoded(tm, decoding(tm, prompt, new_tokens), lang=lang)
+def decode(
+    tm: TextModel | None = None,
+    prompt: str = PROMPT,
+    new: int = 8,
+    *,
+    numbers: kv.Decoding | None = None,
+    lang: str = "en",
+) -> Decoded:
+    """Decode ``new`` tokens after ``prompt`` with and without the cache, step by step, and compare (``tm`` default:
+    :data:`MODEL`; ``numbers``: :func:`decoding`'s result for these inputs, when the page has it memoised)."""
+    if tm is None:
+        from tx_explorer import model_cache  # the registry loads every family: imported when a section asks
+
+        tm = model_cache.shared_model(MODEL)
+    return decoded(tm, numbers or decoding(tm, prompt, new), lang=lang)
 
 
 def decoded(tm: TextModel, d: kv.Decoding, *, lang: str = "en") -> Decoded:
@@ -255,3 +271,14 @@ def published_note(*, lang: str = "en") -> str:
         qwen_dim=qwen.cfg.head_dim,
         qwen_kib=f"{qwen.per_token() / 2**10:,.0f}",
     )
+
+
+# The section with a fixed set of inputs (widget keys kv_prompt, kv_new): the prompt and how many tokens to decode,
+# with the model picked above it. The other sections' inputs hang on the model (its layers, its context) and stay
+# plain.
+DECODE = Section(
+    PAGE,
+    "kv",
+    (Text("prompt", PROMPT, 2000), Number("new", 0, MAX_NEW_TOKENS, 8, label="new_tokens")),
+    compute=decode,
+)

@@ -9,11 +9,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tx_explorer import locales, models
 from tx_explorer.analysis import params, routing
 from tx_explorer.families.moe import RETRAIN as RETRAIN  # how to build the bundle (the page says it)
 from tx_explorer.families.moe import MoEBundle
 from tx_explorer.modules.moe_lm import MoEConfig as MoEConfig  # the cost section's default without a bundle
 from tx_explorer.views import Panel, corpus_note, texts
+from tx_explorer.views.inputs import Choice, Number, Real, Section, Text
 from tx_explorer.viz import moe as vm
 
 PAGE = "moe"
@@ -25,6 +27,16 @@ LATEX = (
     r"\mathcal{L}_{\text{bal}}=E\sum_{i=1}^{E} f_i P_i\;(=1\text{ uniform}),\qquad "
     r"\mathcal{L}_z=\frac{1}{N}\sum_{n}\Big(\log\sum_{i} e^{\ell_{n,i}}\Big)^2",
 )
+SHIPPED = MoEConfig()  # the bundled model's shape (tiny-moe trains on the defaults): the inputs' defaults
+AXES = ("step", "flops", "seconds")  # what the training curves can be drawn against
+SENTENCE = locales.text(PAGE, "sentence_default", "en")  # the typed text's default (English in both languages)
+
+
+def shipped() -> MoEBundle:
+    """The bundled model, loaded once per process (what a declared section runs when no bundle is given)."""
+    from tx_explorer import model_cache  # the registry loads every family: imported when a section asks
+
+    return model_cache.shared_model(models.available_models("moe")[0])
 
 
 def _words(lang: str) -> dict[str, str]:
@@ -39,10 +51,17 @@ class Cost:
     caption: str
 
 
-def cost(base: MoEConfig, num_experts: int, top_k: int, *, lang: str = "en") -> Cost:
-    """Parameters and FLOPs per token of ``base`` with E experts, top-k (k > E is refused with a message)."""
+def cost(
+    base: MoEConfig | None = None,
+    experts: int = SHIPPED.num_experts,
+    top_k: int = SHIPPED.top_k,
+    *,
+    lang: str = "en",
+) -> Cost:
+    """Parameters and FLOPs per token of ``base`` (default: the bundled model's shape) with E experts, top-k
+    (k > E is refused with a message)."""
     T = texts(PAGE, lang)
-    cfg = base.replace(num_experts=num_experts, top_k=top_k)
+    cfg = (base or SHIPPED).replace(num_experts=experts, top_k=top_k)
     counts, flops = routing.moe_params(cfg), routing.moe_flops_per_token(cfg)
     dense = params.flops_per_token(cfg.dense_counterpart())["total"]
     metrics = {
@@ -51,14 +70,14 @@ def cost(base: MoEConfig, num_experts: int, top_k: int, *, lang: str = "en") -> 
         T("flops_token"): f"{flops['total'] / 1e6:.2f} M",
         T("ratio"): f"{counts['total'] / counts['active']:.2f}×",
     }
-    grid = list(range(top_k, max(num_experts, 16) + 1))
+    grid = list(range(top_k, max(experts, 16) + 1))
     s = routing.cost_sweep(cfg, grid)
     fig = vm.cost_chart(
         grid,
         s["total"],
         s["active"],
         s["flops"],
-        chosen=num_experts,
+        chosen=experts,
         title=T("cost_title", k=top_k),
         words=_words(lang),
     )
@@ -93,8 +112,9 @@ def loss_intro(bundle: MoEBundle, *, lang: str = "en") -> str:
     )
 
 
-def losses(bundle: MoEBundle, axis: str = "step", *, lang: str = "en") -> Panel:
-    """Dense vs MoE training curves against steps, FLOPs or seconds."""
+def losses(bundle: MoEBundle | None = None, axis: str = "step", *, lang: str = "en") -> Panel:
+    """Dense vs MoE training curves against steps, FLOPs or seconds (default: the bundled model's)."""
+    bundle = bundle or shipped()
     T, cfg = texts(PAGE, lang), bundle.config
     labels = {"moe": T("label_moe", e=cfg.num_experts, k=cfg.top_k), "dense": T("label_dense")}
     fig = vm.loss_curves(
@@ -110,10 +130,11 @@ class Typed:
     gates: Panel  # gates and router probabilities per layer
 
 
-def typed(bundle: MoEBundle, text: str, *, lang: str = "en") -> Typed:
-    """Route typed text: each token's experts and gates in every layer."""
+def typed(bundle: MoEBundle | None = None, sentence: str = SENTENCE, *, lang: str = "en") -> Typed:
+    """Route typed text: each token's experts and gates in every layer (default: the bundled model)."""
+    bundle = bundle or shipped()
     T, cfg = texts(PAGE, lang), bundle.config
-    enc = bundle.text.encode(text)
+    enc = bundle.text.encode(sentence)
     _, trace = bundle.text.attention(enc)
     per = {key: v.numpy() for key, v in routing.per_layer(routing.routing_tables(trace)).items()}  # [L, T, (E)]
     words = _words(lang)
@@ -143,13 +164,16 @@ class Heldout:
 
 
 def heldout(
-    bundle: MoEBundle,
-    routed: tuple[Sequence[routing.RoutingTable], Sequence[Sequence[float]]],
+    bundle: MoEBundle | None = None,
+    routed: tuple[Sequence[routing.RoutingTable], Sequence[Sequence[float]]] | None = None,
     factor: float = 1.25,
     *,
     lang: str = "en",
 ) -> Heldout:
-    """Held-out statistics per layer at one capacity factor; ``routed`` is :func:`heldout_routing`'s result."""
+    """Held-out statistics per layer at one capacity factor; ``routed`` is :func:`heldout_routing`'s result
+    (default: the bundled model, its held-out windows routed here)."""
+    bundle = bundle or shipped()
+    routed = routed or heldout_routing(bundle)
     T, cfg, words = texts(PAGE, lang), bundle.config, _words(lang)
     tables, drop_table = routed
     per = [routing.layer_statistics(t, factor, bundle.group_size) for t in tables]
@@ -195,3 +219,27 @@ def layer(bundle: MoEBundle, table: routing.RoutingTable, *, lang: str = "en") -
         for e, toks in enumerate(spec)
     ]
     return cooc, rows
+
+
+# The sections with a fixed set of inputs (widget keys <prefix>_<name>): the cost of E experts with top-k (on the
+# page, of the bundled model's config), the training curves' axis, the typed text, the held-out statistics' capacity
+# factor. The held-out section's layer picker stays plain: its options are the bundle's layers.
+COST = Section(
+    PAGE,
+    "moe_cost",
+    (
+        Number("experts", 1, 64, SHIPPED.num_experts, widget="slider"),
+        Number("top_k", 1, 16, SHIPPED.top_k, widget="slider", help="top_k_help"),
+    ),
+    compute=cost,
+)
+LOSS = Section(
+    PAGE, "moe_loss", (Choice("axis", AXES, "step", label="loss_x", option_prefix="x_", widget="radio"),), losses
+)
+TYPED = Section(PAGE, "moe", (Text("sentence", SENTENCE, 2000),), compute=typed)  # key moe_sentence
+HELDOUT = Section(
+    PAGE,
+    "moe_heldout",
+    (Real("factor", 0.25, 3.0, SHIPPED.capacity_factor or 1.25, 0.05, help="factor_help"),),
+    compute=heldout,
+)

@@ -8,6 +8,7 @@ import torch
 
 from tx_explorer.analysis import self_attention
 from tx_explorer.views import Panel, axes, texts
+from tx_explorer.views.inputs import Choice, Number, Section, Text
 from tx_explorer.viz import charts
 from tx_explorer.viz.heatmap import heatmap
 
@@ -33,16 +34,10 @@ class Permutation:
 
 
 def permutation(
-    n: int = 6,
-    dim: int = 16,
-    heads: int = 4,
-    seed: int = 0,
-    perm_seed: int = 1,
-    kind: str = "none",
-    *,
-    lang: str = "en",
+    *, n: int, dim: int, heads: int, seed: int, kind: str, perm_seed: int = 1, lang: str = "en"
 ) -> Permutation:
-    """One attention layer on tokens and on the same tokens shuffled: equal up to the order without positions."""
+    """One attention layer on tokens and on the same tokens shuffled (by ``perm_seed``, the Shuffle button's count):
+    equal up to the order without positions. The inputs' defaults are :data:`LAYER`'s."""
     T, ax = texts(PAGE, lang), axes(lang)
     check = self_attention.permutation_check(n, dim, heads, seed, perm_seed, kind)
     names = [f"x{i + 1}" for i in range(n)]
@@ -89,15 +84,12 @@ class Order:
 
 
 def word_order(
-    a: str = "dog bites man",
-    b: str = "man bites dog",
-    dim: int = 16,
-    heads: int = 4,
-    seed: int = 0,
-    *,
-    lang: str = "en",
+    *, a: str, b: str, dim: int | None = None, heads: int | None = None, seed: int | None = None, lang: str = "en"
 ) -> Order:
-    """The same words in two orders through one layer, with each kind of position."""
+    """The same words in two orders through one layer, with each kind of position. The page hands its layer's width,
+    heads and seed on (unset: :data:`LAYER`'s defaults); the sentences' defaults are :data:`ORDER`'s."""
+    layer = LAYER.defaults() | {k: v for k, v in {"dim": dim, "heads": heads, "seed": seed}.items() if v is not None}
+    dim, heads, seed = layer["dim"], layer["heads"], layer["seed"]
     T = texts(PAGE, lang)
     results = {k: self_attention.word_order(a, b, dim, heads, k, seed) for k in self_attention.POSITION_KINDS}
     fig = charts.bars(
@@ -149,3 +141,28 @@ def encodings(
         sim, pos, pos, title=T("enc_similarity"), x_title=T("axis_positions_cols"), y_title=T("axis_positions")
     )
     return Panel("pos_table", fig, table), Panel("pos_similarity", sim_fig, sim), note
+
+
+# The sections with a fixed set of inputs. The layer's settings (section 1) serve every section: the page hands
+# width, heads and seed on to the word-order section, and the shuffle count of its Shuffle button (a plain button) to
+# the permutation. The encodings section stays plain: its choices include the bundled models' trained tables, and a
+# trained table fixes the width. Width, heads and positions keep the keys the page's tests knew ("dim", "heads",
+# "positions"); the shuffle count holds "perm_seed", so the layer's prefix is "layer".
+LAYER = Section(
+    PAGE,
+    "layer",
+    (
+        Number("n", 2, 16, 6, widget="slider", label="tokens"),
+        Number("dim", 1, 256, 16, label="width", help="width_help", key="dim"),
+        Number("heads", 1, 16, 4, help="heads_help", key="heads"),
+        Number("seed", 0, 10_000, 0),
+        Choice("kind", self_attention.POSITION_KINDS, "none", label="positions", option_prefix="pos_", key="positions"),
+    ),
+    compute=permutation,
+)
+ORDER = Section(  # keys sentence_a, sentence_b; at most 16 words (analysis.self_attention.MAX_WORDS) fit in 200
+    PAGE,
+    "sentence",
+    (Text("a", "dog bites man", 200, label="sentence_a"), Text("b", "man bites dog", 200, label="sentence_b")),
+    compute=word_order,
+)

@@ -6,6 +6,7 @@ Every visible word is a keyword argument (English defaults), so pages pass their
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import plotly.graph_objects as go
@@ -250,27 +251,26 @@ def running_stat_map(
     row_labels: Sequence[str],
     col_labels: Sequence[str],
     *,
-    title: str = "",
     x_title: str = "key tiles consumed",
-    y_title: str = style.QUERY_AXIS,
     colorscale: str = style.SEQUENTIAL,
-    zmid: float | None = None,
+    **options: Any,
 ) -> go.Figure:
-    """A row statistic (running max or sum) ``[Nq, Tc]`` after each key tile; NaN (skipped tile) is a gap."""
+    """A row statistic (running max or sum) ``[Nq, Tc]`` after each key tile, on a colour range fitted to it; NaN
+    (skipped tile) is a gap. ``options`` are :func:`~tx_explorer.viz.heatmap.heatmap`'s (title, y_title, zmid)."""
     values = np.asarray(values, dtype=np.float64)
+    height = 100 + 26 * values.shape[0]
+    # heatmap's axes already grow to fit the row labels and draw no zero line across skipped tiles' gaps
     return heatmap(
         values,
         row_labels,
         col_labels,
-        title=title,
         x_title=x_title,
-        y_title=y_title,
         colorscale=colorscale,
         zmin=None,
         zmax=None,
-        zmid=zmid,
-        height=100 + 26 * values.shape[0],
-    )  # heatmap's axes already grow to fit the row labels and draw no zero line across skipped tiles' gaps
+        height=height,
+        **options,
+    )
 
 
 def mixer_grid(
