@@ -143,6 +143,25 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         item.add_marker(tier(item))
 
 
+# The tiers make test runs alone and the modules they need, known from a module's source before it is imported: a
+# load module is named in LOAD_MODULES, a browser module names the marker (on the module or on a test). Collecting
+# the other modules would import torch, transformers and timm (15 s a process) only to deselect all their tests.
+TIER_MODULES: dict[str, Callable[[Path], bool]] = {
+    "load": lambda path: path.stem in LOAD_MODULES,
+    "browser and not load": lambda path: (
+        path.stem not in LOAD_MODULES and "pytest.mark.browser" in path.read_text(encoding="utf-8")
+    ),
+}
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """For ``-m load`` or ``-m "browser and not load"``, leave out the test modules that hold none of those tests."""
+    needed = TIER_MODULES.get(config.getoption("markexpr"))
+    if needed is None or collection_path.suffix != ".py" or not collection_path.name.startswith("test_"):
+        return None
+    return not needed(collection_path) or None
+
+
 @pytest.fixture(scope="module")
 def one_thread():
     """One torch thread for a module of small tensors: a thread pool costs more than the work (and stalls badly

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import functools
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -61,11 +59,6 @@ def _drawn(name: str) -> frozenset[str]:
 def test_the_notebook_draws_every_declared_section(section: Section, one_thread):
     """A section declared in a view (views/inputs.py) is drawn by its page's function with no edit here."""
     assert {p.key for p in panels(section())} <= _drawn(EXPLORE.get(section.page, section.page))
-
-
-def test_importing_the_api_never_imports_streamlit():
-    code = "import sys, tx_explorer.explore\nassert 'streamlit' not in sys.modules"
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 
 
 def test_the_language_comes_from_the_page_locale_files():

@@ -113,14 +113,31 @@ def _default(page: str, key: str, lang: str) -> str:
     return locales.text(page, key, lang)
 
 
-def _declared(page: str, lang: str, inputs: Mapping[str, Mapping[str, Any]]) -> list[Panel]:
-    """The panels of every section declared for ``page`` (:mod:`tx_explorer.views.inputs`), in declaration order, on
-    their defaults with ``inputs[prefix]`` overriding some: a section declared later is drawn here with no edit."""
+def _sections(
+    page: str,
+    lang: str,
+    inputs: Mapping[str, Mapping[str, Any]],
+    given: Mapping[str, Mapping[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """The result of every section declared for ``page`` (:mod:`tx_explorer.views.inputs`), by prefix in declaration
+    order, on their defaults with ``inputs[prefix]`` overriding some and ``given[prefix]`` handed to the compute as
+    the page hands it (a model, another section's values): a section declared later is drawn here with no edit."""
     sections = [s for s in declared() if s.page == page]
     unknown = set(inputs) - {s.prefix for s in sections}
     if unknown:
         raise TypeError(f"{page}: no declared section {sorted(unknown)}; there are {[s.prefix for s in sections]}")
-    return [p for s in sections for p in panels(s(lang=lang, **inputs.get(s.prefix, {})))]
+    given = given or {}
+    return {s.prefix: s(lang=lang, given=given.get(s.prefix), **inputs.get(s.prefix, {})) for s in sections}
+
+
+def _declared(
+    page: str,
+    lang: str,
+    inputs: Mapping[str, Mapping[str, Any]],
+    given: Mapping[str, Mapping[str, Any]] | None = None,
+) -> list[Panel]:
+    """The panels of :func:`_sections`, in order."""
+    return [p for result in _sections(page, lang, inputs, given).values() for p in panels(result)]
 
 
 def _given(**values: Any) -> dict[str, Any]:
@@ -164,14 +181,9 @@ def self_attention(*, lang: str = "en", **sections: Mapping[str, Any]) -> Figure
     (``layer``: ``n``, ``dim``, ``heads``, ``seed``, ``kind``), and how much each word's output changes between two
     word orders per kind of position (``sentence``: ``a``, ``b``; through the layer's width, heads and seed, as on the
     page), e.g. ``self_attention(layer={"kind": "sinusoidal"})``."""
-    if unknown := set(sections) - {v_self.LAYER.prefix, v_self.ORDER.prefix}:
-        raise TypeError(f"self_attention: no declared section {sorted(unknown)}")
     layer = v_self.LAYER.defaults() | dict(sections.get(v_self.LAYER.prefix, {}))
-    sentences = v_self.ORDER.defaults() | dict(sections.get(v_self.ORDER.prefix, {}))
     shared = {k: layer[k] for k in ("dim", "heads", "seed")}  # the page hands its layer on to the word order
-    return _figures(
-        *panels(v_self.LAYER(lang=lang, **layer)), *panels(v_self.ORDER.compute(**sentences, **shared, lang=lang))
-    )
+    return _figures(*_declared("self_attention", lang, sections, given={v_self.ORDER.prefix: shared}))
 
 
 def positions(kind: str = "sinusoidal", n: int = 64, dim: int = 64, *, seed: int = 0, lang: str = "en") -> Figures:
@@ -508,10 +520,17 @@ def kv_cache(
     input at the page's default): bytes per step beside the formula, the cached keys and values of ``layer`` after
     the last step, which query head reads which KV head, and published configurations."""
     tm = _text_model(model)
-    inputs = v_kv.DECODE.defaults() | _given(prompt=prompt, new=new_tokens)
-    decoded = v_kv.DECODE.compute(tm, **inputs, lang=lang)
+    inputs = {v_kv.DECODE.prefix: _given(prompt=prompt, new=new_tokens)}
+    results = _sections("kv_cache", lang, inputs, given={v_kv.DECODE.prefix: {"tm": tm}})
+    decoded = results[v_kv.DECODE.prefix]
     cv = v_kv.cache_view(tm, decoded.decoding.ids, decoded.labels, len(decoded.decoding.ids) - 1, layer, lang=lang)
-    return _figures(decoded.growth, decoded.diff, cv.keys, cv.values, cv.groups, v_kv.published(lang=lang)[0])
+    return _figures(
+        *[p for result in results.values() for p in panels(result)],
+        cv.keys,
+        cv.values,
+        cv.groups,
+        v_kv.published(lang=lang)[0],
+    )
 
 
 def block_roles(

@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import pkgutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import KW_ONLY, dataclass
 from typing import Any, Literal
 
@@ -121,12 +121,13 @@ class Section:
     def defaults(self) -> dict[str, Any]:
         return {inp.name: inp.default for inp in self.inputs}
 
-    def __call__(self, *, lang: str = "en", **values: Any) -> Any:
-        """The section's result on its defaults, ``values`` overriding some; unknown names are refused."""
+    def __call__(self, *, lang: str = "en", given: Mapping[str, Any] | None = None, **values: Any) -> Any:
+        """The section's result on its defaults, ``values`` overriding some (unknown names are refused); ``given``:
+        what the page hands the compute beyond the inputs (its model, another section's values)."""
         unknown = set(values) - {inp.name for inp in self.inputs}
         if unknown:
             raise TypeError(f"{self.prefix}: no input named {', '.join(sorted(unknown))}")
-        return self.compute(**(self.defaults() | values), lang=lang)
+        return self.compute(**(self.defaults() | values), **(given or {}), lang=lang)
 
 
 def panels(result: Any) -> list[Panel]:
