@@ -294,9 +294,9 @@ def moe(
     inputs = {prefix: dict(values) for prefix, values in sections.items()}
     inputs.setdefault(v_moe.TYPED.prefix, {}).update(_given(sentence=text))
     inputs.setdefault(v_moe.HELDOUT.prefix, {}).update(_given(factor=factor))
-    routed = v_moe.heldout_routing(bundle)
+    routed = v_moe.heldout_routing(bundle)  # routed once, as the page does, for the held-out section and the layer
     return _figures(
-        *_declared("moe", lang, inputs),
+        *_declared("moe", lang, inputs, given={v_moe.HELDOUT.prefix: {"bundle": bundle, "routed": routed}}),
         v_moe.layer(bundle, routed[0][layer], lang=lang)[0],
     )
 
