@@ -43,7 +43,8 @@ chromium:
 # (the machine was 87 % busy with two). The load tests run last and alone: run beside the browser tests (and other
 # jobs), the burst of 30 protocol sessions left a page's deferred section undrawn for 3 minutes. Every tier runs
 # even when one before it failed, so one CI run reports every failure. A test file stays in one worker (--dist
-# loadfile), since a module's tests may share one AppTest session or one server and run in order. (Not --dist
+# loadfile), since a module's tests may share one AppTest session or one server and run in order; the layout check's
+# tests, independent of each other, are handed out one by one (tests/conftest.py's SPREAD). (Not --dist
 # loadgroup: pytest-xdist 3.8 renames a grouped test through an attribute that pytest 9 no longer reads, so every
 # test would go its own way.)
 test: $(VENV)/.stamp-dev chromium

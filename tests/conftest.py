@@ -143,9 +143,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         item.add_marker(tier(item))
 
 
-# The tiers make test runs alone and the modules they need, known from a module's source before it is imported: a
-# load module is named in LOAD_MODULES, a browser module names the marker (on the module or on a test). Collecting
-# the other modules would import torch, transformers and timm (15 s a process) only to deselect all their tests.
+# make test runs the browser tier and the load tier each on its own, and each needs a few modules, known from their
+# source before they are imported: a load module is named in LOAD_MODULES, a browser module names the marker (on the
+# module or on a test). Collecting the others would import torch, transformers and timm (15 s a process) only to
+# deselect all their tests.
 TIER_MODULES: dict[str, Callable[[Path], bool]] = {
     "load": lambda path: path.stem in LOAD_MODULES,
     "browser and not load": lambda path: (
