@@ -8,7 +8,8 @@
 
 Each function runs what the page's sections run (:mod:`tx_explorer.views`), with the page's defaults, and returns
 :class:`Figures`: a dict of named Plotly figures. A section that declares its inputs (:mod:`tx_explorer.views.inputs`)
-is drawn by its page's function with no edit here; its inputs go by its prefix, ``norms(identity={"n": 8})``.
+is drawn by its page's function (:data:`PAGE_FUNCTIONS`) with no edit here; its inputs go by its prefix,
+``norms(identity={"n": 8})``.
 Models are given by registry name (``models.available_models()``) or as a loaded object, and a name is loaded once
 per process.
 """
@@ -78,6 +79,18 @@ __all__ = [
     "sizes",
     "vit",
 ]
+
+
+# The function that draws each page of the app (pages/<page>.py) where its name is not the page's; it draws every
+# section declared for that page. The home page has none.
+PAGE_FUNCTIONS = {
+    "multihead": "heads",
+    "language_model": "next_token",
+    "vision_transformer": "vit",
+    "head_science": "head_importance",
+    "cost_of_attention": "cost",
+    "model_sizes": "sizes",
+}
 
 
 class Figures(dict[str, go.Figure]):
@@ -197,7 +210,7 @@ def masks(sentence: str | None = None, kind: str = "causal", *, seed: int = 0, l
     (causal, padding, sliding_window, prefix_lm, block_diagonal, custom; ``options`` as the page's inputs)."""
     sentence = _default("masks", "sentence_default", lang) if sentence is None else sentence
     m = v_masks.sentence_mask(sentence, kind, seed, lang=lang, **options)
-    return _figures(m.scores, m.weights)
+    return _figures(m.scores, m.weights, *_declared("masks", lang, {}))
 
 
 # ---- real models: heads, language model, MoE, seq2seq, ViT ---------------------------------------------------
@@ -213,6 +226,7 @@ def heads(
     hide_special: bool = False,
     metric: str = "entropy",
     lang: str = "en",
+    **sections: Mapping[str, Any],
 ) -> Figures:
     """Every layer × head of a text model on ``text``; one head (default: last layer) through a lens ("raw",
     "norm", "rollout"), as a map and as lines; one head metric for every head; the heads' similarity."""
@@ -228,6 +242,7 @@ def heads(
         v_heads.lines(s, layer, head, lens, both, lang=lang),
         v_heads.metric(v_heads.head_metrics(data.maps), metric, lang=lang),
         v_heads.similarity(v_heads.head_similarity(data.maps), s, lang=lang),
+        *_declared("multihead", lang, sections),
     )
 
 
@@ -259,6 +274,7 @@ def next_token(
     method: str = "greedy",
     seed: int = 0,
     lang: str = "en",
+    **sections: Mapping[str, Any],
 ) -> Figures:
     """A causal language model on ``text``: embeddings, the causal mask beside one head, the next-token candidates
     at ``position`` (default: the last), per-token loss; then ``new`` generated tokens and where they looked."""
@@ -275,6 +291,7 @@ def next_token(
         v_lm.next_token(r, position, lang=lang).candidates,
         loss[1] if loss else None,
         *v_lm.generation(g, 1, layer, None, lang=lang),
+        *_declared("language_model", lang, sections),
     )
 
 
@@ -309,6 +326,7 @@ def seq2seq(
     head: int | None = None,
     step: int = 0,
     lang: str = "en",
+    **sections: Mapping[str, Any],
 ) -> Figures:
     """The three bundled translators on an English sentence: Bahdanau's alignment beside the Transformer's
     cross-attention (gold drawn when the output is right), every cross-attention head, one decoder step, and the
@@ -329,6 +347,7 @@ def seq2seq(
         al.mosaic,
         v_s2s.decoder_step(attention, step, lang=lang) if attention.tokens else None,
         *(v_s2s.by_length(shipped, lang=lang) if shipped else ()),
+        *_declared("seq2seq", lang, sections),
     )
 
 
@@ -343,6 +362,7 @@ def vit(
     row: int | None = None,
     col: int | None = None,
     lang: str = "en",
+    **sections: Mapping[str, Any],
 ) -> Figures:
     """An image classifier on a generated shape (``label``, ``seed``) or your ``image`` (a path or an
     ``[H, W, 3]`` uint8 array): one patch projected, per-head attention of a query ("cls", "mean" or "patch" at
@@ -367,6 +387,7 @@ def vit(
         own,
         sincos,
         v_vit.shuffle(clf, pixels, result, lang=lang).chart,
+        *_declared("vision_transformer", lang, sections),
     )
 
 
@@ -440,11 +461,13 @@ def head_importance(
     heldout: bool = False,
     mode: str = "zero",
     lang: str = "en",
+    **sections: Mapping[str, Any],
 ) -> Figures:
     """Δ loss and Δ target logit (decoder) or 1 − cos of the sentence embedding (encoder) per ablated head, on
     ``text`` or held-out corpus windows; ``mode="mean"`` uses per-head means over those windows."""
     text = text or _default("head_science", "text_default", lang)
-    return _figures(*v_hs.importance(_text_model(model), text, heldout=heldout, mode=mode, lang=lang).panels)
+    importance = v_hs.importance(_text_model(model), text, heldout=heldout, mode=mode, lang=lang)
+    return _figures(*importance.panels, *_declared("head_science", lang, sections))
 
 
 def patching(
@@ -534,10 +557,17 @@ def kv_cache(
 
 
 def block_roles(
-    model: str | Any = "tiny-gpt", text: str = "The module is ready.", token: int = 1, *, layer: int = 0, lang="en"
+    model: str | Any = "tiny-gpt",
+    text: str = "The module is ready.",
+    token: int = 1,
+    *,
+    layer: int = 0,
+    lang: str = "en",
+    **sections: Mapping[str, Any],
 ) -> Figures:
     """Change one token's input to a block: ‖Δh‖ of every token after the norm, attention and MLP (§5, §9.5)."""
-    return _figures(v_roles.probe(_text_model(model), text, token, layer, lang=lang).bars)
+    probe = v_roles.probe(_text_model(model), text, token, layer, lang=lang)
+    return _figures(probe.bars, *_declared("block_roles", lang, sections))
 
 
 def flow(
@@ -549,6 +579,7 @@ def flow(
     edge: tuple[int, int, int] | None = None,
     node: tuple[str, int, int] | None = None,
     lang: str = "en",
+    **sections: Mapping[str, Any],
 ) -> Figures:
     """Information-flow routes to ``target``'s prediction (Ferrando & Voita 2024), one edge's heads — attention
     weight, write norm, causal effect — and a node's logit lens. ``edge`` = (layer, query, key), default
@@ -563,6 +594,7 @@ def flow(
         *route.panels,
         *(v_flow.edge(tm, an, *edge, target, lang=lang).panels if edge else ()),
         *(v_flow.node(tm, an, *node, lang=lang).panels if tm.kind == "causal" else ()),
+        *_declared("flow", lang, sections),
     )
 
 
@@ -582,6 +614,7 @@ def atlas(
     layer: int | None = None,
     head: int = 0,
     lang: str = "en",
+    **sections: Mapping[str, Any],
 ) -> Figures:
     """Every head's habits over a long text, from tiles: the layers × heads grid of ``statistic`` and
     one head's values along the positions (default: the strongest first-token sink). ``text`` (up to the context)
@@ -596,10 +629,13 @@ def atlas(
     return _figures(
         *v_atlas.overview(stats, statistic, lang=lang).panels,
         v_atlas.head_along(stats, statistic, layer, head, lang=lang),
+        *_declared("atlas", lang, sections),
     )
 
 
-def circuit(step: int | None = None, *, compare: str | Any | None = None, lang: str = "en") -> Figures:
+def circuit(
+    step: int | None = None, *, compare: str | Any | None = None, lang: str = "en", **sections: Mapping[str, Any]
+) -> Figures:
     """The shipped induction circuit: its training curves with the phase change marked, the previous-token and
     induction heads' maps at checkpoint ``step`` (default: the last), and with ``compare`` (e.g.
     ``"smollm2-135m-instruct"``) every head of both models by their two scores."""
@@ -609,4 +645,5 @@ def circuit(step: int | None = None, *, compare: str | Any | None = None, lang: 
         v_circuit.formation(bundle, lang=lang).curves,
         v_circuit.step_maps(bundle, bundle.steps[-1] if step is None else step, lang=lang).maps,
         other,
+        *_declared("circuit", lang, sections),
     )
