@@ -48,8 +48,7 @@ def word_order(layer: dict, layer_ok: bool) -> None:
             st.info(T("order_needs_layer"))
             return
         with ui.friendly_errors():
-            shared = {k: layer[k] for k in ("dim", "heads", "seed")}  # the layer of section 1
-            order = view.ORDER.compute(**sentences, **shared, lang=LANG)
+            order = view.ORDER.compute(**sentences, **view.handed_on(layer), lang=LANG)  # section 1's layer
             ui.show(order.chart)
             for col, k in zip(st.columns(3), self_attention.POSITION_KINDS):
                 col.metric(T("order_metric", kind=T(f"pos_{k}")), f"{order.max_diff[k]:.2e}")

@@ -370,7 +370,7 @@ OPERATOR_EDIT = ((W("radio", "source"), "edit"),)
 OPERATOR_RANDOM = ((W("radio", "source"), "random"),)
 VIT_SAMPLE = ((labelled("radio", "vision_transformer", "source"), "sample"),)
 VIT_UPLOAD = ((labelled("radio", "vision_transformer", "source"), "upload"),)
-NORMS = {k: W("text_input", f"norm_{k}") for k in ("x", "gamma", "beta")}  # declared: norms_view.NORM
+NORM_X = W("text_input", "norm_x")  # the vector of norms_view.NORM
 GUARD = (W("number_input", "cost_guard_n"), W("number_input", "cost_guard_h"))
 # Head science's mechanics on tiny-gpt: its default, SmolLM2, would ablate 270 heads per input (tested on its own).
 HS_TINY = ((W("selectbox", "hs_model"), "tiny-gpt"),)
@@ -515,7 +515,7 @@ CASES: list[Case] = [
             for p in ("control", "emoji", "rtl", "combining", "html", "markdown")
         },
     ),
-    Case("norms", "vector-arabic-digits", ((NORMS["x"], "٤ ٦ ٥ ٩ ٣ ٧"),), "chart", chart="norms_ln"),
+    Case("norms", "vector-arabic-digits", ((NORM_X, "٤ ٦ ٥ ٩ ٣ ٧"),), "chart", chart="norms_ln"),
     *declared_cases(norms_view.IDENTITY, "norms_identity"),
     *declared_cases(norms_view.MLP, "norms_mlp_counts"),
     *text_cases(

@@ -150,7 +150,12 @@ def _declared(
     given: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[Panel]:
     """The panels of :func:`_sections`, in order."""
-    return [p for result in _sections(page, lang, inputs, given).values() for p in panels(result)]
+    return _panels(_sections(page, lang, inputs, given))
+
+
+def _panels(results: Mapping[str, Any]) -> list[Panel]:
+    """Every panel of some sections' results, in order."""
+    return [p for result in results.values() for p in panels(result)]
 
 
 def _given(**values: Any) -> dict[str, Any]:
@@ -195,8 +200,8 @@ def self_attention(*, lang: str = "en", **sections: Mapping[str, Any]) -> Figure
     word orders per kind of position (``sentence``: ``a``, ``b``; through the layer's width, heads and seed, as on the
     page), e.g. ``self_attention(layer={"kind": "sinusoidal"})``."""
     layer = v_self.LAYER.defaults() | dict(sections.get(v_self.LAYER.prefix, {}))
-    shared = {k: layer[k] for k in ("dim", "heads", "seed")}  # the page hands its layer on to the word order
-    return _figures(*_declared("self_attention", lang, sections, given={v_self.ORDER.prefix: shared}))
+    given = {v_self.ORDER.prefix: v_self.handed_on(layer)}  # as the page hands its layer on to the word order
+    return _figures(*_declared("self_attention", lang, sections, given))
 
 
 def positions(kind: str = "sinusoidal", n: int = 64, dim: int = 64, *, seed: int = 0, lang: str = "en") -> Figures:
@@ -548,7 +553,7 @@ def kv_cache(
     decoded = results[v_kv.DECODE.prefix]
     cv = v_kv.cache_view(tm, decoded.decoding.ids, decoded.labels, len(decoded.decoding.ids) - 1, layer, lang=lang)
     return _figures(
-        *[p for result in results.values() for p in panels(result)],
+        *_panels(results),
         cv.keys,
         cv.values,
         cv.groups,

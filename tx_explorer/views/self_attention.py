@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -88,8 +90,8 @@ def word_order(
 ) -> Order:
     """The same words in two orders through one layer, with each kind of position. The page hands its layer's width,
     heads and seed on (unset: :data:`LAYER`'s defaults); the sentences' defaults are :data:`ORDER`'s."""
-    layer = LAYER.defaults() | {k: v for k, v in {"dim": dim, "heads": heads, "seed": seed}.items() if v is not None}
-    dim, heads, seed = layer["dim"], layer["heads"], layer["seed"]
+    default = handed_on(LAYER.defaults())
+    dim, heads, seed = (default[k] if v is None else v for k, v in {"dim": dim, "heads": heads, "seed": seed}.items())
     T = texts(PAGE, lang)
     results = {k: self_attention.word_order(a, b, dim, heads, k, seed) for k in self_attention.POSITION_KINDS}
     fig = charts.bars(
@@ -141,6 +143,11 @@ def encodings(
         sim, pos, pos, title=T("enc_similarity"), x_title=T("axis_positions_cols"), y_title=T("axis_positions")
     )
     return Panel("pos_table", fig, table), Panel("pos_similarity", sim_fig, sim), note
+
+
+def handed_on(layer: Mapping[str, Any]) -> dict[str, Any]:
+    """What the page hands on from its layer's settings (:data:`LAYER`'s values) to the word-order section."""
+    return {k: layer[k] for k in ("dim", "heads", "seed")}
 
 
 # The sections with a fixed set of inputs. The layer's settings (section 1) serve every section: the page hands
