@@ -16,6 +16,7 @@ from tx_explorer.analysis import heads, lm
 from tx_explorer.analysis.rollout import rollout
 from tx_explorer.config import TransformerConfig
 from tx_explorer.data.tokenizer import EOT, train_bpe
+from tx_explorer.errors import InputError
 from tx_explorer.families.text import TextModel
 from tx_explorer.modules.attention import MultiHeadAttention
 from tx_explorer.modules.transformer import CausalLM
@@ -285,3 +286,105 @@ def test_figures_build() -> None:
     focus = vh.attention_lines(maps[0, 0], tokens, focus=50, min_weight=0.0)
     assert sum(np.isfinite(np.asarray(t.x, dtype=float)).sum() // 2 for t in focus.data if t.mode == "lines") == 51
     vh.similarity_matrix(np.zeros((3, 3)), ["a", "b", "c"])
+
+
+# ---- finding the head: pattern scores and the ranking ------------------------------------------------------------
+def _pure(n: int, key_of) -> np.ndarray:
+    """A map ``[N, N]`` whose query i puts all its weight on ``key_of(i)``."""
+    m = np.zeros((n, n))
+    for i in range(n):
+        m[i, key_of(i)] = 1.0
+    return m
+
+
+REPEATED = [7, 11, 12, 13, 14, 11, 12, 13, 14]  # a first token, then four tokens twice (second copy at 5…8)
+
+
+def test_pattern_scores_of_pure_heads() -> None:
+    n = len(REPEATED)
+    previous = _pure(n, lambda i: max(i - 1, 0))
+    sink = _pure(n, lambda i: 0)
+    induction = _pure(n, lambda i: i - 3 if i >= 5 else 0)  # second copy: the token after the first occurrence
+    duplicate = _pure(n, lambda i: i - 4 if i >= 5 else 0)
+    s = heads.pattern_scores(np.stack([previous, sink, induction, duplicate])[None], REPEATED)  # (1, 4, N, N)
+    assert set(heads.PATTERNS) <= set(s) and all(v.shape == (1, 4) for v in s.values())
+    assert s["previous"][0].tolist() == pytest.approx([1.0, 1 / 8, 1 / 8, 1 / 8])  # query 1's previous is token 0
+    assert s["first"][0].tolist() == pytest.approx([1 / 8, 1.0, 4 / 8, 4 / 8])
+    assert s["induction"][0].tolist() == pytest.approx([0.0, 0.0, 1.0, 0.0])
+    assert s["duplicate"][0].tolist() == pytest.approx([0.0, 0.0, 0.0, 1.0])
+    assert s["self"][0].tolist() == pytest.approx([0.0, 0.0, 0.0, 0.0])
+    assert heads.top_heads(s["induction"], 1) == [(0, 2, 1.0)]
+
+
+def test_leaving_out_the_sink_renormalises_the_rows() -> None:
+    n = len(REPEATED)
+    half = 0.5 * _pure(n, lambda i: 0) + 0.5 * _pure(n, lambda i: i - 3 if i >= 5 else i)  # half on the sink
+    s = heads.pattern_scores(half[None, None], REPEATED)
+    kept = heads.pattern_scores(half[None, None], REPEATED, skip_first=True)
+    assert s["induction"][0, 0] == pytest.approx(0.5) and kept["induction"][0, 0] == pytest.approx(1.0)
+    assert kept["first"][0, 0] == s["first"][0, 0] == pytest.approx(0.5)  # the share left out, shown apart
+    all_sink = heads.pattern_scores(_pure(n, lambda i: 0)[None, None], REPEATED, skip_first=True)
+    assert all_sink["previous"][0, 0] == 0.0  # nothing left once the sink is out
+
+
+def test_pattern_scores_match_a_loop_and_name_missing_patterns() -> None:
+    ids = [3, 1, 2, 1, 2, 2, 4, 1]
+    maps = _random_maps(2, 3, len(ids), seed=4).numpy()
+    s = heads.pattern_scores(maps, ids)
+    for l in range(2):
+        for h in range(3):
+            a, dup, ind = maps[l, h], [], []
+            for i in range(1, len(ids)):
+                d = [a[i, j] for j in range(i) if ids[j] == ids[i]]
+                k = [a[i, j] for j in range(1, i + 1) if ids[j - 1] == ids[i]]
+                dup += [sum(d)] if d else []
+                ind += [sum(k)] if k else []
+            assert s["duplicate"][l, h] == pytest.approx(np.mean(dup))
+            assert s["induction"][l, h] == pytest.approx(np.mean(ind))
+    unique = heads.pattern_scores(maps[..., :3, :3], [5, 6, 7])
+    assert np.isnan(unique["duplicate"]).all() and np.isnan(unique["induction"]).all()
+    with pytest.raises(ValueError, match="token ids"):
+        heads.pattern_scores(maps, ids[:-1])
+
+
+def test_rank_orders_every_head_and_refuses_what_a_causal_model_cannot_see() -> None:
+    maps = _random_maps(3, 4, 6, seed=2).numpy()
+    ranked = heads.rank(maps, 5, 2)
+    assert len(ranked) == 12 and [w for *_, w in ranked] == sorted(maps[..., 5, 2].ravel(), reverse=True)
+    layer, head, w = ranked[0]
+    assert maps[layer, head, 5, 2] == w
+    assert heads.rank(maps, 5, 2, top=3) == ranked[:3]
+    kept = heads.rank(maps, 5, 2, skip_first=True)
+    assert {(l, h): w for l, h, w in kept}[(layer, head)] == pytest.approx(w / (1 - maps[layer, head, 5, 0]))
+    for query, key, error in ((2, 3, "heads_look_ahead"), (6, 0, "heads_token_range"), (-1, 0, "heads_token_range")):
+        with pytest.raises(InputError) as info:
+            heads.rank(maps, query, key)
+        assert info.value.key == error
+    with pytest.raises(InputError, match="first token"):
+        heads.rank(maps, 5, 0, skip_first=True)
+    assert len(heads.rank(_random_maps(1, 2, 4, causal=False).numpy(), 1, 3, causal=False)) == 2  # an encoder
+
+
+def test_top_heads_puts_missing_scores_last() -> None:
+    scores = np.array([[0.2, np.nan], [0.9, 0.1]])
+    assert heads.top_heads(scores)[:3] == [(1, 0, 0.9), (0, 0, 0.2), (1, 1, 0.1)]
+    assert np.isnan(heads.top_heads(scores)[3][2])
+
+
+def test_pattern_scores_find_the_taxonomys_heads_on_smollm2() -> None:
+    """On the taxonomy's own repeated random tokens, scores read from the token ids over every query equal the
+    taxonomy's positional ones over the second copy (no id repeats inside a copy), and name the same heads."""
+    from tx_explorer.analysis import head_science as hs
+    from tx_explorer.model_cache import shared_model
+
+    tm = shared_model("smollm2-135m-instruct")
+    ids = hs.repeated_random_tokens(tm, 24)
+    assert len(set(ids)) == 25  # a first token and 24 distinct ones
+    trace = Trace()
+    tm.run(ids, trace=trace)
+    s = heads.pattern_scores(trace.stack()[:, 0], ids)  # (L, H) each
+    taxonomy = hs.taxonomy(tm, tm.encode("The cat sat on the mat.").ids, repeat_length=24)
+    for name in ("induction", "duplicate"):
+        assert np.allclose(s[name], taxonomy.scores[name], atol=1e-5), name
+        assert [b[:2] for b in heads.top_heads(s[name], 3)] == [b[:2] for b in hs.strongest(taxonomy.scores[name], 3)]
+    assert heads.top_heads(s["induction"], 1)[0][2] >= 0.8  # README: induction heads scoring 0.97

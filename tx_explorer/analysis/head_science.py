@@ -22,6 +22,7 @@ from torch import Tensor
 from torch.nn import functional as F
 
 from tx_explorer import masks
+from tx_explorer.analysis.heads import pattern_scores, top_heads
 from tx_explorer.analysis.rollout import rollout
 from tx_explorer.edit import Edit, HeadMeans, head_means
 from tx_explorer.errors import InputError
@@ -33,6 +34,7 @@ HELDOUT_FILE = Path(__file__).resolve().parents[1] / "data" / "heldout_text.json
 SINK_THRESHOLD = 0.5  # a head putting at least half of its attention on the first token is flagged as a sink
 TOP_K = 5  # tokens shown per logit-lens cell
 SCORES = ("previous", "duplicate", "induction", "distance", "sink", "entropy")
+REPEAT_SCORES = ("induction", "previous", "duplicate")  # analysis.heads.pattern_scores: one place per formula
 
 
 def no_progress(fraction: float, what: str) -> None:
@@ -402,12 +404,10 @@ def repeat_scores(maps: Tensor, n: int) -> dict[str, Tensor]:
     """Induction, previous- and duplicate-token scores ``[L, H]`` from maps ``[L, H, M, M]`` of one first token
     followed by n tokens twice (second copy at n+1…2n): the mean attention of its queries t on t − n + 1, t − 1
     and t − n."""
-    t = torch.arange(n + 1, 2 * n + 1)  # queries of the second copy
-    return {
-        "induction": maps[..., t, t - n + 1].mean(-1),
-        "previous": maps[..., t, t - 1].mean(-1),
-        "duplicate": maps[..., t, t - n].mean(-1),
-    }
+    m = maps.shape[-1]
+    ids = [-1, *range(n), *range(n), *range(-2, -1 - (m - 2 * n), -1)]  # n distinct ids twice; the rest unique
+    scores = pattern_scores(maps, ids, queries=range(n + 1, 2 * n + 1))  # the second copy's queries
+    return {k: torch.as_tensor(scores[k], dtype=maps.dtype, device=maps.device) for k in REPEAT_SCORES}
 
 
 def _maps(tm: TextModel, ids: Tensor) -> Tensor:
@@ -462,8 +462,7 @@ def taxonomy(tm: TextModel, ids: Sequence[int], *, repeat_length: int = 24, seed
 
 def strongest(scores: np.ndarray, k: int = 3) -> list[tuple[int, int, float]]:
     """The ``k`` heads with the largest ``scores [L, H]``, as (layer, head, score), best first."""
-    order = np.argsort(scores, axis=None)[::-1][:k]
-    return [(int(i // scores.shape[1]), int(i % scores.shape[1]), float(scores.flat[i])) for i in order]
+    return top_heads(scores, k)
 
 
 @dataclass(frozen=True)

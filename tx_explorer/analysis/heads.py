@@ -14,6 +14,7 @@ Inputs are one sequence's maps ``[L, H, N, N]`` (``Trace.stack()[:, 0]``) unless
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,6 +24,7 @@ from torch import Tensor
 from tx_explorer.analysis.information import entropy
 from tx_explorer.analysis.rollout import rollout
 from tx_explorer.attention import attention_steps
+from tx_explorer.errors import InputError
 from tx_explorer.families.text import TextModel
 from tx_explorer.modules.attention import MultiHeadAttention
 
@@ -258,3 +260,119 @@ def inspect_text(tm: TextModel, text: str, layer: int, head: int, query: int) ->
         raise ValueError(f"layer must lie in [0, {len(tm.model.blocks) - 1}], got {layer}")
     x = tm.attention_inputs(ids)[layer]
     return inspect_query(tm.attention_module(layer), x, head, query, tm.mask(len(ids)))
+
+
+# --- finding the head: pattern scores and a ranking of every head -------------------------------------------------
+PATTERNS = ("previous", "first", "duplicate", "induction", "self")
+
+
+def pattern_keys(ids: Sequence[int]) -> dict[str, np.ndarray]:
+    """Which keys each query's pattern score sums, ``[N, N]`` bool (rows = queries), from the token ids alone.
+
+    previous: j = i − 1; first: j = 0; self: j = i (these three for queries i ≥ 1, as :func:`head_metrics`);
+    duplicate: j < i holding the query's own token id; induction: j ≤ i whose *previous* token holds the query's
+    id (the token right after an earlier occurrence: "… A B … A" → B; Olsson et al. 2022)."""
+    ids = np.asarray(ids)
+    n = len(ids)
+    i = np.arange(n)
+    later = i[:, None] >= 1  # (N, 1): query 0 has no past (it sees only itself under a causal mask)
+    same = ids[:, None] == ids[None, :]  # (N, N): [i, j] = query i's token at key j
+    after_same = np.zeros((n, n), dtype=bool)
+    after_same[:, 1:] = same[:, :-1]  # [i, j] = query i's token at key j − 1
+    return {
+        "previous": later & (i[None, :] == i[:, None] - 1),
+        "first": later & (i[None, :] == 0),
+        "duplicate": same & (i[None, :] < i[:, None]),
+        "induction": after_same & (i[None, :] <= i[:, None]),
+        "self": later & (i[None, :] == i[:, None]),
+    }
+
+
+def _numpy_maps(maps: np.ndarray | Tensor) -> np.ndarray:
+    a = maps.detach().cpu().numpy() if isinstance(maps, Tensor) else np.asarray(maps)
+    if a.ndim != 4 or a.shape[-1] != a.shape[-2]:
+        raise ValueError(f"expected square maps [L, H, N, N], got shape {a.shape}")
+    return a
+
+
+def pattern_scores(
+    maps: np.ndarray | Tensor,
+    ids: Sequence[int],
+    *,
+    skip_first: bool = False,
+    queries: Sequence[int] | None = None,
+) -> dict[str, np.ndarray]:
+    """Each pattern of :func:`pattern_keys` as a per-head score ``[L, H]``: the weight a query puts on the pattern's
+    keys, averaged over the queries that have such a key (``queries``: only these rows; NaN where none has one).
+
+    ``skip_first``: the first token is left out as an attention sink (Xiao et al. 2023), each row renormalised over
+    keys 1…; ``first`` stays the raw share on token 0, the share that was left out."""
+    a = _numpy_maps(maps)
+    n = a.shape[-1]
+    if len(ids) != n:
+        raise ValueError(f"{len(ids)} token ids for maps of {n} tokens")
+    rows = np.zeros(n, dtype=bool)
+    rows[np.arange(n) if queries is None else np.asarray(queries, dtype=int)] = True
+    sink = a[..., :, 0].astype(np.float64)  # (L, H, N): each query's share on token 0
+    kept = np.clip(1.0 - sink, 0.0, None)
+    out = {}
+    for name, keys in pattern_keys(ids).items():
+        keys = keys & rows[:, None]
+        if skip_first and name != "first":
+            keys[:, 0] = False
+        scored = keys.any(-1)  # (N,): queries with at least one such key
+        if not scored.any():
+            out[name] = np.full(a.shape[:2], np.nan)
+            continue
+        share = np.einsum("lhij,ij->lhi", a, keys.astype(a.dtype))[..., scored].astype(np.float64)  # (L, H, Q)
+        if skip_first and name != "first":  # rows renormalised over keys 1…; a row all on the sink keeps 0
+            left = kept[..., scored]
+            share = np.divide(share, left, out=np.zeros_like(share), where=left > 1e-12)
+        out[name] = share.mean(-1)
+    return out
+
+
+def top_heads(scores: np.ndarray, k: int | None = None) -> list[tuple[int, int, float]]:
+    """The ``k`` heads (all when None) with the largest ``scores [L, H]``, as (layer, head, score), best first."""
+    values = np.asarray(scores, dtype=np.float64)
+    order = np.argsort(-values, axis=None, kind="stable")[:k]  # NaN sorts last
+    return [(int(i // values.shape[1]), int(i % values.shape[1]), float(values.flat[i])) for i in order]
+
+
+def query_key_weights(
+    maps: np.ndarray | Tensor, query: int, key: int, *, skip_first: bool = False, causal: bool = True
+) -> np.ndarray:
+    """Every head's weight from ``query`` to ``key``, ``[L, H]`` (``skip_first``: rows renormalised over keys 1…).
+
+    Raises:
+        InputError: a token outside the text, a key after the query in a causal model (it cannot look ahead), or
+            key 0 while the first token is left out.
+    """
+    a = _numpy_maps(maps)
+    n = a.shape[-1]
+    for index in (query, key):
+        if isinstance(index, bool) or not isinstance(index, (int, np.integer)) or not 0 <= index < n:
+            raise InputError("heads_token_range", index=index, last=n - 1)
+    if causal and key > query:
+        raise InputError("heads_look_ahead", i=query, j=key)
+    w = a[..., query, key].astype(np.float64)  # (L, H)
+    if not skip_first:
+        return w
+    if key == 0:
+        raise InputError("heads_sink_key")
+    left = 1.0 - a[..., query, 0].astype(np.float64)
+    return np.divide(w, left, out=np.zeros_like(w), where=left > 1e-12)
+
+
+def rank(
+    maps: np.ndarray | Tensor,
+    query: int,
+    key: int,
+    top: int | None = None,
+    *,
+    skip_first: bool = False,
+    causal: bool = True,
+) -> list[tuple[int, int, float]]:
+    """Every head ranked by the weight ``query`` puts on ``key`` (:func:`query_key_weights`): the ``top`` best (all
+    when None) as (layer, head, weight)."""
+    return top_heads(query_key_weights(maps, query, key, skip_first=skip_first, causal=causal), top)
