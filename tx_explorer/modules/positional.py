@@ -73,7 +73,8 @@ class RelativePositions(nn.Module):
 
 class Rotary(RelativePositions):
     """RoFormer (Su et al. 2021), as Llama/Qwen2/Mistral write it: dimension i is paired with i + Dh/2 and the
-    pair is turned by the angle pos·θ^(−2i/Dh). Then ⟨R(m)q, R(n)k⟩ depends on m − n only (§8)."""
+    pair is turned by the angle pos·θ^(−2i/Dh). Then ⟨R(m)q, R(n)k⟩ depends on m − n only. Beyond the lecture,
+    whose §3.3 adds p_i to the token (``x̃_i = x_i + p_i``): rotary touches only q and k, never the token."""
 
     def __init__(self, head_dim: int, theta: float = 10000.0) -> None:
         super().__init__()
