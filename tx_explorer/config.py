@@ -40,18 +40,27 @@ class TransformerConfig(Serialisable):
     max_len: int = 128  # longest context in tokens (learned positions need a row each)
     dim: int = 128  # model width D
     num_layers: int = 4  # stacked blocks L
-    num_heads: int = 4  # query heads H; D_H = D / H
+    num_heads: int = 4  # query heads H; D_H = D / H unless head_width says otherwise
+    head_width: int | None = None  # D_H when it is not D / H (Gemma 3: 4 heads × 256 on D 640); W_O maps H·D_H → D
     num_kv_heads: int | None = None  # key/value heads: None = H (multi-head), 1 = multi-query, else grouped (§8.4)
-    mlp: Literal["mlp", "swiglu"] = "mlp"  # classic GELU MLP or SwiGLU (§8.3)
-    mlp_ratio: float = 4.0  # MLP hidden = ratio·D; SwiGLU uses 2/3 of it so parameters match
+    mlp: Literal["mlp", "swiglu", "geglu"] = "mlp"  # classic MLP, SwiGLU (§8.3) or GeGLU (tanh GELU gate: Gemma)
+    mlp_ratio: float = 4.0  # MLP hidden = ratio·D; SwiGLU uses 2/3 of it so parameters match; GeGLU all of it
     activation: Literal["gelu", "gelu_tanh", "relu"] = "gelu"  # MLP non-linearity
     norm: Literal["layernorm", "rmsnorm"] = "layernorm"  # §5.2 / §8.2
-    norm_position: Literal["pre", "post"] = "pre"  # x + f(norm(x)) or norm(x + f(x)) (§8.1)
+    # x + f(norm(x)), norm(x + f(x)) (§8.1), or Gemma 2/3's sandwich x + norm_out(f(norm(x))): a norm on both sides
+    norm_position: Literal["pre", "post", "sandwich"] = "pre"
     norm_eps: float = 1e-5  # ε inside the square root (BERT 1e-12, ViT 1e-6)
     positions: Literal["learned", "sinusoidal", "rotary", "alibi", "none"] = "learned"  # §3.3 / §8; none: equivariant
     sinusoidal_scale: float = 1.0  # multiplies the sinusoidal table (entries up to 1) before it is added
     rope_theta: float = 10000.0  # rotary base θ: pair i turns by position·θ^(−2i/D_H) (Llama 3 uses 500 000)
     sliding_window: int | None = None  # a query sees itself and the window − 1 keys before it (Mistral); None = all
+    # Per layer, "sliding" (the window above) or "full" (every earlier key): Gemma 3 makes every 6th layer full.
+    # None: every layer alike, windowed when sliding_window is set.
+    layer_types: tuple[Literal["sliding", "full"], ...] | None = None
+    rope_local_theta: float | None = None  # θ of the "sliding" layers when it differs from rope_theta (Gemma 3: 10⁴)
+    qk_norm: bool = False  # RMSNorm over each head's q and k before rotary positions (Gemma 3, Qwen3, OLMo2)
+    attn_scale: float | None = None  # multiplies QKᵀ; None = 1/√D_H (Gemma: query_pre_attn_scalar^(−1/2))
+    embed_scale: bool = False  # token vectors × √D before the first block (Vaswani et al. §3.4; Gemma)
     bias: bool = True  # biases in linear layers and LayerNorm
     qkv_bias: bool | None = None  # biases on the Q/K/V projections alone; None = follow ``bias`` (Qwen2: True)
     dropout: float = 0.0  # on attention weights, MLP output and embeddings; 0 for small-data runs
@@ -63,10 +72,18 @@ class TransformerConfig(Serialisable):
     def __post_init__(self) -> None:
         for name in ("vocab_size", "max_len", "dim", "num_layers", "num_heads"):
             positive_int(name, getattr(self, name))
-        if self.dim % self.num_heads:
+        if self.head_width is None and self.dim % self.num_heads:
             raise InputError("heads_divide", heads=self.num_heads, dim=self.dim)
+        if self.head_width is not None:
+            positive_int("head_width", self.head_width)
         if self.positions == "sinusoidal" and self.dim % 2:
             raise InputError("sinusoidal_even")
+        if self.layer_types is not None:
+            object.__setattr__(self, "layer_types", tuple(self.layer_types))  # a list from config.json
+            if len(self.layer_types) != self.num_layers or set(self.layer_types) - {"sliding", "full"}:
+                raise InputError("layer_types", types=", ".join(map(str, self.layer_types)), layers=self.num_layers)
+            if "sliding" in self.layer_types and self.sliding_window is None:
+                raise InputError("layer_types_window")
         if self.num_kv_heads is not None and self.num_heads % positive_int("num_kv_heads", self.num_kv_heads):
             raise InputError("kv_heads_divide", kv_heads=self.num_kv_heads, heads=self.num_heads)
         if self.positions == "rotary" and self.head_dim % 2:
@@ -76,7 +93,23 @@ class TransformerConfig(Serialisable):
 
     @property
     def head_dim(self) -> int:
-        return self.dim // self.num_heads
+        return self.dim // self.num_heads if self.head_width is None else self.head_width
+
+    @property
+    def uniform_window(self) -> int | None:
+        """The window every layer shares (the stack's own mask and the KV cache apply it); None when the layers
+        differ (each sliding layer's attention then applies its own, :func:`layer_window`) or none has one."""
+        return self.sliding_window if self.layer_types is None else None
+
+    def layer_window(self, layer: int) -> int | None:
+        """The window of layer ``layer`` alone, beyond the stack's mask: set only for a "sliding" layer among
+        others of another type."""
+        return None if self.layer_types is None or self.layer_types[layer] == "full" else self.sliding_window
+
+    def layer_theta(self, layer: int) -> float:
+        """The rotary base θ of layer ``layer``."""
+        local = self.layer_types is not None and self.layer_types[layer] == "sliding"
+        return self.rope_local_theta if local and self.rope_local_theta is not None else self.rope_theta
 
     @property
     def kv_heads(self) -> int:

@@ -2,7 +2,7 @@
 
 A folder holds ``config.json``, its weights as ``model.safetensors`` (or shards listed in
 ``model.safetensors.index.json``) and a ``tokenizer.json``, as ``save_pretrained`` writes them. The config's
-``model_type`` picks the family (BERT, GPT-2, Llama, Qwen2, Mistral) and its key map into our modules.
+``model_type`` picks the family (BERT, GPT-2, Llama, Qwen2, Mistral, Gemma 3) and its key map into our modules.
 
 Everything that can be checked without the weights is checked first: the config, the tokenizer, every
 safetensors header (only its JSON, read from the file's first bytes), and the memory the weights need against
@@ -28,7 +28,7 @@ from torch import Tensor
 
 from tx_explorer.errors import InputError
 from tx_explorer.families.text import TextModel
-from tx_explorer.interop import bert, gpt2, llama
+from tx_explorer.interop import bert, gemma3, gpt2, llama
 from tx_explorer.interop.common import available_memory, cast, gib
 from tx_explorer.interop.gguf import load_gguf
 from tx_explorer.modules.transformer import Stack
@@ -42,8 +42,13 @@ FAMILIES: dict[str, tuple[str, Callable[[Mapping[str, Any], Mapping[str, Tensor]
     "llama": ("causal", llama.causal_lm_from_state),
     "qwen2": ("causal", llama.causal_lm_from_state),
     "mistral": ("causal", llama.causal_lm_from_state),
+    "gemma3_text": ("causal", gemma3.causal_lm_from_state),
 }
-CONFIG_CHECKS = {"bert": bert.config_from_bert, "gpt2": gpt2.config_from_gpt2}  # the rest: llama.config_from_llama
+CONFIG_CHECKS = {  # the rest: llama.config_from_llama
+    "bert": bert.config_from_bert,
+    "gpt2": gpt2.config_from_gpt2,
+    "gemma3_text": gemma3.config_from_gemma3,
+}
 
 
 def _read_json(folder: Path, name: str) -> dict[str, Any]:
@@ -145,8 +150,9 @@ def is_gguf(path: Path) -> bool:
 
 
 def load_checkpoint(folder: str | Path, *, device: str | torch.device = "cpu") -> TextModel:
-    """Load a BERT, GPT-2, Llama, Qwen2 or Mistral checkpoint folder into our modules, as a :class:`TextModel`;
-    or a GGUF file (llama, qwen2, mistral) through :func:`tx_explorer.interop.gguf.load_gguf`.
+    """Load a BERT, GPT-2, Llama, Qwen2, Mistral or Gemma 3 checkpoint folder into our modules, as a
+    :class:`TextModel`; or a GGUF file (llama, qwen2, mistral, gemma3) through
+    :func:`tx_explorer.interop.gguf.load_gguf`.
 
     Raises:
         InputError: (a ``ValueError``) for a missing folder or file, corrupt JSON/safetensors/tokenizer, an

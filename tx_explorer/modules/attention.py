@@ -2,22 +2,42 @@
 
 One class covers multi-head, grouped-query and multi-query attention (they differ only in how many key/value
 heads there are), with the position scheme as an injected part (:mod:`tx_explorer.modules.positional`):
-rotary turns q and k, ALiBi adds a bias to the scores. :func:`make_attention` builds it from a config.
+rotary turns q and k, ALiBi adds a bias to the scores; QK-norm is a part too (:class:`QKNorm`). A layer that sees
+only a window of keys among layers that see all (Gemma 3's local layers) is a :class:`SlidingWindowAttention`.
+:func:`make_attention` builds the one a config asks for, layer by layer.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
+from tx_explorer import masks
 from tx_explorer.attention import scaled_dot_product_attention
 from tx_explorer.config import TransformerConfig
 from tx_explorer.edit import Edit
 from tx_explorer.errors import positive_int
 from tx_explorer.modules.cache import LayerCache
+from tx_explorer.modules.norms import RMSNorm
 from tx_explorer.modules.positional import ALiBi, RelativePositions, Rotary
 from tx_explorer.trace import Kind, Trace
+
+
+class QKNorm(nn.Module):
+    """RMSNorm over each head's query and each head's key vector, before rotary positions (Dehghani et al. 2023;
+    Gemma 3, Qwen3, OLMo2): the scores' scale is then set by the two norms' weights, whatever the size of q and k."""
+
+    def __init__(self, head_dim: int, *, eps: float = 1e-6) -> None:
+        super().__init__()
+        self.q = RMSNorm(head_dim, eps=eps)  # one weight per dimension, shared by every head
+        self.k = RMSNorm(head_dim, eps=eps)
+
+    def forward(self, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
+        """``q [B, H, N, Dh]``, ``k [B, H_kv, N, Dh]`` → the same shapes, each vector of unit RMS times the weight."""
+        return self.q(q), self.k(k)
 
 
 class MultiHeadAttention(nn.Module):
@@ -27,7 +47,8 @@ class MultiHeadAttention(nn.Module):
     ``[Q K V] = X[W_Q W_K W_V]`` — so the hardware sees one large matrix multiplication. With ``num_kv_heads``
     below ``num_heads`` (GQA; 1 = MQA) query head h reads key/value head g(h) = h // (H / H_kv), as
     transformers' ``repeat_kv`` does. With ``context`` (cross-attention) queries come from ``x`` and
-    keys/values from ``context``, through the same weights.
+    keys/values from ``context``, through the same weights. ``head_dim`` sets D_H where it is not D/H (Gemma 3:
+    4 × 256 on D = 640; W_O then maps H·D_H back to D), ``scale`` the factor on QKᵀ (default 1/√D_H).
     """
 
     def __init__(
@@ -40,23 +61,30 @@ class MultiHeadAttention(nn.Module):
         qkv_bias: bool | None = None,
         dropout: float = 0.0,
         position: RelativePositions | None = None,
+        head_dim: int | None = None,
+        scale: float | None = None,
+        qk_norm: QKNorm | None = None,
     ) -> None:
         super().__init__()
         num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
         for name, value in (("dim", dim), ("num_heads", num_heads), ("num_kv_heads", num_kv_heads)):
             positive_int(name, value)
-        if dim % num_heads:
+        if head_dim is None and dim % num_heads:
             raise ValueError(f"num_heads={num_heads} does not divide dim={dim}: each head needs D/H dimensions")
         if num_heads % num_kv_heads:
             raise ValueError(f"num_kv_heads={num_kv_heads} must divide num_heads={num_heads}")
-        self.dim, self.num_heads, self.head_dim = dim, num_heads, dim // num_heads
+        self.dim, self.num_heads = dim, num_heads
+        self.head_dim = dim // num_heads if head_dim is None else positive_int("head_dim", head_dim)
         self.num_kv_heads = num_kv_heads
+        self.q_dim = num_heads * self.head_dim  # H·D_H: D itself unless the heads are wider or narrower
         self.kv_dim = num_kv_heads * self.head_dim
         qkv_bias = bias if qkv_bias is None else qkv_bias
-        self.qkv = nn.Linear(dim, dim + 2 * self.kv_dim, bias=qkv_bias)  # [W_Q W_K W_V]
-        self.proj = nn.Linear(dim, dim, bias=bias)  # W_O
+        self.qkv = nn.Linear(dim, self.q_dim + 2 * self.kv_dim, bias=qkv_bias)  # [W_Q W_K W_V]
+        self.proj = nn.Linear(self.q_dim, dim, bias=bias)  # W_O
         self.attn_drop = nn.Dropout(dropout)
         self.position = position
+        self.scale = scale
+        self.qk_norm = qk_norm
 
     @property
     def groups(self) -> tuple[int, ...]:
@@ -73,16 +101,21 @@ class MultiHeadAttention(nn.Module):
     ) -> tuple[Tensor, Tensor, Tensor]:
         """Q from ``x``; K, V from ``context`` (or ``x``): ``(B, H, N, Dh)``, ``(B, H_kv, N, Dh)`` twice.
 
-        Self-attention turns q and k by a rotary position part at ``pos`` (default 0…N−1)."""
-        sizes = [self.dim, self.kv_dim, self.kv_dim]
+        A QK-norm part normalises each head's q and k first; self-attention then turns them by a rotary position
+        part at ``pos`` (default 0…N−1)."""
+        sizes = [self.q_dim, self.kv_dim, self.kv_dim]
         if context is None:
-            q, k, v = self.qkv(x).split(sizes, dim=-1)  # (B, N, D), (B, N, D_kv) × 2
+            q, k, v = self.qkv(x).split(sizes, dim=-1)  # (B, N, H·Dh), (B, N, D_kv) × 2
         else:
-            w_q, w_kv = self.qkv.weight.split([self.dim, 2 * self.kv_dim])
-            b_q, b_kv = self.qkv.bias.split([self.dim, 2 * self.kv_dim]) if self.qkv.bias is not None else (None, None)
+            w_q, w_kv = self.qkv.weight.split([self.q_dim, 2 * self.kv_dim])
+            b_q, b_kv = (
+                self.qkv.bias.split([self.q_dim, 2 * self.kv_dim]) if self.qkv.bias is not None else (None, None)
+            )
             q = F.linear(x, w_q, b_q)
             k, v = F.linear(context, w_kv, b_kv).split(self.kv_dim, dim=-1)
         q, k, v = self._heads(q, self.num_heads), self._heads(k, self.num_kv_heads), self._heads(v, self.num_kv_heads)
+        if self.qk_norm is not None:
+            q, k = self.qk_norm(q, k)  # (B, H, N, Dh), (B, H_kv, N, Dh)
         if self.position is not None and context is None:
             pos = torch.arange(x.shape[1], device=x.device) if pos is None else pos
             q, k = self.position.rotate(q, pos), self.position.rotate(k, pos)
@@ -132,9 +165,12 @@ class MultiHeadAttention(nn.Module):
             if bias is not None:  # one float mask: the bias where visible, −∞ where hidden
                 bias = bias.to(q.dtype)
                 attn_mask = bias if mask is None else torch.where(mask, bias, float("-inf"))
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=drop)  # (B, H, Nq, Dh)
+            y = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=attn_mask, dropout_p=drop, scale=self.scale
+            )  # (B, H, Nq, Dh)
         else:
-            y, weights = scaled_dot_product_attention(q, k, v, mask=mask, bias=bias)  # (B, H, Nq, Dh), (B, H, Nq, Nk)
+            # (B, H, Nq, Dh), (B, H, Nq, Nk)
+            y, weights = scaled_dot_product_attention(q, k, v, mask=mask, scale=self.scale, bias=bias)
             if edit is not None:
                 weights = edit.apply("weights", weights)
             if trace is not None:
@@ -149,28 +185,65 @@ class MultiHeadAttention(nn.Module):
                 y = self.attn_drop(weights) @ v  # dropped or edited weights: the output is theirs, recomputed
         if edit is not None:
             y = edit.apply("head", y)
-        y = y.transpose(1, 2).reshape(x.shape[0], x.shape[1], self.dim)  # (B, Nq, H·Dh)
+        y = y.transpose(1, 2).reshape(x.shape[0], x.shape[1], self.q_dim)  # (B, Nq, H·Dh)
         return self.proj(y)
 
 
+class SlidingWindowAttention(MultiHeadAttention):
+    """Causal self-attention of one layer that sees only the last ``window`` keys (the query included), in a stack
+    whose other layers may see them all (Gemma 3: five local layers of 512 keys, then a global one). The window
+    joins whatever mask the stack hands in; the weights outside it are exactly 0."""
+
+    def __init__(self, dim: int, num_heads: int, *, window: int, **kwargs: Any) -> None:
+        super().__init__(dim, num_heads, **kwargs)
+        self.window = positive_int("window", window)
+
+    def forward(
+        self,
+        x: Tensor,
+        context: Tensor | None = None,
+        mask: Tensor | None = None,
+        trace: Trace | None = None,
+        kind: Kind | None = None,
+        *,
+        pos: Tensor | None = None,
+        k_pos: Tensor | None = None,
+        cache: LayerCache | None = None,
+        edit: Edit | None = None,
+    ) -> Tensor:
+        """As :meth:`MultiHeadAttention.forward`, keys more than ``window − 1`` positions back hidden too (with a
+        cache the keys' positions ``k_pos`` include the cached ones)."""
+        q_pos = torch.arange(x.shape[1], device=x.device) if pos is None else pos
+        band = masks.causal_between(q_pos, q_pos if k_pos is None else k_pos, self.window)  # (Nq, Nk)
+        mask = band if mask is None else mask & band
+        return super().forward(x, context, mask, trace, kind, pos=pos, k_pos=k_pos, cache=cache, edit=edit)
+
+
 POSITION_PARTS = {  # position schemes that act inside attention (the others are added to the embeddings)
-    "rotary": lambda cfg: Rotary(cfg.head_dim, theta=cfg.rope_theta),
-    "alibi": lambda cfg: ALiBi(cfg.num_heads),
+    "rotary": lambda cfg, layer: Rotary(cfg.head_dim, theta=cfg.layer_theta(layer)),
+    "alibi": lambda cfg, layer: ALiBi(cfg.num_heads),
 }
 
 
-def make_attention(cfg: TransformerConfig, *, cross: bool = False) -> MultiHeadAttention:
-    """The attention a config asks for: MHA/GQA/MQA by ``num_kv_heads``, rotary or ALiBi by ``positions``.
+def make_attention(cfg: TransformerConfig, *, cross: bool = False, layer: int = 0) -> MultiHeadAttention:
+    """The attention of layer ``layer`` as a config asks for it: MHA/GQA/MQA by ``num_kv_heads``, rotary (with
+    the layer's θ) or ALiBi by ``positions``, QK-norm by ``qk_norm``, and a :class:`SlidingWindowAttention` for a
+    "sliding" layer among others (``layer_types``).
 
-    Cross-attention keeps plain positions: its keys come from another sequence."""
-    position = None if cross or cfg.positions not in POSITION_PARTS else POSITION_PARTS[cfg.positions](cfg)
+    Cross-attention keeps plain positions and no window: its keys come from another sequence."""
+    position = None if cross or cfg.positions not in POSITION_PARTS else POSITION_PARTS[cfg.positions](cfg, layer)
     qkv_bias, out_bias = cfg.attention_bias
-    return MultiHeadAttention(
-        cfg.dim,
-        cfg.num_heads,
+    parts: dict[str, Any] = dict(
         num_kv_heads=cfg.num_kv_heads,
         bias=out_bias,
         qkv_bias=qkv_bias,
         dropout=cfg.dropout,
         position=position,
+        head_dim=cfg.head_width,
+        scale=cfg.attn_scale,
+        qk_norm=QKNorm(cfg.head_dim, eps=cfg.norm_eps) if cfg.qk_norm else None,
     )
+    window = None if cross else cfg.layer_window(layer)
+    if window is not None:
+        return SlidingWindowAttention(cfg.dim, cfg.num_heads, window=window, **parts)
+    return MultiHeadAttention(cfg.dim, cfg.num_heads, **parts)

@@ -10,7 +10,7 @@ from tx_explorer.config import TransformerConfig
 from tx_explorer.edit import Edit
 from tx_explorer.modules.attention import make_attention
 from tx_explorer.modules.cache import LayerCache
-from tx_explorer.modules.mlp import MLP, SwiGLU
+from tx_explorer.modules.mlp import MLP, GeGLU, SwiGLU
 from tx_explorer.modules.norms import LayerNorm, RMSNorm
 from tx_explorer.trace import Kind, Trace, scoped
 
@@ -22,26 +22,29 @@ def make_norm(cfg: TransformerConfig) -> nn.Module:
 
 
 def make_mlp(cfg: TransformerConfig) -> nn.Module:
-    if cfg.mlp == "swiglu":
-        return SwiGLU(cfg.dim, cfg.mlp_hidden, bias=False, dropout=cfg.dropout)
+    if cfg.mlp in ("swiglu", "geglu"):
+        gated = SwiGLU if cfg.mlp == "swiglu" else GeGLU
+        return gated(cfg.dim, cfg.mlp_hidden, bias=False, dropout=cfg.dropout)
     return MLP(cfg.dim, cfg.mlp_hidden, activation=cfg.activation, bias=cfg.bias, dropout=cfg.dropout)
 
 
 class TransformerBlock(nn.Module):
     """Pre-Norm: x + f(norm(x)) — the residual path is the identity (Xiong et al. 2020).
     Post-Norm: norm(x + f(x)) — the original Transformer and BERT.
+    Sandwich: x + norm_out(f(norm(x))) — Pre-Norm with a second norm on each sub-layer's output (Gemma 2/3).
 
     With ``cross=True`` a cross-attention sub-layer (queries from x, keys/values from ``context``) sits
     between self-attention and the MLP, as in the original decoder (§2.5).
 
     Attention and MLP are parts: pass your own (``attention=``, ``mlp=``) or let the config's factories build
-    them (:func:`~tx_explorer.modules.attention.make_attention`, :func:`make_mlp`).
+    them (:func:`~tx_explorer.modules.attention.make_attention` for the block's ``layer``, :func:`make_mlp`).
     """
 
     def __init__(
         self,
         cfg: TransformerConfig,
         *,
+        layer: int = 0,
         cross: bool = False,
         attention: nn.Module | None = None,
         mlp: nn.Module | None = None,
@@ -49,17 +52,24 @@ class TransformerBlock(nn.Module):
         super().__init__()
         self.norm_position = cfg.norm_position
         self.norm1 = make_norm(cfg)
-        self.attn = attention if attention is not None else make_attention(cfg)
+        self.attn = attention if attention is not None else make_attention(cfg, layer=layer)
         self.cross_attn = make_attention(cfg, cross=True) if cross else None
         self.norm_cross = make_norm(cfg) if cross else None
         self.norm2 = make_norm(cfg)
         self.mlp = mlp if mlp is not None else make_mlp(cfg)
+        sandwich = cfg.norm_position == "sandwich"
+        self.post_attn_norm = make_norm(cfg) if sandwich else None  # on the attention's output
+        self.post_mlp_norm = make_norm(cfg) if sandwich else None  # on the MLP's output
         self.drop = nn.Dropout(cfg.dropout)
 
-    def residual(self, x: Tensor, f: Callable[[Tensor], Tensor], norm: nn.Module) -> Tensor:
-        if self.norm_position == "pre":
-            return x + self.drop(f(norm(x)))
-        return norm(x + self.drop(f(x)))
+    def residual(
+        self, x: Tensor, f: Callable[[Tensor], Tensor], norm: nn.Module, after: nn.Module | None = None
+    ) -> Tensor:
+        """One sub-layer ``f`` and its residual connection; ``after``: the sandwich's norm on ``f``'s output."""
+        if self.norm_position == "post":
+            return norm(x + self.drop(f(x)))
+        y = f(norm(x))
+        return x + self.drop(y if after is None else after(y))
 
     def forward(
         self,
@@ -86,6 +96,7 @@ class TransformerBlock(nn.Module):
             x,
             lambda h: self.attn(h, mask=mask, trace=trace, kind=kind, pos=pos, k_pos=k_pos, cache=cache, edit=edit),
             self.norm1,
+            self.post_attn_norm,
         )
         if self.cross_attn is not None:
             if context is None:
@@ -99,7 +110,7 @@ class TransformerBlock(nn.Module):
 
     def feed_forward(self, x: Tensor, trace: Trace | None) -> Tensor:
         """The MLP sub-layer with its norm and residual connection."""
-        return self.residual(x, lambda h: self.mlp(h, trace=trace), self.norm2)
+        return self.residual(x, lambda h: self.mlp(h, trace=trace), self.norm2, self.post_mlp_norm)
 
 
 class AttentionOnlyBlock(TransformerBlock):
@@ -107,8 +118,8 @@ class AttentionOnlyBlock(TransformerBlock):
     logits then runs through heads, which is what makes a two-layer stack's circuits (a previous-token head feeding
     an induction head) readable. The residual sites "pre", "mid" and "post" stay, "mid" = "post"."""
 
-    def __init__(self, cfg: TransformerConfig) -> None:
-        super().__init__(cfg, mlp=nn.Identity())
+    def __init__(self, cfg: TransformerConfig, *, layer: int = 0) -> None:
+        super().__init__(cfg, layer=layer, mlp=nn.Identity())
         self.norm2 = self.mlp = None  # no parameters and nothing in the state dict
 
     def feed_forward(self, x: Tensor, trace: Trace | None) -> Tensor:

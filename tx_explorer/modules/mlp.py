@@ -42,5 +42,18 @@ class SwiGLU(nn.Module):
         self.w3 = nn.Linear(hidden, dim, bias=bias)  # output
         self.drop = nn.Dropout(dropout)
 
+    @staticmethod
+    def gate(h: Tensor) -> Tensor:
+        """The non-linearity on W₁x."""
+        return F.silu(h)
+
     def forward(self, x: Tensor, trace: Trace | None = None) -> Tensor:
-        return self.drop(self.w3(F.silu(self.w1(x)) * self.w2(x)))
+        return self.drop(self.w3(self.gate(self.w1(x)) * self.w2(x)))
+
+
+class GeGLU(SwiGLU):
+    """Shazeer 2020's GELU-gated variant, as Gemma runs it: FFN(x) = W₃·(GELU_tanh(W₁x) ⊙ W₂x)."""
+
+    @staticmethod
+    def gate(h: Tensor) -> Tensor:
+        return F.gelu(h, approximate="tanh")

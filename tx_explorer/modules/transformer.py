@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
@@ -24,6 +26,7 @@ class Embeddings(nn.Module):
         super().__init__()
         self.max_len = cfg.max_len
         self.tok_embed = nn.Embedding(cfg.vocab_size, cfg.dim)
+        self.scale = math.sqrt(cfg.dim) if cfg.embed_scale else None  # token vectors × √D (Gemma)
         self.pos_embed = {
             "learned": lambda: LearnedPositions(cfg.max_len, cfg.dim),
             "sinusoidal": lambda: SinusoidalPositions(cfg.max_len, cfg.dim, cfg.sinusoidal_scale),
@@ -43,6 +46,8 @@ class Embeddings(nn.Module):
             # Only a learned table has an end; the other schemes run past the training length (extrapolation).
             raise InputError("context_exceeded", count=offset + n, limit=self.max_len)
         x = self.tok_embed(idx)
+        if self.scale is not None:
+            x = x * self.scale  # (B, N, D): Gemma's √D
         if edit is not None:
             x = edit.apply("tokens", x)  # (B, N, D)
         if self.pos_embed is not None:
@@ -64,7 +69,7 @@ class Stack(nn.Module):
         super().__init__()
         self.cfg = cfg
         self.embed = Embeddings(cfg)
-        self.blocks = nn.ModuleList(self.block(cfg) for _ in range(cfg.num_layers))
+        self.blocks = nn.ModuleList(self.block(cfg, layer=i) for i in range(cfg.num_layers))
         self.norm = make_norm(cfg) if cfg.final_norm else nn.Identity()
         self.apply(_init_weights)
 
@@ -120,8 +125,9 @@ class CausalLM(Stack):
             self.head.weight = self.embed.tok_embed.weight
 
     def mask_between(self, q_pos: Tensor, k_pos: Tensor) -> Tensor:
-        """Keys not in the future (and, with a sliding window, less than a window back: Mistral)."""
-        return masks.causal_between(q_pos, k_pos, self.cfg.sliding_window)  # (Nq, Nk)
+        """Keys not in the future (and, with a sliding window on every layer, less than a window back: Mistral; a
+        window on some layers only is their attention's own, :class:`~.attention.SlidingWindowAttention`)."""
+        return masks.causal_between(q_pos, k_pos, self.cfg.uniform_window)  # (Nq, Nk)
 
     def forward(
         self, idx: Tensor, trace: Trace | None = None, *, cache: KVCache | None = None, edit: Edit | None = None
@@ -137,7 +143,7 @@ class CausalLM(Stack):
             q_pos, k_pos, offset = pos, pos, 0
         else:
             offset = cache.seen
-            q_pos, k_pos = cache.begin(n, self.cfg.sliding_window, idx.device)
+            q_pos, k_pos = cache.begin(n, self.cfg.uniform_window, idx.device)
         mask = self.mask_between(q_pos, k_pos)  # (Nq, Nk)
         x = self.embed(idx, offset=offset, edit=edit)
         x = self.hidden(x, mask, trace, pos=q_pos, k_pos=k_pos, cache=cache, edit=edit)
