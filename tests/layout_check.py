@@ -6,9 +6,12 @@ boxes and reports, with page, language and chart:
 
 - a legend's box over the chart's title, a subplot title or an axis title (or a colour bar);
 - a chart title wider than its chart (Plotly clips it), tick labels of one axis drawn over each other;
+- an axis title cut at the figure's edge, point labels or annotations drawn over each other, a colour bar labelled
+  at numbers that are not round (0.248, 0.495 …), a panel drawn with no data in it (axes waiting for a button);
 - a button with no label, or one whose label is cut ("Dat…");
 - notation that did not render: raw TeX (``_{``, ``^{``, ``\\frac``, ``x_t``), Markdown (``**``), HTML entities
-  (``&lt;``) or tags, in the page's text or a chart's text and hovers (KaTeX, code and inputs are not read).
+  (``&lt;``) or tags, a sub- or superscript after a bracket or norm (``‖A‖_F``), in the page's text or a chart's
+  text and hovers (KaTeX, code and inputs are not read).
 - in 中文, English in the page's text or its figures' words (:mod:`tests.zh_text`).
 
 ``python -m tests.layout_check`` starts the app (as ``make run`` does) and prints every problem of every page in
@@ -64,7 +67,9 @@ TEX = [
     # x_t, D_H, M_ij, h_T: one or two letters, an underscore, up to three letters or digits (snake_case words have
     # longer stems and are not flagged)
     ("raw subscript", re.compile(r"(?<![\w\\])[A-Za-zΑ-Ωα-ω]{1,2}_[A-Za-z0-9]{1,3}(?![\w(])")),
-    ("raw superscript", re.compile(r"(?<![\^])[\w)]\^[\w−\-+(∞]")),  # e^loss, e^−∞, 2^n
+    ("raw superscript", re.compile(r"(?<![\^])[\w)\]}‖|]\^[\w−\-+(∞{]")),  # e^loss, e^−∞, 2^n, ‖W‖^2
+    # a subscript after a bracket or a norm: ‖A‖_F, (x)_i, [a]_{ij} (a word's underscore follows a letter)
+    ("raw subscript", re.compile(r"[)\]}‖|]_[\w{(]")),
 ]
 MARKUP = [
     ("Markdown bold", re.compile(r"\*\*")),
@@ -148,8 +153,25 @@ READ_PAGE = r"""() => {
     const ticks = [...gd.querySelectorAll('.main-svg text')].filter((t) => t.closest(TICK)).map((t) => t.textContent);
     const hovers = (gd.data || []).flatMap((t) => [t.hovertemplate, t.name].flat())
       .filter((h) => typeof h === 'string');
+    // Words drawn at points of the data (a scatter's text, annotations): they may land on each other.
+    const labels = [...gd.querySelectorAll('.textpoint text, .annotation-text-g text')]
+      .filter((t) => shown(t) && t.textContent.trim()).map(one);
+    const colorbarTicks = [...gd.querySelectorAll('.colorbar .cbaxis text')]
+      .filter((t) => shown(t) && t.textContent.trim()).map((t) => t.textContent);
+    // Panels (x–y subplots) with nothing drawn in them: no trace with a value, no shape or image on their axes.
+    const full = gd._fullLayout || {};
+    const has = (v) => v != null && (typeof v === 'string' || v.length > 0);
+    const filled = new Set((gd._fullData || []).filter((t) => t.visible === true && ['x', 'y', 'z', 'source']
+      .some((k) => has(t[k]))).map((t) => (t.xaxis || 'x') + (t.yaxis || 'y')));
+    const axisOf = (ref) => (ref || '').split(' ')[0];
+    for (const item of [...(full.shapes || []), ...(full.images || [])]) {
+      filled.add(axisOf(item.xref) + axisOf(item.yref));
+    }
+    const drawn = [...gd.querySelectorAll('.cartesianlayer > g.subplot')].map((g) => g.classList[1]);
+    const emptyPanels = drawn.filter((id) => id && !filled.has(id));
     charts.push({key, title: title ? one(title) : null, chart: svg ? box(svg) : box(gd), axisTitles, annotations,
-      legend: legend && shown(legend) ? box(legend) : null, colorbars, axes, texts, ticks, hovers});
+      legend: legend && shown(legend) ? box(legend) : null, colorbars, axes, texts, ticks, hovers, labels,
+      colorbarTicks, emptyPanels});
   }
   return {texts, buttons, charts};
 }"""
@@ -204,6 +226,55 @@ def _ticks_collide(axis: dict) -> list[str]:
     return [f"tick labels overlap: {first}{f' and {len(out) - 3} more pairs' if len(out) > 3 else ''}"]
 
 
+def _clipped(title: dict, chart: list[float]) -> bool:
+    """Whether a title's box leaves the figure's (Plotly draws it anyway, and the page cuts it at the edge)."""
+    b = title["box"]
+    return b[0] < chart[0] - 1 or b[1] < chart[1] - 1 or b[2] > chart[2] + 1 or b[3] > chart[3] + 1
+
+
+def _labels_collide(labels: list[dict]) -> list[str]:
+    """Text labels of one chart (a scatter's point labels, annotations) drawn over each other."""
+    hits = [
+        (a["text"], b["text"])
+        for a, b in itertools.combinations(labels, 2)
+        if a["box"] != b["box"] and _overlap(a["box"], b["box"])
+    ]
+    if not hits:
+        return []
+    first = ", ".join(f"{a!r} and {b!r}" for a, b in hits[:3])
+    return [f"labels overlap: {first}{f' and {len(hits) - 3} more pairs' if len(hits) > 3 else ''}"]
+
+
+SCALE = {"": 1.0, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "m": 1e-3, "µ": 1e-6, "μ": 1e-6, "n": 1e-9}
+NUMBER = re.compile(r"([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:e[-+]?\d+)?)\s*([kMGTmµμn]?)\s*%?")
+
+
+def _value(label: str) -> float | None:
+    """A tick label's number (Plotly's "−", thousands separators and SI suffixes read); None for a word."""
+    text = label.strip().replace("−", "-").replace(",", "").replace("\u2009", "").replace("\u202f", "")
+    m = NUMBER.fullmatch(text)
+    return float(m.group(1)) * SCALE[m.group(2)] if m else None
+
+
+def _short(x: float) -> bool:
+    """At most two significant digits (0.25, 1500, 3e-4), or a whole number."""
+    return x == round(x) or math.isclose(x, float(f"{x:.2g}"), rel_tol=1e-9)
+
+
+def _round_ticks(labels: list[str]) -> list[str]:
+    """The labels of a colour bar's ticks that are not round numbers. A tick is round when it is short
+    (:func:`_short`) or when the ticks are evenly spaced by a short step from a multiple of it (0.25, 0.5, …,
+    1.25); 0.248 / 0.495 / 0.743, a range cut in equal parts, is neither."""
+    values = [(t, v) for t in labels if (v := _value(t)) is not None]
+    odd = [t for t, v in values if not _short(v)]
+    if not odd or len(values) < 2:
+        return odd
+    xs = sorted(v for _, v in values)
+    step = xs[1] - xs[0]
+    even = all(math.isclose(b - a, step, rel_tol=1e-3) for a, b in itertools.pairwise(xs))
+    return [] if even and _short(step) and _short(xs[0] / step) else odd
+
+
 def problems(read: dict, page: str, lang: str) -> list[Problem]:
     """Every problem in what :data:`READ_PAGE` read from one page in one language."""
     out = [Problem(page, lang, "page text", p) for t in read["texts"] for p in _notation(t, TEXT_RULES)]
@@ -231,6 +302,13 @@ def problems(read: dict, page: str, lang: str) -> list[Problem]:
             add += ["legend over a colour bar" for bar in c["colorbars"] if _overlap(c["legend"], bar)]
         for axis in c["axes"]:
             add += _ticks_collide(axis)
+        add += [
+            f"axis title cut at the figure's edge: {t['text']!r}" for t in c["axisTitles"] if _clipped(t, c["chart"])
+        ]
+        add += _labels_collide(c["labels"])
+        if odd := _round_ticks(c["colorbarTicks"]):
+            add.append(f"colour bar ticks not round: {', '.join(odd[:4])}")
+        add += [f"empty panel: axes {p} with no data" for p in c["emptyPanels"]]
         add += [p for t in dict.fromkeys(c["texts"]) for p in _notation(t, TEXT_RULES)]
         add += [f"tick label: {p}" for t in dict.fromkeys(c["ticks"]) for p in _notation(t, ENTITIES)]
         add += [f"hover: {p}" for h in dict.fromkeys(c["hovers"]) for p in _notation(h, HOVER_RULES)]

@@ -3,7 +3,8 @@
 Each page is opened in a fresh tab and scrolled through so every section of the default view is drawn, then
 screenshotted (``test-artifacts/layout/<lang>-<page>.png``) and read in English, and again after the switch to 中文
 the way a user makes it: legends clear of titles, titles within their charts, tick labels apart, buttons labelled in
-full, no raw TeX, Markdown or HTML entities. A first test shows the check fails on a page built with each of those
+full, no raw TeX, Markdown or HTML entities, axis titles inside their figure, point labels apart, round colour-bar
+ticks, no empty panel. A first test shows the check fails on a page built with each of those
 faults.
 """
 
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import plotly.graph_objects as go
 import pytest
+from plotly.subplots import make_subplots
 
 from tests.layout_check import LANGS, READ_PAGE, check_page, problems
 from tests.test_browser import (  # noqa: F401  (fixtures: the one server and browser of the browser suite)
@@ -47,10 +49,33 @@ def _faulty_page() -> str:
         xaxis=dict(title="x axis", tickvals=[1, 1.02, 3], ticktext=["first", "second", "third"]),
     )
     chart = fig.to_html(full_html=False, include_plotlyjs=True)
+    charts = chart + _faulty_panels().to_html(full_html=False, include_plotlyjs=False)
     return f"""<!DOCTYPE html><html><body><div data-testid="stMain">
       <p>The state s_{{t−1}} and **bold** and &amp;lt;|endoftext|&amp;gt;</p>
       <button></button><button style="width: 40px; overflow: hidden; white-space: nowrap">Data download</button>
-      <div class="st-key-fig_faulty"><div data-testid="stPlotlyChart">{chart}</div></div></div></body></html>"""
+      <div class="st-key-fig_faulty"><div data-testid="stPlotlyChart">{charts}</div></div></div></body></html>"""
+
+
+def _faulty_panels() -> go.Figure:
+    """Issue 40's faults in one figure: a y-axis title longer than the figure is tall, ‖·‖_F left raw, two point
+    labels on one spot, a colour bar cut in equal parts (0.248, 0.495, …) and a panel with no data."""
+    fig = make_subplots(rows=1, cols=2)
+    fig.add_trace(
+        go.Scatter(
+            x=[0.0, 0.001, 1.0],
+            y=[0.0, 0.001, 1.0],
+            mode="markers+text",
+            text=["H0", "H5", "H1"],
+            marker=dict(color=[0.0, 0.5, 0.99], colorbar=dict(tickvals=[0.0, 0.248, 0.495, 0.743])),
+        ),
+        row=1,
+        col=1,
+    )
+    fig.add_trace(go.Scatter(x=[], y=[], name="measured later"), row=1, col=2)  # a panel drawn with no data yet
+    fig.update_yaxes(title="a y-axis title far longer than this short figure is tall, cut at both ends", row=1, col=1)
+    fig.update_xaxes(title="‖diag(a) − aaᵀ‖_F", row=1, col=1)
+    fig.update_layout(width=500, height=220, showlegend=False, margin=dict(t=20, b=40))
+    return fig
 
 
 def test_the_check_finds_each_fault_it_looks_for(browser, tmp_path):  # noqa: F811
@@ -60,6 +85,7 @@ def test_the_check_finds_each_fault_it_looks_for(browser, tmp_path):  # noqa: F8
     try:
         page.goto(path.as_uri())
         page.wait_for_selector(".js-plotly-plot .legend")
+        page.wait_for_selector(".js-plotly-plot .colorbar")
         found = [p.what for p in problems(page.evaluate(READ_PAGE), "faulty", "en")]
     finally:
         page.close()
@@ -73,6 +99,11 @@ def test_the_check_finds_each_fault_it_looks_for(browser, tmp_path):  # noqa: F8
         "legend over the title",
         "tick labels overlap: ",  # 'first' and 'second', in the order the fonts lay them out
         "raw TeX subscript in 'A title far too long",
+        "axis title cut at the figure's edge: 'a y-axis title far longer",
+        "raw subscript in '‖diag(a) − aaᵀ‖_F'",
+        "labels overlap: 'H0' and 'H5'",
+        "colour bar ticks not round: 0.248, 0.495, 0.743",
+        "empty panel: axes x2y2 with no data",
     ]
     missed = [e for e in expected if not any(f.startswith(e) for f in found)]
     assert not missed, f"the check missed {missed}; it found {found}"

@@ -69,7 +69,13 @@ def test_view_measures_within_budget_and_compares_in_both_languages():
         assert len(c.table) == 3 and c.note and ("256" in c.note)
         assert "1" in c.check and ("⌈" in c.check)
     stale = view.compare(found, max_n=512, dim=32)  # other settings: the old runs are not shown
-    assert stale.note == "" and all(len(tr.x) == 0 for tr in stale.grid.figure.data[:3])
+    # other settings: time and memory are left out of the grid (no empty axes) and the note says Measure draws them
+    assert "Measure" in stale.note and len(stale.grid.figure.data) == 6  # steps and layers, three mixers each
+    assert {a.text for a in stale.grid.figure.layout.annotations} == {
+        "sequential steps (stack of 4 conv layers)",
+        "layers until the last token sees the first",
+    }
+    assert len({tr.name for tr in stale.grid.figure.data if tr.showlegend}) == 3  # each mixer in the legend
     assert view.reach_check()["conv"] == [mixers.conv_layers_to_reach(n) for n in view.CHECK_NS]
 
 
@@ -82,8 +88,9 @@ def test_cost_page_shows_the_three_mixers_and_measures_on_a_click(lang):
     at.selectbox(key="mix_max_n").set_value(256)
     at.selectbox(key="mix_dim").set_value(32).run()
     assert_clean(at)
-    grid = [s for s in plotly_specs(at) if len(s["data"]) >= 12]  # 4 subplots × 3 mixers
+    grid = [s for s in plotly_specs(at) if len(s["data"]) == 6]  # steps and layers × 3 mixers, until measured
     assert grid and len(at.table) >= 1
     at.button(key="mix_measure").click().run()
     assert_clean(at)
+    assert [s for s in plotly_specs(at) if len(s["data"]) >= 12]  # with time and memory: 4 subplots × 3 mixers
     assert any(("%" in m.value and "§4.3" in m.value) for m in at.markdown)

@@ -88,7 +88,7 @@ class Comparison:
     grid: Panel  # time, peak memory, sequential steps, layers to reach the first token, against N
     table: list[dict[str, str]]  # the lecture's table with the numbers at the largest N measured beside it
     check: str  # the gradient check of the layers formula
-    note: str  # the largest N's ratios and the profile, once measured ("" before)
+    note: str  # the largest N's ratios and the profile once measured; before, that time and memory await Measure
 
 
 def compare(found: Found | None, *, max_n: int, dim: int, lang: str = "en") -> Comparison:
@@ -143,7 +143,9 @@ def compare(found: Found | None, *, max_n: int, dim: int, lang: str = "en") -> C
         n=CHECK_NS[-1],
         layers=checked["conv"][-1],
     )
-    return Comparison(Panel("cost_mixers", fig, data), table, check, _note(found, top, T) if found else "")
+    return Comparison(
+        Panel("cost_mixers", fig, data), table, check, _note(found, top, T) if found else T("measure_first")
+    )
 
 
 def _note(found: Found, top: dict[str, mixers.MixerRun], T) -> str:

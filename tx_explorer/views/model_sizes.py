@@ -17,6 +17,22 @@ LATEX = (
     r"N\approx\underbrace{12\,L\,D^2}_{\text{blocks: }4D^2\text{ attention}+8D^2\text{ MLP}}"
     r"+\underbrace{V D}_{\text{token embedding}}+\underbrace{T D}_{\text{learned positions}}"
 )
+# SmolLM2-135M (Allal et al. 2025; its config.json), the text pages' default model, beside the lecture's three in the
+# chart: a 2024 small model with grouped-query heads, SwiGLU and RMSNorm. Its model card says 135M.
+SMOLLM2 = TransformerConfig(
+    vocab_size=49152,
+    max_len=8192,
+    dim=576,
+    num_layers=30,
+    num_heads=9,
+    num_kv_heads=3,
+    mlp="swiglu",
+    norm="rmsnorm",
+    positions="rotary",
+    rope_theta=100_000.0,
+    bias=False,
+)
+SMOLLM2_PUBLISHED = 135e6
 Counts = tuple[dict[str, int], dict[str, int]]  # (by formula, counted on the meta device), per part
 Counter = Callable[..., Counts]  # (config as a dict, kind, decoder layers) -> Counts; the page caches it
 
@@ -64,12 +80,13 @@ def lecture_table(count: Counter = counted, *, lang: str = "en") -> tuple[list[d
                 T("col_check"): "✓" if formula == measured else "✗",
             }
         )
+    smol = sum(count(SMOLLM2.to_dict(), "causal")[1].values())
     fig = vb.log_bars(
-        [p.model for p in params.LECTURE_TABLE],
-        {
-            T("series_lecture"): [p.lecture_params for p in params.LECTURE_TABLE],
-            T("series_published"): [p.published_params for p in params.LECTURE_TABLE],
-            T("series_counted"): exact,
+        [p.model for p in params.LECTURE_TABLE] + ["SmolLM2-135M"],
+        {  # the lecture has no SmolLM2: no bar
+            T("series_lecture"): [p.lecture_params for p in params.LECTURE_TABLE] + [float("nan")],
+            T("series_published"): [p.published_params for p in params.LECTURE_TABLE] + [SMOLLM2_PUBLISHED],
+            T("series_counted"): [*exact, smol],
         },
         title=T("compare_title"),
         y_title=T("parameters"),

@@ -115,7 +115,7 @@ def log_bars(
             for name, v in series.items()
         ]
     )
-    fig.update_yaxes(title=y_title, type="log", automargin=True)
+    fig.update_yaxes(title=y_title, type="log", automargin=True, minorloglabels="none")  # no "2 5" between decades
     fig.update_layout(
         title=title, barmode="group", height=380, font=style.FONT, margin=dict(l=10, r=10, t=40, b=10), legend=BELOW
     )

@@ -79,8 +79,8 @@ def flops_bars(
 
 
 def _log_axes(fig: go.Figure, x_title: str, y_title: str, title: str) -> None:
-    fig.update_xaxes(type="log", title=x_title)
-    fig.update_yaxes(type="log", title=y_title)
+    fig.update_xaxes(type="log", title=x_title, minorloglabels="none")  # no "2 5" between the decades
+    fig.update_yaxes(type="log", title=y_title, minorloglabels="none")
     fig.update_layout(
         title=title,
         font=style.FONT,
@@ -280,26 +280,32 @@ def mixer_grid(
     title: str = "",
     x_title: str = "N (tokens)",
 ) -> go.Figure:
-    """A 2 × 2 grid of log–log curves against N, one subplot per ``{subplot title: {mixer: (N, values)}}``,
-    the mixers coloured alike in every subplot (legend once)."""
-    names = list(panels)
-    fig = make_subplots(rows=2, cols=2, subplot_titles=names, horizontal_spacing=0.12, vertical_spacing=0.16)
+    """Log–log curves against N two to a row, one subplot per ``{subplot title: {mixer: (N, values)}}`` that has
+    values (one still to be measured is left out, not drawn as empty axes), the mixers coloured alike in every
+    subplot (each in the legend once)."""
+    names = [name for name, curves in panels.items() if any(len(ns) for ns, _ in curves.values())]
+    rows = max(1, -(-len(names) // 2))
+    fig = make_subplots(rows=rows, cols=2, subplot_titles=names, horizontal_spacing=0.12, vertical_spacing=0.16)
+    named: set[str] = set()
     for p, name in enumerate(names):
         row, col = divmod(p, 2)
         for mixer, (ns, ys) in panels[name].items():
+            if not len(ns):
+                continue
             fig.add_scatter(
                 x=ns,
                 y=ys,
                 mode="lines+markers",
                 name=mixer,
                 legendgroup=mixer,
-                showlegend=p == 0,
+                showlegend=mixer not in named,
                 line=dict(color=colors.get(mixer)),
                 hovertemplate=f"N=%{{x:,}}<br>%{{y:.3g}}<extra>{mixer}</extra>",
                 row=row + 1,
                 col=col + 1,
             )
-    fig.update_xaxes(type="log", title=x_title)
-    fig.update_yaxes(type="log")
-    fig.update_layout(title=title, font=style.FONT, height=640, legend=dict(orientation="h", y=-0.12))
+            named.add(mixer)
+    fig.update_xaxes(type="log", title=x_title, minorloglabels="none")  # no "2 5" between the decades
+    fig.update_yaxes(type="log", minorloglabels="none")
+    fig.update_layout(title=title, font=style.FONT, height=140 + 250 * rows, legend=dict(orientation="h", y=-0.12))
     return fig

@@ -137,6 +137,24 @@ def route_graph(
     return fig
 
 
+# A head's label is about this share of the plot's width and height (a column-wide figure 420 px tall): closer
+# points would print their labels over each other ("H5H0H6" near the origin).
+LABEL_SPAN = (0.06, 0.07)
+
+
+def _spaced_labels(x: np.ndarray, y: np.ndarray) -> list[str]:
+    """ "H<h>" for the heads whose label has room: the points farthest from the origin first, then any point not
+    within :data:`LABEL_SPAN` of one already labelled (the others are named in their hover and the table)."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    spans = [max(float(v.max(initial=0.0)) - float(v.min(initial=0.0)), 1e-12) for v in (x, y)]
+    u, v = x / spans[0], y / spans[1]
+    placed: list[int] = []
+    for h in np.argsort(-np.hypot(u, v), kind="stable"):
+        if all(abs(u[h] - u[k]) > LABEL_SPAN[0] or abs(v[h] - v[k]) > LABEL_SPAN[1] for k in placed):
+            placed.append(int(h))
+    return [f"H{h}" if h in placed else "" for h in range(len(x))]
+
+
 def edge_views(
     weight: np.ndarray,
     norm: np.ndarray,
@@ -154,7 +172,7 @@ def edge_views(
             x=np.asarray(weight, dtype=float),
             y=np.asarray(norm, dtype=float),
             mode="markers+text",
-            text=[f"H{h}" for h in range(len(weight))],
+            text=_spaced_labels(weight, norm),
             textposition="top center",
             marker=dict(
                 size=14,
@@ -165,8 +183,8 @@ def edge_views(
                 colorbar=dict(title=dict(text=colour_title)),
                 line=dict(width=1, color="#444444"),
             ),
-            customdata=np.asarray(effect, dtype=float),
-            hovertemplate="%{text}<br>a = %{x:.3f}<br>‖·‖ = %{y:.3f}<br>%{customdata:.4f}<extra></extra>",
+            customdata=[[float(e), f"H{h}"] for h, e in enumerate(np.asarray(effect, dtype=float))],
+            hovertemplate="%{customdata[1]}<br>a = %{x:.3f}<br>‖·‖ = %{y:.3f}<br>%{customdata[0]:.4f}<extra></extra>",
         )
     )
     fig.update_layout(

@@ -141,6 +141,16 @@ def _gap_colorscale(colorscale: str) -> list[list]:
     return [*scale, [(GAP - 0.5) / GAP, "white"], [1.0, "white"]]
 
 
+def round_ticks(lo: float, hi: float, most: int = 6) -> np.ndarray:
+    """Round values inside [lo, hi] for a colour bar: multiples of 1, 2, 2.5 or 5 × 10^k, at most ``most`` of them
+    (a range cut in equal parts would label 0.248, 0.495, 0.743)."""
+    span = (hi - lo) or 1.0
+    power = 10.0 ** np.floor(np.log10(span / most))
+    step = next(m * power for m in (1, 2, 2.5, 5, 10) if span / (m * power) < most)
+    ticks = np.arange(np.ceil(lo / step - 1e-9), np.floor(hi / step + 1e-9) + 1) * step
+    return np.round(ticks, 12) + 0.0  # + 0.0: no "-0" label
+
+
 def mosaic(
     maps: np.ndarray,
     *,
@@ -169,7 +179,7 @@ def mosaic(
     for i in range(r):
         for j in range(c):
             big[i * (n + gap) : i * (n + gap) + n, j * (m + gap) : j * (m + gap) + m] = codes[i, j]
-    ticks = np.linspace(0.0, 1.0, 5)
+    ticks = round_ticks(zmin, zmax)
     fig = go.Figure(
         go.Heatmap(
             z=big,
@@ -177,7 +187,9 @@ def mosaic(
             zmin=0,
             zmax=GAP,
             hoverinfo="skip",
-            colorbar=dict(tickvals=ticks * (GAP - 1), ticktext=[f"{zmin + t * (zmax - zmin):.3g}" for t in ticks]),
+            colorbar=dict(
+                tickvals=(ticks - zmin) / ((zmax - zmin) or 1.0) * (GAP - 1), ticktext=[f"{t:.6g}" for t in ticks]
+            ),
         )
     )
     fig.update_xaxes(

@@ -3,6 +3,7 @@ sum, and quality by source length (the bottleneck curves of Bahdanau et al. 2015
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -17,6 +18,20 @@ SOURCE_AXIS = "source words (English)"
 OUTPUT_AXIS = "output words (Italian)"
 GOLD_COLOR = "#ff4b4b"
 MODEL_COLORS = {"fixed": "#636efa", "attention": "#ef553b", "transformer": "#00cc96"}
+
+
+# Vertical space of an alignment figure outside its plot: the title (two lines once tidied to a column), the x
+# axis's words and title, the gold legend below.
+PLOT_OVERHEAD_PX = 190
+
+
+def _fitted(title: str) -> str:
+    """An axis title in two lines of about equal width (when it has words to break between)."""
+    return (
+        title
+        if "<br>" in title
+        else style.wrap(title, 0.55 * style.text_width(title, style.FONT["size"]), style.FONT["size"])
+    )
 
 
 def alignment_figure(
@@ -35,7 +50,13 @@ def alignment_figure(
     w = np.asarray(weights)
     if w.shape != (len(output), len(source)):
         raise ValueError(f"weights of shape {w.shape} do not match {len(output)} output × {len(source)} source words")
-    fig = heatmap(w, output, source, title=title, x_title=x_title, y_title=y_title, height=height, show_values=False)
+    fig = heatmap(
+        w, output, source, title=title, x_title=x_title, y_title=_fitted(y_title), height=height, show_values=False
+    )
+    # The y title runs along the plot, which a short sentence is short of: make the figure tall enough for its
+    # longest line (Plotly draws it anyway and the figure's box cuts both ends).
+    longest = max(style.text_width(line, style.FONT["size"]) for line in fig.layout.yaxis.title.text.split("<br>"))
+    fig.update_layout(height=max(fig.layout.height, math.ceil(longest) + PLOT_OVERHEAD_PX))
     if gold is not None:
         links = sorted(gold)
         side = max(6, min(22, 480 // max(1, len(source), len(output))))

@@ -1,0 +1,58 @@
+"""Issue 40's chart defects, each held by its figure function: the alignment's y title fits its figure, flow's
+head labels keep apart, a mosaic's colour bar is labelled at round numbers, SmolLM2 stands in the size comparison
+and log axes print no "2 5" between their decades. (The browser's layout check reads the drawn pages for the same
+faults; these tests name the function at fault without a browser.)"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tx_explorer.views import model_sizes
+from tx_explorer.viz import flow, heatmap, seq2seq, style
+
+
+@pytest.mark.parametrize("title", ["decoder step: reads → writes (Italian)", "解码步骤：读入 → 写出（意大利语）"])
+def test_alignment_figure_is_tall_enough_for_its_y_title(title):
+    fig = seq2seq.alignment_figure(np.full((4, 4), 0.25), list("abcd"), list("wxyz"), gold=[(0, 0)], y_title=title)
+    lines = fig.layout.yaxis.title.text.split("<br>")
+    assert len(lines) == 2 and "".join(lines).replace(" ", "") == title.replace(" ", "")
+    plot = fig.layout.height - seq2seq.PLOT_OVERHEAD_PX
+    assert all(style.text_width(line, style.FONT["size"]) <= plot for line in lines)
+    # the way it was cut: the whole sentence on one line is longer than the plot it runs along
+    assert style.text_width(title, style.FONT["size"]) > plot
+
+
+def test_flow_labels_only_heads_with_room_and_names_every_head_in_its_hover():
+    weight = np.array([0.021, 0.466, 0.011, 0.087, 0.537, 0.015, 0.027, 0.010, 0.135])  # the issue's edge
+    norm = np.array([0.92, 23.2, 0.58, 4.56, 30.5, 0.60, 1.20, 0.50, 6.80])
+    fig = flow.edge_views(weight, norm, norm - 5, title="t", x_title="x", y_title="y", colour_title="c")
+    labels = list(fig.data[0].text)
+    near_origin = [labels[h] for h in (0, 2, 5, 6, 7)]  # H0, H2, H5, H6, H7 within a label of each other
+    assert sum(bool(t) for t in near_origin) == 1, labels
+    assert all(labels[h] == f"H{h}" for h in (1, 3, 4, 8))  # the spread-out heads keep theirs
+    assert [c[1] for c in fig.data[0].customdata] == [f"H{h}" for h in range(9)]
+
+
+def _short(x: float) -> bool:
+    return np.isclose(x, float(f"{x:.2g}"), rtol=1e-9, atol=0)
+
+
+@pytest.mark.parametrize(("lo", "hi"), [(0.0, 0.99), (0.0, 1.0), (-0.37, 1.0), (0.0, 0.0312), (3.0, 250.0)])
+def test_mosaic_colour_bar_ticks_are_round_numbers_inside_the_range(lo, hi):
+    maps = np.linspace(lo, hi, 16).reshape(2, 2, 2, 2)
+    bar = heatmap.mosaic(maps, row_names=["a", "b"], col_names=["c", "d"], zmin=lo, zmax=hi).data[0].colorbar
+    values = [float(t) for t in bar.ticktext]
+    assert len(values) >= 3 and all(_short(v) for v in values), bar.ticktext
+    assert all(lo - 1e-12 <= v <= hi + 1e-12 for v in values)
+    # each label sits where its value is on the uint8 codes (0 → lo, 254 → hi)
+    np.testing.assert_allclose(bar.tickvals, (np.array(values) - lo) / (hi - lo) * (heatmap.GAP - 1))
+
+
+def test_size_comparison_has_smollm2_counted_exactly_and_no_minor_log_labels():
+    _, panel = model_sizes.lecture_table()
+    bars = {t.name: dict(zip(t.x, t.y)) for t in panel.figure.data}
+    assert bars["counted (ours)"]["SmolLM2-135M"] == 134_515_008  # = the released checkpoint's tensors
+    assert bars["published"]["SmolLM2-135M"] == model_sizes.SMOLLM2_PUBLISHED
+    assert np.isnan(bars["lecture"]["SmolLM2-135M"])  # the lecture's table has no SmolLM2
+    assert panel.figure.layout.yaxis.minorloglabels == "none"
