@@ -55,6 +55,7 @@ def verdicts_section(res: view.Results) -> None:
     """3. The claims, checked (no inputs)."""
     ui.section(T, "verdicts")
     st.table(view.verdict_rows(res, lang=LANG))
+    st.markdown(view.findings(res, lang=LANG))
     st.markdown(T("verdicts_note"))
 
 

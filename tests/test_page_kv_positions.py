@@ -40,8 +40,12 @@ def test_position_lab_shows_runs_verdicts_and_the_live_rotary_check():
     assert not at.warning, [w.value for w in at.warning]  # the shipped bundle verified and loaded
     titles = _titles(at)
     assert any("at each position" in t for t in titles) and any("by distance" in t for t in titles)
-    assert len(at.table) == 2 and len(at.table[1].value) == 3  # losses by scheme; three claims with verdicts
-    assert all(" ± " in cell for cell in at.table[0].value.iloc[:, 1])  # mean ± std over the seeds
+    # losses by scheme and the bigram; claims: order and loss inside for each of 4 schemes, bigram, ALiBi, rotary
+    assert len(at.table) == 2 and len(at.table[0].value) == 6 and len(at.table[1].value) == 11
+    assert all(" ± " in cell for cell in at.table[0].value.iloc[:5, 1])  # mean ± std over the seeds
+    assert " ± " not in at.table[0].value.iloc[5, 1]  # the bigram is counted: no seeds
+    findings = next(m.value for m in at.markdown if m.value.startswith("**What these runs show.**"))
+    assert f"bigram model's {float(at.table[0].value.iloc[5, 1]):.2f}" in findings  # the table's bigram, in words
     verdicts = at.table[1].value.iloc[:, 1]  # each states its gap, its spread and the seeds
     assert all("gap" in v and "spread" in v and "seeds 0, 1, 2" in v for v in verdicts), list(verdicts)
     assert any("seeds (0, 1, 2)" in c.value for c in at.caption)

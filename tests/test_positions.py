@@ -240,18 +240,67 @@ CLEAR = {
 
 
 def test_verdicts_read_the_numbers_at_every_seed():
-    got = {v.key: v for v in lab.verdicts(_bundle(CLEAR, noise=0.01), context=4)}
-    assert got["none_cannot_order"].holds and got["none_cannot_order"].numbers["sinusoidal"].mean == 1.0
-    alibi = got["alibi_extrapolates"]
+    got = {(v.key, v.scheme): v for v in lab.verdicts(_bundle(CLEAR, noise=0.01), context=4, bigram=[5.2] * 8)}
+    for scheme in ("sinusoidal", "learned", "rotary", "alibi"):
+        assert got["orders", scheme].holds and got["helps_inside", scheme].holds
+    assert got["orders", "sinusoidal"].numbers["sinusoidal"].mean == pytest.approx(1.0)
+    assert got["orders", "rotary"].comparisons[0].gap == pytest.approx(0.9)  # rotary's harm 0.9, none's 0
+    assert got["helps_inside", "alibi"].comparisons[0].gap == pytest.approx(5.0 - 4.4)
+    floor = got["beats_bigram", ""]
+    assert floor.holds and floor.numbers["bigram"].std == 0 and len(floor.comparisons) == 5
+    alibi = got["alibi_extrapolates", ""]
     assert alibi.holds and math.isnan(alibi.numbers["learned"].mean) and len(alibi.comparisons) == 2
     assert alibi.comparisons[1].gap == pytest.approx(2.5 - 0.2)  # rise: sinusoidal 2.5, ALiBi 0.2
-    assert got["rotary_relative"].holds
+    assert got["rotary_relative", ""].holds
     assert lab.seeds_of(_bundle(CLEAR)) == [0, 1, 2]
-    runs = dict(CLEAR)
-    runs["alibi"] = (3.0, 6.5, 3.5, 4.4, 0.0)  # lower loss beyond than sinusoidal, but a larger rise
-    runs["none"] = (5.0, 5.1, 4.0, 4.5, 0.0)
-    runs["rotary"] = (4.4, 6.0, 3.5, 4.4, 0.01)
-    assert {v.state for v in lab.verdicts(_bundle(runs, noise=0.01), context=4)} == {"not_holds"}
+    assert "beats_bigram" not in {v.key for v in lab.verdicts(_bundle(CLEAR), context=4)}  # no bigram, no claim
+    runs = {s: (5.0, *rest) for s, (_, *rest) in CLEAR.items()}  # every scheme at none's loss inside
+    runs["alibi"] = (4.0, 6.5, 3.5, 4.4, 0.0)  # lower loss beyond than sinusoidal, but a larger rise
+    runs["none"] = (5.0, 5.1, 4.0, 5.5, 0.0)  # shuffling hurts none more than any scheme
+    runs["rotary"] = (5.0, 6.0, 3.5, 4.4, 0.01)
+    states = {(v.key, v.scheme): v.state for v in lab.verdicts(_bundle(runs, noise=0.01), 4, bigram=[4.0] * 8)}
+    assert {s for k, s in states.items() if k[0] != "helps_inside"} == {"not_holds"}
+    inside = {k[1]: s for k, s in states.items() if k[0] == "helps_inside"}
+    assert inside == {"sinusoidal": "noise", "learned": "noise", "rotary": "noise", "alibi": "holds"}  # equal: noise
+
+
+def test_order_is_judged_scheme_by_scheme():
+    """Two schemes that learned order do not carry two that did not (a mean over the four would have)."""
+    runs = dict(CLEAR, sinusoidal=(4.5, 7.0, 3.5, 3.5, 1.0), learned=(4.5, None, 3.5, 3.5, 1.0))
+    runs["none"] = (5.0, 5.1, 4.0, 4.001, 0.0)
+    got = {v.scheme: v for v in lab.verdicts(_bundle(runs, noise=0.001), context=4) if v.key == "orders"}
+    assert {s: v.state for s, v in got.items()} == {
+        "sinusoidal": "not_holds",
+        "learned": "not_holds",
+        "rotary": "holds",
+        "alibi": "holds",
+    }
+    assert set(got["learned"].numbers) == {"none", "learned"}  # each row reads none and its own scheme only
+
+
+def test_the_bigram_on_the_held_out_windows_matches_a_loop():
+    """The trainer's bigram curve: add-k probabilities counted by hand, averaged per position over the windows."""
+    train = torch.tensor([0, 1, 2, 1, 2, 2, 0, 1, 1, 2, 3, 0, 2, 3, 1])
+    val = torch.tensor([2, 0, 1, 2, 3, 3, 1, 0, 2, 1, 0, 3, 2])
+    settings = trainer.Settings(seq_len=2, eval_factor=2, eval_windows=2)
+    got = trainer.bigram(train, val, settings, vocab_size=4)
+    k = got["k"]
+    counts = [[0] * 4 for _ in range(4)]
+    for a, b in zip(train[:-1].tolist(), train[1:].tolist(), strict=True):
+        counts[a][b] += 1
+    windows = [val[0:5].tolist(), val[5:10].tolist()]  # 2 windows of 2 × 2 tokens + the next one
+    want = [
+        sum(-math.log((counts[w[t]][w[t + 1]] + k) / (sum(counts[w[t]]) + 4 * k)) for w in windows) / 2
+        for t in range(4)
+    ]
+    assert got["loss_by_position"] == pytest.approx(want, rel=1e-4)
+
+
+def test_the_shipped_bigram_reads_the_same_windows(results):
+    """One value per position the schemes were read at, below every scheme inside the context here."""
+    bigram = results.summary["bigram"]["loss_by_position"]
+    assert len(bigram) == len(results.seed_runs("none")[0]["loss_by_position"])
+    assert results.summary["bigram"]["k"] > 0 and all(math.isfinite(v) for v in bigram)
 
 
 def test_a_gap_inside_the_seed_spread_is_within_noise():

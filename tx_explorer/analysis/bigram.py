@@ -19,15 +19,20 @@ def bigram_counts(ids: Tensor, vocab_size: int) -> Tensor:
     return torch.bincount(flat, minlength=vocab_size * vocab_size).reshape(vocab_size, vocab_size).double()
 
 
-def bigram_nll(counts: Tensor, ids: Tensor, k: float) -> float:
-    """Mean −log p(next | previous) in nats over the pairs of ``ids``, add-``k`` smoothed (Lidstone)."""
+def pair_nll(counts: Tensor, prev: Tensor, nxt: Tensor, k: float) -> Tensor:
+    """−log p(next | previous) in nats of every pair ``(prev, nxt)`` (any equal shapes), add-``k`` smoothed
+    (Lidstone)."""
     if k <= 0:
         raise ValueError(f"the smoothing constant k must be positive, got {k}")
-    ids = ids.long().reshape(-1)
-    v = counts.shape[0]
-    prev, nxt = ids[:-1], ids[1:]
-    p = (counts[prev, nxt] + k) / (counts.sum(dim=1)[prev] + k * v)
-    return float(-p.log().mean())
+    prev, nxt = prev.long(), nxt.long()
+    p = (counts[prev, nxt] + k) / (counts.sum(dim=1)[prev] + k * counts.shape[0])
+    return -p.log()
+
+
+def bigram_nll(counts: Tensor, ids: Tensor, k: float) -> float:
+    """Mean −log p(next | previous) in nats over the consecutive pairs of ``ids``."""
+    ids = ids.reshape(-1)
+    return float(pair_nll(counts, ids[:-1], ids[1:], k).mean())
 
 
 def bigram_baseline(

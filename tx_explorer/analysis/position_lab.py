@@ -25,7 +25,6 @@ from tx_explorer.trace import Trace
 
 SCHEMES = ("none", "sinusoidal", "learned", "rotary", "alibi")
 RELATIVE_TOLERANCE = 1e-4  # "depends only on i − j": spread along a diagonal ≤ this × the largest |score|
-ORDER_FRACTION = 0.1  # "cannot order tokens": shuffling hurts it less than this × the others' mean harm
 
 
 def reach(model: CausalLM, n: int) -> int:
@@ -157,26 +156,48 @@ def relative(r: Mapping) -> float:
     return r["relative"]["spread"] / r["relative"]["scale"]
 
 
+def inside(r: Mapping, context: int) -> float:
+    """Mean loss over the positions inside the training context."""
+    return inside_beyond(r["loss_by_position"], context)[0]
+
+
 @dataclass(frozen=True)
 class Verdict:
     key: str
     state: spread.State  # holds, does not hold, or within noise: every comparison's gap against its spread
     numbers: dict[str, spread.Stat]  # the quantity the verdict reads, per scheme, over seeds
     comparisons: tuple[spread.Comparison, ...]  # what decided it, each ``left < right``
+    scheme: str = ""  # the scheme a per-scheme claim is about ("" for a claim about the runs together)
 
     @property
     def holds(self) -> bool:
         return self.state == "holds"
 
 
-def verdicts(runs: Mapping[str, Mapping], context: int) -> list[Verdict]:
+def verdicts(runs: Mapping[str, Mapping], context: int, bigram: Sequence[float] | None = None) -> list[Verdict]:
     """The usual claims about positions, each holding, not holding or within seed noise on these runs (claims
-    missing a scheme are left out)."""
+    missing a scheme are left out). ``bigram``: a bigram model's loss at every position of the same held-out
+    windows, the bar the models are held to.
+
+    Order and in-context loss are judged scheme by scheme against the model without positions: a mean over the
+    schemes would let the two that learned order answer for the two that did not."""
     out = []
-    if "none" in runs and len(runs) > 1:
-        harm = per_seed(runs, order_harm)
-        others = [ORDER_FRACTION * _mean(h) for h in zip(*(v for s, v in harm.items() if s != "none"), strict=True)]
-        out.append(_verdict("none_cannot_order", harm, spread.less(harm["none"], others)))
+    if "none" in runs:
+        harm, loss = per_seed(runs, order_harm), per_seed(runs, lambda r: inside(r, context))
+        others = [s for s in runs if s != "none"]
+        # "orders": shuffling the context hurts the scheme's model more than the model without positions
+        out += [
+            _verdict("orders", {"none": harm["none"], s: harm[s]}, spread.less(harm["none"], harm[s]), scheme=s)
+            for s in others
+        ]
+        out += [
+            _verdict("helps_inside", {"none": loss["none"], s: loss[s]}, spread.less(loss[s], loss["none"]), scheme=s)
+            for s in others
+        ]
+    if bigram is not None:
+        floor = _mean(bigram[:context])  # counted, not trained: the same at every seed (spread 0)
+        loss = per_seed(runs, lambda r: inside(r, context))
+        out.append(_verdict("beats_bigram", {**loss, "bigram": floor}, *(spread.less(v, floor) for v in loss.values())))
     if {"alibi", "learned", "sinusoidal"} <= set(runs):
         beyond = per_seed(runs, lambda r: inside_beyond(r["loss_by_position"], context)[1])
         rises = per_seed(runs, lambda r: rise(r, context))
@@ -193,12 +214,15 @@ def verdicts(runs: Mapping[str, Mapping], context: int) -> list[Verdict]:
     return out
 
 
-def _verdict(key: str, numbers: Mapping[str, Sequence[float]], *tests: spread.Comparison) -> Verdict:
+def _verdict(
+    key: str, numbers: Mapping[str, Sequence[float] | float], *tests: spread.Comparison, scheme: str = ""
+) -> Verdict:
     return Verdict(
         key,
         spread.overall([t.state for t in tests]),
         {s: spread.stat(v) for s, v in numbers.items()},
         tests,
+        scheme,
     )
 
 

@@ -34,6 +34,7 @@ from torch import Tensor
 from tx_explorer import locales, report
 from tx_explorer.analysis import position_lab as lab
 from tx_explorer.analysis import spread
+from tx_explorer.analysis.bigram import bigram_baseline, bigram_counts, pair_nll
 from tx_explorer.config import TransformerConfig
 from tx_explorer.data import corpus
 from tx_explorer.families.positions import BASE, BUNDLE, RETRAIN, SINUSOIDAL_SCALE, TOKENIZER, write_bundle
@@ -109,11 +110,26 @@ def train(model: CausalLM, data: Iterator[tuple[Tensor, Tensor]], settings: Sett
         yield step.loss
 
 
+def held_out_windows(val_ids: Tensor, settings: Settings) -> Tensor:
+    """The held-out windows of ``eval_factor × seq_len`` tokens (+ the last one's next token) → ``[W, 4N + 1]``."""
+    long = settings.seq_len * settings.eval_factor
+    count = min(settings.eval_windows, (len(val_ids) - 1) // (long + 1))
+    return val_ids[: count * (long + 1)].view(count, long + 1)
+
+
+def bigram(train_ids: Tensor, val_ids: Tensor, settings: Settings, vocab_size: int) -> dict:
+    """A bigram model's loss at every position of the same held-out windows the schemes are read on: the bar
+    below which a language model has learned more than pairs of tokens (k chosen on training text only)."""
+    k = bigram_baseline(train_ids, val_ids, vocab_size)["k"]
+    w = held_out_windows(val_ids, settings)
+    loss = pair_nll(bigram_counts(train_ids, vocab_size), w[:, :-1], w[:, 1:], k).mean(0)  # (4N,)
+    return {"k": k, "loss_by_position": _round(loss.tolist())}
+
+
 def measure(model: CausalLM, val_ids: Tensor, settings: Settings) -> dict:
     """Everything the page and the verdicts read about one trained model."""
-    n, long = settings.seq_len, settings.seq_len * settings.eval_factor
-    count = min(settings.eval_windows, (len(val_ids) - 1) // (long + 1))
-    long_windows = val_ids[: count * (long + 1)].view(count, long + 1)  # (W, 4N + 1)
+    n = settings.seq_len
+    long_windows = held_out_windows(val_ids, settings)  # (W, 4N + 1)
     short = long_windows[:, : n + 1]  # (W, N + 1): the same text, inside the context
     loss = lab.loss_by_position(model, long_windows)
     probe = val_ids.unfold(0, n + 1, settings.probe_stride)  # (W', N + 1), overlapping
@@ -126,7 +142,7 @@ def measure(model: CausalLM, val_ids: Tensor, settings: Settings) -> dict:
         "loss_by_position": _round(loss.tolist()),
         "loss_inside": round(inside, 4),
         "loss_beyond": None if math.isnan(beyond) else round(beyond, 4),
-        "reach": lab.reach(model, long),
+        "reach": lab.reach(model, long_windows.shape[1] - 1),
         "attention_by_distance": [
             [_round(h, 4) for h in layer] for layer in lab.attention_by_distance(model, x).tolist()
         ],
@@ -194,6 +210,7 @@ def main(argv: list[str] | None = None) -> None:
         time.time() - t0,
     )
 
+    baseline = bigram(train_ids, val_ids, settings, vocab)
     results: dict[str, dict] = {scheme: {"seeds": []} for scheme in args.schemes}
     weights, replay = {}, {}
     for seed in args.seeds:
@@ -212,7 +229,8 @@ def main(argv: list[str] | None = None) -> None:
             "settings": {k: v for k, v in asdict(settings).items() if k != "seed"},  # each run has its own
             "seeds": args.seeds[: args.seeds.index(seed) + 1],
             "schemes": results,
-            "verdicts": verdict_dicts(results, settings.seq_len),
+            "bigram": baseline,
+            "verdicts": verdict_dicts(results, settings.seq_len, baseline["loss_by_position"]),
             "train_tokens": len(train_ids),
             "validation_tokens": len(val_ids),
             "corpus": corpus.describe(docs, args.corpus),
@@ -228,17 +246,18 @@ def main(argv: list[str] | None = None) -> None:
     log.info("bundle written to %s: %.1f min, %.1f CPU-min", args.out, summary["minutes"], summary["cpu_minutes"])
 
 
-def verdict_dicts(results: dict, context: int) -> list[dict]:
+def verdict_dicts(results: dict, context: int, bigram_loss: list[float]) -> list[dict]:
     """The verdicts as JSON (each scheme's number per seed, mean and std; each comparison's gap and spread):
     numbers a scheme cannot produce (a learned table past its length) become null."""
     return [
         {
             "key": v.key,
+            "scheme": v.scheme,
             "state": v.state,
             "numbers": {k: {f: _json(getattr(x, f)) for f in ("values", "mean", "std")} for k, x in v.numbers.items()},
             "comparisons": [{"gap": _json(c.gap), "spread": _json(c.spread), "state": c.state} for c in v.comparisons],
         }
-        for v in lab.verdicts(results, context)
+        for v in lab.verdicts(results, context, bigram_loss)
     ]
 
 
@@ -272,12 +291,14 @@ def update_benchmarks(path: Path, summary: dict) -> None:
         for name in runs
     ]
     verdict_lines = [
-        f"- {locales.text('position_lab', 'claim_' + v.key, 'en')}: **{VERDICT_WORDS[v.state]}** ("
+        f"- {locales.text('position_lab', 'claim_' + v.key, 'en', scheme=v.scheme)}: **{VERDICT_WORDS[v.state]}** ("
         + "; ".join(f"gap {c.gap:.3g} vs spread {c.spread:.3g}" for c in v.comparisons)
         + "; "
         + ", ".join(f"{k} {_pm(x, 4) if v.key != 'rotary_relative' else f'{x.mean:.1e}'}" for k, x in v.numbers.items())
         + ")"
-        for v in lab.verdicts(runs, n)  # recomputed from the numbers: the verdicts' rules live in the library
+        for v in lab.verdicts(
+            runs, n, summary["bigram"]["loss_by_position"]
+        )  # recomputed from the numbers: the verdicts' rules live in the library
     ]
     body = "\n".join(
         [
@@ -300,7 +321,10 @@ def update_benchmarks(path: Path, summary: dict) -> None:
             "",
             "Claims checked on these numbers: a claim holds (or does not) only when the gap between the means "
             "exceeds the spread, the sum of the two standard deviations over the seeds, else it is within noise "
-            "(order probe: none's rise below a tenth of the others' mean; ALiBi: lower loss beyond the context "
+            "(order, scheme by scheme: its rise when shuffled above that of none; inside, scheme by scheme: its "
+            "loss inside the context below that of none; bigram: every scheme's loss inside below a bigram's on the "
+            f"same windows, {lab.inside_beyond(summary['bigram']['loss_by_position'], n)[0]:.3f} nats with "
+            f"k = {summary['bigram']['k']:g}; ALiBi: lower loss beyond the context "
             "than sinusoidal and a smaller rise over its own loss inside; relative: rotary's spread / scale "
             f"below {lab.RELATIVE_TOLERANCE:g}):",
             "",

@@ -89,12 +89,18 @@ def _smooth(y: Sequence[float | None], width: int) -> list[float]:
     return np.where(valid, num / np.maximum(den, 1), np.nan).tolist()
 
 
+def bigram_curve(res: Results) -> list[float]:
+    """A bigram model's loss at each position of the same held-out windows (counted once: no seeds)."""
+    return res.summary["bigram"]["loss_by_position"]
+
+
 def loss_by_position(res: Results, schemes: Sequence[str], smoothing: int = 1, *, lang: str = "en") -> Panel:
-    """Loss at each position 0 … 4N − 1 per scheme, the training length marked."""
+    """Loss at each position 0 … 4N − 1 per scheme and a bigram model's, the training length marked."""
     T = texts(PAGE, lang)
     if not schemes:
         raise InputError("pick_one_scheme")
     series = {label(s, lang): _smooth(_mean_curve(res, s, "loss_by_position").tolist(), smoothing) for s in schemes}
+    series[label("bigram", lang)] = _smooth(bigram_curve(res), smoothing)
     n = len(next(iter(series.values())))
     fig = vp.marked_lines(
         range(n),
@@ -129,6 +135,15 @@ def loss_table(res: Results, *, lang: str = "en") -> list[dict[str, str]]:
                 T("col_order"): T("order_cell", original=f"{original:.3f}", rise=spread.stat(harm[s]).plus_minus(4)),
             }
         )
+    inside, beyond = lab.inside_beyond(bigram_curve(res), res.context)
+    rows.append(
+        {
+            T("col_scheme"): label("bigram", lang),
+            T("col_inside"): f"{inside:.3f}",
+            T("col_beyond"): f"{beyond:.3f}",
+            T("col_order"): T("bigram_order"),
+        }
+    )
     return rows
 
 
@@ -150,10 +165,12 @@ def attention_by_distance(res: Results, schemes: Sequence[str], layer: int, *, l
 
 
 def _number(key: str, x: spread.Stat) -> str:
-    """A verdict's number: rotary's rounding-sized spread as the largest over the seeds, the others mean ± std."""
+    """A verdict's number: rotary's rounding-sized spread as the largest over the seeds, a counted one (the
+    bigram's: no spread) bare, the others mean ± std."""
     if key == "rotary_relative":
         return f"{max(x.values):.2e}"
-    return x.plus_minus(4 if key == "none_cannot_order" else 3)
+    digits = 4 if key == "orders" else 3
+    return f"{x.mean:.{digits}f}" if x.std == 0 else x.plus_minus(digits)
 
 
 def verdict_rows(res: Results, *, lang: str = "en") -> list[dict[str, str]]:
@@ -162,7 +179,7 @@ def verdict_rows(res: Results, *, lang: str = "en") -> list[dict[str, str]]:
     T = texts(PAGE, lang)
     seeds = ", ".join(map(str, res.seeds))
     rows = []
-    for v in lab.verdicts(res.summary["schemes"], res.context):  # computed here from the shipped numbers
+    for v in _verdicts(res):  # computed here from the shipped numbers
         numbers = " · ".join(
             f"{label(s, lang)} " + (_number(v.key, x) if math.isfinite(x.mean) else T("cannot_run"))
             for s, x in v.numbers.items()
@@ -170,12 +187,60 @@ def verdict_rows(res: Results, *, lang: str = "en") -> list[dict[str, str]]:
         tests = "; ".join(T("gap_spread", gap=f"{c.gap:.3g}", spread=f"{c.spread:.3g}") for c in v.comparisons)
         rows.append(
             {
-                T("col_claim"): T(f"claim_{v.key}"),
+                T("col_claim"): T(f"claim_{v.key}", scheme=label(v.scheme, lang) if v.scheme else ""),
                 T("col_verdict"): T(f"verdict_{v.state}", tests=tests, seeds=seeds),
                 T("col_numbers"): T(f"numbers_{v.key}", numbers=numbers),
             }
         )
     return rows
+
+
+def _verdicts(res: Results) -> list[lab.Verdict]:
+    return lab.verdicts(res.summary["schemes"], res.context, bigram_curve(res))
+
+
+def findings(res: Results, *, lang: str = "en") -> str:
+    """What the verdicts say together, in words filled from them: which schemes learned order here and which did
+    not, which ended worse than no positions inside the context, and where every model stands against the bigram,
+    with why the comparison still answers its question."""
+    T = texts(PAGE, lang)
+    by_key: dict[str, list[lab.Verdict]] = {}
+    for v in _verdicts(res):
+        by_key.setdefault(v.key, []).append(v)
+
+    def names(vs: Sequence[lab.Verdict]) -> str:
+        return T("list_sep").join(label(v.scheme, lang) for v in vs)
+
+    def numbers(vs: Sequence[lab.Verdict]) -> str:
+        return T("list_sep").join(f"{label(v.scheme, lang)} {_number(v.key, v.numbers[v.scheme])}" for v in vs)
+
+    def none(v: lab.Verdict) -> str:
+        return _number(v.key, v.numbers["none"])
+
+    order, inside = by_key["orders"], by_key["helps_inside"]
+    learned = [v for v in order if v.holds]
+    blind = [v for v in order if not v.holds]
+    worse = [v for v in inside if v.state == "not_holds"]
+    parts = [T("findings_title")] + ([T("findings_ordered", schemes=names(learned))] if learned else [])
+    if blind:
+        parts.append(T("findings_unordered", schemes=names(blind), numbers=numbers(blind), none=none(blind[0])))
+    if worse:
+        parts.append(T("findings_worse_inside", schemes=names(worse), numbers=numbers(worse), none=none(worse[0])))
+    (floor,) = by_key["beats_bigram"]
+    models = [x.mean for s, x in floor.numbers.items() if s != "bigram"]
+    s = res.summary["settings"]
+    parts.append(
+        T(
+            "findings_bigram" if not floor.holds else "findings_beat_bigram",
+            lo=f"{min(models):.2f}",
+            hi=f"{max(models):.2f}",
+            count=len(models),
+            bigram=f"{floor.numbers['bigram'].mean:.2f}",
+            steps=s["steps"],
+            tokens=f"{s['steps'] * s['batch_size'] * s['seq_len']:,}",
+        )
+    )
+    return ("" if lang == "zh" else " ").join(parts)  # Chinese sentences run on without spaces
 
 
 @dataclass(frozen=True)
