@@ -4,6 +4,7 @@ import streamlit as st
 
 from tx_explorer import ui
 from tx_explorer.views import block_roles as view
+from tx_explorer.views import model_facts
 
 T = ui.texts("block_roles")
 LANG = ui.lang()
@@ -16,12 +17,13 @@ st.markdown(T("intro"))
 
 @st.fragment
 def probe_section() -> None:
-    ui.section(T, "probe")
+    ui.section(T, "probe", intro=False)  # its intro describes the model picked below
     name = ui.text_model_picker(T("model"), "probe_model", kind="causal")  # SmolLM2 first, where installed
     if name is None:
         return
     with ui.friendly_errors():
         tm = ui.cached_model(name)
+        st.markdown(model_facts.say("block_roles", "probe_intro", tm, LANG))
         c = st.columns([4, 1, 1])
         text = c[0].text_input(T("text"), T("text_default"), max_chars=500, key="probe_text")
         token = c[1].number_input(T("token"), 0, view.MAX_TOKENS - 1, view.whole_word(tm, text), key="probe_token")

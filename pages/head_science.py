@@ -6,6 +6,7 @@ import streamlit as st
 from tx_explorer import models, ui
 from tx_explorer.analysis import head_science as hs
 from tx_explorer.views import head_science as view
+from tx_explorer.views import model_facts
 
 T = ui.texts("head_science")
 LANG = ui.lang()
@@ -87,7 +88,8 @@ def views(name: str) -> None:
                 return
             if choice == "importance":
                 c = st.columns(2)
-                heldout = c[0].toggle(T("heldout"), key="hs_heldout", help=T("heldout_help"))
+                held = model_facts.say("head_science", "heldout_help", tm, LANG)  # the windows, to this model
+                heldout = c[0].toggle(T("heldout"), key="hs_heldout", help=held)
                 mode = c[1].radio(
                     T("mode"),
                     ("zero", "mean"),

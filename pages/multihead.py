@@ -4,6 +4,7 @@ import numpy as np
 import streamlit as st
 
 from tx_explorer import ui
+from tx_explorer.views import model_facts
 from tx_explorer.views import multihead as view
 
 T = ui.texts("multihead")
@@ -99,7 +100,7 @@ def views(name: str, text: str, shown: view.Shown, hide_special: bool) -> None:
             if other.strip():
                 second = analysed(name, other)
                 if second.truncated:
-                    st.warning(T("truncated", n=second.num_tokens, limit=len(second.tokens)))
+                    st.warning(model_facts.say("multihead", "truncated", tm, LANG, n=second.num_tokens))
                 ui.row(*view.same_head(shown, second, pick, hide_special, lang=LANG))
             else:
                 st.info(T("other_empty"))
@@ -136,12 +137,11 @@ ui.stop_unless(name, text, T("empty"))
 
 with ui.friendly_errors():
     tm = ui.cached_model(name)
-    layers, heads, kind = len(tm.model.blocks), tm.config.num_heads, T(f"kind_{tm.kind}")
-    facts = T("model_caption", kind=kind, layers=layers, heads=heads, dim=tm.config.dim, context=tm.max_len)
-    st.caption(facts + " · " + ui.architecture_caption(tm.config))
+    facts = model_facts.say("multihead", "model_caption", tm, LANG, kind=T(f"kind_{tm.kind}"), dim=tm.config.dim)
+    st.caption(facts + " · " + ui.architecture_caption(tm.config) + "  \n" + model_facts.facts(tm, LANG).qkv)
     data = analysed(name, text)
     if data.truncated:
-        st.warning(T("truncated", n=data.num_tokens, limit=len(data.tokens)))
+        st.warning(model_facts.say("multihead", "truncated", tm, LANG, n=data.num_tokens))
     st.markdown(T("tokens", n=len(data.tokens)))
     st.code(" | ".join(data.tokens), language=None, wrap_lines=True)
     shown = view.shown(data, hide_special)

@@ -1,7 +1,7 @@
 """Finding English in the 中文 interface: the words a Chinese page may keep, and the checks that use them.
 
 Shared by the fast AppTest check (``test_zh_interface.py``) and the layout check's 中文 run in the browser
-(``layout_check.py``).
+(``layout_check.py``); :func:`spaced_chinese` by the locale files' check (``test_prose_models.py``).
 A Latin word of three letters or more is English unless it is on :data:`ALLOWED` (model and method names,
 technical terms the Chinese text keeps on purpose: token, patch, block, query, key, softmax …; units, file
 formats) or is a code identifier (``num_heads``, ``W_Q``, ``float32``). User text (tokens in quotes, tick labels,
@@ -69,6 +69,18 @@ def english_words(text: str, *, prose: bool = False) -> list[str]:
             continue
         found.append(word)
     return found
+
+
+HAN = "\u3400-\u9fff"
+SPACED = re.compile(f"[{HAN}] +[{HAN}]")
+
+
+def spaced_chinese(text: str) -> list[str]:
+    """Each space between two Chinese characters in ``text`` (with the characters): Chinese writes none, so one
+    is left over from an edit ("讲义说 自注意力 是"). Code, LaTeX, quoted text and placeholders are not read."""
+    for pattern in [*UNREAD, re.compile(r"\{[^{}]*\}")]:
+        text = pattern.sub("_", text)  # not a space: what stood there does not join its neighbours
+    return SPACED.findall(text)
 
 
 def figure_texts(spec: dict) -> Iterator[tuple[str, str]]:

@@ -9,7 +9,7 @@ import numpy as np
 
 from tx_explorer.analysis import block_roles
 from tx_explorer.families.text import TextModel
-from tx_explorer.views import Panel, texts
+from tx_explorer.views import Panel, model_facts, texts
 from tx_explorer.viz import mixing
 
 PAGE = "block_roles"
@@ -37,10 +37,10 @@ def whole_word(tm: TextModel, text: str, start: int = 2) -> int:
 
 def probe(tm: TextModel, text: str, token: int, layer: int = 0, *, lang: str = "en") -> ProbeView:
     """Change token ``token`` of ``text`` at the input of block ``layer`` and see who moves after each stage."""
-    T = texts(PAGE, lang)
+    T, facts = texts(PAGE, lang), model_facts.facts(tm, lang).fields()  # the stages are named by its norm
     enc = tm.encode(text, MAX_TOKENS)  # refuses empty text
     p = block_roles.token_probe(tm.model, list(enc.ids), token=token, layer=layer)
-    stage = {s: T(f"stage_{s}") for s in block_roles.STAGES}
+    stage = {s: T(f"stage_{s}", **facts) for s in block_roles.STAGES}
     fig = mixing.probe_bars(
         enc.tokens,
         {stage[s]: p.delta[s] for s in block_roles.STAGES},
@@ -71,6 +71,7 @@ def probe(tm: TextModel, text: str, token: int, layer: int = 0, *, lang: str = "
         token=token,
         attention=f"{p.others('attention', before=False):.3g}",
         block=f"{p.others('block', before=False):.3g}",
+        **facts,
     )
     data = np.column_stack([p.delta[s] for s in block_roles.STAGES])  # (N, 4): one column per stage
     return ProbeView(Panel("block_probe", fig, data), table, verdict)

@@ -23,14 +23,14 @@ from tx_explorer.viz.style import safe_labels
 PAGE = "seq2seq"
 KINDS = ("fixed", "attention", "transformer")  # the page compares one translator of each kind
 RETRAIN = "python -m tx_explorer.train seq2seq --model all"
-LATEX = (  # the encoder and s₀ as tx_explorer.modules.seq2seq computes them, then one Bahdanau step
+# The encoder and s₀ as tx_explorer.modules.seq2seq computes them, then one Bahdanau step: maths only, the same in
+# both languages; the fixed model's one c and the stop at <eos> are said in words beside it (formula_caption).
+LATEX = (
     r"\begin{gathered} h_i = [\overrightarrow{h}_i;\ \overleftarrow{h}_i],\qquad"
     r" s_0 = \tanh\!\big(W_s\,[\overrightarrow{h}_T;\ \overleftarrow{h}_1]\big),"
     r"\qquad y_0 = \langle\mathrm{bos}\rangle \\"
     r" e_{t,i} = v^\top \tanh(W s_{t-1} + U h_i),\qquad a_{t,i} = \frac{\exp e_{t,i}}{\sum_j \exp e_{t,j}},"
-    r"\qquad c_t = \sum_i a_{t,i}\, h_i,\qquad s_t = \mathrm{GRU}([y_{t-1}; c_t],\, s_{t-1}) \\"
-    r" \text{fixed context: } c_t = c = [\overrightarrow{h}_T;\ \overleftarrow{h}_1]\ \text{at every step;}"
-    r"\quad \text{decoding stops at } y_t = \langle\mathrm{eos}\rangle \end{gathered}"
+    r"\qquad c_t = \sum_i a_{t,i}\, h_i,\qquad s_t = \mathrm{GRU}([y_{t-1}; c_t],\, s_{t-1}) \end{gathered}"
 )
 BUCKET_METRICS = (  # (result key, title key, in percent)
     ("token_accuracy", "token_accuracy", True),
