@@ -41,8 +41,6 @@ def warm(
     # module 'pandas'"), as 30 sessions opening at once showed (tests/test_classroom.py).
     import pandas  # noqa: F401
 
-    # Not tx_explorer.ui: its first import must happen inside a script run (it leaves Streamlit's legacy
-    # multipage mode there, see ui.compat.leave_legacy_multipage_mode).
     from tx_explorer.views import home
 
     # The home page's chart, built and serialised once: torch and Plotly import more on first use, which the first

@@ -58,6 +58,7 @@ class ProtocolSession:
         self.static_bytes = 0  # received over HTTP before connecting (open(static=True))
         self.page = page
         self.page_hash = ""  # the page's script hash, from the navigation message (as the browser keeps it)
+        self.menu: list[str] = []  # the latest navigation's url paths: app.py's pages, or legacy mode's pages/
         self.widgets: dict[str, tuple[str, str]] = {}  # widget key → (widget id, its fragment's id)
         self.errors: list[str] = []  # exception and error boxes the server drew
         self.notices: list[str] = []  # info boxes, in order (e.g. "busy, you are n-th")
@@ -131,6 +132,7 @@ class ProtocolSession:
         kind = fwd.WhichOneof("type")
         if kind == "navigation":  # st.navigation's page: new_session names app.py, whose hash would open the home page
             self.page_hash = fwd.navigation.page_script_hash
+            self.menu = [page.url_pathname for page in fwd.navigation.app_pages]
         elif kind == "delta":
             self.last_delta = time.monotonic()
             if fwd.delta.WhichOneof("type") == "new_element":

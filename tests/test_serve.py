@@ -9,11 +9,15 @@ import re
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from streamlit import delta_generator, env_util
 from streamlit.runtime.pages_manager import PagesManager
+from streamlit.runtime.scriptrunner_utils.script_requests import ScriptRequests, ScriptRequestType
+from streamlit.runtime.scriptrunner_utils.script_run_context import SCRIPT_RUN_CONTEXT_ATTR_NAME
 
 import serve
 from tx_explorer import model_cache, models
@@ -89,6 +93,31 @@ def test_the_first_run_skips_the_legacy_mode_rerun_and_the_repl_check(monkeypatc
 
     monkeypatch.setattr(env_util, "is_repl", no_stack_walk)
     delta_generator._maybe_print_use_warning()  # what the first element drawn calls
+
+
+def test_leaving_the_legacy_mode_asks_each_running_script_to_start_again_without_raising(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    """A plain ``streamlit run app.py``: the first import of the ui package happens inside runs that began in the
+    legacy multipage mode (issue 42). It must not raise there (an abandoned import failed the sessions waiting on
+    it); each running script is asked to start again, on the page its visitor asked for."""
+    monkeypatch.setattr(PagesManager, "uses_pages_directory", True)
+    requests = ScriptRequests()
+    intent = SimpleNamespace(intended_page_script_hash=None, intended_page_name="seq2seq")
+    ctx = SimpleNamespace(script_requests=requests, pages_manager=intent, query_string="lang=zh", context_info=None)
+    release = threading.Event()
+    script = threading.Thread(target=release.wait, daemon=True)  # a session's script thread, mid-run
+    setattr(script, SCRIPT_RUN_CONTEXT_ATTR_NAME, ctx)
+    script.start()
+    try:
+        assert compat.leave_legacy_multipage_mode() == 1
+        assert compat.leave_legacy_multipage_mode() == 0  # once: the mode is off for every later run
+    finally:
+        release.set()
+    assert PagesManager.uses_pages_directory is False
+    request = requests.on_scriptrunner_yield()  # what the script's next Streamlit call finds
+    assert request.type == ScriptRequestType.RERUN
+    assert (request.rerun_data.page_name, request.rerun_data.query_string) == ("seq2seq", "lang=zh")
 
 
 def test_ui_compat_refuses_another_streamlit_release():

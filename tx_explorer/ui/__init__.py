@@ -14,7 +14,9 @@ One module per concern, everything a page uses re-exported here (``ui.show(...)`
 Streamlit's private API is used only in :mod:`tx_explorer.ui.compat`, which checks its version.
 """
 
-from tx_explorer.ui import compat
+# First: importing compat leaves Streamlit's legacy multipage mode before the rest of the package loads (a plain
+# ``streamlit run app.py``'s first runs, see compat.leave_legacy_multipage_mode).
+from tx_explorer.ui import compat  # noqa: F401
 from tx_explorer.ui.below_fold import DRAW_ALL, REACH, below_fold
 from tx_explorer.ui.figures import PAGE_PX, metrics, redraw, row, show, show_clickable, show_figure, show_result
 from tx_explorer.ui.inputs import inputs
@@ -71,7 +73,3 @@ __all__ = [
     "text_model_picker",
     "texts",
 ]
-
-# The first import happens inside a visitor's script run: a deep link under plain ``streamlit run`` reruns through
-# app.py's navigation from here.
-compat.leave_legacy_multipage_mode()
