@@ -73,9 +73,9 @@ TESTS = Path(__file__).resolve().parent
 # a class of browsers or of protocol sessions (test_burst), or replicas behind a proxy
 LOAD_MODULES = ("test_classroom", "test_scaleout", "test_burst")
 APP_CALLS = frozenset({"open_page", "AppTest"})  # what an AppTest is reached through (or the ``page`` fixture)
-# The real LLM (SmolLM2-135M: seconds to load, and transformers' own loader for the parity tests tens of seconds): a
-# test that loads it names it in its own name (parameters included), its module's or a fixture's.
-REAL_LLM = "smollm2"
+# The real LLMs (SmolLM2-135M, Gemma 3 270M: seconds to load, and transformers' own loader for the parity tests tens
+# of seconds): a test that loads one names it in its own name (parameters included), its module's or a fixture's.
+REAL_LLMS = ("smollm2", "gemma3_270m")
 # Tests that load no large model but take minutes alone (file name :: test name).
 MODEL_TESTS = frozenset({"test_lm.py::test_corpus_is_the_one_the_model_was_trained_on"})  # parses the stdlib
 
@@ -132,7 +132,8 @@ def tier(item: pytest.Item) -> str:
     if any(_reaches(f, APP_CALLS, seen) for f in [item.function, *fixtures]):
         return "app"
     named = (item.module.__name__.split(".")[-1], item.name, *item.fixturenames)
-    if any(REAL_LLM in name.lower() for name in named) or f"{item.path.name}::{item.name}" in MODEL_TESTS:
+    real = any(llm in name.lower() for name in named for llm in REAL_LLMS)
+    if real or f"{item.path.name}::{item.name}" in MODEL_TESTS:
         return "model"
     return "unit"
 

@@ -112,3 +112,211 @@ def test_variants_of_the_config_match_too(tmp_path, overrides):
     write_tokenizer(tmp_path, "llama")
     idx = torch.randint(0, TINY["vocab_size"], (1, 17), generator=torch.Generator().manual_seed(4))
     compare(reference, load_checkpoint(tmp_path).model, idx)
+
+
+# --- gemma3 GGUF files written here as llama.cpp's converter writes them --------------------------------------------
+_GGUF_BLOCK = {  # Gemma 3's names → llama.cpp's (every "norm" among them stored as 1 + w)
+    "input_layernorm": "attn_norm",
+    "post_attention_layernorm": "post_attention_norm",
+    "pre_feedforward_layernorm": "ffn_norm",
+    "post_feedforward_layernorm": "post_ffw_norm",
+    "self_attn.q_norm": "attn_q_norm",
+    "self_attn.k_norm": "attn_k_norm",
+    "self_attn.q_proj": "attn_q",
+    "self_attn.k_proj": "attn_k",
+    "self_attn.v_proj": "attn_v",
+    "self_attn.o_proj": "attn_output",
+    "mlp.gate_proj": "ffn_gate",
+    "mlp.up_proj": "ffn_up",
+    "mlp.down_proj": "ffn_down",
+}
+SPECIALS = ["<pad>", "<eos>", "<bos>", "<unk>", "<mask>"]
+PIECES = ["▁", *"abcdefghijklmnopqrstuvwxyz", "▁t", "he", "▁the", "▁a", "at", "▁c", "▁cat", "in", "  ", "\n"]
+
+
+def gemma3_vocab(size: int) -> tuple[list[str], list[int]]:
+    """A small SentencePiece vocabulary as Gemma's files hold one: control tokens, 256 byte pieces, then pieces
+    (runs of spaces stored as spaces, "\\n" user-defined), padded with unused control tokens to ``size``."""
+    tokens = SPECIALS + [f"<0x{b:02X}>" for b in range(256)] + PIECES
+    types = [3] * len(SPECIALS) + [6] * 256 + [4 if p == "\n" else 1 for p in PIECES]
+    unused = [f"<unused{i}>" for i in range(size - len(tokens))]
+    return tokens + unused, types + [3] * len(unused)
+
+
+def write_gemma3_gguf(
+    path: Path,
+    *,
+    seed: int = 0,
+    drop: str = "",
+    key_length: int | None = None,
+    pattern=None,
+    vocab_cut: int = 0,
+    **overrides,
+) -> torch.nn.Module:
+    """A random Gemma 3 model (query_pre_attn_scalar = head_dim, the scale llama.cpp uses) written as a gemma3
+    GGUF file in float32, its norms as 1 + w; ``drop`` leaves one tensor out, ``key_length`` states another head
+    width, ``pattern`` writes attention.sliding_window_pattern, ``vocab_cut`` drops the last tokens. Returns the
+    reference model."""
+    import gguf
+
+    model = gemma3_reference(seed, **({"query_pre_attn_scalar": TINY["head_dim"]} | overrides))
+    cfg = model.config
+    w = gguf.GGUFWriter(str(path), "gemma3")
+    w.add_block_count(cfg.num_hidden_layers)
+    w.add_context_length(cfg.max_position_embeddings)
+    w.add_embedding_length(cfg.hidden_size)
+    w.add_feed_forward_length(cfg.intermediate_size)
+    w.add_head_count(cfg.num_attention_heads)
+    w.add_head_count_kv(cfg.num_key_value_heads)
+    w.add_key_length(key_length or cfg.head_dim)
+    w.add_value_length(cfg.head_dim)
+    w.add_rope_freq_base(cfg.rope_parameters["full_attention"]["rope_theta"])
+    w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
+    w.add_sliding_window(cfg.sliding_window)
+    if isinstance(pattern, str):  # a kind of value llama.cpp never writes there
+        w.add_string("gemma3.attention.sliding_window_pattern", pattern)
+    elif pattern is not None:
+        w.add_sliding_window_pattern(pattern)
+    tokens, types = gemma3_vocab(cfg.vocab_size)
+    w.add_tokenizer_model("llama")
+    w.add_token_list(tokens[: len(tokens) - vocab_cut])
+    w.add_token_scores([0.0] * len(tokens))
+    w.add_token_types(types)
+    w.add_bos_token_id(2)
+    w.add_eos_token_id(1)
+    w.add_unk_token_id(3)
+    w.add_add_bos_token(True)
+    for key, t in model.state_dict().items():
+        stem = key.removeprefix("model.").removesuffix(".weight")
+        if stem == "lm_head":
+            continue  # tied
+        if stem.startswith("layers."):
+            _, layer, part = stem.split(".", 2)
+            name = f"blk.{layer}.{_GGUF_BLOCK[part]}.weight"
+        else:
+            name = {"embed_tokens": "token_embd.weight", "norm": "output_norm.weight"}[stem]
+        if name != drop:
+            w.add_tensor(name, (t + 1 if "norm" in stem else t).float().numpy())
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return model
+
+
+def test_a_gemma3_gguf_file_is_the_model_it_was_written_from(tmp_path):
+    from tx_explorer.interop.gguf import load_gguf
+
+    path = tmp_path / "tiny-gemma3.gguf"
+    reference = write_gemma3_gguf(path)
+    tm = load_gguf(path)
+    assert tm.config.layer_types == ("sliding",) * 5 + ("full", "sliding")
+    ids = tm.encode("the cat at  the\nhat 🙂").ids
+    assert ids[0] == 2 and tm.decode(ids[1:]) == "the cat at  the\nhat 🙂"  # <bos>, then bytes for the emoji
+    assert tm.tokenizer.token_to_id("▁cat") in ids and tm.tokenizer.token_to_id("\n") in ids
+    idx = torch.randint(0, TINY["vocab_size"], (1, 19), generator=torch.Generator().manual_seed(5))
+    compare(reference, tm.model, idx)
+
+
+def _refused(path: Path, key: str, *words: str) -> None:
+    from tx_explorer.errors import InputError
+    from tx_explorer.interop.gguf import load_gguf
+
+    with pytest.raises(InputError) as e:
+        load_gguf(path)
+    assert e.value.key == key, str(e.value)
+    for lang in ("en", "zh"):
+        message = e.value.message(lang)
+        assert all(w in message for w in words), message
+
+
+@pytest.mark.parametrize(
+    ("edit", "key", "words"),
+    [
+        ({"drop": "blk.3.post_ffw_norm.weight"}, "gguf_missing_tensor", ("blk.3.post_ffw_norm.weight",)),
+        ({"drop": "blk.0.attn_q_norm.weight"}, "gguf_missing_tensor", ("blk.0.attn_q_norm.weight",)),
+        ({"key_length": 12}, "gguf_head_width", ("blk.0.attn_q.weight", "64")),
+        ({"pattern": "every sixth"}, "gguf_layer_pattern", ("every sixth",)),
+        ({"pattern": [True, False]}, "gguf_layer_pattern", ("sliding_window_pattern",)),
+        ({"vocab_cut": 10}, "gguf_vocab_size", ("290", "300")),
+    ],
+    ids=["missing-post-norm", "missing-qk-norm", "head-width", "pattern-text", "pattern-short", "vocab-cut"],
+)
+def test_a_bad_gemma3_gguf_file_is_refused_in_both_languages(tmp_path, edit, key, words):
+    path = tmp_path / "bad.gguf"
+    write_gemma3_gguf(path, **edit)
+    _refused(path, key, *words)
+
+
+def test_a_stated_layer_pattern_is_followed(tmp_path):
+    from tx_explorer.interop.gguf import load_gguf
+
+    path = tmp_path / "pattern.gguf"
+    flags = [True, False, True, True, False, True, True]  # True = sliding
+    write_gemma3_gguf(path, pattern=flags)
+    assert load_gguf(path).config.layer_types == tuple("sliding" if f else "full" for f in flags)
+
+
+# --- the packaged Gemma 3 270M (the model tier: the names say gemma3_270m) ------------------------------------------
+SAMPLES = {
+    "english": "The cat sat on the mat. It was a sunny day, and the children played in the garden.",
+    "chinese": "注意力机制让模型关注输入的不同部分。我们用中文测试分词。",
+    "code": "def square(x: int) -> int:\n    return x ** 2  # 平方\n\tif a != b: {'k': [1, 2]}",
+    "emoji": "emoji 🙂👍🏽 and flags 🇫🇷🇯🇵, a family 👨‍👩‍👧",
+    "control": "ctrl \x00\x01\x07 bell\ttab\r\n end \x7f",
+    "spaces": "  leading spaces   and    runs\n\n\nof lines",
+    "specials": "<start_of_turn>user\nhi<end_of_turn>\n<bos>",
+}
+
+
+@pytest.fixture(scope="module")
+def gemma3_270m():
+    from tx_explorer import models
+
+    assert "gemma3-270m" in models.available_models("text", kind="causal"), "make run assembles it"
+    return models.load_model("gemma3-270m")
+
+
+def _gemma3_270m_transformers(auto):
+    from tx_explorer.interop.assemble import GEMMA3_PATH
+
+    kwargs = {"dtype": torch.float32, "attn_implementation": "eager"} if auto.__name__ != "AutoTokenizer" else {}
+    return auto.from_pretrained(str(GEMMA3_PATH.parent), gguf_file=GEMMA3_PATH.name, **kwargs)
+
+
+def test_gemma3_270m_vocabulary_gives_transformers_ids(gemma3_270m):
+    from transformers import AutoTokenizer
+
+    theirs = _gemma3_270m_transformers(AutoTokenizer)
+    for name, text in SAMPLES.items():
+        ids = gemma3_270m.encode(text).ids
+        assert ids == theirs(text)["input_ids"], name
+        assert ids[0] == 2 and gemma3_270m.decode(ids[1:]) == text, name  # <bos> first; decoding gives the text back
+
+
+def test_gemma3_270m_matches_transformers_gguf_loader_past_the_window(gemma3_270m):
+    """Log-probabilities ≤ 1e-3 and every attention map ≤ 1e-4 on 656 tokens: prose, then 300 random ids twice
+    (measured: 2.4e-4 and 1.5e-5)."""
+    from transformers import AutoModelForCausalLM
+
+    prose = "Attention lets every token look at every earlier token and take a weighted mix of their values. " * 3
+    rand = torch.randint(1000, 200000, (300,), generator=torch.Generator().manual_seed(0)).tolist()
+    idx = torch.tensor([gemma3_270m.encode(prose).ids + rand + rand])
+    n = idx.shape[1]
+    assert n > gemma3_270m.config.sliding_window == 512
+    trace = Trace()
+    with torch.no_grad():
+        got = gemma3_270m.model(idx, trace).log_softmax(-1)
+        ref = _gemma3_270m_transformers(AutoModelForCausalLM).eval()(idx, output_attentions=True)
+    torch.testing.assert_close(got, ref.logits.log_softmax(-1), atol=1e-3, rtol=0)
+    assert len(trace) == len(ref.attentions) == 18
+    for layer, (record, theirs) in enumerate(zip(trace, ref.attentions, strict=True)):
+        assert record.weights.shape == (1, 4, n, n)  # four query heads reading one key/value head
+        torch.testing.assert_close(record.weights, theirs, atol=1e-4, rtol=0)
+        visible = (record.weights[0, :, -1] > 0).sum(dim=-1)  # keys the last query reads, per head
+        if layer in (5, 11, 17):  # global: beyond the window (a weight may still round to 0 in float32)
+            assert (visible > 512).all(), layer
+        else:
+            assert visible.tolist() == [512] * 4, layer
+    nll = torch.nn.functional.cross_entropy(got[0, :-1], idx[0, 1:], reduction="none")
+    assert nll[-299:].mean() < nll[-600:-300].mean() / 4  # the second copy is copied, not guessed

