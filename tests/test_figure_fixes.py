@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from tx_explorer.views import model_sizes
-from tx_explorer.viz import flow, heatmap, seq2seq, style
+from tx_explorer.viz import charts, flow, heatmap, seq2seq, style
 
 
 @pytest.mark.parametrize("title", ["decoder step: reads → writes (Italian)", "解码步骤：读入 → 写出（意大利语）"])
@@ -56,3 +56,15 @@ def test_size_comparison_has_smollm2_counted_exactly_and_no_minor_log_labels():
     assert bars["published"]["SmolLM2-135M"] == model_sizes.SMOLLM2_PUBLISHED
     assert np.isnan(bars["lecture"]["SmolLM2-135M"])  # the lecture's table has no SmolLM2
     assert panel.figure.layout.yaxis.minorloglabels == "none"
+
+
+def test_cell_numbers_are_written_only_where_they_fit_their_cells_legibly():
+    """The multi-head inspector's Q and K rows (16 signed values each) had numbers Plotly shrank to 6 px."""
+    rng = np.random.default_rng(0)
+    q = charts.signed_heatmap(rng.standard_normal((2, 16))).data[0]
+    assert q.texttemplate is None and q.text is None
+    small = charts.signed_heatmap(rng.standard_normal((4, 8))).data[0]
+    assert small.texttemplate == "%{text}" and len(small.text[0][0]) <= 5
+    weights = heatmap.heatmap(rng.random((16, 16))).data[0]  # "0.12": four characters still fit
+    assert weights.texttemplate == "%{text}"
+    assert heatmap.heatmap(rng.random((2, 16)) - 0.5, show_values=True).data[0].text is not None  # asked: kept

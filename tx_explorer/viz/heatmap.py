@@ -45,6 +45,17 @@ def _hover_name(axis_title: str) -> str:
     return f"{axis_title} " if axis_title else ""
 
 
+CELL_FONT_PX = 9  # Plotly shrinks a cell's number to fit its cell; smaller than this it cannot be read
+CELL_AREA_PX = style.COLUMN_PX - 100  # a column-wide figure's plot: less the row labels and the colour bar
+
+
+def _numbers_fit(text: np.ndarray, cols: int) -> bool:
+    """Whether the longest of the cells' numbers fits its cell at :data:`CELL_FONT_PX` in a column-wide figure
+    (the multi-head inspector's 16 signed Q and K values a row were drawn 6 px high)."""
+    longest = max((len(t) for t in text.flat), default=0)
+    return CELL_AREA_PX / cols >= style.text_width("0" * longest, CELL_FONT_PX)
+
+
 def heatmap(
     values: np.ndarray,
     row_labels: Sequence[str] | None = None,
@@ -68,7 +79,8 @@ def heatmap(
 
     Args:
         values: ``[R, C]``; ±inf and NaN are drawn as gaps (masked positions).
-        show_values: write the numbers in the cells (default: when the map is at most 16 × 16).
+        show_values: write the numbers in the cells (default: when the map is at most 16 × 16 and they fit their
+            cells at a legible size in a column-wide figure).
     """
     z = np.asarray(values, dtype=np.float64)
     if z.ndim != 2:
@@ -96,13 +108,14 @@ def heatmap(
         for names, axis, most in ((x, xaxis, X_TICKS), (y, yaxis, _y_ticks(side))):
             axis.update(type="category", tickmode="array", tickvals=names[:: max(1, int(np.ceil(len(names) / most)))])
     else:
-        if show_values is None:
-            show_values = rows <= 16 and cols <= 16
         text = None
-        if show_values:
+        if show_values or (show_values is None and rows <= 16 and cols <= 16):
             text = np.vectorize(
                 lambda v: format(v, value_format) if np.isfinite(v) else ("−∞" if v == -np.inf else "")
             )(z)
+            if show_values is None and not _numbers_fit(text, cols):
+                text = None
+        show_values = text is not None
         custom = np.empty((rows, cols, 2), dtype=object)
         custom[:, :, 0] = np.array(rl, dtype=object)[:, None]
         custom[:, :, 1] = np.array(cl, dtype=object)[None, :]
