@@ -39,8 +39,8 @@ def lenses(name: str, text: str) -> tuple[np.ndarray, np.ndarray]:
 
 @st.cache_data(max_entries=8, show_spinner=False)
 def metrics(name: str, text: str) -> dict[str, np.ndarray]:
-    maps = analysed(name, text).maps
-    return pooled(name, text, lambda: view.head_metrics(maps))
+    data = analysed(name, text)
+    return pooled(name, text, lambda: view.head_metrics(data.maps, data.ids))
 
 
 @st.cache_data(max_entries=8, show_spinner=False)
@@ -50,18 +50,22 @@ def similarity(name: str, text: str) -> np.ndarray:
 
 
 @st.fragment
-def views(name: str, text: str, shown: view.Shown, hide_special: bool) -> None:
-    """One view at a time (tabs would build every view's figures); its inputs rerun only this fragment."""
+def views(name: str, text: str, shown: view.Shown, hide_special: bool, single: str | None) -> None:
+    """One view at a time (tabs would build every view's figures); its inputs rerun only this fragment.
+    ``single``: the typed text when ``text`` is it written twice."""
     tm, data = ui.cached_model(name), analysed(name, text)
     num_layers, num_heads = data.maps.shape[:2]
     names, pick_head = shown.head_names, dict(format_func=shown.head_names.__getitem__)
     with ui.friendly_errors():
+        ui.heads.apply_asked()  # a click on a head's cell (grid, heatmaps) opens it: view, layer and head
         tab = st.segmented_control(
             T("view"), view.VIEWS, default="grid", required=True, format_func=lambda v: T(f"tab_{v}"), key="mh_view"
         )
         if tab == "grid":
             st.markdown(T("grid_intro"))
-            ui.show(view.grid(shown, view.kv_groups(tm), lang=LANG))
+            ui.heads.open_head(ui.show_clickable(view.grid(shown, view.kv_groups(tm), lang=LANG)), "grid")
+        elif tab == "search":
+            ui.heads.head_search(T, LANG, tm, shown, single)
         elif tab == "head":
             c = st.columns(3)
             layer = c[0].selectbox(T("layer"), range(num_layers), index=num_layers - 1, key="mh_layer")
@@ -85,7 +89,9 @@ def views(name: str, text: str, shown: view.Shown, hide_special: bool) -> None:
             metric = st.radio(
                 T("metric"), view.METRICS, format_func=lambda m: T(f"metric_{m}"), horizontal=True, key="mh_metric"
             )
-            ui.show(view.metric(metrics(name, text), metric, lang=LANG))
+            st.caption(T("click_hint"))
+            panel = view.metric(metrics(name, text), metric, view.kv_groups(tm), lang=LANG)
+            ui.heads.open_head(ui.show_clickable(panel), "metric")
             ui.section(T, "similarity", level="subheader")
             ui.show(view.similarity(similarity(name, text), shown, lang=LANG))
             st.subheader(T("pair_header"))
@@ -105,23 +111,7 @@ def views(name: str, text: str, shown: view.Shown, hide_special: bool) -> None:
             else:
                 st.info(T("other_empty"))
         else:  # the query/key inspector
-            st.markdown(T("qk_intro"))
-            st.latex(view.LATEX["qk"])
-            c = st.columns(3)
-            q_layer = c[0].selectbox(T("layer"), range(num_layers), key="qk_layer")
-            q_head = c[1].selectbox(T("head"), range(num_heads), key="qk_head")
-            toks, n = data.tokens, len(data.tokens)
-            query = c[2].selectbox(
-                T("query"), range(n), index=n - 1, key="qk_query", format_func=lambda i: f"{i}: {toks[i]}"
-            )
-            qk = view.inspector(tm, text, toks, q_layer, q_head, query, lang=LANG)
-            st.table(qk.shapes)
-            ui.row(qk.scores, qk.weights)
-            c = st.columns(2)
-            with c[0]:
-                ui.show(qk.query, qk.keys)
-            with c[1]:
-                ui.show(qk.values, qk.weighted)
+            ui.heads.query_key(T, LANG, tm, text, data.tokens)
 
 
 st.title(ui.page_title("multihead"))
@@ -131,9 +121,11 @@ st.latex(view.LATEX["multihead"])
 c = st.columns([2, 2, 1])
 example = c[1].selectbox(T("example"), view.EXAMPLES, format_func=T, key="mh_example")
 hide_special = c[2].toggle(T("hide_special"), value=False, key="mh_hide", help=T("hide_special_help"))
+repeat = c[2].toggle(T("repeat"), value=False, key="mh_repeat", help=T("repeat_help"))
 name = ui.text_model_picker(T("model"), "mh_model", help=T("model_help"), where=c[0])
 text = st.text_area(T("text"), T(f"{example}_text"), max_chars=20_000, key=f"mh_text_{example}", height=90)
 ui.stop_unless(name, text, T("empty"))
+single, text = (text, view.repeated(text)) if repeat else (None, text)  # the typed text, then the one analysed
 
 with ui.friendly_errors():
     tm = ui.cached_model(name)
@@ -147,4 +139,4 @@ with ui.friendly_errors():
     shown = view.shown(data, hide_special)
     if shown.no_special:
         st.caption(T("no_special"))
-    views(name, text, shown, hide_special)
+    views(name, text, shown, hide_special, single)

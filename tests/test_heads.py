@@ -388,3 +388,19 @@ def test_pattern_scores_find_the_taxonomys_heads_on_smollm2() -> None:
         assert np.allclose(s[name], taxonomy.scores[name], atol=1e-5), name
         assert [b[:2] for b in heads.top_heads(s[name], 3)] == [b[:2] for b in hs.strongest(taxonomy.scores[name], 3)]
     assert heads.top_heads(s["induction"], 1)[0][2] >= 0.8  # README: induction heads scoring 0.97
+
+
+def test_the_notebook_ranks_every_head_by_a_pattern_on_the_text_written_twice() -> None:
+    from tx_explorer import explore
+    from tx_explorer.views import multihead as view
+
+    text = "one two three four five"
+    figs = explore.heads("tiny-gpt", text, repeat=True, pattern="induction", skip_first=True)
+    tm = models.load_model("tiny-gpt")
+    data = heads.analyse(tm, view.repeated(text))
+    s = view.shown(data)
+    queries = view.repeat_queries(tm, text, s)
+    assert data.ids[len(data.ids) - len(queries) :] == data.ids[: len(queries)]  # the second copy repeats the first
+    want = heads.pattern_scores(data.maps, data.ids, skip_first=True, queries=queries)["induction"]
+    np.testing.assert_allclose(np.array(figs["mh_rank"].data[0].z, dtype=float), want, atol=1e-9)
+    assert {"mh_rank_top0", "mh_rank_top2"} <= set(figs)

@@ -33,7 +33,7 @@ def language_model():
     return at.run()
 
 
-VIEW_CHARTS = {"grid": 1, "head": 2, "compare": 7, "qk": 6}  # the figures each view shows
+VIEW_CHARTS = {"grid": 1, "head": 2, "search": 5, "compare": 7, "qk": 6}  # the figures each view shows
 
 
 def test_multihead_first_load(multihead) -> None:
@@ -79,6 +79,72 @@ def test_multihead_heads_and_inspector(multihead) -> None:
     assert_clean(multihead)
     assert len(multihead.table) == 1  # the four matrix multiplications
     multihead.segmented_control(key="mh_view").set_value("grid").run()
+
+
+def _shape(array: dict) -> str:
+    """The shape of an array as Plotly sends it (typed: ``{"dtype", "bdata", "shape"}``, no shape when 1-D)."""
+    import base64
+
+    import numpy as np
+
+    return array.get("shape") or str(len(base64.b64decode(array["bdata"])) // np.dtype(array["dtype"]).itemsize)
+
+
+def _search(at, **widgets) -> None:
+    """Open the head search and set its widgets (key → value), then run."""
+    at.segmented_control(key="mh_view").set_value("search")
+    for key, value in widgets.items():
+        at.session_state[key] = value
+    at.run()
+    assert not at.exception
+
+
+def test_multihead_search_ranks_every_head_by_a_query_and_a_key(multihead) -> None:
+    n = len(_codes(multihead)[0].split(" | "))
+    _search(multihead, mh_search="pair", mh_query=n - 1, mh_key=3, mh_skip=True)
+    assert_clean(multihead)
+    table = multihead.dataframe[0].value
+    assert len(table) == 10 and table.iloc[:, 2].is_monotonic_decreasing  # the ten best of 270 heads
+    best = table.iloc[0, 1]
+    assert any(c.value.startswith("Best head: layer") for c in multihead.caption)
+    specs = plotly_specs(multihead)
+    heat = specs[1]["data"]  # the text, then every head's weight as a layers × heads heatmap with click markers
+    assert _shape(heat[0]["z"]) == "30, 9" and _shape(heat[1]["customdata"]) == "270, 2"  # [layer, head] each
+    assert any(best in t for t in heat[1]["text"])
+    assert specs[0]["data"][0]["type"] == "bar" and _shape(specs[0]["data"][0]["customdata"]) == str(n)  # tokens
+    _search(multihead, mh_query=2, mh_key=3)  # a key after the query
+    assert any("cannot look ahead" in e.value for e in multihead.error)
+    assert len(plotly_specs(multihead)) == 1  # the text stays, to pick another token
+    multihead.session_state["mh_asked"] = {"mh_view": "head", "mh_layer": 17, "mh_head": 3}  # what a click asks
+    multihead.run()
+    assert multihead.segmented_control(key="mh_view").value == "head"
+    assert "Layer 17, head 3" in plotly_specs(multihead)[0]["layout"]["title"]["text"]
+    _search(multihead, mh_query=n - 1)
+    assert_clean(multihead)
+
+
+def test_multihead_repeat_puts_an_induction_head_on_top_on_smollm2(multihead) -> None:
+    multihead.toggle(key="mh_repeat").set_value(True)
+    _search(multihead, mh_search="pattern", mh_pattern="induction", mh_skip=True)
+    assert_clean(multihead)
+    tokens = _codes(multihead)[0].split(" | ")
+    assert tokens[: len(tokens) // 2] == tokens[len(tokens) // 2 + 1 :]  # written twice, a newline between
+    said = next(c.value for c in multihead.caption if c.value.startswith("Best head for"))
+    assert float(said.rstrip(".").split("scoring ")[1]) >= 0.8, said  # the issue's bar
+    assert any("after the first copy" in c.value for c in multihead.caption)
+    multihead.toggle(key="mh_repeat").set_value(False).run()
+    assert_clean(multihead)
+
+
+def test_multihead_compare_draws_every_number_as_a_layers_by_heads_heatmap(multihead) -> None:
+    multihead.segmented_control(key="mh_view").set_value("compare").run()
+    for metric in ("entropy", "induction"):
+        multihead.radio(key="mh_metric").set_value(metric).run()
+        assert_clean(multihead)
+        heat = plotly_specs(multihead)[0]["data"]
+        assert heat[0]["type"] == "heatmap" and _shape(heat[0]["z"]) == "30, 9"
+        assert _shape(heat[1]["customdata"]) == "270, 2"
+        assert "key/value head" in heat[1]["text"][0]
 
 
 @pytest.mark.parametrize("text", ["", "   \n  "])

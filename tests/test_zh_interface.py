@@ -34,7 +34,7 @@ WIDGETS = (
 )
 # Page → (widget kind, key, value) runs after the first load: views that only appear after a choice.
 MORE_VIEWS = {
-    "multihead": [("segmented_control", "mh_view", v) for v in ("head", "compare", "qk")],
+    "multihead": [("segmented_control", "mh_view", v) for v in ("head", "search", "compare", "qk")],
     "head_science": [("segmented_control", "hs_view", v) for v in ("patching", "lens", "taxonomy", "attribution")],
 }
 # Page → (session-state key, value) runs after the first load: lazy tabs, opened one at a time by their label.

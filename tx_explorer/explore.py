@@ -230,22 +230,30 @@ def heads(
     lens: str = "raw",
     hide_special: bool = False,
     metric: str = "entropy",
+    pattern: str = "induction",
+    repeat: bool = False,
+    skip_first: bool = False,
     lang: str = "en",
     **sections: Mapping[str, Any],
 ) -> Figures:
     """Every layer × head of a text model on ``text``; one head (default: last layer) through a lens ("raw",
-    "norm", "rollout"), as a map and as lines; one head metric for every head; the heads' similarity."""
+    "norm", "rollout"), as a map and as lines; one head metric for every head; every head ranked by a ``pattern``
+    (:data:`tx_explorer.analysis.heads.PATTERNS`) with the best heads' maps (``repeat``: on the text written twice,
+    scored after its first copy; ``skip_first``: the first token left out as a sink); the heads' similarity."""
     tm = _model(model)
     text = _default("multihead", "example_prose_text", lang) if text is None else text
-    data = v_heads.analyse(tm, text)
+    used = v_heads.repeated(text) if repeat else text
+    data = v_heads.analyse(tm, used)
     s = v_heads.shown(data, hide_special)
     layer = data.maps.shape[0] - 1 if layer is None else layer
-    both = v_heads.lens_maps(tm, text, data) if lens != "raw" else None
+    both = v_heads.lens_maps(tm, used, data) if lens != "raw" else None
+    groups, queries = v_heads.kv_groups(tm), v_heads.repeat_queries(tm, text, s) if repeat else None
     return _figures(
-        v_heads.grid(s, v_heads.kv_groups(tm), lang=lang),
+        v_heads.grid(s, groups, lang=lang),
         v_heads.detail(s, layer, head, lens, both, lang=lang),
         v_heads.lines(s, layer, head, lens, both, lang=lang),
-        v_heads.metric(v_heads.head_metrics(data.maps), metric, lang=lang),
+        v_heads.metric(v_heads.head_metrics(data.maps, data.ids), metric, groups, lang=lang),
+        *v_heads.search_pattern(s, pattern, skip_first=skip_first, queries=queries, groups=groups, lang=lang).panels,
         v_heads.similarity(v_heads.head_similarity(data.maps), s, lang=lang),
         *_declared("multihead", lang, sections),
     )

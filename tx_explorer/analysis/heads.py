@@ -28,7 +28,8 @@ from tx_explorer.errors import InputError
 from tx_explorer.families.text import TextModel
 from tx_explorer.modules.attention import MultiHeadAttention
 
-METRICS = ("entropy", "distance", "previous", "first", "self")
+PATTERNS = ("previous", "first", "duplicate", "induction", "self")  # what :func:`pattern_scores` scores
+METRICS = ("entropy", "distance", *PATTERNS)
 
 
 def _tensor(maps: np.ndarray | Tensor, dtype: torch.dtype = torch.float32) -> Tensor:
@@ -43,29 +44,22 @@ def _check_maps(maps: Tensor) -> Tensor:
     return maps
 
 
-def head_metrics(maps: Tensor) -> dict[str, np.ndarray]:
+def head_metrics(maps: Tensor, ids: Sequence[int] | None = None) -> dict[str, np.ndarray]:
     """Per-head averages over queries, each ``[L, H]``.
 
     entropy: −Σⱼ αᵢⱼ ln αᵢⱼ in nats (0 = one key; ln n = uniform over n keys).
     distance: Σⱼ αᵢⱼ |i − j| in tokens.
     previous / first / self: αᵢ,ᵢ₋₁, αᵢ,₀, αᵢᵢ. These three skip query 0, where previous does not exist
     and first = self (under a causal mask its whole weight is forced onto itself).
+    duplicate / induction: of the token ``ids`` (:func:`pattern_scores`); NaN without them.
     """
     a = _check_maps(maps)
     n = a.shape[-1]
     idx = torch.arange(n, dtype=torch.float64)
     mean_entropy = entropy(a).mean(-1)
     distance = torch.einsum("lhij,ij->lh", a, (idx[:, None] - idx[None, :]).abs()) / n
-    if n == 1:
-        nan = torch.full(a.shape[:2], float("nan"), dtype=torch.float64)
-        previous = first = self_ = nan
-    else:
-        rows = torch.arange(1, n)
-        previous = a[..., rows, rows - 1].mean(-1)
-        first = a[..., 1:, 0].mean(-1)
-        self_ = a[..., rows, rows].mean(-1)
-    out = dict(entropy=mean_entropy, distance=distance, previous=previous, first=first, self=self_)
-    return {k: v.numpy() for k, v in out.items()}
+    patterns = pattern_scores(a, range(n) if ids is None else ids)  # distinct ids: no duplicate, no induction
+    return {"entropy": mean_entropy.numpy(), "distance": distance.numpy(), **patterns}
 
 
 def js_distance(p: Tensor, q: Tensor) -> Tensor:
@@ -213,6 +207,7 @@ class TextAttention:
     truncated: bool
     num_tokens: int  # before truncation
     maps: np.ndarray  # [L, H, N, N] float32
+    ids: list[int]  # the token ids (pattern scores read repeated tokens from them)
 
 
 MAX_TOKENS = 512  # L·H·N² maps are kept: 12 × 12 × 1024² floats would be 600 MB for GPT-2's full context
@@ -230,7 +225,7 @@ def analyse(tm: TextModel, text: str) -> TextAttention:
     enc = tm.encode(text, max_tokens(tm))
     _, trace = tm.attention(enc)
     maps = trace.stack()[:, 0].numpy()  # (L, H, N, N): batch of one
-    return TextAttention(list(enc.tokens), list(enc.special), enc.truncated, enc.num_tokens, maps)
+    return TextAttention(list(enc.tokens), list(enc.special), enc.truncated, enc.num_tokens, maps, list(enc.ids))
 
 
 def norm_weighted_maps(tm: TextModel, text: str, maps: np.ndarray) -> np.ndarray:
@@ -263,7 +258,6 @@ def inspect_text(tm: TextModel, text: str, layer: int, head: int, query: int) ->
 
 
 # --- finding the head: pattern scores and a ranking of every head -------------------------------------------------
-PATTERNS = ("previous", "first", "duplicate", "induction", "self")
 
 
 def pattern_keys(ids: Sequence[int]) -> dict[str, np.ndarray]:

@@ -73,3 +73,5 @@ __all__ = [
     "text_model_picker",
     "texts",
 ]
+
+from tx_explorer.ui import heads  # noqa: F401 (ui.heads: the multi-head page's head search; after compat)

@@ -10,6 +10,8 @@ import numpy as np
 
 from tx_explorer import locales
 from tx_explorer.analysis import heads
+from tx_explorer.analysis.head_science import SINK_THRESHOLD
+from tx_explorer.errors import InputError
 from tx_explorer.families.text import TextModel
 from tx_explorer.views import Panel, axes, texts
 from tx_explorer.viz import charts
@@ -18,7 +20,12 @@ from tx_explorer.viz.style import safe_labels
 
 PAGE = "multihead"
 EXAMPLES = ("example_code", "example_prose", "example_long")
-VIEWS = ("grid", "head", "compare", "qk")
+VIEWS = ("grid", "head", "search", "compare", "qk")
+SEARCHES = ("pair", "pattern")  # rank the heads by one query's weight on one key, or by a pattern's score
+DIRECTIONS = ("to", "from")  # the text coloured by what the token attends to, or by what attends to it
+CLICKS = ("query", "key")  # what a click on a token of the text picks
+TOP = 3  # the best-ranked heads whose maps are shown beside the ranking, and that colour the text
+TABLE_ROWS = 10
 LENSES = ("raw", "norm", "rollout")
 SMALL_SIDE = 256  # maps shown side by side: half the detail view's resolution
 HEAVY_TOKENS = 128  # longer texts go through the job pool: MiniLM's maps, lenses and metrics take 1–4 s at 512
@@ -42,7 +49,7 @@ def heavy(tm: TextModel, text: str) -> bool:
 
 
 def _words(lang: str) -> dict[str, str]:
-    return locales.words("common", vh.WORDS, lang)
+    return {**locales.words("common", vh.WORDS, lang), **locales.words(PAGE, vh.SEARCH_WORDS, lang)}
 
 
 @dataclass(frozen=True)
@@ -54,6 +61,7 @@ class Shown:
     keep: list[bool]  # per token of the text
     head_names: list[str]  # "L0 H0", … one per (layer, head), row-major
     no_special: bool  # hiding was asked for but the text has no special token
+    ids: list[int]  # the kept tokens' ids
 
     @property
     def flat(self) -> np.ndarray:
@@ -70,6 +78,7 @@ def shown(data: heads.TextAttention, hide_special: bool = False) -> Shown:
         keep,
         heads.head_labels(layers, num_heads),
         hide_special and not any(data.special),
+        [i for i, k in zip(data.ids, keep) if k],
     )
 
 
@@ -78,12 +87,23 @@ def kv_groups(tm: TextModel) -> list[int] | None:
     return tm.attention_module(0).groups if tm.config.kv_heads < tm.config.num_heads else None
 
 
+def names(s: Shown, groups: Sequence[int] | None = None, *, lang: str = "en") -> list[list[str]]:
+    """Each head as hovers name it, ``[L][H]``: layer, head and (grouped-query models) its key/value head."""
+    return vh.head_names(*s.maps.shape[:2], groups, _words(lang))
+
+
 def grid(s: Shown, groups: Sequence[int] | None = None, *, lang: str = "en") -> Panel:
-    """Every layer × head as small multiples (``groups``: the KV head of each query head, grouped-query models)."""
-    T = texts(PAGE, lang)
+    """Every layer × head as small multiples (``groups``: the KV head of each query head, grouped-query models);
+    a thumbnail's hover names its head and its share on the first token, and a click reports [layer, head]."""
+    T, w = texts(PAGE, lang), _words(lang)
     layers, num_heads = s.maps.shape[:2]
     title = T("grid_title", layers=layers, heads=num_heads)
-    return Panel("mh_grid", vh.head_grid(s.maps, title=title, words=_words(lang), groups=groups), s.maps)
+    first = heads.pattern_scores(s.maps, s.ids)["first"]  # (L, H)
+    hover = [
+        [f"{name}<br>{T('first_share', value=first[i, h])}" for h, name in enumerate(row)]
+        for i, row in enumerate(names(s, groups, lang=lang))
+    ]
+    return Panel("mh_grid", vh.head_grid(s.maps, title=title, words=w, groups=groups, hover=hover), s.maps)
 
 
 def lens_map(
@@ -136,17 +156,158 @@ def lines(
     return Panel("mh_lines", fig, view)
 
 
-def metric(per_head: dict[str, np.ndarray], name: str = "entropy", *, lang: str = "en") -> Panel:
-    """One head metric (of :func:`heads.head_metrics`) for every head, as bars."""
+def _heatmap(key: str, values: np.ndarray, title: str, hover_names: list[list[str]], lang: str) -> Panel:
+    finite = values[np.isfinite(values)]
+    top = 1.0 if finite.size == 0 or finite.max() <= 1.0 else float(finite.max())  # shares on 0…1, the rest 0…max
+    fig = vh.head_heatmap(values, hover_names, title=title, words=_words(lang), zmax=top)
+    return Panel(key, fig, values)
+
+
+def metric(
+    per_head: dict[str, np.ndarray],
+    name: str = "entropy",
+    groups: Sequence[int] | None = None,
+    *,
+    lang: str = "en",
+) -> Panel:
+    """One head metric (of :func:`heads.head_metrics`) for every head, as a layers × heads heatmap (a click on a
+    cell reports its [layer, head])."""
+    T, v = texts(PAGE, lang), per_head[name]
+    title = T("metric_title", metric=T(f"metric_{name}"), unit=T(f"metric_{name}_unit"))
+    return _heatmap("mh_metric", v, title, vh.head_names(*v.shape, groups, _words(lang)), lang)
+
+
+@dataclass(frozen=True)
+class Sink:
+    """How much the model parks on the first token of this text (Xiao et al. 2023's attention sink)."""
+
+    heads: int  # heads whose mean share on token 0 is at least SINK_THRESHOLD
+    total: int
+    mean: float  # mean share on token 0 over every head and query 1…
+
+    @property
+    def used(self) -> bool:
+        return self.heads > 0
+
+
+def sink(s: Shown) -> Sink:
+    """The first token's share per head, counted against :data:`SINK_THRESHOLD`."""
+    first = heads.pattern_scores(s.maps, s.ids)["first"]  # (L, H)
+    return Sink(int((first >= SINK_THRESHOLD).sum()), first.size, float(np.nanmean(first)) if first.size else 0.0)
+
+
+def sink_note(found: Sink, token: str, *, lang: str = "en") -> str:
+    """The verdict on the first token, with its numbers."""
     T = texts(PAGE, lang)
-    fig = vh.metric_bars(
-        per_head[name],
-        title=T(f"metric_{name}"),
-        x_title=T("head"),
-        y_title=T(f"metric_{name}_unit"),
-        words=_words(lang),
-    )
-    return Panel("mh_metric", fig, per_head[name])
+    key = "sink_used" if found.used else "sink_unused"
+    return T(key, heads=found.heads, total=found.total, mean=found.mean, threshold=SINK_THRESHOLD, token=token)
+
+
+def repeated(text: str) -> str:
+    """The typed text written twice, on two lines: the second copy repeats the first one's tokens."""
+    return f"{text.strip()}\n{text.strip()}"
+
+
+def repeat_queries(tm: TextModel, text: str, s: Shown) -> list[int]:
+    """The queries of the second copy of ``text`` in :func:`repeated` ``(text)``, as indices of the kept tokens."""
+    first_copy = len(tm.encode(text, heads.max_tokens(tm)))
+    between = max(0, tm.encode(repeated(text)).num_tokens - 2 * first_copy)  # the line break, unless it merged
+    kept = np.cumsum(s.keep) - 1  # (N,): each token's index among the kept ones
+    return sorted({int(kept[i]) for i in range(first_copy + between, len(s.keep)) if s.keep[i]})
+
+
+@dataclass(frozen=True)
+class Search:
+    """Every head ranked: the layers × heads heatmap of the ranked number, the best heads' maps, notes, a table."""
+
+    panels: tuple[Panel, ...]
+    notes: tuple[str, ...]
+    table: dict[str, list] | None
+    best: list[tuple[int, int]]  # the TOP best heads, best first
+
+
+def _ranked(
+    key: str, values: np.ndarray, title: str, s: Shown, groups: Sequence[int] | None, lang: str
+) -> tuple[list[Panel], dict[str, list], list[tuple[int, int]]]:
+    T, hover_names = texts(PAGE, lang), names(s, groups, lang=lang)
+    ranked = heads.top_heads(values)
+    best = [(layer, head) for layer, head, _ in ranked[:TOP]]
+    panels = [_heatmap(key, values, title, hover_names, lang)]
+    panels += [
+        _small(f"{key}_top{r}", s.maps[l, h], s.labels, hover_names[l][h], lang) for r, (l, h) in enumerate(best)
+    ]
+    rows = ranked[:TABLE_ROWS]
+    table = {
+        T("rank"): list(range(1, len(rows) + 1)),
+        T("head_column"): [hover_names[layer][head] for layer, head, _ in rows],
+        T("score_column"): [round(w, 4) for *_, w in rows],
+    }
+    return panels, table, best
+
+
+def search_pair(
+    s: Shown,
+    query: int,
+    key: int,
+    *,
+    skip_first: bool = False,
+    causal: bool = True,
+    groups: Sequence[int] | None = None,
+    lang: str = "en",
+) -> Search:
+    """Every head ranked by the weight ``query`` puts on ``key`` (:func:`heads.rank`; ``skip_first``: rows
+    renormalised without the first token), the best heads' maps beside it."""
+    T, labels = texts(PAGE, lang), safe_labels(s.labels)
+    weights = heads.query_key_weights(s.maps, query, key, skip_first=skip_first, causal=causal)  # (L, H)
+    title = T("pair_title", q=f"{query}: {labels[query]}", k=f"{key}: {labels[key]}")
+    panels, table, best = _ranked("mh_rank", weights, title, s, groups, lang)
+    (layer, head), top = best[0], float(weights[best[0]])
+    notes = [T("pair_best", layer=layer, head=head, weight=top, q=query, k=key)]
+    if skip_first:
+        notes.append(T("skip_note"))
+    return Search(tuple(panels), tuple(notes), table, best)
+
+
+def search_pattern(
+    s: Shown,
+    pattern: str,
+    *,
+    skip_first: bool = False,
+    queries: Sequence[int] | None = None,
+    groups: Sequence[int] | None = None,
+    lang: str = "en",
+) -> Search:
+    """Every head ranked by a pattern's score on this text (:func:`heads.pattern_scores`; ``queries``: the rows
+    scored, e.g. the second copy of a repeated text)."""
+    T = texts(PAGE, lang)
+    scores = heads.pattern_scores(s.maps, s.ids, skip_first=skip_first, queries=queries)[pattern]  # (L, H)
+    if np.isnan(scores).all():  # no query has such a key: no token repeats
+        return Search((), (T("pattern_none", pattern=T(f"metric_{pattern}")),), None, [])
+    title = T("pattern_title", pattern=T(f"metric_{pattern}"))
+    panels, table, best = _ranked("mh_rank", scores, title, s, groups, lang)
+    (layer, head), top = best[0], float(scores[best[0]])
+    notes = [T("pattern_best", pattern=T(f"metric_{pattern}"), layer=layer, head=head, score=top)]
+    if queries is not None:
+        notes.append(T("repeat_note", count=len(queries)))
+    if skip_first and pattern != "first":
+        notes.append(T("skip_note"))
+    return Search(tuple(panels), tuple(notes), table, best)
+
+
+def text_picture(
+    s: Shown, token: int, best: Sequence[tuple[int, int]], direction: str = "to", *, lang: str = "en"
+) -> Panel:
+    """The text coloured by what ``token`` attends to (``direction`` "to") or by what attends to it ("from"),
+    averaged over the heads ``best``; a click on a token reports its index."""
+    T, labels = texts(PAGE, lang), safe_labels(s.labels)
+    if not 0 <= token < len(labels):
+        raise InputError("heads_token_range", index=token, last=len(labels) - 1)
+    rows = np.stack([s.maps[layer, head] for layer, head in best])  # (K, N, N)
+    weights = (rows[:, token, :] if direction == "to" else rows[:, :, token]).mean(0)  # (N,)
+    which = ", ".join(f"L{layer} H{head}" for layer, head in best)
+    title = T(f"text_{direction}_title", token=f"{token}: {labels[token]}", heads=which)
+    hover = [T("text_hover", i=i, token=t, weight=w) for i, (t, w) in enumerate(zip(labels, weights))]
+    return Panel("mh_text", vh.token_text(s.labels, weights, picked=token, title=title, hover=hover), weights)
 
 
 def similarity(dist: np.ndarray, s: Shown, *, lang: str = "en") -> Panel:

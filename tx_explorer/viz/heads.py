@@ -1,4 +1,5 @@
-"""Figures for multi-head attention: head grids, maps, BertViz-style lines, head similarities, per-head metrics.
+"""Figures for multi-head attention: head grids, maps, BertViz-style lines, head similarities, per-head numbers
+as layers × heads heatmaps, and the text coloured by attention.
 
 Pure functions: arrays and labels in, ``go.Figure`` out.
 """
@@ -12,7 +13,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from tx_explorer.viz import style
-from tx_explorer.viz.charts import bars, signed_heatmap
+from tx_explorer.viz.charts import signed_heatmap
 from tx_explorer.viz.heatmap import heatmap, mosaic
 from tx_explorer.viz.style import safe_labels
 
@@ -25,7 +26,15 @@ WORDS = {  # every visible word; a page passes its translations (``fig_<key>`` i
     "query_hover": "query {i}: {token}",
     "key_hover": "key {j}: {token} · weight {w:.3f}",
 }
+SEARCH_WORDS = {  # the head search's words; the multi-head page passes its translations (``fig_<key>``)
+    "cell": "layer {layer}, head {head}",
+    "cell_kv": "layer {layer}, head {head} (key/value head {g})",
+    "value": "{value:.3f}",
+    "layers": "layer",
+}
 DETAIL_SIDE = 512  # a detail map larger than this is pooled: 512² float32 is already 1.4 MB of chart data
+MANY_HEADS = 6  # beyond this many heads a layer, the grid's thumbnails fill the width instead of staying square
+GRID_ROW_PX = 60  # a layer's row of thumbnails when they fill the width (30 layers: 1 920 px)
 
 
 def _words(words: Mapping[str, str] | None) -> dict[str, str]:
@@ -60,11 +69,13 @@ def head_grid(
     zmax: float = 1.0,
     words: Mapping[str, str] | None = None,
     groups: Sequence[int] | None = None,
+    hover: Sequence[Sequence[str]] | None = None,
 ) -> go.Figure:
     """All layers × heads as thumbnails: ``maps [L, H, N, N]`` → one mosaic (rows = layers, columns = heads).
 
     Inputs longer than ``cells`` tokens are max-pooled to ``cells`` × ``cells`` per thumbnail. ``groups``: the
     key/value head each query head reads (grouped-query attention), named in the column titles ("h3 · kv1").
+    ``hover`` ``[L][H]``: a line per thumbnail, shown on hover, and a click on a thumbnail reports [layer, head].
     """
     small, k = pool_peaks(maps, cells)
     layers, heads = small.shape[:2]
@@ -78,9 +89,139 @@ def head_grid(
         ],
         title=title + note,
         zmax=zmax,
-        height=min(1400, 150 * layers + 120) if heads <= 6 else None,
+        height=min(1400, 150 * layers + 120) if heads <= MANY_HEADS else GRID_ROW_PX * layers + 120,
     )
     fig.update_layout(margin=dict(l=70, r=10, t=60, b=10))  # room for the layer names
+    if heads > MANY_HEADS:  # square tiles of 30 × 9 heads filled 45 % of the width: let them stretch instead
+        fig.update_yaxes(scaleanchor=None)
+    if hover is not None:
+        n = small.shape[-1]  # a tile's side in mosaic cells; a gap of one cell follows it
+        centre = lambda k: k * (n + 1) + (n - 1) / 2  # noqa: E731 (as the mosaic places its ticks)
+        fig.add_trace(_cell_markers(hover, x=centre, y=centre))
+    return fig
+
+
+def _cell_markers(hover: Sequence[Sequence[str]], *, x, y) -> go.Scatter:
+    """An invisible marker on every head's cell (at ``x(head)``, ``y(layer)``) that carries its hover line and its
+    click: Streamlit reports point selections of scatter traces but not of heatmaps (streamlit#8760), so the markers
+    carry ``customdata`` = [layer, head]."""
+    layers, heads = len(hover), len(hover[0])
+    layer, head = np.divmod(np.arange(layers * heads), heads)  # (L·H,) each: the cell of every marker
+    return go.Scatter(
+        x=x(head),
+        y=y(layer),
+        customdata=np.stack([layer, head], axis=1),
+        text=[hover[i][h] for i, h in zip(layer, head)],
+        mode="markers",
+        marker=dict(size=max(10, min(40, 600 // max(layers, heads))), opacity=0, symbol="square"),
+        hovertemplate="%{text}<extra></extra>",
+        showlegend=False,
+    )
+
+
+def head_names(layers: int, heads: int, groups: Sequence[int] | None, words: Mapping[str, str]) -> list[list[str]]:
+    """Each head's name as hovers say it, ``[L][H]``: its layer, its number and, under grouped-query attention,
+    the key/value head it reads."""
+    return [
+        [
+            words["cell"].format(layer=i, head=h)
+            if groups is None
+            else words["cell_kv"].format(layer=i, head=h, g=groups[h])
+            for h in range(heads)
+        ]
+        for i in range(layers)
+    ]
+
+
+def head_heatmap(
+    values: np.ndarray,
+    names: Sequence[Sequence[str]],
+    *,
+    title: str,
+    words: Mapping[str, str],
+    zmin: float | None = 0.0,
+    zmax: float | None = 1.0,
+) -> go.Figure:
+    """A per-head number ``[L, H]`` as a layers × heads heatmap (rows layer 0…, columns head 0…), one colour scale;
+    the hover names the head (``names`` of :func:`head_names`) and its value, and a click reports [layer, head]."""
+    v = np.asarray(values, dtype=np.float64)
+    layers, heads = v.shape
+    fig = heatmap(
+        v,
+        [str(i) for i in range(layers)],
+        [str(h) for h in range(heads)],
+        title=title,
+        x_title=words["heads"],
+        y_title=words["layers"],
+        zmin=zmin,
+        zmax=zmax,
+        show_values=False,
+        height=max(300, min(900, 22 * layers + 160)),
+    )
+    fig.data[0].hoverinfo = "skip"  # the markers below name the head
+    hover = [[f"{names[i][h]}<br>" + words["value"].format(value=v[i, h]) for h in range(heads)] for i in range(layers)]
+    fig.add_trace(_cell_markers(hover, x=lambda h: h, y=lambda i: i))
+    return fig
+
+
+def token_text(
+    tokens: Sequence[str],
+    weights: np.ndarray,
+    *,
+    picked: int | None,
+    title: str,
+    hover: Sequence[str],
+    line_chars: int = 72,
+) -> go.Figure:
+    """The text itself as the picture (CircuitsVis-style): each token a box on its line, coloured by ``weights [N]``,
+    the ``picked`` token outlined; a click on a token reports its index (``customdata``).
+
+    Tokens are laid out in reading order, wrapped at about ``line_chars`` characters, each box as wide as its label.
+    """
+    labels = style.safe_labels(tokens)
+    widths = np.array([max(2, len(str(t))) + 1 for t in tokens], dtype=float)  # characters, with a gap
+    start, line, x = np.zeros(len(tokens)), np.zeros(len(tokens), dtype=int), 0.0
+    for i, w in enumerate(widths):
+        if x > 0 and x + w > line_chars:
+            x, line[i:] = 0.0, line[i] + 1
+        start[i], x = x, x + w
+    w = np.nan_to_num(np.asarray(weights, dtype=np.float64))
+    outline = np.where(np.arange(len(tokens)) == picked, 3, 0)
+    fig = go.Figure(
+        go.Bar(
+            x=widths - 0.4,
+            base=start,
+            y=line,
+            orientation="h",
+            width=0.8,
+            text=labels,
+            textposition="inside",
+            insidetextanchor="middle",
+            textangle=0,
+            customdata=np.arange(len(tokens)),
+            hovertext=list(hover),
+            hoverinfo="text",
+            marker=dict(
+                color=w,
+                colorscale=style.SEQUENTIAL,
+                cmin=0.0,
+                cmax=max(float(w.max()), 1e-6),
+                line=dict(width=outline, color="#d62728"),
+                showscale=True,
+                colorbar=dict(thickness=12),
+            ),
+            showlegend=False,
+        )
+    )
+    fig.update_xaxes(visible=False, range=[-0.5, line_chars + 0.5])
+    fig.update_yaxes(visible=False, autorange="reversed")
+    fig.update_layout(
+        title=title,
+        height=int(34 * (line[-1] + 1) + 90),
+        margin=dict(l=10, r=10, t=50, b=10),
+        font=style.FONT,
+        bargap=0.2,
+    )
     return fig
 
 
@@ -202,26 +343,6 @@ def _token_column(
         hoverinfo="text",
         showlegend=False,
         **extra,
-    )
-
-
-def metric_bars(
-    values: np.ndarray,
-    *,
-    title: str = "",
-    x_title: str = "",
-    y_title: str = "",
-    words: Mapping[str, str] | None = None,
-) -> go.Figure:
-    """A per-head metric ``[L, H]`` as grouped bars: one group per head, one bar per layer."""
-    v = np.asarray(values, dtype=float)
-    w = _words(words)
-    return bars(
-        [w["head"].format(i=h) for h in range(v.shape[1])],
-        {w["layer"].format(i=i): v[i] for i in range(v.shape[0])},
-        title=title,
-        x_title=x_title,
-        y_title=y_title,
     )
 
 

@@ -1,0 +1,121 @@
+"""The multi-head page's head search, the query/key inspector, and clicks that open a head (Streamlit glue over
+:mod:`tx_explorer.views.multihead`).
+
+A click on a chart cannot set the widgets drawn above it in the same run (Streamlit refuses a widget's state once the
+widget is drawn), so a click asks for widget values (:func:`ask`) that the next run applies before drawing them
+(:func:`apply_asked`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import streamlit as st
+
+from tx_explorer.analysis.heads import PATTERNS
+from tx_explorer.families.text import TextModel
+from tx_explorer.ui.figures import row, show, show_clickable
+from tx_explorer.ui.text import escape_markdown, friendly_errors
+from tx_explorer.views import multihead as view
+
+ASKED = "mh_asked"  # widget values a click asked for, applied before the widgets are drawn
+LAST = "mh_last_click"  # (chart, point) of the click last followed: a chart keeps its selection across reruns
+
+
+def apply_asked() -> None:
+    """Put the values a click asked for into the widgets' state; call before those widgets are drawn."""
+    st.session_state.update(st.session_state.pop(ASKED, {}))
+
+
+def ask(picked: Any, chart: str, values: Callable[[Any], Mapping[str, Any]]) -> None:
+    """Follow a new click on ``chart`` (``picked``: its point's ``customdata``): ask for ``values(picked)`` and
+    rerun. The same point still selected on a later run is no new click; a chart drawn without a selection forgets
+    it, so that clicking the same cell again later opens it again."""
+    if picked is None:
+        if st.session_state.get(LAST, (None,))[0] == chart:
+            del st.session_state[LAST]
+        return
+    if st.session_state.get(LAST) == (chart, picked):
+        return
+    st.session_state[LAST] = (chart, picked)
+    st.session_state[ASKED] = dict(values(picked))
+    st.rerun()
+
+
+def open_head(picked: Any, chart: str) -> None:
+    """A click on a head's cell ([layer, head]) opens that head in the "One head" view."""
+    ask(picked, chart, lambda p: {"mh_view": "head", "mh_layer": int(p[0]), "mh_head": int(p[1])})
+
+
+def head_search(T: Callable[..., str], lang: str, tm: TextModel, s: view.Shown, single: str | None) -> None:
+    """Every head ranked by a query's weight on a key or by a pattern, the text coloured by the best heads, and
+    clicks: a token of the text picks the query or the key, a cell of the ranking opens its head.
+
+    ``single``: the typed text when the page shows it written twice (the pattern is then scored on the second copy).
+    """
+    st.markdown(T("search_intro"))
+    found = view.sink(s)
+    st.caption(escape_markdown(view.sink_note(found, s.labels[0], lang=lang)))
+    c = st.columns([3, 2])
+    mode = c[0].radio(
+        T("search"), view.SEARCHES, format_func=lambda m: T(f"search_{m}"), horizontal=True, key="mh_search"
+    )
+    skip = c[1].toggle(T("skip_first"), value=found.used, key="mh_skip", help=T("skip_first_help"))
+    n, groups = len(s.labels), view.kv_groups(tm)
+    token = dict(options=range(n), format_func=lambda i: f"{i}: {s.labels[i]}")
+    c = st.columns(2)
+    query = c[0].selectbox(T("query_token"), index=n - 1, key="mh_query", **token)
+    result = None
+    with friendly_errors():  # a key after the query: said, and the text stays to click another key
+        if mode == "pair":
+            key = c[1].selectbox(T("key_token"), index=min(1, n - 1), key="mh_key", **token)
+            causal = tm.kind != "encoder"
+            result = view.search_pair(s, query, key, skip_first=skip, causal=causal, groups=groups, lang=lang)
+        else:
+            pattern = c[1].selectbox(T("pattern"), PATTERNS, format_func=lambda p: T(f"metric_{p}"), key="mh_pattern")
+            queries = view.repeat_queries(tm, single, s) if single else None
+            result = view.search_pattern(s, pattern, skip_first=skip, queries=queries, groups=groups, lang=lang)
+    st.subheader(T("text_header"))
+    st.caption(T("text_intro"))
+    c = st.columns(2)
+    direction = c[0].radio(
+        T("direction"), view.DIRECTIONS, format_func=lambda d: T(f"direction_{d}"), horizontal=True, key="mh_direction"
+    )
+    click = "query"
+    if mode == "pair":
+        click = c[1].radio(
+            T("click"), view.CLICKS, format_func=lambda k: T(f"click_{k}"), horizontal=True, key="mh_click"
+        )
+    chosen = (st.session_state.get("mh_layer", len(s.maps) - 1), st.session_state.get("mh_head", 0))
+    best = result.best if result is not None and result.best else [chosen]  # no ranking: the head last opened
+    picked = show_clickable(view.text_picture(s, query, best, direction, lang=lang))
+    ask(picked, "text", lambda i: {f"mh_{click}": int(i)})
+    if result is None:
+        return
+    for note in result.notes:
+        st.caption(escape_markdown(note))
+    if result.panels:
+        st.caption(T("click_hint"))
+        open_head(show_clickable(result.panels[0]), "rank")
+        row(*result.panels[1:])
+        st.dataframe(result.table, hide_index=True)
+
+
+def query_key(T: Callable[..., str], lang: str, tm: TextModel, text: str, tokens: list[str]) -> None:
+    """The query/key inspector: one head and one query, every step with the model's numbers."""
+    st.markdown(T("qk_intro"))
+    st.latex(view.LATEX["qk"])
+    c = st.columns(3)
+    layer = c[0].selectbox(T("layer"), range(len(tm.model.blocks)), key="qk_layer")
+    head = c[1].selectbox(T("head"), range(tm.config.num_heads), key="qk_head")
+    n = len(tokens)
+    query = c[2].selectbox(T("query"), range(n), index=n - 1, key="qk_query", format_func=lambda i: f"{i}: {tokens[i]}")
+    qk = view.inspector(tm, text, tokens, layer, head, query, lang=lang)
+    st.table(qk.shapes)
+    row(qk.scores, qk.weights)
+    c = st.columns(2)
+    with c[0]:
+        show(qk.query, qk.keys)
+    with c[1]:
+        show(qk.values, qk.weighted)
