@@ -35,12 +35,14 @@ if bundle is not None:
 
 
 @st.fragment
-def cost_section(base: view.MoEConfig) -> None:
-    """1. Cost: parameters ×E, compute ×k."""
+def cost_section(base: view.MoEConfig, bundle: view.MoEBundle | None) -> None:
+    """1. Cost: parameters ×E, compute ×k; the bundled model's experts stacked as §8.4 writes them."""
     ui.section(T, "cost")
     sizes = routing.moe_params(base)  # only the expert MLPs scale with E: the whole model grows far less than E-fold
     ratio = f"{sizes['total'] / sizes['active']:.2f}"
     st.markdown(T("size_note", e=base.num_experts, k=base.top_k, ratio=ratio, expert_ratio=f"{base.expert_ratio:g}"))
+    if bundle is not None:
+        st.markdown(view.stacked_experts(bundle, lang=LANG))
     values = ui.inputs(view.COST, T, columns=2)
     with ui.friendly_errors():
         cost = view.COST.compute(base, **values, lang=LANG)  # k > E is refused with a message
@@ -107,7 +109,7 @@ def heldout_section(bundle: view.MoEBundle) -> None:
                 st.caption(T("spec_caption"))
 
 
-cost_section(bundle.config if bundle is not None else view.MoEConfig())
+cost_section(bundle.config if bundle is not None else view.MoEConfig(), bundle)
 if bundle is not None:
     loss_section(bundle)
     typed_section(bundle)

@@ -370,3 +370,44 @@ def test_per_layer_views_load_matrix_and_cost_sweep():
     assert sweep["total"][1] == routing.moe_params(cfg)["total"]
     assert sweep["active"][2] - sweep["active"][0] == SMALL.num_layers * SMALL.dim * 6  # only the router grows
     assert sweep["total"][2] > sweep["total"][1] > sweep["total"][0]
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_stacked_experts_are_the_expert_modules(bias):
+    """W₁ [E, D, H] and W₂ [E, H, D] read back weight by weight, counted against the modules' own parameters, and
+    one expert's output rebuilt from its slices by hand in float64."""
+    torch.manual_seed(0)
+    layer = MoE(8, 12, num_experts=3, top_k=2, bias=bias)
+    x = torch.randn(5, 8)
+    got = routing.stacked_experts(layer, x)
+    assert got.w1 == (3, 8, 12) and got.w2 == (3, 12, 8)
+    expert_params = sum(p.numel() for p in layer.experts.parameters())
+    assert got.weights + got.biases == expert_params and got.weights == 2 * 3 * 8 * 12
+    assert got.max_diff < 1e-5
+    e = layer.experts[2]
+    w1, w2 = e.fc1.weight.double(), e.fc2.weight.double()  # nn.Linear's [out, in]
+    h = F.gelu(x.double() @ w1.T + (e.fc1.bias.double() if bias else 0))
+    by_hand = h @ w2.T + (e.fc2.bias.double() if bias else 0)
+    torch.testing.assert_close(e(x).double(), by_hand, atol=1e-5, rtol=0)
+    with pytest.raises(ValueError, match="MLP experts"):
+        routing.stacked_experts(MoE(8, 12, num_experts=2, top_k=1, expert="swiglu"), x)
+
+
+def test_a_stacked_expert_that_differs_from_its_module_is_seen():
+    """The check can fail: an expert module that computes something other than its stacked weights (here another
+    activation than the one the stacked path applies) shows a difference."""
+    torch.manual_seed(0)
+    layer = MoE(8, 12, num_experts=2, top_k=1)
+    layer.experts[1].act = torch.nn.ReLU()
+    assert routing.stacked_experts(layer, torch.randn(5, 8)).max_diff > 1e-3
+
+
+def test_one_seed_loss_gap_is_within_noise_and_read_against_a_borrowed_spread():
+    gap = routing.loss_gap([5.680], [5.736], [0.006, 0.032, 0.010])
+    assert gap.comparison.state == "noise" and gap.comparison.gap == pytest.approx(0.056)
+    assert gap.borrowed == pytest.approx(0.064) and not gap.beyond_borrowed  # 0.056 < 2 × 0.032
+    assert routing.loss_gap([5.6], [5.736], [0.006, 0.032]).beyond_borrowed  # 0.136 > 0.064
+    alone = routing.loss_gap([5.680], [5.736])
+    assert alone.reference is None and math.isnan(alone.borrowed) and not alone.beyond_borrowed
+    seeds = routing.loss_gap([5.60, 5.61, 5.62], [5.73, 5.74, 5.75])  # with seeds of its own: a real verdict
+    assert seeds.comparison.state == "holds"

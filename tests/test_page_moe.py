@@ -43,6 +43,9 @@ def test_first_load_shows_charts_and_the_capacity_slider_recomputes_drops():
     if not HAVE_MODEL:
         return
     assert len(specs) == 4 and not at.dataframe  # cost, loss curves, tokens, gates; held-out statistics closed
+    text = " ".join(m.value for m in at.markdown)
+    assert "W₁ of shape [8, 128, 256] = [E, D, H]" in text and "(the same number)" in text  # tiny-moe, stacked
+    assert "**one seed** (0)" in text and "within noise" in text  # MoE vs dense: one seed, not established
     at.session_state["moe_open_heldout"] = True  # what opening the expander writes; its section computes only now
     at.run()
     assert_clean(at)

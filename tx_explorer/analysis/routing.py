@@ -19,9 +19,10 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from tx_explorer.analysis import params
+from tx_explorer.analysis import params, spread
 from tx_explorer.analysis.information import entropy
-from tx_explorer.modules.moe import balance_loss, expert_capacity, route
+from tx_explorer.modules.mlp import MLP
+from tx_explorer.modules.moe import MoE, balance_loss, expert_capacity, route
 from tx_explorer.modules.moe_lm import MoEConfig
 from tx_explorer.modules.transformer import CausalLM
 from tx_explorer.trace import Trace
@@ -258,3 +259,65 @@ def cost_sweep(cfg: MoEConfig, experts: Sequence[int]) -> dict[str, list[int]]:
         "active": [p["active"] for p, _ in rows],
         "flops": [f for _, f in rows],
     }
+
+
+@dataclass(frozen=True)
+class LossGap:
+    """MoE's final loss against its dense twin's over the seeds trained, and the same gap read against the seed
+    spread measured on similar runs trained at several seeds (the block variants): with one seed the comparison
+    has no spread of its own and is within noise by rule (:mod:`tx_explorer.analysis.spread`)."""
+
+    comparison: spread.Comparison  # MoE < dense at the seeds trained
+    reference: spread.Stat | None  # the seed standard deviations of the reference runs, one per run (None: none)
+    borrowed: float  # what a gap between two models would have to exceed: twice the largest reference deviation
+
+    @property
+    def beyond_borrowed(self) -> bool:
+        return abs(self.comparison.gap) > self.borrowed
+
+
+def loss_gap(moe: Sequence[float], dense: Sequence[float], reference: Sequence[float] = ()) -> LossGap:
+    """``moe`` and ``dense``: final losses, one per seed; ``reference``: seed standard deviations of other runs
+    (none: no borrowed spread, NaN, and no gap is beyond it).
+
+    The borrowed spread takes the largest deviation, not a typical one: the reference runs are other models, and
+    a gap called established on a borrowed spread should survive the noisiest of them."""
+    ref = spread.stat(reference) if len(reference) else None
+    return LossGap(spread.less(moe, dense), ref, 2 * max(ref.values) if ref else math.nan)
+
+
+@dataclass(frozen=True)
+class StackedExperts:
+    """One MoE layer's expert MLPs as the lecture writes them: W₁ ``[E, D, H]`` and W₂ ``[E, H, D]``, and a check
+    that the stacked tensors compute what each expert module computes."""
+
+    w1: tuple[int, ...]  # [E, D, H]
+    w2: tuple[int, ...]  # [E, H, D]
+    weights: int  # elements of W₁ and W₂: 2·E·D·H
+    biases: int  # elements of b₁ [E, H] and b₂ [E, D] (0 without biases)
+    max_diff: float  # largest |act(x·W₁[e] + b₁[e])·W₂[e] + b₂[e] − expert e(x)| over experts, tokens, features
+
+
+@torch.no_grad()
+def stacked_experts(layer: MoE, x: Tensor) -> StackedExperts:
+    """Stack ``layer``'s expert MLPs (``fc1``, ``fc2``) into W₁, W₂ and run ``x [N, D]`` through every expert both
+    ways: one batched product per matrix for all E experts, and each expert module on its own."""
+    experts = list(layer.experts)
+    if not all(isinstance(e, MLP) for e in experts):
+        raise ValueError("only MLP experts stack into W₁ [E, D, H] and W₂ [E, H, D]")
+    w1 = torch.stack([e.fc1.weight.T for e in experts])  # (E, D, H): nn.Linear stores [H, D]
+    w2 = torch.stack([e.fc2.weight.T for e in experts])  # (E, H, D)
+    zeros = torch.zeros((), dtype=w1.dtype)
+    b1 = torch.stack([e.fc1.bias if e.fc1.bias is not None else zeros.expand(w1.shape[2]) for e in experts])
+    b2 = torch.stack([e.fc2.bias if e.fc2.bias is not None else zeros.expand(w1.shape[1]) for e in experts])
+    h = experts[0].act(torch.einsum("nd,edh->enh", x, w1) + b1[:, None])  # (E, N, H): every expert at once
+    y = torch.einsum("enh,ehd->end", h, w2) + b2[:, None]  # (E, N, D)
+    each = torch.stack([e(x) for e in experts])  # (E, N, D)
+    has_bias = experts[0].fc1.bias is not None
+    return StackedExperts(
+        tuple(w1.shape),
+        tuple(w2.shape),
+        w1.numel() + w2.numel(),
+        b1.numel() + b2.numel() if has_bias else 0,
+        float((y - each).abs().max()),
+    )

@@ -8,9 +8,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
 from tx_explorer import locales, models
-from tx_explorer.analysis import params, routing
+from tx_explorer.analysis import params, routing, spread
+from tx_explorer.families import variants
 from tx_explorer.families.moe import RETRAIN as RETRAIN  # how to build the bundle (the page says it)
 from tx_explorer.families.moe import MoEBundle
 from tx_explorer.modules.moe_lm import MoEConfig as MoEConfig  # the cost section's default without a bundle
@@ -98,10 +100,39 @@ def about(bundle: MoEBundle, *, lang: str = "en") -> str:
     return texts(PAGE, lang)("about", e=cfg.num_experts, k=cfg.top_k) + " " + note
 
 
-def loss_intro(bundle: MoEBundle, *, lang: str = "en") -> str:
-    """The shipped dense vs MoE run in numbers: steps, tokens, final validation losses, seconds."""
-    s = bundle.summary
+STACK_CHECK_TOKENS = 16  # random vectors run through the stacked experts and through each expert module
+
+
+def stacked_experts(bundle: MoEBundle, *, lang: str = "en") -> str:
+    """§8.4's W₁ ``[E, D, H]``: every layer's expert MLPs stacked, their shapes and count beside the cost
+    section's, and the stacked tensors run against the expert modules."""
+    model, cfg = bundle.text.model, bundle.config
+    x = torch.randn(STACK_CHECK_TOKENS, cfg.transformer.dim, generator=torch.Generator().manual_seed(0))
+    layers = [routing.stacked_experts(block.mlp, x) for block in model.blocks]
+    first = layers[0]
+    total = sum(s.weights + s.biases for s in layers)
+    counted = routing.moe_params(cfg)["experts_total"]
     return texts(PAGE, lang)(
+        "stacked_note",
+        w1=", ".join(map(str, first.w1)),
+        w2=", ".join(map(str, first.w2)),
+        ratio=f"{first.w1[2] / first.w1[1]:g}",
+        weights=f"{first.weights:,}",
+        biases=f"{first.biases:,}",
+        layers=len(layers),
+        total=f"{total:,}",
+        counted=f"{counted:,}",
+        agree=texts(PAGE, lang)("stacked_agree" if total == counted else "stacked_differ"),
+        n=STACK_CHECK_TOKENS,
+        diff=f"{max(s.max_diff for s in layers):.1e}",
+    )
+
+
+def loss_intro(bundle: MoEBundle, *, lang: str = "en") -> str:
+    """The shipped dense vs MoE run in numbers: steps, tokens, final validation losses, seconds, and whether the
+    gap is established (:func:`loss_verdict`)."""
+    T, s = texts(PAGE, lang), bundle.summary
+    intro = T(
         "loss_intro",
         steps=s["steps"],
         tokens=f"{s['tokens_seen']:,}",
@@ -110,6 +141,39 @@ def loss_intro(bundle: MoEBundle, *, lang: str = "en") -> str:
         moe_s=s["seconds"]["moe"],
         dense_s=s["seconds"]["dense"],
     )
+    return intro + "\n\n" + loss_verdict(bundle, reference_spreads(), lang=lang)
+
+
+def reference_spreads() -> tuple[int, list[float]] | None:
+    """The block variants' seed count and each variant's standard deviation of its final loss over the seeds
+    (diverged variants left out), when that bundle is on this machine: the seed noise of similar small LMs."""
+    if not models.available_models("variants"):
+        return None
+    from tx_explorer import model_cache  # the registry loads every family: imported when asked
+
+    res = model_cache.shared_model(models.available_models("variants")[0])
+    stats = [spread.stat(variants.losses(run)) for run in res.summary["variants"].values()]
+    return len(res.summary["seeds"]), [x.std for x in stats if math.isfinite(x.mean)]
+
+
+def loss_verdict(bundle: MoEBundle, reference: tuple[int, list[float]] | None, *, lang: str = "en") -> str:
+    """MoE below dense, judged as the other pages judge a gap: one seed gives no spread (within noise); beside it
+    the gap against twice the largest seed deviation of the block variants, when given."""
+    T, s = texts(PAGE, lang), bundle.summary
+    loss = s["final_val_loss"]
+    gap = routing.loss_gap([loss["moe"]], [loss["dense"]], reference[1] if reference else ())
+    words = [T("loss_one_seed", seed=s["seed"], gap=f"{gap.comparison.gap:.3f}")]
+    if reference and gap.reference:
+        words.append(
+            T(
+                "loss_borrowed_beyond" if gap.beyond_borrowed else "loss_borrowed_within",
+                seeds=reference[0],
+                lo=f"{min(gap.reference.values):.3f}",
+                hi=f"{max(gap.reference.values):.3f}",
+                borrowed=f"{gap.borrowed:.3f}",
+            )
+        )
+    return ("" if lang == "zh" else " ").join(words)  # Chinese sentences run on without spaces
 
 
 def losses(bundle: MoEBundle | None = None, axis: str = "step", *, lang: str = "en") -> Panel:
