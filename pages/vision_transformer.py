@@ -71,17 +71,16 @@ def shuffle_section(clf, name: str, pixels) -> None:
         with box:
             shuffle_seed = st.number_input(T("shuffle_seed"), 0, 1_000_000, 0)
             with ui.friendly_errors():
-                shuf = view.shuffle(clf, pixels, classified(name, pixels), shuffle_seed, lang=LANG)
+                # held-out shapes shuffled and under a causal mask (§7.1, §7.2): seconds, once per server
+                held = ui.once_per_server(lambda _: view.held_out(clf), label=T("causal_working"), key=("vit_ho", name))
+                shuf = view.shuffle(clf, pixels, classified(name, pixels), shuffle_seed, held.shuffle, lang=LANG)
                 c = st.columns([1, 3])
                 c[0].image(shuf.image, caption=T("shuffled_caption"), width=200)
                 with c[1]:
                     ui.show(shuf.chart)
                 ui.metrics(shuf.changes)
                 st.markdown(shuf.reading)
-                accuracy = ui.once_per_server(  # without and with a causal mask (§7.2): seconds, once per server
-                    lambda report: view.causal_mask(clf), label=T("causal_working"), key=("vit_causal", name)
-                )
-                st.markdown(view.causal_text(accuracy, clf, lang=LANG))
+                st.markdown(view.causal_text(held.causal, clf, lang=LANG))
 
 
 st.title(ui.page_title("vision_transformer"))
@@ -92,12 +91,12 @@ if not names:
     st.error(T("no_model"))
     st.stop()
 name = st.selectbox(T("model"), names, format_func=ui.model_description)
-if all(models.REGISTRY[n].bundled for n in names):  # no pretrained classifier in the local cache
-    st.caption(T("timm_missing", download=view.TIMM_DOWNLOAD))
 if (clf := ui.optional(lambda: ui.cached_model(name), models.BundleError, str)) is None:
     st.stop()
 cfg = clf.model.cfg
 st.caption(view.facts(clf, lang=LANG))
+if known := view.knows(clf, lang=LANG):  # before any answer: the six shapes are all it can name
+    st.info(known)
 
 st.header(T("input_header"))
 source = st.radio(T("source"), ["sample", "upload"], format_func=lambda s: T(f"source_{s}"), horizontal=True)
@@ -132,6 +131,10 @@ with c[2]:
     st.latex(rf"\tilde{{x}} = \frac{{x/255 - \mu}}{{\sigma}},\quad \mu={list(clf.mean)},\ \sigma={list(clf.std)}")
     for note in notes:
         st.markdown(f"- {note}")
+if source == "upload":  # an upload measured against held-out shapes before its answer is read
+    ref = ui.once_per_server(lambda _: view.reference(clf), label=T("reference_working"), key=("vit_reference", name))
+    if verdict := view.familiar(clf, ref, pixels, lang=LANG):  # None for a model of other classes
+        (st.warning if verdict.far else st.info)(verdict.text)
 c = st.columns(2)  # the patch shown in section 2 and queried in section 3
 row = c[0].slider(T("patch_row"), 0, cfg.grid - 1, cfg.grid // 2)
 col = c[1].slider(T("patch_col"), 0, cfg.grid - 1, cfg.grid // 2)

@@ -4,10 +4,13 @@ Uploads (a real one, and every kind of bad or unusual file) are rows of the tabl
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
+from PIL import Image
 
 from tests.conftest import assert_clean, open_page, plotly_specs
 from tx_explorer import models
+from tx_explorer.analysis import vit_lab
 from tx_explorer.views import vision_transformer as view
 
 SECTIONS = ("vit_open_patch", "vit_open_pos", "vit_open_shuffle")  # open on demand (lazy expanders)
@@ -84,3 +87,48 @@ def test_the_shuffle_reading_says_what_its_chart_shows(seed):
     kept = int(after.argmax()) == first
     assert ("is still a" in shuf.reading) == kept and ("no longer a" in shuf.reading) == (not kept)
     assert f"{before[first]:.2f}" in shuf.reading and f"{after[first]:.2f}" in shuf.reading
+
+
+def test_the_page_says_what_its_models_know_before_any_answer_and_no_developer_command():
+    at = open_page("vision_transformer")
+    info = [i.value for i in at.info]
+    assert any("six kinds of synthetic shape" in v and "circle, square, triangle, star, cross, ring" in v for v in info)
+    shown = " ".join([*(m.value for m in at.markdown), *(c.value for c in at.caption), *info])
+    assert "snapshot_download" not in shown  # the command to fetch a pretrained ViT is in the README
+
+
+@pytest.fixture(scope="module")
+def shapes_model():
+    clf = models.load_model("vit-shapes")
+    return clf, vit_lab.reference(clf, n=120, batch=60)
+
+
+def _photo_like(size: int) -> np.ndarray:
+    """A smooth colour texture: no paper, no ink, every pixel a half-tone (as in a photograph of a circuit board)."""
+    low = np.random.default_rng(0).random((8, 8, 3))
+    return np.asarray(Image.fromarray((np.kron(low, np.ones((8, 8, 1))) * 255).astype(np.uint8)).resize((size, size)))
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_an_upload_far_from_the_shapes_is_flagged_and_a_shape_is_not(shapes_model, lang):
+    clf, ref = shapes_model
+    _, photo = view.model_input(clf, _photo_like(64))
+    far = view.familiar(clf, ref, photo, lang=lang)
+    assert far.far and f"{vit_lab.familiarity(clf, ref, photo).half_tones:.0%}" in far.text
+    _, shape = view.model_input(clf, view.sample(clf, 3, 7)[0])
+    near = view.familiar(clf, ref, shape, lang=lang)
+    assert not near.far and str(ref.images) in near.text
+    assert view.familiar(clf, None, photo) is None  # a model of other classes has no shapes to compare with
+
+
+def test_the_shuffle_verdict_is_computed_from_held_out_shapes_with_its_spread(shapes_model):
+    """Issue 40: 'positions help only a little' was said whenever the top class survived, its probability halving
+    beside it. Now the image's ratio is given, and the verdict comes from held-out accuracy against its error."""
+    clf, _ = shapes_model
+    held = vit_lab.shuffle_held_out(clf, n=60, batch=30)
+    _, pixels = view.model_input(clf, view.sample(clf, 3, 7)[0])
+    reading = view.shuffle(clf, pixels, clf.classify(pixels), 0, held, lang="en").reading
+    (a0, a1), se = held.accuracy, held.accuracy_se
+    assert f"{a0:.1%} → {a1:.1%}" in reading and f"{se:.1%}" in reading
+    assert ("Positions matter" in reading) == (a0 - a1 > 2 * se) != ("changes little" in reading)
+    assert "only a little" not in reading

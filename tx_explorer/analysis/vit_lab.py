@@ -153,6 +153,113 @@ def shuffle_experiment(classifier: ImageClassifier, pixels: np.ndarray, seed: in
     return ShuffleResult(shuffled=shuffled, perm=perm.numpy(), probs=probs, logit_change=change)
 
 
+HELD_OUT_SEED = 7_300_001  # shapes of their own for the page's comparisons: not the training or causal-mask seeds
+
+
+@functools.lru_cache(maxsize=2)  # one image size per bundled model; read-only
+def held_out_shapes(n: int, size: int, seed: int = HELD_OUT_SEED) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` generated shapes at full difficulty, ``([n, S, S, 3]`` uint8, ``[n]`` labels)."""
+    images, _, labels = shapes.make_dataset(n, seed=seed, size=size)
+    images.setflags(write=False)
+    return images, np.asarray(labels)
+
+
+@dataclass(frozen=True)
+class ShuffleHeldOut:
+    """Held-out shapes classified as they are and with their patches shuffled, positions on (§7.1)."""
+
+    images: int
+    accuracy: tuple[float, float]  # original, shuffled
+    accuracy_se: float  # standard error of the paired difference (original − shuffled correct)
+    ratio: tuple[float, float, float]  # the true class's probability shuffled ÷ original: quartiles 25, 50, 75 %
+
+
+@torch.no_grad()
+def shuffle_held_out(classifier: ImageClassifier, n: int = 300, batch: int = 100) -> ShuffleHeldOut:
+    """Whether patch order matters to this model across held-out shapes, not one picture: each batch shuffled by a
+    permutation of its own (seeded by its index), the accuracy and the true class's probability before and after."""
+    model = classifier.model
+    images, labels = held_out_shapes(n, model.cfg.image_size)
+    hits, ratios = [], []
+    for i in range(0, n, batch):
+        x = classifier.to_tensor(images[i : i + batch])
+        perm = torch.randperm(model.cfg.num_patches, generator=torch.Generator().manual_seed(i))
+        y = torch.as_tensor(labels[i : i + batch], device=x.device)
+        p0 = torch.softmax(model(x).float(), -1)
+        p1 = torch.softmax(model(shuffle_patches(x, model.cfg.patch_size, perm.to(x.device))).float(), -1)
+        hits.append(torch.stack([p0.argmax(-1) == y, p1.argmax(-1) == y]).float().cpu())
+        true = torch.stack([p0.gather(1, y[:, None])[:, 0], p1.gather(1, y[:, None])[:, 0]])
+        ratios.append((true[1] / true[0].clamp_min(1e-12)).cpu())
+    h = torch.cat(hits, dim=1)  # (2, n)
+    diff = h[0] - h[1]
+    q = torch.quantile(torch.cat(ratios), torch.tensor([0.25, 0.5, 0.75]))
+    return ShuffleHeldOut(
+        n,
+        (float(h[0].mean()), float(h[1].mean())),
+        float(diff.std() / np.sqrt(n)),
+        (float(q[0]), float(q[1]), float(q[2])),
+    )
+
+
+HALF_TONE = (0.2, 0.8)  # contrast with the paper: below is paper, above is ink, between is neither
+FAR = 0.99  # a picture beyond this quantile of the held-out shapes (or below 1 − it, for the top probability) is far
+
+
+@dataclass(frozen=True)
+class Reference:
+    """What a shapes model's held-out pictures look like to it: per picture, its top probability, the entropy of
+    its prediction (nats) and the share of its pixels in half-tones (between paper and ink after the contrast)."""
+
+    images: int
+    top: np.ndarray  # [n]
+    entropy: np.ndarray  # [n]
+    half_tones: np.ndarray  # [n]
+
+
+def _scores(classifier: ImageClassifier, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """(top probability, entropy, half-tone share) of each normalised picture in ``x [B, 3, S, S]``."""
+    p = torch.softmax(classifier.model(x).float(), -1)
+    entropy = -(p * p.clamp_min(1e-12).log()).sum(-1)
+    mean = torch.tensor(classifier.mean, device=x.device)[:, None, None]
+    std = torch.tensor(classifier.std, device=x.device)[:, None, None]
+    v = (x * std + mean).amax(dim=1)  # (B, S, S): the strongest channel's contrast, 0 paper … 1 ink
+    half = ((v > HALF_TONE[0]) & (v < HALF_TONE[1])).float().mean(dim=(1, 2))
+    return p.amax(-1).cpu(), entropy.cpu(), half.cpu()
+
+
+@torch.no_grad()
+def reference(classifier: ImageClassifier, n: int = 300, batch: int = 100) -> Reference:
+    """:class:`Reference` over ``n`` held-out shapes (seconds: the page computes it once per server)."""
+    images, _ = held_out_shapes(n, classifier.model.cfg.image_size)
+    parts = [_scores(classifier, classifier.to_tensor(images[i : i + batch])) for i in range(0, n, batch)]
+    top, entropy, half = (torch.cat(t).numpy() for t in zip(*parts))
+    return Reference(n, top, entropy, half)
+
+
+@dataclass(frozen=True)
+class Familiarity:
+    """One picture against a :class:`Reference`: its values and the share of held-out pictures at or below each."""
+
+    top: float
+    entropy: float
+    half_tones: float
+    below: dict[str, float]  # "top", "entropy", "half_tones" → share of the reference ≤ the picture's value
+    far: bool  # beyond the held-out pictures' FAR quantile on any of the three (top probability: below 1 − FAR)
+
+
+@torch.no_grad()
+def familiarity(classifier: ImageClassifier, ref: Reference, pixels: np.ndarray) -> Familiarity:
+    """How unlike the held-out shapes a picture (``[S, S, 3]`` uint8 at the model's size) is, measured three ways."""
+    top, entropy, half = (float(t[0]) for t in _scores(classifier, classifier.to_tensor(pixels)))
+    below = {
+        "top": float(np.mean(ref.top <= top)),
+        "entropy": float(np.mean(ref.entropy <= entropy)),
+        "half_tones": float(np.mean(ref.half_tones <= half)),
+    }
+    far = below["top"] < 1 - FAR or below["entropy"] > FAR or below["half_tones"] > FAR
+    return Familiarity(top, entropy, half, below, far)
+
+
 @dataclass(frozen=True)
 class Pooling:
     """The classifier's last steps for one image: token outputs → one pooled vector → class scores (§7.3)."""

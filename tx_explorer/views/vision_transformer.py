@@ -12,7 +12,6 @@ from tx_explorer import locales
 from tx_explorer.analysis import vit_lab
 from tx_explorer.data import images, shapes
 from tx_explorer.families.images import FRAME_FILL, Classification, ImageClassifier, frame_object
-from tx_explorer.interop import timm_vit
 from tx_explorer.modules.vit import sincos_2d_table
 from tx_explorer.views import Panel, texts
 from tx_explorer.viz import vit as vitviz
@@ -21,7 +20,6 @@ PAGE = "vision_transformer"
 UPLOAD_TYPES = ["png", "jpg", "jpeg", "webp", "bmp", "gif"]
 UPLOAD_LIMITS = {"mb": images.MAX_BYTES // 2**20, "megapixels": images.MAX_PIXELS // 10**6}  # the upload help says them
 CLASSES = shapes.CLASSES
-TIMM_DOWNLOAD = timm_vit.DOWNLOAD  # how to get a pretrained timm ViT into the local cache (the page says it)
 LATEX = {
     "patch": r"x_p\in\mathbb{R}^{P\cdot P\cdot 3},\qquad z_p = W\,x_p + b = \mathrm{Conv2d}_{k=s=P}(x)_p,"
     r"\qquad W\in\mathbb{R}^{D\times P^2\cdot 3}",
@@ -57,6 +55,57 @@ def facts(clf: ImageClassifier, *, lang: str = "en") -> str:
         pool=T(f"pool_{cfg.pool}"),
         positions=T(f"positions_{cfg.positions}"),
     )
+
+
+def knows(clf: ImageClassifier, *, lang: str = "en") -> str | None:
+    """What a shapes model knows, said before it classifies anything (None for a model of other classes)."""
+    if tuple(clf.labels) != CLASSES:
+        return None
+    return texts(PAGE, lang)("knows", classes=_join(_classes(list(CLASSES), lang), lang))
+
+
+def _join(words: list[str], lang: str) -> str:
+    return ("、" if lang == "zh" else ", ").join(words)
+
+
+def reference(clf: ImageClassifier) -> vit_lab.Reference | None:
+    """Held-out shapes as the model sees them, to compare an upload with (seconds: the page caches it); None for a
+    model of other classes."""
+    return vit_lab.reference(clf) if tuple(clf.labels) == CLASSES else None
+
+
+@dataclass(frozen=True)
+class Familiar:
+    far: bool  # outside the held-out shapes' range on a measure: the page warns
+    text: str  # the three measures against the held-out shapes', and what to make of the answer
+
+
+def familiar(
+    clf: ImageClassifier, ref: vit_lab.Reference | None, pixels: np.ndarray, *, lang: str = "en"
+) -> Familiar | None:
+    """How unlike the held-out shapes a picture is, by its half-tones, top probability and entropy, each against
+    the held-out shapes' distribution (:func:`reference`'s; None without one)."""
+    if ref is None:
+        return None
+    T, f = texts(PAGE, lang), vit_lab.familiarity(clf, ref, pixels)
+    pct = lambda x: f"{x:.0%}"  # noqa: E731
+    measures = T(
+        "familiar_measures",
+        n=ref.images,
+        half=pct(f.half_tones),
+        pct_half=pct(f.below["half_tones"]),
+        q=pct(vit_lab.FAR),
+        half99=pct(float(np.quantile(ref.half_tones, vit_lab.FAR))),
+        top=pct(f.top),
+        pct_top=pct(f.below["top"]),
+        entropy=f"{f.entropy:.2f}",
+        pct_ent=pct(f.below["entropy"]),
+    )
+    if not f.far:
+        return Familiar(False, T("familiar_near", measures=measures))
+    confident = f.below["top"] >= 1 - vit_lab.FAR and f.below["entropy"] <= vit_lab.FAR  # flagged by its pixels alone
+    quiet = (" " if lang == "en" else "") + T("familiar_quiet") if confident else ""
+    return Familiar(True, T("familiar_far", measures=measures + quiet))
 
 
 def sample(clf: ImageClassifier, label: int = 0, seed: int = 7) -> tuple[Image.Image, np.ndarray]:
@@ -265,13 +314,20 @@ class Shuffled:
     image: np.ndarray  # the shuffled input
     chart: Panel  # top classes' probabilities in each condition
     changes: dict[str, str]  # logit change with and without positions
-    reading: str  # what the chart shows for the original's top class, computed (kept or lost when shuffled)
+    reading: str  # the original's top class kept or lost, then the held-out shapes' verdict with its spread
 
 
 def shuffle(
-    clf: ImageClassifier, pixels: np.ndarray, result: Classification, seed: int = 0, *, lang: str = "en"
+    clf: ImageClassifier,
+    pixels: np.ndarray,
+    result: Classification,
+    seed: int = 0,
+    held: vit_lab.ShuffleHeldOut | None = None,
+    *,
+    lang: str = "en",
 ) -> Shuffled:
-    """The same patches in another order, with and without the position embedding."""
+    """The same patches in another order, with and without the position embedding; ``held`` (:func:`held_out`'s)
+    adds what shuffling does across held-out shapes, the verdict on whether positions matter."""
     T = texts(PAGE, lang)
     shuf = vit_lab.shuffle_experiment(clf, pixels, int(seed))
     top = np.argsort(-result.probs)[:8]
@@ -288,18 +344,48 @@ def shuffle(
     before, after = (shuf.probs[f"{which}, with positions"] for which in ("original", "shuffled"))
     first, now = int(np.argmax(before)), int(np.argmax(after))
     verdict = "shuffle_kept" if now == first else "shuffle_lost"
-    reading = (
-        T("shuffle_reading")
-        + " "
-        + T(verdict, cls=names[first], p0=f"{before[first]:.2f}", p1=f"{after[first]:.2f}", new=names[now])
-    )
+    ratio = f"{after[first] / max(before[first], 1e-12):.0%}"
+    p0, p1 = f"{before[first]:.2f}", f"{after[first]:.2f}"
+    parts = [T("shuffle_reading"), T(verdict, cls=names[first], p0=p0, p1=p1, new=names[now], ratio=ratio)]
+    if held is not None:
+        parts += _held_out_shuffle(held, clf, T)
+    reading = ("" if lang == "zh" else " ").join(parts)  # Chinese sentences run on without spaces
     chart = Panel("vit_shuffle", fig, np.stack(list(shuf.probs.values())))
     return Shuffled(shuf.shuffled, chart, changes, reading)
 
 
-def causal_mask(clf: ImageClassifier) -> vit_lab.CausalMask:
-    """§7.2: accuracy on generated images without and with a causal mask imposed (slow: the page caches it)."""
-    return vit_lab.causal_mask(clf)
+def _held_out_shuffle(held: vit_lab.ShuffleHeldOut, clf: ImageClassifier, T) -> list[str]:
+    """The held-out shapes' numbers, then the verdict: positions matter when shuffling costs more accuracy than
+    twice the paired difference's standard error."""
+    pct = lambda x: f"{x:.1%}"  # noqa: E731
+    (acc0, acc1), (q1, median, q3) = held.accuracy, held.ratio
+    drop = 100 * (acc0 - acc1)
+    z = (acc0 - acc1) / held.accuracy_se if held.accuracy_se > 0 else float("inf")
+    numbers = T(
+        "shuffle_held_out",
+        n=held.images,
+        acc0=pct(acc0),
+        acc1=pct(acc1),
+        chance=pct(1 / clf.model.cfg.num_classes),
+        se=pct(held.accuracy_se),
+        median=f"{median:.0%}",
+        q1=f"{q1:.0%}",
+        q3=f"{q3:.0%}",
+    )
+    return [numbers, T("shuffle_matters" if z > 2 else "shuffle_small", drop=f"{drop:.1f}", z=f"{z:.1f}")]
+
+
+@dataclass(frozen=True)
+class HeldOut:
+    """What the page measures on held-out shapes once per model: the causal mask (§7.2) and the shuffle (§7.1)."""
+
+    causal: vit_lab.CausalMask
+    shuffle: vit_lab.ShuffleHeldOut
+
+
+def held_out(clf: ImageClassifier) -> HeldOut:
+    """§7.2's causal mask and §7.1's shuffled patches on generated images (seconds: the page caches it)."""
+    return HeldOut(vit_lab.causal_mask(clf), vit_lab.shuffle_held_out(clf))
 
 
 def causal_text(result: vit_lab.CausalMask, clf: ImageClassifier, *, lang: str = "en") -> str:
