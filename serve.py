@@ -36,11 +36,6 @@ def warm(
     ``idle()`` (no visitor's script is running; at most ``patience_s``), then load every bundled model.
 
     Returns the names of the models in the shared cache."""
-    # pandas first and whole: Plotly's validators look it up in sys.modules without importing it, so a script
-    # drawing a chart while another thread is halfway through importing pandas fails ("partially initialized
-    # module 'pandas'"), as 30 sessions opening at once showed (tests/test_classroom.py).
-    import pandas  # noqa: F401
-
     from tx_explorer.views import home
 
     # The home page's chart, built and serialised once: torch and Plotly import more on first use, which the first

@@ -14,8 +14,13 @@ One module per concern, everything a page uses re-exported here (``ui.show(...)`
 Streamlit's private API is used only in :mod:`tx_explorer.ui.compat`, which checks its version.
 """
 
-# First: importing compat leaves Streamlit's legacy multipage mode before the rest of the package loads (a plain
-# ``streamlit run app.py``'s first runs, see compat.leave_legacy_multipage_mode).
+# Whole, under this package's import lock and before any page draws: Plotly's validators look pandas up in
+# sys.modules without importing it, and a page's first run imports it, so a chart drawn while another session's run
+# was halfway through that import failed ("partially initialized module 'pandas'", 30 sessions opening at once).
+import pandas  # noqa: F401
+
+# First of the package: importing compat leaves Streamlit's legacy multipage mode (a plain ``streamlit run app.py``'s
+# first runs, see compat.leave_legacy_multipage_mode).
 from tx_explorer.ui import compat  # noqa: F401
 from tx_explorer.ui.below_fold import DRAW_ALL, REACH, below_fold
 from tx_explorer.ui.figures import PAGE_PX, metrics, redraw, row, show, show_clickable, show_figure, show_result
