@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from tx_explorer import locales
-from tx_explorer.analysis import cost
+from tx_explorer.analysis import cost, mixers
 from tx_explorer.views import mixers as view
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -28,3 +28,36 @@ def test_the_note_reads_the_measured_ratios():
     assert [t.name for t in f.chart.figure.data] == ["D = 64"]
     np.testing.assert_allclose(f.chart.figure.data[0].y, [3.0, 1.0])
     assert locales.text("mixers", "fused_title", "zh") in view.fused(r, lang="zh").chart.figure.layout.title.text
+
+
+def test_the_sweep_keeps_every_call_and_its_medians():
+    r = cost.fused_qkv_sweep(ns=(4,), ds=(8, 12), repeats=3)
+    assert r.fused_calls.shape == r.separate_calls.shape == (2, 1, 3)
+    np.testing.assert_array_equal(r.fused, np.median(r.fused_calls, axis=-1))
+    np.testing.assert_array_equal(r.separate, np.median(r.separate_calls, axis=-1))
+
+
+def _timing(fused_calls, three_calls):
+    f, t = np.array(fused_calls, dtype=float), np.array(three_calls, dtype=float)  # (D, N, calls)
+    return cost.FusedTiming((16, 128), (64,), np.median(f, -1), np.median(t, -1), 0.0, f, t)
+
+
+def test_fused_is_judged_size_by_size_against_the_spread_of_its_calls():
+    """Faster at N = 16 (beyond both spreads), slower at N = 128: read against numpy's mean and sample std."""
+    f = [[[1.0, 1.1, 0.9], [3.0, 3.2, 2.8]]]
+    t = [[[2.0, 2.1, 1.9], [2.0, 2.05, 1.95]]]
+    (fast, slow) = mixers.fused_verdicts(_timing(f, t))[0]
+    assert fast.state == "holds" and slow.state == "not_holds"
+    gap = np.mean(t[0][1]) - np.mean(f[0][1])
+    assert slow.gap == pytest.approx(gap) and slow.spread == pytest.approx(
+        np.std(f[0][1], ddof=1) + np.std(t[0][1], ddof=1)
+    )
+    words = view.fused_verdict(_timing(f, t), lang="en")
+    assert "faster than three at 1 of 2 sizes, slower at 1, and within noise at 0" in words
+    assert f"slower at N = 128, D = 64 ({-gap * 1e3:.3f} ms slower" in words
+    noisy = mixers.fused_verdicts(_timing([[[1.0, 3.0, 2.0], [1.0, 1.0, 1.0]]], [[[2.5, 1.5, 2.0], [1.0, 1.0, 1.0]]]))
+    assert [c.state for c in noisy[0]] == ["noise", "noise"]  # a gap inside the calls' spread; no gap at all
+    faster = _timing([[[1.0, 1.1], [1.0, 1.1]]], [[[2.0, 2.1], [2.0, 2.1]]])
+    assert "was slower" not in view.fused_verdict(faster, lang="en")  # nothing slower: no such sentence
+    medians_only = cost.FusedTiming((16, 128), (64,), np.array([[1e-4, 2e-4]]), np.array([[3e-4, 2e-4]]), 0.0)
+    assert [c.state for c in mixers.fused_verdicts(medians_only)[0]] == ["noise", "noise"]  # one number a side

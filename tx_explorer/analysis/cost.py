@@ -202,11 +202,11 @@ def _seconds(fn: Callable[[], object], device: torch.device) -> float:
     return time.perf_counter() - t0
 
 
-def _median_seconds(fn: Callable[[], object], repeats: int) -> float:
-    """Median seconds of ``repeats`` calls of ``fn`` on the CPU, after one untimed call (first-call allocations,
+def _call_seconds(fn: Callable[[], object], repeats: int) -> list[float]:
+    """Seconds of each of ``repeats`` calls of ``fn`` on the CPU, after one untimed call (first-call allocations,
     kernel selection)."""
     fn()
-    return statistics.median(_seconds(fn, torch.device("cpu")) for _ in range(repeats))
+    return [_seconds(fn, torch.device("cpu")) for _ in range(repeats)]
 
 
 def seconds_and_peak(fn: Callable[[], object], repeats: int, device: torch.device | str) -> tuple[float, int]:
@@ -290,6 +290,9 @@ class FusedTiming:
     fused: np.ndarray
     separate: np.ndarray
     max_diff: float  # largest |[Q K V] − (Q, K, V)| over the grid: both compute the same numbers
+    # Every timed call, [len(ds), len(ns), repeats]: how far the calls spread (None: only the medians were kept)
+    fused_calls: np.ndarray | None = None
+    separate_calls: np.ndarray | None = None
 
 
 def _three(x: Tensor, parts: Sequence[tuple[Tensor, Tensor]]) -> list[Tensor]:
@@ -303,7 +306,7 @@ def fused_qkv_sweep(
     """Time the fused projection against three separate ones at every (N, D) (CPU, float32, no autograd)."""
     positive_int("repeats", repeats)
     g = generator(seed)
-    fused, separate, diff = np.zeros((len(ds), len(ns))), np.zeros((len(ds), len(ns))), 0.0
+    fused, separate, diff = np.zeros((len(ds), len(ns), repeats)), np.zeros((len(ds), len(ns), repeats)), 0.0
     for i, d in enumerate(ds):
         w, b = torch.randn(3 * d, d, generator=g) / d**0.5, torch.randn(3 * d, generator=g)  # (3D, D), (3D,)
         parts = list(zip(w.split(d), b.split(d), strict=True))  # W_Q, W_K, W_V: rows d·k … d·(k+1) − 1
@@ -311,6 +314,7 @@ def fused_qkv_sweep(
             x = torch.randn(n, d, generator=g)
             one, three = functools.partial(F.linear, x, w, b), functools.partial(_three, x, parts)
             diff = max(diff, float((one() - torch.cat(three(), dim=-1)).abs().max()))
-            fused[i, j] = _median_seconds(one, repeats)  # one (N, D)·(D, 3D)
-            separate[i, j] = _median_seconds(three, repeats)  # three (N, D)·(D, D)
-    return FusedTiming(tuple(ns), tuple(ds), fused, separate, diff)
+            fused[i, j] = _call_seconds(one, repeats)  # one (N, D)·(D, 3D)
+            separate[i, j] = _call_seconds(three, repeats)  # three (N, D)·(D, D)
+    medians = np.median(fused, axis=-1), np.median(separate, axis=-1)
+    return FusedTiming(tuple(ns), tuple(ds), *medians, diff, fused, separate)

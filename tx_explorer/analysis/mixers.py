@@ -22,7 +22,8 @@ from torch import Tensor, nn
 from torch.profiler import ProfilerActivity, profile
 
 from tx_explorer import masks
-from tx_explorer.analysis.cost import extrapolated_seconds, seconds_and_peak
+from tx_explorer.analysis import spread
+from tx_explorer.analysis.cost import FusedTiming, extrapolated_seconds, seconds_and_peak
 from tx_explorer.analysis.seeding import generator, seeded_init
 from tx_explorer.attention import scaled_dot_product_attention
 from tx_explorer.config import TransformerConfig
@@ -199,3 +200,16 @@ def matmul_share(n: int, *, dim: int = 128, heads: int = 4, repeats: int = 3, se
     total = sum(t for _, t in events)
     top = sorted(events, key=lambda e: -e[1])[:8]
     return MatmulShare(matmul / repeats, (total - matmul) / repeats, [(k, t / repeats) for k, t in top])
+
+
+def fused_verdicts(timing: FusedTiming) -> list[list[spread.Comparison]]:
+    """§3.1 "one fused product beats three", size by size ``[len(ds)][len(ns)]``: fused's calls against three's,
+    holding (fused faster), not holding (fused slower) or within noise when the gap of the mean times does not
+    exceed the sum of their standard deviations over the calls (:mod:`tx_explorer.analysis.spread`). A timing
+    kept without its calls has one number a side, so no spread: within noise everywhere."""
+    fused = timing.fused[..., None] if timing.fused_calls is None else timing.fused_calls
+    three = timing.separate[..., None] if timing.separate_calls is None else timing.separate_calls
+    return [
+        [spread.less(list(f), list(t)) for f, t in zip(fr, tr, strict=True)]
+        for fr, tr in zip(fused, three, strict=True)
+    ]

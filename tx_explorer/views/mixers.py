@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from tx_explorer.analysis import cost, memory, mixers
+from tx_explorer.analysis import cost, memory, mixers, spread
 from tx_explorer.views import Panel, texts
 from tx_explorer.viz import charts
 from tx_explorer.viz import cost as vcost
@@ -199,4 +199,38 @@ def fused(timing: cost.FusedTiming, *, lang: str = "en") -> Fused:
         diff=f"{timing.max_diff:.1e}",
         ms=f"{timing.fused.max() * 1e3:.2f}",
     )
-    return Fused(Panel("cost_fused_qkv", fig, {"fused_s": timing.fused, "separate_s": timing.separate}), note)
+    return Fused(
+        Panel("cost_fused_qkv", fig, {"fused_s": timing.fused, "separate_s": timing.separate}),
+        note + "\n\n" + fused_verdict(timing, lang=lang),
+    )
+
+
+def fused_verdict(timing: cost.FusedTiming, *, lang: str = "en") -> str:
+    """The lecture's "fused is faster" size by size, from every timed call: how many sizes it holds at, where fused
+    was slower beyond the calls' spread, and how many are within noise."""
+    T = texts(PAGE, lang)
+    cells = [
+        (d, n, c)
+        for d, row in zip(timing.ds, mixers.fused_verdicts(timing), strict=True)
+        for n, c in zip(timing.ns, row, strict=True)
+    ]
+    count = {state: sum(c.state == state for _, _, c in cells) for state in spread.STATES}
+    calls = 1 if timing.fused_calls is None else timing.fused_calls.shape[-1]
+    words = [
+        T(
+            "fused_verdict",
+            total=len(cells),
+            calls=calls,
+            faster=count["holds"],
+            slower=count["not_holds"],
+            noise=count["noise"],
+        )
+    ]
+    slower = [
+        T("fused_where", n=n, d=d, gap=f"{-c.gap * 1e3:.3f}", spread=f"{c.spread * 1e3:.3f}")
+        for d, n, c in cells
+        if c.state == "not_holds"
+    ]
+    if slower:
+        words.append(T("fused_slower", where=T("fused_sep").join(slower)))
+    return ("" if lang == "zh" else " ").join(words)  # Chinese sentences run on without spaces
