@@ -72,8 +72,8 @@ bench: $(VENV)/.stamp-dev chromium
 	$(PY) -m benchmarks
 
 # What only a GPU shows, in at most 8 minutes (benchmarks/gpu_check.py): the tests that skip without CUDA, attention
-# up to N = 32k, the atlas at SmolLM2's 8k context and 30 sessions at once with the pages on the GPU, into
-# BENCHMARKS.md's gpu section. Without a GPU it says that it skipped, and exits 0.
+# up to N = 32k, the atlas at SmolLM2's 8k context and 30 sessions at once on serve.py (with the GPU memory the server
+# held), into BENCHMARKS.md's gpu section. Without a GPU it says that it skipped, and exits 0.
 .PHONY: gpu-check
 gpu-check: $(VENV)/.stamp-dev
 	$(PY) -m benchmarks gpu_check

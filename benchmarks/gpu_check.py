@@ -9,8 +9,9 @@ A GPU machine may be lent for minutes only, so each step runs in its own process
 1. the tests that skip without CUDA (found in tests/ by their ``skipif(not torch.cuda.is_available() …)``);
 2. naive vs tiled vs SDPA attention, time and peak memory, at N = 1k … 32k (``benchmarks/attention.py``);
 3. the long-context atlas at SmolLM2's full 8k context beside its plain forward (``benchmarks/atlas.py``);
-4. 30 protocol sessions arriving within 5 s on ``serve.py``, whose pages compute on the GPU
-   (``benchmarks/load.py``), with the GPU memory the server held (``nvidia-smi``).
+4. 30 protocol sessions arriving within 5 s on ``serve.py`` (``benchmarks/load.py``), with the GPU memory the
+   server held (``nvidia-smi``): whether the pages' models went to the GPU (``ui.device()`` is CUDA there, but the
+   bundled models load into the shared cache on the CPU; of the pages, the atlas and the cost page move work over).
 
 The section names the device, its driver and CUDA, then each step's figures. Without a GPU it prints that it skipped
 and why, writes nothing and exits 0; with a GPU that torch cannot use (a CPU-only build, a driver too old for it) it
@@ -113,7 +114,7 @@ def steps(python: str = sys.executable) -> list[Step]:
         Step("Attention up to N = 32k", [*bench, *attention.split(), "--large-n", "16384", "--no-write"], 150),
         Step("The atlas at SmolLM2's 8k context", [*bench, *atlas.split(), "--no-write"], 150),
         Step(
-            f"{SESSIONS} sessions within {ARRIVALS_S:.0f} s on serve.py, pages on the GPU",
+            f"{SESSIONS} sessions within {ARRIVALS_S:.0f} s on serve.py, on the GPU's machine",
             [*bench, *burst.split(), "--no-write"],
             240,
         ),
