@@ -45,6 +45,7 @@ from tx_explorer.analysis import (
     cost,
     flash_io,
     flash_steps,
+    heads,
     kv_cache,
     lm,
     memory,
@@ -341,6 +342,13 @@ NOT_SAME_WORDS = ("error", "must use exactly the same words")
 TOP_K_ABOVE_E = ("error", "must be between 1 and")  # MoE: k experts per token of E
 MH_EMPTY = ("warning", "The text is empty")
 MH_LONG = ("warning", "only the first 373 tokens")  # SmolLM2's maps budget (analysis.heads.max_tokens)
+# The head search (issue 39): its pair of tokens, and the text written twice ("Repeat my text") on the pattern ranking.
+MH_VIEW, MH_TEXT = W("segmented_control", "mh_view"), W("text_area", "mh_text_example_code")
+MH_SMOLLM2 = (W("selectbox", "mh_model"), "smollm2-135m-instruct")  # the rows before leave a checkpoint folder
+MH_PAIR = (MH_SMOLLM2, (MH_VIEW, "search"), (W("radio", "mh_search"), "pair"))
+MH_REPEAT = (MH_SMOLLM2, (MH_VIEW, "search"), (W("radio", "mh_search"), "pattern"), (W("toggle", "mh_repeat"), True))
+MH_BACK = ((W("toggle", "mh_repeat"), False), (MH_VIEW, "grid"))  # the rows after these find the page as it was
+CHAT_CUT = ("warning", "only its first")  # a chat message longer than those 373 tokens keeps its start
 # A checkpoint folder typed on the multi-head page (tx_explorer.paths): folders made by the checkpoint_folders
 # fixture under BYOC, whose "roots" folder is the allowed root; a good folder goes back in after each bad one.
 BYOC = Path(tempfile.gettempdir()) / f"tx-explorer-byoc-{os.getpid()}"
@@ -491,6 +499,24 @@ CASES: list[Case] = [
             **dict.fromkeys(("empty", "blank"), ("info", "Type the path of a checkpoint folder")),
         }.items()
     ],
+    Case(
+        "multihead",
+        "search-key-after-query",
+        ((W("selectbox", "mh_query"), 2), (W("selectbox", "mh_key"), 5)),
+        "error",
+        "a causal model cannot look ahead",
+        prepare=MH_PAIR,
+        recover=((W("selectbox", "mh_key"), 1), *MH_BACK),
+    ),
+    Case("multihead", "search-repeat-empty", ((MH_TEXT, ""),), *MH_EMPTY, prepare=MH_REPEAT),
+    Case(
+        "multihead",
+        "search-repeat-10k",
+        ((MH_TEXT, HUGE[:10_000]),),
+        *MH_LONG,
+        prepare=MH_REPEAT,
+        recover=((MH_TEXT, locales.text("multihead", "example_code_text")), *MH_BACK),
+    ),
     # Mixture of Experts: E and k (k > E refused), the typed text, the capacity factor (declared: moe_view.COST,
     # TYPED, HELDOUT); every number at once
     *declared_cases(moe_view.COST, "moe_cost", experts_min=TOP_K_ABOVE_E, top_k_max=TOP_K_ABOVE_E),
@@ -974,6 +1000,8 @@ OUT_OF_RANGE = [
             lambda: block_roles.token_probe(_lm().model, [1, 2, 3], token=0, layer=4),
             "the layer must be between 0 and 3",
         ),
+        ("multihead-query-after-last-token", lambda: heads.rank(np.full((1, 1, 3, 3), 1 / 3), 3, 0), "token 3"),
+        ("multihead-key-after-query", lambda: heads.rank(np.full((1, 1, 3, 3), 1 / 3), 0, 2), "cannot look ahead"),
         ("head_science-layer-beyond", lambda: hs.check_head(hs.text_model(_lm()), 4, 0), "does not exist"),
         ("head_science-head-negative", lambda: hs.check_head(hs.text_model(_lm()), 0, -1), "does not exist"),
         ("head_science-one-token", lambda: hs.encode(_lm(), "a"), "needs at least 2"),
