@@ -207,6 +207,52 @@ def test_inspector_reads_each_heads_key_value_group(name: str) -> None:
     assert views[0].shapes[1][1] == f"[{h}, {n}, {dh}] · [{hkv}, {dh}, {n}] → [{h}, {n}, {n}]"
 
 
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        {"num_heads": 4},  # one key/value head per query head, biases, learned positions
+        {"num_heads": 4, "num_kv_heads": 2, "positions": "rotary", "bias": False},  # GQA, keys turned
+        {"num_heads": 4, "num_kv_heads": 1, "positions": "alibi"},  # MQA, the bias on the scores only
+    ],
+)
+def test_keys_and_values_are_x_times_their_rows_of_the_fused_weight(cfg) -> None:
+    """§2.4 checked: the rows the check names, read off a float64 projection of the whole fused weight split by
+    reshaping (not by slicing rows), and the model's keys and values within float32 rounding."""
+    tm = _random_text_model(**cfg)
+    x, n = heads.attention_input(tm, TEXTS[0], 1)
+    mha = tm.attention_module(1)
+    dh, h, hkv = mha.head_dim, mha.num_heads, mha.num_kv_heads
+    w, b = mha.qkv.weight.double(), mha.qkv.bias
+    full = torch.nn.functional.linear(x[0].double(), w, None if b is None else b.double())  # (N, (H + 2·H_kv)·Dh)
+    by_head = {
+        "k": full[:, h * dh : (h + hkv) * dh].reshape(n, hkv, dh),
+        "v": full[:, (h + hkv) * dh :].reshape(n, hkv, dh),
+    }
+
+    def rows(lo_hi: tuple[int, int]) -> torch.Tensor:
+        lo, hi = lo_hi
+        return x[0].double() @ w[lo:hi].T + (0 if b is None else b.double()[lo:hi])
+
+    for head in range(h):
+        check = heads.projection_check(mha, x, head)
+        g = head // (h // hkv)
+        assert check.kv_head == g and check.readers == tuple(r for r in range(h) if r // (h // hkv) == g)
+        torch.testing.assert_close(rows(check.v_rows), by_head["v"][:, g])
+        if cfg.get("positions") != "rotary":  # unturned keys: the named rows are the head's W_K
+            torch.testing.assert_close(rows(check.k_rows), by_head["k"][:, g])
+        assert check.holds and max(check.k_diff, check.v_diff) < 1e-5 and check.scale > 0
+
+
+def test_a_model_that_changes_its_keys_after_the_projection_fails_the_check(monkeypatch) -> None:
+    tm = _random_text_model(num_heads=4)
+    mha = tm.attention_module(0)
+    x, _ = heads.attention_input(tm, TEXTS[0], 0)
+    project = mha.project_qkv
+    monkeypatch.setattr(mha, "project_qkv", lambda x: (lambda q, k, v: (q, 2 * k, v))(*project(x)))
+    check = heads.projection_check(mha, x, 0)
+    assert not check.holds and check.k_diff > 1e-2 and check.v_diff < 1e-5
+
+
 def test_rollout_maps(tm: TextModel) -> None:
     data = heads.analyse(tm, TEXTS[1])
     roll = heads.rollout_maps(data.maps)

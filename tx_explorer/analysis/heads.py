@@ -198,6 +198,56 @@ def inspect_query(
     )
 
 
+PROJECTION_TOLERANCE = 1e-5  # "k = x·W_K": the largest difference at most this × the largest |entry| (float32)
+
+
+@dataclass(frozen=True)
+class ProjectionCheck:
+    """§2.4's K = XW_K and V = XW_V for the key/value head a query head reads, rebuilt in float64 from the rows of
+    the fused projection weight that hold W_K and W_V of that head (rotary turns the keys afterwards, as the
+    model does)."""
+
+    kv_head: int  # g(h)
+    readers: tuple[int, ...]  # every query head that reads this key/value head (h alone without shared heads)
+    k_rows: tuple[int, int]  # [first, last + 1) rows of the fused weight (nn.Linear's [out, in]) that are W_K^g
+    v_rows: tuple[int, int]
+    k_diff: float  # max |kⱼ − xⱼ W_K^g| over the tokens and dimensions
+    v_diff: float  # max |vⱼ − xⱼ W_V^g|
+    scale: float  # the largest |entry| of xW_K^g and xW_V^g
+
+    @property
+    def holds(self) -> bool:
+        return max(self.k_diff, self.v_diff) <= PROJECTION_TOLERANCE * self.scale
+
+
+@torch.no_grad()
+def projection_check(mha: MultiHeadAttention, x: Tensor, head: int) -> ProjectionCheck:
+    """The keys and values query head ``head`` reads from ``x [1, N, D]``, against x times the raw weight rows."""
+    g, dh = mha.groups[head], mha.head_dim
+    q_dim, kv_dim = mha.num_heads * dh, mha.num_kv_heads * dh
+    k_rows, v_rows = (q_dim + g * dh, q_dim + (g + 1) * dh), (q_dim + kv_dim + g * dh, q_dim + kv_dim + (g + 1) * dh)
+    w, b, xd = mha.qkv.weight.double(), mha.qkv.bias, x[0].double()  # (D + 2·D_kv, D), (N, D)
+
+    def by_hand(rows: tuple[int, int]) -> Tensor:  # xⱼ W^g (+ its bias): (N, Dh)
+        out = xd @ w[rows[0] : rows[1]].T
+        return out if b is None else out + b[rows[0] : rows[1]].double()
+
+    k_hand, v_hand = by_hand(k_rows), by_hand(v_rows)
+    scale = max(float(k_hand.abs().max()), float(v_hand.abs().max()))
+    if mha.position is not None:  # rotary turns each key by its position (the other parts leave keys alone)
+        k_hand = mha.position.rotate(k_hand[None, None], torch.arange(x.shape[1]))[0, 0]
+    _, k, v = mha.project_qkv(x)  # (1, H_kv, N, Dh) twice: what the model computes
+    return ProjectionCheck(
+        g,
+        tuple(h for h in range(mha.num_heads) if mha.groups[h] == g),
+        k_rows,
+        v_rows,
+        float((k[0, g].double() - k_hand).abs().max()),
+        float((v[0, g].double() - v_hand).abs().max()),
+        scale,
+    )
+
+
 @dataclass(frozen=True)
 class TextAttention:
     """One text through one model: its tokens and every layer's and head's map."""
@@ -248,13 +298,23 @@ def rollout_maps(maps: np.ndarray) -> np.ndarray:
     return torch.stack([rollout(a[: layer + 1])[0] for layer in range(a.shape[0])]).numpy()
 
 
-def inspect_text(tm: TextModel, text: str, layer: int, head: int, query: int) -> QueryKeyView:
-    """:func:`inspect_query` on the input that ``layer``'s attention receives for ``text``."""
+def attention_input(tm: TextModel, text: str, layer: int) -> tuple[Tensor, int]:
+    """What ``layer``'s attention receives for ``text``: ``x [1, N, D]`` and N."""
     ids = tm.encode(text, max_tokens(tm)).ids
     if not 0 <= layer < len(tm.model.blocks):
         raise ValueError(f"layer must lie in [0, {len(tm.model.blocks) - 1}], got {layer}")
-    x = tm.attention_inputs(ids)[layer]
-    return inspect_query(tm.attention_module(layer), x, head, query, tm.mask(len(ids)))
+    return tm.attention_inputs(ids)[layer], len(ids)
+
+
+def inspect_text(tm: TextModel, text: str, layer: int, head: int, query: int) -> QueryKeyView:
+    """:func:`inspect_query` on the input that ``layer``'s attention receives for ``text``."""
+    x, n = attention_input(tm, text, layer)
+    return inspect_query(tm.attention_module(layer), x, head, query, tm.mask(n))
+
+
+def projection_text(tm: TextModel, text: str, layer: int, head: int) -> ProjectionCheck:
+    """:func:`projection_check` on the input that ``layer``'s attention receives for ``text``."""
+    return projection_check(tm.attention_module(layer), attention_input(tm, text, layer)[0], head)
 
 
 # --- finding the head: pattern scores and a ranking of every head -------------------------------------------------

@@ -73,7 +73,13 @@ def head_search(T: Callable[..., str], lang: str, tm: TextModel, s: view.Shown, 
             causal = tm.kind != "encoder"
             result = view.search_pair(s, query, key, skip_first=skip, causal=causal, groups=groups, lang=lang)
         else:
-            pattern = c[1].selectbox(T("pattern"), PATTERNS, format_func=lambda p: T(f"metric_{p}"), key="mh_pattern")
+            pattern = c[1].selectbox(
+                T("pattern"),
+                PATTERNS,
+                index=PATTERNS.index("induction"),  # the one a student comes looking for
+                format_func=lambda p: T(f"metric_{p}"),
+                key="mh_pattern",
+            )
             queries = view.repeat_queries(tm, single, s) if single else None
             result = view.search_pattern(s, pattern, skip_first=skip, queries=queries, groups=groups, lang=lang)
     st.subheader(T("text_header"))
@@ -113,6 +119,7 @@ def query_key(T: Callable[..., str], lang: str, tm: TextModel, text: str, tokens
     query = c[2].selectbox(T("query"), range(n), index=n - 1, key="qk_query", format_func=lambda i: f"{i}: {tokens[i]}")
     qk = view.inspector(tm, text, tokens, layer, head, query, lang=lang)
     st.table(qk.shapes)
+    st.markdown(qk.projection)
     row(qk.scores, qk.weights)
     c = st.columns(2)
     with c[0]:

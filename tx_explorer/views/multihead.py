@@ -354,6 +354,7 @@ class Inspector:
     keys: Panel
     values: Panel
     weighted: Panel  # α_ij · v_j
+    projection: str  # §2.4's k = x·W_K and v = x·W_V, checked from the weight's rows, and which heads share them
 
 
 def inspector(
@@ -368,6 +369,25 @@ def inspector(
     title = T("scores_title", token=safe_labels(tokens)[query])
     kw = {"x_title": T("dims"), "y_title": T("key")}
     q_out = np.vstack([qk.q, qk.out])
+    check = heads.projection_text(tm, text, layer, head)
+    projection = (
+        T(
+            "projection_holds" if check.holds else "projection_differs",
+            k_rows=f"{check.k_rows[0]}–{check.k_rows[1] - 1}",
+            v_rows=f"{check.v_rows[0]}–{check.v_rows[1] - 1}",
+            g=check.kv_head,
+            k_diff=f"{check.k_diff:.1e}",
+            v_diff=f"{check.v_diff:.1e}",
+            scale=f"{check.scale:.3g}",
+        )
+        + " "
+        + T(
+            "projection_shared" if len(check.readers) > 1 else "projection_own",
+            head=head,
+            g=check.kv_head,
+            heads=", ".join(map(str, check.readers)),
+        )
+    )
     return Inspector(
         {T("step"): [T(f"step_{s}") for s, _ in qk.shapes], T("shape"): [d for _, d in qk.shapes]},
         Panel("qk_scores", charts.bars(keys, {T("scores"): scores}, title=title, x_title=T("key")), qk.scores),
@@ -390,4 +410,5 @@ def inspector(
             charts.signed_heatmap(qk.weighted, safe_keys, dims, title=T("weighted_title"), **kw),
             qk.weighted,
         ),
+        projection,
     )
