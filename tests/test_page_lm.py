@@ -78,6 +78,8 @@ def test_multihead_heads_and_inspector(multihead) -> None:
     multihead.selectbox(key="qk_query").set_value(0).run()
     assert_clean(multihead)
     assert len(multihead.table) == 1  # the four matrix multiplications
+    check = next(m.value for m in multihead.markdown if "checked (§2.4)" in m.value)  # k = x·W_K, v = x·W_V
+    assert "float32 rounding" in check and "Query heads 0, 1, 2 all read these rows" in check  # SmolLM2's group 0
     multihead.segmented_control(key="mh_view").set_value("grid").run()
 
 
