@@ -32,7 +32,14 @@ ENV_ROOTS = "TX_EXPLORER_MODEL_ROOTS"
 ENV_CONFIG = "TX_EXPLORER_CONFIG"
 CONFIG = Path(__file__).resolve().parents[1] / "tx_explorer.toml"
 # model_type → kind, for the checkpoints tx_explorer.interop.checkpoint loads (kept in step by a test).
-SUPPORTED = {"bert": "encoder", "gpt2": "causal", "llama": "causal", "qwen2": "causal", "mistral": "causal"}
+SUPPORTED = {
+    "bert": "encoder",
+    "gpt2": "causal",
+    "llama": "causal",
+    "qwen2": "causal",
+    "mistral": "causal",
+    "gemma3_text": "causal",
+}
 
 
 def hf_hub_cache() -> Path:

@@ -241,7 +241,8 @@ def read_tensor(path: Path, info: TensorInfo) -> Tensor:
         raw = np.frombuffer(f.read(info.nbytes), dtype=np.uint8)
     rows = math.prod(info.shape[:-1])
     data = dequantize(raw.reshape(rows, -1), info.qtype)  # (rows, columns) float32, GGUF's rows being torch's
-    return torch.from_numpy(np.array(data, dtype=np.float32).reshape(info.shape))  # a writable copy
+    data = np.ascontiguousarray(data, dtype=np.float32)  # a quantised tensor's is new: not copied again (seconds)
+    return torch.from_numpy(data if data.flags.writeable else data.copy()).reshape(info.shape)  # F32: the file's
 
 
 def unpermute(w: Tensor, heads: int) -> Tensor:
