@@ -210,6 +210,14 @@ def test_cross_attention_matches_torch_multihead_attention(nq, nx):
     out, w = ref(ca.queries[None], ca.context[None], ca.context[None], average_attn_weights=False)
     assert torch.allclose(ca.out, out[0], atol=1e-5)
     assert torch.allclose(ca.weights, w[0], atol=1e-6)
+    # §3.1: self-attention = cross-attention with context = X, the layer's two paths against torch's self-attention
+    x = ca.queries[None]
+    with torch.no_grad():
+        torch_self = ref(x, x, x, need_weights=False)[0]
+        assert torch.allclose(ours(x), torch_self, atol=1e-5) and torch.allclose(
+            ours(x, context=x), torch_self, atol=1e-5
+        )
+    assert ca.self_diff < 1e-6
 
 
 def test_cross_attention_rejects_heads_that_do_not_divide_the_width():

@@ -110,6 +110,8 @@ def test_operator_first_visit_draws_the_steps_only():
     open_sections(at, "op_open_qkv", "op_open_sqrt", "op_open_cross")
     assert_clean(at)
     assert len(plotly_specs(at)) == 6 + 2 + 3 + 1  # every chart of the page, as before
+    same = re.search(r"context = X \(§3\.1\).*largest difference \*\*([0-9.e+-]+)\*\*", markdown(at))
+    assert same and float(same.group(1)) < 1e-6  # cross-attention with context = X is self-attention
 
 
 def test_operator_scaling_width_and_replacing_k_or_v():

@@ -224,6 +224,7 @@ class CrossAttention:
     context: Tensor  # [N_X, D], e.g. encoder states
     weights: Tensor  # [H, N_Q, N_X]
     out: Tensor  # [N_Q, D]: one output per query, whatever N_X is
+    self_diff: float  # §3.1: max |cross(X, context = X) − self(X)| for the queries X (the layer's two paths)
 
 
 @torch.no_grad()
@@ -241,4 +242,9 @@ def cross_attention(nq: int, nx: int, dim: int, num_heads: int, seed: int) -> Cr
     ctx = torch.randn(1, nx, dim, generator=g)
     trace = Trace()
     out = mha(x, context=ctx, trace=trace)  # (1, N_Q, D)
-    return CrossAttention(queries=x[0], context=ctx[0], weights=trace.records[0].weights[0], out=out[0])
+    # Self-attention is cross-attention with the context = the queries: the layer's self path (one fused [Q K V]
+    # product) against its cross path (W_Q on x, [W_K W_V] on the context) on the same X
+    self_diff = float((mha(x, context=x) - mha(x)).abs().max())
+    return CrossAttention(
+        queries=x[0], context=ctx[0], weights=trace.records[0].weights[0], out=out[0], self_diff=self_diff
+    )

@@ -174,7 +174,11 @@ def cross(
         y_title=axes(lang)["y_title"],
     )
     shapes = [list(t.shape) for t in (ca.queries, ca.context, ca.weights, ca.out)]
-    words = T("cross_shapes", **dict(zip("qxay", shapes)), nq=nq)
+    words = (
+        T("cross_shapes", **dict(zip("qxay", shapes)), nq=nq)
+        + "\n\n"
+        + T("cross_self", diff=f"{ca.self_diff:.1e}", nq=nq)
+    )
     return Panel("cross_weights", fig, ca.weights.numpy()), words
 
 
