@@ -39,6 +39,7 @@ from streamlit.runtime.state.common import user_key_from_element_id
 from streamlit.testing.v1 import AppTest
 
 from tests.conftest import lazy_sections, open_page, open_sections, plotly_specs
+from tests.test_url_state import arrive, shown
 from tx_explorer import locales, masks, models, paths, ui
 from tx_explorer.analysis import (
     block_roles,
@@ -922,6 +923,51 @@ def test_the_table_covers_every_page_and_every_text_or_file_input(pages: Pages) 
             if (page, name) not in exempt and not re.fullmatch(r"sizes_\d+", name or ""):
                 assert (page, name) in covered, f"{page}: input {name!r} is not in the table"
     assert not [el.label for el in _elements(pages("home"), ("text_input", "text_area", "number_input", "slider"))]
+
+
+# ---- hostile query strings: a link's values are untrusted input (tx_explorer.ui.url_state) ------------------------
+# name → (the query string on the multi-head page, what the page then shows). tiny-gpt: 4 layers × 4 heads, set before
+# the first run (the URL's model, when dropped, leaves it so); a value dropped shows the widget's default.
+MH_DEFAULTS = {"mh_model": "tiny-gpt", "mh_view": "grid", "mh_layer": 3, "mh_head": 0, "mh_example": "example_code"}
+HEAD_VIEW = {"mh_view": "head"}
+HOSTILE_QUERIES = {
+    "layer-beyond-the-model": ({**HEAD_VIEW, "mh_layer": "999"}, {"mh_view": "head"}),
+    "layer-negative-clamped": ({**HEAD_VIEW, "mh_layer": "-5"}, {"mh_view": "head", "mh_layer": 0}),
+    "head-not-a-number": ({**HEAD_VIEW, "mh_head": "abc"}, {"mh_view": "head"}),
+    "head-huge": ({**HEAD_VIEW, "mh_head": "9" * 400}, {"mh_view": "head"}),
+    "head-float": ({**HEAD_VIEW, "mh_head": "1.5"}, {"mh_view": "head"}),
+    "head-empty": ({**HEAD_VIEW, "mh_head": ""}, {"mh_view": "head"}),
+    "head-repeated": ({**HEAD_VIEW, "mh_head": ["1", "2"]}, {"mh_view": "head", "mh_head": 2}),  # the last one
+    "model-unknown": ({"mh_model": "gpt-5"}, {}),
+    "model-folder-choice": ({"mh_model": ui.FOLDER}, {}),
+    "model-a-path": ({"mh_model": "/etc"}, {}),
+    "view-unknown": ({"mh_view": "<script>alert(1)</script>"}, {}),
+    "example-unknown": ({"mh_example": "../../etc/passwd", "mh_text_../../etc/passwd": "x"}, {}),
+    "text-100k": ({"mh_text_example_code": HUGE}, {}),
+    "text-html": ({"mh_text_example_code": HTML}, {}),
+    "text-control": ({"mh_text_example_code": CONTROL}, {}),
+    "lang-unknown": ({"lang": "xx"}, {}),
+    "lang-script": ({"lang": "<script>alert(1)</script>"}, {}),
+    "unknown-parameters": ({"foo": "bar", "embed": "true"}, {}),
+    "too-many-parameters": ({f"p{i}": "1" for i in range(2000)} | {"mh_layer": "1", **HEAD_VIEW}, {}),  # all ignored
+}
+
+
+@pytest.mark.parametrize("query, expect", HOSTILE_QUERIES.values(), ids=HOSTILE_QUERIES.keys())
+def test_a_hostile_query_string_is_dropped_or_clamped(tmp_path, query: dict, expect: dict) -> None:
+    """A reload or a shared link restores the page's choices from the URL; whatever it says, the page draws without an
+    error, the values it cannot use dropped or clamped, and the URL then says what the page shows."""
+    at = arrive(tmp_path, "multihead", query, mh_model="tiny-gpt")
+    assert not at.exception, [e.message for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+    assert plotly_specs(at), "no chart"
+    want = MH_DEFAULTS | expect
+    keys = [k for k in want if k in ("mh_model", "mh_view", "mh_example") or want["mh_view"] == "head"]
+    assert {k: shown(at, k) for k in keys} == {k: want[k] for k in keys}
+    assert at.session_state["lang"] == "en" and at.query_params["lang"] == "en"
+    assert all(at.query_params[k] == str(shown(at, k)) for k in keys)
+    text = at.query_params["mh_text_example_code"]
+    assert text == at.session_state["mh_text_example_code"] and len(text) <= 20_000
 
 
 # ---- out of range: the analysis functions behind the widgets refuse what the widgets never send ------------------

@@ -9,7 +9,8 @@ One module per concern, everything a page uses re-exported here (``ui.show(...)`
 - :mod:`~tx_explorer.ui.sections`: section headers, sections opened on demand, stopping a run;
 - :mod:`~tx_explorer.ui.jobs`: long jobs waited for with a progress bar, once per server or when asked;
 - :mod:`~tx_explorer.ui.below_fold`: sections drawn when the visitor scrolls near them;
-- :mod:`~tx_explorer.ui.visits`: a session's first run in order of arrival, "busy, you are n-th" meanwhile.
+- :mod:`~tx_explorer.ui.visits`: a session's first run in order of arrival, "busy, you are n-th" meanwhile;
+- :mod:`~tx_explorer.ui.url_state`: the language and each page's main choices kept in the URL's query string.
 
 Streamlit's private API is used only in :mod:`tx_explorer.ui.compat`, which checks its version.
 """
@@ -37,6 +38,7 @@ from tx_explorer.ui.pickers import (
 )
 from tx_explorer.ui.sections import keep_inputs, keep_open, lazy_section, optional, section, stop_unless
 from tx_explorer.ui.text import escape_markdown, friendly_errors, lang, model_description, page_title, texts
+from tx_explorer.ui.url_state import kept_in_url
 from tx_explorer.ui.visits import first_visit
 
 __all__ = [
@@ -56,6 +58,7 @@ __all__ = [
     "job_on_click",
     "keep_inputs",
     "keep_open",
+    "kept_in_url",
     "lang",
     "lazy_section",
     "live_training",

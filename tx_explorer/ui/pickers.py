@@ -12,6 +12,7 @@ from tx_explorer import locales, model_cache, models, paths
 from tx_explorer.errors import InputError
 from tx_explorer.ui.sections import optional
 from tx_explorer.ui.text import error_text, escape_markdown, texts
+from tx_explorer.ui.url_state import restore_language
 from tx_explorer.views import Text
 
 
@@ -104,7 +105,9 @@ def architecture_caption(cfg: Any) -> str:
 
 
 def sidebar() -> None:
-    """Language switch, compute device and torch version (shown on every page)."""
+    """Language switch, compute device and torch version (shown on every page). The language comes from the URL
+    when a reload or a shared link brings one (:mod:`~tx_explorer.ui.url_state`)."""
+    restore_language()  # before the switch is drawn and the first text is looked up in it
     T = texts("common")
     with st.sidebar:
         st.radio(

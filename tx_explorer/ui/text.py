@@ -11,6 +11,7 @@ import torch
 
 from tx_explorer import locales, models, views
 from tx_explorer.errors import InputError
+from tx_explorer.ui.url_state import write_after_fragment
 
 log = logging.getLogger("tx_explorer")
 
@@ -55,7 +56,8 @@ def friendly_errors() -> Iterator[None]:
 
     ``ValueError``/``TypeError``/``LookupError`` are input problems and their message is shown (in the chosen
     language for an :class:`~tx_explorer.errors.InputError`); anything else is logged server-side with its
-    traceback and summarised for the user.
+    traceback and summarised for the user. On leaving it, a fragment's rerun writes the page's choices to the URL
+    (:func:`~tx_explorer.ui.url_state.write_after_fragment`).
     """
     T = texts("common")
     try:
@@ -68,3 +70,6 @@ def friendly_errors() -> Iterator[None]:
     except Exception as exc:
         log.exception("page error")
         st.error(T("error_internal", kind=type(exc).__name__))
+    # Every section runs its inputs inside this block, fragments too, and a fragment's rerun does not pass through
+    # app.py, which writes the URL after a full run: here is where a head chosen in a fragment reaches the URL.
+    write_after_fragment()
