@@ -373,6 +373,11 @@ FOLDERS = {  # name → (typed path, expected outcome)
     "gguf-not-gguf": (str(BYOC / "roots" / "fake.gguf"), ("error", "not a GGUF file")),
     "gguf-architecture": (str(BYOC / "roots" / "gemma.gguf"), ("error", "holds a 'gemma' model")),
     "gguf-outside": (str(BYOC / "outside" / "tiny.gguf"), NOT_ALLOWED),
+    # gemma3 files as llama.cpp writes them (tests/test_gemma3.py), each wrong in one way
+    "gemma3-no-norm": (str(BYOC / "roots" / "g3-norm.gguf"), ("error", "lacks the tensor blk.3.post")),
+    "gemma3-head-width": (str(BYOC / "roots" / "g3-width.gguf"), ("error", "4 heads of width 12")),
+    "gemma3-pattern": (str(BYOC / "roots" / "g3-pattern.gguf"), ("error", "local and which global cannot be read")),
+    "gemma3-vocab": (str(BYOC / "roots" / "g3-vocab.gguf"), ("error", "a truncated vocabulary")),
 }
 S2S_UNKNOWN = ("warning", "not in the vocabulary")
 OPERATOR_EDIT = ((W("radio", "source"), "edit"),)
@@ -886,6 +891,12 @@ def test_bad_input(pages: Pages, checkpoint_folders: Path, case: Case) -> None:
 
     answered = False
     try:
+    from tests.test_gemma3 import write_gemma3_gguf
+
+    write_gemma3_gguf(roots / "g3-norm.gguf", drop="blk.3.post_ffw_norm.weight")
+    write_gemma3_gguf(roots / "g3-width.gguf", key_length=12)
+    write_gemma3_gguf(roots / "g3-pattern.gguf", pattern="every sixth")
+    write_gemma3_gguf(roots / "g3-vocab.gguf", vocab_cut=10)
         at.run()
         assert_nothing_rendered(at)
         if case.expect == "chart":
