@@ -174,6 +174,22 @@ def test_swiglu_at_8d_over_3_matches_the_4d_mlp():
     assert abs(c["swiglu_counted"] - c["mlp_counted"]) / c["mlp_counted"] < 0.01
 
 
+@pytest.mark.parametrize(("dim", "ratio"), [(64, 4.0), (5000, 2.0), (1, 4.0)])
+def test_swiglu_by_hand_equals_the_module(dim, ratio):
+    """The check's own number, and the module against torch's SiLU and sigmoid: gate and value are not
+    interchangeable, so a formula with W₁ and W₂ swapped is far off (the check can tell)."""
+    check = norm_lab.swiglu_by_hand(dim, ratio)
+    assert check.dim == min(dim, norm_lab.SWIGLU_CHECK_MAX_DIM) and check.max_diff < 1e-5
+    torch.manual_seed(0)
+    module = SwiGLU(16, 40)
+    x = torch.randn(6, 16)
+    with torch.no_grad():
+        a, b = x @ module.w1.weight.T, x @ module.w2.weight.T
+        torch.testing.assert_close(module(x), (F.silu(a) * b) @ module.w3.weight.T)
+        torch.testing.assert_close(module(x), (a * torch.sigmoid(a) * b) @ module.w3.weight.T)
+        assert float((module(x) - (F.silu(b) * a) @ module.w3.weight.T).abs().max()) > 1e-2
+
+
 # Diagnostics without hooks ------------------------------------------------------------------------------------
 def test_forward_with_stats_is_the_model_forward_and_measures_rms():
     torch.manual_seed(0)

@@ -18,7 +18,7 @@ from torch import Tensor, nn
 from tx_explorer import masks
 from tx_explorer.analysis import params
 from tx_explorer.analysis.operator_lab import parse_matrix
-from tx_explorer.analysis.seeding import seeded_init
+from tx_explorer.analysis.seeding import randn, seeded_init, skip_init
 from tx_explorer.config import TransformerConfig
 from tx_explorer.errors import InputError
 from tx_explorer.families.text import TextModel
@@ -223,6 +223,35 @@ def mlp_param_counts(dim: int, mlp_ratio: float = 4.0, *, bias: bool = True) -> 
         "mlp_counted": counted["mlp"],
         "swiglu_counted": counted["swiglu"],
     }
+
+
+SWIGLU_CHECK_MAX_DIM = 256  # the live SwiGLU check runs at min(D, this): any D is counted, a small one is run
+SWIGLU_CHECK_TOKENS = 8
+
+
+@dataclass(frozen=True)
+class SwiGLUCheck:
+    dim: int  # the width the check ran at
+    hidden: int
+    max_diff: float  # max |module(x) − (SiLU(x W₁) ⊙ x W₂) W₃ by hand in float64|
+    scale: float  # the largest |output|
+
+
+@torch.no_grad()
+def swiglu_by_hand(dim: int, mlp_ratio: float = 4.0, *, seed: int = 0) -> SwiGLUCheck:
+    """§8.3's SwiGLU(x) = (SiLU(x W₁) ⊙ x W₂) W₃ written out in float64 from the module's three weight matrices, with
+    SiLU(z) = z / (1 + e^(−z)), against the module itself on random tokens (width at most
+    :data:`SWIGLU_CHECK_MAX_DIM`)."""
+    d = min(int(dim), SWIGLU_CHECK_MAX_DIM)
+    cfg = TransformerConfig(dim=d, num_heads=1, mlp="swiglu", mlp_ratio=mlp_ratio, bias=False)
+    with skip_init():  # seeded_init draws every weight below: the global RNG stays untouched
+        module = make_mlp(cfg)
+    seeded_init(module, seed, std=d**-0.5)
+    x = randn(SWIGLU_CHECK_TOKENS, d, seed=seed + 1)  # (T, D)
+    w1, w2, w3 = (m.weight.double().T for m in (module.w1, module.w2, module.w3))  # (D, H), (D, H), (H, D)
+    gate = x.double() @ w1
+    by_hand = (gate / (1 + torch.exp(-gate)) * (x.double() @ w2)) @ w3  # (T, D)
+    return SwiGLUCheck(d, cfg.mlp_hidden, float((module(x).double() - by_hand).abs().max()), float(by_hand.abs().max()))
 
 
 def ema(values: Sequence[float | None], smoothing: float) -> list[float]:

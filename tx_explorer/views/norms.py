@@ -302,7 +302,17 @@ def mlp_counts(dim: int = 64, ratio: float = 4.0, bias: bool = True, *, lang: st
     table = np.array([[c["mlp_formula"], c["swiglu_formula"]], [c["mlp_counted"], c["swiglu_counted"]]])
     series = {T("formula"): table[0].tolist(), T("counted"): table[1].tolist()}
     fig = charts.bars(["MLP", "SwiGLU"], series, y_title=T("params_per_block"), height=300)
-    return Panel("norms_mlp_counts", fig, table), words + "\n\n" + T("swiglu_not_measured")
+    check = norm_lab.swiglu_by_hand(int(dim), float(ratio))
+    by_hand = T(
+        "swiglu_by_hand",
+        d=check.dim,
+        h=check.hidden,
+        n=norm_lab.SWIGLU_CHECK_TOKENS,
+        max_d=norm_lab.SWIGLU_CHECK_MAX_DIM,
+        diff=f"{check.max_diff:.1e}",
+        scale=f"{check.scale:.3g}",
+    )
+    return Panel("norms_mlp_counts", fig, table), "\n\n".join([words, by_hand, T("swiglu_not_measured")])
 
 
 def mlp_curves(res: Results, *, lang: str = "en") -> Panel | None:
