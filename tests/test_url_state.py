@@ -170,7 +170,8 @@ def test_every_declared_row_is_a_section_of_its_page() -> None:
 
 # ---- a session: restored, written, kept across pages ---------------------------------------------------------------
 def test_a_link_opens_the_same_view(tmp_path) -> None:
-    at = arrive(tmp_path, "multihead", {"lang": "zh", "mh_example": "example_prose", **TINY_HEAD})
+    link = {"lang": "zh", "mh_example": "example_prose", "mh_repeat": "true", **TINY_HEAD}
+    at = arrive(tmp_path, "multihead", link)
     assert not at.exception, [e.message for e in at.exception]
     assert at.title[0].value == locales.text("common", "page_multihead", "zh")
     assert [shown(at, k) for k in ("mh_model", "mh_example", "mh_view", "mh_layer", "mh_head")] == [
@@ -180,8 +181,9 @@ def test_a_link_opens_the_same_view(tmp_path) -> None:
         1,
         2,
     ]
+    assert next(t for t in at.toggle if t.key == "mh_repeat").value is True
     text = locales.text("multihead", "example_prose_text", "zh")
-    assert at.query_params == {"lang": "zh", "mh_example": "example_prose", "mh_text_example_prose": text, **TINY_HEAD}
+    assert at.query_params == {**link, "mh_text_example_prose": text, "mh_hide": "false"}
 
 
 def test_a_choice_reaches_the_url_and_a_reload_keeps_it(tmp_path) -> None:
