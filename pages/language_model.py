@@ -6,6 +6,7 @@ embeddings, the loss and generation open on demand, so a new text computes and r
 import streamlit as st
 
 from tx_explorer import ui
+from tx_explorer.ui.chat import conversation
 from tx_explorer.views import language_model as view
 
 T = ui.texts("language_model")
@@ -102,23 +103,10 @@ def generate(name: str, text: str, tm) -> None:
 
 @st.fragment
 def chat(name: str, tm) -> None:
-    """Chat with an instruction-tuned model: the template's text and tokens, then the reply token by token."""
-    if not tm.chat_template or not (box := ui.lazy_section(T, "chat", key="lm_open_chat")):
-        return
-    with box, ui.friendly_errors():
-        c = st.columns([4, 1])
-        message = c[0].text_input(T("chat_message"), T("chat_default"), max_chars=2000, key="lm_chat")
-        new = c[1].slider(T("new_tokens"), 1, 128, 48, key="lm_chat_new")
-        turn = view.chat_turn(tm, message)
-        st.markdown(T("chat_prompt", n=len(turn.ids)))
-        st.code(turn.prompt, language=None, wrap_lines=True)
-        st.code(" | ".join(turn.tokens), language=None, wrap_lines=True)
-        st.markdown(T("chat_reply"))
-        answers, key = st.session_state.setdefault("lm_chat_answers", {}), (name, message, new)  # no regenerating
-        box, known = st.empty(), answers.get(key)
-        for reply in view.chat_replies(tm, turn, new) if known is None else (known,):  # the model's text, as code
-            box.code(reply, language=None, wrap_lines=True)
-            answers[key] = reply
+    """Chat with an instruction-tuned model: turns kept in the session, each reply's stop and what it read."""
+    if tm.chat_template and (box := ui.lazy_section(T, "chat", key="lm_open_chat")):
+        with box, ui.friendly_errors():
+            conversation(name, tm)
 
 
 st.title(ui.page_title("language_model"))

@@ -576,14 +576,46 @@ CASES: list[Case] = [
         empty=("warning", "The text is empty"),
         **{"100k": MH_LONG},  # the same maps budget as the multi-head page
     ),
-    *text_cases(  # the chat message (SmolLM2's template): any text is a message; an empty one is refused
+    *text_cases(  # the chat message (SmolLM2's template): any text is a new turn; an empty one is refused
         "language_model",
         (W("text_input", "lm_chat"),),
-        "lm_next",
+        "lm_chat_read",
         prepare=((W("slider", "lm_chat_new"), 2),),
         empty=("error", "the conversation is empty"),
+        **{"100k": CHAT_CUT},  # the box keeps 2,000 characters, still more than the page's 373 tokens
     ),
-    *number_cases("language_model", "lm_next", prepare=((W("radio", "lm_method"), "top_k"),)),
+    *[  # the chat: 10,000 characters, a history longer than the page's tokens, sampling at its bounds
+        Case("language_model", "chat-10k", ((W("text_input", "lm_chat"), HUGE[:10_000]),), *CHAT_CUT, "lm_chat_read"),
+        Case(
+            "language_model",
+            "chat-history-beyond-the-context",
+            ((W("text_input", "lm_chat"), HUGE[10:810]),),  # ~180 tokens after a turn of as many and its reply
+            "warning",
+            "turn(s) are left out of what it read",
+            "lm_chat_read",
+            prepare=((W("slider", "lm_chat_new"), 64), (W("text_input", "lm_chat"), HUGE[:800])),
+        ),
+        *[
+            Case(
+                "language_model",
+                f"chat-sampling-at-{end}",
+                (
+                    (W("slider", "lm_chat_temp"), t),
+                    (W("number_input", "lm_chat_topk"), k),
+                    (W("text_input", "lm_chat"), m),
+                ),
+                "chart",
+                chart="lm_chat_read",
+                prepare=((W("radio", "lm_chat_method"), "top_k"), (W("slider", "lm_chat_new"), 4)),
+            )
+            for end, t, k, m in (("min", 0.1, 1, "Name a colour."), ("max", 2.0, 200, "Name a fruit."))
+        ],
+    ],
+    *number_cases(  # top-k sampling, so that temperature and k are live (the generation's and the chat's)
+        "language_model",
+        "lm_next",
+        prepare=((W("radio", "lm_method"), "top_k"), (W("radio", "lm_chat_method"), "top_k")),
+    ),
     # vision transformer: every number on the generated sample, then every kind of upload
     *number_cases("vision_transformer", "vit_overlays", prepare=VIT_SAMPLE),
     *[

@@ -289,3 +289,125 @@ def test_prefix_verdict_allows_float32_rounding_that_grows_with_depth():
     assert prefix_verdict(2e-4, 27.4, 30) == "prefix_close"
     assert prefix_verdict(2e-4, 27.4, 4) == "prefix_moved"  # the same gap in a 4-layer model is no rounding
     assert prefix_verdict(0.01, 27.4, 30) == "prefix_moved"
+
+
+# --- the chat: sampling, why a reply stopped, the history that fits, what a reply read ----------------------------
+
+CHATML = (  # ChatML's shape with tiny-gpt's one special token as the turn marker
+    "{% for m in messages %}<|endoftext|>{{ m['role'] }}\n{{ m['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}<|endoftext|>assistant\n{% endif %}"
+)
+PROMPT = "Return a new list containing"
+
+
+def _reply(tm: TextModel, new: int, **sampling) -> list[int]:
+    from tx_explorer.analysis import lm
+
+    ids = tm.encode(PROMPT).ids
+    *_, last = lm.replies(tm, ids, new, stop=frozenset(), **sampling)
+    return last.ids
+
+
+def test_top_k_1_and_a_cold_temperature_sample_the_greedy_text(tiny: TextModel) -> None:
+    greedy = _reply(tiny, 16)
+    assert _reply(tiny, 16, greedy=False, top_k=1, temperature=1.7, seed=4) == greedy
+    assert _reply(tiny, 16, greedy=False, temperature=1e-4, seed=5) == greedy  # T → 0: the softmax is the argmax
+    hot = [_reply(tiny, 16, greedy=False, temperature=1.5, seed=s) for s in range(3)]
+    assert any(h != greedy for h in hot)  # a hot sample leaves the argmax: the two checks above can fail
+
+
+def test_the_same_seed_writes_the_same_reply(tiny: TextModel) -> None:
+    first = _reply(tiny, 16, greedy=False, temperature=1.5, top_k=50, seed=7)
+    assert _reply(tiny, 16, greedy=False, temperature=1.5, top_k=50, seed=7) == first
+    assert any(_reply(tiny, 16, greedy=False, temperature=1.5, top_k=50, seed=s) != first for s in (8, 9))
+
+
+def test_a_reply_says_why_it_stopped(tiny: TextModel) -> None:
+    from tx_explorer.analysis import lm
+
+    ids = tiny.encode(PROMPT).ids
+    *growing, full = lm.replies(tiny, ids, 6, stop=frozenset())
+    assert full.stop == lm.LIMIT and len(full.ids) == 6 and full.end is None
+    assert all(r.stop is None for r in growing) and full.text == tiny.decode(full.ids)
+    i = next(i for i, t in enumerate(full.ids) if i and t not in full.ids[:i])  # a token new to the reply
+    *_, ended = lm.replies(tiny, ids, 6, stop=frozenset({full.ids[i]}))  # ends the turn there
+    assert (ended.stop, ended.ids, ended.end) == (lm.END_OF_TURN, full.ids[:i], full.ids[i])
+
+
+@pytest.fixture(scope="module")
+def chatty(tiny: TextModel) -> TextModel:
+    import dataclasses
+
+    return dataclasses.replace(tiny, chat_template=CHATML)
+
+
+def _turns(n: int) -> list[dict[str, str]]:
+    return [
+        {"role": role, "content": f"{role} {i}: " + "the list of files in the folder " * 2}
+        for i in range(n)
+        for role in ("user", "assistant")
+    ]
+
+
+def test_a_short_history_is_read_whole(chatty: TextModel) -> None:
+    from tx_explorer.analysis import lm
+
+    p = lm.chat_prompt(chatty, _turns(2), "Return the path.", 8, 512)
+    assert (p.dropped, p.cut, len(p.messages)) == (0, None, 5)
+    assert p.ids == chatty.tokenizer.encode(chatty.chat_prompt(p.messages), add_special_tokens=False).ids
+    turn = chatty.decode(p.ids[p.start :])  # the new message's turn starts at its turn marker
+    assert turn.startswith("<|endoftext|>user\nReturn the path.")
+
+
+def test_the_oldest_turns_are_dropped_until_the_history_fits(chatty: TextModel) -> None:
+    from tx_explorer.analysis import lm
+
+    history, new = _turns(4), 8
+    whole = len(lm.chat_prompt(chatty, history, "Return the path.", new, 512).ids)
+    limit = whole + new - 1  # one token too few for every turn
+    p = lm.chat_prompt(chatty, history, "Return the path.", new, limit)
+    assert p.dropped == 1 and p.messages[:-1] == history[2:]  # the oldest turn, and only it
+    assert len(p.ids) + new <= limit and p.limit == limit
+    tight = lm.chat_prompt(chatty, history, "Return the path.", new, len(p.ids) + new - 1)
+    assert tight.dropped == 2 and tight.messages[:-1] == history[4:]
+
+
+def test_a_message_too_long_alone_keeps_its_start(chatty: TextModel) -> None:
+    from tx_explorer.analysis import lm
+
+    message = "Return a new list containing every file in the folder. " * 40
+    p = lm.chat_prompt(chatty, _turns(2), message, 16, 100)
+    assert p.dropped == 2 and len(p.messages) == 1 and len(p.ids) + 16 <= 100
+    kept = p.messages[0]["content"]
+    assert 0 < p.cut < len(chatty.tokenizer.encode(message).ids) and message.startswith(kept)
+    with pytest.raises(ValueError, match="max_new_tokens must lie in"):  # the template alone leaves no room
+        lm.chat_prompt(chatty, [], message, 99, 100)
+    with pytest.raises(ValueError, match="conversation is empty"):
+        lm.chat_prompt(chatty, _turns(1), " ", 16, 100)
+
+
+def test_a_reply_token_reads_what_the_traced_conversation_shows(chatty: TextModel) -> None:
+    """The rows kept for a reply are the causal maps of the whole conversation at the steps that produced it (the
+    cached generation computed the same weights), and the three shares split each row whole."""
+    from tx_explorer.analysis import lm
+    from tx_explorer.trace import Trace
+
+    p = lm.chat_prompt(chatty, _turns(1), "Return the path.", 6, 512)
+    *_, first = lm.replies(chatty, p.ids, 6, stop=frozenset())
+    assert len(set(first.ids[:4])) == 4  # so that the fourth token ends the turn there
+    *_, reply = lm.replies(chatty, p.ids, 6, stop=frozenset({first.ids[3]}))  # three tokens, then the end
+    att = lm.reply_attention(chatty, p, reply)
+    L, H = chatty.config.num_layers, chatty.config.num_heads
+    assert att.rows.shape == (L, H, 4, len(p.ids) + 3) and len(att.produced) == 4
+    trace = Trace()
+    chatty.run([*p.ids, *reply.ids], trace=trace)
+    maps = trace.stack()[:, 0].numpy()
+    n = len(p.ids)
+    np.testing.assert_allclose(att.row(3, 1, 2), maps[1, 2, n + 2, : n + 3], atol=1e-3)  # float16 kept
+    np.testing.assert_allclose(att.row(0, 0), maps[0, :, n - 1, :n].mean(axis=0), atol=1e-3)
+    for token in range(4):
+        shares = att.shares(token, L - 1, 0)
+        assert sum(shares) == pytest.approx(1, abs=1e-2) and (token > 0 or shares[2] == 0)
+    assert 0 < p.start < n
+    with pytest.raises(ValueError, match="outside the reply"):
+        att.row(4, 0)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from conftest import assert_clean, open_page, plotly_specs
+from streamlit.runtime.state.common import user_key_from_element_id
 
 from tx_explorer import models
 
@@ -214,21 +215,103 @@ def test_language_model_first_load(language_model) -> None:
     assert any("does not change what came before" in s.value for s in language_model.success)  # §6, prefix
 
 
-@pytest.mark.parametrize("lang", ["en", "zh"])
-def test_language_model_chat_shows_the_template_and_streams_a_reply(lang: str) -> None:
+def _chat(lang: str = "en"):
     at = open_page("language_model")
     at.session_state["lang"] = lang
     at.session_state["lm_open_chat"] = True
-    at.run()
+    return at.run()
+
+
+def _turns(at) -> list[str]:
+    """The conversation's messages as the page shows them: user, reply, user, reply …"""
+    return [el.value for m in at.get("chat_message") for el in m.children.values() if el.type in ("text", "code")]
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_language_model_chat_answers_the_default_message_and_says_why_it_stopped(lang: str) -> None:
+    at = _chat(lang)
     assert_clean(at)
-    prompt, tokens, reply = _codes(at)[-3:]
+    turns = _turns(at)
+    assert len(turns) == 2 and "Paris" in turns[1]  # "The capital of France is Paris."
+    prompt, tokens = _codes(at)[-2:]  # what the model read for the last reply, as text and as tokens
     assert prompt.startswith("<|im_start|>system") and prompt.rstrip().endswith("<|im_start|>assistant")
     assert tokens.split(" | ")[0] == "<|im_start|>"
-    assert "Paris" in reply  # "The capital of France is Paris."
+    stop = {"en": "Stopped by the model", "zh": "由模型停止"}[lang]
+    assert any(stop in c.value for c in at.caption)
+    assert {"fig_lm_chat_read", "fig_lm_chat_rows"} <= set(_chart_keys(at))  # what a reply token read
     at.run()
-    assert _codes(at)[-1] == reply  # a rerun shows the reply again without generating it
+    assert _turns(at) == turns  # a rerun shows the conversation again without a new turn
+
+
+def _chart_keys(at) -> list[str]:
+    return [user_key_from_element_id(el.proto.id) or "" for el in at.get("plotly_chart")]
+
+
+def test_language_model_chat_keeps_two_turns_reads_the_first_and_says_the_limit_stopped_the_second() -> None:
+    at = _chat()
+    first = _turns(at)
+    at.slider(key="lm_chat_new").set_value(5)
+    at.text_input(key="lm_chat").set_value("Tell me a long story about a lighthouse keeper.").run()
+    assert_clean(at)
+    turns = _turns(at)
+    assert turns[:2] == first and len(turns) == 4 and turns[2].startswith("Tell me a long story")
+    assert any("Stopped by the model" in c.value for c in at.caption)  # the first reply, still said
+    assert any("Stopped at the limit of 5 new tokens" in c.value for c in at.caption)
+    prompt = _codes(at)[-2]
+    assert "Paris" in prompt and prompt.count("<|im_start|>user") == 2  # the model read the first turn again
+    shares = [m.value for m in at.metric]
+    assert len(shares) == 3 and all(v.endswith("%") for v in shares)
+    at.selectbox(key="lm_chat_token").set_value(4)  # the fifth reply token: a step that read the reply so far
+    at.selectbox(key="lm_chat_layer").set_value(3)
+    at.selectbox(key="lm_chat_head").set_value(2).run()
+    assert_clean(at)
+    assert [m.value for m in at.metric] != shares
+    at.button(key="lm_chat_clear").click().run()  # a new conversation: nothing kept, an empty box, no error
+    assert_clean(at)
+    assert _turns(at) == [] and at.text_input(key="lm_chat").value == "" and not at.metric
+    at.text_input(key="lm_chat").set_value("Name a colour.").run()
+    assert_clean(at)
+    assert len(_turns(at)) == 2 and "Paris" not in _codes(at)[-2]
     at.text_input(key="lm_chat").set_value("").run()
     assert not at.exception and at.error  # an empty message: a message in the user's language, no traceback
+
+
+def test_language_model_chat_samples_the_same_reply_with_the_same_seed() -> None:
+    at = _chat()
+    at.radio(key="lm_chat_method").set_value("top_k").run()  # temperature and k are live for top-k only
+    at.slider(key="lm_chat_temp").set_value(1.5)
+    at.number_input(key="lm_chat_seed").set_value(11)
+    at.slider(key="lm_chat_new").set_value(12)
+    replies = []
+    for _ in range(2):  # the same message opening a new conversation: the same prompt, the same seed
+        at.button(key="lm_chat_clear").click().run()
+        at.text_input(key="lm_chat").set_value("Write a haiku about rain.").run()
+        assert_clean(at)
+        replies.append(_turns(at)[-1])
+    assert replies[0] == replies[1]
+    at.number_input(key="lm_chat_seed").set_value(12)
+    at.button(key="lm_chat_clear").click().run()
+    at.text_input(key="lm_chat").set_value("Write a haiku about rain.").run()
+    assert _turns(at)[-1] != replies[0]  # another seed, another reply: the check above can fail
+
+
+def test_language_model_chat_drops_the_oldest_turns_and_says_so() -> None:
+    from tx_explorer.views.language_model import Turn
+
+    at = open_page("language_model")
+    long = "The lighthouse keeper wrote down every ship that passed the rocks at night. " * 6
+    at.session_state["lm_chat_turns"] = {
+        "smollm2-135m-instruct": [Turn(f"Story {i}: {long}", long, "end_of_turn", 48) for i in range(3)]
+    }
+    at.session_state["lm_open_chat"] = True
+    at.session_state["lm_chat_sent"] = "What is the capital of France?"  # the default message: answered
+    at.run()
+    at.text_input(key="lm_chat").set_value("Which ship came last?").run()
+    assert_clean(at)
+    said = [w.value for w in at.warning]
+    assert any("the oldest 2 turn(s) are left out" in w for w in said), said
+    prompt = _codes(at)[-2]
+    assert "Story 2" in prompt and "Story 1" not in prompt and len(_turns(at)) == 8  # all four shown, two read
 
 
 def test_language_model_prefix_invariance_in_chinese() -> None:

@@ -6,6 +6,7 @@ here draws.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -80,6 +81,150 @@ def generate(
         limit=limit,
         maps=trace.stack()[:, 0].numpy(),
     )
+
+
+END_OF_TURN, LIMIT = "end_of_turn", "limit"  # why a reply stopped
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A reply as it grows: its tokens (the end-of-turn token not among them) and text; ``stop`` says why it ended
+    (:data:`END_OF_TURN` or :data:`LIMIT`), None while it grows."""
+
+    ids: list[int]
+    text: str
+    stop: str | None = None
+    end: int | None = None  # the end-of-turn token it stopped at
+
+
+def replies(
+    tm: TextModel,
+    prompt: Sequence[int],
+    max_new_tokens: int,
+    *,
+    stop: frozenset[int],
+    greedy: bool = True,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    seed: int = 0,
+) -> Iterator[Reply]:
+    """The reply to ``prompt`` as it grows, one :class:`Reply` per new token, with our KV cache
+    (:meth:`TextModel.stream`: the prompt read once, then one step per token); the last one says why it stopped. A
+    text is held back while it ends inside a character (a Chinese character is several byte tokens)."""
+    out: list[int] = []
+    shown = ""
+    sampling = dict(greedy=greedy, temperature=temperature, top_k=top_k, seed=seed)
+    for token in tm.stream(prompt, max_new_tokens, stop=stop, **sampling):
+        if token in stop:
+            yield Reply(out, tm.decode(out), END_OF_TURN, token)
+            return
+        out.append(token)
+        text = tm.decode(out)
+        if len(out) == max_new_tokens:  # the stream ends here
+            yield Reply(out, text, LIMIT)
+        elif not text.endswith("\ufffd") and text != shown:
+            yield Reply(list(out), text)
+            shown = text
+
+
+def chat_limit(tm: TextModel) -> int:
+    """Tokens a conversation and its reply may hold on the page: the context, or fewer so that every map of the
+    reply can be kept (:func:`max_tokens`; SmolLM2: 373)."""
+    return min(tm.max_len, max_tokens(tm))
+
+
+@dataclass(frozen=True)
+class ChatPrompt:
+    """What the model reads for a new message: the kept turns and the message, as the chat template writes them."""
+
+    messages: list[dict[str, str]]
+    ids: list[int]
+    dropped: int  # earlier turns (a message and its reply) left out, oldest first, to fit in ``limit``
+    cut: int | None  # the message's tokens kept when it alone is too long (its start), else None
+    limit: int
+    start: int  # where the new message's turn begins: before it the system message and the earlier turns
+
+
+def _template_ids(tm: TextModel, messages: list[dict[str, str]]) -> list[int]:
+    return tm.tokenizer.encode(tm.chat_prompt(messages), add_special_tokens=False).ids
+
+
+def chat_prompt(
+    tm: TextModel, history: Sequence[Mapping[str, str]], message: str, max_new_tokens: int, limit: int
+) -> ChatPrompt:
+    """``history`` (user and assistant messages in turn) and ``message`` as the model reads them, leaving room for
+    ``max_new_tokens`` within ``limit`` tokens: the oldest turns are dropped until they fit, and a message too long
+    on its own keeps its start.
+
+    Raises:
+        InputError: ``chat_empty`` for an empty message; ``new_tokens_range`` when not even one token of the
+            message fits beside the template and ``max_new_tokens``.
+    """
+    history = [{"role": m["role"], "content": m["content"]} for m in history]
+    room = limit - max_new_tokens
+    for first in range(0, len(history) + 1, 2):  # a turn is a message and its reply
+        messages = [*history[first:], {"role": "user", "content": message}]
+        ids = _template_ids(tm, messages)
+        if len(ids) <= room:
+            return ChatPrompt(messages, ids, first // 2, None, limit, _turn_start(tm, ids, messages))
+    words = tm.tokenizer.encode(message, add_special_tokens=False).ids
+    markup = len(ids) - len(words)  # the template's own tokens around the message
+    keep = room - markup
+    while keep >= 1:
+        messages = [{"role": "user", "content": tm.decode(words[:keep]).rstrip("\ufffd")}]
+        ids = _template_ids(tm, messages)
+        if len(ids) <= room:  # text cut inside a word may split into a few more tokens: cut again
+            return ChatPrompt(messages, ids, len(history) // 2, keep, limit, _turn_start(tm, ids, messages))
+        keep -= len(ids) - room
+    raise InputError("new_tokens_range", limit=max(limit - markup - 1, 0), value=max_new_tokens)
+
+
+def _turn_start(tm: TextModel, ids: list[int], messages: list[dict[str, str]]) -> int:
+    """The first token of the last message's turn: the last special token (the template's turn marker) before the
+    message's first token, found as the first token where the prompt written with another message differs."""
+    other = _template_ids(tm, [*messages[:-1], {"role": "user", "content": "\u2063" + messages[-1]["content"]}])
+    differs = next((i for i, (a, b) in enumerate(zip(ids, other)) if a != b), len(ids))
+    return max((i for i in range(differs) if ids[i] in tm.special_ids), default=0)
+
+
+@dataclass(frozen=True)
+class ReplyAttention:
+    """What each reply token read: row i of ``rows [L, H, R, N]`` is the attention of the position that produced
+    reply token i (for a reply ended by the model, the last row produced its end-of-turn token) over the prompt and
+    the reply before it."""
+
+    tokens: list[str]  # the prompt's and the reply's labels (N)
+    produced: list[str]  # the R tokens the rows produced
+    prompt_len: int
+    start: int  # the new message's turn begins here (ChatPrompt.start)
+    rows: np.ndarray  # [L, H, R, N], float16: a reply's rows are kept in the session
+
+    def shares(self, token: int, layer: int, head: int | None = None) -> tuple[float, float, float]:
+        """Reply token ``token``'s weight on the earlier turns (and system message), on the new message's turn and
+        on the reply so far, for one head or the mean of the heads; the three sum to 1."""
+        w = self.row(token, layer, head)
+        p, s = self.prompt_len, self.start
+        return float(w[:s].sum()), float(w[s:p].sum()), float(w[p:].sum())
+
+    def row(self, token: int, layer: int, head: int | None = None) -> np.ndarray:
+        """The weights of reply token ``token``'s step over the tokens it could read → ``[prompt_len + token]``."""
+        if not 0 <= token < len(self.produced):  # the page's picker offers only the reply's tokens
+            raise ValueError(f"reply token {token} is outside the reply's {len(self.produced)} tokens")
+        rows = self.rows[layer].astype(np.float32)
+        w = rows.mean(axis=0) if head is None else rows[head]
+        return w[token, : self.prompt_len + token]
+
+
+def reply_attention(tm: TextModel, prompt: ChatPrompt, reply: Reply) -> ReplyAttention:
+    """Run the conversation (prompt + reply) once with a trace and keep the rows of the steps that produced the
+    reply: the cached generation's steps see exactly these weights (the causal mask, §6)."""
+    ids = [*prompt.ids, *reply.ids]
+    trace = Trace()
+    tm.run(ids, trace=trace)
+    produced = [*reply.ids, *([] if reply.end is None else [reply.end])]
+    first = len(prompt.ids) - 1
+    rows = trace.stack()[:, 0, :, first : first + len(produced)].numpy().astype(np.float16)
+    return ReplyAttention(tm.labels(ids), tm.labels(produced), len(prompt.ids), prompt.start, rows)
 
 
 def above_diagonal_max(maps: np.ndarray) -> float:

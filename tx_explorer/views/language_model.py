@@ -3,7 +3,7 @@ and step-by-step generation with the attention behind each new token."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,6 +33,14 @@ def read(tm: TextModel, text: str, k: int = TOP) -> lm.Reading:
     return lm.read(tm, text, k)
 
 
+def _sampling(method: str, temperature: float, top_k: int, seed: int) -> dict:
+    """The sampling settings of one of :data:`METHODS`, as :meth:`TextModel.stream` takes them."""
+    if method not in METHODS:
+        raise ValueError(f"unknown sampling method {method!r}; use one of {METHODS}")
+    top = top_k if method == "top_k" else None
+    return dict(greedy=method == "greedy", temperature=temperature, top_k=top, seed=seed)
+
+
 def generate(
     tm: TextModel,
     prompt: str,
@@ -43,50 +51,103 @@ def generate(
     seed: int = 0,
 ) -> lm.Generation:
     """``new`` tokens after ``prompt`` (greedy, temperature or top-k sampling), with the maps of every step."""
-    if method not in METHODS:
-        raise ValueError(f"unknown sampling method {method!r}; use one of {METHODS}")
-    ids = tm.encode(prompt, max_tokens(tm)).ids
-    return lm.generate(
-        tm,
-        ids,
-        new,
-        greedy=method == "greedy",
-        temperature=temperature,
-        top_k=top_k if method == "top_k" else None,
-        seed=seed,
-    )
+    sampling = _sampling(method, temperature, top_k, seed)
+    return lm.generate(tm, tm.encode(prompt, max_tokens(tm)).ids, new, **sampling)
 
 
 @dataclass(frozen=True)
-class ChatTurn:
-    """One user message as the model's chat template writes it: the text the model reads, and its tokens."""
+class Turn:
+    """One exchange of a conversation, as the session keeps it."""
 
-    prompt: str
-    ids: list[int]
-    tokens: list[str]
-
-
-def chat_turn(tm: TextModel, message: str) -> ChatTurn:
-    """The template's text for one user message (its default system message included, if it writes one)."""
-    prompt = tm.chat_prompt([{"role": "user", "content": message}])
-    ids = tm.tokenizer.encode(prompt, add_special_tokens=False).ids
-    return ChatTurn(prompt, ids, tm.labels(ids))
+    message: str
+    reply: str
+    stop: str  # why the reply ended: lm.END_OF_TURN or lm.LIMIT
+    new: int  # the new-token limit it was written under
 
 
-def chat_replies(tm: TextModel, turn: ChatTurn, new: int) -> Iterator[str]:
-    """The reply as it grows, one text per new token (greedy, with our KV cache: one step per token, the prompt
-    read once), ending at the template's end-of-turn token. A text is held back while it ends inside a character
-    (a Chinese character is several byte tokens)."""
-    out: list[int] = []
-    shown = ""
-    for token in tm.stream(turn.ids, new, stop=tm.special_ids):
-        if token in tm.special_ids:
-            break
-        out.append(token)
-        text = tm.decode(out)
-        if not text.endswith("\ufffd") and text != shown:
-            yield text
-            shown = text
+def chat_prompt(tm: TextModel, turns: Sequence[Turn], message: str, new: int) -> lm.ChatPrompt:
+    """The conversation so far and ``message`` as the model reads them (oldest turns dropped to fit the page's
+    token cap, :func:`lm.chat_limit`). A turn whose reply was empty is left out: a template refuses an empty
+    message."""
+    history = [
+        {"role": role, "content": text}
+        for t in turns
+        if t.reply.strip()
+        for role, text in (("user", t.message), ("assistant", t.reply))
+    ]
+    return lm.chat_prompt(tm, history, message, new, lm.chat_limit(tm))
+
+
+def chat_replies(
+    tm: TextModel,
+    prompt: lm.ChatPrompt,
+    new: int,
+    method: str = "greedy",
+    temperature: float = 0.8,
+    top_k: int = 20,
+    seed: int = 0,
+) -> Iterator[lm.Reply]:
+    """The reply as it grows (greedy, temperature or top-k sampling, the same text for the same seed), ending at
+    the template's end-of-turn token or after ``new`` tokens; the last one says which."""
+    return lm.replies(tm, prompt.ids, new, stop=tm.special_ids, **_sampling(method, temperature, top_k, seed))
+
+
+def chat_notices(prompt: lm.ChatPrompt, *, lang: str = "en") -> list[str]:
+    """What was left out of what the model reads: the oldest turns, or the end of a message too long alone."""
+    T = texts(PAGE, lang)
+    notes = [T("chat_dropped", n=prompt.dropped, limit=prompt.limit)] if prompt.dropped else []
+    return notes + ([T("chat_cut", kept=prompt.cut, limit=prompt.limit)] if prompt.cut is not None else [])
+
+
+def chat_stop(turn: Turn, *, lang: str = "en") -> str:
+    """Why the reply stopped, in words."""
+    T = texts(PAGE, lang)
+    return T("chat_stop_end") if turn.stop == lm.END_OF_TURN else T("chat_stop_limit", new=turn.new)
+
+
+def chat_attention(tm: TextModel, prompt: lm.ChatPrompt, reply: lm.Reply) -> lm.ReplyAttention:
+    """What each token of ``reply`` read (:func:`lm.reply_attention`)."""
+    return lm.reply_attention(tm, prompt, reply)
+
+
+@dataclass(frozen=True)
+class ChatRead:
+    shares: dict[str, str]  # the step's weight on the earlier turns, the new message's turn and the reply so far
+    step: Panel  # the weights of one reply token's step over what it could read
+    rows: Panel  # every reply token's row
+
+
+def chat_read(
+    att: lm.ReplyAttention, token: int = 0, layer: int = 0, head: int | None = None, *, lang: str = "en"
+) -> ChatRead:
+    """What reply token ``token`` read in the history, the new message and the reply before it (one head, or the
+    mean of the heads)."""
+    T = texts(PAGE, lang)
+    w = att.row(token, layer, head)
+    ctx = [f"{i}: {t}" for i, t in enumerate(att.tokens[: len(w)])]
+    produced = safe_labels(att.produced)
+    fig = charts.bars(
+        ctx,
+        {T("weight"): w},
+        x_title=T("context"),
+        y_title=T("weight"),
+        title=T("chat_step_title", token=produced[token], i=token),
+    )
+    rows = att.rows[layer].astype(np.float32)
+    rows = rows.mean(axis=0) if head is None else rows[head]
+    grid = heatmap(
+        rows,
+        [f"{i}: {t}" for i, t in enumerate(produced)],
+        safe_labels(att.tokens),
+        title=T("chat_rows_title"),
+        x_title=T("context"),
+        y_title=T("chat_produced"),
+    )
+    earlier, message, reply = att.shares(token, layer, head)
+    shares = {T("chat_on_history"): f"{earlier:.0%}", T("chat_on_message"): f"{message:.0%}"}
+    return ChatRead(
+        {**shares, T("chat_on_reply"): f"{reply:.0%}"}, Panel("lm_chat_read", fig, w), Panel("lm_chat_rows", grid, rows)
+    )
 
 
 def tied(tm: TextModel) -> bool:

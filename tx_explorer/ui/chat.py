@@ -1,0 +1,88 @@
+"""The language-model page's chat: a conversation kept in the session, each reply streamed as it is written and
+why it stopped, then what a token of the last reply read in the history, the new message and the reply itself."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import streamlit as st
+
+from tx_explorer.ui.figures import metrics, show
+from tx_explorer.ui.text import lang, texts
+from tx_explorer.views import language_model as view
+
+MESSAGE = "lm_chat"  # the message box: a new text in it is a new turn
+TURNS = "lm_chat_turns"  # session state: model name → its turns (view.Turn), oldest first
+SENT = "lm_chat_sent"  # the message last answered: reruns with the same text (another widget) write no new turn
+LAST = "lm_chat_last"  # model name → (what the model read, the attention of its last reply)
+
+
+def _new_conversation(name: str) -> None:
+    st.session_state[TURNS][name] = []
+    st.session_state.get(LAST, {}).pop(name, None)
+    st.session_state[MESSAGE] = st.session_state[SENT] = ""  # an empty box waiting for a message, not an error
+
+
+def _exchange(message: str) -> Any:
+    """The user's message (plain text: never Markdown) and the container of the reply."""
+    with st.chat_message("user"):
+        st.text(message)
+    return st.chat_message("assistant")
+
+
+def conversation(name: str, tm: Any) -> None:
+    """The chat's settings, its turns, a new turn when the message box holds a new text, and the last reply's
+    attention."""
+    T, language = texts("language_model"), lang()
+    c = st.columns([4, 1])
+    message = c[0].text_input(T("chat_message"), T("chat_default"), max_chars=2000, key=MESSAGE)
+    new = c[1].slider(T("new_tokens"), 1, 128, 48, key="lm_chat_new")
+    c = st.columns(4)
+    method = c[0].radio(T("method"), view.METHODS, format_func=lambda m: T(f"method_{m}"), key="lm_chat_method")
+    temperature = c[1].slider(T("temperature"), 0.1, 2.0, 0.8, 0.1, key="lm_chat_temp", disabled=method == "greedy")
+    top_k = c[2].number_input(T("top_k"), 1, 200, 20, key="lm_chat_topk", disabled=method != "top_k")
+    seed = c[3].number_input(texts("common")("seed"), 0, 1_000_000, 0, key="lm_chat_seed")
+    turns, last = st.session_state.setdefault(TURNS, {}).setdefault(name, []), st.session_state.setdefault(LAST, {})
+    for turn in turns:
+        with _exchange(turn.message):
+            st.code(turn.reply, language=None, wrap_lines=True)
+            st.caption(view.chat_stop(turn, lang=language))
+    if message != st.session_state.get(SENT):
+        st.session_state[SENT] = message  # answered once, even when refused (an empty message says so once)
+        prompt = view.chat_prompt(tm, turns, message, new)
+        with _exchange(message):
+            box = st.empty()
+            for reply in view.chat_replies(tm, prompt, new, method, float(temperature), int(top_k), int(seed)):
+                box.code(reply.text, language=None, wrap_lines=True)
+            turns.append(turn := view.Turn(message, reply.text, reply.stop, new))
+            st.caption(view.chat_stop(turn, lang=language))
+        last[name] = (prompt, view.chat_attention(tm, prompt, reply))
+    st.button(T("chat_new"), key="lm_chat_clear", on_click=_new_conversation, args=(name,), disabled=not turns)
+    if name in last:
+        _last_reply(tm, *last[name])
+
+
+def _last_reply(tm: Any, prompt: Any, att: Any) -> None:
+    """What the model read for the last reply (and what was left out), and what one of its tokens attended to."""
+    T, language = texts("language_model"), lang()
+    for note in view.chat_notices(prompt, lang=language):
+        st.warning(note)
+    st.markdown(T("chat_prompt", n=len(prompt.ids)))
+    st.code(tm.decode(prompt.ids), language=None, wrap_lines=True)
+    st.code(" | ".join(att.tokens[: att.prompt_len]), language=None, wrap_lines=True)
+    st.markdown(T("chat_read_intro"))
+    c = st.columns(3)
+    produced = att.produced
+    token = c[0].selectbox(
+        T("chat_token"), range(len(produced)), format_func=lambda i: f"{i}: {produced[i]}", key="lm_chat_token"
+    )
+    layer = c[1].selectbox(T("layer"), range(att.rows.shape[0]), key="lm_chat_layer")
+    head = c[2].selectbox(
+        T("head"),
+        [None, *range(att.rows.shape[1])],
+        key="lm_chat_head",
+        format_func=lambda h: T("mean_heads") if h is None else str(h),
+    )
+    read = view.chat_read(att, token, layer, head, lang=language)
+    metrics(read.shares)
+    show(read.step, read.rows)
