@@ -54,7 +54,7 @@ def decoder_step(translator, o) -> None:
             st.markdown(query.text)
 
 
-# 4. s₀ from the encoder (§1.1), 5. heads that link a verb to its subject (§4.1) ----------------------------------
+# 4. from <bos> to <eos> and T, T′, s₀ from the encoder (§1.1); heads that link a verb to its subject (§4.1) -------
 @st.fragment
 def claim_section(translators: dict, name: str, key: str) -> None:
     if box := ui.lazy_section(T, name, key=key):
@@ -141,6 +141,7 @@ else:
 if out is not None:
     alignments(translators, out, gold)
     decoder_step(translators["attention"], out["attention"])
+claim_section(translators, "ends", key="s2s_open_ends")
 claim_section(translators, "s0", key="s2s_open_s0")
 claim_section(translators, "sv", key="s2s_open_sv")
 bottleneck(translators)

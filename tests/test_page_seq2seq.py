@@ -120,3 +120,13 @@ def test_bos_eos_and_the_true_fixed_context_are_shown(at):
     assert any(
         "writes “&lt;eos&gt;”" in s["layout"]["title"]["text"] for s in plotly_specs(at) if "title" in s["layout"]
     )
+
+
+def test_the_decodes_end_with_eos_and_the_lengths_section_measures_once_opened():
+    page = open_page("seq2seq")
+    page.session_state["s2s_open_ends"] = True
+    page.run()
+    assert_clean(page)
+    ended = [m.value for m in page.metric if "ended with <eos>" in m.value]
+    assert len(ended) == 3 and all(v.endswith("/ 120 ended with <eos>") for v in ended)  # one per translator
+    assert any("T ≠ T′ in" in m.value for m in page.markdown)

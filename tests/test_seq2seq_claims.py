@@ -11,6 +11,7 @@ from tx_explorer.analysis import seq2seq_claims as sc
 from tx_explorer.analysis.seq2seq_eval import token_matches
 from tx_explorer.data import translation as tr
 from tx_explorer.edit import Edit
+from tx_explorer.modules.seq2seq import greedy_decode
 from tx_explorer.trace import Trace
 from tx_explorer.views import seq2seq as view
 
@@ -85,6 +86,13 @@ def test_decoder_steps_are_the_decoders_and_the_operator_agrees(translators):
         np.testing.assert_allclose(steps.scores[0], e0.numpy(), atol=1e-5)
     da, dc = steps.operator_gap  # §2.1/§2.2: the generic operator gives the decoder's a_t and c_t
     assert da < 1e-6 and dc < 1e-5
+    assert steps.state_gap < 1e-5  # §1.1: s_t = g_U(y_{t−1}, s_{t−1}, c_t) written out
+    with torch.no_grad():  # the context matters: step 2's state rebuilt with step 1's context c_1 is off
+        dec, y1 = t.model.decoder, t.tgt_vocab.encode(list(o.tokens))[0]
+        cell = [getattr(dec.cell, n) for n in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
+        x = torch.cat([dec.embed(torch.tensor(y1)), torch.as_tensor(steps.contexts[0])])
+        stale = sc._gru_step(x, torch.as_tensor(steps.states[1]), *cell)
+        assert float((stale - torch.as_tensor(steps.states[2])).abs().max()) > 1e-3
     with pytest.raises(TypeError, match="no attention"):
         sc.decoder_steps(translators["fixed"], list(o.source), list(o.tokens))
 
@@ -101,6 +109,53 @@ def test_zero_start_changes_only_the_start(translators, examples):
     with torch.no_grad():
         memory = t.model.encode(*sc._ids(t, list(sources[0])))
         assert not sc.Variant(t.model, zero_start=True).start(memory).any()
+
+
+class _NoEos:
+    """A decoder that can never write <eos>: every decode runs to the length limit."""
+
+    def __init__(self, model, eos: int) -> None:
+        self.model, self.eos = model, eos
+
+    def encode(self, src, lengths):
+        return self.model.encode(src, lengths)
+
+    def start(self, memory):
+        return self.model.start(memory)
+
+    def step(self, memory, state, y_prev):
+        logits, state, a = self.model.step(memory, state, y_prev)
+        return logits.index_fill(-1, torch.tensor([self.eos]), float("-inf")), state, a
+
+
+@pytest.mark.parametrize("kind", ["fixed", "attention", "transformer"])
+def test_decodes_end_with_eos_and_t_differs_from_t_prime(translators, examples, kind):
+    """Against the raw decoder output (<eos> left in, read by id) and lengths counted by a loop."""
+    t = translators[kind]
+    r = sc.decoding_ends(t, examples)
+    sources = [ex.source for ex in examples]
+    src, lengths = t._src(sources)
+    raw = greedy_decode(t.model, src, lengths, bos=t.tgt_vocab.bos, eos=-1, max_len=r.limit)  # never stops early
+    assert r.ended == sum(t.tgt_vocab.eos in row for row in raw) and r.sentences == len(examples)
+    assert r.differ == sum(len(ex.source) != len(ex.target) for ex in examples) > 0
+    assert r.source_lengths == (min(len(ex.source) for ex in examples), max(len(ex.source) for ex in examples))
+    hyps = t.decode(sources)
+    assert r.same_length == sum(len(h) == len(ex.target) for h, ex in zip(hyps, examples))
+    cut = sc.decoding_ends(_Cut(t, _NoEos(t.model, t.tgt_vocab.eos)), examples)
+    assert cut.ended == 0  # the check can fail: a decoder that never writes <eos> is cut every time
+
+
+class _Cut:
+    """The translator, decoding with another model (as :meth:`Translator.decode` allows)."""
+
+    def __init__(self, translator, model) -> None:
+        self.translator, self.model = translator, model
+
+    def decode(self, sources):
+        return self.translator.decode(sources, model=self.model)
+
+    def target_limit(self, sources):
+        return self.translator.target_limit(sources)
 
 
 def test_subject_verb_scores_by_a_loop(translators, examples):
@@ -150,6 +205,11 @@ def test_the_page_states_the_computed_numbers(translators, examples):
     a = r["attention"]
     assert f"{a.token_accuracy[0]:.1%}" in text and f"{a.token_accuracy[1]:.1%}" in text
     assert metrics[view.labels()["fixed"]] == f"{r['fixed'].token_accuracy[0]:.1%} → {r['fixed'].token_accuracy[1]:.1%}"
+    ends = view.claim_view("ends", view.decoding_ends(translators, per_set=12))
+    first = sc.decoding_ends(translators["fixed"], sc.claim_set(12))
+    assert f"T ≠ T′ in {first.differ} of them" in ends.text and ends.metrics[view.labels()["fixed"]].startswith(
+        f"{first.ended} / 12"
+    )
     sv = view.subject_verb(translators["transformer"], per_set=12)
     shown = view.claim_view("sv", sv, lang="zh")
     layer, head = sv.scores.best

@@ -86,6 +86,7 @@ class DecoderSteps:
     contexts: np.ndarray  # [T_out + 1, C] c_t: the decoder's own
     op_weights: np.ndarray  # [T_out + 1, T_in] attention_steps(...).weights
     op_contexts: np.ndarray  # [T_out + 1, C] attention_steps(...).out
+    state_gap: float  # §1.1: max |s_t − GRU equations(y_{t−1}, s_{t−1}, c_t) written out| over the steps
 
     @property
     def operator_gap(self) -> tuple[float, float]:
@@ -114,6 +115,8 @@ def decoder_steps(translator: Any, source: list[str], target: list[str]) -> Deco
     s = model.start(memory)  # s₀ = tanh(W_s [→h_T; ←h_1])
     ys = [translator.tgt_vocab.bos, *translator.tgt_vocab.encode(target)]
     rows: dict[str, list[Tensor]] = {k: [] for k in ("s", "e", "a", "c", "op_a", "op_c")}
+    cell = [getattr(dec.cell, name) for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
+    state_gap = 0.0
     for y in ys:
         e = dec.score(s, memory.keys).masked_fill(~memory.mask, float("-inf"))  # (1, T_in)
         a, c = dec.attend(s, memory)  # the decoder's own a_t (1, T_in) and c_t (1, C)
@@ -121,9 +124,12 @@ def decoder_steps(translator: Any, source: list[str], target: list[str]) -> Deco
         op = attention_steps(q, k, memory.states, mask=memory.mask[:, None, :], scale=1.0)  # (1, 1, ·)
         for key, value in zip(rows, (s, e, a, c, op.weights[:, 0], op.out[:, 0]), strict=True):
             rows[key].append(value[0])
+        # s_t = g_U(y_{t−1}, s_{t−1}, c_t): the GRU's equations on [embedding of y_{t−1}; c_t] and s_{t−1}
+        rebuilt = _gru_step(torch.cat([dec.embed(torch.tensor(y)), c[0]]), s[0], *cell)
         _, s, _ = model.step(memory, s, torch.tensor([y]))
+        state_gap = max(state_gap, float((rebuilt - s[0]).abs().max()))
     out = {k: torch.stack(v).numpy() for k, v in rows.items()}
-    return DecoderSteps(out["s"], out["e"], out["a"], out["c"], out["op_a"], out["op_c"])
+    return DecoderSteps(out["s"], out["e"], out["a"], out["c"], out["op_a"], out["op_c"], state_gap)
 
 
 # ---------------------------------------------------------------- §1.1 s₀ from the encoder, or zero
@@ -167,6 +173,42 @@ def zero_start(translator: Any, examples: list[Example]) -> ZeroStart:
     usual = accuracy(translator.decode(sources), examples)
     zero = accuracy(translator.decode(sources, model=Variant(translator.model, zero_start=True)), examples)
     return ZeroStart(len(examples), (usual[0], zero[0]), (usual[1], zero[1]))
+
+
+# ---------------------------------------------------------------- §1.1 from <bos> until <eos>; T and T′
+
+
+@dataclass(frozen=True)
+class Ends:
+    """Greedy decoding of held-out pairs: does it end because the model writes <eos>, and how long are the
+    source (T words), the reference (T′) and the decode."""
+
+    sentences: int
+    ended: int  # decodes that wrote <eos> before the length limit (the rest were cut at it)
+    limit: int  # words the decoder may write for this batch before it is cut
+    same_length: int  # decodes exactly as long as their reference
+    length_gap: float  # mean |decoded length − T′|
+    differ: int  # pairs whose T and T′ differ
+    source_lengths: tuple[int, int]  # smallest and largest T
+    target_lengths: tuple[int, int]  # smallest and largest T′
+
+
+def decoding_ends(translator: Any, examples: list[Example]) -> Ends:
+    """Decode ``examples`` greedily in one batch. A decode is returned without its <eos>, so one shorter than the
+    batch's limit is one the model ended itself; one as long as the limit was cut."""
+    sources = [ex.source for ex in examples]
+    hyps, limit = translator.decode(sources), translator.target_limit(sources)
+    t, t2 = [len(ex.source) for ex in examples], [len(ex.target) for ex in examples]
+    return Ends(
+        len(examples),
+        sum(len(h) < limit for h in hyps),
+        limit,
+        sum(len(h) == n for h, n in zip(hyps, t2, strict=True)),
+        sum(abs(len(h) - n) for h, n in zip(hyps, t2, strict=True)) / max(1, len(examples)),
+        sum(a != b for a, b in zip(t, t2, strict=True)),
+        (min(t), max(t)),
+        (min(t2), max(t2)),
+    )
 
 
 # ---------------------------------------------------------------- §4.1 subject–verb heads

@@ -100,6 +100,11 @@ class Translator:
             src[b, : len(s)] = torch.tensor(self.src_vocab.encode(s))
         return src, lengths
 
+    def target_limit(self, sources: Sequence[Sequence[str]]) -> int:
+        """The most words :meth:`decode` writes for a batch of ``sources`` when no <eos> comes first: 1.5 × the
+        longest source + 5, at most :data:`MAX_TARGET`."""
+        return min(MAX_TARGET, int(1.5 * max(len(s) for s in sources)) + 5)
+
     def decode(self, sources: Sequence[Sequence[str]], *, beam: int = 1, model: Any = None) -> list[list[str]]:
         """Greedy (``beam=1``, batched) or beam-search translations of tokenised sentences.
 
@@ -107,8 +112,7 @@ class Translator:
         with one head ablated, or s₀ = 0); default the model itself."""
         model = self.model if model is None else model
         src, lengths = self._src(sources)
-        max_len = min(MAX_TARGET, int(1.5 * src.shape[1]) + 5)
-        ids = dict(bos=self.tgt_vocab.bos, eos=self.tgt_vocab.eos, max_len=max_len)
+        ids = dict(bos=self.tgt_vocab.bos, eos=self.tgt_vocab.eos, max_len=self.target_limit(sources))
         if beam == 1:
             out = greedy_decode(model, src, lengths, **ids)
         else:

@@ -203,7 +203,7 @@ class StepQuery:
 
     state: Panel
     scores: Panel
-    text: str  # the recurrence rebuilt and the operator's a_t, c_t against the decoder's, in words
+    text: str  # the recurrences rebuilt (h_t, s_t) and the operator's a_t, c_t against the decoder's, in words
 
 
 def step_query(translator, o, t: int = 0, *, lang: str = "en") -> StepQuery:
@@ -235,6 +235,8 @@ def step_query(translator, o, t: int = 0, *, lang: str = "en") -> StepQuery:
         Panel("s2s_state", state, steps.states[t]),
         Panel("s2s_scores", scores, steps.scores[t]),
         T("recurrence_check", delta=f"{delta:.1e}", n=len(o.source))
+        + "\n\n"
+        + T("state_check", delta=f"{steps.state_gap:.1e}", n=len(steps.scores))
         + "\n\n"
         + T("operator_check", da=f"{da:.1e}", dc=f"{dc:.1e}", t=t + 1),
     )
@@ -333,7 +335,35 @@ class Measured:
     text: str
 
 
+def decoding_ends(translators: Mapping, per_set: int = 120) -> dict[str, claims.Ends]:
+    """§1.1: every translator decoding the same held-out pairs greedily, from <bos> until it writes <eos>."""
+    examples = claims.claim_set(per_set)
+    return {k: claims.decoding_ends(translators[k], examples) for k in KINDS}
+
+
+def decoding_ends_text(results: Mapping[str, claims.Ends], *, lang: str = "en") -> tuple[dict[str, str], str]:
+    """Each translator's decodes that ended with <eos> (the metrics) and T, T′ and the lengths in words."""
+    T, names = texts(PAGE, lang), labels(lang)
+    metrics = {names[k]: T("ends_metric", ended=r.ended, n=r.sentences) for k, r in results.items()}
+    first = next(iter(results.values()))  # the pairs are the same for every translator
+    text = T(
+        "ends_result",
+        n=first.sentences,
+        t_lo=first.source_lengths[0],
+        t_hi=first.source_lengths[1],
+        u_lo=first.target_lengths[0],
+        u_hi=first.target_lengths[1],
+        differ=first.differ,
+        limit=first.limit,
+        lengths=T("list_sep").join(
+            T("ends_length", model=names[k], same=r.same_length, gap=f"{r.length_gap:.2f}") for k, r in results.items()
+        ),
+    )
+    return metrics, text
+
+
 CLAIMS: dict[str, Callable[[Mapping], Any]] = {  # section → its computation from the three translators (slow)
+    "ends": decoding_ends,
     "s0": zero_start,
     "sv": lambda translators: subject_verb(translators["transformer"]),
 }
@@ -341,8 +371,8 @@ CLAIMS: dict[str, Callable[[Mapping], Any]] = {  # section → its computation f
 
 def claim_view(name: str, result: Any, *, lang: str = "en") -> Measured:
     """The section ``name`` of :data:`CLAIMS` drawn from its ``result``."""
-    if name == "s0":
-        metrics, text = zero_start_text(result, lang=lang)
+    if name in ("s0", "ends"):
+        metrics, text = (zero_start_text if name == "s0" else decoding_ends_text)(result, lang=lang)
         return Measured(metrics, None, text)
     return subject_verb_view(result, lang=lang)
 
