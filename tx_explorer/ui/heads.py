@@ -15,8 +15,9 @@ import streamlit as st
 
 from tx_explorer.analysis.heads import PATTERNS
 from tx_explorer.families.text import TextModel
-from tx_explorer.ui.figures import row, show, show_clickable
+from tx_explorer.ui.figures import PAGE_PX, row, show, show_figure
 from tx_explorer.ui.text import escape_markdown, friendly_errors
+from tx_explorer.views import Panel
 from tx_explorer.views import multihead as view
 
 ASKED = "mh_asked"  # widget values a click asked for, applied before the widgets are drawn
@@ -46,6 +47,12 @@ def ask(picked: Any, chart: str, values: Callable[[Any], Mapping[str, Any]]) -> 
 def open_head(picked: Any, chart: str) -> None:
     """A click on a head's cell ([layer, head]) opens that head in the "One head" view."""
     ask(picked, chart, lambda p: {"mh_view": "head", "mh_layer": int(p[0]), "mh_head": int(p[1])})
+
+
+def _show_clickable(panel: Panel) -> Any:
+    """A full-width panel whose points can be clicked: the ``customdata`` of the point clicked, if any."""
+    points = show_figure(panel.figure, panel.key, panel.data, clickable=True, width_px=PAGE_PX)
+    return points[0] if points else None
 
 
 def head_search(T: Callable[..., str], lang: str, tm: TextModel, s: view.Shown, single: str | None) -> None:
@@ -95,7 +102,7 @@ def head_search(T: Callable[..., str], lang: str, tm: TextModel, s: view.Shown, 
         )
     chosen = (st.session_state.get("mh_layer", len(s.maps) - 1), st.session_state.get("mh_head", 0))
     best = result.best if result is not None and result.best else [chosen]  # no ranking: the head last opened
-    picked = show_clickable(view.text_picture(s, query, best, direction, lang=lang))
+    picked = _show_clickable(view.text_picture(s, query, best, direction, lang=lang))
     ask(picked, "text", lambda i: {f"mh_{click}": int(i)})
     if result is None:
         return
@@ -103,7 +110,7 @@ def head_search(T: Callable[..., str], lang: str, tm: TextModel, s: view.Shown, 
         st.caption(escape_markdown(note))
     if result.panels:
         st.caption(T("click_hint"))
-        open_head(show_clickable(result.panels[0]), "rank")
+        open_head(_show_clickable(result.panels[0]), "rank")
         row(*result.panels[1:])
         st.dataframe(result.table, hide_index=True)
 

@@ -28,6 +28,7 @@ TOP = 3  # the best-ranked heads whose maps are shown beside the ranking, and th
 TABLE_ROWS = 10
 LENSES = ("raw", "norm", "rollout")
 SMALL_SIDE = 256  # maps shown side by side: half the detail view's resolution
+SMALL_TICKS = 8  # key labels a third of the page holds without overlap, turned upright, in either language
 HEAVY_TOKENS = 128  # longer texts go through the job pool: MiniLM's maps, lenses and metrics take 1–4 s at 512
 LATEX = {
     "multihead": r"\mathrm{MultiHead}(X)=\mathrm{Concat}(\mathrm{head}_1,\dots,\mathrm{head}_H)\,W_O,\quad "
@@ -233,9 +234,11 @@ def _ranked(
     ranked = heads.top_heads(values)
     best = [(layer, head) for layer, head, _ in ranked[:TOP]]
     panels = [_heatmap(key, values, title, hover_names, lang)]
-    panels += [
-        _small(f"{key}_top{r}", s.maps[l, h], s.labels, hover_names[l][h], lang) for r, (l, h) in enumerate(best)
-    ]
+    num_heads = s.maps.shape[1]
+    for r, (layer, head) in enumerate(best):
+        small = _small(f"{key}_top{r}", s.maps[layer, head], s.labels, s.head_names[layer * num_heads + head], lang)
+        small.figure.update_traces(showscale=False)  # three maps a row: their one scale, 0…1, is the ranking's
+        panels.append(small)
     rows = ranked[:TABLE_ROWS]
     table = {
         T("rank"): list(range(1, len(rows) + 1)),
@@ -320,6 +323,10 @@ def _small(key: str, m: np.ndarray, labels: list[str], title: str, lang: str, si
     fig = vh.attention_map(
         m, labels, labels, title=title, signed=signed, max_side=SMALL_SIDE, words=_words(lang), **axes(lang)
     )
+    ticks = fig.layout.xaxis.tickvals
+    if ticks is not None and len(ticks) > SMALL_TICKS:  # every k-th key named; the hover names each cell
+        step = -(-len(ticks) // SMALL_TICKS)
+        fig.update_xaxes(tickvals=ticks[::step], ticktext=(fig.layout.xaxis.ticktext or ticks)[::step])
     return Panel(key, fig, m)
 
 

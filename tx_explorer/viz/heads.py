@@ -98,6 +98,9 @@ def head_grid(
         n = small.shape[-1]  # a tile's side in mosaic cells; a gap of one cell follows it
         centre = lambda k: k * (n + 1) + (n - 1) / 2  # noqa: E731 (as the mosaic places its ticks)
         fig.add_trace(_cell_markers(hover, x=centre, y=centre))
+        big = fig.data[0].z.shape  # the mosaic's cells: the markers must not widen the axes around them
+        fig.update_xaxes(range=[-0.5, big[1] - 0.5])
+        fig.update_yaxes(range=[big[0] - 0.5, -0.5], autorange=False)
     return fig
 
 
@@ -161,6 +164,8 @@ def head_heatmap(
     fig.data[0].hoverinfo = "skip"  # the markers below name the head
     hover = [[f"{names[i][h]}<br>" + words["value"].format(value=v[i, h]) for h in range(heads)] for i in range(layers)]
     fig.add_trace(_cell_markers(hover, x=lambda h: h, y=lambda i: i))
+    fig.update_xaxes(range=[-0.5, heads - 0.5])  # the cells' edges: the markers must not widen the axes
+    fig.update_yaxes(range=[layers - 0.5, -0.5], autorange=False)
     return fig
 
 
