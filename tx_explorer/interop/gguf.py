@@ -20,7 +20,8 @@ merge order).
 llama.cpp's converter reorders the rows of W_Q and W_K in llama and mistral files: within each head it
 interleaves the two halves that rotary positions pair (its kernel turns adjacent pairs; transformers and our
 :class:`~tx_explorer.modules.positional.Rotary` turn dimension i with i + Dh/2). :func:`unpermute` undoes it; the
-parity test against transformers' own GGUF loader shows that it does. Qwen2 files are written unpermuted.
+parity test against transformers' own GGUF loader shows that it does. Qwen2 and Qwen3 files are written
+unpermuted; Qwen3's heads are ``attention.key_length`` wide and carry QK-norm (``attn_q_norm``, ``attn_k_norm``).
 """
 
 from __future__ import annotations
@@ -45,18 +46,19 @@ from torch import Tensor
 from tx_explorer.bundle import BundleError
 from tx_explorer.errors import InputError
 from tx_explorer.families.text import TextModel
-from tx_explorer.interop import gemma3, llama
+from tx_explorer.interop import gemma3, llama, qwen3
 from tx_explorer.interop.assemble import GEMMA3_BYTES, GEMMA3_INSTALL, GEMMA3_PATH
-from tx_explorer.interop.common import available_memory, cast, gib
+from tx_explorer.interop.common import NOT_IMPLEMENTED, available_memory, cast, gib
 
 MAGIC = b"GGUF"
 VERSIONS = (2, 3)  # version 1 (2023) counted lengths in 32 bits; no maintained tool writes it
-ARCHITECTURES = ("llama", "qwen2", "mistral", "gemma3")
+ARCHITECTURES = ("llama", "qwen2", "qwen3", "mistral", "gemma3")
 _T = GGMLQuantizationType
 # The quantisations read here: float, llama.cpp's legacy blocks and its K-quants (all dequantised by gguf.quants).
 QUANTS = (_T.F32, _T.F16, _T.BF16, _T.Q8_0, _T.Q4_0, _T.Q4_1, _T.Q5_0, _T.Q5_1, _T.Q2_K, _T.Q3_K, _T.Q4_K, _T.Q5_K)
 QUANTS += (_T.Q6_K,)
 PERMUTED = ("llama", "mistral")  # architectures whose W_Q, W_K rows llama.cpp's converter reorders
+CONFIG_CHECKS = {"qwen3": qwen3.config_from_qwen3}  # the header's config read as our modules will; others: Llama's
 
 # The package that ships SmolLM2-135M-Instruct (Apache-2.0). Its __init__ is a plugin for another tool and imports
 # packages we do not install: the file is located, never imported.
@@ -241,8 +243,10 @@ def read_tensor(path: Path, info: TensorInfo) -> Tensor:
         raw = np.frombuffer(f.read(info.nbytes), dtype=np.uint8)
     rows = math.prod(info.shape[:-1])
     data = dequantize(raw.reshape(rows, -1), info.qtype)  # (rows, columns) float32, GGUF's rows being torch's
-    data = np.ascontiguousarray(data, dtype=np.float32)  # a quantised tensor's is new: not copied again (seconds)
-    return torch.from_numpy(data if data.flags.writeable else data.copy()).reshape(info.shape)  # F32: the file's
+    # A dequantised tensor is a new array, kept as it is (a second copy of a 262k-token embedding takes seconds);
+    # an F32 one is a read-only view of the bytes read, copied so that torch gets a writable tensor.
+    data = np.ascontiguousarray(data, dtype=np.float32)
+    return torch.from_numpy(data if data.flags.writeable else data.copy()).reshape(info.shape)
 
 
 def unpermute(w: Tensor, heads: int) -> Tensor:
@@ -260,6 +264,8 @@ def config(header: Header) -> dict[str, Any]:
             our modules do not implement (scaled or partial rotary, per-layer head counts, a missing size).
     """
     arch = header.architecture
+    if arch.replace("-", "_") in NOT_IMPLEMENTED:  # gpt-oss
+        raise InputError("checkpoint_missing_part", family=arch, missing=NOT_IMPLEMENTED[arch.replace("-", "_")])
     if arch not in ARCHITECTURES:
         raise InputError("gguf_architecture", found=arch or "none", supported=", ".join(ARCHITECTURES))
     try:
@@ -304,7 +310,7 @@ def config(header: Header) -> dict[str, Any]:
     if "rope_freqs.weight" in header.tensors:  # Llama 3.1's per-frequency scaling
         raise InputError("checkpoint_variant", family=arch, reason="scaled rotary frequencies (rope_freqs)")
     try:
-        llama.config_from_llama(cfg)
+        CONFIG_CHECKS.get(arch, llama.config_from_llama)(cfg)
     except (KeyError, TypeError, ValueError) as e:
         reason = f"{e} is missing" if isinstance(e, KeyError) else str(e)
         raise InputError("checkpoint_variant", family=arch, reason=reason) from None
@@ -395,7 +401,8 @@ _GEMMA3_NAMES = _BLOCK_NAMES | {  # the sandwich's four norms and QK-norm (its f
     "attn_q_norm": "self_attn.q_norm",
     "attn_k_norm": "self_attn.k_norm",
 }
-BLOCK_NAMES = {"gemma3": _GEMMA3_NAMES}  # per architecture; the others: _BLOCK_NAMES
+_QWEN3_NAMES = _BLOCK_NAMES | {"attn_q_norm": "self_attn.q_norm", "attn_k_norm": "self_attn.k_norm"}  # QK-norm
+BLOCK_NAMES = {"gemma3": _GEMMA3_NAMES, "qwen3": _QWEN3_NAMES}  # per architecture; the others: _BLOCK_NAMES
 _TOP_NAMES = {"token_embd": "model.embed_tokens", "output_norm": "model.norm", "output": "lm_head"}
 
 
@@ -513,12 +520,16 @@ def sentencepiece(header: Header) -> tuple[Tokenizer, tuple[str, ...]]:
     return tok, special
 
 
-BUILDERS = {"gemma3_text": partial(gemma3.causal_lm_from_state, norm_offset=0.0)}  # the file stores 1 + w
+BUILDERS = {  # the file stores gemma3's norms as 1 + w
+    "gemma3_text": partial(gemma3.causal_lm_from_state, norm_offset=0.0),
+    "qwen3": qwen3.causal_lm_from_state,
+}
 # model_type → our model from (config, state); the others: llama.causal_lm_from_state
 
 
 def load_gguf(path: str | Path, *, device: str | torch.device = "cpu", name: str | None = None) -> TextModel:
-    """A GGUF file (llama, qwen2, mistral or gemma3) as a causal :class:`TextModel` in our modules, float32 on the CPU.
+    """A GGUF file (llama, qwen2, qwen3, mistral or gemma3) as a causal :class:`TextModel` in our modules, float32
+    on the CPU.
 
     Everything that can be checked from the header is checked before any tensor is read, the memory included;
     a failure raises an :class:`InputError` and returns nothing half-built.
