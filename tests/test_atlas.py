@@ -83,8 +83,24 @@ def test_equal_to_dense_maps_on_tiny_llama(tiny_llama):
 
 @pytest.mark.parametrize(
     "changes",
-    [dict(positions="alibi"), dict(sliding_window=100), dict(positions="alibi", sliding_window=37)],
-    ids=["alibi", "sliding-window", "alibi-window"],
+    [
+        dict(positions="alibi"),
+        dict(sliding_window=100),
+        dict(positions="alibi", sliding_window=37),
+        # Gemma 3's shape in small: local layers with their own window and θ among a global one, one K/V head of a
+        # width ≠ D / H, QK-norm, sandwich norms and its own score scale
+        dict(
+            sliding_window=37,
+            layer_types=("sliding", "full", "sliding", "sliding"),
+            rope_local_theta=100.0,
+            head_width=48,
+            num_kv_heads=1,
+            qk_norm=True,
+            norm_position="sandwich",
+            attn_scale=0.1,
+        ),
+    ],
+    ids=["alibi", "sliding-window", "alibi-window", "gemma3-shape"],
 )
 def test_equal_to_dense_maps_on_alibi_and_sliding_window_models(tiny_llama, changes):
     tm = _random(tiny_llama, "random", **changes)

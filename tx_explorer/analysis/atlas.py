@@ -30,6 +30,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from tx_explorer import masks
 from tx_explorer.analysis.head_science import HELDOUT_FILE
 from tx_explorer.attention import flash_attention_forward, scaled_dot_product_attention
 from tx_explorer.data import corpus
@@ -94,6 +95,19 @@ def _first_key(q0: int, window: int | None) -> int:
     return 0 if window is None else max(0, q0 - window + 1)
 
 
+def _window(model: CausalLM, layer: int) -> int | None:
+    """How many keys back layer ``layer`` sees: every layer's window (Mistral), this layer's own (Gemma 3's local
+    layers, 512) or None (all)."""
+    return model.cfg.uniform_window if model.cfg.layer_types is None else model.cfg.layer_window(layer)
+
+
+def _visible(model: CausalLM, layer: int, q_pos: Tensor, k_pos: Tensor) -> Tensor:
+    """``[Nq, Nk]``: what layer ``layer`` lets these queries see, the stack's mask and the layer's own window."""
+    visible = model.mask_between(q_pos, k_pos)
+    window = _window(model, layer)
+    return visible if window is None else visible & masks.causal_between(q_pos, k_pos, window)
+
+
 def _bias(attn: MultiHeadAttention, q_pos: Tensor, k_pos: Tensor) -> Tensor | None:
     """The position part's additive bias for these queries and keys (ALiBi's ``[H, Nq, Nk]``), or None."""
     return attn.position.score_bias(q_pos, k_pos) if attn.position is not None else None
@@ -129,6 +143,7 @@ def _attend(
     h: Tensor,
     pos: Tensor,
     model: CausalLM,
+    layer: int,
     reducer: _Reducer,
     tile: int,
     tick: Callable[[int], None],
@@ -138,12 +153,12 @@ def _attend(
     n = h.shape[1]
     q, k, v = attn.project_qkv(h, pos=pos)  # (1, H, T, Dh), (1, H_kv, T, Dh) × 2: rotary turned here
     k, v = attn.expand_kv(k), attn.expand_kv(v)  # (1, H, T, Dh): query head h reads its group's K/V
-    scale = 1.0 / math.sqrt(q.shape[-1])  # 1/√D_H, as the module's operator uses it
+    scale = attn.scale or 1.0 / math.sqrt(q.shape[-1])  # the module's own factor (Gemma 3: 1/√256), else 1/√D_H
     out = torch.empty_like(q)  # (1, H, T, Dh)
     for i0 in range(0, n, tile):
         i1 = min(i0 + tile, n)
-        q_pos, lo = pos[i0:i1], _first_key(i0, model.cfg.sliding_window)
-        visible = model.mask_between(q_pos, pos[lo:i1])  # (bq, Nk): the model's own mask, linear in T
+        q_pos, lo = pos[i0:i1], _first_key(i0, _window(model, layer))
+        visible = _visible(model, layer, q_pos, pos[lo:i1])  # (bq, Nk): the layer's own mask, linear in T
         qi = q[:, :, i0:i1] * scale  # (1, H, bq, Dh): scaled first, as the kernel does, so both passes' scores agree
         out[:, :, i0:i1], lse = flash_attention_forward(
             qi,
@@ -169,7 +184,7 @@ def _attend(
             back = (q_pos[:, None] - k_pos[None, :]).to(a.dtype)  # (bq, bk): i − j
             reducer.add(a, log_a, i0, i1, j0, j1, back)
         tick(i1)
-    y = out.transpose(1, 2).reshape(1, n, attn.dim)  # (1, T, H·Dh)
+    y = out.transpose(1, 2).reshape(1, n, attn.q_dim)  # (1, T, H·Dh)
     return attn.proj(y)
 
 
@@ -205,9 +220,12 @@ def head_stats(
     for i, block in enumerate(model.blocks):
         reducer = _Reducer(block.attn.num_heads, n, window, span, x.device)
         tick = functools.partial(progress, i) if progress is not None else lambda rows: None
-        attend = functools.partial(_attend, block.attn, pos=pos, model=model, reducer=reducer, tile=tile, tick=tick)
-        x = block.residual(x, attend, block.norm1)  # the block's own residual and norm, around our attention
-        x = block.residual(x, block.mlp, block.norm2)
+        attend = functools.partial(
+            _attend, block.attn, pos=pos, model=model, layer=i, reducer=reducer, tile=tile, tick=tick
+        )
+        # the block's own residual and norms (Gemma's sandwich: a norm on each sub-layer's output too)
+        x = block.residual(x, attend, block.norm1, block.post_attn_norm)
+        x = block.residual(x, block.mlp, block.norm2, block.post_mlp_norm)
         layers.append(reducer)
     stack = lambda name: torch.stack([getattr(r, name) for r in layers]).float().cpu()  # noqa: E731  # (L, H, T)
     return HeadStats(
@@ -301,12 +319,13 @@ def dense_rows(tm: TextModel, ids: Sequence[int], layer: int, rows: tuple[int, i
     for block in model.blocks[:layer]:
         x = block(x, mask, pos=pos)
     attn = model.blocks[layer].attn
-    q, k, v = attn.project_qkv(model.blocks[layer].norm1(x) if model.blocks[layer].norm_position == "pre" else x)
+    block = model.blocks[layer]
+    q, k, v = attn.project_qkv(block.norm1(x) if block.norm_position != "post" else x)  # pre-norm and sandwich
     k, v = attn.expand_kv(k)[:, :, :end], attn.expand_kv(v)[:, :, :end]  # (1, H, end, Dh): later keys are hidden
     q_pos = pos[start:end]
     bias = attn.position.score_bias(q_pos, pos[:end]) if attn.position is not None else None  # (H, R, end) or None
     _, weights = scaled_dot_product_attention(
-        q[:, :, start:end], k, v, mask=model.mask_between(q_pos, pos[:end]), bias=bias
+        q[:, :, start:end], k, v, mask=_visible(model, layer, q_pos, pos[:end]), bias=bias, scale=attn.scale
     )  # (1, H, R, end)
     full = weights.new_zeros(weights.shape[1], end - start, n)  # (H, R, T): keys after the rows are hidden
     full[..., :end] = weights[0]
