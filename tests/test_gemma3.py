@@ -151,15 +151,18 @@ def write_gemma3_gguf(
     key_length: int | None = None,
     pattern=None,
     vocab_cut: int = 0,
+    quant: str = "F32",
     **overrides,
 ) -> torch.nn.Module:
     """A random Gemma 3 model (query_pre_attn_scalar = head_dim, the scale llama.cpp uses) written as a gemma3
-    GGUF file in float32, its norms as 1 + w; ``drop`` leaves one tensor out, ``key_length`` states another head
-    width, ``pattern`` writes attention.sliding_window_pattern, ``vocab_cut`` drops the last tokens. Returns the
-    reference model."""
+    GGUF file, its norms as 1 + w, in float32 or, for matrices whose rows are whole blocks, as ``quant``; ``drop``
+    leaves one tensor out, ``key_length`` states another head width, ``pattern`` writes
+    attention.sliding_window_pattern, ``vocab_cut`` drops the last tokens. Returns the reference model."""
     import gguf
 
-    model = gemma3_reference(seed, **({"query_pre_attn_scalar": TINY["head_dim"]} | overrides))
+    model = gemma3_reference(
+        seed, **({"query_pre_attn_scalar": overrides.get("head_dim", TINY["head_dim"])} | overrides)
+    )
     cfg = model.config
     w = gguf.GGUFWriter(str(path), "gemma3")
     w.add_block_count(cfg.num_hidden_layers)
@@ -195,8 +198,15 @@ def write_gemma3_gguf(
             name = f"blk.{layer}.{_GGUF_BLOCK[part]}.weight"
         else:
             name = {"embed_tokens": "token_embd.weight", "norm": "output_norm.weight"}[stem]
-        if name != drop:
-            w.add_tensor(name, (t + 1 if "norm" in stem else t).float().numpy())
+        data = (t + 1 if "norm" in stem else t).float().numpy()
+        qtype = gguf.GGMLQuantizationType[quant]
+        if name == drop:
+            continue
+        if data.ndim == 2 and data.shape[1] % gguf.GGML_QUANT_SIZES[qtype][0] == 0 and quant != "F32":
+            q = gguf.quants.quantize(data, qtype)
+            w.add_tensor(name, q, raw_shape=q.shape, raw_dtype=qtype)
+        else:
+            w.add_tensor(name, data)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -346,3 +356,20 @@ def test_without_the_assembled_file_the_entry_is_absent_and_says_what_to_run(tmp
     assert "gemma3-270m" not in models.available_models("text")
     with pytest.raises(models.BundleError, match="make run"):
         models.load_model("gemma3-270m")
+
+
+@pytest.mark.parametrize("quant", ["Q8_0", "Q5_0"])  # gguf writes no K-quant; the real file has them
+def test_a_quantised_gemma3_gguf_file_matches_transformers_gguf_loader(tmp_path, quant):
+    """Both loaders read the same quantised file (heads of width 256: transformers' default score scale and
+    llama.cpp's 1/√D_H then agree): logits and every map ≤ 1e-4."""
+    from transformers import AutoModelForCausalLM
+
+    from tx_explorer.interop.gguf import load_gguf
+
+    path = tmp_path / f"tiny-gemma3-{quant}.gguf"
+    write_gemma3_gguf(path, quant=quant, hidden_size=64, head_dim=256, intermediate_size=256)
+    theirs = AutoModelForCausalLM.from_pretrained(
+        str(tmp_path), gguf_file=path.name, dtype=torch.float32, attn_implementation="eager"
+    ).eval()
+    idx = torch.randint(0, TINY["vocab_size"], (1, 19), generator=torch.Generator().manual_seed(6))
+    compare(theirs, load_gguf(path).model, idx)
