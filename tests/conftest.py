@@ -75,7 +75,7 @@ LOAD_MODULES = ("test_classroom", "test_scaleout", "test_burst")
 APP_CALLS = frozenset({"open_page", "AppTest"})  # what an AppTest is reached through (or the ``page`` fixture)
 # The real LLMs (SmolLM2-135M, Gemma 3 270M: seconds to load, and transformers' own loader for the parity tests tens
 # of seconds): a test that loads one names it in its own name (parameters included), its module's or a fixture's.
-REAL_LLMS = ("smollm2", "gemma3_270m")
+REAL_LLMS = ("smollm2", "gemma3_270m", "gemma3-270m")  # a name in code, a registry name in a test id
 # Tests that load no large model but take minutes alone (file name :: test name).
 MODEL_TESTS = frozenset({"test_lm.py::test_corpus_is_the_one_the_model_was_trained_on"})  # parses the stdlib
 
