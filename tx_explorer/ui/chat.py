@@ -35,7 +35,9 @@ def conversation(name: str, tm: Any) -> None:
     attention."""
     T, language = texts("language_model"), lang()
     c = st.columns([4, 1])
-    message = c[0].text_input(T("chat_message"), T("chat_default"), max_chars=2000, key=MESSAGE)
+    message = c[0].text_input(
+        T("chat_message"), T("chat_default"), max_chars=2000, key=MESSAGE, help=T("chat_message_help")
+    )
     new = c[1].slider(T("new_tokens"), 1, 128, 48, key="lm_chat_new")
     c = st.columns(4)
     method = c[0].radio(T("method"), view.METHODS, format_func=lambda m: T(f"method_{m}"), key="lm_chat_method")
