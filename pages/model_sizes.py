@@ -52,5 +52,20 @@ def custom_section() -> None:
         ui.show(mine.parts)
 
 
+@ui.below_fold("model_sizes_stack", height=900)
+def stack_section() -> None:
+    """A stack of identical blocks in a real model, and one formula from 2017 to 2024 (no inputs)."""
+    ui.section(T, "stack")
+    with ui.friendly_errors():
+        table, words = view.stack(lang=LANG)
+        st.dataframe(table, hide_index=True)
+        st.markdown(words)
+        ui.section(T, "since")
+        table, words = view.since_2017(lang=LANG)
+        st.dataframe(table, hide_index=True)
+        st.markdown(words)
+
+
 breakdown_section()
+stack_section()
 custom_section()

@@ -259,3 +259,58 @@ def test_configs_round_trip_through_dicts_and_ignore_unknown_keys(cfg) -> None:
     assert type(cfg).from_dict(d) == cfg
     assert type(cfg).from_dict({**d, "architecture": "from a newer version"}) == cfg
     assert cfg.replace() == cfg
+
+
+# §5.4: a stack of identical blocks; one formula from 2017 to 2024 ----------------------------------------------
+def test_block_table_reads_sizes_shapes_and_weights() -> None:
+    torch.manual_seed(0)
+    model = CausalLM(TransformerConfig(vocab_size=32, max_len=8, dim=16, num_layers=3, num_heads=2))
+    with torch.no_grad():
+        model.blocks[2].load_state_dict(model.blocks[0].state_dict())  # block 2 a copy of block 0
+    rows = params.block_table(model.blocks)
+    one = sum(p.numel() for p in model.blocks[0].parameters())
+    assert [r.params for r in rows] == [one] * 3 and all(r.same_shapes for r in rows)
+    assert rows[0].max_diff == 0 and rows[2].max_diff == 0
+    want = max(float((a - b).abs().max()) for a, b in zip(model.blocks[1].parameters(), model.blocks[0].parameters()))
+    assert rows[1].max_diff == pytest.approx(want) and want > 0  # drawn on its own: same form, other weights
+    cfg = model.cfg
+    assert one == params.attention_params(cfg) + params.mlp_params(cfg) + 2 * params.norm_params(cfg)
+    wider = torch.nn.ModuleList([model.blocks[0], CausalLM(cfg.replace(dim=32, num_heads=2)).blocks[0]])
+    other = params.block_table(wider)[1]
+    assert not other.same_shapes and math.isnan(other.max_diff)
+
+
+@pytest.mark.parametrize(
+    ("cfg", "cross", "ratio"),
+    [
+        (params.TRANSFORMER_BIG, False, 1.0),
+        (params.TRANSFORMER_BIG, True, 16 / 12),  # a decoder block: self- and cross-attention
+        (PRESETS["gpt2-xl"], False, 1.0),
+        (
+            TransformerConfig(dim=576, num_heads=9, num_kv_heads=3, mlp="swiglu", norm="rmsnorm", bias=False),
+            False,
+            None,
+        ),
+    ],
+)
+def test_block_fit_counts_a_blocks_matrices_against_12_d_squared(cfg, cross, ratio) -> None:
+    fit = params.block_fit(cfg, cross=cross)
+    d, kv = cfg.dim, cfg.kv_heads * cfg.head_dim
+    attention = (2 if cross else 1) * (2 * d * d + 2 * d * kv)  # W_Q, W_O: D × D; W_K, W_V: D × H_kv·D_H
+    hidden = cfg.mlp_hidden
+    mlp = (3 if cfg.mlp == "swiglu" else 2) * d * hidden
+    assert (fit.attention, fit.mlp, fit.rule) == (attention, mlp, 12 * d * d)
+    assert fit.ratio == pytest.approx((attention + mlp) / (12 * d * d) if ratio is None else ratio)
+
+
+def test_architecture_changes_name_the_fields_not_the_sizes() -> None:
+    big = params.TRANSFORMER_BIG
+    assert params.architecture_changes(big, big.replace(dim=2048, num_heads=32, num_layers=12)) == {}
+    smol = big.replace(mlp="swiglu", num_kv_heads=4, norm="rmsnorm")
+    changes = params.architecture_changes(big, smol)
+    assert changes == {
+        "norm": ("layernorm", "rmsnorm"),
+        "mlp": ("mlp", "swiglu"),
+        "activation": ("relu", "silu"),
+        "kv_heads": ("16/16", "4/16"),
+    }

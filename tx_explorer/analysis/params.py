@@ -15,7 +15,8 @@ in milliseconds.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import math
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -212,3 +213,74 @@ LECTURE_TABLE = (
     Published("GPT-2", 48, 1600, 25, 1024, 1.5e9, 1542e6, "Radford et al. 2019, Table 2", PRESETS["gpt2-xl"], "causal"),
     Published("GPT-3", 96, 12288, 96, 2048, 175e9, 175.0e9, "Brown et al. 2020, Table 2.1", PRESETS["gpt3"], "causal"),
 )
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# §5.4 "a stack of identical blocks", and how far today's block is from 2017's
+
+
+@dataclass(frozen=True)
+class BlockRow:
+    """One block of a real model beside its first block."""
+
+    index: int
+    params: int  # sum(p.numel()) of the block
+    same_shapes: bool  # every parameter's name and shape equal block 0's
+    max_diff: float  # largest |w − block 0's w| over its parameters: identical in form, not in weights (0 for block 0)
+
+
+@torch.no_grad()
+def block_table(blocks: Sequence[nn.Module]) -> list[BlockRow]:
+    """Every block of a stack (``model.blocks``) against the first: its size, its shapes and its weights."""
+    first = dict(blocks[0].named_parameters())
+    rows = []
+    for i, block in enumerate(blocks):
+        own = dict(block.named_parameters())
+        same = {k: tuple(v.shape) for k, v in own.items()} == {k: tuple(v.shape) for k, v in first.items()}
+        diff = max((float((v - first[k]).abs().max()) for k, v in own.items()), default=0.0) if same else math.nan
+        rows.append(BlockRow(i, sum(p.numel() for p in own.values()), same, diff))
+    return rows
+
+
+@dataclass(frozen=True)
+class BlockFit:
+    """One block's weight matrices, counted on the meta device, against §5.4's 12·D² (4D² attention + 8D² MLP)."""
+
+    attention: int  # W_Q, W_K, W_V, W_O (and a decoder's cross-attention)
+    mlp: int  # W₁, W₂ (and SwiGLU's W₃)
+    rule: int  # 12·D²
+
+    @property
+    def ratio(self) -> float:
+        return (self.attention + self.mlp) / self.rule
+
+
+def block_fit(cfg: TransformerConfig, *, cross: bool = False) -> BlockFit:
+    """Count one block's matrices (``cross``: a decoder block with cross-attention) on the meta device."""
+    with shapes_only():
+        block = TransformerBlock(cfg, cross=cross)
+    parts = {"attention": 0, "mlp": 0}
+    for name, p in block.named_parameters():
+        if p.dim() >= 2:  # matrices only: biases and norm gains are O(D), not the D² the rule counts
+            parts["mlp" if name.startswith("mlp.") else "attention"] += p.numel()
+    return BlockFit(parts["attention"], parts["mlp"], 12 * cfg.dim**2)
+
+
+ARCHITECTURE = ("norm_position", "norm", "positions", "mlp", "activation", "bias", "kv_heads")  # what a block is
+
+
+def architecture_changes(before: TransformerConfig, after: TransformerConfig) -> dict[str, tuple[object, object]]:
+    """The fields of :data:`ARCHITECTURE` in which two configs differ: ``{field: (before, after)}`` (key/value
+    heads as a share of the query heads, so that widths do not count as a change)."""
+
+    def read(cfg: TransformerConfig, field: str) -> object:
+        if field == "activation" and cfg.mlp == "swiglu":
+            return "silu"  # SwiGLU's gate is SiLU whatever the config's activation field says
+        return f"{cfg.kv_heads}/{cfg.num_heads}" if field == "kv_heads" else getattr(cfg, field)
+
+    return {
+        f: (read(before, f), read(after, f))
+        for f in ARCHITECTURE
+        if (before.kv_heads / before.num_heads if f == "kv_heads" else read(before, f))
+        != (after.kv_heads / after.num_heads if f == "kv_heads" else read(after, f))
+    }

@@ -94,6 +94,78 @@ def lecture_table(count: Counter = counted, *, lang: str = "en") -> tuple[list[d
     return rows, Panel("sizes_compare", fig)
 
 
+STACK_MODEL = "tiny-gpt"  # a bundled model whose blocks are read weight by weight (the stack section)
+
+
+def stack(*, lang: str = "en") -> tuple[list[dict[str, str]], str]:
+    """§5.4's "a stack of identical blocks" in a real model: every block's size and shapes against block 0's, how
+    far its weights are, and the block's size from the formula."""
+    from tx_explorer import model_cache  # the registry loads every family: imported when the section asks
+
+    T = texts(PAGE, lang)
+    tm = model_cache.shared_model(STACK_MODEL)
+    rows = params.block_table(tm.model.blocks)
+    cfg = tm.config
+    formula = params.attention_params(cfg) + params.mlp_params(cfg) + 2 * params.norm_params(cfg)
+    table = [
+        {
+            T("col_block"): str(r.index),
+            T("col_block_params"): f"{r.params:,}",
+            T("col_same_shapes"): "✓" if r.same_shapes else "✗",
+            T("col_weight_diff"): f"{r.max_diff:.3f}",
+        }
+        for r in rows
+    ]
+    same = all(r.same_shapes and r.params == rows[0].params for r in rows)
+    words = T(
+        "stack_same" if same else "stack_differ",
+        model=STACK_MODEL,
+        n=len(rows),
+        params=f"{rows[0].params:,}",
+        formula=f"{formula:,}",
+        least=f"{min(r.max_diff for r in rows[1:]):.3f}" if len(rows) > 1 else "0",
+    )
+    return table, words
+
+
+FIT_MODELS = (  # (name, config, a decoder block with cross-attention)
+    ("2017_encoder", params.TRANSFORMER_BIG, False),
+    ("2017_decoder", params.TRANSFORMER_BIG, True),
+    ("gpt2", params.LECTURE_TABLE[1].config, False),
+    ("gpt3", params.LECTURE_TABLE[2].config, False),
+    ("smollm2", SMOLLM2, False),
+)
+
+
+def since_2017(*, lang: str = "en") -> tuple[list[dict[str, str]], str]:
+    """§5.4's "the architecture has stayed the same": one formula, 12·D² per block, against every block's counted
+    matrices from 2017 to SmolLM2 (2024), and the fields of the block that changed in between."""
+    T = texts(PAGE, lang)
+    fits = {name: params.block_fit(cfg, cross=cross) for name, cfg, cross in FIT_MODELS}
+    table = [
+        {
+            T("col_model"): T(f"fit_{name}"),
+            T("col_fit_attention"): f"{f.attention:,}",
+            T("col_fit_mlp"): f"{f.mlp:,}",
+            T("col_fit_rule"): f"{f.rule:,}",
+            T("col_fit_ratio"): f"{f.ratio:.3f}",
+        }
+        for name, f in fits.items()
+    ]
+    exact = [T(f"fit_{n}") for n, f in fits.items() if f.ratio == 1]
+    off = [f"{T(f'fit_{n}')} {f.ratio:.3f}" for n, f in fits.items() if f.ratio != 1]
+
+    def value(v: object) -> str:
+        return T(f"value_{str(v).lower()}") if isinstance(v, bool) or not str(v)[0].isdigit() else str(v)
+
+    changes = T("list_sep").join(
+        T("change", field=T(f"field_{k}"), before=value(a), after=value(b))
+        for k, (a, b) in params.architecture_changes(params.TRANSFORMER_BIG, SMOLLM2).items()
+    )
+    words = T("fit_verdict", exact=T("model_sep").join(exact), off=T("model_sep").join(off), changes=changes)
+    return table, words
+
+
 def breakdown(share: bool = True, count: Counter = counted, *, lang: str = "en") -> Panel:
     """Where each preset's parameters are: embeddings, attention, MLP, norms, head (share of the total or counts)."""
     T = texts(PAGE, lang)
