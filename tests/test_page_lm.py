@@ -106,9 +106,9 @@ def test_multihead_search_ranks_every_head_by_a_query_and_a_key(multihead) -> No
     n = len(_codes(multihead)[0].split(" | "))
     _search(multihead, mh_search="pair", mh_query=n - 1, mh_key=3, mh_skip=True)
     assert_clean(multihead)
-    table = multihead.dataframe[0].value
-    assert len(table) == 10 and table.iloc[:, 2].is_monotonic_decreasing  # the ten best of 270 heads
-    best = table.iloc[0, 1]
+    table = multihead.table[0].value
+    assert len(table) == 10 and table.iloc[:, 1].is_monotonic_decreasing  # the ten best of 270 heads
+    best = table.iloc[0, 0]
     assert any(c.value.startswith("Best head: layer") for c in multihead.caption)
     specs = plotly_specs(multihead)
     heat = specs[1]["data"]  # the text, then every head's weight as a layers × heads heatmap with click markers

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import pandas as pd
 import streamlit as st
 
 from tx_explorer.analysis.heads import PATTERNS
@@ -112,7 +113,8 @@ def head_search(T: Callable[..., str], lang: str, tm: TextModel, s: view.Shown, 
         st.caption(T("click_hint"))
         open_head(_show_clickable(result.panels[0]), "rank")
         row(*result.panels[1:])
-        st.dataframe(result.table, hide_index=True)
+        # Static, ranked by its index: a data grid took the browser about a second to mount beside five charts.
+        st.table(pd.DataFrame(result.table).set_index(T("rank")))
 
 
 def query_key(T: Callable[..., str], lang: str, tm: TextModel, text: str, tokens: list[str]) -> None:
