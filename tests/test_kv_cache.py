@@ -28,6 +28,19 @@ SHAPES = {
     "rotary-window": SMALL.replace(positions="rotary", num_kv_heads=2, sliding_window=5),
     "none": SMALL.replace(positions="none"),
     "tiny-llama": PRESETS["tiny-llama"].replace(vocab_size=64),
+    # Gemma 3 in small: a local layer (window 5, its own θ) then a global one, one K/V head of width 8 ≠ D / H,
+    # QK-norm and sandwich norms; decoding runs past the window, where the local layer's cache stops growing
+    "gemma3-mixed": SMALL.replace(
+        positions="rotary",
+        num_kv_heads=1,
+        head_width=8,
+        sliding_window=5,
+        layer_types=("sliding", "full"),
+        rope_local_theta=100.0,
+        qk_norm=True,
+        norm="rmsnorm",
+        norm_position="sandwich",
+    ),
 }
 
 
@@ -58,7 +71,9 @@ def test_the_tolerance_grows_with_depth_and_logit_size_but_a_broken_cache_fails_
     assert good.logit_scale > 0 and good.max_diff <= kv.tolerance(SMALL, good.logit_scale)
     real = KVCache.update  # a cache that hands back its keys and values 1.5 times too large
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(KVCache, "update", lambda self, layer, k, v: tuple(1.5 * t for t in real(self, layer, k, v)))
+        mp.setattr(
+            KVCache, "update", lambda self, layer, k, v, w=None: tuple(1.5 * t for t in real(self, layer, k, v, w))
+        )
         bad = kv.decode(model, [1, 2, 3, 4], 3)
     assert bad.max_diff > 100 * kv.tolerance(SMALL, bad.logit_scale)
 
@@ -67,13 +82,16 @@ def test_the_tolerance_grows_with_depth_and_logit_size_but_a_broken_cache_fails_
 def test_formula_bytes_equal_the_cache_tensors_at_every_step(shape):
     cfg = SHAPES[shape]
     d = kv.decode(_model(cfg), list(range(10)), 4)
+    uniform = cfg.layer_types is None
     for s in d.steps:
         assert s.nbytes == s.formula
-        assert s.rows == min(s.position + 1, cfg.sliding_window or math.inf)
-    # the formula written out, independently of kv_cache_bytes
+        assert s.rows == min(s.position + 1, (cfg.sliding_window if uniform else None) or math.inf)
+    # the formula written out, independently of kv_cache_bytes: with local and global layers (gemma3-mixed) the
+    # local one holds the last 5 rows of 13, the global one all 13
     t = len(d.steps)
-    rows = min(t, cfg.sliding_window or t)
-    assert d.steps[-1].nbytes == 2 * cfg.num_layers * cfg.kv_heads * cfg.head_dim * 4 * rows
+    rows = cfg.num_layers * min(t, cfg.sliding_window or t) if uniform else min(t, cfg.sliding_window) + t
+    assert d.steps[-1].nbytes == 2 * cfg.kv_heads * cfg.head_dim * 4 * rows
+    assert [k.shape[2] for k in d.cache.keys] == ([s.rows] * cfg.num_layers if uniform else [5, t])
 
 
 def test_every_registered_causal_model_decodes_the_same_with_its_cache():
@@ -148,6 +166,10 @@ def test_sharing_table_formula_equals_measured():
     assert all(r.formula == r.measured for r in rows)
     mha = rows[0].formula
     assert rows[1].formula == mha // 2 and rows[2].formula == mha // 4 and rows[3].formula == mha * 8 // 20
+    # a model of local and global layers adds its own row: 1 K/V head, the local layer 8 rows, the global one 20
+    mixed = kv.sharing_table(SHAPES["gemma3-mixed"].replace(max_len=64), 20, 8)
+    assert [r.name for r in mixed] == [*kv.SHARING, "own"]
+    assert mixed[-1].formula == mixed[-1].measured == 2 * 1 * 8 * 4 * (8 + 20)
 
 
 def test_kv_cache_bytes_counts_batch_dtype_and_window():
@@ -163,7 +185,19 @@ def test_kv_cache_bytes_counts_batch_dtype_and_window():
 
 def test_published_configs_match_the_cited_numbers():
     per_token = {name: p.per_token() // 1024 for name, p in kv.PUBLISHED.items()}  # fp16, KiB
-    assert per_token == {"Llama-2-7B": 512, "Llama-3-8B": 128, "Mistral-7B": 128, "Qwen2-0.5B": 12}
+    assert per_token == {
+        "Llama-2-7B": 512,
+        "Llama-3-8B": 128,
+        "Mistral-7B": 128,
+        "Qwen2-0.5B": 12,
+        "Gemma-2-9B": 336,  # 2 · 42 · 8 · 256 · 2 bytes, every layer holding the token
+        "Gemma-3-270M": 18,  # 2 · 18 · 1 · 256 · 2
+        "Gemma-3-4B": 136,  # 2 · 34 · 4 · 256 · 2
+        "gpt-oss-20b": 48,  # 2 · 24 · 8 · 64 · 2
+    }
+    # past the window only the global layers grow: Gemma 3 270M's 3 global layers of 18 at 131,072 tokens
+    gemma = kv.published_curve([131072])["Gemma-3-270M"][0]
+    assert gemma == 2 * 1 * 256 * 2 * (15 * 512 + 3 * 131072)
     curve = kv.published_curve([4096, 131072])
     assert curve["Mistral-7B"][0] == curve["Mistral-7B"][1]  # the 4096 window caps it
     assert curve["Llama-2-7B"][1] == 64 * 2**30  # 512 KiB × 128k = 64 GiB

@@ -44,10 +44,15 @@ class Published:
     source: str
 
     def per_token(self, bytes_per_element: int = 2) -> int:
-        return kv_cache_bytes(self.cfg.replace(sliding_window=None), 1, bytes_per_element)
+        return kv_cache_bytes(self.cfg.replace(sliding_window=None, layer_types=None), 1, bytes_per_element)
 
 
-def _published(layers: int, heads: int, kv: int, head_dim: int, vocab: int, window: int | None = None):
+def _published(
+    layers: int, heads: int, kv: int, head_dim: int, vocab: int, window: int | None = None, every: int | None = None
+):
+    """``every``: one global layer in every ``every`` (the others local, within ``window``): Gemma 3's 6, Gemma 2's
+    and gpt-oss's 2; None: every layer alike."""
+    types = None if every is None else tuple("full" if (i + 1) % every == 0 else "sliding" for i in range(layers))
     return TransformerConfig(
         vocab_size=vocab,
         max_len=131072,
@@ -56,6 +61,7 @@ def _published(layers: int, heads: int, kv: int, head_dim: int, vocab: int, wind
         num_heads=heads,
         num_kv_heads=kv,
         sliding_window=window,
+        layer_types=types,
         positions="rotary",
     )
 
@@ -69,6 +75,18 @@ PUBLISHED: dict[str, Published] = {
         _published(32, 32, 8, 128, 32000, window=4096), "Jiang et al. 2023; mistralai/Mistral-7B-v0.1 config.json"
     ),
     "Qwen2-0.5B": Published(_published(24, 14, 2, 64, 151936), "Qwen team 2024; Qwen/Qwen2-0.5B config.json"),
+    "Gemma-2-9B": Published(
+        _published(42, 16, 8, 256, 256000, window=4096, every=2), "Gemma team 2024; google/gemma-2-9b config.json"
+    ),
+    "Gemma-3-270M": Published(
+        _published(18, 4, 1, 256, 262144, window=512, every=6), "Gemma team 2025; google/gemma-3-270m config.json"
+    ),
+    "Gemma-3-4B": Published(
+        _published(34, 8, 4, 256, 262208, window=1024, every=6), "Gemma team 2025; google/gemma-3-4b-pt config.json"
+    ),
+    "gpt-oss-20b": Published(
+        _published(24, 64, 8, 64, 201088, window=128, every=2), "OpenAI 2025; openai/gpt-oss-20b config.json"
+    ),
 }
 
 
@@ -179,22 +197,24 @@ def cache_at(model: CausalLM, ids: Sequence[int], step: int, *, decoding: Decodi
     return cache
 
 
-SHARING = ("mha", "gqa", "mqa", "window")
+SHARING = ("mha", "gqa", "mqa", "window")  # and "own" for a model of local and global layers
 
 
 def sharing_configs(cfg: TransformerConfig, window: int) -> dict[str, TransformerConfig]:
     """One shape, four ways to cache it: every head its own K/V (MHA), half as many K/V heads (GQA; the
-    model's own count when it already shares), one K/V head (MQA), and MHA with a sliding window."""
+    model's own count when it already shares), one K/V head (MQA), and MHA with a sliding window; a model of
+    local and global layers (Gemma 3) adds its own layers and K/V heads with the window on its local layers."""
     check_window(cfg, window)
     h = cfg.num_heads
     gqa = cfg.kv_heads if 1 < cfg.kv_heads < h else next((g for g in range(h // 2, 1, -1) if h % g == 0), 1)
-    base = cfg.replace(sliding_window=None)
-    return {
+    base = cfg.replace(sliding_window=None, layer_types=None)  # every layer alike (Gemma 3's pattern: its own row)
+    configs = {
         "mha": base.replace(num_kv_heads=None),
         "gqa": base.replace(num_kv_heads=gqa),
         "mqa": base.replace(num_kv_heads=1),
         "window": base.replace(num_kv_heads=None, sliding_window=window),
     }
+    return configs if cfg.layer_types is None else {**configs, "own": cfg.replace(sliding_window=window)}
 
 
 @dataclass(frozen=True)

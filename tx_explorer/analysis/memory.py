@@ -203,10 +203,13 @@ def check_naive_fits(
 
 
 def kv_cache_bytes(cfg: TransformerConfig, tokens: int, bytes_per_element: int = 4, batch: int = 1) -> int:
-    """Bytes of a KV cache after ``tokens`` tokens: 2 (K and V) · layers · kv_heads · head_dim · bytes · rows · B.
+    """Bytes of a KV cache after ``tokens`` tokens: Σ over layers of 2 (K and V) · kv_heads · head_dim · bytes ·
+    rows · B.
 
-    Rows are the tokens seen, or the sliding window once it is full (the cache then stops growing)."""
+    A layer's rows are the tokens seen, or its sliding window once it is full (it then stops growing): every
+    layer's (Mistral) or the local layers' only (Gemma 3: five of every six)."""
     if tokens < 0:
         raise ValueError(f"tokens must be non-negative, got {tokens}")
-    rows = tokens if cfg.sliding_window is None else min(tokens, cfg.sliding_window)
-    return 2 * cfg.num_layers * cfg.kv_heads * cfg.head_dim * bytes_per_element * rows * batch
+    windows = [cfg.layer_window(layer) or cfg.uniform_window for layer in range(cfg.num_layers)]
+    rows = sum(tokens if w is None else min(tokens, w) for w in windows)
+    return 2 * cfg.kv_heads * cfg.head_dim * bytes_per_element * rows * batch

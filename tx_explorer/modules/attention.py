@@ -212,9 +212,15 @@ class SlidingWindowAttention(MultiHeadAttention):
         edit: Edit | None = None,
     ) -> Tensor:
         """As :meth:`MultiHeadAttention.forward`, keys more than ``window − 1`` positions back hidden too (with a
-        cache the keys' positions ``k_pos`` include the cached ones)."""
+        cache the keys' positions ``k_pos`` include the cached ones). With a cache this layer keeps only its last
+        ``window`` rows, so it attends to the last of the stack's key positions (and mask columns) only."""
         q_pos = torch.arange(x.shape[1], device=x.device) if pos is None else pos
-        band = masks.causal_between(q_pos, q_pos if k_pos is None else k_pos, self.window)  # (Nq, Nk)
+        k_pos = q_pos if k_pos is None else k_pos
+        if cache is not None:
+            cache = cache.windowed(self.window)
+            kept = cache.rows + x.shape[1]  # the rows this step attends to: those the layer kept, then the new
+            k_pos, mask = k_pos[-kept:], None if mask is None else mask[..., -kept:]
+        band = masks.causal_between(q_pos, k_pos, self.window)  # (Nq, Nk)
         mask = band if mask is None else mask & band
         return super().forward(x, context, mask, trace, kind, pos=pos, k_pos=k_pos, cache=cache, edit=edit)
 

@@ -3,7 +3,9 @@
 Decoding one token at a time recomputes nothing if every layer keeps the keys and values it has already
 made: a new token's query attends to the stored keys plus its own. ``model(ids, cache=cache)`` appends each
 layer's new rows and returns logits for the new positions only; a sliding-window model keeps only its last
-``window`` rows, so its cache stops growing. Rotary keys are stored already turned (their position is fixed).
+``window`` rows, so its cache stops growing; in a stack of local and global layers (Gemma 3) each local layer
+keeps its own last ``window`` rows and the global ones keep all. Rotary keys are stored already turned (their
+position is fixed).
 """
 
 from __future__ import annotations
@@ -29,18 +31,25 @@ class KVCache:
         q_pos = torch.arange(self.seen, self.seen + n, device=device)
         return q_pos, torch.cat([self.positions, q_pos])
 
-    def update(self, layer: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        """Append ``k, v [B, H_kv, n, Dh]`` to ``layer``; return all keys and values this step attends to."""
+    def update(self, layer: int, k: Tensor, v: Tensor, window: int | None = None) -> tuple[Tensor, Tensor]:
+        """Append ``k, v [B, H_kv, n, Dh]`` to ``layer``; return all keys and values this step attends to.
+
+        ``window``: this layer's own window (a local layer among global ones): it keeps only its last rows."""
         if layer > len(self.keys):
             raise IndexError(f"layer {layer} updated before layer {len(self.keys)}")
+        window = window or self.window
         if layer < len(self.keys):
             k = torch.cat([self.keys[layer], k], dim=2)  # (B, H_kv, T + n, Dh)
             v = torch.cat([self.values[layer], v], dim=2)
-            self.keys[layer], self.values[layer] = self._keep(k), self._keep(v)
+            self.keys[layer], self.values[layer] = self._keep(k, window), self._keep(v, window)
         else:
-            self.keys.append(self._keep(k))
-            self.values.append(self._keep(v))
+            self.keys.append(self._keep(k, window))
+            self.values.append(self._keep(v, window))
         return k, v
+
+    def rows(self, layer: int) -> int:
+        """Rows ``layer`` holds now (0 before its first update)."""
+        return self.keys[layer].shape[2] if layer < len(self.keys) else 0
 
     def commit(self, q_pos: Tensor) -> None:
         """After every layer has been updated: remember the new positions."""
@@ -48,8 +57,9 @@ class KVCache:
         self.positions = positions if self.window is None else positions[-self.window :]
         self.seen += q_pos.numel()
 
-    def _keep(self, t: Tensor) -> Tensor:
-        return t if self.window is None or t.shape[2] <= self.window else t[:, :, -self.window :]
+    @staticmethod
+    def _keep(t: Tensor, window: int | None) -> Tensor:
+        return t if window is None or t.shape[2] <= window else t[:, :, -window:]
 
     def scope(self, index: int) -> LayerCache:
         """Layer ``index``'s view, as the stack hands it on (:func:`tx_explorer.trace.scoped`)."""
@@ -66,10 +76,19 @@ class KVCache:
 
 
 class LayerCache:
-    """One layer's view of a :class:`KVCache`, handed to that layer's attention."""
+    """One layer's view of a :class:`KVCache`, handed to that layer's attention (``window``: the layer's own)."""
 
-    def __init__(self, cache: KVCache, index: int) -> None:
-        self.cache, self.index = cache, index
+    def __init__(self, cache: KVCache, index: int, window: int | None = None) -> None:
+        self.cache, self.index, self.window = cache, index, window
+
+    def windowed(self, window: int) -> LayerCache:
+        """This view for a layer that sees only its last ``window`` keys and so keeps only as many rows."""
+        return LayerCache(self.cache, self.index, window)
+
+    @property
+    def rows(self) -> int:
+        """Rows the layer holds before this step's update."""
+        return self.cache.rows(self.index)
 
     def update(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        return self.cache.update(self.index, k, v)
+        return self.cache.update(self.index, k, v, self.window)

@@ -11,6 +11,7 @@ import plotly.graph_objects as go
 
 from tx_explorer import locales
 from tx_explorer.analysis import kv_cache as kv
+from tx_explorer.config import TransformerConfig
 from tx_explorer.errors import InputError
 from tx_explorer.families.text import TextModel
 from tx_explorer.modules.transformer import CausalLM
@@ -215,14 +216,17 @@ def sharing_rows(
     """:func:`sharing`'s ``table`` as the page shows it: formula bytes beside real cache tensors'."""
     T = texts(PAGE, lang)
     cfg = model_of(tm).cfg
+    local = sum(t == "sliding" for t in cfg.layer_types or ())
+    rows = {  # layers × rows each: local layers stop at the window, the others hold every token
+        "own": f"({local} · {min(tokens, window)} + {cfg.num_layers - local} · {tokens})",
+        "window": f"{cfg.num_layers} · {min(tokens, window)}",
+    }
+    every = f"{cfg.num_layers} · {tokens}"
     return [
         {
-            T("col_kind"): T(f"kind_{r.name}", window=window),
+            T("col_kind"): T(f"kind_{r.name}", window=window, local=local, layers=cfg.num_layers),
             T("col_kv_heads"): str(r.kv_heads),
-            T(
-                "col_formula"
-            ): f"2 · {cfg.num_layers} · {r.kv_heads} · {cfg.head_dim} · 4 · {min(tokens, r.window or tokens)}"
-            f" = {r.formula:,}",
+            T("col_formula"): f"2 · {r.kv_heads} · {cfg.head_dim} · 4 · {rows.get(r.name, every)} = {r.formula:,}",
             T("col_measured"): f"{r.measured:,}",
             T("col_equal"): "✓" if r.formula == r.measured else "✗",
         }
@@ -250,7 +254,7 @@ def published(*, lang: str = "en") -> tuple[Panel, list[dict[str, str]]]:
             T("col_layers"): str(p.cfg.num_layers),
             T("col_kv_heads"): f"{p.cfg.kv_heads} / {p.cfg.num_heads}",
             T("col_head_dim"): str(p.cfg.head_dim),
-            T("col_window"): str(p.cfg.sliding_window or "—"),
+            T("col_window"): _window_cell(p.cfg, T),
             T("col_per_token"): f"{p.per_token() / 2**10:,.0f} KiB",
             T("col_at_128k"): f"{curves[name][-1] / 2**30:,.1f} GiB",
             T("col_source"): p.source,
@@ -260,10 +264,22 @@ def published(*, lang: str = "en") -> tuple[Panel, list[dict[str, str]]]:
     return Panel("kv_published", fig, {k: np.array(v) for k, v in curves.items()}), rows
 
 
+def _window_cell(cfg: TransformerConfig, T: Callable[..., str]) -> str:
+    """The window, and on how many layers when only the local ones have it (Gemma 2/3, gpt-oss)."""
+    if cfg.sliding_window is None:
+        return "—"
+    if cfg.layer_types is None:
+        return f"{cfg.sliding_window:,}"
+    local = sum(t == "sliding" for t in cfg.layer_types)
+    return T("window_layers", window=f"{cfg.sliding_window:,}", local=local, layers=cfg.num_layers)
+
+
 def published_note(*, lang: str = "en") -> str:
     """What the published table shows, its numbers read from :data:`PUBLISHED` (grouping, window, bytes)."""
-    llama3, mistral, qwen = (kv.PUBLISHED[n] for n in ("Llama-3-8B", "Mistral-7B", "Qwen2-0.5B"))
-    return texts(PAGE, lang)(
+    T = texts(PAGE, lang)
+    llama3, mistral, qwen, gemma = (kv.PUBLISHED[n] for n in ("Llama-3-8B", "Mistral-7B", "Qwen2-0.5B", "Gemma-3-270M"))
+    longest = CURVE_TOKENS[-1]
+    note = T(
         "published_note",
         l3_share=llama3.cfg.num_heads // llama3.cfg.kv_heads,
         window=f"{mistral.cfg.sliding_window:,}",
@@ -271,6 +287,15 @@ def published_note(*, lang: str = "en") -> str:
         qwen_dim=qwen.cfg.head_dim,
         qwen_kib=f"{qwen.per_token() / 2**10:,.0f}",
     )
+    mixed = T(
+        "published_mixed",
+        window=f"{gemma.cfg.sliding_window:,}",
+        local=sum(t == "sliding" for t in gemma.cfg.layer_types or ()),
+        layers=gemma.cfg.num_layers,
+        gib=f"{kv.kv_cache_bytes(gemma.cfg, longest, 2) / 2**30:.2f}",
+        full=f"{gemma.per_token() * longest / 2**30:.2f}",
+    )
+    return f"{note} {mixed}"
 
 
 # The section with a fixed set of inputs (widget keys kv_prompt, kv_new): the prompt and how many tokens to decode,
