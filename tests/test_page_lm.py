@@ -365,6 +365,9 @@ def test_model_sizes_page() -> None:
     assert any("124,439,808" in s.value for s in at.success)  # the default custom model has GPT-2 small's shape
     table = at.dataframe[0].value
     assert list(table.iloc[:, -1]) == ["✓", "✓", "✓"]
+    blocks, fits = at.dataframe[1].value, at.dataframe[2].value  # §5.4: identical blocks; one formula since 2017
+    assert len(set(blocks.iloc[:, 1])) == 1 and set(blocks.iloc[:, 2]) == {"✓"} and float(blocks.iloc[1, 3]) > 0
+    assert list(fits.iloc[:, -1]) == ["1.000", "1.333", "1.000", "1.000", "0.889"]
     at.number_input(key="sizes_heads").set_value(7).run()  # 768 is not divisible by 7
     assert not at.exception
     assert any("divide" in e.value for e in at.error)
