@@ -22,6 +22,7 @@ PAGE = "model_facts"
 NORMS = {"layernorm": "LayerNorm", "rmsnorm": "RMSNorm"}  # the names the lecture and the papers write
 # Page → (the model kind its picker offers, or "" for every kind; the locale keys formatted with the facts).
 PROSE: dict[str, tuple[str, tuple[str, ...]]] = {
+    "language_model": ("causal", ("model_intro", "truncated")),
     "multihead": ("", ("model_caption", "truncated")),
     "block_roles": ("causal", ("probe_intro", "stage_norm", "verdict_ok")),
     "head_science": ("", ("heldout_help",)),
