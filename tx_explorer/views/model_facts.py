@@ -74,7 +74,7 @@ def facts(tm: TextModel, lang: str = "en") -> Facts:
     why = T(reason, **base, context=str(tm.max_len), cap=str(limit), most=str(MAX_TOKENS), mb=budget)
     corpus = tm.info.get("corpus")
     if corpus:
-        packages = ", ".join(re.findall(r"\b([a-z][\w-]*) \d[\w.]*", corpus["source"]))  # "torch 2.14.1, …"
+        packages = T("comma").join(re.findall(r"\b([a-z][\w-]*) \d[\w.]*", corpus["source"]))  # "torch 2.14.1, …"
         said = T(
             "corpus_ours_packages" if packages else "corpus_stdlib",  # data/corpus.py: the stdlib, + packages
             **base,
