@@ -47,8 +47,9 @@ class TransformerConfig(Serialisable):
     mlp_ratio: float = 4.0  # MLP hidden = ratio·D; SwiGLU uses 2/3 of it so parameters match; GeGLU all of it
     activation: Literal["gelu", "gelu_tanh", "relu"] = "gelu"  # MLP non-linearity
     norm: Literal["layernorm", "rmsnorm"] = "layernorm"  # §5.2 / §8.2
-    # x + f(norm(x)), norm(x + f(x)) (§8.1), or Gemma 2/3's sandwich x + norm_out(f(norm(x))): a norm on both sides
-    norm_position: Literal["pre", "post", "sandwich"] = "pre"
+    # x + f(norm(x)), norm(x + f(x)) (§8.1), Gemma 2/3's sandwich x + norm_out(f(norm(x))): a norm on both sides,
+    # or OLMo 2's x + norm_out(f(x)): a norm on the sub-layer's output only
+    norm_position: Literal["pre", "post", "sandwich", "after"] = "pre"
     norm_eps: float = 1e-5  # ε inside the square root (BERT 1e-12, ViT 1e-6)
     positions: Literal["learned", "sinusoidal", "rotary", "alibi", "none"] = "learned"  # §3.3 / §8; none: equivariant
     sinusoidal_scale: float = 1.0  # multiplies the sinusoidal table (entries up to 1) before it is added
@@ -59,6 +60,10 @@ class TransformerConfig(Serialisable):
     layer_types: tuple[Literal["sliding", "full"], ...] | None = None
     rope_local_theta: float | None = None  # θ of the "sliding" layers when it differs from rope_theta (Gemma 3: 10⁴)
     qk_norm: bool = False  # RMSNorm over each head's q and k before rotary positions (Gemma 3, Qwen3, OLMo2)
+    qk_norm_width: Literal["head", "full"] = "head"  # QK-norm per head (Gemma 3, Qwen3) or over all H·D_H (OLMo 2)
+    attn_softcap: float | None = None  # scores become c·tanh(scores / c) before the mask (Gemma 2: c = 50)
+    final_softcap: float | None = None  # the logits become c·tanh(logits / c) (Gemma 2: c = 30)
+    attention_sinks: bool = False  # a learned logit per head joins each softmax and is dropped (gpt-oss)
     attn_scale: float | None = None  # multiplies QKᵀ; None = 1/√D_H (Gemma: query_pre_attn_scalar^(−1/2))
     embed_scale: bool = False  # token vectors × √D before the first block (Vaswani et al. §3.4; Gemma)
     bias: bool = True  # biases in linear layers and LayerNorm
@@ -90,6 +95,10 @@ class TransformerConfig(Serialisable):
             raise InputError("rotary_even")
         if self.sliding_window is not None:
             positive_int("sliding_window", self.sliding_window)
+        for name in ("attn_softcap", "final_softcap"):
+            cap = getattr(self, name)
+            if cap is not None and not cap > 0:
+                raise InputError("softcap_positive", name=name, value=cap)
 
     @property
     def head_dim(self) -> int:

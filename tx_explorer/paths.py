@@ -39,6 +39,10 @@ SUPPORTED = {
     "qwen2": "causal",
     "mistral": "causal",
     "gemma3_text": "causal",
+    "qwen3": "causal",
+    "gemma2": "causal",
+    "phi3": "causal",
+    "olmo2": "causal",
 }
 
 

@@ -2,7 +2,8 @@
 
 A folder holds ``config.json``, its weights as ``model.safetensors`` (or shards listed in
 ``model.safetensors.index.json``) and a ``tokenizer.json``, as ``save_pretrained`` writes them. The config's
-``model_type`` picks the family (BERT, GPT-2, Llama, Qwen2, Mistral, Gemma 3) and its key map into our modules.
+``model_type`` picks the family (BERT, GPT-2, Llama, Qwen2, Mistral, Qwen3, Phi-3, OLMo 2, Gemma 2, Gemma 3) and
+its key map into our modules; a family we know but cannot run yet (gpt-oss) is refused naming what it lacks.
 
 Everything that can be checked without the weights is checked first: the config, the tokenizer, every
 safetensors header (only its JSON, read from the file's first bytes), and the memory the weights need against
@@ -28,8 +29,8 @@ from torch import Tensor
 
 from tx_explorer.errors import InputError
 from tx_explorer.families.text import TextModel
-from tx_explorer.interop import bert, gemma3, gpt2, llama
-from tx_explorer.interop.common import available_memory, cast, gib
+from tx_explorer.interop import bert, gemma2, gemma3, gpt2, llama, olmo2, phi3, qwen3
+from tx_explorer.interop.common import NOT_IMPLEMENTED, available_memory, cast, gib
 from tx_explorer.interop.gguf import load_gguf
 from tx_explorer.modules.transformer import Stack
 
@@ -43,11 +44,19 @@ FAMILIES: dict[str, tuple[str, Callable[[Mapping[str, Any], Mapping[str, Tensor]
     "qwen2": ("causal", llama.causal_lm_from_state),
     "mistral": ("causal", llama.causal_lm_from_state),
     "gemma3_text": ("causal", gemma3.causal_lm_from_state),
+    "qwen3": ("causal", qwen3.causal_lm_from_state),
+    "gemma2": ("causal", gemma2.causal_lm_from_state),
+    "phi3": ("causal", phi3.causal_lm_from_state),
+    "olmo2": ("causal", olmo2.causal_lm_from_state),
 }
 CONFIG_CHECKS = {  # the rest: llama.config_from_llama
     "bert": bert.config_from_bert,
     "gpt2": gpt2.config_from_gpt2,
     "gemma3_text": gemma3.config_from_gemma3,
+    "qwen3": qwen3.config_from_qwen3,
+    "gemma2": gemma2.config_from_gemma2,
+    "phi3": phi3.config_from_phi3,
+    "olmo2": olmo2.config_from_olmo2,
 }
 
 
@@ -130,6 +139,8 @@ def _tokenizer(folder: Path) -> Tokenizer:
 def _check_config(config: dict[str, Any]) -> str:
     """The family of ``config.json``; refuses other architectures and variants our modules do not implement."""
     family = config.get("model_type")
+    if family in NOT_IMPLEMENTED:
+        raise InputError("checkpoint_missing_part", family=family, missing=NOT_IMPLEMENTED[family])
     if family not in FAMILIES:
         raise InputError("checkpoint_architecture", found=str(family), supported=", ".join(FAMILIES))
     try:
@@ -150,8 +161,8 @@ def is_gguf(path: Path) -> bool:
 
 
 def load_checkpoint(folder: str | Path, *, device: str | torch.device = "cpu") -> TextModel:
-    """Load a BERT, GPT-2, Llama, Qwen2, Mistral or Gemma 3 checkpoint folder into our modules, as a
-    :class:`TextModel`; or a GGUF file (llama, qwen2, mistral, gemma3) through
+    """Load a BERT, GPT-2, Llama, Qwen2, Mistral, Qwen3, Phi-3, OLMo 2, Gemma 2 or Gemma 3 checkpoint folder into
+    our modules, as a :class:`TextModel`; or a GGUF file (llama, qwen2, qwen3, mistral, gemma3) through
     :func:`tx_explorer.interop.gguf.load_gguf`.
 
     Raises:

@@ -9,6 +9,13 @@ from pathlib import Path
 import torch
 from torch import nn
 
+# Architectures whose config or header we recognise and refuse, naming the part our modules lack (model_type →
+# what is missing); a GGUF file's architecture is looked up with "-" read as "_".
+NOT_IMPLEMENTED = {
+    "gpt_oss": "routed experts (a mixture of experts with a router and clamped SwiGLU experts) and YaRN-scaled "
+    "rotary positions (its attention sinks and alternating 128-token windows are parts of our modules already)",
+}
+
 
 def mlp_ratio(hidden: int, dim: int) -> float:
     """The ``mlp_ratio`` whose ``int(ratio · dim)`` (as :func:`make_mlp` computes it) is exactly ``hidden``.

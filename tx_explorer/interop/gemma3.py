@@ -126,6 +126,8 @@ def state_from_gemma3(sd: Mapping[str, Tensor], cfg: TransformerConfig, *, norm_
     for i in range(cfg.num_layers):
         src, dst = f"layers.{i}.", f"blocks.{i}."
         for key, ours in _BLOCK_KEYS.items():
+            if ours.startswith("attn.qk_norm.") and not cfg.qk_norm:
+                continue  # Gemma 2 has none
             t = sd[src + key]
             out[dst + ours] = t + norm_offset if key.endswith("norm.weight") else t
         parts = [sd[f"{src}self_attn.{n}_proj.weight"] for n in ("q", "k", "v")]

@@ -52,7 +52,7 @@ from tx_explorer.interop.common import NOT_IMPLEMENTED, available_memory, cast, 
 
 MAGIC = b"GGUF"
 VERSIONS = (2, 3)  # version 1 (2023) counted lengths in 32 bits; no maintained tool writes it
-ARCHITECTURES = ("llama", "qwen2", "qwen3", "mistral", "gemma3")
+ARCHITECTURES = ("llama", "qwen2", "mistral", "gemma3", "qwen3")
 _T = GGMLQuantizationType
 # The quantisations read here: float, llama.cpp's legacy blocks and its K-quants (all dequantised by gguf.quants).
 QUANTS = (_T.F32, _T.F16, _T.BF16, _T.Q8_0, _T.Q4_0, _T.Q4_1, _T.Q5_0, _T.Q5_1, _T.Q2_K, _T.Q3_K, _T.Q4_K, _T.Q5_K)

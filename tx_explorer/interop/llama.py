@@ -27,7 +27,7 @@ from tx_explorer.modules.transformer import CausalLM
 MODEL_TYPES = ("llama", "qwen2", "mistral")
 
 
-def _rope_theta(cfg: Mapping[str, Any]) -> float:
+def rope_theta(cfg: Mapping[str, Any]) -> float:
     """θ from ``rope_parameters`` (transformers ≥ 5) or the older ``rope_theta``; scaled variants are refused."""
     params = cfg.get("rope_parameters") or cfg.get("rope_scaling") or {}
     kind = params.get("rope_type", params.get("type", "default"))
@@ -81,7 +81,7 @@ def config_from_llama(cfg: Mapping[str, Any]) -> TransformerConfig:
         norm="rmsnorm",
         norm_eps=cfg["rms_norm_eps"],
         positions="rotary",
-        rope_theta=_rope_theta(cfg),
+        rope_theta=rope_theta(cfg),
         sliding_window=_window(cfg, model_type),
         bias=attention_bias,
         qkv_bias=True if model_type == "qwen2" else attention_bias,
@@ -101,6 +101,8 @@ _BLOCK_KEYS = {
     "mlp.gate_proj.weight": "mlp.w1.weight",
     "mlp.up_proj.weight": "mlp.w2.weight",
     "mlp.down_proj.weight": "mlp.w3.weight",
+    "self_attn.q_norm.weight": "attn.qk_norm.q.weight",  # QK-norm (Qwen3, OLMo 2), where the checkpoint has it
+    "self_attn.k_norm.weight": "attn.qk_norm.k.weight",
 }
 
 
@@ -125,13 +127,18 @@ def state_from_llama(sd: Mapping[str, Tensor], cfg: TransformerConfig) -> dict[s
     return out
 
 
+def build(cfg: TransformerConfig, state: Mapping[str, Tensor]) -> CausalLM:
+    """Our :class:`CausalLM` of ``cfg`` (eval mode) holding ``state`` (our names), loaded strictly."""
+    with skip_init():  # every weight is overwritten: drawing 135M random numbers first would take seconds
+        model = CausalLM(cfg)
+    load_state(model, dict(state))
+    return model.eval()
+
+
 def causal_lm_from_state(config: Mapping[str, Any], sd: Mapping[str, Tensor]) -> CausalLM:
     """Build our :class:`CausalLM` (eval mode) from a Llama/Qwen2/Mistral config dict and state dict."""
     cfg = config_from_llama(config)
-    with skip_init():  # every weight is overwritten: drawing 135M random numbers first would take seconds
-        model = CausalLM(cfg)
-    load_state(model, state_from_llama(sd, cfg))
-    return model.eval()
+    return build(cfg, state_from_llama(sd, cfg))
 
 
 def causal_lm_from_llama(hf_model: nn.Module) -> CausalLM:

@@ -2,13 +2,16 @@
 
 One class covers multi-head, grouped-query and multi-query attention (they differ only in how many key/value
 heads there are), with the position scheme as an injected part (:mod:`tx_explorer.modules.positional`):
-rotary turns q and k, ALiBi adds a bias to the scores; QK-norm is a part too (:class:`QKNorm`). A layer that sees
-only a window of keys among layers that see all (Gemma 3's local layers) is a :class:`SlidingWindowAttention`.
+rotary turns q and k, ALiBi adds a bias to the scores; QK-norm is a part too (:class:`QKNorm` per head,
+:class:`FullWidthQKNorm` over all heads at once), and so are soft-capped scores (:class:`SoftCap`, Gemma 2) and
+attention sinks (:class:`AttentionSinks`, gpt-oss). A layer that sees only a window of keys among layers that see
+all (Gemma 2/3's local layers) is a :class:`SlidingWindowAttention`.
 :func:`make_attention` builds the one a config asks for, layer by layer.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -40,6 +43,53 @@ class QKNorm(nn.Module):
         return self.q(q), self.k(k)
 
 
+class FullWidthQKNorm(QKNorm):
+    """OLMo 2's QK-norm: one RMSNorm over all of a token's query heads together (width H·D_H), one over its key
+    heads (H_kv·D_H), before rotary positions — the heads' sizes are normalised jointly, not each on its own."""
+
+    def __init__(self, num_heads: int, num_kv_heads: int, head_dim: int, *, eps: float = 1e-6) -> None:
+        nn.Module.__init__(self)
+        self.q = RMSNorm(num_heads * head_dim, eps=eps)  # one weight per dimension of every head
+        self.k = RMSNorm(num_kv_heads * head_dim, eps=eps)
+
+    @staticmethod
+    def _across_heads(norm: RMSNorm, t: Tensor) -> Tensor:
+        b, h, n, dh = t.shape
+        flat = t.transpose(1, 2).reshape(b, n, h * dh)  # (B, N, H·Dh): a token's heads side by side
+        return norm(flat).view(b, n, h, dh).transpose(1, 2)  # (B, H, N, Dh)
+
+    def forward(self, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
+        """``q [B, H, N, Dh]``, ``k [B, H_kv, N, Dh]`` → the same shapes, each token's H·D_H values of unit RMS."""
+        return self._across_heads(self.q, q), self._across_heads(self.k, k)
+
+
+class SoftCap(nn.Module):
+    """Soft-capping (Gemma 2): x ↦ c·tanh(x / c), close to x while |x| ≪ c and never beyond ±c — a smooth limit on
+    attention scores (before the mask) or on the final logits."""
+
+    def __init__(self, cap: float) -> None:
+        super().__init__()
+        self.cap = cap
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.cap * torch.tanh(x / self.cap)
+
+
+class AttentionSinks(nn.Module):
+    """Learned attention sinks (gpt-oss; Xiao et al. 2023's sink token as one parameter): each head h has a logit
+    s_h that joins every row's softmax as an extra key with no value, then is dropped. A row's weights on the
+    real keys are exp(e_j) / (exp(s_h) + Σ_k exp(e_k)), so they sum to less than 1: a head can attend "nowhere"."""
+
+    def __init__(self, num_heads: int) -> None:
+        super().__init__()
+        self.logits = nn.Parameter(torch.zeros(num_heads))  # s_h, one per query head
+
+    def softmax(self, masked: Tensor) -> Tensor:
+        """``masked [B, H, Nq, Nk]`` (−∞ where hidden) → weights ``[B, H, Nq, Nk]``, each row summing to < 1."""
+        sink = self.logits.to(masked.dtype).view(1, -1, 1, 1).expand(*masked.shape[:-1], 1)  # (B, H, Nq, 1)
+        return torch.softmax(torch.cat([masked, sink], dim=-1), dim=-1)[..., :-1]  # (B, H, Nq, Nk): sink dropped
+
+
 class MultiHeadAttention(nn.Module):
     """MultiHead(X) = Concat(head₁…head_H)·W_O, head_h = softmax(Q_h K_{g(h)}ᵀ/√D_H + bias_h)·V_{g(h)}.
 
@@ -48,7 +98,8 @@ class MultiHeadAttention(nn.Module):
     below ``num_heads`` (GQA; 1 = MQA) query head h reads key/value head g(h) = h // (H / H_kv), as
     transformers' ``repeat_kv`` does. With ``context`` (cross-attention) queries come from ``x`` and
     keys/values from ``context``, through the same weights. ``head_dim`` sets D_H where it is not D/H (Gemma 3:
-    4 × 256 on D = 640; W_O then maps H·D_H back to D), ``scale`` the factor on QKᵀ (default 1/√D_H).
+    4 × 256 on D = 640; W_O then maps H·D_H back to D), ``scale`` the factor on QKᵀ (default 1/√D_H);
+    ``softcap`` caps the scaled scores and ``sinks`` adds a sink logit per head to the softmax.
     """
 
     def __init__(
@@ -64,6 +115,8 @@ class MultiHeadAttention(nn.Module):
         head_dim: int | None = None,
         scale: float | None = None,
         qk_norm: QKNorm | None = None,
+        softcap: SoftCap | None = None,
+        sinks: AttentionSinks | None = None,
     ) -> None:
         super().__init__()
         num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
@@ -85,6 +138,8 @@ class MultiHeadAttention(nn.Module):
         self.position = position
         self.scale = scale
         self.qk_norm = qk_norm
+        self.softcap = softcap
+        self.sinks = sinks
 
     @property
     def groups(self) -> tuple[int, ...]:
@@ -129,6 +184,30 @@ class MultiHeadAttention(nn.Module):
         rep = self.num_heads // self.num_kv_heads
         return t[:, :, None].expand(b, self.num_kv_heads, rep, n, dh).reshape(b, self.num_heads, n, dh)
 
+    def attend(
+        self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, bias: Tensor | None
+    ) -> tuple[Tensor, Tensor]:
+        """The explicit path: ``(y [B, H, Nq, Dh], weights [B, H, Nq, Nk])`` from ``q``, ``k``, ``v`` of H heads.
+
+        Plain attention is the library's operator; with a soft cap the scaled scores are capped before the bias
+        and the mask, and with sinks each row's softmax takes the head's sink logit too (rows then sum to < 1)."""
+        if self.softcap is None and self.sinks is None:
+            return scaled_dot_product_attention(q, k, v, mask=mask, scale=self.scale, bias=bias)
+        scale = 1.0 / math.sqrt(q.shape[-1]) if self.scale is None else self.scale
+        wide = torch.promote_types(q.dtype, torch.float32)  # 16-bit inputs upcast as the operator does; float64 kept
+        scores = (q.to(wide) @ k.to(wide).transpose(-2, -1)) * scale  # (B, H, Nq, Nk)
+        if self.softcap is not None:
+            scores = self.softcap(scores)
+        if bias is not None:
+            scores = scores + bias
+        masked = scores if mask is None else scores.masked_fill(~mask, float("-inf"))
+        if self.sinks is not None:
+            weights = self.sinks.softmax(masked)  # a fully masked row holds only the sink: zero weights
+        else:
+            weights = torch.softmax(masked, dim=-1)
+            weights = weights if mask is None else weights.masked_fill(~mask, 0.0)  # a fully masked row: zeros
+        return (weights @ v.to(wide)).to(v.dtype), weights  # (B, H, Nq, Dh), (B, H, Nq, Nk)
+
     def forward(
         self,
         x: Tensor,
@@ -157,6 +236,7 @@ class MultiHeadAttention(nn.Module):
             q_pos = torch.arange(x.shape[1], device=x.device) if pos is None else pos
             bias = self.position.score_bias(q_pos, q_pos if k_pos is None else k_pos)  # (H, Nq, Nk) or None
         fusable = mask is None or (mask.dtype == torch.bool and bool(mask.any(dim=-1).all()))
+        fusable = fusable and self.softcap is None and self.sinks is None  # PyTorch's kernel has neither
         if trace is None and fusable and not (edit is not None and edit.wants_weights()):
             # Nobody looks at the weights: PyTorch's fused kernel (flash-style on CPU) computes the same
             # output without materialising them. Fully masked rows (NaN there, zero in ours) keep our path.
@@ -170,7 +250,7 @@ class MultiHeadAttention(nn.Module):
             )  # (B, H, Nq, Dh)
         else:
             # (B, H, Nq, Dh), (B, H, Nq, Nk)
-            y, weights = scaled_dot_product_attention(q, k, v, mask=mask, scale=self.scale, bias=bias)
+            y, weights = self.attend(q, k, v, mask, bias)
             if edit is not None:
                 weights = edit.apply("weights", weights)
             if trace is not None:
@@ -182,7 +262,8 @@ class MultiHeadAttention(nn.Module):
                     groups=self.groups,
                 )
             if (self.training and self.attn_drop.p > 0) or (edit is not None and edit.wants_weights()):
-                y = self.attn_drop(weights) @ v  # dropped or edited weights: the output is theirs, recomputed
+                # dropped or edited weights: the output is theirs, recomputed (weights float32, v maybe bfloat16)
+                y = (self.attn_drop(weights) @ v.to(weights.dtype)).to(v.dtype)
         if edit is not None:
             y = edit.apply("head", y)
         y = y.transpose(1, 2).reshape(x.shape[0], x.shape[1], self.q_dim)  # (B, Nq, H·Dh)
@@ -231,10 +312,17 @@ POSITION_PARTS = {  # position schemes that act inside attention (the others are
 }
 
 
+QK_NORMS = {  # per head (Gemma 3, Qwen3) or across a token's heads (OLMo 2)
+    "head": lambda cfg: QKNorm(cfg.head_dim, eps=cfg.norm_eps),
+    "full": lambda cfg: FullWidthQKNorm(cfg.num_heads, cfg.kv_heads, cfg.head_dim, eps=cfg.norm_eps),
+}
+
+
 def make_attention(cfg: TransformerConfig, *, cross: bool = False, layer: int = 0) -> MultiHeadAttention:
     """The attention of layer ``layer`` as a config asks for it: MHA/GQA/MQA by ``num_kv_heads``, rotary (with
-    the layer's θ) or ALiBi by ``positions``, QK-norm by ``qk_norm``, and a :class:`SlidingWindowAttention` for a
-    "sliding" layer among others (``layer_types``).
+    the layer's θ) or ALiBi by ``positions``, QK-norm by ``qk_norm`` (per head or over the full width by
+    ``qk_norm_width``), soft-capped scores by ``attn_softcap``, sinks by ``attention_sinks``, and a
+    :class:`SlidingWindowAttention` for a "sliding" layer among others (``layer_types``).
 
     Cross-attention keeps plain positions and no window: its keys come from another sequence."""
     position = None if cross or cfg.positions not in POSITION_PARTS else POSITION_PARTS[cfg.positions](cfg, layer)
@@ -247,7 +335,9 @@ def make_attention(cfg: TransformerConfig, *, cross: bool = False, layer: int = 
         position=position,
         head_dim=cfg.head_width,
         scale=cfg.attn_scale,
-        qk_norm=QKNorm(cfg.head_dim, eps=cfg.norm_eps) if cfg.qk_norm else None,
+        qk_norm=QK_NORMS[cfg.qk_norm_width](cfg) if cfg.qk_norm else None,
+        softcap=None if cfg.attn_softcap is None else SoftCap(cfg.attn_softcap),
+        sinks=AttentionSinks(cfg.num_heads) if cfg.attention_sinks else None,
     )
     window = None if cross else cfg.layer_window(layer)
     if window is not None:

@@ -32,6 +32,7 @@ class TransformerBlock(nn.Module):
     """Pre-Norm: x + f(norm(x)) — the residual path is the identity (Xiong et al. 2020).
     Post-Norm: norm(x + f(x)) — the original Transformer and BERT.
     Sandwich: x + norm_out(f(norm(x))) — Pre-Norm with a second norm on each sub-layer's output (Gemma 2/3).
+    After: x + norm_out(f(x)) — the sub-layer reads the raw stream, only its output is normalised (OLMo 2).
 
     With ``cross=True`` a cross-attention sub-layer (queries from x, keys/values from ``context``) sits
     between self-attention and the MLP, as in the original decoder (§2.5).
@@ -51,15 +52,16 @@ class TransformerBlock(nn.Module):
     ) -> None:
         super().__init__()
         self.norm_position = cfg.norm_position
-        self.norm1 = make_norm(cfg)
+        before = cfg.norm_position != "after"  # OLMo 2 has no norm in front of its sub-layers
+        self.norm1 = make_norm(cfg) if before else nn.Identity()
         self.attn = attention if attention is not None else make_attention(cfg, layer=layer)
         self.cross_attn = make_attention(cfg, cross=True) if cross else None
         self.norm_cross = make_norm(cfg) if cross else None
-        self.norm2 = make_norm(cfg)
+        self.norm2 = make_norm(cfg) if before else nn.Identity()
         self.mlp = mlp if mlp is not None else make_mlp(cfg)
-        sandwich = cfg.norm_position == "sandwich"
-        self.post_attn_norm = make_norm(cfg) if sandwich else None  # on the attention's output
-        self.post_mlp_norm = make_norm(cfg) if sandwich else None  # on the MLP's output
+        out_norms = cfg.norm_position in ("sandwich", "after")
+        self.post_attn_norm = make_norm(cfg) if out_norms else None  # on the attention's output
+        self.post_mlp_norm = make_norm(cfg) if out_norms else None  # on the MLP's output
         self.drop = nn.Dropout(cfg.dropout)
 
     def residual(

@@ -12,6 +12,7 @@ from tx_explorer import masks
 from tx_explorer.config import TransformerConfig
 from tx_explorer.edit import Edit
 from tx_explorer.errors import InputError, positive_int
+from tx_explorer.modules.attention import SoftCap
 from tx_explorer.modules.block import AttentionOnlyBlock, TransformerBlock, make_norm
 from tx_explorer.modules.cache import KVCache
 from tx_explorer.modules.norms import LayerNorm
@@ -123,6 +124,7 @@ class CausalLM(Stack):
         self.head = nn.Linear(cfg.dim, cfg.vocab_size, bias=False)
         if cfg.tie_embeddings:
             self.head.weight = self.embed.tok_embed.weight
+        self.logit_cap = None if cfg.final_softcap is None else SoftCap(cfg.final_softcap)  # Gemma 2's c·tanh(z / c)
 
     def mask_between(self, q_pos: Tensor, k_pos: Tensor) -> Tensor:
         """Keys not in the future (and, with a sliding window on every layer, less than a window back: Mistral; a
@@ -149,7 +151,8 @@ class CausalLM(Stack):
         x = self.hidden(x, mask, trace, pos=q_pos, k_pos=k_pos, cache=cache, edit=edit)
         if cache is not None:
             cache.commit(q_pos)
-        return self.head(x)
+        logits = self.head(x)  # (B, N, V)
+        return logits if self.logit_cap is None else self.logit_cap(logits)
 
     @staticmethod
     def loss(logits: Tensor, targets: Tensor) -> Tensor:
