@@ -8,6 +8,7 @@ import streamlit as st
 from tx_explorer import ui
 from tx_explorer.ui.chat import conversation
 from tx_explorer.views import language_model as view
+from tx_explorer.views import model_facts
 
 T = ui.texts("language_model")
 LANG = ui.lang()
@@ -110,7 +111,7 @@ def chat(name: str, tm) -> None:
 
 
 st.title(ui.page_title("language_model"))
-st.markdown(T("intro", mb=view.corpus_mb("tiny-gpt")))
+st.markdown(T("intro"))
 st.latex(view.LATEX)
 
 ui.keep_open("lm_open_embed", "lm_open_loss", "lm_open_gen", "lm_open_chat")  # through a blank text too
@@ -122,11 +123,12 @@ r = tm = None
 with ui.friendly_errors():
     tm = ui.cached_model(name)
     st.caption(ui.architecture_caption(tm.config))
+    st.markdown(model_facts.say("language_model", "model_intro", tm, LANG))
     if "val_loss" in tm.info:  # a bundled model's training summary (a checkpoint folder has none)
         st.caption(T("trained", loss=f"{tm.info['val_loss']:.2f}", bigram=f"{tm.info['bigram']['val_loss']:.2f}"))
     r = reading(name, text, view.TOP)
     if r.truncated:
-        st.warning(T("truncated", n=r.num_tokens, limit=len(r.tokens)))
+        st.warning(model_facts.say("language_model", "truncated", tm, LANG, n=r.num_tokens))
     st.code(" | ".join(r.tokens), language=None, wrap_lines=True)
 if r is not None:
     embeddings(r, tm.config.dim, tm.config.vocab_size, view.tied(tm))

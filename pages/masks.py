@@ -3,7 +3,7 @@
 import pandas as pd
 import streamlit as st
 
-from tx_explorer import ui
+from tx_explorer import models, ui
 from tx_explorer.analysis import mask_gallery as mg
 from tx_explorer.views import masks as view
 
@@ -97,8 +97,43 @@ def example(seed: int) -> None:
         st.markdown(T("example_reading"))
 
 
+@st.cache_data(max_entries=16, show_spinner=False)  # numbers only: one reading serves both languages
+def layer_masks(name: str, n: int) -> mg.ModelMasks:
+    return view.read_layers(ui.cached_model(name), n)
+
+
+@ui.below_fold("masks_model", height=1100)
+def model_section() -> None:
+    """A real model's own mask for each layer (Gemma 3's local and global layers side by side), checked live."""
+    st.header(T("model_header"))
+    st.markdown(T("model_intro"))
+    c = st.columns([2, 1])
+    causal = models.available_models("text", kind="causal")
+    default = view.first_windowed(causal, ui.cached_model)  # a model of local and global layers: Gemma 3
+    if default is not None:
+        st.session_state.setdefault("masks_model", default)
+    name = ui.text_model_picker(T("model"), "masks_model", kind="causal", where=c[0])
+    limit = mg.MAX_MODEL_TOKENS
+    n = c[1].number_input(
+        T("model_tokens"), 1, limit, mg.MODEL_TOKENS, key="masks_tokens", help=T("model_tokens_help", limit=limit)
+    )
+    if name is None:
+        return
+    with ui.friendly_errors():
+        tm = ui.cached_model(name)
+        args = (name, min(int(n), tm.max_len))
+        found = ui.remembered_job(lambda report: layer_masks(*args), label=T("model_working"), key=("masks", *args))
+        m = view.model_masks(tm, found, lang=LANG)
+        (st.success if m.ok else st.error)(m.check)
+        if m.short:
+            st.info(m.short)
+        ui.row(*m.panels)
+        st.table(m.table)
+
+
 st.title(ui.page_title("masks"))
 st.markdown(T("intro"))
 st.latex(view.LATEX)
 gallery()
 st.markdown(T("compare_table"))
+model_section()

@@ -1,4 +1,4 @@
-"""Position lab (lecture §3.3, §8): none, sinusoidal, learned, rotary and ALiBi trained alike, in and beyond
+"""Position lab (lecture §3.3, §9.3): none, sinusoidal, learned, rotary and ALiBi trained alike, in and beyond
 their context; the usual claims checked; rotary's rotation and relative property, live."""
 
 import streamlit as st

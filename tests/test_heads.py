@@ -450,3 +450,20 @@ def test_the_notebook_ranks_every_head_by_a_pattern_on_the_text_written_twice() 
     want = heads.pattern_scores(data.maps, data.ids, skip_first=True, queries=queries)["induction"]
     np.testing.assert_allclose(np.array(figs["mh_rank"].data[0].z, dtype=float), want, atol=1e-9)
     assert {"mh_rank_top0", "mh_rank_top2"} <= set(figs)
+
+
+@pytest.mark.parametrize("name", ["tiny-gpt", "minilm-l6"])
+def test_the_second_copy_of_a_repeated_text_is_its_own_tokens_again(name: str) -> None:
+    """Whatever wraps the text ([CLS] … [SEP]) or joins the copies (a line break), the queries scored on the text
+    written twice are the second copy's tokens, with special tokens shown or hidden."""
+    from tx_explorer.views import multihead as view
+
+    if name not in models.available_models("text"):
+        pytest.skip(f"{name} is not installed")
+    tm, text = models.load_model(name), "one two three four five"
+    enc = tm.encode(text)
+    single = [t for t, special in zip(enc.tokens, enc.special) if not special]
+    data = heads.analyse(tm, view.repeated(text))
+    for hide in (False, True):
+        s = view.shown(data, hide)
+        assert [s.labels[i] for i in view.repeat_queries(tm, text, s)] == single

@@ -115,6 +115,10 @@ def test_multihead_search_ranks_every_head_by_a_query_and_a_key(multihead) -> No
     assert _shape(heat[0]["z"]) == "30, 9" and _shape(heat[1]["customdata"]) == "270, 2"  # [layer, head] each
     assert any(best in t for t in heat[1]["text"])
     assert specs[0]["data"][0]["type"] == "bar" and _shape(specs[0]["data"][0]["customdata"]) == str(n)  # tokens
+    assert specs[0]["layout"]["title"]["text"].count(" H") == 3  # the text through the three best heads, averaged
+    multihead.selectbox(key="mh_through").select_index(1).run()  # the best head alone
+    assert plotly_specs(multihead)[0]["layout"]["title"]["text"].count(" H") == 1
+    multihead.selectbox(key="mh_through").select_index(0).run()
     _search(multihead, mh_query=2, mh_key=3)  # a key after the query
     assert any("cannot look ahead" in e.value for e in multihead.error)
     assert len(plotly_specs(multihead)) == 1  # the text stays, to pick another token

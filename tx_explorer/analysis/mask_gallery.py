@@ -14,7 +14,10 @@ from torch import Tensor
 from tx_explorer import masks
 from tx_explorer.analysis.seeding import generator
 from tx_explorer.attention import AttentionSteps, attention_steps
+from tx_explorer.config import TransformerConfig
 from tx_explorer.errors import InputError, checked_words
+from tx_explorer.families.text import TextModel
+from tx_explorer.trace import Trace
 
 MaskKind = Literal["causal", "padding", "sliding_window", "prefix_lm", "block_diagonal", "custom"]
 MASK_KINDS: tuple[str, ...] = ("causal", "padding", "sliding_window", "prefix_lm", "block_diagonal", "custom")
@@ -155,3 +158,83 @@ def visible_keys(mask: Tensor, labels: Sequence[str]) -> list[list[str]]:
     if mask.shape != (len(labels), len(labels)):
         raise ValueError(f"{len(labels)} labels for a mask of shape {tuple(mask.shape)}")
     return [[labels[j] for j in torch.nonzero(row).flatten().tolist()] for row in mask]
+
+
+# ---- the model's own mask, layer by layer ------------------------------------------------------------------------
+MODEL_TOKENS = 640  # the default text: past Gemma 3's 512-token window, so its local layers show where they stop
+MAX_MODEL_TOKENS = 1024  # one layer's maps at a time: SmolLM2's 9 heads × 1024² float32, 38 MB
+SHOWN_CELLS = 128  # a shown map is pooled to at most this many rows and columns (the largest weight of each block)
+
+
+@dataclass(frozen=True)
+class LayerMask:
+    layer: int
+    window: int | None  # keys a query sees, itself included; None: every earlier key
+    theta: float | None  # the layer's rotary base θ; None without rotary positions
+    reach: int  # the farthest key any query of any head gives a weight > 0: the largest i − j
+    max_hidden: float  # the largest weight on a key the layer's mask hides, over every head and row
+    hidden: int  # cells the layer's mask hides (of N², per head)
+
+
+@dataclass(frozen=True)
+class ModelMasks:
+    n: int  # tokens read
+    heads: int
+    layers: list[LayerMask]
+    shown: dict[int, np.ndarray]  # layer → its weights, the largest over heads, pooled to ≤ SHOWN_CELLS²
+    pool: int  # positions per shown cell
+
+
+def layer_window(cfg: TransformerConfig, layer: int) -> int | None:
+    """How many keys back ``layer`` sees: every layer's window (Mistral), this layer's own (Gemma 3's local layers)
+    or None."""
+    return cfg.uniform_window if cfg.layer_types is None else cfg.layer_window(layer)
+
+
+def shown_layers(cfg: TransformerConfig) -> tuple[int, ...]:
+    """The layers whose maps are drawn: the first of each window (Gemma 3: layer 0, local, and layer 5, global)."""
+    first: dict[int | None, int] = {}
+    for layer in range(cfg.num_layers):
+        first.setdefault(layer_window(cfg, layer), layer)
+    return tuple(sorted(first.values()))
+
+
+@torch.no_grad()
+def model_masks(tm: TextModel, ids: Sequence[int]) -> ModelMasks:
+    """Run ``tm`` (a causal text model) on ``ids`` one block at a time, through its own modules, and measure each
+    layer's weights against the mask that layer applies: the stack's causal mask and the layer's own window.
+
+    One layer's maps are held at a time (memory linear in the layers)."""
+    model, cfg = tm.model, tm.config
+    if tm.kind != "causal":
+        raise ValueError(f"{tm.name} is not a causal language model")
+    n = len(ids)
+    if not 1 <= n <= min(MAX_MODEL_TOKENS, tm.max_len):
+        raise InputError("context_exceeded", count=n, limit=min(MAX_MODEL_TOKENS, tm.max_len))
+    device = next(model.parameters()).device
+    x = model.embed(torch.tensor([list(ids)], device=device))  # (1, N, D)
+    pos = torch.arange(n, device=device)
+    mask = model.mask(n, device)  # (N, N): the stack's own
+    back = (pos[:, None] - pos[None, :]).cpu()  # (N, N): i − j
+    pool = -(-n // SHOWN_CELLS)
+    layers, shown, wanted = [], {}, shown_layers(cfg)
+    for i, block in enumerate(model.blocks):
+        trace = Trace()
+        x = block(x, mask, trace=trace.scope(f"blocks.{i}", layer=i), kind=model.kind, pos=pos)
+        a = trace.stack(name_contains="attn")[0, 0].float().cpu()  # (H, N, N)
+        window = layer_window(cfg, i)
+        hidden = ~(mask if window is None else mask & masks.causal_between(pos, pos, window)).cpu()  # (N, N)
+        layers.append(
+            LayerMask(
+                layer=i,
+                window=window,
+                theta=cfg.layer_theta(i) if cfg.positions == "rotary" else None,
+                reach=int(back[(a > 0).any(dim=0)].max()),
+                max_hidden=float(a[:, hidden].max()) if bool(hidden.any()) else 0.0,
+                hidden=int(hidden.sum()),
+            )
+        )
+        if i in wanted:
+            top = a.amax(dim=0)[None, None]  # (1, 1, N, N): the largest weight over heads
+            shown[i] = torch.nn.functional.max_pool2d(top, pool, ceil_mode=True)[0, 0].numpy()
+    return ModelMasks(n=n, heads=cfg.num_heads, layers=layers, shown=shown, pool=pool)

@@ -1,4 +1,4 @@
-"""The position lab (lecture §3.3, §8): what a position scheme lets a causal LM do, in and beyond its context.
+"""The position lab (lecture §3.3, §9.3): what a position scheme lets a causal LM do, in and beyond its context.
 
 Numbers only. Models that differ only in ``TransformerConfig.positions`` are measured by: loss at every
 position of long held-out windows (a learned table stops at its length: ``NaN`` there), attention weight by

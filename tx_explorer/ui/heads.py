@@ -92,18 +92,24 @@ def head_search(T: Callable[..., str], lang: str, tm: TextModel, s: view.Shown, 
             result = view.search_pattern(s, pattern, skip_first=skip, queries=queries, groups=groups, lang=lang)
     st.subheader(T("text_header"))
     st.caption(T("text_intro"))
-    c = st.columns(2)
+    c = st.columns(3)
     direction = c[0].radio(
-        T("direction"), view.DIRECTIONS, format_func=lambda d: T(f"direction_{d}"), horizontal=True, key="mh_direction"
+        T("direction"), view.DIRECTIONS, format_func=lambda d: T(f"direction_{d}"), key="mh_direction"
     )
     click = "query"
     if mode == "pair":
-        click = c[1].radio(
-            T("click"), view.CLICKS, format_func=lambda k: T(f"click_{k}"), horizontal=True, key="mh_click"
-        )
+        click = c[1].radio(T("click"), view.CLICKS, format_func=lambda k: T(f"click_{k}"), key="mh_click")
     chosen = (st.session_state.get("mh_layer", len(s.maps) - 1), st.session_state.get("mh_head", 0))
     best = result.best if result is not None and result.best else [chosen]  # no ranking: the head last opened
-    picked = _show_clickable(view.text_picture(s, query, best, direction, lang=lang))
+    through = c[2].selectbox(  # the best heads together, or one of them
+        T("through"),
+        [None, *best],
+        format_func=lambda h: (
+            T("through_best", n=len(best)) if h is None else s.head_names[h[0] * s.maps.shape[1] + h[1]]
+        ),
+        key="mh_through",
+    )
+    picked = _show_clickable(view.text_picture(s, query, best if through is None else [through], direction, lang=lang))
     ask(picked, "text", lambda i: {f"mh_{click}": int(i)})
     if result is None:
         return

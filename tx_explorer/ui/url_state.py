@@ -213,7 +213,12 @@ KEPT: dict[str, tuple[Kept | Declared, ...]] = {
         Kept("attn_layer", INDEX, fragment=True),
         Declared("position_lab", "ROTARY", fragment=True),
     ),
-    "masks": (Kept("sentence", Text(500), fragment=True), Kept("mask_seed", Whole(0, 10_000), fragment=True)),
+    "masks": (
+        Kept("sentence", Text(500), fragment=True),
+        Kept("mask_seed", Whole(0, 10_000), fragment=True),
+        Kept("masks_model", MODEL, fragment=True),
+        Kept("masks_tokens", Whole(1, 1024), fragment=True),  # mask_gallery.MAX_MODEL_TOKENS
+    ),
     "multihead": (
         Kept("mh_model", MODEL),
         Kept("mh_example", WORD),

@@ -283,10 +283,3 @@ def generation(
         y_title=T("generated"),
     )
     return Panel("lm_gen_step", fig, maps[row, : row + 1]), Panel("lm_gen_map", grid, rows_new)
-
-
-def corpus_mb(name: str) -> str:
-    """A bundled model's training text in MB, from its training record (the intro states it)."""
-    from tx_explorer import model_cache  # the registry loads every family: imported when the page asks
-
-    return f"{model_cache.shared_model(name).info['corpus']['characters'] / 1e6:.1f}"

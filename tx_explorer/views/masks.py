@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from torch import Tensor
 
 from tx_explorer import masks
+from tx_explorer.analysis import atlas
 from tx_explorer.analysis import mask_gallery as mg
+from tx_explorer.families.text import TextModel
 from tx_explorer.views import Panel, axes, texts
 from tx_explorer.viz import charts
 from tx_explorer.viz.heatmap import heatmap
@@ -74,3 +77,80 @@ def example(seed: int = 0, *, lang: str = "en") -> tuple[Panel, dict[str, list[s
         T("col_predicts"): [*EXAMPLE[1:], T("next_word")],
     }
     return Panel("example_weights", fig, weights), table
+
+
+def first_windowed(names: Sequence[str], load: Callable[[str], TextModel]) -> str | None:
+    """The first of ``names`` with a window on some layers only (local and global layers): the section's default."""
+    return next((n for n in names if load(n).config.layer_types is not None), None)
+
+
+def read_layers(tm: TextModel, n: int) -> mg.ModelMasks:
+    """:func:`mask_gallery.model_masks` on the first ``n`` tokens of the bundled held-out text."""
+    return mg.model_masks(tm, atlas.corpus_ids(tm, n))
+
+
+@dataclass(frozen=True)
+class ModelMasksView:
+    ok: bool  # every hidden weight exactly 0, and no local layer reaching past its window
+    check: str  # that verdict with its numbers
+    short: str | None  # the text is too short to reach a window: said, with the window
+    panels: list[Panel]  # the shown layers' weights (the largest over heads, pooled)
+    table: list[dict[str, str]]  # one row per layer
+
+
+def model_masks(tm: TextModel, r: mg.ModelMasks, *, lang: str = "en") -> ModelMasksView:
+    """:func:`mask_gallery.model_masks`' numbers for ``tm`` as the page shows them."""
+    T, ax = texts(PAGE, lang), axes(lang)
+    worst = max(layer.max_hidden for layer in r.layers)
+    windowed = [layer for layer in r.layers if layer.window is not None]
+    beyond = [layer.layer for layer in windowed if layer.reach >= layer.window]
+    ok = worst == 0.0 and not beyond
+    numbers = dict(layers=len(r.layers), heads=r.heads, n=r.n, max=f"{worst:.3g}", model=tm.name)
+    if not ok:
+        check = T("model_failed", **numbers, beyond=", ".join(map(str, beyond)) or "—")
+    elif windowed:
+        reach = max(layer.reach for layer in windowed)
+        full = [layer for layer in r.layers if layer.window is None]
+        check = T(
+            "model_ok_window",
+            **numbers,
+            local=len(windowed),
+            window=windowed[0].window,
+            reach=reach,
+            full=len(full),
+            full_reach=max((layer.reach for layer in full), default=0),
+        )
+    else:
+        check = T("model_ok_causal", **numbers, reach=max(layer.reach for layer in r.layers))
+    short = None
+    if windowed and r.n <= windowed[0].window:
+        short = T("model_short", n=r.n, window=windowed[0].window)
+    labels = [str(k * r.pool) for k in range(-(-r.n // r.pool))]
+    kind = lambda layer: T("model_local" if layer.window is not None else "model_global")  # noqa: E731
+    panels = [
+        Panel(
+            f"model_mask_layer_{i}",
+            heatmap(
+                w,
+                labels,
+                labels,
+                title=T("model_map_title", layer=i, kind=kind(r.layers[i]), pool=r.pool),
+                **ax,
+            ),
+            w,
+        )
+        for i, w in r.shown.items()
+    ]
+    table = [
+        {
+            T("col_layer"): str(layer.layer),
+            T("col_kind"): kind(layer),
+            T("col_window"): "—" if layer.window is None else f"{layer.window:,}",
+            T("col_theta"): "—" if layer.theta is None else f"{layer.theta:,.0f}",
+            T("col_reach"): f"{layer.reach:,}",
+            T("col_hidden"): f"{layer.hidden:,}",
+            T("col_max_hidden"): f"{layer.max_hidden:.3g}",
+        }
+        for layer in r.layers
+    ]
+    return ModelMasksView(ok, check, short, panels, table)

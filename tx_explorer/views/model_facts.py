@@ -22,6 +22,7 @@ PAGE = "model_facts"
 NORMS = {"layernorm": "LayerNorm", "rmsnorm": "RMSNorm"}  # the names the lecture and the papers write
 # Page → (the model kind its picker offers, or "" for every kind; the locale keys formatted with the facts).
 PROSE: dict[str, tuple[str, tuple[str, ...]]] = {
+    "language_model": ("causal", ("model_intro", "truncated")),
     "multihead": ("", ("model_caption", "truncated")),
     "block_roles": ("causal", ("probe_intro", "stage_norm", "verdict_ok")),
     "head_science": ("", ("heldout_help",)),
@@ -73,7 +74,7 @@ def facts(tm: TextModel, lang: str = "en") -> Facts:
     why = T(reason, **base, context=str(tm.max_len), cap=str(limit), most=str(MAX_TOKENS), mb=budget)
     corpus = tm.info.get("corpus")
     if corpus:
-        packages = ", ".join(re.findall(r"\b([a-z][\w-]*) \d[\w.]*", corpus["source"]))  # "torch 2.14.1, …"
+        packages = T("comma").join(re.findall(r"\b([a-z][\w-]*) \d[\w.]*", corpus["source"]))  # "torch 2.14.1, …"
         said = T(
             "corpus_ours_packages" if packages else "corpus_stdlib",  # data/corpus.py: the stdlib, + packages
             **base,

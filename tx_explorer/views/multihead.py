@@ -211,10 +211,13 @@ def repeated(text: str) -> str:
 
 def repeat_queries(tm: TextModel, text: str, s: Shown) -> list[int]:
     """The queries of the second copy of ``text`` in :func:`repeated` ``(text)``, as indices of the kept tokens."""
-    first_copy = len(tm.encode(text, heads.max_tokens(tm)))
-    between = max(0, tm.encode(repeated(text)).num_tokens - 2 * first_copy)  # the line break, unless it merged
+    enc = tm.encode(text, heads.max_tokens(tm))
+    specials = sum(enc.special)  # an encoder's [CLS] … [SEP] wrap the whole text once, not each copy
+    plain, lead = len(enc) - specials, next((i for i, sp in enumerate(enc.special) if not sp), 0)
+    last = len(s.keep) - (specials - lead)  # the closing special tokens are no copy's
+    between = max(0, tm.encode(repeated(text)).num_tokens - 2 * plain - specials)  # the line break, unless merged
     kept = np.cumsum(s.keep) - 1  # (N,): each token's index among the kept ones
-    return sorted({int(kept[i]) for i in range(first_copy + between, len(s.keep)) if s.keep[i]})
+    return sorted({int(kept[i]) for i in range(lead + plain + between, last) if s.keep[i]})
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Position lab page (lecture §3.3, §8): five position schemes trained alike, measured in and beyond their
+"""Position lab page (lecture §3.3, §9.3): five position schemes trained alike, measured in and beyond their
 context; the claims checked; rotary's rotation and its relative property, live."""
 
 from __future__ import annotations

@@ -1,0 +1,95 @@
+"""Gemma 3 270M on the pages that show what is new in it (issue 41 item 3): its own mask per layer (local layers
+stop at 512 keys, global ones do not), its KV cache past the window (local layers keep 512 rows, cached = uncached),
+the atlas's tiles under its windows, and the pages drawing it. Each test loads the real model (the model tier)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import assert_clean, open_page, open_sections
+
+from tx_explorer import models
+from tx_explorer.analysis import atlas
+from tx_explorer.analysis import kv_cache as kv
+from tx_explorer.analysis import mask_gallery as mg
+from tx_explorer.analysis.memory import kv_cache_bytes
+from tx_explorer.modules.cache import KVCache
+from tx_explorer.trace import Trace
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+NAME = "gemma3-270m"
+N = 600  # past the 512-token window of the local layers
+WINDOW = 512
+GLOBAL = (5, 11, 17)
+
+
+@pytest.fixture(scope="module")
+def gemma3_270m():
+    if NAME not in models.available_models("text"):
+        pytest.skip(f"{NAME} is not installed on this machine (make run assembles it)")
+    return models.load_model(NAME)
+
+
+@pytest.fixture(scope="module")
+def ids(gemma3_270m) -> list[int]:
+    return atlas.corpus_ids(gemma3_270m, N)
+
+
+def test_each_layers_mask_is_the_one_its_weights_obey_on_gemma3_270m(gemma3_270m, ids):
+    found = mg.model_masks(gemma3_270m, ids)
+    assert [layer.window for layer in found.layers] == [None if i in GLOBAL else WINDOW for i in range(18)]
+    assert [layer.theta for layer in found.layers] == [1e6 if i in GLOBAL else 1e4 for i in range(18)]
+    assert all(layer.max_hidden == 0.0 for layer in found.layers)
+    assert [layer.reach for layer in found.layers] == [N - 1 if i in GLOBAL else WINDOW - 1 for i in range(18)]
+    assert sorted(found.shown) == [0, 5]  # the first local and the first global layer
+    # independently, from one ordinary traced forward over the whole text: a local layer's row i gives weight to
+    # exactly min(i + 1, 512) keys, a global layer's to all i + 1 (softmax leaves no visible weight at 0 here)
+    trace = Trace()
+    with torch.no_grad():
+        gemma3_270m.model(torch.tensor([ids]), trace)
+    maps = trace.stack(name_contains="attn")[:, 0]  # (18, 4, N, N)
+    seen = (maps > 0).sum(dim=-1)  # (18, 4, N)
+    rows = torch.arange(1, N + 1)
+    for layer in range(18):
+        expected = rows if layer in GLOBAL else rows.clamp(max=WINDOW)
+        assert torch.equal(seen[layer], expected.expand(4, N)), layer
+
+
+def test_kv_cache_keeps_512_rows_on_local_layers_and_decodes_as_uncached_on_gemma3_270m(gemma3_270m, ids):
+    model, cfg = gemma3_270m.model.eval(), gemma3_270m.config
+    prefill, steps = 500, 30  # the steps carry the cache past the window
+    cache = KVCache()
+    with torch.no_grad():
+        cached = [gemma3_270m.model(torch.tensor([ids[:prefill]]), cache=cache)[0, -1]]
+        for t in range(prefill, prefill + steps):
+            cached.append(model(torch.tensor([[ids[t]]]), cache=cache)[0, -1])
+        full = model(torch.tensor([ids[: prefill + steps]]))[0]  # (T, V): no cache
+    seen = prefill + steps
+    assert [k.shape[2] for k in cache.keys] == [seen if i in GLOBAL else WINDOW for i in range(18)]
+    assert cache.nbytes == kv_cache_bytes(cfg, seen) == 2 * 1 * 256 * 4 * (15 * WINDOW + 3 * seen)
+    diff = max(float((c - full[prefill - 1 + i]).abs().max()) for i, c in enumerate(cached))
+    assert diff <= kv.tolerance(cfg, float(full.abs().max()))
+    assert all(int(c.argmax()) == int(full[prefill - 1 + i].argmax()) for i, c in enumerate(cached))
+
+
+def test_atlas_tiles_honour_the_local_windows_on_gemma3_270m(gemma3_270m, ids):
+    stats = atlas.head_stats(gemma3_270m, ids, window=WINDOW)
+    distance = stats.stat("distance")  # (18, 4, N): mean i − j, at most 511 where the window holds
+    local = [i for i in range(18) if i not in GLOBAL]
+    assert float(distance[local].max()) <= WINDOW - 1
+    assert float(stats.stat("local")[local].min()) > 1 - 1e-5  # every local layer's weight lies in its window
+    with torch.no_grad():  # the tiled pass computed what the model does
+        hidden = gemma3_270m.model.hidden(gemma3_270m.model.embed(torch.tensor([ids])), gemma3_270m.mask(N), None)
+    torch.testing.assert_close(stats.hidden, hidden[0], rtol=0, atol=1e-4 * float(hidden.abs().max()))
+
+
+def test_masks_and_kv_cache_pages_draw_gemma3_270m(gemma3_270m):
+    at = open_page("masks", timeout=600, masks_model=NAME)
+    assert_clean(at)
+    assert any("15 local layers (window 512)" in s.value and "exactly 0" in s.value for s in at.success)
+    assert len(at.table[-1].value) == 18  # a row per layer
+    at = open_page("kv_cache", timeout=600, kv_model=NAME)
+    open_sections(at, "kv_cache").run()
+    assert_clean(at)
+    own = at.table[0].value.iloc[-1]  # the model's own pattern of local and global layers, formula = tensors
+    assert own.iloc[-1] == "✓" and "(15 · " in own.iloc[2]
