@@ -5,7 +5,7 @@ demand, so a first visit computes and sends the three steps alone."""
 
 import streamlit as st
 
-from tx_explorer import ui
+from tx_explorer import models, ui
 from tx_explorer.views import operator as view
 
 T = ui.texts("operator")
@@ -93,9 +93,37 @@ def cross_section() -> None:
                 st.markdown(shapes)
 
 
+@st.cache_data(max_entries=8, show_spinner=False)  # numbers only: one measurement serves both languages
+def qk_numbers(name: str) -> list:
+    return view.qk_norm_numbers(ui.cached_model(name))
+
+
+@st.fragment
+def qk_norm_section() -> None:
+    """5. QK-norm measured with a real model's own weights (Gemma 3)."""
+    if box := ui.lazy_section(T, "qknorm", view.LATEX["qk_norm"], key="op_open_qknorm"):
+        with box:
+            default = view.first_qk_normed(models.available_models("text", kind="causal"), ui.cached_model)
+            if default is not None:
+                st.session_state.setdefault("op_qk_model", default)
+            name = ui.text_model_picker(T("qk_model"), "op_qk_model", kind="causal")
+            if name is None:
+                return
+            with ui.friendly_errors():
+                tm = ui.cached_model(name)
+                if not tm.config.qk_norm:
+                    st.info(T("qk_absent", model=name))
+                    return
+                found = ui.remembered_job(lambda report: qk_numbers(name), label=T("qk_working"), key=("qk", name))
+                panels, words = view.qk_norm(tm, found, lang=LANG)
+                ui.row(*panels)
+                st.markdown(words)
+
+
 st.title(ui.page_title("operator"))
 st.markdown(T("intro"))
 st.latex(view.LATEX["operator"])
 steps_section()
 sqrt_section()
 cross_section()
+qk_norm_section()

@@ -12,6 +12,7 @@ from tx_explorer import models
 from tx_explorer.analysis import atlas
 from tx_explorer.analysis import kv_cache as kv
 from tx_explorer.analysis import mask_gallery as mg
+from tx_explorer.analysis import qk_norm as qk
 from tx_explorer.analysis.memory import kv_cache_bytes
 from tx_explorer.modules.cache import KVCache
 from tx_explorer.trace import Trace
@@ -93,3 +94,25 @@ def test_masks_and_kv_cache_pages_draw_gemma3_270m(gemma3_270m):
     assert_clean(at)
     own = at.table[0].value.iloc[-1]  # the model's own pattern of local and global layers, formula = tensors
     assert own.iloc[-1] == "✓" and "(15 · " in own.iloc[2]
+
+
+def test_qk_norm_fixes_the_scores_scale_on_gemma3_270m(gemma3_270m):
+    found = qk.qk_norm_effect(gemma3_270m, atlas.corpus_ids(gemma3_270m, qk.QK_TOKENS))
+    assert len(found) == 18
+    normed = [r.normed.spread for r in found]
+    raw = [r.raw.spread for r in found]
+    # with the norm every layer's spread lies within a factor of 3 of the others; without it, over 1000 apart
+    assert max(normed) / min(normed) < 3 < 1000 < max(raw) / min(raw)
+    assert found[0].raw.entropy < 0.01 < 1 < found[0].normed.entropy  # layer 0 without the norm: one-hot rows
+    # the normed side is what the model computes: its entropies from the model's own traced weights
+    trace = Trace()
+    with torch.no_grad():
+        gemma3_270m.model(torch.tensor([atlas.corpus_ids(gemma3_270m, qk.QK_TOKENS)]), trace)
+    a = trace.stack(name_contains="attn")[:, 0].double()  # (18, 4, N, N)
+    entropy = -torch.special.xlogy(a, a).sum(dim=-1).mean(dim=(1, 2))  # (18,)
+    torch.testing.assert_close(
+        entropy, torch.tensor([r.normed.entropy for r in found], dtype=torch.double), atol=1e-4, rtol=0
+    )
+    at = open_page("operator", timeout=600, op_open_qknorm=True, op_qk_model=NAME)
+    assert_clean(at)
+    assert any("with the norm the scores' standard deviation" in m.value for m in at.markdown)

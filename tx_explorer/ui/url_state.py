@@ -206,6 +206,7 @@ KEPT: dict[str, tuple[Kept | Declared, ...]] = {
         Kept("seed", Whole(0, 10_000), fragment=True),
         Kept("scaled", FLAG, fragment=True),
         *(Kept(f"text_{m}", Text(1000), fragment=True) for m in "QKV"),
+        Kept("op_qk_model", MODEL, fragment=True),
     ),
     "self_attention": (Declared("self_attention", "LAYER"), Declared("self_attention", "ORDER", fragment=True)),
     "position_lab": (

@@ -3,12 +3,16 @@ K; why divide by √D; cross-attention."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 from torch import Tensor
 
+from tx_explorer.analysis import atlas
 from tx_explorer.analysis import operator_lab as op
+from tx_explorer.analysis import qk_norm as qk
+from tx_explorer.families.text import TextModel
 from tx_explorer.views import Panel, axes, texts
 from tx_explorer.views.inputs import Number, Section
 from tx_explorer.viz import charts
@@ -21,6 +25,8 @@ LATEX = {
     r"\quad Y=AV\in\mathbb{R}^{N_Q\times D_V}",
     "sqrt": r"q_i,k_i\sim\mathcal{N}(0,1)\;\Rightarrow\;\operatorname{Var}(q\cdot k)=D,"
     r"\qquad \operatorname{Var}\!\left(\frac{q\cdot k}{\sqrt{D}}\right)=1",
+    "qk_norm": r"\hat q=\frac{q}{\operatorname{rms}(q)}\odot w_q,\quad \hat k=\frac{k}{\operatorname{rms}(k)}\odot w_k,"
+    r"\quad E_{ij}=\frac{\hat q_i\cdot\hat k_j}{\sqrt{D_H}}",
 }
 
 
@@ -199,3 +205,53 @@ CROSS = Section(
     ),
     compute=cross,
 )
+
+
+# ---- 5. QK-norm on a real model ----------------------------------------------------------------------------------
+def first_qk_normed(names: Sequence[str], load: Callable[[str], TextModel]) -> str | None:
+    """The first of ``names`` whose attention normalises q and k (Gemma 3): the section's default."""
+    return next((n for n in names if load(n).config.qk_norm), None)
+
+
+def qk_norm_numbers(tm: TextModel) -> list[qk.QKNormLayer]:
+    """:func:`qk_norm.qk_norm_effect` on the first :data:`qk_norm.QK_TOKENS` tokens of the bundled text."""
+    return qk.qk_norm_effect(tm, atlas.corpus_ids(tm, min(qk.QK_TOKENS, tm.max_len)))
+
+
+def qk_norm(tm: TextModel, found: Sequence[qk.QKNormLayer], *, lang: str = "en") -> tuple[list[Panel], str]:
+    """The scores' spread and the rows' entropy per layer, with and without the norm, and what they show."""
+    T = texts(PAGE, lang)
+    layers = [str(r.layer) for r in found]
+    with_, without = T("qk_with"), T("qk_without")
+    spread = {with_: [r.normed.spread for r in found], without: [r.raw.spread for r in found]}
+    entropy = {with_: [r.normed.entropy for r in found], without: [r.raw.entropy for r in found]}
+    fig = charts.bars(layers, spread, title=T("qk_spread_title"), x_title=T("qk_layer"), y_title=T("qk_spread"))
+    fig.update_yaxes(type="log")  # the spreads differ by orders of magnitude without the norm
+    panels = [
+        Panel("qk_norm_spread", fig, {k: np.array(v) for k, v in spread.items()}),
+        Panel(
+            "qk_norm_entropy",
+            charts.bars(layers, entropy, title=T("qk_entropy_title"), x_title=T("qk_layer"), y_title=T("qk_entropy")),
+            {k: np.array(v) for k, v in entropy.items()},
+        ),
+    ]
+    low = lambda side: min(getattr(r, side).spread for r in found)  # noqa: E731
+    high = lambda side: max(getattr(r, side).spread for r in found)  # noqa: E731
+    peaked = min(found, key=lambda r: r.raw.entropy)
+    words = T(
+        "qk_reading",
+        model=tm.name,
+        n=min(qk.QK_TOKENS, tm.max_len),
+        low=f"{low('normed'):.3g}",
+        high=f"{high('normed'):.3g}",
+        raw_low=f"{low('raw'):.3g}",
+        raw_high=f"{high('raw'):.3g}",
+        largest=f"{max(r.normed.largest for r in found):.3g}",
+        raw_largest=f"{max(r.raw.largest for r in found):.3g}",
+        layer=peaked.layer,
+        entropy=f"{peaked.normed.entropy:.2f}",
+        raw_entropy=f"{peaked.raw.entropy:.3f}",
+        sharper=sum(r.raw.entropy < r.normed.entropy for r in found),
+        layers=len(found),
+    )
+    return panels, words
