@@ -130,7 +130,8 @@ single, text = (text, view.repeated(text)) if repeat else (None, text)  # the ty
 with ui.friendly_errors():
     tm = ui.cached_model(name)
     facts = model_facts.say("multihead", "model_caption", tm, LANG, kind=T(f"kind_{tm.kind}"), dim=tm.config.dim)
-    st.caption(facts + " · " + ui.architecture_caption(tm.config) + "  \n" + model_facts.facts(tm, LANG).qkv)
+    arch = ui.architecture_caption(tm.config, tm.info.get("dtype"))  # a checkpoint's precision too
+    st.caption(facts + " · " + arch + "  \n" + model_facts.facts(tm, LANG).qkv)
     data = analysed(name, text)
     if data.truncated:
         st.warning(model_facts.say("multihead", "truncated", tm, LANG, n=data.num_tokens))

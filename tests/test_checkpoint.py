@@ -165,18 +165,22 @@ def test_not_a_folder(tmp_path):
 def test_weights_that_would_not_fit_are_refused_from_the_headers_alone(tmp_path, monkeypatch):
     hf = write_checkpoint(tmp_path, "mistral", dtype=torch.bfloat16)
     numel = sum(p.numel() for p in hf.parameters())  # tied: the embedding is stored once, and it is untied here
-    need = numel * 2 + numel * 4  # the bf16 file's tensors and their float32 copy in the model
+    # the bf16 file's tensors and their copy in the model: in float32, or in bfloat16 when float32 does not fit
+    need = {"float32": numel * 2 + numel * 4, "bfloat16": numel * 2 + numel * 2}
 
     def never(*args, **kwargs):
         raise AssertionError("tensors were read before the memory check")
 
     monkeypatch.setattr(checkpoint, "load_file", never)
-    monkeypatch.setattr(checkpoint, "available_memory", lambda device: need - 1)
+    monkeypatch.setattr(checkpoint, "available_memory", lambda device: need["bfloat16"] - 1)
     with pytest.raises(InputError) as info:
         load_checkpoint(tmp_path)
     assert info.value.key == "checkpoint_too_big"
-    assert info.value.params["need"] == f"{need / 2**30:.2f} GiB"
-    monkeypatch.setattr(checkpoint, "available_memory", lambda device: need)
+    assert info.value.params == {k: f"{n / 2**30:.2f} GiB" for k, n in need.items()} | {
+        "available": f"{(need['bfloat16'] - 1) / 2**30:.2f} GiB",
+        "device": "cpu",
+    }
+    monkeypatch.setattr(checkpoint, "available_memory", lambda device: need["bfloat16"])
     with pytest.raises(AssertionError, match="memory check"):  # enough memory: it goes on to read the tensors
         load_checkpoint(tmp_path)
 

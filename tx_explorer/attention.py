@@ -17,7 +17,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import Tensor
@@ -82,9 +82,15 @@ def attention_steps(
     scale: float | None = None,
     bias: Tensor | None = None,
 ) -> AttentionSteps:
-    """Scaled dot-product attention, keeping every intermediate (see :class:`AttentionSteps`)."""
+    """Scaled dot-product attention, keeping every intermediate (see :class:`AttentionSteps`).
+
+    Inputs in 16 bits (a bfloat16 model) are upcast first: scores, softmax and weights are float32, so every map
+    a page shows has rows summing to 1 within float32's rounding; the output is cast back to ``v``'s dtype."""
     _check_qkv(q, k, v, mask, bias)
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    if q.dtype in (torch.bfloat16, torch.float16):
+        steps = attention_steps(q.float(), k.float(), v.float(), mask, scale, None if bias is None else bias.float())
+        return replace(steps, out=steps.out.to(v.dtype))
     scores = (q @ k.transpose(-2, -1)) * scale  # (..., Nq, Nk)
     if bias is not None:
         scores = scores + bias

@@ -242,11 +242,12 @@ def load_model(name: str) -> Any:
     return _resolve(entry.loader)(_folder(name, entry))
 
 
-def load_checkpoint(folder: str | Path, *, device: str = "cpu") -> Any:
+def load_checkpoint(folder: str | Path, *, device: str = "cpu", dtype: Any = None, memory: int | None = None) -> Any:
     """A BERT, GPT-2, Llama, Qwen2 or Mistral checkpoint folder, or a GGUF file, on disk as a text model (never
-    downloads).
+    downloads); a GGUF file's weights in ``dtype`` (``torch.float32`` or ``torch.bfloat16``; None: float32 where it
+    fits in ``memory`` bytes, by default the memory available, else bfloat16).
 
     See :func:`tx_explorer.interop.checkpoint.load_checkpoint`; imported lazily, as the loaders above are."""
     from tx_explorer.interop.checkpoint import load_checkpoint as load
 
-    return load(folder, device=device)
+    return load(folder, device=device, dtype=dtype, memory=memory)

@@ -2,15 +2,15 @@
 
 A folder holds ``config.json``, its weights as ``model.safetensors`` (or shards listed in
 ``model.safetensors.index.json``) and a ``tokenizer.json``, as ``save_pretrained`` writes them. The config's
-``model_type`` picks the family (BERT, GPT-2, Llama, Qwen2, Mistral, Qwen3, Phi-3, OLMo 2, Gemma 2, Gemma 3) and
-its key map into our modules; a family we know but cannot run yet (gpt-oss) is refused naming what it lacks.
+``model_type`` picks the family (BERT, GPT-2, Llama, Qwen2, Mistral, Qwen3, Phi-3, OLMo 2, Gemma 2, Gemma 3,
+gpt-oss) and its key map into our modules.
 
 Everything that can be checked without the weights is checked first: the config, the tokenizer, every
 safetensors header (only its JSON, read from the file's first bytes), and the memory the weights need against
 the memory available. Only then are the tensors read; a failure anywhere raises an
 :class:`~tx_explorer.errors.InputError` and returns nothing half-built. Pickles (``pytorch_model.bin``) are
-never opened: unpickling can run code. Half-precision weights are upcast to float32 on the CPU and kept as
-they are on a GPU.
+never opened: unpickling can run code. On the CPU the weights are float32 where the memory allows and bfloat16
+otherwise (or the ``dtype`` asked for), converted tensor by tensor; on a GPU they keep the stored precision.
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ from torch import Tensor
 
 from tx_explorer.errors import InputError
 from tx_explorer.families.text import TextModel
-from tx_explorer.interop import bert, gemma2, gemma3, gpt2, llama, olmo2, phi3, qwen3
-from tx_explorer.interop.common import NOT_IMPLEMENTED, available_memory, cast, gib
-from tx_explorer.interop.gguf import load_gguf
+from tx_explorer.interop import bert, gemma2, gemma3, gpt2, gpt_oss, llama, olmo2, phi3, qwen3
+from tx_explorer.interop.common import available_memory, cast
+from tx_explorer.interop.gguf import PRECISIONS, build_in_place, choose_dtype, load_gguf
 from tx_explorer.modules.transformer import Stack
 
 INDEX = "model.safetensors.index.json"
@@ -48,6 +48,7 @@ FAMILIES: dict[str, tuple[str, Callable[[Mapping[str, Any], Mapping[str, Tensor]
     "gemma2": ("causal", gemma2.causal_lm_from_state),
     "phi3": ("causal", phi3.causal_lm_from_state),
     "olmo2": ("causal", olmo2.causal_lm_from_state),
+    "gpt_oss": ("causal", gpt_oss.causal_lm_from_state),
 }
 CONFIG_CHECKS = {  # the rest: llama.config_from_llama
     "bert": bert.config_from_bert,
@@ -57,6 +58,7 @@ CONFIG_CHECKS = {  # the rest: llama.config_from_llama
     "gemma2": gemma2.config_from_gemma2,
     "phi3": phi3.config_from_phi3,
     "olmo2": olmo2.config_from_olmo2,
+    "gpt_oss": gpt_oss.config_from_gpt_oss,
 }
 
 
@@ -139,8 +141,6 @@ def _tokenizer(folder: Path) -> Tokenizer:
 def _check_config(config: dict[str, Any]) -> str:
     """The family of ``config.json``; refuses other architectures and variants our modules do not implement."""
     family = config.get("model_type")
-    if family in NOT_IMPLEMENTED:
-        raise InputError("checkpoint_missing_part", family=family, missing=NOT_IMPLEMENTED[family])
     if family not in FAMILIES:
         raise InputError("checkpoint_architecture", found=str(family), supported=", ".join(FAMILIES))
     try:
@@ -160,10 +160,16 @@ def is_gguf(path: Path) -> bool:
         return False
 
 
-def load_checkpoint(folder: str | Path, *, device: str | torch.device = "cpu") -> TextModel:
-    """Load a BERT, GPT-2, Llama, Qwen2, Mistral, Qwen3, Phi-3, OLMo 2, Gemma 2 or Gemma 3 checkpoint folder into
-    our modules, as a :class:`TextModel`; or a GGUF file (llama, qwen2, qwen3, mistral, gemma3) through
-    :func:`tx_explorer.interop.gguf.load_gguf`.
+def load_checkpoint(
+    folder: str | Path,
+    *,
+    device: str | torch.device = "cpu",
+    dtype: torch.dtype | None = None,
+    memory: int | None = None,
+) -> TextModel:
+    """Load a BERT, GPT-2, Llama, Qwen2, Mistral, Qwen3, Phi-3, OLMo 2, Gemma 2, Gemma 3 or gpt-oss checkpoint
+    folder into our modules, as a :class:`TextModel`; or a GGUF file (llama, qwen2, qwen3, mistral, gemma3) through
+    :func:`tx_explorer.interop.gguf.load_gguf`, in ``dtype`` within ``memory`` bytes (see there).
 
     Raises:
         InputError: (a ``ValueError``) for a missing folder or file, corrupt JSON/safetensors/tokenizer, an
@@ -171,7 +177,7 @@ def load_checkpoint(folder: str | Path, *, device: str | torch.device = "cpu") -
     """
     folder, device = Path(folder).expanduser(), torch.device(device)
     if folder.is_file() and (folder.suffix == ".gguf" or is_gguf(folder)):  # or an extension-less Ollama blob
-        return load_gguf(folder, device=device)
+        return load_gguf(folder, device=device, dtype=dtype, memory=memory)
     if not folder.is_dir():
         raise InputError("checkpoint_not_folder", folder=str(folder))
     config = _read_json(folder, "config.json")
@@ -182,25 +188,25 @@ def load_checkpoint(folder: str | Path, *, device: str | torch.device = "cpu") -
     stored = sum(t["data_offsets"][1] - t["data_offsets"][0] for t in tensors)
     numel = sum(math.prod(t["shape"]) for t in tensors)
     dtypes = sorted({t["dtype"] for t in tensors})
-    # Upcast on the CPU; on a GPU keep the stored precision (when the file has one).
-    dtype = DTYPES[dtypes[0]] if device.type == "cuda" and len(dtypes) == 1 else torch.float32
-    # The model is built in float32 on the CPU beside the file's tensors, then moved.
-    needs = {torch.device("cpu"): stored + numel * 4}
+    if device.type != "cpu" and dtype is None:  # a GPU keeps the stored precision (when the file has one)
+        dtype = DTYPES[dtypes[0]] if len(dtypes) == 1 and DTYPES[dtypes[0]] in PRECISIONS else torch.float32
     if device.type != "cpu":
-        needs[device] = numel * dtype.itemsize
-    for where, need in needs.items():
-        free = available_memory(where)
-        if need > free:
-            raise InputError("checkpoint_too_big", need=gib(need), available=gib(free), device=str(where))
+        choose_dtype({d: numel * d.itemsize for d in PRECISIONS}, available_memory(device), dtype, str(device))
+    # On the CPU the file's tensors and the model's, converted one by one (the model takes them: build_in_place);
+    # float32 where that fits, else bfloat16.
+    free = available_memory(torch.device("cpu")) if memory is None else memory
+    dtype = choose_dtype({d: stored + numel * d.itemsize for d in PRECISIONS}, free, dtype)
     state: dict[str, Tensor] = {}
     for path in headers:
         try:
             state |= load_file(str(path))
         except SafetensorError as e:
             raise InputError("checkpoint_corrupt", file=path.name, reason=str(e)) from None
+    for key in state:  # one at a time: each stored tensor is freed as its converted copy replaces it
+        state[key] = state[key].to(dtype)
     kind, build = FAMILIES[family]
     try:
-        model = build(config, state)
+        model = build_in_place(build, config, state)
     except (KeyError, ValueError, RuntimeError) as e:  # a tensor absent, or of another shape than the config's
         reason = f"missing {e}" if isinstance(e, KeyError) else " ".join(str(e).split())
         raise InputError("checkpoint_weights", reason=reason) from None
@@ -218,5 +224,10 @@ def load_checkpoint(folder: str | Path, *, device: str | torch.device = "cpu") -
         max_len=model.cfg.max_len,
         special_tokens=tuple(t.content for t in tokenizer.get_added_tokens_decoder().values() if t.special),
         byte_level="ByteLevel" in json.dumps(decoder),
-        info={"source": str(folder), "model_type": family, "stored_dtypes": dtypes},
+        info={
+            "source": str(folder),
+            "model_type": family,
+            "stored_dtypes": dtypes,
+            "dtype": str(dtype).removeprefix("torch."),
+        },
     )

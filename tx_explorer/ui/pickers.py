@@ -89,8 +89,10 @@ def text_model_picker(
         return None
 
 
-def architecture_caption(cfg: Any) -> str:
-    """How a text model's blocks are built, in words: positions, K/V sharing, window, norm and MLP kinds."""
+def architecture_caption(cfg: Any, weights: str | None = None) -> str:
+    """How a text model's blocks are built, in words: positions, K/V sharing, window, norm and MLP kinds; and the
+    precision of its ``weights`` (``"float32"`` or ``"bfloat16"``, a checkpoint's ``info["dtype"]``) when given, with
+    what bfloat16 costs."""
     T = texts("common")
     heads, kv = cfg.num_heads, cfg.kv_heads
     sharing = "mha" if kv == heads else "mqa" if kv == 1 else "gqa"
@@ -100,6 +102,7 @@ def architecture_caption(cfg: Any) -> str:
         *([T("arch_window", window=cfg.sliding_window)] if cfg.sliding_window else []),
         T(f"arch_norm_{cfg.norm}"),
         T(f"arch_mlp_{cfg.mlp}"),
+        *([T(f"arch_weights_{weights}")] if weights else []),
     ]
     return " · ".join(parts)
 

@@ -1,0 +1,112 @@
+"""Models in bfloat16 (issue 43): a GGUF file read into bfloat16 weights equals its float32 reading within the
+bound measured on SmolLM2 (BENCHMARKS.md, section bf16), its attention maps stay float32 with rows summing to 1,
+its weights are held once (half float32's bytes), and a model too big even in bfloat16 is refused from the header,
+with both precisions' needs and the memory available, before any tensor is read."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tests.checkpoints import write_gguf
+from tx_explorer.attention import attention_steps
+from tx_explorer.errors import InputError
+from tx_explorer.interop import gguf as ours
+from tx_explorer.trace import Trace
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+TEXT = "Attention heads copy tokens; the cat sat on the mat. The cat sat on the mat."
+EPS = torch.finfo(torch.float32).eps
+# bfloat16 keeps 8 bits of mantissa (relative rounding 2^-9 ≈ 0.002): on a random 2-layer model the log-probs and
+# maps move by a few thousandths (measured: 0.015 and 0.0013 here; SmolLM2's 30 layers: BENCHMARKS.md).
+LOGPROB_BOUND, MAP_BOUND = 0.05, 0.01
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    path = tmp_path_factory.mktemp("bf16") / "tiny.gguf"
+    write_gguf(path, "llama", "Q8_0")
+    return path
+
+
+def _run(tm, ids):
+    trace = Trace()
+    with torch.no_grad():
+        logits = tm.model(torch.tensor([ids]), trace)
+    return logits.float().log_softmax(-1), [r.weights for r in trace]
+
+
+def test_bfloat16_weights_equal_float32_within_the_bound_and_maps_stay_float32(tiny):
+    f32 = ours.load_gguf(tiny, dtype=torch.float32)
+    bf16 = ours.load_gguf(tiny, dtype=torch.bfloat16)
+    assert f32.info["dtype"] == "float32" and bf16.info["dtype"] == "bfloat16"
+    assert {p.dtype for p in bf16.model.parameters()} == {torch.bfloat16}
+    ids = f32.encode(TEXT).ids
+    ref, ref_maps = _run(f32, ids)
+    got, maps = _run(bf16, ids)
+    assert (got - ref).abs().max() <= LOGPROB_BOUND
+    assert len(maps) == len(ref_maps)
+    for m, r in zip(maps, ref_maps, strict=True):
+        assert m.dtype == torch.float32
+        assert (m.sum(-1) - 1).abs().max() <= 4 * EPS
+        assert (m - r).abs().max() <= MAP_BOUND
+
+
+def test_the_weights_are_held_once_in_half_float32s_bytes(tiny, monkeypatch):
+    read = {}
+    state = ours.state
+
+    def kept(header, cfg, dtype):
+        read.update(state(header, cfg, dtype))
+        return read
+
+    monkeypatch.setattr(ours, "state", kept)
+    bf16 = ours.load_gguf(tiny, dtype=torch.bfloat16)
+    # every parameter is a tensor read from the file, not a copy of one; only the fused [W_Q W_K W_V] is new
+    from_file = {t.data_ptr() for t in read.values()}
+    for name, p in bf16.model.named_parameters():
+        assert (p.data_ptr() in from_file) != (".attn.qkv." in name), name
+    f32 = ours.load_gguf(tiny, dtype=torch.float32)
+    nbytes = [sum(p.numel() * p.element_size() for p in m.model.parameters()) for m in (bf16, f32)]
+    assert nbytes[0] * 2 == nbytes[1]
+    needs = ours.header_needs(ours.read_header(tiny))
+    assert needs[torch.bfloat16] * 2 == needs[torch.float32]
+    assert bf16.model.head.weight is bf16.model.embed.tok_embed.weight or not bf16.config.tie_embeddings
+
+
+def test_the_precision_is_chosen_from_the_header_and_a_model_too_big_is_refused_before_reading(tiny, monkeypatch):
+    needs = ours.header_needs(ours.read_header(tiny))
+    assert ours.load_gguf(tiny, memory=needs[torch.float32]).info["dtype"] == "float32"
+    assert ours.load_gguf(tiny, memory=needs[torch.float32] - 1).info["dtype"] == "bfloat16"
+
+    def never(*args, **kwargs):
+        raise AssertionError("a tensor was read before the memory check")
+
+    monkeypatch.setattr(ours, "read_tensor", never)
+    with pytest.raises(InputError) as info:
+        ours.load_gguf(tiny, memory=needs[torch.bfloat16] - 1)
+    err = info.value
+    assert err.key == "checkpoint_too_big"
+    gib = {d: f"{needs[d] / 2**30:.2f} GiB" for d in needs}
+    for lang in ("en", "zh"):
+        text = err.message(lang)
+        assert gib[torch.bfloat16] in text and gib[torch.float32] in text and "bfloat16" in text and "float32" in text
+    with pytest.raises(InputError) as info:  # float32 asked for: bfloat16 would fit, and the message says so
+        ours.load_gguf(tiny, dtype=torch.float32, memory=needs[torch.bfloat16])
+    assert info.value.key == "checkpoint_too_big_dtype"
+    for lang in ("en", "zh"):
+        assert gib[torch.bfloat16] in info.value.message(lang) and "bfloat16" in info.value.message(lang)
+
+
+def test_the_operator_upcasts_bfloat16_scores_and_softmax_to_float32():
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 3, 17, 16, generator=gen) * 4 for _ in range(3))
+    mask = torch.ones(17, 17, dtype=torch.bool).tril()
+    ref = attention_steps(q, k, v, mask)
+    got = attention_steps(q.bfloat16(), k.bfloat16(), v.bfloat16(), mask)
+    assert got.scores.dtype == got.weights.dtype == torch.float32 and got.out.dtype == torch.bfloat16
+    assert (got.weights.sum(-1) - 1).abs().max() <= 4 * EPS
+    # only the inputs' rounding to bfloat16 differs: the maps are float32 arithmetic on those inputs
+    exact = attention_steps(q.bfloat16().float(), k.bfloat16().float(), v.bfloat16().float(), mask)
+    torch.testing.assert_close(got.weights, exact.weights, rtol=0, atol=0)
+    assert (got.weights - ref.weights).abs().max() <= 0.1
