@@ -25,6 +25,7 @@ with ui.friendly_errors():
     st.dataframe(rows, hide_index=True)
     st.markdown(T("table_notes") + "\n\n" + T("not_measured"))
     ui.show(compare)
+    st.markdown(view.vocabulary_share(counted, lang=LANG))
 
 # The two sections with inputs are fragments: a change reruns only its own section; each is drawn when scrolled to.
 

@@ -16,6 +16,7 @@ from tx_explorer.analysis import qk_norm as qk
 from tx_explorer.analysis.memory import kv_cache_bytes
 from tx_explorer.modules.cache import KVCache
 from tx_explorer.trace import Trace
+from tx_explorer.views import model_sizes as sizes
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 NAME = "gemma3-270m"
@@ -116,3 +117,15 @@ def test_qk_norm_fixes_the_scores_scale_on_gemma3_270m(gemma3_270m):
     at = open_page("operator", timeout=600, op_open_qknorm=True, op_qk_model=NAME)
     assert_clean(at)
     assert any("with the norm the scores' standard deviation" in m.value for m in at.markdown)
+
+
+def test_model_sizes_counts_gemma3_270m_as_loaded_and_shows_the_vocabulary_share(gemma3_270m):
+    loaded = sum(p.numel() for p in gemma3_270m.model.parameters())  # tied head: counted once
+    formula, measured = sizes.counted(sizes.GEMMA3.to_dict(), "causal")
+    assert formula == measured and sum(measured.values()) == loaded == 268_098_176
+    assert measured["embeddings"] == 262_144 * 640  # 62.6 % of the model
+    for field in ("dim", "num_layers", "num_heads", "head_dim", "kv_heads", "mlp_hidden", "vocab_size", "qk_norm"):
+        assert getattr(sizes.GEMMA3, field) == getattr(gemma3_270m.config, field), field
+    at = open_page("model_sizes", timeout=600)
+    assert_clean(at)
+    assert any("268,098,176" in m.value and "62.6%" in m.value for m in at.markdown)

@@ -34,6 +34,22 @@ MODERN = {
     "out-bias-only": SMALL.replace(qkv_bias=False),
     "alibi-window": SMALL.replace(positions="alibi", sliding_window=5, num_kv_heads=2),
     "sinusoidal-untied": SMALL.replace(positions="sinusoidal", tie_embeddings=False, mlp_ratio=3.0),
+    # Gemma 3's layout in small: heads wider than D / H sharing one K/V head, QK-norm, sandwich norms, GeGLU
+    "gemma3-like": SMALL.replace(
+        head_width=24,
+        num_kv_heads=1,
+        qk_norm=True,
+        norm_position="sandwich",
+        mlp="geglu",
+        norm="rmsnorm",
+        bias=False,
+        positions="rotary",
+        sliding_window=5,
+        layer_types=("sliding", "full"),
+    ),
+    # OLMo 2's norms after the sub-layers and QK-norm over all heads; gpt-oss's sinks
+    "olmo2-like": SMALL.replace(qk_norm=True, qk_norm_width="full", norm_position="after", norm="rmsnorm"),
+    "sinks": SMALL.replace(attention_sinks=True, num_kv_heads=2),
 }
 
 
@@ -70,7 +86,8 @@ def test_attention_and_mlp_parts_equal_their_modules(name: str) -> None:
     cfg = MODERN[name]
     with torch.device("meta"):
         attention, cross, mlp = make_attention(cfg), make_attention(cfg, cross=True), make_mlp(cfg)
-    assert params.attention_params(cfg) == _numel(attention) == _numel(cross)
+    # QK-norm's gains sit inside the attention module but count among the norms (the page's parts)
+    assert params.attention_params(cfg) + params.qk_norm_params(cfg) == _numel(attention) == _numel(cross)
     assert params.attention_weights(cfg) == attention.qkv.weight.numel() + attention.proj.weight.numel()
     assert params.mlp_params(cfg) == _numel(mlp)
 

@@ -33,32 +33,49 @@ PARTS = ("embeddings", "attention", "mlp", "norms", "head")
 
 
 def attention_weights(cfg: TransformerConfig) -> int:
-    """Matrix entries of one attention layer: W_Q and W_O are D × D, W_K and W_V D × H_kv·D_H each."""
-    kv = cfg.kv_heads * cfg.head_dim
-    return cfg.dim * (cfg.dim + 2 * kv) + cfg.dim * cfg.dim
+    """Matrix entries of one attention layer: W_Q is D × H·D_H and W_O H·D_H × D (D × D unless the heads are wider
+    or narrower than D / H: Gemma 3's 4 × 256 on D = 640), W_K and W_V D × H_kv·D_H each."""
+    q, kv = cfg.num_heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim
+    return cfg.dim * (q + 2 * kv) + q * cfg.dim
 
 
 def attention_params(cfg: TransformerConfig) -> int:
-    """One attention layer (self or cross): :func:`attention_weights` plus the Q/K/V and output biases."""
+    """One attention layer (self or cross): :func:`attention_weights` plus the Q/K/V and output biases and learned
+    sinks' logits (one per head, gpt-oss)."""
     qkv_bias, out_bias = cfg.attention_bias
-    return attention_weights(cfg) + (cfg.dim + 2 * cfg.kv_heads * cfg.head_dim) * qkv_bias + cfg.dim * out_bias
+    q, kv = cfg.num_heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim
+    sinks = cfg.num_heads if cfg.attention_sinks else 0
+    return attention_weights(cfg) + (q + 2 * kv) * qkv_bias + cfg.dim * out_bias + sinks
 
 
 def mlp_weights(cfg: TransformerConfig, hidden: int | None = None) -> int:
     """Matrix entries of one MLP of width ``hidden`` (default ``cfg.mlp_hidden``): SwiGLU has three matrices."""
     h = cfg.mlp_hidden if hidden is None else hidden
-    return (3 if cfg.mlp == "swiglu" else 2) * cfg.dim * h
+    return (3 if cfg.mlp in ("swiglu", "geglu") else 2) * cfg.dim * h  # gated MLPs have a third matrix
 
 
 def mlp_params(cfg: TransformerConfig, hidden: int | None = None) -> int:
     """One MLP (or one expert of that width): weights plus biases; SwiGLU is built without biases."""
     h = cfg.mlp_hidden if hidden is None else hidden
-    return mlp_weights(cfg, h) + (h + cfg.dim if cfg.bias and cfg.mlp != "swiglu" else 0)
+    return mlp_weights(cfg, h) + (h + cfg.dim if cfg.bias and cfg.mlp == "mlp" else 0)  # gated: built unbiased
 
 
 def norm_params(cfg: TransformerConfig) -> int:
     """One norm: the gain, and LayerNorm's shift when the config has biases."""
     return cfg.dim if cfg.norm == "rmsnorm" else (2 * cfg.dim if cfg.bias else cfg.dim)
+
+
+def qk_norm_params(cfg: TransformerConfig) -> int:
+    """QK-norm's gains in one attention layer: on q and k, per head D_H each; over all heads (H + H_kv)·D_H."""
+    if not cfg.qk_norm:
+        return 0
+    return 2 * cfg.head_dim if cfg.qk_norm_width == "head" else (cfg.num_heads + cfg.kv_heads) * cfg.head_dim
+
+
+def block_norm_params(cfg: TransformerConfig) -> int:
+    """The norms of one block without cross-attention: two, four for Gemma's sandwich (one more after each
+    sub-layer), and its attention's QK-norm."""
+    return (4 if cfg.norm_position == "sandwich" else 2) * norm_params(cfg) + qk_norm_params(cfg)
 
 
 def embedding_params(cfg: TransformerConfig) -> int:
@@ -88,7 +105,8 @@ def count_params(cfg: TransformerConfig, kind: Kind = "causal", decoder_layers: 
         "embeddings": embedding_params(cfg),
         "attention": (enc_layers + 2 * dec_layers) * attention_params(cfg),
         "mlp": (enc_layers + dec_layers) * mlp_params(cfg),
-        "norms": (2 * enc_layers + 3 * dec_layers) * norm
+        "norms": (enc_layers + dec_layers) * block_norm_params(cfg)
+        + dec_layers * (norm + qk_norm_params(cfg))  # the decoder's cross-attention: its norm and QK-norm
         + (stacks * norm if cfg.final_norm else 0)
         + (2 * cfg.dim if cfg.embed_norm else 0),  # BERT's embedding LayerNorm, always with a shift
         "head": cfg.vocab_size * cfg.dim if kind == "causal" and not cfg.tie_embeddings else 0,

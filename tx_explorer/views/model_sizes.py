@@ -33,6 +33,30 @@ SMOLLM2 = TransformerConfig(
     bias=False,
 )
 SMOLLM2_PUBLISHED = 135e6
+# Gemma 3 270M (Gemma team 2025; google/gemma-3-270m config.json, as our reader builds it from its GGUF file): four
+# query heads of width 256 sharing one key/value head, QK-norm, sandwich norms, GeGLU, and a vocabulary of 262,144
+# tokens. Its model card says 268M, "170M embedding parameters" among them.
+GEMMA3 = TransformerConfig(
+    vocab_size=262144,
+    max_len=32768,
+    dim=640,
+    num_layers=18,
+    num_heads=4,
+    head_width=256,
+    num_kv_heads=1,
+    mlp="geglu",
+    mlp_ratio=3.2,
+    activation="gelu_tanh",
+    norm="rmsnorm",
+    norm_position="sandwich",
+    norm_eps=1e-6,
+    positions="rotary",
+    rope_theta=1_000_000.0,
+    qk_norm=True,
+    embed_scale=True,
+    bias=False,
+)
+GEMMA3_PUBLISHED = 268e6
 Counts = tuple[dict[str, int], dict[str, int]]  # (by formula, counted on the meta device), per part
 Counter = Callable[..., Counts]  # (config as a dict, kind, decoder layers) -> Counts; the page caches it
 
@@ -81,17 +105,39 @@ def lecture_table(count: Counter = counted, *, lang: str = "en") -> tuple[list[d
             }
         )
     smol = sum(count(SMOLLM2.to_dict(), "causal")[1].values())
+    gemma = sum(count(GEMMA3.to_dict(), "causal")[1].values())
     fig = vb.log_bars(
-        [p.model for p in params.LECTURE_TABLE] + ["SmolLM2-135M"],
-        {  # the lecture has no SmolLM2: no bar
-            T("series_lecture"): [p.lecture_params for p in params.LECTURE_TABLE] + [float("nan")],
-            T("series_published"): [p.published_params for p in params.LECTURE_TABLE] + [SMOLLM2_PUBLISHED],
-            T("series_counted"): [*exact, smol],
+        [p.model for p in params.LECTURE_TABLE] + ["SmolLM2-135M", "Gemma-3-270M"],
+        {  # the lecture has neither SmolLM2 nor Gemma 3: no bar
+            T("series_lecture"): [p.lecture_params for p in params.LECTURE_TABLE] + [float("nan")] * 2,
+            T("series_published"): [p.published_params for p in params.LECTURE_TABLE]
+            + [SMOLLM2_PUBLISHED, GEMMA3_PUBLISHED],
+            T("series_counted"): [*exact, smol, gemma],
         },
         title=T("compare_title"),
         y_title=T("parameters"),
     )
     return rows, Panel("sizes_compare", fig)
+
+
+def vocabulary_share(count: Counter = counted, *, lang: str = "en") -> str:
+    """Gemma 3 270M counted against its card, and how much of it is the token embedding (the vocabulary)."""
+    formula, measured = count(GEMMA3.to_dict(), "causal")
+    total, embedding = sum(measured.values()), measured["embeddings"]
+    return texts(PAGE, lang)(
+        "gemma_share",
+        model="Gemma 3 270M",
+        total=f"{total:,}",
+        published=fmt(GEMMA3_PUBLISHED),
+        gap=f"{(total - GEMMA3_PUBLISHED) / GEMMA3_PUBLISHED:+.1%}",
+        vocab=f"{GEMMA3.vocab_size:,}",
+        dim=GEMMA3.dim,
+        embedding=f"{embedding:,}",
+        share=f"{embedding / total:.1%}",
+        blocks=f"{total - embedding:,}",
+        layers=GEMMA3.num_layers,
+        check="✓" if formula == measured else "✗",
+    )
 
 
 STACK_MODEL = "tiny-gpt"  # a bundled model whose blocks are read weight by weight (the stack section)
