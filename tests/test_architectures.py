@@ -1,8 +1,8 @@
-"""The architectures a student can open since issue 41: Qwen3, Gemma 2, Phi-3 and OLMo 2 folders and Qwen3 GGUF
-files, each through parts of our modules picked by the config, against transformers' eager models on random
-tiny configs saved with ``save_pretrained`` (logits and every attention map ≤ 1e-4, inputs longer than the
-windows); gpt-oss refused from its config and its header, naming what our modules lack; and gpt-oss's attention
-sinks as a module part against a float64 reference and transformers' own formula."""
+"""The architectures a student can open since issue 41: Qwen3, Gemma 2, Phi-3, OLMo 2 and gpt-oss folders and
+Qwen3 GGUF files, each through parts of our modules picked by the config, against transformers' eager models on
+random tiny configs saved with ``save_pretrained`` (logits and every attention map ≤ 1e-4, inputs longer than the
+windows); variants we do not implement (gpt-oss's YaRN, its GGUF files …) refused naming what is missing; and
+gpt-oss's attention sinks as a module part against a float64 reference and transformers' own formula."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from tx_explorer.config import TransformerConfig
 from tx_explorer.errors import InputError
 from tx_explorer.interop.checkpoint import load_checkpoint
 from tx_explorer.modules.attention import AttentionSinks, MultiHeadAttention, make_attention
+from tx_explorer.modules.experts import ClampedSwiGLUExperts
 from tx_explorer.modules.transformer import CausalLM
 from tx_explorer.trace import Trace
 
@@ -42,6 +43,19 @@ CASES = {  # model_type → (config class, model class, overrides of TINY); what
     ),
     "phi3": ("Phi3Config", "Phi3ForCausalLM", dict(pad_token_id=0, bos_token_id=1, eos_token_id=2)),
     "olmo2": ("Olmo2Config", "Olmo2ForCausalLM", dict(pad_token_id=0, eos_token_id=2)),
+    "gpt_oss": (
+        "GptOssConfig",
+        "GptOssForCausalLM",
+        # 4 experts, 2 per token; layer 0 local (window 5), layer 1 global; plain rotary (the released use YaRN)
+        dict(
+            head_dim=24,
+            intermediate_size=48,
+            num_local_experts=4,
+            num_experts_per_tok=2,
+            sliding_window=WINDOW,
+            rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+        ),
+    ),
 }
 FINAL_CAP = 2.0  # Gemma 2's final soft cap in the case above (30 in the real models)
 
@@ -55,7 +69,12 @@ def reference(model_type: str, seed: int = 0, **overrides) -> torch.nn.Module:
         extra = extra | {"final_logit_softcapping": FINAL_CAP}
     torch.manual_seed(seed)
     config = getattr(tf, config_cls)(**(TINY | extra | overrides), attn_implementation="eager")
-    return perturb(getattr(tf, model_cls)(config).eval(), scale=0.2)
+    model = perturb(getattr(tf, model_cls)(config).eval(), scale=0.2)
+    if model_type == "gpt_oss":
+        with torch.no_grad():  # sinks large enough to take a visible share of every row
+            for layer in model.model.layers:
+                layer.self_attn.sinks.add_(torch.linspace(-1.0, 2.0, config.num_attention_heads))
+    return model
 
 
 def compare(ref_model: torch.nn.Module, model: torch.nn.Module, idx: torch.Tensor) -> list[torch.Tensor]:
@@ -86,8 +105,12 @@ def test_a_folder_matches_transformers_logits_and_every_map(tmp_path, model_type
     assert tm.info["model_type"] == model_type and tm.kind == "causal"
     idx = torch.randint(0, TINY["vocab_size"], (2, 13), generator=torch.Generator().manual_seed(1))
     maps = compare(ref_model, tm.model, idx)
-    for weights in maps:  # rows of an ordinary softmax sum to 1
-        torch.testing.assert_close(weights.sum(-1), torch.ones(weights.shape[:-1]))
+    for weights in maps:  # rows of an ordinary softmax sum to 1; with sinks to less
+        sums = weights.sum(-1)
+        if model_type == "gpt_oss":
+            assert (sums < 1).all() and (sums > 0).all() and sums.min() < 0.5  # the sink's share is gone
+        else:
+            torch.testing.assert_close(sums, torch.ones(weights.shape[:-1]))
 
 
 def test_each_architecture_is_built_from_its_parts(tmp_path):
@@ -96,7 +119,7 @@ def test_each_architecture_is_built_from_its_parts(tmp_path):
     for model_type in CASES:
         folder, _ = saved(tmp_path / model_type, model_type)
         cfgs[model_type] = load_checkpoint(folder)
-    qwen3, gemma2, phi3, olmo2 = (cfgs[t].model for t in CASES)
+    qwen3, gemma2, phi3, olmo2, gpt_oss = (cfgs[t].model for t in CASES)
     assert (qwen3.cfg.qk_norm, qwen3.cfg.qk_norm_width, qwen3.cfg.head_dim) == (True, "head", 24)
     assert qwen3.blocks[0].attn.qk_norm.q.weight.shape == (24,)
     assert (gemma2.cfg.attn_softcap, gemma2.cfg.final_softcap, gemma2.cfg.qk_norm) == (0.5, FINAL_CAP, False)
@@ -105,6 +128,9 @@ def test_each_architecture_is_built_from_its_parts(tmp_path):
     assert olmo2.cfg.norm_position == "after" and olmo2.cfg.qk_norm_width == "full"
     assert olmo2.blocks[0].attn.qk_norm.q.weight.shape == (64,) and olmo2.blocks[0].attn.qk_norm.k.weight.shape == (32,)
     assert isinstance(olmo2.blocks[0].norm1, torch.nn.Identity)  # no norm in front of the sub-layers
+    assert (gpt_oss.cfg.mlp, gpt_oss.cfg.num_experts, gpt_oss.cfg.experts_per_token) == ("experts", 4, 2)
+    assert gpt_oss.cfg.attention_sinks and gpt_oss.cfg.layer_types == ("sliding", "full")
+    assert isinstance(gpt_oss.blocks[1].mlp, ClampedSwiGLUExperts) and gpt_oss.blocks[0].attn.qkv.bias is not None
 
 
 def test_gemma2s_caps_bite_and_its_local_layer_sees_a_window(tmp_path):
@@ -127,7 +153,7 @@ def test_cached_decoding_equals_the_full_pass(tmp_path):
     """The new parts hold under a KV cache too (QK-norm over the full width, norms after, soft caps, windows)."""
     from tx_explorer.modules.cache import KVCache
 
-    for model_type in ("gemma2", "olmo2"):
+    for model_type in ("gemma2", "olmo2", "gpt_oss"):
         folder, _ = saved(tmp_path / model_type, model_type)
         model = load_checkpoint(folder).model
         idx = torch.randint(0, TINY["vocab_size"], (1, 11), generator=torch.Generator().manual_seed(3))
@@ -154,14 +180,6 @@ def _config_only(folder: Path, config: dict) -> Path:
     return folder
 
 
-def test_gpt_oss_is_refused_from_its_config_naming_the_experts(tmp_path):
-    import transformers as tf
-
-    config = tf.GptOssConfig(num_hidden_layers=2).to_dict()
-    folder = _config_only(tmp_path / "gpt-oss", config)
-    _refused(lambda: load_checkpoint(folder), "checkpoint_missing_part", "gpt_oss", "routed experts", "YaRN")
-
-
 @pytest.mark.parametrize(
     ("model_type", "changes", "words"),
     [
@@ -169,8 +187,9 @@ def test_gpt_oss_is_refused_from_its_config_naming_the_experts(tmp_path):
         ("phi3", dict(rope_parameters={"rope_type": "longrope", "rope_theta": 1e4}), ("phi3", "longrope")),
         ("gemma2", dict(hidden_activation="gelu"), ("gemma2", "'gelu'")),
         ("olmo2", dict(mlp_bias=True), ("olmo2", "mlp_bias")),
+        ("gpt_oss", dict(rope_parameters={"rope_type": "yarn", "rope_theta": 1.5e5, "factor": 32.0}), ("yarn",)),
     ],
-    ids=["qwen3-windows", "phi3-longrope", "gemma2-activation", "olmo2-mlp-bias"],
+    ids=["qwen3-windows", "phi3-longrope", "gemma2-activation", "olmo2-mlp-bias", "gpt-oss-yarn"],
 )
 def test_a_variant_we_do_not_implement_is_refused_from_its_config(tmp_path, model_type, changes, words):
     config = reference(model_type).config.to_dict() | changes
@@ -271,7 +290,7 @@ def test_a_qwen3_gguf_file_is_read_as_transformers_reads_it(tmp_path):
     assert (ours - exact).abs().mean() < 0.05 * exact.abs().mean()
 
 
-def test_a_gpt_oss_gguf_header_is_refused_naming_the_experts(tmp_path):
+def test_a_gpt_oss_gguf_header_is_refused_naming_what_is_missing(tmp_path):
     import gguf
 
     path = tmp_path / "gpt-oss.gguf"
@@ -282,7 +301,7 @@ def test_a_gpt_oss_gguf_header_is_refused_naming_the_experts(tmp_path):
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
-    _refused(lambda: load_checkpoint(path), "checkpoint_missing_part", "gpt-oss", "routed experts")
+    _refused(lambda: load_checkpoint(path), "checkpoint_missing_part", "gpt-oss", "MXFP4", "YaRN")
 
 
 # --- attention sinks (gpt-oss) as a part of our modules --------------------------------------------------------------
@@ -355,3 +374,30 @@ def test_a_stack_with_sinks_and_alternating_windows_traces_rows_below_one():
         visible = (record.weights[0, 0] > 0).sum(-1)
         expected = torch.arange(1, 11).clamp(max=3) if layer == 0 else torch.arange(1, 11)
         assert torch.equal(visible, expected)
+
+
+def test_routed_experts_are_the_gated_sum_of_their_clamped_experts():
+    """Each token's output is Σ gate · expert(x) over its k experts, the gates a softmax over the k best router
+    logits (gpt-oss's formula), each expert min(g, L), clamp(u, ±L), (u + 1)·g·σ(α·g): written out here in float64."""
+    torch.manual_seed(0)
+    part = ClampedSwiGLUExperts(8, 6, num_experts=4, top_k=2, limit=0.5, alpha=1.702).double()
+    with torch.no_grad():
+        for p in part.parameters():
+            p.normal_(0, 1.0)  # large enough that both clamps act
+    x = torch.randn(2, 5, 8, dtype=torch.float64)
+    got = part(x)
+    flat, want = x.reshape(10, 8), torch.zeros(10, 8, dtype=torch.float64)
+    logits = flat @ part.router.weight.T + part.router.bias
+    top, chosen = logits.topk(2, dim=-1)
+    gates = top.softmax(-1)
+    clamped = 0
+    for t in range(10):
+        for slot in range(2):
+            e = int(chosen[t, slot])
+            g = part.w1[e] @ flat[t] + part.b1[e]
+            u = part.w2[e] @ flat[t] + part.b2[e]
+            clamped += int((g > 0.5).sum() + (u.abs() > 0.5).sum())
+            g, u = g.clamp(max=0.5), u.clamp(-0.5, 0.5)
+            want[t] += gates[t, slot] * (part.w3[e] @ ((u + 1) * g * torch.sigmoid(1.702 * g)) + part.b3[e])
+    assert clamped > 0
+    torch.testing.assert_close(got.reshape(10, 8), want, atol=1e-12, rtol=1e-12)

@@ -43,7 +43,8 @@ class TransformerConfig(Serialisable):
     num_heads: int = 4  # query heads H; D_H = D / H unless head_width says otherwise
     head_width: int | None = None  # D_H when it is not D / H (Gemma 3: 4 heads × 256 on D 640); W_O maps H·D_H → D
     num_kv_heads: int | None = None  # key/value heads: None = H (multi-head), 1 = multi-query, else grouped (§8.4)
-    mlp: Literal["mlp", "swiglu", "geglu"] = "mlp"  # classic MLP, SwiGLU (§8.3) or GeGLU (tanh GELU gate: Gemma)
+    # classic MLP, SwiGLU (§8.3), GeGLU (tanh GELU gate: Gemma) or gpt-oss's routed experts (clamped SwiGLU, k of E)
+    mlp: Literal["mlp", "swiglu", "geglu", "experts"] = "mlp"
     mlp_ratio: float = 4.0  # MLP hidden = ratio·D; SwiGLU uses 2/3 of it so parameters match; GeGLU all of it
     activation: Literal["gelu", "gelu_tanh", "relu"] = "gelu"  # MLP non-linearity
     norm: Literal["layernorm", "rmsnorm"] = "layernorm"  # §5.2 / §8.2
@@ -64,6 +65,10 @@ class TransformerConfig(Serialisable):
     attn_softcap: float | None = None  # scores become c·tanh(scores / c) before the mask (Gemma 2: c = 50)
     final_softcap: float | None = None  # the logits become c·tanh(logits / c) (Gemma 2: c = 30)
     attention_sinks: bool = False  # a learned logit per head joins each softmax and is dropped (gpt-oss)
+    num_experts: int = 8  # E routed experts of mlp="experts" (gpt-oss 20B: 32)
+    experts_per_token: int = 2  # k of them per token (gpt-oss: 4)
+    swiglu_limit: float = 7.0  # the experts' clamp: gate ≤ L, |up| ≤ L (gpt-oss)
+    swiglu_alpha: float = 1.702  # the experts' gate·σ(α·gate) (gpt-oss)
     attn_scale: float | None = None  # multiplies QKᵀ; None = 1/√D_H (Gemma: query_pre_attn_scalar^(−1/2))
     embed_scale: bool = False  # token vectors × √D before the first block (Vaswani et al. §3.4; Gemma)
     bias: bool = True  # biases in linear layers and LayerNorm
@@ -95,6 +100,10 @@ class TransformerConfig(Serialisable):
             raise InputError("rotary_even")
         if self.sliding_window is not None:
             positive_int("sliding_window", self.sliding_window)
+        if self.mlp == "experts":
+            positive_int("num_experts", self.num_experts)
+            if not 1 <= positive_int("experts_per_token", self.experts_per_token) <= self.num_experts:
+                raise InputError("experts_per_token", k=self.experts_per_token, experts=self.num_experts)
         for name in ("attn_softcap", "final_softcap"):
             cap = getattr(self, name)
             if cap is not None and not cap > 0:

@@ -43,6 +43,7 @@ SUPPORTED = {
     "gemma2": "causal",
     "phi3": "causal",
     "olmo2": "causal",
+    "gpt_oss": "causal",
 }
 
 

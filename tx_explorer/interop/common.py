@@ -9,11 +9,10 @@ from pathlib import Path
 import torch
 from torch import nn
 
-# Architectures whose config or header we recognise and refuse, naming the part our modules lack (model_type →
-# what is missing); a GGUF file's architecture is looked up with "-" read as "_".
+# GGUF architectures we recognise and refuse from the header, naming the part our modules lack.
 NOT_IMPLEMENTED = {
-    "gpt_oss": "routed experts (a mixture of experts with a router and clamped SwiGLU experts) and YaRN-scaled "
-    "rotary positions (its attention sinks and alternating 128-token windows are parts of our modules already)",
+    "gpt-oss": "the GGUF layout of its experts (MXFP4 blocks) and YaRN-scaled rotary positions (gpt_oss folders "
+    "with plain rotary positions are read)",
 }
 
 

@@ -10,6 +10,7 @@ from tx_explorer.config import TransformerConfig
 from tx_explorer.edit import Edit
 from tx_explorer.modules.attention import make_attention
 from tx_explorer.modules.cache import LayerCache
+from tx_explorer.modules.experts import ClampedSwiGLUExperts
 from tx_explorer.modules.mlp import MLP, GeGLU, SwiGLU
 from tx_explorer.modules.norms import LayerNorm, RMSNorm
 from tx_explorer.trace import Kind, Trace, scoped
@@ -22,6 +23,15 @@ def make_norm(cfg: TransformerConfig) -> nn.Module:
 
 
 def make_mlp(cfg: TransformerConfig) -> nn.Module:
+    if cfg.mlp == "experts":
+        return ClampedSwiGLUExperts(
+            cfg.dim,
+            cfg.mlp_hidden,
+            cfg.num_experts,
+            cfg.experts_per_token,
+            limit=cfg.swiglu_limit,
+            alpha=cfg.swiglu_alpha,
+        )
     if cfg.mlp in ("swiglu", "geglu"):
         gated = SwiGLU if cfg.mlp == "swiglu" else GeGLU
         return gated(cfg.dim, cfg.mlp_hidden, bias=False, dropout=cfg.dropout)
