@@ -105,6 +105,8 @@ if name is not None:
     with ui.friendly_errors():
         loaded = ui.cached_model(name)
         c[1].caption(ui.architecture_caption(loaded.config))
+        if note := view.window_note(loaded, lang=LANG):
+            st.info(note)
         view.model_of(loaded)  # one of our causal LMs (it has a KV cache), else a message here instead of sections
         tm = loaded
 if tm is not None:

@@ -85,7 +85,7 @@ def test_atlas_tiles_honour_the_local_windows_on_gemma3_270m(gemma3_270m, ids):
     torch.testing.assert_close(stats.hidden, hidden[0], rtol=0, atol=1e-4 * float(hidden.abs().max()))
 
 
-def test_masks_and_kv_cache_pages_draw_gemma3_270m(gemma3_270m):
+def test_masks_kv_cache_and_atlas_pages_draw_gemma3_270m(gemma3_270m):
     at = open_page("masks", timeout=600, masks_model=NAME)
     assert_clean(at)
     assert any("15 local layers (window 512)" in s.value and "exactly 0" in s.value for s in at.success)
@@ -95,6 +95,9 @@ def test_masks_and_kv_cache_pages_draw_gemma3_270m(gemma3_270m):
     assert_clean(at)
     own = at.table[0].value.iloc[-1]  # the model's own pattern of local and global layers, formula = tensors
     assert own.iloc[-1] == "✓" and "(15 · " in own.iloc[2]
+    assert any("15 of this model's 18 layers keep only the last 512 rows" in i.value for i in at.info)
+    at = open_page("atlas", timeout=600, atlas_model=NAME)  # the tiles under the local layers' windows
+    assert_clean(at)
 
 
 def test_qk_norm_fixes_the_scores_scale_on_gemma3_270m(gemma3_270m):

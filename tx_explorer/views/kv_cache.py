@@ -39,6 +39,18 @@ def model_of(tm: TextModel) -> CausalLM:
     return tm.model
 
 
+def window_note(tm: TextModel, *, lang: str = "en") -> str | None:
+    """For a model whose local layers' window lies beyond the stepper's tokens (Gemma 3: 512 against 128): that
+    the stepper cannot reach it, and where it is checked instead. None for every other model."""
+    cfg = tm.config
+    if cfg.layer_types is None or cfg.sliding_window is None or cfg.sliding_window < kv.limit(cfg):
+        return None
+    local = sum(t == "sliding" for t in cfg.layer_types)
+    return texts(PAGE, lang)(
+        "window_note", window=f"{cfg.sliding_window:,}", local=local, layers=cfg.num_layers, limit=kv.limit(cfg)
+    )
+
+
 def first_shared(names: Sequence[str], load: Callable[[str], TextModel]) -> str | None:
     """The first of ``names`` whose query heads share key/value heads (GQA or MQA): the page's default."""
     return next((n for n in names if load(n).config.kv_heads < load(n).config.num_heads), None)
