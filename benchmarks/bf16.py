@@ -200,7 +200,7 @@ def _need_gb(layers: int, dim: int, heads: int, kv: int, ffn: int, tied: bool) -
     fused = dim * (dim + 2 * dim // heads * kv)  # W_Q, W_K, W_V of one layer
     per_layer = fused + dim * dim + 3 * dim * ffn + 2 * dim
     numel = layers * per_layer + VOCAB * dim * (1 if tied else 2) + dim
-    return memory_needs(numel, layers * fused, VOCAB * dim)[torch.bfloat16] / GB
+    return memory_needs(numel, VOCAB * dim)[torch.bfloat16] / GB
 
 
 def shapes(names: list[str], repeats: int, threads: int) -> dict[str, dict]:

@@ -62,10 +62,14 @@ def test_the_weights_are_held_once_in_half_float32s_bytes(tiny, monkeypatch):
 
     monkeypatch.setattr(ours, "state", kept)
     bf16 = ours.load_gguf(tiny, dtype=torch.bfloat16)
-    # every parameter is a tensor read from the file, not a copy of one; only the fused [W_Q W_K W_V] is new
+    # every parameter is a tensor read from the file, not a copy of one: the fused [W_Q W_K W_V] too, the three
+    # having been read into one buffer
     from_file = {t.data_ptr() for t in read.values()}
     for name, p in bf16.model.named_parameters():
-        assert (p.data_ptr() in from_file) != (".attn.qkv." in name), name
+        assert p.data_ptr() in from_file, name
+    qkv = bf16.model.blocks[0].attn.qkv.weight
+    rows = [read[f"model.layers.0.self_attn.{n}_proj.weight"].shape[0] for n in "qkv"]
+    assert qkv.shape[0] == sum(rows) and qkv.untyped_storage().nbytes() == qkv.numel() * qkv.element_size()
     f32 = ours.load_gguf(tiny, dtype=torch.float32)
     nbytes = [sum(p.numel() * p.element_size() for p in m.model.parameters()) for m in (bf16, f32)]
     assert nbytes[0] * 2 == nbytes[1]

@@ -244,7 +244,7 @@ def load_model(name: str) -> Any:
 
 def load_checkpoint(folder: str | Path, *, device: str = "cpu", dtype: Any = None, memory: int | None = None) -> Any:
     """A BERT, GPT-2, Llama, Qwen2 or Mistral checkpoint folder, or a GGUF file, on disk as a text model (never
-    downloads); a GGUF file's weights in ``dtype`` (``torch.float32`` or ``torch.bfloat16``; None: float32 where it
+    downloads), its weights in ``dtype`` (``torch.float32`` or ``torch.bfloat16``; None: float32 where it
     fits in ``memory`` bytes, by default the memory available, else bfloat16).
 
     See :func:`tx_explorer.interop.checkpoint.load_checkpoint`; imported lazily, as the loaders above are."""

@@ -66,7 +66,7 @@ PERMUTED = ("llama", "mistral")  # architectures whose W_Q, W_K rows llama.cpp's
 # float16 is not offered: the CPU has no fast path for it, a matmul takes 1000× longer).
 PRECISIONS = (torch.float32, torch.bfloat16)
 CHUNK = 1 << 22  # elements dequantised at once: gguf.quants' float32 temporaries stay ~50 MB, not a tensor's size
-FUSED = ("attn_q", "attn_k", "attn_v")  # concatenated into one projection while the parts are still held
+FUSED = ("attn_q", "attn_k", "attn_v")  # the parts of our fused projection [W_Q W_K W_V], in its order
 CONFIG_CHECKS = {"qwen3": qwen3.config_from_qwen3}  # the header's config read as our modules will; others: Llama's
 
 # The package that ships SmolLM2-135M-Instruct (Apache-2.0). Its __init__ is a plugin for another tool and imports
@@ -438,7 +438,7 @@ def state(header: Header, cfg: Mapping[str, Any], dtype: torch.dtype = torch.flo
     """Every tensor dequantised into ``dtype``, renamed to the Hugging Face layout, W_Q/W_K rows put back in
     rotary's order."""
     heads, kv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
-    out = {}
+    out, fused = {}, {}
     for name, info in header.tensors.items():
         try:
             key = hf_name(name, header.architecture)
@@ -450,8 +450,42 @@ def state(header: Header, cfg: Mapping[str, Any], dtype: torch.dtype = torch.flo
             t = unpermute(t, heads)
         elif header.architecture in PERMUTED and ".k_proj." in key:
             t = unpermute(t, kv)
-        out[key] = t
+        out[key] = _in_fused(header, name, t, fused)
     return out
+
+
+def _in_fused(header: Header, name: str, t: Tensor, buffers: dict[str, Tensor]) -> Tensor:
+    """``t`` copied into its rows of one buffer per layer holding W_Q, W_K and W_V in that order (the builders
+    concatenate them so: :class:`_Sources` then makes the concatenation a view of the buffer, not a copy); other
+    tensors, and a layer missing one of the three, as they are."""
+    stem, _, param = name.rpartition(".")
+    layer, _, part = stem.rpartition(".")
+    names = [f"{layer}.{f}.{param}" for f in FUSED]
+    if part not in FUSED or param != "weight" or not all(n in header.tensors for n in names):
+        return t
+    rows = [header.tensors[n].shape[0] for n in names]
+    if layer not in buffers:
+        buffers[layer] = t.new_empty(sum(rows), t.shape[1])
+    start = sum(rows[: FUSED.index(part)])
+    view = buffers[layer][start : start + t.shape[0]]
+    view.copy_(t)
+    return view
+
+
+def _adjacent(parts: Any) -> bool:
+    """Whether ``parts`` are consecutive row blocks of one contiguous buffer, so their concatenation along the
+    first dimension is that buffer's view."""
+    if not isinstance(parts, (list, tuple)) or not parts or not all(isinstance(t, Tensor) for t in parts):
+        return False
+    first = parts[0]
+    end = first.data_ptr()
+    for t in parts:
+        same = t.dtype == first.dtype and t.shape[1:] == first.shape[1:] and t.dim() > 0
+        shared = t.untyped_storage().data_ptr() == first.untyped_storage().data_ptr()
+        if not (same and shared and t.is_contiguous() and t.data_ptr() == end):
+            return False
+        end += t.numel() * t.element_size()
+    return True
 
 
 def tokenizer(header: Header) -> tuple[Tokenizer, tuple[str, ...]]:
@@ -536,18 +570,16 @@ def sentencepiece(header: Header) -> tuple[Tokenizer, tuple[str, ...]]:
     return tok, special
 
 
-def memory_needs(numel: int, fused: int, largest: int) -> dict[torch.dtype, int]:
+def memory_needs(numel: int, largest: int) -> dict[torch.dtype, int]:
     """Bytes a model of ``numel`` parameters takes at its peak while loading, in each of :data:`PRECISIONS`: the
-    parameters, the ``fused`` ones held twice while W_Q, W_K, W_V are concatenated, and one ``largest`` tensor
-    being reordered or converted beside them."""
-    return {d: (numel + fused + largest) * d.itemsize for d in PRECISIONS}
+    parameters, and one ``largest`` tensor being reordered or copied beside them."""
+    return {d: (numel + largest) * d.itemsize for d in PRECISIONS}
 
 
 def header_needs(header: Header) -> dict[torch.dtype, int]:
     """:func:`memory_needs` of a GGUF file, from its header alone."""
     sizes = [t.numel for t in header.tensors.values()]
-    fused = sum(t.numel for name, t in header.tensors.items() if any(f".{f}." in name for f in FUSED))
-    return memory_needs(sum(sizes), fused, max(sizes, default=0))
+    return memory_needs(sum(sizes), max(sizes, default=0))
 
 
 def choose_dtype(
@@ -592,10 +624,17 @@ class _Sources(TorchFunctionMode):
         self.of: dict[int, Tensor] = {}
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
         if func is Tensor.copy_ and isinstance(args[0], nn.Parameter):
             self.of[id(args[0])] = args[1]
             return args[0]
-        return func(*args, **(kwargs or {}))
+        if func is torch.cat and len(args) == 1 and kwargs.get("dim", 0) == 0 and _adjacent(args[0]):
+            first = args[0][0]  # [W_Q W_K W_V] read into one buffer (_in_fused): that buffer, not a second copy
+            rows = sum(t.shape[0] for t in args[0])
+            return first.new_empty(0).set_(
+                first.untyped_storage(), first.storage_offset(), (rows, *first.shape[1:]), first.stride()
+            )
+        return func(*args, **kwargs)
 
 
 def build_in_place(build: Any, cfg: Mapping[str, Any], sd: Mapping[str, Tensor]) -> nn.Module:
