@@ -33,6 +33,7 @@ TINY = dict(
     num_key_value_heads=2,
     max_position_embeddings=64,
 )
+YARN = {"rope_type": "yarn", "rope_theta": 1000.0, "factor": 8.0, "original_max_position_embeddings": 8}
 CASES = {  # model_type → (config class, model class, overrides of TINY); what each adds is in its interop module
     "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", dict(head_dim=24)),  # QK-norm, heads 24 wide ≠ D/H = 16
     "gemma2": (
@@ -46,14 +47,15 @@ CASES = {  # model_type → (config class, model class, overrides of TINY); what
     "gpt_oss": (
         "GptOssConfig",
         "GptOssForCausalLM",
-        # 4 experts, 2 per token; layer 0 local (window 5), layer 1 global; plain rotary (the released use YaRN)
+        # 4 experts, 2 per token; layer 0 local (window 5), layer 1 global; YaRN as released (factor 32 over 4 096
+        # tokens, not truncated) scaled down to stretch 8× over 8 tokens, so that inputs run past it
         dict(
             head_dim=24,
             intermediate_size=48,
             num_local_experts=4,
             num_experts_per_tok=2,
             sliding_window=WINDOW,
-            rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+            rope_parameters=dict(YARN, truncate=False),
         ),
     ),
 }
@@ -149,6 +151,22 @@ def test_gemma2s_caps_bite_and_its_local_layer_sees_a_window(tmp_path):
     assert torch.equal(visible[1], torch.arange(1, 18))  # layer 1: global
 
 
+def test_gpt_oss_with_truncated_yarn_and_plain_rotary_matches_too(tmp_path):
+    """YaRN's ramp at whole pairs (truncate, transformers' default) and no YaRN at all: the same parity."""
+    from tx_explorer.modules.positional import Rotary, YaRNRotary
+
+    idx = torch.randint(0, TINY["vocab_size"], (1, 21), generator=torch.Generator().manual_seed(5))
+    for name, rope in (
+        ("truncated", dict(YARN, truncate=True)),
+        ("plain", {"rope_type": "default", "rope_theta": 50.0}),
+    ):
+        folder, ref_model = saved(tmp_path / name, "gpt_oss", rope_parameters=rope)
+        model = load_checkpoint(folder).model
+        position = model.blocks[0].attn.position
+        assert isinstance(position, YaRNRotary) == (name == "truncated") and isinstance(position, Rotary)
+        compare(ref_model, model, idx)
+
+
 def test_cached_decoding_equals_the_full_pass(tmp_path):
     """The new parts hold under a KV cache too (QK-norm over the full width, norms after, soft caps, windows)."""
     from tx_explorer.modules.cache import KVCache
@@ -187,9 +205,10 @@ def _config_only(folder: Path, config: dict) -> Path:
         ("phi3", dict(rope_parameters={"rope_type": "longrope", "rope_theta": 1e4}), ("phi3", "longrope")),
         ("gemma2", dict(hidden_activation="gelu"), ("gemma2", "'gelu'")),
         ("olmo2", dict(mlp_bias=True), ("olmo2", "mlp_bias")),
-        ("gpt_oss", dict(rope_parameters={"rope_type": "yarn", "rope_theta": 1.5e5, "factor": 32.0}), ("yarn",)),
+        ("gpt_oss", dict(rope_parameters=dict(YARN, mscale=0.7, mscale_all_dim=1.0)), ("gpt_oss", "mscale")),
+        ("gpt_oss", dict(rope_parameters={"rope_type": "longrope", "rope_theta": 1e4}), ("gpt_oss", "longrope")),
     ],
-    ids=["qwen3-windows", "phi3-longrope", "gemma2-activation", "olmo2-mlp-bias", "gpt-oss-yarn"],
+    ids=["qwen3-windows", "phi3-longrope", "gemma2-activation", "olmo2-mlp-bias", "gpt-oss-mscale", "gpt-oss-longrope"],
 )
 def test_a_variant_we_do_not_implement_is_refused_from_its_config(tmp_path, model_type, changes, words):
     config = reference(model_type).config.to_dict() | changes

@@ -59,6 +59,13 @@ class TransformerConfig(Serialisable):
     # Per layer, "sliding" (the window above) or "full" (every earlier key): Gemma 3 makes every 6th layer full.
     # None: every layer alike, windowed when sliding_window is set.
     layer_types: tuple[Literal["sliding", "full"], ...] | None = None
+    # YaRN (gpt-oss): rotary stretched yarn_factor times past the yarn_original_len tokens it was trained at, the
+    # pairs turning between yarn_beta_slow and yarn_beta_fast times in it ramped (truncate: at whole pairs)
+    yarn_factor: float | None = None  # None: plain rotary
+    yarn_original_len: int = 4096
+    yarn_beta_fast: float = 32.0
+    yarn_beta_slow: float = 1.0
+    yarn_truncate: bool = True
     rope_local_theta: float | None = None  # θ of the "sliding" layers when it differs from rope_theta (Gemma 3: 10⁴)
     qk_norm: bool = False  # RMSNorm over each head's q and k before rotary positions (Gemma 3, Qwen3, OLMo2)
     qk_norm_width: Literal["head", "full"] = "head"  # QK-norm per head (Gemma 3, Qwen3) or over all H·D_H (OLMo 2)

@@ -8,8 +8,9 @@ k of E clamped SwiGLU experts with biases (``mlp="experts"``,
 :class:`~tx_explorer.modules.experts.ClampedSwiGLUExperts`). Its q/k/v/o projections carry biases and its heads are
 ``head_dim`` wide (64 on D = 2880).
 
-The released models stretch rotary positions with YaRN (``rope_type="yarn"``), which our modules do not implement:
-such a config is refused naming it; a gpt_oss config with plain rotary positions is read.
+The released models stretch rotary positions with YaRN (``rope_type="yarn"``: factor 32 over 4 096 trained
+tokens), a part of our modules too (:class:`~tx_explorer.modules.positional.YaRNRotary`, ``yarn_factor``); a YaRN
+with its own ``attention_factor`` or ``mscale`` is refused with the reason.
 """
 
 from __future__ import annotations
@@ -27,11 +28,30 @@ from tx_explorer.modules.transformer import CausalLM
 MODEL_TYPES = ("gpt_oss",)
 
 
+def rotary(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """Our rotary fields (θ, and YaRN's when the config stretches rotary with it); other scalings refused."""
+    params = cfg.get("rope_parameters") or cfg.get("rope_scaling") or {}
+    if params.get("rope_type", params.get("type")) != "yarn":
+        return {"rope_theta": llama.rope_theta(cfg)}  # plain rotary, or another scaling refused there
+    if params.get("attention_factor") is not None or params.get("mscale") or params.get("mscale_all_dim"):
+        raise ValueError("YaRN with its own attention_factor or mscale is not implemented (only 0.1·ln(factor) + 1)")
+    if params.get("partial_rotary_factor", 1.0) != 1.0:
+        raise ValueError("partial rotary embeddings are not implemented (every dimension of a head must turn)")
+    return {
+        "rope_theta": float(params["rope_theta"]),
+        "yarn_factor": float(params["factor"]),
+        "yarn_original_len": int(params["original_max_position_embeddings"]),
+        "yarn_beta_fast": float(params.get("beta_fast") or 32.0),
+        "yarn_beta_slow": float(params.get("beta_slow") or 1.0),
+        "yarn_truncate": bool(params.get("truncate", True)),
+    }
+
+
 def config_from_gpt_oss(cfg: Mapping[str, Any]) -> TransformerConfig:
     """Our config for a gpt-oss ``config.json`` (or ``hf_model.config.to_dict()``)."""
     if cfg.get("model_type", "gpt_oss") not in MODEL_TYPES:
         raise ValueError(f"model_type {cfg.get('model_type')!r} is not one of {', '.join(MODEL_TYPES)}")
-    theta = llama.rope_theta(cfg)  # YaRN refused, named
+    positions = rotary(cfg)
     if cfg.get("hidden_act", "silu") != "silu":
         raise ValueError(f"only gpt-oss's clamped SwiGLU experts are implemented, not {cfg['hidden_act']!r}")
     layers = cfg["num_hidden_layers"]
@@ -58,7 +78,7 @@ def config_from_gpt_oss(cfg: Mapping[str, Any]) -> TransformerConfig:
         norm="rmsnorm",
         norm_eps=cfg["rms_norm_eps"],
         positions="rotary",
-        rope_theta=theta,
+        **positions,
         sliding_window=cfg["sliding_window"] if "sliding_attention" in kinds else None,
         layer_types=tuple(gemma3.LAYER_TYPES[k] for k in kinds),
         attention_sinks=True,

@@ -25,7 +25,7 @@ from tx_explorer.edit import Edit
 from tx_explorer.errors import positive_int
 from tx_explorer.modules.cache import LayerCache
 from tx_explorer.modules.norms import RMSNorm
-from tx_explorer.modules.positional import ALiBi, RelativePositions, Rotary
+from tx_explorer.modules.positional import ALiBi, RelativePositions, Rotary, YaRNRotary
 from tx_explorer.trace import Kind, Trace
 
 
@@ -306,8 +306,23 @@ class SlidingWindowAttention(MultiHeadAttention):
         return super().forward(x, context, mask, trace, kind, pos=pos, k_pos=k_pos, cache=cache, edit=edit)
 
 
+def make_rotary(cfg: TransformerConfig, layer: int) -> Rotary:
+    """Rotary positions with the layer's θ, stretched by YaRN when the config says so (``yarn_factor``)."""
+    if cfg.yarn_factor is None:
+        return Rotary(cfg.head_dim, theta=cfg.layer_theta(layer))
+    return YaRNRotary(
+        cfg.head_dim,
+        cfg.layer_theta(layer),
+        factor=cfg.yarn_factor,
+        original_len=cfg.yarn_original_len,
+        beta_fast=cfg.yarn_beta_fast,
+        beta_slow=cfg.yarn_beta_slow,
+        truncate=cfg.yarn_truncate,
+    )
+
+
 POSITION_PARTS = {  # position schemes that act inside attention (the others are added to the embeddings)
-    "rotary": lambda cfg, layer: Rotary(cfg.head_dim, theta=cfg.layer_theta(layer)),
+    "rotary": make_rotary,
     "alibi": lambda cfg, layer: ALiBi(cfg.num_heads),
 }
 

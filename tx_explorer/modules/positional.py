@@ -100,6 +100,49 @@ class Rotary(RelativePositions):
         return x * cos + torch.cat([-x2, x1], dim=-1) * sin  # (x1, x2) → (x1·cos − x2·sin, x2·cos + x1·sin)
 
 
+class YaRNRotary(Rotary):
+    """YaRN (Peng et al. 2023; gpt-oss, long-context Qwen and Llama): rotary positions stretched to a context
+    ``factor`` times the one they were trained at (``original_len``). Each pair's frequency is a blend of its own
+    θ^(−2i/Dh) (kept for the fast pairs, which turn many times within the original context) and that frequency ÷
+    ``factor`` (for the slow pairs, which would otherwise see angles never seen in training); the pairs between
+    turning ``beta_fast`` and ``beta_slow`` times in the original context are ramped linearly from one to the other.
+    cos and sin are scaled by 0.1·ln(factor) + 1, so every score grows by that factor squared."""
+
+    def __init__(
+        self,
+        head_dim: int,
+        theta: float,
+        *,
+        factor: float,
+        original_len: int,
+        beta_fast: float = 32.0,
+        beta_slow: float = 1.0,
+        truncate: bool = True,
+    ) -> None:
+        super().__init__(head_dim, theta)
+        self.factor, self.original_len, self.truncate = factor, original_len, truncate
+        self.beta_fast, self.beta_slow = beta_fast, beta_slow
+        self.magnitude = 0.1 * math.log(factor) + 1.0 if factor > 1 else 1.0  # on cos and sin
+
+    def _pair_turning(self, turns: float) -> float:
+        """The (fractional) pair index i whose frequency turns ``turns`` times within the original context."""
+        return self.head_dim * math.log(self.original_len / (turns * 2 * math.pi)) / (2 * math.log(self.theta))
+
+    def inv_freq(self, dtype: torch.dtype = torch.float32) -> Tensor:
+        """The blended frequencies ``[Dh/2]`` (see the class docstring)."""
+        low, high = self._pair_turning(self.beta_fast), self._pair_turning(self.beta_slow)
+        if self.truncate:
+            low, high = math.floor(low), math.ceil(high)
+        low, high = max(low, 0), min(high, self.head_dim - 1)
+        own = super().inv_freq(torch.float64)  # (Dh/2,)
+        i = torch.arange(self.head_dim // 2, dtype=torch.float64)
+        stretched = ((i - low) / max(high - low, 1e-3)).clamp(0, 1)  # 0: keep the pair's own, 1: ÷ factor
+        return (own / self.factor * stretched + own * (1 - stretched)).to(dtype)
+
+    def rotate(self, x: Tensor, pos: Tensor) -> Tensor:
+        return super().rotate(x, pos) * self.magnitude  # (B, H, N, Dh): the rotation, cos and sin scaled
+
+
 def alibi_slopes(num_heads: int) -> Tensor:
     """Press et al. 2022: m_h = 2^(−8h/H), h = 1…H, for H a power of two; otherwise the first power of two's
     slopes followed by every other slope of the next one (the paper's reference code)."""
