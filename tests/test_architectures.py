@@ -115,6 +115,22 @@ def test_a_folder_matches_transformers_logits_and_every_map(tmp_path, model_type
             torch.testing.assert_close(sums, torch.ones(weights.shape[:-1]))
 
 
+@pytest.mark.parametrize(
+    ("model_type", "overrides"),
+    [
+        ("phi3", dict(sliding_window=4)),  # a window on every layer (Phi-3-mini's 2 047), as Mistral
+        ("qwen3", dict(attention_bias=True, tie_word_embeddings=True)),  # biases on q, k, v and o
+        ("olmo2", dict(num_key_value_heads=4)),  # multi-head: the key norm as wide as the query norm
+        ("gemma2", dict(layer_types=["full_attention", "sliding_attention"], attn_logit_softcapping=None)),
+    ],
+    ids=["phi3-window", "qwen3-biased-tied", "olmo2-mha", "gemma2-own-pattern-no-score-cap"],
+)
+def test_variants_of_the_configs_match_too(tmp_path, model_type, overrides):
+    folder, ref_model = saved(tmp_path, model_type, **overrides)
+    idx = torch.randint(0, TINY["vocab_size"], (1, 12), generator=torch.Generator().manual_seed(6))
+    compare(ref_model, load_checkpoint(folder).model, idx)
+
+
 def test_each_architecture_is_built_from_its_parts(tmp_path):
     """The config picks the parts: what each architecture adds shows in our config and in the modules built."""
     cfgs = {}
