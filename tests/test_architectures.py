@@ -259,21 +259,24 @@ def _gguf_name(key: str) -> str:
     return f"{_GGUF_NAMES[stem]}.{param}"
 
 
-def write_qwen3_gguf(path: Path, *, arch: str = "qwen3") -> torch.nn.Module:
+def write_qwen3_gguf(path: Path, *, drop: str = "", window: int | None = None) -> torch.nn.Module:
     """A random Qwen3 (heads 128 wide, as every Qwen3 and as transformers' GGUF reader assumes) written as a
     ``qwen3`` GGUF file: llama.cpp's names, unpermuted W_Q/W_K, the 2-D weights as Q8_0 and the norms as F32, a
-    byte-level BPE vocabulary with ChatML. Returns the float32 reference model."""
+    byte-level BPE vocabulary with ChatML; ``drop`` leaves one tensor out, ``window`` states a sliding window.
+    Returns the float32 reference model."""
     import gguf
 
     model = reference("qwen3", head_dim=128, tie_word_embeddings=False)
     cfg = model.config
-    w = gguf.GGUFWriter(str(path), arch)
+    w = gguf.GGUFWriter(str(path), "qwen3")
     w.add_block_count(cfg.num_hidden_layers)
     w.add_context_length(cfg.max_position_embeddings)
     w.add_embedding_length(cfg.hidden_size)
     w.add_feed_forward_length(cfg.intermediate_size)
     w.add_head_count(cfg.num_attention_heads)
     w.add_head_count_kv(cfg.num_key_value_heads)
+    if window is not None:
+        w.add_sliding_window(window)
     w.add_key_length(cfg.head_dim)
     w.add_value_length(cfg.head_dim)
     w.add_rope_freq_base(float(cfg.rope_parameters["rope_theta"]))
@@ -293,6 +296,8 @@ def write_qwen3_gguf(path: Path, *, arch: str = "qwen3") -> torch.nn.Module:
     q8 = gguf.GGMLQuantizationType.Q8_0
     for key, t in model.state_dict().items():
         data = t.detach().float().numpy()
+        if _gguf_name(key) == drop:
+            continue
         if data.ndim == 1:
             w.add_tensor(_gguf_name(key), data)
         else:
@@ -323,6 +328,23 @@ def test_a_qwen3_gguf_file_is_read_as_transformers_reads_it(tmp_path):
     with torch.no_grad():  # and Q8_0 stays close to the model it was written from (8 bits a weight)
         ours, exact = load_gguf(path).model(idx), original(idx).logits
     assert (ours - exact).abs().mean() < 0.05 * exact.abs().mean()
+
+
+@pytest.mark.parametrize(
+    ("edit", "key", "words"),
+    [
+        ({"drop": "blk.1.attn_k_norm.weight"}, "gguf_missing_tensor", ("blk.1.attn_k_norm.weight", "qwen3")),
+        ({"window": 4}, "checkpoint_variant", ("qwen3", "use_sliding_window")),
+    ],
+    ids=["missing-k-norm", "window"],
+)
+def test_a_qwen3_gguf_variant_we_do_not_read_is_refused_from_its_header(tmp_path, monkeypatch, edit, key, words):
+    from tx_explorer.interop import gguf as reader
+
+    path = tmp_path / "bad-qwen3.gguf"
+    write_qwen3_gguf(path, **edit)
+    monkeypatch.setattr(reader, "read_tensor", lambda *a, **k: pytest.fail("a tensor was read before the refusal"))
+    _refused(lambda: load_checkpoint(path), key, *words)
 
 
 def test_a_gpt_oss_gguf_header_is_refused_naming_what_is_missing(tmp_path):

@@ -68,6 +68,7 @@ PRECISIONS = (torch.float32, torch.bfloat16)
 CHUNK = 1 << 22  # elements dequantised at once: gguf.quants' float32 temporaries stay ~50 MB, not a tensor's size
 FUSED = ("attn_q", "attn_k", "attn_v")  # the parts of our fused projection [W_Q W_K W_V], in its order
 CONFIG_CHECKS = {"qwen3": qwen3.config_from_qwen3}  # the header's config read as our modules will; others: Llama's
+QK_NORMS = {"qwen3": ("attn_q_norm", "attn_k_norm")}  # the QK-norm tensors every block of these must hold
 
 # The package that ships SmolLM2-135M-Instruct (Apache-2.0). Its __init__ is a plugin for another tool and imports
 # packages we do not install: the file is located, never imported.
@@ -324,6 +325,10 @@ def config(header: Header) -> dict[str, Any]:
         cfg["model_type"] = "mistral" if arch == "llama" else arch
     if "rope_freqs.weight" in header.tensors:  # Llama 3.1's per-frequency scaling
         raise InputError("checkpoint_variant", family=arch, reason="scaled rotary frequencies (rope_freqs)")
+    norms = [f"blk.{i}.{part}.weight" for i in range(cfg["num_hidden_layers"]) for part in QK_NORMS.get(arch, ())]
+    missing = next((n for n in norms if n not in header.tensors), None)
+    if missing is not None:  # a file without them would otherwise be refused only after every tensor is read
+        raise InputError("gguf_missing_tensor", tensor=missing, family=arch)
     try:
         CONFIG_CHECKS.get(arch, llama.config_from_llama)(cfg)
     except (KeyError, TypeError, ValueError) as e:
