@@ -114,3 +114,27 @@ def test_the_operator_upcasts_bfloat16_scores_and_softmax_to_float32():
     exact = attention_steps(q.bfloat16().float(), k.bfloat16().float(), v.bfloat16().float(), mask)
     torch.testing.assert_close(got.weights, exact.weights, rtol=0, atol=0)
     assert (got.weights - ref.weights).abs().max() <= 0.1
+
+
+def test_a_safetensors_folder_is_converted_tensor_by_tensor_into_the_precision_that_fits(tmp_path):
+    from tests.checkpoints import write_checkpoint
+    from tx_explorer.models import load_checkpoint
+
+    write_checkpoint(tmp_path, "mistral", dtype=torch.bfloat16)
+    f32 = load_checkpoint(tmp_path, dtype=torch.float32)
+    stored = sum(p.numel() for p in f32.model.parameters()) * 2  # tied: counted once
+    bf16 = load_checkpoint(tmp_path, memory=stored + stored * 2 - 1)  # float32 would need the file + 4 bytes each
+    assert bf16.info["dtype"] == "bfloat16" and {p.dtype for p in bf16.model.parameters()} == {torch.bfloat16}
+    ids = f32.encode(TEXT).ids
+    (ref, ref_maps), (got, maps) = _run(f32, ids), _run(bf16, ids)
+    assert (got - ref).abs().max() <= LOGPROB_BOUND  # the file's weights are bfloat16 already: only arithmetic
+    assert all(m.dtype == torch.float32 and (m - r).abs().max() <= MAP_BOUND for m, r in zip(maps, ref_maps))
+
+
+def test_the_model_caption_names_the_precision_and_what_bfloat16_costs(tiny):
+    from tx_explorer.ui.pickers import architecture_caption
+
+    tm = ours.load_gguf(tiny, dtype=torch.bfloat16)
+    caption = architecture_caption(tm.config, tm.info["dtype"])
+    assert "weights in bfloat16" in caption and "0.12" in caption and "98%" in caption
+    assert architecture_caption(tm.config, "float32").endswith("weights in float32")
