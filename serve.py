@@ -5,17 +5,22 @@ Streamlit runs app.py only when the first visitor connects; importing torch then
 start on 2 cores) made that visitor wait. Here the import overlaps the server's own start-up and the browser
 loading the page instead; a visitor who arrives earlier simply waits on Python's import lock. The warm-up does
 first what the first chart needs and nothing else; the bundled models load into the process-wide cache the pages
-read (:mod:`tx_explorer.model_cache`) once the server is idle, so no visitor waits for one either.
+read (:mod:`tx_explorer.model_cache`) once the server is idle, so no visitor waits for one either. Streamlit's
+frontend files go out gzipped, each compressed once (:func:`tx_explorer.ui.compat.serve_static_compressed`;
+``TX_EXPLORER_STATIC_GZIP=0`` leaves Streamlit's own handler, the load benchmark's reference).
 Arguments go to ``streamlit run``.
 """
 
 import gc
+import os
 import sys
 import threading
 import time
 from collections.abc import Callable
 
 from tx_explorer.ui import compat
+
+STATIC_GZIP = "TX_EXPLORER_STATIC_GZIP"  # "0": Streamlit serves its frontend files itself (uncompressed)
 
 
 def _process_idle(window_s: float = 1.0) -> bool:
@@ -65,5 +70,7 @@ def warm(
 
 if __name__ == "__main__":
     compat.skip_first_run_detours()
+    if os.environ.get(STATIC_GZIP, "1") != "0":
+        compat.serve_static_compressed()
     threading.Thread(target=warm, name="warm-up", daemon=True).start()
     sys.exit(compat.main(["run", "app.py", *sys.argv[1:]]))

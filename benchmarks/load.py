@@ -20,8 +20,11 @@ Reports first run (connect → the page's ``script_finished``), input → its ru
 the server's CPU seconds per input (``/proc/<pid>/stat``; alone, one session at a time, and under the class) and
 peak memory (``VmHWM``), errors (an exception or error box in a delta, a run that never finished, a dropped
 websocket), and, with the class coming in one by one, p95 by how many sessions were connected when the input was
-sent: the number at which it passes 5 s. Writes the section ``load`` of BENCHMARKS.md; the browser-based class is
-the ``classroom`` section.
+sent: the number at which it passes 5 s. Alone, a page load's server CPU is split into the page's HTML, the files it
+names (Streamlit's frontend) and each page's first run. ``--reference`` runs each class first on a server whose
+frontend files Streamlit serves itself (``TX_EXPLORER_STATIC_GZIP=0``: uncompressed, through its middleware), then
+on ``make run``'s (gzipped once, kept in memory), side by side. Writes the section ``load`` of BENCHMARKS.md; the
+browser-based class is the ``classroom`` section.
 """
 
 from __future__ import annotations
@@ -41,8 +44,9 @@ from streamlit.proto.WidgetStates_pb2 import WidgetState
 from benchmarks import machine, parse, parser, publish, verdict
 from harness.browser import WORDS, Server, process_cpu_s, status_mb
 from harness.classroom import SENTENCE, percentile
-from harness.protocol import ProtocolSession, page_load
+from harness.protocol import ProtocolSession, fetch_all, page_html
 from harness.timed_serve import RUN_LINE
+from serve import STATIC_GZIP
 from tx_explorer import admission
 
 log = logging.getLogger("benchmarks.load")
@@ -53,6 +57,7 @@ PASSES_S = 5.0  # the p95 whose crossing gives the class size one server holds
 BUCKET = 10  # p95 by connected sessions, in steps of this many
 CORES = os.cpu_count() or 1
 UNGATED = 10_000  # first-visit places for --ungated: more than any class, i.e. no line
+REFERENCE = "reference: Streamlit serves its frontend files itself"  # --reference's servers
 
 
 # ---- what each session does ---------------------------------------------------------------------------------------
@@ -238,17 +243,30 @@ async def _class(url: str, plan: Plan) -> list[SessionResult]:
     return await asyncio.gather(*jobs)
 
 
-async def _alone(url: str, pid: int, inputs: int) -> dict[str, tuple[float, float]]:
-    """Each page by one session on an otherwise idle server: CPU seconds per input and median input → last delta;
-    and what a browser's page load over HTTP costs (``"page load"``: CPU seconds and seconds, one load)."""
-    await asyncio.to_thread(page_load, url, SCENARIOS[0].page)  # the first load reads the files (1.2 CPU s here)
+def _page_load(url: str, pid: int) -> dict[str, tuple[float, float]]:
+    """One browser's page load over HTTP, its two parts: server CPU seconds and seconds for the page's HTML, then
+    for the files it names (labelled with their count and the bytes received)."""
     cpu, t0 = process_cpu_s(pid), time.monotonic()
-    await asyncio.to_thread(page_load, url, SCENARIOS[0].page)
-    out = {"page load (HTTP)": (process_cpu_s(pid) - cpu, time.monotonic() - t0)}
+    _, urls = page_html(url, SCENARIOS[0].page)
+    html = (process_cpu_s(pid) - cpu, time.monotonic() - t0)
+    cpu, t0 = process_cpu_s(pid), time.monotonic()
+    received = fetch_all(urls)
+    files = (process_cpu_s(pid) - cpu, time.monotonic() - t0)
+    return {"page's HTML": html, f"the {len(urls)} files it names ({received / 1e6:.2f} MB received)": files}
+
+
+async def _alone(url: str, pid: int, inputs: int) -> dict[str, tuple[float, float]]:
+    """Each page by one session on an otherwise idle server: CPU seconds and seconds of a browser's page load over
+    HTTP (:func:`_page_load`, the second load: the first reads and compresses the files), of each page's first run
+    (connect → ``script_finished``) and per input (median input → last delta)."""
+    await asyncio.to_thread(_page_load, url, pid)
+    out = await asyncio.to_thread(_page_load, url, pid)
     for scenario in SCENARIOS:
         session = ProtocolSession(url, scenario.page)
         try:
-            await session.open()
+            cpu = process_cpu_s(pid)
+            first = await session.open()
+            out[f"{scenario.page} first run"] = (process_cpu_s(pid) - cpu, first)
             await scenario.send(session, 999, inputs)  # a first input warms what the page's inputs share
             cpu, times = process_cpu_s(pid), []
             for k in range(inputs):
@@ -288,8 +306,9 @@ def load(
     try:
         srv.wait_healthy()
         pid = srv.proc.pid
-        alone = _blocking(_alone(srv.url, pid, alone_inputs)) if alone_inputs else {}
+        # Quiet first: serve.py's warm-up (imports, then the models) would be counted as the page load's CPU.
         log.info("server warm (CPU quiet) %.1f s after the command", srv.wait_settled())
+        alone = _blocking(_alone(srv.url, pid, alone_inputs)) if alone_inputs else {}
         before, cpu, t0 = status_mb(pid)["VmRSS"], process_cpu_s(pid), time.monotonic()
         results = _blocking(_class(srv.url, plan))
         return LoadResult(
@@ -381,7 +400,6 @@ def level_lines(res: LoadResult, interval_s: float, duration_s: float) -> list[s
 def section(
     levels: list[LoadResult], command: str, header: str, interval_s: float, duration_s: float, note: str
 ) -> str:
-    alone = levels[0].alone if levels else {}
     lines = [
         "## Load: the server alone, sessions speaking Streamlit's protocol (no browser)",
         "",
@@ -399,13 +417,16 @@ def section(
         "`make run` does and is warmed by one session per page first.",
         "",
     ]
-    if alone:
-        lines += [
-            "One session at a time on the warm server (server CPU per input from `/proc/<pid>/stat`, median input → "
-            "last delta): " + "; ".join(f"{page} {cpu:.2f} CPU s, {t:.2f} s" for page, (cpu, t) in alone.items()) + ".",
-            "",
-        ]
     for res in levels:
+        if res.alone:
+            lines += [
+                f"One session at a time on the warm server{f' ({res.label})' if res.label else ''} (server CPU from "
+                "`/proc/<pid>/stat`; a page load over HTTP, each page's first run, then per input with the median "
+                "input → last delta): "
+                + "; ".join(f"{what} {cpu:.2f} CPU s, {t:.2f} s" for what, (cpu, t) in res.alone.items())
+                + ".",
+                "",
+            ]
         lines += [*level_lines(res, interval_s, duration_s), ""]
     return "\n".join(lines).rstrip()
 
@@ -429,6 +450,11 @@ def _parser():
         help=f"the first class again with every first run let in at once ({admission.ENV_SLOTS}={UNGATED})",
     )
     p.add_argument("--no-static", action="store_true", help="sessions skip the page's HTML and scripts over HTTP")
+    p.add_argument(
+        "--reference",
+        action="store_true",
+        help=f"each class first on a server whose frontend files Streamlit serves itself ({STATIC_GZIP}=0)",
+    )
     p.add_argument("--session-log", action="store_true", help="each session's runs and messages in the server's log")
     p.add_argument("--server-log", default="", help="write each class's server log to this path + '.<sessions>'")
     p.add_argument("--note", default="", help="a sentence for the section (e.g. what else ran on the machine)")
@@ -446,19 +472,23 @@ def main(argv: list[str] | None = None) -> None:
         Plan(n, spread, args.duration, args.interval, static=not args.no_static)
         for n, spread in zip(args.sessions, arrivals, strict=True)
     ]
+    servers = [(REFERENCE, {STATIC_GZIP: "0"})] if args.reference else []
+    servers.append(("", {}))
     levels = []
-    for plan in plans:
-        res = load(plan, alone_inputs=args.alone if not levels else 0, session_log=args.session_log)
-        n = plan.sessions
-        log.info("load %d: %d inputs, %d problems, peak %.0f MB", n, res.inputs, len(res.problems), res.peak_rss_mb)
-        if args.server_log:
-            Path(f"{args.server_log}.{n}").write_text(res.server_log)
-        if levels:
-            res.alone = levels[0].alone
-        levels.append(res)
+    for i, plan in enumerate(plans):
+        for label, env in servers:  # side by side: the reference's class, then the same class on make run's server
+            res = load(plan, alone_inputs=args.alone if i == 0 else 0, session_log=args.session_log, env=env)
+            res.label = label
+            n = plan.sessions
+            log.info(
+                "load %d%s: %d inputs, %d problems", n, f" ({label})" if label else "", res.inputs, len(res.problems)
+            )
+            if args.server_log:
+                Path(f"{args.server_log}.{n}{'.reference' if label else ''}").write_text(res.server_log)
+            levels.append(res)
     if args.ungated and levels:  # the same first class on a server that lets every first run in at once
         res = load(plans[0], alone_inputs=0, env={admission.ENV_SLOTS: str(UNGATED)})
-        res.alone, res.label = levels[0].alone, f"every first run let in at once ({admission.ENV_SLOTS}={UNGATED})"
+        res.label = f"every first run let in at once ({admission.ENV_SLOTS}={UNGATED})"
         levels.append(res)
     publish("load", section(levels, command, header, args.interval, args.duration, args.note), no_write=args.no_write)
 

@@ -37,16 +37,27 @@ def _get(url: str) -> int:
         return len(response.read())
 
 
-def page_load(base: str, page: str) -> int:
-    """What a browser fetches before it opens the websocket: the page's HTML, the scripts and styles it names, the
-    health check and the host's configuration. The bytes received."""
+def page_html(base: str, page: str) -> tuple[int, list[str]]:
+    """The page's HTML, fetched as a browser does: the bytes received, and what the browser fetches next before it
+    opens the websocket (the scripts and styles the HTML names, the health check, the host's configuration)."""
     request = urllib.request.Request(f"{base}/{page}", headers={"Accept-Encoding": "gzip"})
     with urllib.request.urlopen(request, timeout=OPEN_TIMEOUT_S) as response:
         body = response.read()
         html = gzip.decompress(body) if response.headers.get("Content-Encoding") == "gzip" else body
     assets = dict.fromkeys(ASSET.findall(html.decode(errors="replace")))
-    urls = [*(f"{base}/{path}" for path in assets), f"{base}/_stcore/health", f"{base}/_stcore/host-config"]
-    return len(body) + sum(_get(url) for url in urls)
+    return len(body), [*(f"{base}/{path}" for path in assets), f"{base}/_stcore/health", f"{base}/_stcore/host-config"]
+
+
+def fetch_all(urls: list[str]) -> int:
+    """GET each of ``urls`` in turn as a browser does; the bytes received."""
+    return sum(_get(url) for url in urls)
+
+
+def page_load(base: str, page: str) -> int:
+    """What a browser fetches before it opens the websocket (:func:`page_html`, then what it names). The bytes
+    received."""
+    received, urls = page_html(base, page)
+    return received + fetch_all(urls)
 
 
 class ProtocolSession:

@@ -3,7 +3,9 @@ bundled model loads into the shared cache, once)."""
 
 from __future__ import annotations
 
+import asyncio
 import gc
+import gzip
 import os
 import re
 import subprocess
@@ -147,3 +149,75 @@ def test_serve_warm_up_waits_for_the_server_before_loading_models(monkeypatch: p
 
     serve.warm(ready=ready, idle=lambda: True, poll_s=0.0)
     assert loads == [3]
+
+
+def _asgi(app, path: str, *, method: str = "GET", gzip_ok: bool = True) -> tuple[dict, bytes]:
+    """One request through the ASGI ``app``: (the response's headers, its body)."""
+    scope = {
+        "type": "http",
+        "method": method,
+        "path": path,
+        "headers": [(b"accept-encoding", b"gzip, deflate, br")] if gzip_ok else [],
+    }
+    sent = []
+
+    async def receive():
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message):
+        sent.append(message)
+
+    asyncio.run(app(scope, receive, send))
+    return dict(sent[0]["headers"]), b"".join(m.get("body", b"") for m in sent[1:])
+
+
+async def _streamlits(scope, receive, send) -> None:
+    """Stands for Streamlit's own app: answers every request it gets with its path."""
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"x-by", b"streamlit")]})
+    await send({"type": "http.response.body", "body": scope["path"].encode()})
+
+
+def test_frontend_files_go_out_gzipped_each_compressed_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    (tmp_path / "js").mkdir()
+    script = b"console.log('a hashed bundle');\n" * 2000
+    (tmp_path / "js" / "index.AbC123.js").write_bytes(script)
+    (tmp_path / "font.woff2").write_bytes(b"\x00compressed already")
+    compressions = []
+    real = compat._gzipped
+    monkeypatch.setattr(compat, "_gzipped", lambda path: compressions.append(path.name) or real(path))
+    app = compat.GzippedStatic(_streamlits, tmp_path, "/base/static/")
+
+    for _ in range(3):
+        headers, body = _asgi(app, "/base/static/js/index.AbC123.js")
+        assert gzip.decompress(body) == script
+        assert len(body) < len(script) / 10
+        assert headers[b"content-encoding"] == b"gzip"
+        assert headers[b"content-length"] == str(len(body)).encode()
+        assert headers[b"cache-control"].startswith(b"public, immutable, max-age=")
+        assert b"javascript" in headers[b"content-type"]
+    assert compressions == ["index.AbC123.js"]  # once for the three requests
+
+    # Everything else is Streamlit's: a font, a missing or escaping path, a HEAD, a client without gzip, the page.
+    for path, kwargs in [
+        ("/base/static/font.woff2", {}),
+        ("/base/static/js/missing.js", {}),
+        ("/base/static/../static/js/index.AbC123.js", {}),
+        ("/base/static/js/index.AbC123.js", {"method": "HEAD"}),
+        ("/base/static/js/index.AbC123.js", {"gzip_ok": False}),
+        ("/masks", {}),
+    ]:
+        headers, body = _asgi(app, path, **kwargs)
+        assert (headers, body) == ({b"x-by": b"streamlit"}, path.encode()), (path, kwargs)
+
+
+def test_serve_puts_the_gzipped_files_in_front_of_streamlits_app(monkeypatch: pytest.MonkeyPatch):
+    from streamlit.web.server.starlette import starlette_server
+
+    built = []
+    monkeypatch.setattr(starlette_server, "create_starlette_app", lambda runtime: built.append(runtime) or _streamlits)
+    compat.serve_static_compressed()
+    app = starlette_server.create_starlette_app("runtime")  # what Streamlit's server calls when it starts
+    assert built == ["runtime"]
+    assert isinstance(app, compat.GzippedStatic) and app.app is _streamlits
+    assert "/static/static/js/" not in "".join(app.files)
+    assert any(path.startswith("/static/js/index.") for path in app.files)  # Streamlit's own bundle is among them

@@ -8,16 +8,21 @@ mode (:func:`leave_legacy_multipage_mode`) before anything else of the ui packag
 
 from __future__ import annotations
 
+import asyncio
+import gzip
+import mimetypes
 import sys
 import threading
+from pathlib import Path
 
 import streamlit as st
-from streamlit import delta_generator
+from streamlit import config, delta_generator, file_util
 from streamlit.runtime import Runtime, RuntimeState
 from streamlit.runtime.pages_manager import PagesManager
 from streamlit.runtime.scriptrunner_utils.script_requests import RerunData
 from streamlit.runtime.scriptrunner_utils.script_run_context import SCRIPT_RUN_CONTEXT_ATTR_NAME
 from streamlit.web import cli
+from streamlit.web.server.starlette.starlette_server_config import STATIC_ASSET_CACHE_MAX_AGE_SECONDS
 
 WRITTEN_FOR = "1.67."  # the release series whose internals every function below was read against
 
@@ -29,7 +34,8 @@ def check_version(version: str = st.__version__) -> None:
             f"tx_explorer.ui.compat was written for Streamlit {WRITTEN_FOR}x and found {version}: check each "
             "function in it against the new release (PagesManager.uses_pages_directory and intended_page_*, a script "
             "thread's run context and its script_requests.request_rerun(RerunData), "
-            "delta_generator._use_warning_has_been_displayed, Runtime.state, streamlit.web.cli.main), then update "
+            "delta_generator._use_warning_has_been_displayed, Runtime.state, streamlit.web.cli.main, "
+            "starlette_server.create_starlette_app and the static files' folder and cache lifetime), then update "
             "WRITTEN_FOR and requirements.txt together"
         )
 
@@ -84,6 +90,74 @@ def skip_first_run_detours() -> None:
     """
     PagesManager.uses_pages_directory = False
     delta_generator._use_warning_has_been_displayed = True
+
+
+STATIC_CACHE = f"public, immutable, max-age={STATIC_ASSET_CACHE_MAX_AGE_SECONDS}".encode()  # as Streamlit's
+COMPRESSED = (".js", ".css", ".json", ".svg", ".map", ".txt")  # text; fonts and images are compressed already
+
+
+class GzippedStatic:
+    """An ASGI app in front of Streamlit's: its frontend's scripts and styles (``/static/…``, content-hashed, so
+    the same name is always the same bytes) answered gzipped, each file compressed once and then kept in memory;
+    every other request goes to Streamlit's app unchanged.
+
+    Streamlit 1.67 (Starlette on uvicorn) sends these files uncompressed on purpose, since Starlette's gzip
+    middleware would compress them again on every request: 2.3 MB a page load, read from disk in 64 kB pieces
+    through a worker thread each and passed through its path-security, session and gzip middleware. Here a file
+    is one lookup in a dict of the folder's files (a path not in it, a ``HEAD``, or a client that does not accept
+    gzip goes to Streamlit) and one send of about a quarter of the bytes.
+    """
+
+    def __init__(self, app, folder: Path, prefix: str = "/static/") -> None:
+        self.app = app
+        self.files = {
+            prefix + path.relative_to(folder).as_posix(): path
+            for path in folder.rglob("*")
+            if path.suffix in COMPRESSED and path.is_file()
+        }
+        self._bodies: dict[str, asyncio.Task[bytes]] = {}  # path → its gzipped bytes (one compression per file)
+
+    async def __call__(self, scope, receive, send) -> None:
+        path = scope.get("path", "")
+        if scope["type"] != "http" or scope["method"] != "GET" or path not in self.files or not _accepts_gzip(scope):
+            await self.app(scope, receive, send)
+            return
+        if path not in self._bodies:  # sessions asking for it meanwhile wait for this one compression
+            self._bodies[path] = asyncio.ensure_future(asyncio.to_thread(_gzipped, self.files[path]))
+        body = await self._bodies[path]
+        kind = mimetypes.guess_type(path)[0] or "application/octet-stream"
+        headers = [
+            (b"content-type", kind.encode() + (b"; charset=utf-8" if kind.startswith("text/") else b"")),
+            (b"content-encoding", b"gzip"),
+            (b"content-length", str(len(body)).encode()),
+            (b"cache-control", STATIC_CACHE),
+            (b"vary", b"Accept-Encoding"),
+        ]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+
+def _accepts_gzip(scope) -> bool:
+    return any(name == b"accept-encoding" and b"gzip" in value for name, value in scope.get("headers", ()))
+
+
+def _gzipped(path: Path) -> bytes:
+    return gzip.compress(path.read_bytes(), compresslevel=9, mtime=0)
+
+
+def serve_static_compressed() -> None:
+    """Put :class:`GzippedStatic` in front of the app Streamlit's server builds when it starts (call it before
+    :func:`main`; a plain ``streamlit run app.py`` has built its server before any of this project loads)."""
+    from streamlit.web.server.starlette import starlette_server
+
+    build = starlette_server.create_starlette_app
+
+    def app_with_static(runtime: Runtime) -> GzippedStatic:
+        base = (config.get_option("server.baseUrlPath") or "").strip("/")  # read once the command line is in
+        prefix = f"/{base}/static/" if base else "/static/"
+        return GzippedStatic(build(runtime), Path(file_util.get_static_dir()) / "static", prefix)
+
+    starlette_server.create_starlette_app = app_with_static
 
 
 def server_answers() -> bool:
