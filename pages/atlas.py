@@ -94,6 +94,8 @@ def atlas_page(name: str) -> None:
         )
         result = view.overview(stats, statistic, lang=LANG)
         picked = ui.show_result(result, clickable=True)
+        if kinds := view.layer_kinds(tm, stats, lang=LANG):  # Gemma 3's local and global layers
+            st.markdown(kinds)
         st.caption(T("click_hint"))
         layer, head = head_choice(name, picked, view.focus(stats), tm)
         ui.show(view.head_along(stats, statistic, layer, head, lang=LANG))

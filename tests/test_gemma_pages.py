@@ -96,8 +96,10 @@ def test_masks_kv_cache_and_atlas_pages_draw_gemma3_270m(gemma3_270m):
     own = at.table[0].value.iloc[-1]  # the model's own pattern of local and global layers, formula = tensors
     assert own.iloc[-1] == "✓" and "(15 · " in own.iloc[2]
     assert any("15 of this model's 18 layers keep only the last 512 rows" in i.value for i in at.info)
-    at = open_page("atlas", timeout=600, atlas_model=NAME)  # the tiles under the local layers' windows
+    at = open_page("atlas", timeout=600, atlas_model=NAME, **{f"atlas_tokens_{NAME}": N})  # past the window
     assert_clean(at)
+    kinds = next(m.value for m in at.markdown if m.value.startswith("**Local and global layers.**"))
+    assert "no query's mean distance exceeds" in kinds and "(5, 11, 17) see all 600" in kinds
 
 
 def test_qk_norm_fixes_the_scores_scale_on_gemma3_270m(gemma3_270m):

@@ -264,12 +264,14 @@ def encode_text(tm: TextModel, text: str) -> list[int]:
 
 def corpus_ids(tm: TextModel, n: int) -> list[int]:
     """The first ``n`` tokens of the bundled held-out documents of our training corpus (``data/``), continued by
-    the corpus's standard-library documents when ``n`` is longer (:mod:`tx_explorer.data.corpus`)."""
+    the corpus's standard-library documents when ``n`` is longer (:mod:`tx_explorer.data.corpus`). The text opens
+    with the tokens the model's tokenizer puts first (Gemma 3's <bos>, where its global layers' sinks sit; none for
+    the others)."""
     n = positive_int("tokens", n)
     if n > tm.max_len:
         raise InputError("context_exceeded", count=n, limit=tm.max_len)
-    encode = lambda text: tm.tokenizer.encode(text, add_special_tokens=False).ids  # noqa: E731
-    ids = encode("\n".join(json.loads(HELDOUT_FILE.read_text(encoding="utf-8"))["documents"]))
+    encode = lambda text, opening=False: tm.tokenizer.encode(text, add_special_tokens=opening).ids  # noqa: E731
+    ids = encode("\n".join(json.loads(HELDOUT_FILE.read_text(encoding="utf-8"))["documents"]), opening=True)
     for doc in corpus.documents("stdlib") if len(ids) < n else ():
         ids += encode("\n" + doc)
         if len(ids) >= n:

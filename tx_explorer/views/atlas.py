@@ -121,6 +121,30 @@ def overview(stats: atlas.HeadStats, statistic: str = "first", *, lang: str = "e
     return Result((Panel(f"atlas_grid_{statistic}", fig, values),), notes, table)
 
 
+def layer_kinds(tm: TextModel, stats: atlas.HeadStats, *, lang: str = "en") -> str | None:
+    """For a model of local and global layers (Gemma 3): how far each kind looks and how much it gives the first
+    token, from these statistics; None when every layer is alike."""
+    cfg = tm.config
+    if cfg.layer_types is None:
+        return None
+    local = [i for i, kind in enumerate(cfg.layer_types) if kind == "sliding"]
+    full = [i for i, kind in enumerate(cfg.layer_types) if kind == "full"]
+    distance, first = stats.stat("distance").numpy(), stats.per_head("first")  # (L, H, T), (L, H)
+    n = distance.shape[-1]
+    return texts(PAGE, lang)(
+        "note_layer_kinds" if n > cfg.sliding_window else "note_layer_kinds_short",
+        local=len(local),
+        window=f"{cfg.sliding_window:,}",
+        cap=f"{cfg.sliding_window - 1:,}",
+        reach=f"{distance[local].max():,.0f}",
+        full=", ".join(map(str, full)),
+        full_reach=f"{distance[full].max():,.0f}",
+        local_first=f"{first[local].max():.2f}",
+        full_first=f"{first[full].max():.2f}",
+        n=f"{n:,}",
+    )
+
+
 def head_along(stats: atlas.HeadStats, statistic: str, layer: int, head: int, *, lang: str = "en") -> Panel:
     """One head's statistic at every position, beside its layer's mean over heads."""
     T = texts(PAGE, lang)
