@@ -70,7 +70,7 @@ def _maps_and_logprobs(tm, ids: list[int]) -> tuple[torch.Tensor, list[torch.Ten
     return logits.float().log_softmax(-1)[0], [r.weights for r in trace]
 
 
-def error(path: Path) -> dict:
+def error(path: str | Path) -> dict:
     """bfloat16 weights against float32 weights of the GGUF file at ``path``, on :data:`TOKENS` tokens."""
     from tx_explorer.interop.gguf import load_gguf
 
@@ -290,7 +290,11 @@ def main(argv: list[str] | None = None) -> None:
     args, command = parse(p, argv)
     from tx_explorer.interop import gguf
 
-    errors = {"SmolLM2-135M-Instruct (Q4_1)": error(gguf.locate_smollm2() / gguf.SMOLLM2_FILE)}
-    errors["Gemma 3 270M (Q4_K_M)"] = error(gguf.locate_gemma3() / gguf.GEMMA3_PATH.name)
+    files = {
+        "SmolLM2-135M-Instruct (Q4_1)": gguf.locate_smollm2() / gguf.SMOLLM2_FILE,
+        "Gemma 3 270M (Q4_K_M)": gguf.locate_gemma3() / gguf.GEMMA3_PATH.name,
+    }
+    # each in its own interpreter: this one keeps no memory from them when the large shapes are loaded
+    errors = {name: _child(f"error({str(path)!r})", args.threads) for name, path in files.items()}
     rows = shapes(args.shapes, args.repeats, args.threads)
     publish("bf16", section(errors, rows, command, args.threads), no_write=args.no_write)
