@@ -8,7 +8,7 @@ from typing import Any
 import streamlit as st
 import torch
 
-from tx_explorer import locales, model_cache, models, paths
+from tx_explorer import data, locales, model_cache, models, paths
 from tx_explorer.errors import InputError
 from tx_explorer.ui.sections import optional
 from tx_explorer.ui.text import error_text, escape_markdown, texts
@@ -89,6 +89,20 @@ def text_model_picker(
         return None
 
 
+def _precision(T, weights: str) -> str:
+    """The weights' precision in words; for bfloat16 with what it cost when last measured (data.bf16_cost)."""
+    if weights != "bfloat16":
+        return T(f"arch_weights_{weights}")
+    cost = data.bf16_cost()
+    return T(
+        "arch_weights_bfloat16",
+        model=cost["model"],
+        logprob=f"{cost['logprob_top1']:.2f}",
+        weight=f"{cost['map']:.2f}",
+        agree=f"{cost['agree']:.0%}",
+    )
+
+
 def architecture_caption(cfg: Any, weights: str | None = None) -> str:
     """How a text model's blocks are built, in words: positions, K/V sharing, window, norm and MLP kinds; and the
     precision of its ``weights`` (``"float32"`` or ``"bfloat16"``, a checkpoint's ``info["dtype"]``) when given, with
@@ -102,7 +116,7 @@ def architecture_caption(cfg: Any, weights: str | None = None) -> str:
         *([T("arch_window", window=cfg.sliding_window)] if cfg.sliding_window else []),
         T(f"arch_norm_{cfg.norm}"),
         T(f"arch_mlp_{cfg.mlp}"),
-        *([T(f"arch_weights_{weights}")] if weights else []),
+        *([_precision(T, weights)] if weights else []),
     ]
     return " · ".join(parts)
 
