@@ -373,3 +373,18 @@ def test_a_quantised_gemma3_gguf_file_matches_transformers_gguf_loader(tmp_path,
     ).eval()
     idx = torch.randint(0, TINY["vocab_size"], (1, 19), generator=torch.Generator().manual_seed(6))
     compare(theirs, load_gguf(path).model, idx)
+
+
+def test_the_pages_per_layer_inputs_reproduce_a_sandwich_models_attention(folder):
+    """The lenses and inspectors re-run one layer's attention from ``attention_inputs``: in a sandwich block that
+    input is norm1(x), as in a pre-norm one (handing it the raw stream gave other maps)."""
+    tm = load_checkpoint(folder[0])
+    ids = list(range(5, 28))
+    trace = Trace()
+    tm.run(ids, trace)
+    mask = tm.mask(len(ids))
+    for layer, (record, x) in enumerate(zip(trace, tm.attention_inputs(ids), strict=True)):
+        again = Trace()
+        with torch.no_grad():
+            tm.attention_module(layer)(x, mask=mask, trace=again)
+        torch.testing.assert_close(next(iter(again)).weights, record.weights)

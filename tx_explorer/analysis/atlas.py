@@ -322,7 +322,7 @@ def dense_rows(tm: TextModel, ids: Sequence[int], layer: int, rows: tuple[int, i
         x = block(x, mask, pos=pos)
     attn = model.blocks[layer].attn
     block = model.blocks[layer]
-    q, k, v = attn.project_qkv(block.norm1(x) if block.norm_position != "post" else x)  # pre-norm and sandwich
+    q, k, v = attn.project_qkv(block.attention_input(x))
     k, v = attn.expand_kv(k)[:, :, :end], attn.expand_kv(v)[:, :, :end]  # (1, H, end, Dh): later keys are hidden
     q_pos = pos[start:end]
     bias = attn.position.score_bias(q_pos, pos[:end]) if attn.position is not None else None  # (H, R, end) or None

@@ -90,7 +90,7 @@ def first_layer_scores(model: CausalLM, token: int, n: int) -> Tensor:
     model.eval()
     block = model.blocks[0]
     x = model.embed(torch.full((1, n), token))  # (1, n, D)
-    h = block.norm1(x) if block.norm_position == "pre" else x
+    h = block.attention_input(x)
     attn = block.attn
     q, k, _ = attn.project_qkv(h)
     s = q @ attn.expand_kv(k).transpose(-2, -1) / math.sqrt(attn.head_dim)  # (1, H, n, n)

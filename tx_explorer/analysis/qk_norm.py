@@ -66,7 +66,7 @@ def qk_norm_effect(tm: TextModel, ids: Sequence[int]) -> list[QKNormLayer]:
     found = []
     for i, block in enumerate(model.blocks):
         attn = block.attn
-        h = block.norm1(x) if block.norm_position != "post" else x  # what the attention reads
+        h = block.attention_input(x)  # what the attention reads
         q, k, _ = attn.project_qkv(h, pos=pos)  # with the norm, turned: the model's own
         q_raw, k_raw, _ = attn.qkv(h).split([attn.q_dim, attn.kv_dim, attn.kv_dim], dim=-1)
         q_raw = q_raw.view(1, n, attn.num_heads, attn.head_dim).transpose(1, 2)  # (1, H, N, Dh)

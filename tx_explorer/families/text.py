@@ -197,13 +197,14 @@ class TextModel:
     def attention_inputs(self, ids: Sequence[int]) -> list[Tensor]:
         """The tensor each layer's self-attention receives, ``[1, N, D]`` per layer.
 
-        Pre-norm blocks feed ``norm1(x)``, post-norm blocks feed ``x`` itself (see ``TransformerBlock``).
+        Pre-norm and sandwich blocks feed ``norm1(x)``, post-norm blocks ``x`` itself
+        (``TransformerBlock.attention_input``).
         """
         x = self.model.embed(self._batch(ids))
         mask = self.mask(len(ids))
         inputs = []
         for block in self.model.blocks:
-            inputs.append(block.norm1(x) if block.norm_position == "pre" else x)
+            inputs.append(block.attention_input(x))
             x = block(x, mask)
         return inputs
 

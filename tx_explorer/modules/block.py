@@ -74,6 +74,12 @@ class TransformerBlock(nn.Module):
         self.post_mlp_norm = make_norm(cfg) if out_norms else None  # on the MLP's output
         self.drop = nn.Dropout(cfg.dropout)
 
+    def attention_input(self, x: Tensor) -> Tensor:
+        """What the self-attention reads from the residual stream ``x``: ``norm1(x)`` in pre-norm and sandwich
+        blocks, ``x`` itself in a post-norm block (its norm comes after the sum) and after OLMo 2's (norm1 is the
+        identity there)."""
+        return x if self.norm_position == "post" else self.norm1(x)
+
     def residual(
         self, x: Tensor, f: Callable[[Tensor], Tensor], norm: nn.Module, after: nn.Module | None = None
     ) -> Tensor:
