@@ -52,7 +52,7 @@ def routes(name: str) -> None:
         tm = hs.text_model(ui.cached_model(name))
         st.caption(ui.architecture_caption(tm.config))
         if not flow.decomposable(tm):
-            st.info(T("post_norm", model=name))
+            st.info(T(f"{flow.undecomposable_norm(tm)}_norm", model=name))
             return
         text = st.text_area(T("text"), T("text_default"), max_chars=20_000, key="flow_text", height=80)
         if not text.strip():

@@ -206,7 +206,10 @@ def test_direct_logit_attribution_adds_up_to_the_logits(name: str) -> None:
 def test_post_norm_models_are_refused_with_a_statement() -> None:
     torch.manual_seed(0)
     tm = _text_model(Encoder(PRESETS["bert-base"].replace(**SMALL)), "encoder")
-    assert not flow.decomposable(tm)
+    assert not flow.decomposable(tm) and flow.undecomposable_norm(tm) == "post"
+    for position in ("sandwich", "after"):  # Gemma 2/3 and OLMo 2: a norm on each sub-layer's output
+        other = _text_model(CausalLM(TransformerConfig(**SMALL, norm_position=position)))
+        assert not flow.decomposable(other) and flow.undecomposable_norm(other) == "sandwich"
     with pytest.raises(InputError, match="post-norm"):
         flow.decompose(tm, tm.encode(TEXT).ids)
 

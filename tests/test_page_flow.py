@@ -100,6 +100,8 @@ def test_every_text_model_of_the_registry(page) -> None:
         assert_clean(page)
         if name == "minilm-l6":
             assert not plotly_specs(page) and "is post-norm" in page.info[0].value
+        elif name == "gemma3-270m":  # a norm on each sub-layer's output: the other statement
+            assert not plotly_specs(page) and "normalises each sub-layer's output" in page.info[0].value
         else:
             assert chart_keys(page) == list(CHARTS), name
     page.selectbox(key="flow_model").set_value(view.default_model()).run()

@@ -59,11 +59,11 @@ def token_probe(
     r = torch.randn(x.shape[-1], generator=generator(seed)).to(x)
     moved = x.clone()
     moved[0, token] += size * x[0, token].norm() * r / r.norm()
-    pre = block.norm_position == "pre"
+    before = block.norm_position != "post"  # pre-norm and sandwich blocks normalise a sub-layer's input
     stages = {
         "norm": lambda h: block.norm1(h),
-        "attention": lambda h: block.attn(block.norm1(h) if pre else h, mask=mask, pos=pos, k_pos=pos),
-        "mlp": lambda h: block.mlp(block.norm2(h) if pre else h),
+        "attention": lambda h: block.attn(block.attention_input(h), mask=mask, pos=pos, k_pos=pos),
+        "mlp": lambda h: block.mlp(block.norm2(h) if before else h),
         "block": lambda h: block(h, mask, pos=pos, k_pos=pos),
     }
     delta, exact = {}, {}

@@ -45,6 +45,12 @@ def decomposable(tm: TextModel) -> bool:
     return all(block.norm_position == "pre" for block in tm.model.blocks)
 
 
+def undecomposable_norm(tm: TextModel) -> str:
+    """Why the stream is not a sum of writes: ``"post"`` (norm(x + f(x))) or ``"sandwich"`` (x + norm(f(·)): Gemma
+    2/3's norms after each sub-layer and OLMo 2's, which renormalise the heads' writes together)."""
+    return "post" if any(block.norm_position == "post" for block in tm.model.blocks) else "sandwich"
+
+
 @dataclass(frozen=True)
 class Decomposition:
     """One sequence's run split into writes to the residual stream (float, on the model's device)."""
