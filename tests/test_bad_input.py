@@ -891,6 +891,12 @@ def checkpoint_folders():
         good.replace(b"\x05" + 7 * b"\x00" + b"qwen2", b"\x05" + 7 * b"\x00" + b"gemma", 1)
     )
     (BYOC / "outside" / "tiny.gguf").write_bytes(good)
+    from tests.test_gemma3 import write_gemma3_gguf
+
+    write_gemma3_gguf(roots / "g3-norm.gguf", drop="blk.3.post_ffw_norm.weight")
+    write_gemma3_gguf(roots / "g3-width.gguf", key_length=12)
+    write_gemma3_gguf(roots / "g3-pattern.gguf", pattern="every sixth")
+    write_gemma3_gguf(roots / "g3-vocab.gguf", vocab_cut=10)
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv(paths.ENV_ROOTS, str(roots))
         yield roots
@@ -923,12 +929,6 @@ def test_bad_input(pages: Pages, checkpoint_folders: Path, case: Case) -> None:
 
     answered = False
     try:
-    from tests.test_gemma3 import write_gemma3_gguf
-
-    write_gemma3_gguf(roots / "g3-norm.gguf", drop="blk.3.post_ffw_norm.weight")
-    write_gemma3_gguf(roots / "g3-width.gguf", key_length=12)
-    write_gemma3_gguf(roots / "g3-pattern.gguf", pattern="every sixth")
-    write_gemma3_gguf(roots / "g3-vocab.gguf", vocab_cut=10)
         at.run()
         assert_nothing_rendered(at)
         if case.expect == "chart":
