@@ -82,7 +82,7 @@ def atlas_page(name: str) -> None:
     ui.keep_open("atlas_open_block", "atlas_open_needle")  # through runs stopped early by a bad text
     with ui.friendly_errors():
         tm = on_gpu(name) if ui.device().type == "cuda" else ui.cached_model(name)
-        st.caption(ui.architecture_caption(tm.config) + " · " + T("context", n=tm.max_len))
+        st.caption(ui.architecture_caption(tm) + " · " + T("context", n=tm.max_len))
         ids, window = text_ids(name, tm)
         key = ("atlas", name, hash(tuple(ids)), len(ids), window)
         stats = pooled(key, lambda report: view.compute(tm, ids, window=window, lang=LANG, report=report))

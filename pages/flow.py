@@ -50,7 +50,7 @@ def routes(name: str) -> None:
     """Inputs, the graph and the edge and node it opens: a click or a slider reruns only this."""
     with ui.friendly_errors():
         tm = hs.text_model(ui.cached_model(name))
-        st.caption(ui.architecture_caption(tm.config))
+        st.caption(ui.architecture_caption(tm))
         if not flow.decomposable(tm):
             st.info(T(f"{flow.undecomposable_norm(tm)}_norm", model=name))
             return

@@ -61,7 +61,7 @@ def views(name: str) -> None:
 
     with ui.friendly_errors():
         tm = text_model(name)
-        st.caption(ui.architecture_caption(tm.config))
+        st.caption(ui.architecture_caption(tm))
         if choice == "patching":
             pairs = hs.example_pairs(name)
             c = st.columns([1, 2, 2])

@@ -104,7 +104,7 @@ tm = None
 if name is not None:
     with ui.friendly_errors():
         loaded = ui.cached_model(name)
-        c[1].caption(ui.architecture_caption(loaded.config))
+        c[1].caption(ui.architecture_caption(loaded))
         if note := view.window_note(loaded, lang=LANG):
             st.info(note)
         view.model_of(loaded)  # one of our causal LMs (it has a KV cache), else a message here instead of sections

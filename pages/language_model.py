@@ -122,7 +122,7 @@ ui.stop_unless(name, text, T("empty"))
 r = tm = None
 with ui.friendly_errors():
     tm = ui.cached_model(name)
-    st.caption(ui.architecture_caption(tm.config))
+    st.caption(ui.architecture_caption(tm))
     st.markdown(model_facts.say("language_model", "model_intro", tm, LANG))
     if "val_loss" in tm.info:  # a bundled model's training summary (a checkpoint folder has none)
         st.caption(T("trained", loss=f"{tm.info['val_loss']:.2f}", bigram=f"{tm.info['bigram']['val_loss']:.2f}"))

@@ -130,7 +130,7 @@ single, text = (text, view.repeated(text)) if repeat else (None, text)  # the ty
 with ui.friendly_errors():
     tm = ui.cached_model(name)
     facts = model_facts.say("multihead", "model_caption", tm, LANG, kind=T(f"kind_{tm.kind}"), dim=tm.config.dim)
-    arch = ui.architecture_caption(tm.config, tm.info.get("dtype"))  # a checkpoint's precision too
+    arch = ui.architecture_caption(tm)
     st.caption(facts + " · " + arch + "  \n" + model_facts.facts(tm, LANG).qkv)
     data = analysed(name, text)
     if data.truncated:

@@ -132,13 +132,12 @@ def test_a_safetensors_folder_is_converted_tensor_by_tensor_into_the_precision_t
 
 
 def test_the_model_caption_names_the_precision_and_what_bfloat16_costs(tiny):
+    from tx_explorer import data
     from tx_explorer.ui.pickers import architecture_caption
 
     tm = ours.load_gguf(tiny, dtype=torch.bfloat16)
-    caption = architecture_caption(tm.config, tm.info["dtype"])
-    from tx_explorer import data
-
+    caption = architecture_caption(tm)
     cost = data.bf16_cost()  # the benchmark's last measurement, quoted rather than typed into the locale
     assert "weights in bfloat16" in caption and cost["model"] in caption
     assert f"{cost['logprob_top1']:.2f}" in caption and f"{cost['agree']:.0%}" in caption
-    assert architecture_caption(tm.config, "float32").endswith("weights in float32")
+    assert architecture_caption(ours.load_gguf(tiny, dtype=torch.float32)).endswith("weights in float32")

@@ -103,10 +103,11 @@ def _precision(T, weights: str) -> str:
     )
 
 
-def architecture_caption(cfg: Any, weights: str | None = None) -> str:
-    """How a text model's blocks are built, in words: positions, K/V sharing, window, norm and MLP kinds; and the
-    precision of its ``weights`` (``"float32"`` or ``"bfloat16"``, a checkpoint's ``info["dtype"]``) when given, with
-    what bfloat16 costs."""
+def architecture_caption(tm: Any) -> str:
+    """The model's card in one line: how a text model's blocks are built, in words (positions, K/V sharing, window,
+    norm and MLP kinds), and the precision its weights were read in where a checkpoint records it
+    (``info["dtype"]``: float32 where it fit in the memory left, else bfloat16, with what bfloat16 costs)."""
+    cfg, weights = tm.config, tm.info.get("dtype")
     T = texts("common")
     heads, kv = cfg.num_heads, cfg.kv_heads
     sharing = "mha" if kv == heads else "mqa" if kv == 1 else "gqa"
