@@ -108,10 +108,10 @@ def model_section() -> None:
     st.header(T("model_header"))
     st.markdown(T("model_intro"))
     c = st.columns([2, 1])
-    causal = models.available_models("text", kind="causal")
-    default = view.first_windowed(causal, ui.cached_model)  # a model of local and global layers: Gemma 3
-    if default is not None:
-        st.session_state.setdefault("masks_model", default)
+    if "masks_model" not in st.session_state:  # the default loads models until one has local and global layers
+        default = view.first_windowed(models.available_models("text", kind="causal"), ui.cached_model)  # Gemma 3
+        if default is not None:
+            st.session_state["masks_model"] = default
     name = ui.text_model_picker(T("model"), "masks_model", kind="causal", where=c[0])
     limit = mg.MAX_MODEL_TOKENS
     n = c[1].number_input(
@@ -127,6 +127,8 @@ def model_section() -> None:
         (st.success if m.ok else st.error)(m.check)
         if m.short:
             st.info(m.short)
+        if m.sinks:
+            st.info(m.sinks)
         ui.row(*m.panels)
         st.table(m.table)
 

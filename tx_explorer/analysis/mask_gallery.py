@@ -174,6 +174,8 @@ class LayerMask:
     reach: int  # the farthest key any query of any head gives a weight > 0: the largest i − j
     max_hidden: float  # the largest weight on a key the layer's mask hides, over every head and row
     hidden: int  # cells the layer's mask hides (of N², per head)
+    row_mean: float  # a row's weights summed, averaged over heads and rows: 1 unless a learned sink takes a share
+    row_min: float  # the smallest such sum; 1 − Σ is what the sink took from that row
 
 
 @dataclass(frozen=True)
@@ -181,8 +183,10 @@ class ModelMasks:
     n: int  # tokens read
     heads: int
     layers: list[LayerMask]
-    shown: dict[int, np.ndarray]  # layer → its weights, the largest over heads, pooled to ≤ SHOWN_CELLS²
+    shown: dict[int, np.ndarray]  # layer → its weights, the largest over heads, pooled to ≤ SHOWN_CELLS²; with
+    # learned sinks one more column last: the sink's share 1 − Σ_j A_ij, the largest over heads and pooled rows
     pool: int  # positions per shown cell
+    sinks: bool  # the model learned a sink logit per head (gpt-oss): its rows sum to less than 1
 
 
 def layer_window(cfg: TransformerConfig, layer: int) -> int | None:
@@ -222,6 +226,7 @@ def model_masks(tm: TextModel, ids: Sequence[int]) -> ModelMasks:
         trace = Trace()
         x = block(x, mask, trace=trace.scope(f"blocks.{i}", layer=i), kind=model.kind, pos=pos)
         a = trace.stack(name_contains="attn")[0, 0].float().cpu()  # (H, N, N)
+        sums = a.sum(dim=-1)  # (H, N): 1 per row, less where a learned sink took its share
         window = layer_window(cfg, i)
         hidden = ~(mask if window is None else mask & masks.causal_between(pos, pos, window)).cpu()  # (N, N)
         layers.append(
@@ -232,9 +237,15 @@ def model_masks(tm: TextModel, ids: Sequence[int]) -> ModelMasks:
                 reach=int(back[(a > 0).any(dim=0)].max()),
                 max_hidden=float(a[:, hidden].max()) if bool(hidden.any()) else 0.0,
                 hidden=int(hidden.sum()),
+                row_mean=float(sums.mean()),
+                row_min=float(sums.min()),
             )
         )
         if i in wanted:
             top = a.amax(dim=0)[None, None]  # (1, 1, N, N): the largest weight over heads
             shown[i] = torch.nn.functional.max_pool2d(top, pool, ceil_mode=True)[0, 0].numpy()
-    return ModelMasks(n=n, heads=cfg.num_heads, layers=layers, shown=shown, pool=pool)
+            if cfg.attention_sinks:  # the sink as one more key: the share each row gave it
+                sink = (1 - sums).clamp(min=0).amax(dim=0)[None, None]  # (1, 1, N)
+                column = torch.nn.functional.max_pool1d(sink, pool, ceil_mode=True)[0, 0].numpy()
+                shown[i] = np.concatenate([shown[i], column[:, None]], axis=1)
+    return ModelMasks(n=n, heads=cfg.num_heads, layers=layers, shown=shown, pool=pool, sinks=cfg.attention_sinks)

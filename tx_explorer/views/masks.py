@@ -94,6 +94,7 @@ class ModelMasksView:
     ok: bool  # every hidden weight exactly 0, and no local layer reaching past its window
     check: str  # that verdict with its numbers
     short: str | None  # the text is too short to reach a window: said, with the window
+    sinks: str | None  # a model with learned sinks: its rows' sums measured, and the sink's share, in words
     panels: list[Panel]  # the shown layers' weights (the largest over heads, pooled)
     table: list[dict[str, str]]  # one row per layer
 
@@ -125,7 +126,21 @@ def model_masks(tm: TextModel, r: mg.ModelMasks, *, lang: str = "en") -> ModelMa
     short = None
     if windowed and r.n <= windowed[0].window:
         short = T("model_short", n=r.n, window=windowed[0].window)
+    sinks = None
+    if r.sinks:
+        mean = sum(layer.row_mean for layer in r.layers) / len(r.layers)
+        low = min(r.layers, key=lambda layer: layer.row_min)
+        sinks = T(
+            "model_sinks",
+            model=tm.name,
+            mean=f"{mean:.3f}",
+            min=f"{low.row_min:.3f}",
+            layer=low.layer,
+            share=f"{1 - mean:.3f}",
+            top=f"{1 - low.row_min:.3f}",
+        )
     labels = [str(k * r.pool) for k in range(-(-r.n // r.pool))]
+    keys = [*labels, T("model_sink_key")] if r.sinks else labels  # the sink's column is the last key
     kind = lambda layer: T("model_local" if layer.window is not None else "model_global")  # noqa: E731
     panels = [
         Panel(
@@ -133,7 +148,7 @@ def model_masks(tm: TextModel, r: mg.ModelMasks, *, lang: str = "en") -> ModelMa
             heatmap(
                 w,
                 labels,
-                labels,
+                keys,
                 title=T("model_map_title", layer=i, kind=kind(r.layers[i]), pool=r.pool),
                 **ax,
             ),
@@ -150,7 +165,8 @@ def model_masks(tm: TextModel, r: mg.ModelMasks, *, lang: str = "en") -> ModelMa
             T("col_reach"): f"{layer.reach:,}",
             T("col_hidden"): f"{layer.hidden:,}",
             T("col_max_hidden"): f"{layer.max_hidden:.3g}",
+            **({T("col_row_sums"): f"{layer.row_mean:.3f} · {layer.row_min:.3f}"} if r.sinks else {}),
         }
         for layer in r.layers
     ]
-    return ModelMasksView(ok, check, short, panels, table)
+    return ModelMasksView(ok, check, short, sinks, panels, table)
