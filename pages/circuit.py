@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from tx_explorer import models, ui
+from tx_explorer import ui
 from tx_explorer.views import circuit as view
 
 T, LANG = ui.texts("circuit"), ui.lang()
@@ -38,22 +38,24 @@ def composition_section(bundle) -> None:
 
 
 @st.cache_data(max_entries=2, show_spinner=False)
-def compared(lang: str) -> view.Comparison:
-    """SmolLM2's heads scored once per server and language: every rerun of the page (opening the live run) would
-    otherwise score its 270 heads again (0.7 s)."""
-    return view.compare(ui.cached_model(view.BUNDLE), ui.cached_model(view.COMPARE), lang=lang)
+def compared(names: tuple[str, ...], lang: str) -> view.Comparison:
+    """The pretrained LLMs' heads scored once per server and language: every rerun of the page (opening the live
+    run) would otherwise score SmolLM2's 270 heads and Gemma 3's 72 again."""
+    return view.compare(ui.cached_model(view.BUNDLE), *map(ui.cached_model, names), lang=lang)
 
 
 @ui.below_fold("circuit_compare", height=640)
 def compare_section() -> None:
     ui.section(T, "compare")
-    if view.COMPARE not in models.available_models():
-        st.info(T("compare_absent", model=view.COMPARE))
+    names = tuple(view.pretrained())
+    if not names:
+        st.info(T("compare_absent", model=", ".join(view.pretrained(installed=False))))
         return
     with ui.friendly_errors():
-        c = compared(LANG)
+        c = compared(names, LANG)
         ui.show(c.scatter)
-        st.caption(c.caption)
+        for caption in c.captions:
+            st.caption(caption)
 
 
 def live_section(bundle) -> None:  # no fragment: a click in one waits for its run, Stop must not

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from tests.conftest import assert_clean, open_page, plotly_specs
-from tx_explorer import locales, models
+from tx_explorer import locales
 from tx_explorer.analysis import induction as ind
 from tx_explorer.families import circuit
 from tx_explorer.train import induction as trainer
@@ -69,11 +69,19 @@ def test_the_slider_walks_the_checkpoints(at, bundle):
     slider.set_value(bundle.steps[-1]).run()
 
 
-def test_smollm2_beside_it_or_a_message(at):
-    if view.COMPARE in models.available_models():
-        assert any(c.value.startswith(view.COMPARE) for c in at.caption)
+def test_the_pretrained_llms_beside_it_or_a_message(at):
+    """SmolLM2 and Gemma 3 270M, each installed one scored with its own caption and points; none: a message."""
+    names = view.pretrained()
+    assert set(names) <= set(view.pretrained(installed=False))
+    assert {"smollm2-135m-instruct", "gemma3-270m"} <= set(view.pretrained(installed=False))
+    assert not {"tiny-gpt", "tiny-llama", "induction-2l"} & set(view.pretrained(installed=False))  # trained here
+    if names:
+        for name in names:
+            assert any(c.value.startswith(name) for c in at.caption), name
+        scatter = next(s for s in plotly_specs(at) if any(t.get("name") == names[0] for t in s["data"]))
+        assert [t["name"] for t in scatter["data"]] == [view.BUNDLE, *names]
     else:
-        assert any(view.COMPARE in i.value for i in at.info)
+        assert any(n in i.value for i in at.info for n in view.pretrained(installed=False))
 
 
 def test_the_live_run_draws_its_curves(at, monkeypatch):

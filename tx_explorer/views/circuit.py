@@ -1,6 +1,7 @@
 """Watch a circuit form (lecture §4.1: heads learn relations): the bundled two-layer attention-only model's
 training record with its phase change, its previous-token and induction heads at each shipped checkpoint,
-K-composition measured by ablation, the same scores for SmolLM2's heads, and the run again, live."""
+K-composition measured by ablation, the same scores for the heads of the pretrained LLMs installed (SmolLM2, Gemma 3
+270M), and the run again, live."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from tx_explorer import models
 from tx_explorer.analysis import induction as ind
 from tx_explorer.errors import InputError
 from tx_explorer.families.circuit import CircuitBundle
@@ -21,8 +23,7 @@ from tx_explorer.viz.norm_figures import side_by_side
 
 PAGE = "circuit"
 BUNDLE = "induction-2l"  # the registry's name of the shipped run
-COMPARE = "smollm2-135m-instruct"  # a real LLM whose heads are scored beside it, where installed
-COMPARE_SEQUENCES = 4  # repeated random sequences SmolLM2 is scored on (30 layers: kept small for the CPU)
+COMPARE_SEQUENCES = 4  # repeated random sequences a real LLM is scored on (SmolLM2's 30 layers: small for the CPU)
 MAP_LENGTH = 12  # the maps' sequence: a first token, then 12 random tokens twice (25 rows, readable)
 MAX_SEED = 1_000_000
 
@@ -178,50 +179,60 @@ def k_composition(bundle: CircuitBundle, *, lang: str = "en") -> Composition:
     return Composition(table, verdict)
 
 
+def pretrained(*, installed: bool = True) -> list[str]:
+    """The registry's pretrained causal text models (not trained here: SmolLM2, Gemma 3 270M …), in its order; with
+    ``installed`` only those whose files are on this machine."""
+    names = models.available_models("text", kind="causal") if installed else list(models.REGISTRY)
+    entries = {n: models.REGISTRY[n] for n in names}
+    return [n for n, e in entries.items() if e.family == "text" and e.kind == "causal" and not e.bundled]
+
+
 @dataclass(frozen=True)
 class Comparison:
-    scatter: Panel  # every head of both models: previous-token vs induction score
-    caption: str
+    scatter: Panel  # every head of every model: previous-token vs induction score
+    captions: list[str]  # one per compared model, in the order given
 
 
-def compare(bundle: CircuitBundle, other: TextModel, *, lang: str = "en") -> Comparison:
-    """The same two scores for every head of ``other`` (SmolLM2), on repeated random sequences of its own
-    vocabulary of the same length, beside the shipped model's."""
+def compare(bundle: CircuitBundle, *others: TextModel, lang: str = "en") -> Comparison:
+    """The same two scores for every head of each of ``others`` (SmolLM2, Gemma 3 270M), on repeated random
+    sequences of its own vocabulary of the same length, beside the shipped model's."""
     T = texts(PAGE, lang)
     s = bundle.training["settings"]
     ours = bundle.k_composition().clean
-    batch = ind.random_repeats(
-        other.config.vocab_size,
-        other.special_ids,
-        length=s["eval_length"],
-        count=COMPARE_SEQUENCES,
-        seed=s["eval_seed"],
-    )
-    theirs = ind.measure(other.model, batch)
-    fig = vc.head_scores(
-        {bundle.text.name: (ours.previous, ours.induction), other.name: (theirs.previous, theirs.induction)},
-        x_title=T("score_previous"),
-        y_title=T("score_induction"),
-    )
-    (il, ih), (pl, ph) = theirs.best("induction"), theirs.best("previous")
-    caption = T(
-        "compare_caption",
-        model=other.name,
-        heads=theirs.induction.size,
-        ind_head=f"L{il}H{ih}",
-        ind=f"{theirs.induction[il, ih]:.2f}",
-        prev_head=f"L{pl}H{ph}",
-        prev=f"{theirs.previous[pl, ph]:.2f}",
-        many=int((theirs.induction >= 0.3).sum()),
-        ours=f"{ours.induction.max():.2f}",
-        second=f"{theirs.loss_second:.2f}",
-        first=f"{theirs.loss_first:.2f}",
-        n=s["eval_length"],
-        count=COMPARE_SEQUENCES,
-    )
+    points = {bundle.text.name: (ours.previous, ours.induction)}
     data = {"ours_previous": ours.previous, "ours_induction": ours.induction}
-    data |= {"other_previous": theirs.previous, "other_induction": theirs.induction}
-    return Comparison(Panel("circuit_compare", fig, data), caption)
+    captions = []
+    for other in others:
+        batch = ind.random_repeats(
+            other.config.vocab_size,
+            other.special_ids,
+            length=s["eval_length"],
+            count=COMPARE_SEQUENCES,
+            seed=s["eval_seed"],
+        )
+        theirs = ind.measure(other.model, batch)
+        points[other.name] = (theirs.previous, theirs.induction)
+        data |= {f"{other.name}_previous": theirs.previous, f"{other.name}_induction": theirs.induction}
+        (il, ih), (pl, ph) = theirs.best("induction"), theirs.best("previous")
+        captions.append(
+            T(
+                "compare_caption",
+                model=other.name,
+                heads=theirs.induction.size,
+                ind_head=f"L{il}H{ih}",
+                ind=f"{theirs.induction[il, ih]:.2f}",
+                prev_head=f"L{pl}H{ph}",
+                prev=f"{theirs.previous[pl, ph]:.2f}",
+                many=int((theirs.induction >= 0.3).sum()),
+                ours=f"{ours.induction.max():.2f}",
+                second=f"{theirs.loss_second:.2f}",
+                first=f"{theirs.loss_first:.2f}",
+                n=s["eval_length"],
+                count=COMPARE_SEQUENCES,
+            )
+        )
+    fig = vc.head_scores(points, x_title=T("score_previous"), y_title=T("score_induction"))
+    return Comparison(Panel("circuit_compare", fig, data), captions)
 
 
 # --- the live run ---------------------------------------------------------------------------------------------
