@@ -132,6 +132,7 @@ class SessionResult:
     heavy: bool
     arrived: float = 0.0  # time.monotonic() when it connected
     first_run_s: float = float("nan")
+    page_load_s: float = float("nan")  # the first run's first part: the page's HTML and files over HTTP
     # (seconds to the last delta, sessions connected when it was sent) per answered input
     answers: list[tuple[float, int]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
@@ -164,6 +165,8 @@ async def run_session(
     room.connected += 1
     try:
         res.first_run_s = await session.open(static=plan.static)
+        if plan.static:
+            res.page_load_s = session.static_s
         stop, k = time.monotonic() + plan.duration_s, 0
         while (started := time.monotonic()) < stop:
             connected = room.connected
@@ -338,6 +341,7 @@ def level_lines(res: LoadResult, interval_s: float, duration_s: float) -> list[s
     light = res.latencies(lambda s: not s.heavy)
     heavy = res.latencies(lambda s: s.heavy)
     first = sorted(s.first_run_s for s in res.sessions if s.first_run_s == s.first_run_s)
+    loads = sorted(s.page_load_s for s in res.sessions if s.page_load_s == s.page_load_s)
     problems = res.problems
     passes = res.passes()
     arrival = f"within {res.arrivals_s:g} s" if res.arrivals_s else "at once"
@@ -350,7 +354,8 @@ def level_lines(res: LoadResult, interval_s: float, duration_s: float) -> list[s
         + (" (no exception or error box, no lost run, no dropped websocket)." if not problems else ":"),
         *[f"  - {p}" for p in problems[:12]],
         f"- First run (connect → the page's `script_finished`): p50 {_p(first, 50)}, p95 {_p(first, 95)}, "
-        f"longest {first[-1]:.1f} s."
+        f"longest {first[-1]:.1f} s"
+        + (f"; of which the page load over HTTP p50 {_p(loads, 50)}, p95 {_p(loads, 95)}." if loads else ".")
         if first
         else "- First run: none finished.",
         f"- Input → last delta, light pages (masks, operator, seq2seq): p50 {_p(light, 50)}, p95 {_p(light, 95)}"

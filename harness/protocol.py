@@ -67,6 +67,7 @@ class ProtocolSession:
         self.base = url
         self.url = url.replace("http", "ws", 1) + "/_stcore/stream"
         self.static_bytes = 0  # received over HTTP before connecting (open(static=True))
+        self.static_s = 0.0  # seconds those took
         self.page = page
         self.page_hash = ""  # the page's script hash, from the navigation message (as the browser keeps it)
         self.menu: list[str] = []  # the latest navigation's url paths: app.py's pages, or legacy mode's pages/
@@ -85,6 +86,7 @@ class ProtocolSession:
         t0 = time.monotonic()
         if static:
             self.static_bytes = await asyncio.to_thread(page_load, self.base, self.page)
+            self.static_s = time.monotonic() - t0
         self._ws = await websockets.connect(
             self.url, subprotocols=["streamlit", "PLACEHOLDER_AUTH_TOKEN"], max_size=None, open_timeout=OPEN_TIMEOUT_S
         )
