@@ -44,6 +44,8 @@ def test_each_layers_mask_is_the_one_its_weights_obey_on_gemma3_270m(gemma3_270m
     assert all(layer.max_hidden == 0.0 for layer in found.layers)
     assert [layer.reach for layer in found.layers] == [N - 1 if i in GLOBAL else WINDOW - 1 for i in range(18)]
     assert sorted(found.shown) == [0, 5]  # the first local and the first global layer
+    assert not found.sinks and all(abs(layer.row_min - 1) < 1e-5 for layer in found.layers)  # no learned sinks
+    assert all(shown.shape == (120, 120) for shown in found.shown.values())  # blocks of 5 positions, no sink column
     # independently, from one ordinary traced forward over the whole text: a local layer's row i gives weight to
     # exactly min(i + 1, 512) keys, a global layer's to all i + 1 (softmax leaves no visible weight at 0 here)
     trace = Trace()
