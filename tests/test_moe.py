@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import math
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -10,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.nn import functional as F
 
-from tx_explorer.analysis import params, routing
+from tx_explorer.analysis import params, routing, spread
 from tx_explorer.config import TransformerConfig
 from tx_explorer.modules.block import TransformerBlock
 from tx_explorer.modules.mlp import MLP, SwiGLU
@@ -411,3 +413,120 @@ def test_one_seed_loss_gap_is_within_noise_and_read_against_a_borrowed_spread():
     assert alone.reference is None and math.isnan(alone.borrowed) and not alone.beyond_borrowed
     seeds = routing.loss_gap([5.60, 5.61, 5.62], [5.73, 5.74, 5.75])  # with seeds of its own: a real verdict
     assert seeds.comparison.state == "holds"
+
+
+def test_loss_gap_gives_each_seeds_gap():
+    gap = routing.loss_gap([5.60, 5.61, 5.62], [5.73, 5.74, 5.77])
+    assert gap.per_seed == pytest.approx([0.13, 0.13, 0.15])
+    assert gap.comparison.gap == pytest.approx(0.13 + 0.02 / 3)
+
+
+def _bundle(*runs: tuple[int, float, float]) -> SimpleNamespace:
+    """What loss_verdict reads of a bundle: its record, the first run the shipped one, all listed under seeds."""
+    seeds = [{"seed": s, "final_val_loss": {"moe": m, "dense": d}} for s, m, d in runs]
+    return SimpleNamespace(summary={**seeds[0], "seeds": seeds})
+
+
+@pytest.mark.parametrize(
+    ("runs", "state", "words"),
+    [
+        (((0, 5.60, 5.73), (1, 5.61, 5.74), (2, 5.62, 5.77)), "holds", "Yes, at this scale"),
+        (((0, 5.60, 5.66), (1, 5.70, 5.64), (2, 5.65, 5.68)), "noise", "Not established"),
+        (((0, 5.80, 5.73), (1, 5.81, 5.74), (2, 5.82, 5.72)), "not_holds", "No: at this scale the dense model is"),
+    ],
+)
+def test_the_loss_verdict_is_computed_from_every_recorded_seed(runs, state, words):
+    from tx_explorer.views import moe as view
+
+    comparison = spread.less([m for _, m, _ in runs], [d for _, _, d in runs])
+    assert comparison.state == state
+    text = view.loss_verdict(_bundle(*runs), None)
+    assert text.startswith(f"**Is MoE ahead?** {words}") and "**one seed**" not in text
+    assert f"at {len(runs)} seeds (0, 1, 2)" in text
+    assert f"MoE **{comparison.left.plus_minus()}**, dense **{comparison.right.plus_minus()}**" in text
+    assert f"gap (dense − MoE) of {comparison.gap:.3f} nats" in text and f"spread of {comparison.spread:.3f}" in text
+    assert ", ".join(f"seed {s}: {d - m:+.3f}" for s, m, d in runs) in text
+    zh = view.loss_verdict(_bundle(*runs), None, lang="zh")
+    assert comparison.left.plus_minus() in zh and "种子 0：" in zh and "{" not in zh
+    # the borrowed spread is for one seed only: with seeds of their own it is not read
+    assert view.loss_verdict(_bundle(*runs), (3, [0.5])) == text
+
+
+def test_a_record_without_seeds_is_one_seed_within_noise():
+    from tx_explorer.views import moe as view
+
+    record = SimpleNamespace(summary={"seed": 0, "final_val_loss": {"moe": 5.680, "dense": 5.736}})
+    assert view.seed_runs(record.summary) == [{"seed": 0, "final_val_loss": {"moe": 5.680, "dense": 5.736}}]
+    text = view.loss_verdict(record, (3, [0.006, 0.032]))
+    assert "**one seed** (0)" in text and "0.056 nats" in text and "twice the largest, 0.064 nats" in text
+
+
+def _run(folder, seed: int, moe: float, dense: float, command: str, **changes) -> None:
+    """A finished run of ``train moe`` as record_seeds reads it: a record, a tokenizer, a model file, a manifest."""
+    from tx_explorer.bundle import write_manifest
+    from tx_explorer.train import moe as train
+
+    folder.mkdir()
+    record = {key: {"value": key} for key in train.RECIPE}
+    cfg = MoEConfig(transformer=SMALL)
+    record.update(config=cfg.to_dict(), dense_config=cfg.dense_counterpart().to_dict())
+    record.update(seed=seed, final_val_loss={"moe": moe, "dense": dense}, minutes=1.0, command=command, **changes)
+    (folder / "training.json").write_text(json.dumps(record))
+    (folder / "tokenizer.json").write_text('{"vocab": {}}')
+    (folder / "model.safetensors").write_bytes(bytes([seed]))
+    write_manifest(folder)
+
+
+def test_record_seeds_adds_runs_of_the_same_recipe_and_refuses_others(tmp_path):
+    from tx_explorer.bundle import sha256, verify, write_manifest
+    from tx_explorer.train import moe as train
+
+    shipped = tmp_path / "tiny-moe"
+    _run(shipped, 0, 5.68, 5.74, "python -m tx_explorer.train moe --threads 1")
+    # The shipped record predates fields the configs gained since (at their defaults): still the same recipe.
+    record = json.loads((shipped / "training.json").read_text())
+    del record["dense_config"]["rope_theta"], record["config"]["transformer"]["qk_norm"]
+    (shipped / "training.json").write_text(json.dumps(record))
+    write_manifest(shipped)
+    _run(tmp_path / "s2", 2, 5.66, 5.73, "python -m tx_explorer.train moe --seed 2 --threads 1 --out /tmp/s2")
+    _run(tmp_path / "s1", 1, 5.70, 5.75, "python -m tx_explorer.train moe --seed=1 --out=/tmp/s1 --threads 2")
+    model = sha256(shipped / "model.safetensors")
+    train.main(["--out", str(shipped), "--record-seeds", str(tmp_path / "s2"), str(tmp_path / "s1")])
+    verify(shipped)  # the manifest was rewritten for the new record
+    assert sha256(shipped / "model.safetensors") == model
+    record = json.loads((shipped / "training.json").read_text())
+    assert [r["seed"] for r in record["seeds"]] == [0, 1, 2]
+    assert [r["final_val_loss"]["moe"] for r in record["seeds"]] == [5.68, 5.70, 5.66]
+    assert record["seeds"][2]["command"].endswith("--seed 2 --threads 1 --out /tmp/s2")
+    assert record["seeds_command"].startswith("python -m tx_explorer.train moe --out ")
+    assert record["final_val_loss"] == {"moe": 5.68, "dense": 5.74}  # the shipped run's own numbers stay
+    # Another recipe (a setting recorded, an option given, another tokenizer) or a seed twice is refused.
+    _run(tmp_path / "steps", 3, 5.6, 5.7, "python -m tx_explorer.train moe --seed 3", steps={"value": "other"})
+    _run(tmp_path / "lr", 4, 5.6, 5.7, "python -m tx_explorer.train moe --seed 4 --lr 0.01")
+    _run(tmp_path / "tok", 5, 5.6, 5.7, "python -m tx_explorer.train moe --seed 5")
+    (tmp_path / "tok" / "tokenizer.json").write_text('{"vocab": {"a": 0}}')
+    write_manifest(tmp_path / "tok")
+    _run(tmp_path / "again", 0, 5.6, 5.7, "python -m tx_explorer.train moe --threads 1")
+    _run(tmp_path / "cfg", 6, 5.6, 5.7, "python -m tx_explorer.train moe --seed 6")
+    record = json.loads((tmp_path / "cfg" / "training.json").read_text())
+    record["config"]["top_k"] = 1
+    (tmp_path / "cfg" / "training.json").write_text(json.dumps(record))
+    write_manifest(tmp_path / "cfg")
+    refused = [("steps", "steps"), ("lr", "command"), ("tok", "tokenizer"), ("again", "already recorded")]
+    for run, why in [*refused, ("cfg", "config")]:
+        with pytest.raises(SystemExit, match=why):
+            train.record_seeds(shipped, [tmp_path / run], "cmd")
+    assert [r["seed"] for r in json.loads((shipped / "training.json").read_text())["seeds"]] == [0, 1, 2]
+
+
+def test_seeds_on_one_side_within_noise_are_read_with_a_sign_test():
+    """Each seed's gap positive but the means within the spread: the verdict stays "within noise" and says how
+    often that many seeds fall on one side by chance (2 · 0.5ⁿ); with mixed signs it says nothing of the kind."""
+    from tx_explorer.views import moe as view
+
+    one_side = _bundle((0, 5.680, 5.736), (1, 5.651, 5.735), (2, 5.781, 5.845))
+    text = view.loss_verdict(one_side, None)
+    assert text.startswith("**Is MoE ahead?** Not established") and "with probability 0.25" in text
+    assert "概率也有 0.25" in view.loss_verdict(one_side, None, lang="zh")
+    mixed = _bundle((0, 5.60, 5.66), (1, 5.70, 5.64), (2, 5.65, 5.68))
+    assert "probability" not in view.loss_verdict(mixed, None)

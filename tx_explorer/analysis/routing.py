@@ -263,9 +263,10 @@ def cost_sweep(cfg: MoEConfig, experts: Sequence[int]) -> dict[str, list[int]]:
 
 @dataclass(frozen=True)
 class LossGap:
-    """MoE's final loss against its dense twin's over the seeds trained, and the same gap read against the seed
+    """MoE's final loss against its dense twin's over the seeds trained (:func:`tx_explorer.analysis.spread.less`:
+    the gap of the means against the sum of the two standard deviations), and the same gap read against the seed
     spread measured on similar runs trained at several seeds (the block variants): with one seed the comparison
-    has no spread of its own and is within noise by rule (:mod:`tx_explorer.analysis.spread`)."""
+    has no spread of its own and is within noise by rule, and the borrowed spread is all there is to read."""
 
     comparison: spread.Comparison  # MoE < dense at the seeds trained
     reference: spread.Stat | None  # the seed standard deviations of the reference runs, one per run (None: none)
@@ -274,6 +275,12 @@ class LossGap:
     @property
     def beyond_borrowed(self) -> bool:
         return abs(self.comparison.gap) > self.borrowed
+
+    @property
+    def per_seed(self) -> list[float]:
+        """Dense's loss minus MoE's seed by seed (the two models of one seed share its initialisation seed and
+        batches): shown beside the verdict, which reads the means against the spread as every page does."""
+        return [d - m for m, d in zip(self.comparison.left.values, self.comparison.right.values, strict=True)]
 
 
 def loss_gap(moe: Sequence[float], dense: Sequence[float], reference: Sequence[float] = ()) -> LossGap:

@@ -18,24 +18,33 @@ The bundle ``tx_explorer/weights/tiny-moe/`` receives ``model.safetensors`` (the
 ``tokenizer.json``, ``curves.json`` (both models' curves against steps, tokens, FLOPs and seconds),
 ``heldout.json`` (validation token windows for the page's routing statistics), ``training.json`` and
 ``manifest.json``.
+
+The page judges MoE against dense over seeds, as the norms and position pages judge their claims. A run's
+``training.json`` lists under ``seeds`` the final losses of every seed trained with its recipe: its own, and
+those of other runs added by ``--record-seeds`` (``python -m tx_explorer.train moe --seed 1 --out DIR``, then
+``python -m tx_explorer.train moe --record-seeds DIR …``), which checks that each run used the same recipe,
+corpus and tokenizer and rewrites only ``training.json`` and the manifest (the model stays the bundle's own).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import math
 import time
+from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import Tensor
 
 from tx_explorer.analysis.params import flops_per_token
 from tx_explorer.analysis.routing import moe_flops_per_token, moe_params
-from tx_explorer.bundle import WEIGHTS_DIR, save_bundle
-from tx_explorer.config import PRESETS
+from tx_explorer.bundle import WEIGHTS_DIR, save_bundle, sha256, verify, write_manifest
+from tx_explorer.config import PRESETS, TransformerConfig
 from tx_explorer.data import corpus
 from tx_explorer.families.moe import RETRAIN
 from tx_explorer.families.text import unique_state
@@ -46,6 +55,7 @@ from tx_explorer.train.common import (
     add_run_args,
     begin,
     clear_outputs,
+    cpu_seconds,
     lr_at,
     make_optimizer,
     sample_batch,
@@ -64,6 +74,24 @@ BUNDLE_FILES = (
     "training.json",
     "manifest.json",
 )
+# What a run at another seed must share with the bundle's before --record-seeds puts its losses beside the
+# bundle's: every recorded setting and count except the seed, the clocks and the losses themselves.
+RECIPE = (
+    "config",
+    "dense_config",
+    "parameters",
+    "train_flops_per_token",
+    "validation_tokens_final",
+    "steps",
+    "batch_size",
+    "seq_len",
+    "lr",
+    "tokens_seen",
+    "train_tokens",
+    "corpus",
+)
+# Options that may differ between the runs of one recipe: where a run writes, its seed, its CPU threads.
+NOT_RECIPE = ("--seed", "--out", "--threads")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -91,6 +119,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="reuse this tokenizer when it exists (else train one on the corpus, as the LM trainer does)",
     )
     p.add_argument("--out", type=Path, default=WEIGHTS_DIR / "tiny-moe", help="bundle folder")
+    p.add_argument(
+        "--record-seeds",
+        type=Path,
+        nargs="+",
+        default=None,
+        metavar="RUN",
+        help="train nothing: add the final losses of these finished runs (other seeds, same recipe) to --out's record",
+    )
     return p.parse_args(argv)
 
 
@@ -115,7 +151,11 @@ def loss_fn(model: CausalLM, ids: Tensor, args: argparse.Namespace, gen: torch.G
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    t0, _ = begin(args.threads)
+    if args.record_seeds:
+        logging.basicConfig(level=logging.INFO, format="%(message)s")
+        record_seeds(args.out, args.record_seeds, " ".join([RETRAIN, *(argv or [])]))
+        return
+    t0, c0 = begin(args.threads)
     docs = corpus.documents(args.corpus)
     parts = corpus.split(docs)
     tok = bundled_or_new_tokenizer(
@@ -186,10 +226,12 @@ def main(argv: list[str] | None = None) -> None:
         "train_tokens": len(train_ids),
         "seconds": {k: round(v, 1) for k, v in seconds.items()},
         "minutes": round((time.time() - t0) / 60, 2),
+        "cpu_minutes": round((cpu_seconds() - c0) / 60, 2),
         "threads": torch.get_num_threads(),
         "corpus": corpus.describe(docs, args.corpus),
         "command": " ".join([RETRAIN, *(argv or [])]),
     }
+    summary["seeds"] = [seed_record(summary)]  # other seeds' runs join it with --record-seeds
     clear_outputs(args.out, BUNDLE_FILES)
     tok.save(str(args.out / "tokenizer.json"))
     save_bundle(
@@ -207,3 +249,64 @@ def main(argv: list[str] | None = None) -> None:
         math.exp(final["moe"]),
         math.exp(final["dense"]),
     )
+
+
+def seed_record(summary: dict[str, Any]) -> dict[str, Any]:
+    """One run's entry in a bundle's ``seeds``: its seed, final losses, clocks and the command that trained it."""
+    keys = ("seed", "final_val_loss", "seconds", "minutes", "cpu_minutes", "threads", "command")
+    return {k: summary[k] for k in keys if k in summary}
+
+
+def recipe(summary: dict[str, Any]) -> dict[str, Any]:
+    """A record's :data:`RECIPE` settings, its configs read back through their classes: a record written before a
+    config gained a field (at its default) describes the same model as one written after."""
+    out = {k: summary.get(k) for k in RECIPE}
+    out["config"] = MoEConfig.from_dict(summary["config"]).to_dict()
+    out["dense_config"] = TransformerConfig.from_dict(summary["dense_config"]).to_dict()
+    return out
+
+
+def recipe_options(command: str) -> list[str]:
+    """A run's command without the options that may differ between the seeds of one recipe (:data:`NOT_RECIPE`)."""
+    words, kept = command.split(), []
+    skip = False
+    for w in words:
+        if skip:
+            skip = False
+        elif w.split("=")[0] in NOT_RECIPE:
+            skip = "=" not in w
+        else:
+            kept.append(w)
+    return kept
+
+
+def record_seeds(bundle: Path, runs: Sequence[Path], command: str) -> list[dict[str, Any]]:
+    """Add to ``bundle``'s ``training.json`` the final losses of ``runs`` (bundles this command wrote at other
+    seeds), after checking each one trained with the bundle's recipe, corpus and tokenizer; the manifest is
+    rewritten, the model left as it is. Returns the seeds' records, sorted by seed."""
+    verify(bundle, RETRAIN)
+    summary = json.loads((bundle / "training.json").read_text())
+    # rebuilt from the bundle's own run and ``runs``: a second call replaces the first's list
+    records = {summary["seed"]: seed_record(summary)}
+    for run in runs:
+        verify(run, RETRAIN)
+        other = json.loads((run / "training.json").read_text())
+        mine, theirs = recipe(summary), recipe(other)
+        differ = [k for k in RECIPE if theirs.get(k) != mine.get(k)]
+        if recipe_options(other["command"]) != recipe_options(summary["command"]):
+            differ.append("command")
+        if sha256(run / "tokenizer.json") != sha256(bundle / "tokenizer.json"):
+            differ.append("tokenizer")
+        if differ:
+            raise SystemExit(f"{run} was not trained with {bundle}'s recipe: {', '.join(differ)} differ")
+        if other["seed"] in records:
+            raise SystemExit(f"{run}: seed {other['seed']} is already recorded")
+        records[other["seed"]] = seed_record(other)
+    summary["seeds"] = [records[s] for s in sorted(records)]
+    summary["seeds_command"] = command
+    (bundle / "training.json").write_text(json.dumps(summary, indent=2) + "\n")  # as save_bundle writes it
+    write_manifest(bundle)
+    for r in summary["seeds"]:
+        loss = r["final_val_loss"]
+        log.info("seed %d: MoE %.4f, dense %.4f nats", r["seed"], loss["moe"], loss["dense"])
+    return summary["seeds"]

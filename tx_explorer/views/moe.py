@@ -128,20 +128,29 @@ def stacked_experts(bundle: MoEBundle, *, lang: str = "en") -> str:
     )
 
 
+def seed_runs(summary: dict) -> list[dict]:
+    """The bundle's runs, one per seed (seed, final losses, …): those its record lists under ``seeds`` (the
+    shipped run and the runs ``python -m tx_explorer.train moe --record-seeds`` added), else the shipped run alone."""
+    return summary.get("seeds") or [{"seed": summary["seed"], "final_val_loss": summary["final_val_loss"]}]
+
+
 def loss_intro(bundle: MoEBundle, *, lang: str = "en") -> str:
     """The shipped dense vs MoE run in numbers: steps, tokens, final validation losses, seconds, and whether the
-    gap is established (:func:`loss_verdict`)."""
+    gap is established over the seeds trained (:func:`loss_verdict`)."""
     T, s = texts(PAGE, lang), bundle.summary
     intro = T(
         "loss_intro",
         steps=s["steps"],
         tokens=f"{s['tokens_seen']:,}",
+        seed=s["seed"],
         moe=f"{s['final_val_loss']['moe']:.3f}",
         dense=f"{s['final_val_loss']['dense']:.3f}",
         moe_s=s["seconds"]["moe"],
         dense_s=s["seconds"]["dense"],
     )
-    return intro + "\n\n" + loss_verdict(bundle, reference_spreads(), lang=lang)
+    # a spread of its own needs two seeds at least; below that the block variants' is borrowed for scale
+    reference = reference_spreads() if len(seed_runs(s)) < 2 else None
+    return intro + "\n\n" + loss_verdict(bundle, reference, lang=lang)
 
 
 def reference_spreads() -> tuple[int, list[float]] | None:
@@ -157,12 +166,36 @@ def reference_spreads() -> tuple[int, list[float]] | None:
 
 
 def loss_verdict(bundle: MoEBundle, reference: tuple[int, list[float]] | None, *, lang: str = "en") -> str:
-    """MoE below dense, judged as the other pages judge a gap: one seed gives no spread (within noise); beside it
-    the gap against twice the largest seed deviation of the block variants, when given."""
-    T, s = texts(PAGE, lang), bundle.summary
-    loss = s["final_val_loss"]
-    gap = routing.loss_gap([loss["moe"]], [loss["dense"]], reference[1] if reference else ())
-    words = [T("loss_one_seed", seed=s["seed"], gap=f"{gap.comparison.gap:.3f}")]
+    """MoE below dense, judged as the norms and position pages judge a gap (:func:`tx_explorer.analysis.spread.less`)
+    over the seeds the record lists, each seed's gap beside it. One seed gives no spread (within noise); then the
+    gap is also read against twice the largest seed deviation of the block variants, when given."""
+    T, runs = texts(PAGE, lang), seed_runs(bundle.summary)
+    loss = [r["final_val_loss"] for r in runs]
+    gap = routing.loss_gap([x["moe"] for x in loss], [x["dense"] for x in loss], reference[1] if reference else ())
+    c = gap.comparison
+    if len(runs) >= 2:
+        sep = "、" if lang == "zh" else ", "
+        verdict = T(
+            f"loss_seeds_{c.state}",
+            count=len(runs),
+            seeds=sep.join(str(r["seed"]) for r in runs),
+            moe=c.left.plus_minus(),
+            dense=c.right.plus_minus(),
+            gap=f"{c.gap:.3f}",
+            spread=f"{c.spread:.3f}",
+            per_seed=sep.join(
+                T("loss_seed_gap", seed=r["seed"], gap=f"{g:+.3f}") for r, g in zip(runs, gap.per_seed, strict=True)
+            ),
+        )
+        # Within noise though every seed's gap goes one way: the seed moves both of its models together, and the rule
+        # does not pair them. A sign test says how often that many seeds fall on one side with no real difference.
+        if c.state == "noise" and (all(g > 0 for g in gap.per_seed) or all(g < 0 for g in gap.per_seed)):
+            chance = 2 * 0.5 ** len(runs)
+            verdict += ("" if lang == "zh" else " ") + T(
+                "loss_seeds_same_sign", count=len(runs), chance=f"{chance:.2f}"
+            )
+        return verdict
+    words = [T("loss_one_seed", seed=runs[0]["seed"], gap=f"{c.gap:.3f}")]
     if reference and gap.reference:
         words.append(
             T(
