@@ -125,7 +125,7 @@ class GzippedStatic:
         if path not in self._bodies:  # sessions asking for it meanwhile wait for this one compression
             self._bodies[path] = asyncio.ensure_future(asyncio.to_thread(_gzipped, self.files[path]))
         body = await self._bodies[path]
-        kind = mimetypes.guess_type(path)[0] or "application/octet-stream"
+        kind = mimetypes.guess_type(path)[0] or "text/plain"  # Starlette's default, as Streamlit would send it
         headers = [
             (b"content-type", kind.encode() + (b"; charset=utf-8" if kind.startswith("text/") else b"")),
             (b"content-encoding", b"gzip"),
