@@ -70,7 +70,7 @@ def test_the_switch_draws_every_section_at_once(monkeypatch):
 def test_a_page_draws_its_first_section_and_defers_the_rest(deferring):
     at = open_page("model_sizes")
     assert_clean(at)
-    assert placeholders(at) == ["model_sizes_breakdown", "model_sizes_custom"]
+    assert placeholders(at) == ["model_sizes_breakdown", "model_sizes_stack", "model_sizes_custom"]
     assert len(at.get("plotly_chart")) == 1  # the lecture's table and its chart, on the first screen
     shown = json.loads(at.get("bidi_component")[0].proto.json)
     assert shown["caption"] == locales.text("common", "below_fold", "en") and shown["height"] > 0
@@ -78,7 +78,7 @@ def test_a_page_draws_its_first_section_and_defers_the_rest(deferring):
     at.session_state["reached_model_sizes_custom"] = True
     at.run()
     assert_clean(at)
-    assert placeholders(at) == ["model_sizes_breakdown"]
+    assert placeholders(at) == ["model_sizes_breakdown", "model_sizes_stack"]
     assert len(at.get("plotly_chart")) == 2
     assert at.number_input(key="sizes_layers").value == 12
 
