@@ -5,6 +5,7 @@ attention map ≤ 1e-4, on inputs longer than the window); and the packaged Gemm
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -294,13 +295,25 @@ def _gemma3_270m_transformers(auto):
     return auto.from_pretrained(str(GEMMA3_PATH.parent), gguf_file=GEMMA3_PATH.name, **kwargs)
 
 
-def test_gemma3_270m_vocabulary_gives_transformers_ids(gemma3_270m):
+# The ids transformers' GGUF tokenizer gives on SAMPLES, recorded by `python -m tests.test_gemma3` from the same file:
+# converting the 262 144-piece vocabulary takes transformers 30-90 s on 2 cores (our reader 5 s), once per make test.
+TRANSFORMERS_IDS = Path(__file__).with_name("data") / "gemma3_270m_transformers_ids.json"
+
+
+def record_transformers_ids() -> None:
     from transformers import AutoTokenizer
 
     theirs = _gemma3_270m_transformers(AutoTokenizer)
+    ids = {name: theirs(text)["input_ids"] for name, text in SAMPLES.items()}
+    TRANSFORMERS_IDS.write_text(json.dumps(ids) + "\n", encoding="utf-8")
+
+
+def test_gemma3_270m_vocabulary_gives_transformers_ids(gemma3_270m):
+    theirs = json.loads(TRANSFORMERS_IDS.read_text(encoding="utf-8"))
+    assert theirs.keys() == SAMPLES.keys(), "SAMPLES changed: re-record with python -m tests.test_gemma3"
     for name, text in SAMPLES.items():
         ids = gemma3_270m.encode(text).ids
-        assert ids == theirs(text)["input_ids"], name
+        assert ids == theirs[name], name
         assert ids[0] == 2 and gemma3_270m.decode(ids[1:]) == text, name  # <bos> first; decoding gives the text back
 
 
@@ -388,3 +401,7 @@ def test_the_pages_per_layer_inputs_reproduce_a_sandwich_models_attention(folder
         with torch.no_grad():
             tm.attention_module(layer)(x, mask=mask, trace=again)
         torch.testing.assert_close(next(iter(again)).weights, record.weights)
+
+
+if __name__ == "__main__":
+    record_transformers_ids()
