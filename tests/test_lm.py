@@ -411,3 +411,15 @@ def test_a_reply_token_reads_what_the_traced_conversation_shows(chatty: TextMode
     assert 0 < p.start < n
     with pytest.raises(ValueError, match="outside the reply"):
         att.row(4, 0)
+
+
+def test_token_labels_are_escaped_once_in_the_language_pages_heatmaps():
+    """Plotly reads ``<…>`` as markup, so labels are escaped, but once: the heatmap does it itself, and a view that
+    escaped them first showed ``&lt;b&gt;`` on the axis (the chat's ``<|im_end|>`` did)."""
+    from tx_explorer import models
+    from tx_explorer.views import language_model as view
+
+    r = view.read(models.load_model("tiny-gpt"), "<b>bold</b> more")
+    for fig in (view.causal(r).mask.figure, view.embeddings(r, 8).figure):
+        shown = fig.to_json()
+        assert "&lt;" in shown and "&amp;lt;" not in shown

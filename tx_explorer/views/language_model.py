@@ -135,10 +135,10 @@ def chat_read(
     )
     rows = att.rows[layer].astype(np.float32)
     rows = rows.mean(axis=0) if head is None else rows[head]
-    grid = heatmap(
+    grid = heatmap(  # labels raw: heatmap escapes them itself
         rows,
-        [f"{i}: {t}" for i, t in enumerate(produced)],
-        safe_labels(att.tokens),
+        [f"{i}: {t}" for i, t in enumerate(att.produced)],
+        att.tokens,
         title=T("chat_rows_title"),
         x_title=T("context"),
         y_title=T("chat_produced"),
@@ -158,7 +158,7 @@ def tied(tm: TextModel) -> bool:
 def embeddings(r: lm.Reading, dim: int, *, lang: str = "en") -> Panel:
     """Each token's embedding row."""
     T = texts(PAGE, lang)
-    rows = [f"{t} (id {i})" for t, i in zip(safe_labels(r.tokens), r.ids)]  # a token such as <b> stays text
+    rows = [f"{t} (id {i})" for t, i in zip(r.tokens, r.ids)]  # the heatmap escapes them: <b> stays text
     fig = charts.signed_heatmap(
         r.embeddings,
         rows,
@@ -180,7 +180,7 @@ class Causal:
 
 def causal(r: lm.Reading, layer: int = 0, head: int = 0, *, lang: str = "en") -> Causal:
     """The causal mask beside one head's weights, and the check over all heads."""
-    T, ax, toks = texts(PAGE, lang), axes(lang), safe_labels(r.tokens)
+    T, ax, toks = texts(PAGE, lang), axes(lang), r.tokens  # heatmap escapes its labels itself
     mask = masks.causal(len(r.tokens)).float().numpy()
     w = r.maps[layer, head]
     leak = lm.above_diagonal_max(r.maps)
@@ -274,10 +274,10 @@ def generation(
         title=T("gen_step_title", token=gen_toks[row + 1], step=step),
     )
     rows_new = maps[g.prompt_len - 1 : -1]
-    grid = heatmap(
+    grid = heatmap(  # labels raw: heatmap escapes them (escaped twice, <|im_end|> showed as &lt;|im_end|&gt;)
         rows_new,
-        [f"→ {t}" for t in gen_toks[g.prompt_len :]],
-        gen_toks,
+        [f"→ {t}" for t in g.tokens[g.prompt_len :]],
+        g.tokens,
         title=T("gen_map_title"),
         x_title=T("context"),
         y_title=T("generated"),

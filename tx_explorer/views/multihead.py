@@ -374,7 +374,7 @@ def inspector(
     T = texts(PAGE, lang)
     qk = heads.inspect_text(tm, text, layer, head, query)
     keys = [f"{j}: {t}" for j, t in enumerate(tokens)]
-    safe_keys, dims = safe_labels(keys), [f"d{i}" for i in range(len(qk.q))]
+    dims = [f"d{i}" for i in range(len(qk.q))]  # keys stay raw: the charts escape their labels themselves
     scores = np.where(np.isfinite(qk.scores), qk.scores, np.nan)
     title = T("scores_title", token=safe_labels(tokens)[query])
     kw = {"x_title": T("dims"), "y_title": T("key")}
@@ -413,11 +413,11 @@ def inspector(
             ),
             q_out,
         ),
-        Panel("qk_k", charts.signed_heatmap(qk.k, safe_keys, dims, title=T("k_title", g=qk.kv_head), **kw), qk.k),
-        Panel("qk_v", charts.signed_heatmap(qk.v, safe_keys, dims, title=T("v_title", g=qk.kv_head), **kw), qk.v),
+        Panel("qk_k", charts.signed_heatmap(qk.k, keys, dims, title=T("k_title", g=qk.kv_head), **kw), qk.k),
+        Panel("qk_v", charts.signed_heatmap(qk.v, keys, dims, title=T("v_title", g=qk.kv_head), **kw), qk.v),
         Panel(
             "qk_weighted",
-            charts.signed_heatmap(qk.weighted, safe_keys, dims, title=T("weighted_title"), **kw),
+            charts.signed_heatmap(qk.weighted, keys, dims, title=T("weighted_title"), **kw),
             qk.weighted,
         ),
         projection,
