@@ -118,3 +118,9 @@ def test_every_string_key_the_views_use_exists_in_both_languages():
         used = set(re.findall(r'\bT\("([a-z0-9_]+)"', source))
         assert used <= set(table), (path.name, sorted(used - set(table)))
         assert all(table[k].get("en") and table[k].get("zh") for k in used), path.name
+
+
+def test_the_circuit_compares_several_models_as_its_page_does(one_thread):
+    figs = explore.circuit(compare=["tiny-gpt", "tiny-llama"])
+    assert [t.name for t in figs["circuit_compare"].data] == ["induction-2l", "tiny-gpt", "tiny-llama"]
+    assert [t.name for t in explore.circuit(compare="tiny-gpt")["circuit_compare"].data] == ["induction-2l", "tiny-gpt"]

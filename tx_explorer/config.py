@@ -52,7 +52,7 @@ class TransformerConfig(Serialisable):
     # or OLMo 2's x + norm_out(f(x)): a norm on the sub-layer's output only
     norm_position: Literal["pre", "post", "sandwich", "after"] = "pre"
     norm_eps: float = 1e-5  # ε inside the square root (BERT 1e-12, ViT 1e-6)
-    positions: Literal["learned", "sinusoidal", "rotary", "alibi", "none"] = "learned"  # §3.3 / §8; none: equivariant
+    positions: Literal["learned", "sinusoidal", "rotary", "alibi", "none"] = "learned"  # §3.3, §9.3; none: equivariant
     sinusoidal_scale: float = 1.0  # multiplies the sinusoidal table (entries up to 1) before it is added
     rope_theta: float = 10000.0  # rotary base θ: pair i turns by position·θ^(−2i/D_H) (Llama 3 uses 500 000)
     sliding_window: int | None = None  # a query sees itself and the window − 1 keys before it (Mistral); None = all

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 import html
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -521,7 +521,7 @@ def attribution(model: str | Any = "tiny-gpt", text: str | None = None, *, lang:
     return _figures(*v_hs.attribution(_text_model(model), text, lang=lang).panels)
 
 
-# ---- positions, the KV cache, what a block mixes, FlashAttention's IO (§3.3, §4.4, §5, §6.3, §8) ---------------
+# ---- positions, the KV cache, what a block mixes, FlashAttention's IO (§3.3, §4.4, §5, §6.3, §9.3) -------------
 
 
 def position_lab(
@@ -647,13 +647,19 @@ def atlas(
 
 
 def circuit(
-    step: int | None = None, *, compare: str | Any | None = None, lang: str = "en", **sections: Mapping[str, Any]
+    step: int | None = None,
+    *,
+    compare: str | Any | Sequence[str | Any] | None = None,
+    lang: str = "en",
+    **sections: Mapping[str, Any],
 ) -> Figures:
     """The shipped induction circuit: its training curves with the phase change marked, the previous-token and
-    induction heads' maps at checkpoint ``step`` (default: the last), and with ``compare`` (e.g.
-    ``"smollm2-135m-instruct"``) every head of both models by their two scores."""
+    induction heads' maps at checkpoint ``step`` (default: the last), and with ``compare`` (a model or several, e.g.
+    ``["smollm2-135m-instruct", "gemma3-270m"]``, as the page compares its pretrained models) every head of each
+    beside the shipped model's, by their two scores."""
     bundle = _model(v_circuit.BUNDLE)
-    other = v_circuit.compare(bundle, _text_model(compare), lang=lang).scatter if compare is not None else None
+    others = [] if compare is None else list(compare) if isinstance(compare, (list, tuple)) else [compare]
+    other = v_circuit.compare(bundle, *map(_text_model, others), lang=lang).scatter if others else None
     return _figures(
         v_circuit.formation(bundle, lang=lang).curves,
         v_circuit.step_maps(bundle, bundle.steps[-1] if step is None else step, lang=lang).maps,
