@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
 
-from harness.browser import ARGS, CHROMIUM, IDLE, LONG, PLOT, SHOTS, assert_no_errors, page_url, running_server
+from harness.browser import IDLE, LONG, PLOT, SHOTS, assert_no_errors, page_url, running_server
+from tests.test_browser import browser  # noqa: F401  (fixture: the browser suite's Chromium)
 from tx_explorer import locales
 
 pytestmark = pytest.mark.browser
@@ -33,20 +33,8 @@ def server() -> Iterator[str]:
         yield srv.url
 
 
-@pytest.fixture(scope="module")
-def browser():
-    if not Path(CHROMIUM).exists():
-        pytest.fail("chromium is not installed; `make test` installs Debian's chromium when apt is usable")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
-
-
 @pytest.fixture
-def page(server, browser):
+def page(server, browser):  # noqa: F811
     """The multi-head page on its default model, SmolLM2, once its first chart is drawn."""
     SHOTS.mkdir(parents=True, exist_ok=True)
     tab = browser.new_page(viewport={"width": 1400, "height": 1000})
