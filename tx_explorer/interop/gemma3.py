@@ -18,12 +18,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import torch
 from torch import Tensor
 
-from tx_explorer.analysis.seeding import skip_init
 from tx_explorer.config import TransformerConfig
-from tx_explorer.families.text import load_state
+from tx_explorer.interop import llama
 from tx_explorer.interop.common import mlp_ratio
 from tx_explorer.modules.transformer import CausalLM
 
@@ -116,29 +114,10 @@ _BLOCK_KEYS = {  # Gemma 3's names → ours; the norms (ending in "norm.weight")
 def state_from_gemma3(sd: Mapping[str, Tensor], cfg: TransformerConfig, *, norm_offset: float) -> dict[str, Tensor]:
     """Rename a ``Gemma3ForCausalLM`` state dict (``model.`` prefix optional) to our :class:`CausalLM`'s; every
     norm weight w becomes ``w + norm_offset`` (1 for Gemma's own checkpoints, 0 where the 1 is already added)."""
-    head = sd.get("lm_head.weight")
-    sd = {k.removeprefix("model."): v for k, v in sd.items()}
-    out = {"embed.tok_embed.weight": sd["embed_tokens.weight"], "norm.weight": sd["norm.weight"] + norm_offset}
-    if not cfg.tie_embeddings:
-        if head is None:
-            raise ValueError("lm_head.weight is missing and the config does not tie it to the embedding")
-        out["head.weight"] = head
-    for i in range(cfg.num_layers):
-        src, dst = f"layers.{i}.", f"blocks.{i}."
-        for key, ours in _BLOCK_KEYS.items():
-            if ours.startswith("attn.qk_norm.") and not cfg.qk_norm:
-                continue  # Gemma 2 has none
-            t = sd[src + key]
-            out[dst + ours] = t + norm_offset if key.endswith("norm.weight") else t
-        parts = [sd[f"{src}self_attn.{n}_proj.weight"] for n in ("q", "k", "v")]
-        out[f"{dst}attn.qkv.weight"] = torch.cat(parts)  # (H·Dh + 2·H_kv·Dh, D): [W_Q W_K W_V]
-    return out
+    return llama.state_from_llama(sd, cfg, block_keys=_BLOCK_KEYS, norm_offset=norm_offset)
 
 
 def causal_lm_from_state(config: Mapping[str, Any], sd: Mapping[str, Tensor], *, norm_offset: float = 1.0) -> CausalLM:
     """Build our :class:`CausalLM` (eval mode) from a Gemma 3 text config dict and state dict."""
     cfg = config_from_gemma3(config)
-    with skip_init():  # every weight is overwritten
-        model = CausalLM(cfg)
-    load_state(model, state_from_gemma3(sd, cfg, norm_offset=norm_offset))
-    return model.eval()
+    return llama.build(cfg, state_from_gemma3(sd, cfg, norm_offset=norm_offset))

@@ -106,20 +106,31 @@ _BLOCK_KEYS = {
 }
 
 
-def state_from_llama(sd: Mapping[str, Tensor], cfg: TransformerConfig) -> dict[str, Tensor]:
-    """Rename a ``LlamaForCausalLM``-style state dict (``model.`` prefix optional) to our :class:`CausalLM`'s."""
+def state_from_llama(
+    sd: Mapping[str, Tensor],
+    cfg: TransformerConfig,
+    *,
+    block_keys: Mapping[str, str] = _BLOCK_KEYS,
+    norm_offset: float = 0.0,
+) -> dict[str, Tensor]:
+    """Rename a ``LlamaForCausalLM``-style state dict (``model.`` prefix optional) to our :class:`CausalLM`'s.
+
+    ``block_keys``: a family's own names for a block's tensors (Gemma's four norms); ``norm_offset`` is added to
+    every norm weight (Gemma stores w and applies 1 + w). A tensor a checkpoint lacks is left out here, and the
+    strict load names it."""
     head = sd.get("lm_head.weight")
     sd = {k.removeprefix("model."): v for k, v in sd.items()}
-    out = {"embed.tok_embed.weight": sd["embed_tokens.weight"], "norm.weight": sd["norm.weight"]}
+    shift = (lambda key, t: t + norm_offset if key.endswith("norm.weight") else t) if norm_offset else (lambda k, t: t)
+    out = {"embed.tok_embed.weight": sd["embed_tokens.weight"], "norm.weight": shift("norm.weight", sd["norm.weight"])}
     if not cfg.tie_embeddings:
         if head is None:
             raise ValueError("lm_head.weight is missing and the config does not tie it to the embedding")
         out["head.weight"] = head
     for i in range(cfg.num_layers):
         src, dst = f"layers.{i}.", f"blocks.{i}."
-        for key, ours in _BLOCK_KEYS.items():
+        for key, ours in block_keys.items():
             if src + key in sd:
-                out[dst + ours] = sd[src + key]
+                out[dst + ours] = shift(key, sd[src + key])
         for p in ("weight", "bias"):
             parts = [sd.get(f"{src}self_attn.{n}_proj.{p}") for n in ("q", "k", "v")]
             if all(t is not None for t in parts):
