@@ -41,7 +41,7 @@ def _short(x: float) -> bool:
 @pytest.mark.parametrize(("lo", "hi"), [(0.0, 0.99), (0.0, 1.0), (-0.37, 1.0), (0.0, 0.0312), (3.0, 250.0)])
 def test_mosaic_colour_bar_ticks_are_round_numbers_inside_the_range(lo, hi):
     maps = np.linspace(lo, hi, 16).reshape(2, 2, 2, 2)
-    bar = heatmap.mosaic(maps, row_names=["a", "b"], col_names=["c", "d"], zmin=lo, zmax=hi).data[0].colorbar
+    bar = heatmap.mosaic(maps, row_names=["a", "b"], col_names=["c", "d"], zmin=lo, zmax=hi).data[1].colorbar
     values = [float(t) for t in bar.ticktext]
     assert len(values) >= 3 and all(_short(v) for v in values), bar.ticktext
     assert all(lo - 1e-12 <= v <= hi + 1e-12 for v in values)
@@ -68,3 +68,26 @@ def test_cell_numbers_are_written_only_where_they_fit_their_cells_legibly():
     weights = heatmap.heatmap(rng.random((16, 16))).data[0]  # "0.12": four characters still fit
     assert weights.texttemplate == "%{text}"
     assert heatmap.heatmap(rng.random((2, 16)) - 0.5, show_values=True).data[0].text is not None  # asked: kept
+
+
+def test_a_mosaic_is_a_png_of_its_codes_coloured_as_plotly_colours_them():
+    """The mosaic is sent as a palette PNG: decoded (by Pillow, not our writer) its pixels are the uint8 codes tile
+    by tile with white gaps, and each code's colour is the colour scale's at that value (Plotly's own sampler)."""
+    import base64
+    import io
+
+    import plotly.colors
+    from PIL import Image
+
+    from tx_explorer.viz import style
+
+    maps = np.random.default_rng(0).random((3, 4, 5, 6))
+    fig = heatmap.mosaic(maps, row_names=list("abc"), col_names=list("defg"), zmin=0.0, zmax=1.0)
+    png = Image.open(io.BytesIO(base64.b64decode(fig.data[0].source.removeprefix("data:image/png;base64,"))))
+    pixels, palette = np.asarray(png), np.asarray(png.getpalette(), dtype=float).reshape(-1, 3)
+    assert png.mode == "P" and pixels.shape == (3 * 6 - 1, 4 * 7 - 1)
+    np.testing.assert_array_equal(pixels[6:11, 14:20], np.rint(maps[1, 2] * (heatmap.GAP - 1)))  # tile (1, 2)
+    assert (pixels[5] == heatmap.GAP).all() and (palette[heatmap.GAP] == 255).all()  # a gap row, drawn white
+    values = [float(v) for v in np.unique(pixels[pixels < heatmap.GAP]) / (heatmap.GAP - 1)]
+    expected = plotly.colors.sample_colorscale(plotly.colors.get_colorscale(style.WEIGHTS), values, colortype="tuple")
+    np.testing.assert_allclose(palette[np.unique(pixels[pixels < heatmap.GAP])], np.array(expected) * 255, atol=1.0)

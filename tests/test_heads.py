@@ -323,8 +323,9 @@ def test_large_maps_name_axes_once_and_pool_beyond_the_detail_size() -> None:
 def test_figures_build() -> None:
     maps = _random_maps(6, 12, 100).numpy()
     grid = vh.head_grid(maps, title="grid", cells=48)
-    z = np.asarray(grid.data[0].z, dtype=float)
-    assert "max-pooled" in grid.layout.title.text and z.shape[0] < 6 * 60
+    image = grid.data[0]  # the mosaic: one PNG; 100 tokens pooled 3 × 3 → 34 cells a head, then a one-cell gap
+    assert "max-pooled" in grid.layout.title.text and image.type == "image"
+    assert grid.layout.xaxis.tickvals[-1] == 11 * 35 + 33 / 2  # the last head's column centred on its tile
     tokens = [f"t{i}" for i in range(100)]
     lines = vh.attention_lines(maps[0, 0], tokens, max_lines=500)
     drawn = sum(np.isfinite(np.asarray(t.x, dtype=float)).sum() // 2 for t in lines.data if t.mode == "lines")

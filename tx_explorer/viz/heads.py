@@ -93,14 +93,14 @@ def head_grid(
     )
     fig.update_layout(margin=dict(l=70, r=10, t=60, b=10))  # room for the layer names
     if heads > MANY_HEADS:  # square tiles of 30 × 9 heads filled 45 % of the width: let them stretch instead
-        fig.update_yaxes(scaleanchor=None)
+        fig.update_yaxes(scaleanchor=False)  # False, not None: an image trace anchors its axes by default
     if hover is not None:
         n = small.shape[-1]  # a tile's side in mosaic cells; a gap of one cell follows it
         centre = lambda k: k * (n + 1) + (n - 1) / 2  # noqa: E731 (as the mosaic places its ticks)
         fig.add_trace(_cell_markers(hover, x=centre, y=centre))
-        big = fig.data[0].z.shape  # the mosaic's cells: the markers must not widen the axes around them
-        fig.update_xaxes(range=[-0.5, big[1] - 0.5])
-        fig.update_yaxes(range=[big[0] - 0.5, -0.5], autorange=False)
+        rows, cols = layers * (n + 1) - 1, heads * (n + 1) - 1  # the mosaic's cells
+        fig.update_xaxes(range=[-0.5, cols - 0.5])  # the markers must not widen the axes around them
+        fig.update_yaxes(range=[rows - 0.5, -0.5], autorange=False)
     return fig
 
 

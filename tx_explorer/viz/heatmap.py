@@ -6,6 +6,9 @@ with the labels as tick text.
 
 from __future__ import annotations
 
+import base64
+import struct
+import zlib
 from collections.abc import Sequence
 
 import numpy as np
@@ -144,14 +147,40 @@ def heatmap(
     return go.Figure(trace, layout=layout)
 
 
+WHITE = "rgb(255, 255, 255)"  # the gaps' colour (a name that the PNG palette can parse too)
 GAP = 255  # mosaic cells are uint8: weights 0…254, this code for the gaps between tiles (drawn white)
+
+
+def _png(codes: np.ndarray, scale: list[list]) -> str:
+    """uint8 ``codes [rows, cols]`` → a palette PNG as a data URI, code c coloured as a heatmap with this ``scale``
+    and z from 0 to GAP colours it. Written with zlib alone (figures import no imaging library)."""
+    at = np.array([pos for pos, _ in scale])
+    rgb = np.array([plotly.colors.convert_colors_to_same_type(c, "tuple")[0][0] for _, c in scale])  # (stops, 3)
+    codes_at = np.arange(GAP + 1) / GAP  # code c sits at c / GAP of the scale
+    palette = np.stack([np.interp(codes_at, at, rgb[:, k]) for k in range(3)], axis=1)  # (256, 3) in 0…1
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    rows, cols = codes.shape
+    scanlines = np.concatenate([np.zeros((rows, 1), np.uint8), codes], axis=1)  # each row: filter 0, then codes
+    png = b"".join(
+        [
+            b"\x89PNG\r\n\x1a\n",
+            chunk(b"IHDR", struct.pack(">IIBBBBB", cols, rows, 8, 3, 0, 0, 0)),  # 8-bit palette indices
+            chunk(b"PLTE", (palette * 255).round().astype(np.uint8).tobytes()),
+            chunk(b"IDAT", zlib.compress(scanlines.tobytes(), 6)),
+            chunk(b"IEND", b""),
+        ]
+    )
+    return "data:image/png;base64," + base64.b64encode(png).decode()
 
 
 def _gap_colorscale(colorscale: str) -> list[list]:
     """``colorscale`` over codes 0…254 and white for :data:`GAP`."""
     top = (GAP - 1) / GAP
     scale = [[pos * top, colour] for pos, colour in plotly.colors.get_colorscale(colorscale)]
-    return [*scale, [(GAP - 0.5) / GAP, "white"], [1.0, "white"]]
+    return [*scale, [(GAP - 0.5) / GAP, WHITE], [1.0, WHITE]]
 
 
 def round_ticks(lo: float, hi: float, most: int = 6) -> np.ndarray:
@@ -176,11 +205,13 @@ def mosaic(
     zmax: float = 1.0,
     height: int | None = None,
 ) -> go.Figure:
-    """Many equally sized maps ``[R, C, n, m]`` tiled into **one** heatmap with gaps between tiles.
+    """Many equally sized maps ``[R, C, n, m]`` tiled into **one** image with gaps between tiles.
 
-    One trace renders several times faster than ``R × C`` subplots and sends one array, quantised to uint8
-    codes (0 → ``zmin``, 254 → ``zmax``; 1 byte a cell instead of a JSON number, finer than the colour scale
-    resolves). Tiles carry no hover: their row and column names are the axis ticks.
+    One trace renders several times faster than ``R × C`` subplots. The maps are quantised to uint8 codes
+    (0 → ``zmin``, 254 → ``zmax``, finer than the colour scale resolves) and sent as a palette PNG that the
+    browser decodes natively, where a heatmap trace is coloured cell by cell in JavaScript: SmolLM2's grid of
+    270 heads (276 000 cells) redrew in 414 ms as an image against 523 ms as a heatmap (benchmarks/head_search.py).
+    Tiles carry no hover: their row and column names are the axis ticks.
     """
     maps = np.asarray(maps, dtype=np.float32)
     if maps.ndim != 4:
@@ -193,17 +224,16 @@ def mosaic(
         for j in range(c):
             big[i * (n + gap) : i * (n + gap) + n, j * (m + gap) : j * (m + gap) + m] = codes[i, j]
     ticks = round_ticks(zmin, zmax)
+    scale = _gap_colorscale(colorscale)
+    colorbar = dict(tickvals=(ticks - zmin) / ((zmax - zmin) or 1.0) * (GAP - 1), ticktext=[f"{t:.6g}" for t in ticks])
     fig = go.Figure(
-        go.Heatmap(
-            z=big,
-            colorscale=_gap_colorscale(colorscale),
-            zmin=0,
-            zmax=GAP,
-            hoverinfo="skip",
-            colorbar=dict(
-                tickvals=(ticks - zmin) / ((zmax - zmin) or 1.0) * (GAP - 1), ticktext=[f"{t:.6g}" for t in ticks]
+        [
+            go.Image(source=_png(big, scale), x0=0, dx=1, y0=0, dy=1, hoverinfo="skip"),  # pixel (i, j) at x=j, y=i
+            # an image has no colour bar: an invisible two-cell heatmap of the same scale carries it
+            go.Heatmap(
+                z=[[0, GAP]], colorscale=scale, zmin=0, zmax=GAP, opacity=0, hoverinfo="skip", colorbar=colorbar
             ),
-        )
+        ]
     )
     fig.update_xaxes(
         tickmode="array",

@@ -265,7 +265,7 @@ def similarity_maps(
     g = sim.shape[0]
     names = [str(i) for i in range(g)]
     fig = mosaic(sim, row_names=names, col_names=names, title=title, zmin=float(np.min(sim)), zmax=1.0, height=height)
-    fig.update_traces(colorbar_title_text="cos")
+    fig.update_traces(colorbar_title_text="cos", selector=dict(type="heatmap"))  # the trace carrying the bar
     fig.update_yaxes(title=_words(words)["patch_row"])
     fig.update_layout(margin=dict(l=50, r=10, t=90, b=10))  # column numbers sit on top, under the title
     return fig
