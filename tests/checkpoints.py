@@ -4,7 +4,8 @@
 a fraction of a second), perturbs every weight so that biases and norms matter, saves it with ``save_pretrained``
 (safetensors; sharded with ``max_shard_size``; in bf16/fp16 with ``dtype``) and trains a tiny tokenizer into the
 same folder. It returns the float32 ``transformers`` model whose outputs the loaded checkpoint must reproduce.
-Shared by the library tests (test_checkpoint.py) and the app/browser tests.
+``write_gguf`` does the same as llama.cpp's converter would, and ``quantize`` stores a matrix in llama.cpp's blocks,
+K-quants included. Shared by the library tests (test_checkpoint.py, test_gguf.py …) and the app/browser tests.
 """
 
 from __future__ import annotations
@@ -178,10 +179,95 @@ def _llama_cpp_permute(w: torch.Tensor, heads: int) -> torch.Tensor:
     return w.reshape(heads, 2, w.shape[0] // heads // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
+def quantize(data: Any, quant: str) -> Any:
+    """``data`` (rows, columns) float32 in llama.cpp's ``quant`` blocks, as bytes (rows, bytes per row): gguf's own
+    quantizer for the legacy blocks (Q8_0, Q5_0 …), ours below for Q4_K and Q6_K, which gguf (0.19) reads but
+    cannot write (``gguf.quants.quantize`` raises NotImplementedError for every K-quant)."""
+    import gguf
+
+    if quant == "Q4_K":
+        return quantize_q4_k(data)
+    if quant == "Q6_K":
+        return quantize_q6_k(data)
+    return gguf.quants.quantize(data, gguf.GGMLQuantizationType[quant])
+
+
+def _over(a: Any, b: Any) -> Any:
+    """a / b, with 0 where b is 0 (an all-zero block has scale 0 and stores quants 0)."""
+    import numpy as np
+
+    return np.divide(a, b, out=np.zeros(np.broadcast_shapes(a.shape, b.shape), np.float32), where=b != 0)
+
+
+def quantize_q4_k(data: Any) -> Any:
+    """llama.cpp's ``block_q4_K``, 144 bytes per 256 values (eight sub-blocks of 32): fp16 ``d`` and ``dmin``, 12
+    bytes packing eight 6-bit scales and eight 6-bit mins, 128 bytes of 4-bit quants; value = d·scale·q − dmin·min.
+
+    Written so that the tests can store the K-quants that real Q4_K_M files (the packaged Gemma 3 270M's among
+    them) hold: gguf's writer has no K-quant quantizer. Each sub-block's grid spans [its min (≤ 0), its max] in 15
+    even steps; q is rounded against the scale and min as stored (after their 6-bit rounding). llama.cpp searches
+    for a grid with a smaller error; any grid is read the same, so a plain one is enough to test readers."""
+    import numpy as np
+
+    rows, cols = data.shape
+    x = np.asarray(data, np.float32).reshape(-1, 8, 32)  # (super-blocks, sub-blocks, values)
+    low = np.minimum(x.min(-1), 0)  # (n, 8): the stored min is subtracted, so it is ≥ 0
+    step, mins = (x.max(-1) - low) / 15, -low
+    d = (step.max(-1) / 63).astype("<f2")  # (n,): the largest scale becomes 63
+    dmin = (mins.max(-1) / 63).astype("<f2")
+    scales = np.clip(np.rint(_over(step, d[:, None].astype(np.float32))), 0, 63).astype(np.uint8)  # (n, 8)
+    qmins = np.clip(np.rint(_over(mins, dmin[:, None].astype(np.float32))), 0, 63).astype(np.uint8)
+    stored_step = d[:, None].astype(np.float32) * scales  # (n, 8)
+    stored_min = dmin[:, None].astype(np.float32) * qmins
+    q = np.clip(np.rint(_over(x + stored_min[..., None], stored_step[..., None])), 0, 15).astype(np.uint8)
+    # 12 bytes: the low 6 bits of bytes 0–3 are scales 0–3, of bytes 4–7 mins 0–3; bytes 8–11 hold the low 4 bits
+    # of scales 4–7 (low nibble) and mins 4–7 (high nibble), whose top 2 bits fill bits 6–7 of bytes 0–3 and 4–7
+    packed = np.concatenate(
+        [
+            scales[:, :4] | (scales[:, 4:] >> 4) << 6,
+            qmins[:, :4] | (qmins[:, 4:] >> 4) << 6,
+            (scales[:, 4:] & 15) | (qmins[:, 4:] & 15) << 4,
+        ],
+        axis=1,
+    )  # (n, 12)
+    pairs = q.reshape(-1, 4, 2, 32)  # (n, 4, 2, 32): 32 bytes hold sub-blocks 2i (low nibble) and 2i + 1 (high)
+    qs = (pairs[:, :, 0] | pairs[:, :, 1] << 4).reshape(-1, 128)
+    blocks = [d.view(np.uint8).reshape(-1, 2), dmin.view(np.uint8).reshape(-1, 2), packed, qs]
+    return np.concatenate(blocks, axis=1).reshape(rows, cols // 256 * 144)
+
+
+def quantize_q6_k(data: Any) -> Any:
+    """llama.cpp's ``block_q6_K``, 210 bytes per 256 values (sixteen sub-blocks of 16): 128 bytes of the quants'
+    low 4 bits, 64 of their high 2 bits, sixteen int8 scales, fp16 ``d``; value = d·scale·(q − 32).
+
+    The other K-quant of Q4_K_M files (Gemma 3 270M's ``ffn_down``), for the same reason as
+    :func:`quantize_q4_k`. Each sub-block's scale maps its largest magnitude to ±31 (llama.cpp searches; any scale
+    is read the same)."""
+    import numpy as np
+
+    rows, cols = data.shape
+    x = np.asarray(data, np.float32).reshape(-1, 16, 16)  # (super-blocks, sub-blocks, values)
+    step = np.abs(x).max(-1) / 31  # (n, 16)
+    d = (step.max(-1) / 127).astype("<f2")  # (n,): the largest scale becomes 127
+    scales = np.clip(np.rint(_over(step, d[:, None].astype(np.float32))), 0, 127).astype(np.int8)  # (n, 16)
+    stored_step = d[:, None].astype(np.float32) * scales
+    q = (np.clip(np.rint(_over(x, stored_step[..., None])), -32, 31) + 32).astype(np.uint8)  # 6 bits, 0..63
+    # each half of 128 values is four quarters of 32: byte l of the half's 64 low-bit bytes holds quarters 0 and 2
+    # (l < 32) or 1 and 3 (l ≥ 32) in its nibbles; byte l of its 32 high-bit bytes holds all four quarters' top bits
+    quarters = q.reshape(-1, 2, 4, 32)  # (n, half, quarter, 32)
+    low = quarters & 15
+    ql = np.concatenate([low[:, :, 0] | low[:, :, 2] << 4, low[:, :, 1] | low[:, :, 3] << 4], axis=2)  # (n, 2, 64)
+    high = quarters >> 4
+    qh = high[:, :, 0] | high[:, :, 1] << 2 | high[:, :, 2] << 4 | high[:, :, 3] << 6  # (n, 2, 32)
+    blocks = [ql.reshape(-1, 128), qh.reshape(-1, 64), scales.view(np.uint8), d.view(np.uint8).reshape(-1, 2)]
+    return np.concatenate(blocks, axis=1).reshape(rows, cols // 256 * 210)
+
+
 def write_gguf(path: Path, family: str, quant: str = "F32", *, seed: int = 0, **overrides: Any) -> nn.Module:
     """Write a random ``family`` (llama, qwen2, mistral) model as llama.cpp's converter would, as ``path``: the
     metadata, a byte-level BPE tokenizer with ChatML, W_Q/W_K rows permuted for llama and mistral, 2-D weights
-    stored as ``quant`` (F32, F16, Q8_0, Q4_1 …) and norms as F32. Returns the float32 reference model."""
+    stored as ``quant`` (F32, F16, Q8_0, Q4_1 …; Q4_K / Q6_K need rows of whole 256-value super-blocks) and norms
+    as F32. Returns the float32 reference model."""
     import gguf
     import numpy as np
 
@@ -230,7 +316,7 @@ def write_gguf(path: Path, family: str, quant: str = "F32", *, seed: int = 0, **
         elif qtype == gguf.GGMLQuantizationType.F16:
             w.add_tensor(_gguf_name(key), data.astype(np.float16))
         else:
-            q = gguf.quants.quantize(data, qtype)
+            q = quantize(data, quant)
             w.add_tensor(_gguf_name(key), q, raw_shape=q.shape, raw_dtype=qtype)
     w.write_header_to_file()
     w.write_kv_data_to_file()

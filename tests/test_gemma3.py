@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.checkpoints import perturb, write_tokenizer
+from tests.checkpoints import perturb, quantize, write_tokenizer
 from tx_explorer.interop.checkpoint import load_checkpoint
 from tx_explorer.trace import Trace
 
@@ -156,9 +156,10 @@ def write_gemma3_gguf(
     **overrides,
 ) -> torch.nn.Module:
     """A random Gemma 3 model (query_pre_attn_scalar = head_dim, the scale llama.cpp uses) written as a gemma3
-    GGUF file, its norms as 1 + w, in float32 or, for matrices whose rows are whole blocks, as ``quant``; ``drop``
-    leaves one tensor out, ``key_length`` states another head width, ``pattern`` writes
-    attention.sliding_window_pattern, ``vocab_cut`` drops the last tokens. Returns the reference model."""
+    GGUF file, its norms as 1 + w, in float32 or, for matrices whose rows are whole blocks, as ``quant`` (K-quants
+    by ``tests.checkpoints.quantize``, as gguf writes none); ``drop`` leaves one tensor out, ``key_length`` states
+    another head width, ``pattern`` writes attention.sliding_window_pattern, ``vocab_cut`` drops the last tokens.
+    Returns the reference model."""
     import gguf
 
     model = gemma3_reference(
@@ -204,7 +205,7 @@ def write_gemma3_gguf(
         if name == drop:
             continue
         if data.ndim == 2 and data.shape[1] % gguf.GGML_QUANT_SIZES[qtype][0] == 0 and quant != "F32":
-            q = gguf.quants.quantize(data, qtype)
+            q = quantize(data, quant)
             w.add_tensor(name, q, raw_shape=q.shape, raw_dtype=qtype)
         else:
             w.add_tensor(name, data)
@@ -371,16 +372,18 @@ def test_without_the_assembled_file_the_entry_is_absent_and_says_what_to_run(tmp
         models.load_model("gemma3-270m")
 
 
-@pytest.mark.parametrize("quant", ["Q8_0", "Q5_0"])  # gguf writes no K-quant; the real file has them
+@pytest.mark.parametrize("quant", ["Q8_0", "Q5_0", "Q4_K", "Q6_K"])  # the four the packaged Q4_K_M file mixes
 def test_a_quantised_gemma3_gguf_file_matches_transformers_gguf_loader(tmp_path, quant):
     """Both loaders read the same quantised file (heads of width 256: transformers' default score scale and
-    llama.cpp's 1/√D_H then agree): logits and every map ≤ 1e-4."""
+    llama.cpp's 1/√D_H then agree; D = 256 so that every matrix's rows are whole K-quant super-blocks): logits and
+    every map ≤ 1e-4."""
     from transformers import AutoModelForCausalLM
 
-    from tx_explorer.interop.gguf import load_gguf
+    from tx_explorer.interop.gguf import load_gguf, read_header
 
     path = tmp_path / f"tiny-gemma3-{quant}.gguf"
-    write_gemma3_gguf(path, quant=quant, hidden_size=64, head_dim=256, intermediate_size=256)
+    write_gemma3_gguf(path, quant=quant, hidden_size=256, head_dim=256, intermediate_size=256)
+    assert {info.qtype.name for info in read_header(path).tensors.values()} == {"F32", quant}  # norms stay F32
     theirs = AutoModelForCausalLM.from_pretrained(
         str(tmp_path), gguf_file=path.name, dtype=torch.float32, attn_implementation="eager"
     ).eval()

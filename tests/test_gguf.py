@@ -1,7 +1,8 @@
 """GGUF files through our own reader and modules, checked against transformers' own GGUF loader (eager attention):
 logits and every attention map ≤ 1e-4, on small files the tests write as llama.cpp's converter would (llama,
 qwen2, mistral × F32, F16, Q8_0, Q4_1) and on the packaged SmolLM2-135M-Instruct; its tokenizer and chat
-template; cached decoding = uncached; and every kind of bad file refused with its reason, before any tensor."""
+template; cached decoding = uncached; the tests' own Q4_K / Q6_K writer against gguf's dequantizer and our reader;
+and every kind of bad file refused with its reason, before any tensor."""
 
 from __future__ import annotations
 
@@ -103,6 +104,39 @@ def test_unpermute_inverts_llama_cpps_row_order():
     w = torch.randn(3 * 8, 5, generator=torch.Generator().manual_seed(0))
     assert not torch.equal(_llama_cpp_permute(w, 3), w)
     torch.testing.assert_close(ours.unpermute(_llama_cpp_permute(w, 3), 3), w, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(("quant", "width"), [("Q4_K", 32), ("Q6_K", 16)])
+def test_our_k_quant_writer_is_read_back_by_gguf_and_by_our_reader(tmp_path, quant, width):
+    """The tests' Q4_K / Q6_K bytes (gguf writes no K-quant) against gguf's own dequantizer, which transformers'
+    loader uses: each value within ~half a step of its sub-block's grid (a packing error in the scales or quants
+    lands whole steps away), and our reader's tensor from a file of those bytes is that dequantisation exactly."""
+    import gguf
+
+    from tests.checkpoints import quantize
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((6, 512), dtype=np.float32) * np.float32([[0.01], [0.3], [1], [7], [1], [1]])
+    x[4], x[5] = np.abs(x[4]) + 0.5, 0  # a row above zero (Q4_K's min then 0) and an all-zero row (scales 0)
+    raw = quantize(x, quant)
+    qtype = gguf.GGMLQuantizationType[quant]
+    assert raw.shape == (6, 2 * gguf.GGML_QUANT_SIZES[qtype][1])  # two 256-value super-blocks a row
+    theirs = gguf.quants.dequantize(raw, qtype)
+    # Q4_K's grid spans [min ≤ 0, max] in 15 steps, Q6_K's [-max |x|, max |x|] in 62
+    sub = x.reshape(-1, width)  # (sub-blocks, values)
+    step = (sub.max(1) - np.minimum(sub.min(1), 0)) / 15 if quant == "Q4_K" else np.abs(sub).max(1) / 31
+    assert np.all(np.abs(theirs - x).reshape(-1, width) <= 0.55 * step[:, None])
+
+    path = tmp_path / f"{quant}.gguf"
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_tensor("t.weight", raw, raw_shape=raw.shape, raw_dtype=qtype)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    info = ours.read_header(path).tensors["t.weight"]
+    assert (info.shape, info.qtype) == ((6, 512), qtype)
+    assert np.array_equal(ours.read_tensor(path, info).numpy(), theirs)
 
 
 # --- bad files: each refused by the header, with its reason, before any tensor is read -------------------------
