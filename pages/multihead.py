@@ -137,6 +137,9 @@ with ui.friendly_errors():
         st.warning(model_facts.say("multihead", "truncated", tm, LANG, n=data.num_tokens))
     st.markdown(T("tokens", n=len(data.tokens)))
     st.code(" | ".join(data.tokens), language=None, wrap_lines=True)
+    if (sinks := view.learned_sinks(tm, data, view.kv_groups(tm), lang=LANG)) is not None:
+        st.info(sinks.note)
+        ui.show(sinks.panel)
     shown = view.shown(data, hide_special)
     if shown.no_special:
         st.caption(T("no_special"))

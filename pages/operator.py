@@ -120,6 +120,23 @@ def qk_norm_section() -> None:
                 st.markdown(words)
 
 
+@st.fragment
+def sinks_section() -> None:
+    """6. Rows of A that sum to less than 1: a model's learned attention sinks (gpt-oss), measured."""
+    if box := ui.lazy_section(T, "sinks", view.LATEX["sinks"], key="op_open_sinks"):
+        with box, ui.friendly_errors():
+            if (name := ui.text_model_picker(T("sinks_model"), "op_sink_model", kind="causal")) is None:
+                return
+            tm = ui.cached_model(name)
+            found = ui.remembered_job(
+                lambda report: view.sink_numbers(tm), label=T("sinks_working"), key=("op_sinks", name)
+            )
+            words, table = view.sinks(tm, found, lang=LANG)
+            st.markdown(words)
+            if table is not None:
+                st.table(table)
+
+
 st.title(ui.page_title("operator"))
 st.markdown(T("intro"))
 st.latex(view.LATEX["operator"])
@@ -127,3 +144,4 @@ steps_section()
 sqrt_section()
 cross_section()
 qk_norm_section()
+sinks_section()

@@ -30,6 +30,7 @@ CONFIGS = {
     "mqa-rotary": PRESETS["tiny-llama"].replace(**SMALL, num_kv_heads=1),
     "alibi-gqa": TransformerConfig(**SMALL, positions="alibi", num_kv_heads=3),
     "sliding-window-qkv-bias": PRESETS["tiny-llama"].replace(**SMALL, sliding_window=4, qkv_bias=True),
+    "final-softcap": PRESETS["tiny-llama"].replace(**SMALL, final_softcap=0.5),  # bites: the logits reach ±0.86
 }
 
 
@@ -157,10 +158,11 @@ def test_routes_refuse_positions_and_thresholds_out_of_range() -> None:
         flow.routes(_importance(), threshold=0.0)
 
 
-def test_the_causal_effect_equals_a_full_patched_forward() -> None:
+@pytest.mark.parametrize("name", ["gqa-rotary-rmsnorm-swiglu", "final-softcap"])
+def test_the_causal_effect_equals_a_full_patched_forward(name: str) -> None:
     """The batched rerun from the layer (one row per head) against the whole model run with one head's output
-    patched, the piece a_ij·v_j taken out of it."""
-    tm = _random("gqa-rotary-rmsnorm-swiglu")
+    patched, the piece a_ij·v_j taken out of it (with a final soft cap, on the capped logits the model outputs)."""
+    tm = _random(name)
     ids = tm.encode(TEXT).ids
     dec = flow.decompose(tm, ids)
     layer, query, key, target = 1, len(ids) - 1, 3, len(ids) - 1
@@ -175,6 +177,24 @@ def test_the_causal_effect_equals_a_full_patched_forward() -> None:
         assert e.effect[h] == pytest.approx((patched - clean).item(), abs=1e-6)
     assert e.weight.tolist() == pytest.approx(dec.weights[layer, :, query, key].tolist())
     assert all(-1 <= r <= 1 for r in e.correlations.values())
+
+
+def test_a_final_soft_cap_is_in_the_lens_and_the_direct_logits_are_before_it() -> None:
+    """With a final soft cap c·tanh(z/c) the logit lens at the final residual is the model's own distribution,
+    and the direct logit attribution, linear by design, adds up to the logits before the cap."""
+    tm = _random("final-softcap")
+    ids = tm.encode(TEXT).ids
+    dec = flow.decompose(tm, ids)
+    pos, cap = len(ids) - 1, tm.config.final_softcap
+    logits = tm.model(torch.tensor([ids]))[0, pos]
+    r = flow.node_readout(tm, dec, ("x", dec.num_layers, pos))
+    top = logits.softmax(-1).topk(len(r.lens_probs))
+    assert r.lens_ids.tolist() == top.indices.tolist()
+    np.testing.assert_allclose(r.lens_probs, top.values.numpy(), atol=1e-12)
+    parts = torch.cat([dec.embed[pos][None], dec.heads[:, :, pos].flatten(0, 1), dec.attn_bias, dec.mlp[:, pos]])
+    total = flow.direct_logits(tm, dec, parts, pos).sum(0)
+    assert total.abs().max() > cap  # the cap bites: the uncapped sum differs from the output
+    assert (cap * torch.tanh(total / cap) - logits).abs().max() < 1e-9
 
 
 def test_rank_correlation() -> None:

@@ -1,12 +1,15 @@
 """Gemma 3 270M on the pages that show what is new in it (issue 41 item 3): its own mask per layer (local layers
 stop at 512 keys, global ones do not), its KV cache past the window (local layers keep 512 rows, cached = uncached),
-the atlas's tiles under its windows, and the pages drawing it. Each test loads the real model (the model tier)."""
+the atlas's tiles under its windows, the head tools (taxonomy, multi-head, flow) and the pages drawing it. Each test
+loads the real model (the model tier)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
-from conftest import assert_clean, open_page, open_sections
+from conftest import assert_clean, open_page, open_sections, plotly_specs
 
 from tx_explorer import models
 from tx_explorer.analysis import atlas
@@ -136,3 +139,37 @@ def test_model_sizes_counts_gemma3_270m_as_loaded_and_shows_the_vocabulary_share
     at = open_page("model_sizes", timeout=600)
     assert_clean(at)
     assert any("268,098,176" in m.value and "62.6%" in m.value for m in at.markdown)
+
+
+def test_the_head_tools_draw_gemma3_270m(gemma3_270m):
+    """The head tools on Gemma 3 beside SmolLM2 (issue 41): its 18 layers × 4 query heads reading one key/value head
+    (heads 256 wide on D = 640, sandwich norms, local and global layers) in the taxonomy, in every view of the
+    multi-head page, and on the flow page, which says why it does not decompose a sandwich-norm stream."""
+    layers, heads, mqa = 18, 4, "4 query heads share one key/value head"
+    assert (gemma3_270m.config.num_layers, gemma3_270m.config.num_heads, gemma3_270m.config.kv_heads) == (18, 4, 1)
+    at = open_page("head_science", timeout=600, hs_view="taxonomy", hs_model=NAME)
+    assert_clean(at)
+    assert any(mqa in c.value for c in at.caption)
+    assert any("Strongest induction heads" in c.value for c in at.caption)
+    assert len(at.dataframe[0].value) == layers * heads  # a row per head
+
+    at = open_page("multihead", timeout=600, mh_model=NAME, mh_text_example_code="def add(a, b):\n    return a + b")
+    assert_clean(at)
+    facts = " ".join(c.value for c in at.caption)
+    assert f"{layers} layers × {heads} heads" in facts and mqa in facts
+    grid = plotly_specs(at)[0]
+    assert grid["layout"]["title"]["text"].startswith(f"{layers} layers × {heads} heads")
+    assert "key/value head 0" in json.dumps(grid)  # each thumbnail names the one key/value head its head reads
+    assert not any("Learned attention sinks" in i.value for i in at.info)  # Gemma's rows sum to 1
+    for tab in ("head", "search", "compare", "qk"):
+        at.segmented_control(key="mh_view").set_value(tab).run()
+        assert_clean(at)
+    assert any("Query heads 0, 1, 2, 3 all read these rows" in m.value for m in at.markdown)  # the qk inspector
+    at.segmented_control(key="mh_view").set_value("head").run()
+    at.radio(key="mh_lens").set_value("norm").run()  # ‖αf(x)‖ through W_O's 4 × 256 columns
+    assert_clean(at)
+
+    at = open_page("flow", timeout=600, flow_model=NAME)
+    assert_clean(at)
+    assert any(mqa in c.value for c in at.caption)
+    assert not plotly_specs(at) and "normalises each sub-layer's output" in at.info[0].value

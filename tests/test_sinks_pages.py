@@ -1,6 +1,7 @@
-"""Learned attention sinks on the Masks page (issue 41 item 3): a model that learned a sink logit per head (a gpt-oss
-folder; none is bundled, so a random tiny one saved with ``save_pretrained``) shows a sink column in each map, and its
-rows' sums are measured and said (mean and lowest, the sink's share 1 − Σ); a model without sinks shows neither."""
+"""Learned attention sinks on the Masks, Multi-head and Operator pages (issue 41): a model that learned a sink logit
+per head (a gpt-oss folder; none is bundled, so a random tiny one saved with ``save_pretrained``) shows a sink column
+in each mask map, and its rows' sums are measured and said (mean and lowest, the sink's share 1 − Σ) per layer and
+head, equal to the sink's softmax share computed from the scores; a model without sinks shows none of it."""
 
 from __future__ import annotations
 
@@ -14,9 +15,11 @@ from tx_explorer import paths, ui
 from tx_explorer.analysis import atlas
 from tx_explorer.analysis import mask_gallery as mg
 from tx_explorer.interop.checkpoint import load_checkpoint
+from tx_explorer.modules.attention import AttentionSinks
 from tx_explorer.trace import Trace
 from tx_explorer.ui import pickers
 from tx_explorer.views import masks as view
+from tx_explorer.views import multihead, operator
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 N = 24  # past the tiny gpt-oss's window of 5 on layer 0
@@ -29,6 +32,42 @@ def folders(tmp_path_factory, one_thread):
     llama = roots / "llama-tiny"
     write_checkpoint(llama, "llama")
     return {"roots": roots, "gpt_oss": gpt_oss, "llama": llama}
+
+
+@pytest.fixture
+def roots(folders, monkeypatch):
+    """The folders' parent as the only allowed checkpoint root, for the pages' folder pickers."""
+    monkeypatch.setenv(paths.ENV_ROOTS, str(folders["roots"]))
+    monkeypatch.setenv(paths.ENV_CONFIG, str(folders["roots"] / "absent.toml"))
+    monkeypatch.setenv("HF_HUB_CACHE", str(folders["roots"] / "hf"))
+    pickers._cached_checkpoints.clear()  # the picker's directory scan is cached for 30 s
+
+
+def sink_shares(tm, ids: list[int], monkeypatch) -> torch.Tensor:
+    """Independently of the traced maps: each row's sink share e^{s_h} / (e^{s_h} + Σ_k e^{E_ik}) in float64, from
+    the masked scores each layer hands its sinks' softmax, ``[L, H, N]``."""
+    scores = []
+    softmax = AttentionSinks.softmax
+
+    def recorded(self, masked):
+        scores.append((masked.double(), self.logits.double()))
+        return softmax(self, masked)
+
+    monkeypatch.setattr(AttentionSinks, "softmax", recorded)
+    with torch.no_grad():
+        tm.model(torch.tensor([ids]))
+    monkeypatch.undo()
+    shares = []
+    for masked, logits in scores:  # (1, H, N, N), (H,)
+        s = logits.view(-1, 1)  # (H, 1)
+        shares.append(torch.exp(s - torch.logaddexp(s, torch.logsumexp(masked[0], dim=-1))))  # (H, N)
+    return torch.stack(shares)
+
+
+def assert_rows_are_one_minus_the_share(rows, shares: torch.Tensor) -> None:
+    torch.testing.assert_close(torch.from_numpy(rows.mean).double(), 1 - shares.mean(-1), atol=1e-6, rtol=0)
+    torch.testing.assert_close(torch.from_numpy(rows.min).double(), 1 - shares.amax(-1), atol=1e-6, rtol=0)
+    assert (rows.mean < 1 - 1e-3).all()  # the sinks take a visible share of every head's rows
 
 
 def key_labels(fig) -> list[str]:
@@ -78,13 +117,56 @@ def test_a_model_without_sinks_has_rows_of_one_and_no_sink_column(folders):
     assert shown.sinks is None and all(len(row) == 7 for row in shown.table)
 
 
-def test_the_masks_page_opens_a_gpt_oss_folder_with_its_sinks(folders, monkeypatch):
-    monkeypatch.setenv(paths.ENV_ROOTS, str(folders["roots"]))
-    monkeypatch.setenv(paths.ENV_CONFIG, str(folders["roots"] / "absent.toml"))
-    monkeypatch.setenv("HF_HUB_CACHE", str(folders["roots"] / "hf"))
-    pickers._cached_checkpoints.clear()  # the picker's directory scan is cached for 30 s
+def test_the_masks_page_opens_a_gpt_oss_folder_with_its_sinks(folders, roots):
     at = open_page("masks", masks_model=ui.FOLDER, masks_model_folder=str(folders["gpt_oss"]))
     assert_clean(at)
     assert any("learned attention sinks" in i.value for i in at.info)
     assert any("exactly 0" in s.value for s in at.success)
+    assert len(at.table[-1].value) == TINY["num_hidden_layers"]
+
+
+def test_the_multihead_view_states_each_heads_row_sums_as_one_minus_the_sinks_share(folders, monkeypatch):
+    tm = load_checkpoint(folders["gpt_oss"])
+    data = multihead.analyse(tm, "The sink takes a share of every row, and the rows of the map sum to less than one.")
+    found = multihead.learned_sinks(tm, data, multihead.kv_groups(tm))
+    assert found is not None and found.rows.mean.shape == (TINY["num_hidden_layers"], TINY["num_attention_heads"])
+    assert_rows_are_one_minus_the_share(found.rows, sink_shares(tm, data.ids, monkeypatch))
+    r = found.rows
+    for number in (r.mean.mean(), r.min.min(), 1 - r.mean.mean(), (1 - r.mean).max()):
+        assert f"{number:.3f}" in found.note
+    assert "first-token sink" in found.note  # set apart from the emergent sink on token 0
+    torch.testing.assert_close(torch.from_numpy(found.panel.data), torch.from_numpy(1 - r.mean))
+    zh = multihead.learned_sinks(tm, data, lang="zh")
+    assert "汇聚点" in zh.note and f"{r.mean.mean():.3f}" in zh.note
+
+    plain = load_checkpoint(folders["llama"])
+    assert multihead.learned_sinks(plain, multihead.analyse(plain, "Rows sum to one here.")) is None
+
+
+def test_the_operator_view_states_the_rows_of_a_below_one_only_with_sinks(folders, monkeypatch):
+    tm = load_checkpoint(folders["gpt_oss"])
+    r = operator.sink_numbers(tm)
+    ids = atlas.corpus_ids(tm, min(operator.SINK_TOKENS, tm.max_len))
+    assert r.tokens == len(ids)
+    assert_rows_are_one_minus_the_share(r, sink_shares(tm, ids, monkeypatch))
+    words, table = operator.sinks(tm, r)
+    assert "learned attention sinks" in words and f"{r.mean.mean():.3f}" in words and f"{r.min.min():.3f}" in words
+    assert len(table) == TINY["num_hidden_layers"] and table[0]["Row sum, mean"] == f"{r.mean[0].mean():.3f}"
+
+    plain = load_checkpoint(folders["llama"])
+    r = operator.sink_numbers(plain)
+    assert abs(r.mean.mean() - 1) < 1e-5 and abs(r.min.min() - 1) < 1e-5
+    words, table = operator.sinks(plain, r)
+    assert table is None and "no learned sinks" in words and "mean 1.000, lowest 1.000" in words
+
+
+def test_the_multihead_and_operator_pages_open_a_gpt_oss_folder_with_its_sinks(folders, roots):
+    at = open_page("multihead", mh_model=ui.FOLDER, mh_model_folder=str(folders["gpt_oss"]))
+    assert_clean(at)
+    assert any("Learned attention sinks" in i.value for i in at.info)
+    at = open_page(
+        "operator", op_open_sinks=True, op_sink_model=ui.FOLDER, op_sink_model_folder=str(folders["gpt_oss"])
+    )
+    assert_clean(at)
+    assert any("has learned attention sinks" in m.value for m in at.markdown)
     assert len(at.table[-1].value) == TINY["num_hidden_layers"]

@@ -299,7 +299,7 @@ def _check_edge(dec: Decomposition, layer: int, query: int, key: int) -> None:
 @torch.no_grad()
 def predicted(tm: TextModel, dec: Decomposition, target: int) -> int:
     """The token the model predicts after ``target`` (argmax of its logits there)."""
-    return int(tm.model.head(tm.model.norm(dec.residual[-1, target])).argmax())
+    return int(tm.model.logits(tm.model.norm(dec.residual[-1, target])).argmax())
 
 
 @torch.no_grad()
@@ -338,7 +338,7 @@ def edge_heads(tm: TextModel, dec: Decomposition, layer: int, query: int, key: i
     )  # (H + 1, D): the last row is the reference
     if tm.kind == "causal":
         token = predicted(tm, dec, target)
-        logit = tm.model.head(final)[:, token]  # (H + 1,)
+        logit = tm.model.logits(final)[:, token]  # (H + 1,): reruns, so the model's own (capped) logit
         effect, metric = logit[:-1] - logit[-1], f"Δ logit({tm.labels([token])[0]})"
     else:
         effect = (final[:-1] - final[-1]).norm(dim=-1) / final[-1].norm()
@@ -375,7 +375,11 @@ def frozen_norm(tm: TextModel, final: Tensor, parts: Tensor) -> Tensor:
 
 def direct_logits(tm: TextModel, dec: Decomposition, parts: Tensor, pos: int) -> Tensor:
     """Direct logit attribution of writes ``parts [..., D]`` at position ``pos``: ``[..., V]``, what each adds
-    to the logits there through the frozen final norm and the LM head (decoders)."""
+    to the logits there through the frozen final norm and the LM head (decoders).
+
+    The attribution is of the *uncapped* logits: a final soft cap (Gemma 2's c·tanh(z/c)) is not linear, so the
+    capped logit is no sum of per-part pieces. Summed over every part the pieces give the head's logit before the
+    cap, which the cap only squeezes monotonically, so each token's ranking is the model's."""
     return tm.model.head(frozen_norm(tm, dec.residual[-1, pos], parts))
 
 
@@ -411,7 +415,7 @@ def node_readout(tm: TextModel, dec: Decomposition, node: Node, k: int = hs.TOP_
     if kind not in ("x", "m", "mlp") or not 0 <= layer <= dec.num_layers - (kind != "x"):
         raise InputError("flow_layer_range", layer=layer, layers=dec.num_layers)
     pos = position(pos, dec.num_tokens)
-    probs = tm.model.head(tm.model.norm(node_residual(dec, (kind, layer, pos)))).softmax(-1)
+    probs = tm.model.logits(tm.model.norm(node_residual(dec, (kind, layer, pos)))).softmax(-1)
     top = probs.topk(k)
     block = layer - 1 if kind == "x" else layer  # an input node shows the block below it
     names: tuple[str, ...] = ()

@@ -81,7 +81,7 @@ def rerun(tm: TextModel, layer: int, x: Tensor, edit: Edit | None = None, *, las
     hidden = tm.model.hidden(x, tm.mask(x.shape[1]), None, edit=edit, start=layer)
     if tm.kind == "encoder":
         return hidden
-    return tm.model.head(hidden[:, -1:] if last_only else hidden)
+    return tm.model.logits(hidden[:, -1:] if last_only else hidden)
 
 
 def one_head_per_block(layer: int, base: Tensor, replace: Tensor) -> Edit:
@@ -370,7 +370,7 @@ def logit_lens(tm: TextModel, ids: Sequence[int]) -> LogitLens:
         none, top = np.zeros((2 * layers, x.shape[1])), np.zeros((2 * layers, x.shape[1], 0))
         diff = (normed[-1] - out[0]).abs().max().item()
         return LogitLens(rows, top.astype(int), top, none, none, cosine, diff)
-    logits = tm.model.head(normed)  # (2L, N, V)
+    logits = tm.model.logits(normed)  # (2L, N, V): capped as the output is, so the last row is the output
     logp = logits.log_softmax(dim=-1)
     final_logp = out[0].log_softmax(dim=-1)  # (N, V)
     entropy = -(logp.exp() * logp).sum(dim=-1)
@@ -505,7 +505,7 @@ def sink_windows(tm: TextModel, ids: Sequence[int], window: int) -> SinkWindows:
     targets = x[0, window + 1 :]
     losses = {}
     for name, mask in (("full", causal), ("window", windowed), ("window_sink", sink)):
-        logits = tm.model.head(tm.model.hidden(embedded, mask, None))[0, window:-1]  # queries past the window
+        logits = tm.model.logits(tm.model.hidden(embedded, mask, None))[0, window:-1]  # queries past the window
         losses[name] = F.cross_entropy(logits, targets).item()
     return SinkWindows(_first_share(tm, x), _first_share(tm, x[:, 1:]), window, losses, n - window - 1)
 
@@ -537,7 +537,7 @@ def _objective(tm: TextModel, x: Tensor, emb: Tensor, target: int | Tensor) -> T
     hidden = tm.model.hidden(x0, tm.mask(emb.shape[1]), None)  # (B, N, D)
     if tm.kind == "encoder":
         return sentence_embedding(hidden) @ target
-    return tm.model.head(hidden[:, -1]).softmax(dim=-1)[:, target]
+    return tm.model.logits(hidden[:, -1]).softmax(dim=-1)[:, target]
 
 
 def _gradient(tm: TextModel, x: Tensor, emb: Tensor, target: int | Tensor) -> Tensor:

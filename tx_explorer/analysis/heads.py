@@ -27,6 +27,7 @@ from tx_explorer.attention import attention_steps
 from tx_explorer.errors import InputError
 from tx_explorer.families.text import TextModel
 from tx_explorer.modules.attention import MultiHeadAttention
+from tx_explorer.trace import Trace
 
 PATTERNS = ("previous", "first", "duplicate", "induction", "self")  # what :func:`pattern_scores` scores
 METRICS = ("entropy", "distance", *PATTERNS)
@@ -430,3 +431,74 @@ def rank(
     """Every head ranked by the weight ``query`` puts on ``key`` (:func:`query_key_weights`): the ``top`` best (all
     when None) as (layer, head, weight)."""
     return top_heads(query_key_weights(maps, query, key, skip_first=skip_first, causal=causal), top)
+
+
+# --- learned attention sinks (gpt-oss): rows that sum to less than 1 ----------------------------------------------
+def row_sums(maps: np.ndarray | Tensor) -> Tensor:
+    """Σⱼ Aᵢⱼ of every row of ``maps [..., N, N]`` → ``[..., N]``: 1 under a plain softmax (up to rounding). Where a
+    model learned a sink logit per head (gpt-oss), that logit joins each row's softmax as a key with no value and
+    is dropped from the traced map, so 1 − Σⱼ Aᵢⱼ is the share the sink took from the row."""
+    return _tensor(maps).sum(dim=-1)
+
+
+@dataclass(frozen=True)
+class RowSums:
+    """Each head's traced rows summed (:func:`row_sums`), taken over a text's queries: ``[L, H]`` each."""
+
+    mean: np.ndarray  # a row's sum, averaged over the queries
+    min: np.ndarray  # the smallest row's sum
+    tokens: int  # the queries (rows) of each map
+
+    @property
+    def share(self) -> np.ndarray:
+        """``[L, H]``: the mean share of a row a learned sink took, 1 − Σ (0 without sinks)."""
+        return 1 - self.mean
+
+    @property
+    def top(self) -> np.ndarray:
+        """``[L, H]``: the largest share the sink took from one row."""
+        return 1 - self.min
+
+    @property
+    def lowest(self) -> tuple[int, int]:
+        """(layer, head) of the row with the smallest sum."""
+        layer, head = np.unravel_index(int(self.min.argmin()), self.min.shape)
+        return int(layer), int(head)
+
+    @property
+    def most(self) -> tuple[int, int]:
+        """(layer, head) whose rows the sink takes the most from on average."""
+        layer, head = np.unravel_index(int(self.share.argmax()), self.share.shape)
+        return int(layer), int(head)
+
+    def summary(self) -> dict[str, float | int]:
+        """The numbers the pages say: ``n`` queries; a row's sum on average over every layer, head and query
+        (``mean``) and the lowest (``min``, at ``low_layer``, ``low_head``); the sink's mean share (``share``) and
+        its share of that lowest row (``top``); the head it takes most from (``layer``, ``head``), by ``most``."""
+        (low_layer, low_head), (layer, head) = self.lowest, self.most
+        return dict(
+            n=self.tokens,
+            mean=float(self.mean.mean()),
+            min=float(self.min[low_layer, low_head]),
+            low_layer=low_layer,
+            low_head=low_head,
+            share=float(self.share.mean()),
+            top=float(self.top[low_layer, low_head]),
+            layer=layer,
+            head=head,
+            most=float(self.share[layer, head]),
+        )
+
+
+def head_row_sums(maps: np.ndarray | Tensor) -> RowSums:
+    """:class:`RowSums` of every layer's and head's map, ``maps [L, H, N, N]``."""
+    sums = row_sums(maps)  # (L, H, N)
+    return RowSums(sums.mean(dim=-1).numpy(), sums.amin(dim=-1).numpy(), sums.shape[-1])
+
+
+@torch.no_grad()
+def traced_row_sums(tm: TextModel, ids: Sequence[int]) -> RowSums:
+    """:func:`head_row_sums` of ``tm``'s own traced maps (one forward pass) on ``ids``."""
+    trace = Trace()
+    tm.run(ids, trace)
+    return head_row_sums(trace.stack(name_contains="attn")[:, 0].float().cpu())  # (L, H, N, N): batch of one

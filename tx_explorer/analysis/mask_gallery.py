@@ -12,6 +12,7 @@ import torch
 from torch import Tensor
 
 from tx_explorer import masks
+from tx_explorer.analysis import heads
 from tx_explorer.analysis.seeding import generator
 from tx_explorer.attention import AttentionSteps, attention_steps
 from tx_explorer.config import TransformerConfig
@@ -226,7 +227,7 @@ def model_masks(tm: TextModel, ids: Sequence[int]) -> ModelMasks:
         trace = Trace()
         x = block(x, mask, trace=trace.scope(f"blocks.{i}", layer=i), kind=model.kind, pos=pos)
         a = trace.stack(name_contains="attn")[0, 0].float().cpu()  # (H, N, N)
-        sums = a.sum(dim=-1)  # (H, N): 1 per row, less where a learned sink took its share
+        sums = heads.row_sums(a)  # (H, N): 1 per row, less where a learned sink took its share
         window = layer_window(cfg, i)
         hidden = ~(mask if window is None else mask & masks.causal_between(pos, pos, window)).cpu()  # (N, N)
         layers.append(

@@ -42,7 +42,7 @@ def forward_with_stats(model: CausalLM, idx: Tensor) -> tuple[Tensor, Tensor]:
     for block in model.blocks:
         x = block(x, mask, kind=model.kind)
         rms.append(x.detach().pow(2).mean().sqrt())
-    return model.head(model.norm(x)), torch.stack(rms)
+    return model.logits(model.norm(x)), torch.stack(rms)
 
 
 def grad_norms(model: CausalLM) -> tuple[float, list[float]]:

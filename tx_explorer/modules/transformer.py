@@ -151,7 +151,13 @@ class CausalLM(Stack):
         x = self.hidden(x, mask, trace, pos=q_pos, k_pos=k_pos, cache=cache, edit=edit)
         if cache is not None:
             cache.commit(q_pos)
-        logits = self.head(x)  # (B, N, V)
+        return self.logits(x)  # (B, N, V)
+
+    def logits(self, hidden: Tensor) -> Tensor:
+        """The stack's output ``[..., D]`` (after the final norm) → next-token logits ``[..., V]``: the LM head, then
+        Gemma 2's final soft cap. Analyses that read logits off a hidden state call this, not ``head``, so that their
+        probabilities are the model's own."""
+        logits = self.head(hidden)
         return logits if self.logit_cap is None else self.logit_cap(logits)
 
     @staticmethod

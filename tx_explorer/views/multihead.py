@@ -204,6 +204,31 @@ def sink_note(found: Sink, token: str, *, lang: str = "en") -> str:
     return T(key, heads=found.heads, total=found.total, mean=found.mean, threshold=SINK_THRESHOLD, token=token)
 
 
+@dataclass(frozen=True)
+class LearnedSinks:
+    """A model that learned a sink logit per head (gpt-oss): its traced rows' sums on this text, in words and per
+    head."""
+
+    rows: heads.RowSums
+    note: str  # the sums and the sink's share, measured, and how this sink differs from the first token's
+    panel: Panel  # the sink's mean share of a row, per layer × head
+
+
+def learned_sinks(
+    tm: TextModel, data: heads.TextAttention, groups: Sequence[int] | None = None, *, lang: str = "en"
+) -> LearnedSinks | None:
+    """The rows of every map of ``data`` (every token, special ones too) summed, where ``tm`` has learned sinks;
+    None for a model without them, whose rows sum to 1."""
+    if not tm.config.attention_sinks:
+        return None
+    T, r = texts(PAGE, lang), heads.head_row_sums(data.maps)
+    note = T("learned_sinks", model=tm.name, **r.summary())
+    names = vh.head_names(*r.share.shape, groups, _words(lang))
+    # the scale ends at the largest share: a sink taking a few percent would be invisible on 0…1
+    fig = vh.head_heatmap(r.share, names, title=T("learned_sinks_title"), words=_words(lang), zmax=float(r.share.max()))
+    return LearnedSinks(r, note, Panel("mh_learned_sinks", fig, r.share))
+
+
 def repeated(text: str) -> str:
     """The typed text written twice, on two lines: the second copy repeats the first one's tokens."""
     return f"{text.strip()}\n{text.strip()}"

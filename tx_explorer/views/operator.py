@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 from torch import Tensor
 
-from tx_explorer.analysis import atlas
+from tx_explorer.analysis import atlas, heads
 from tx_explorer.analysis import operator_lab as op
 from tx_explorer.analysis import qk_norm as qk
 from tx_explorer.families.text import TextModel
@@ -27,6 +27,8 @@ LATEX = {
     r"\qquad \operatorname{Var}\!\left(\frac{q\cdot k}{\sqrt{D}}\right)=1",
     "qk_norm": r"\hat q=\frac{q}{\operatorname{rms}(q)}\odot w_q,\quad \hat k=\frac{k}{\operatorname{rms}(k)}\odot w_k,"
     r"\quad E_{ij}=\frac{\hat q_i\cdot\hat k_j}{\sqrt{D_H}}",
+    "sinks": r"A_{ij}=\frac{e^{E_{ij}}}{e^{s_h}+\sum_k e^{E_{ik}}},\qquad \sum_j A_{ij}"
+    r"=1-\frac{e^{s_h}}{e^{s_h}+\sum_k e^{E_{ik}}}<1",
 }
 
 
@@ -255,3 +257,33 @@ def qk_norm(tm: TextModel, found: Sequence[qk.QKNormLayer], *, lang: str = "en")
         layers=len(found),
     )
     return panels, words
+
+
+# ---- 6. Rows that sum to less than 1: learned attention sinks ----------------------------------------------------
+SINK_TOKENS = 64  # the bundled text's first tokens: every layer's maps at once (gpt-oss-20b: 24 × 64 × 64², 25 MB)
+
+
+def sink_numbers(tm: TextModel) -> heads.RowSums:
+    """:func:`heads.traced_row_sums`: the model's own traced rows summed, on the first :data:`SINK_TOKENS` tokens of
+    the bundled text."""
+    return heads.traced_row_sums(tm, atlas.corpus_ids(tm, min(SINK_TOKENS, tm.max_len)))
+
+
+def sinks(tm: TextModel, r: heads.RowSums, *, lang: str = "en") -> tuple[str, list[dict[str, str]] | None]:
+    """What the rows of ``tm``'s A sum to, measured: with learned sinks (gpt-oss) the sink's share and a row per
+    layer; without, one line that they sum to 1 (and no table)."""
+    T, numbers = texts(PAGE, lang), dict(model=tm.name, **r.summary())
+    if not tm.config.attention_sinks:
+        return T("sinks_absent", **numbers), None
+    words = T("sinks_reading", **numbers)
+    table = [
+        {
+            T("sinks_col_layer"): str(i),
+            T("sinks_col_mean"): f"{r.mean[i].mean():.3f}",
+            T("sinks_col_min"): f"{r.min[i].min():.3f} (H{int(r.min[i].argmin())})",
+            T("sinks_col_share"): f"{r.share[i].mean():.3f}",
+            T("sinks_col_most"): f"H{int(r.share[i].argmax())}: {r.share[i].max():.3f}",
+        }
+        for i in range(r.mean.shape[0])
+    ]
+    return words, table
