@@ -3,6 +3,7 @@
     python -m benchmarks load                                  # 30, then 100 sessions, one arriving each second
     python -m benchmarks load --sessions 30 --arrivals 5       # a burst: 30 sessions opening within 5 s
     python -m benchmarks load --sessions 5 --duration 20 --no-write   # a smoke run
+    python -m benchmarks load --sessions 100 --replicas 2      # two servers behind nginx (deploy/nginx.conf)
 
 Each session is to the server what a browser is, and costs nothing else: first the page's HTML and the scripts and
 styles it names over HTTP (gzip accepted, plus the health check and host configuration: what a browser loads before
@@ -25,13 +26,21 @@ names (Streamlit's frontend) and each page's first run. ``--reference`` runs eac
 frontend files Streamlit serves itself (``TX_EXPLORER_STATIC_GZIP=0``: uncompressed, through its middleware), then
 on ``make run``'s (gzipped once, kept in memory), side by side. Writes the section ``load`` of BENCHMARKS.md; the
 browser-based class is the ``classroom`` section.
+
+``--replicas K`` (K > 1) starts K such servers on free ports and nginx from ``deploy/nginx.conf`` in front of them
+(``harness/proxy.py``), and the class goes through the proxy, each session with its own routing cookie on every
+request and on its websocket, as a browser with its own key. Reported besides: the sessions the proxy sent to each
+replica (from its log: all of a session's requests on one replica, or a problem), each replica's CPU and memory, and
+nginx's CPU. Writes the section ``load_replicas`` instead, so the one server's stays.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -45,6 +54,7 @@ from benchmarks import machine, parse, parser, publish, verdict
 from harness.browser import WORDS, Server, process_cpu_s, status_mb
 from harness.classroom import SENTENCE, percentile
 from harness.protocol import ProtocolSession, fetch_all, page_html
+from harness.proxy import NGINX, behind_nginx, replicas_reached, route_header, routes
 from harness.timed_serve import RUN_LINE
 from serve import STATIC_GZIP
 from tx_explorer import admission
@@ -58,6 +68,7 @@ BUCKET = 10  # p95 by connected sessions, in steps of this many
 CORES = os.cpu_count() or 1
 UNGATED = 10_000  # first-visit places for --ungated: more than any class, i.e. no line
 REFERENCE = "reference: Streamlit serves its frontend files itself"  # --reference's servers
+REPLICAS_KEY = "load_replicas"  # --replicas K's section: the one server's `load` section stays beside it
 
 
 # ---- what each session does ---------------------------------------------------------------------------------------
@@ -137,6 +148,7 @@ class SessionResult:
     answers: list[tuple[float, int]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     failure: str = ""  # a first run or an input without an answer, a dropped websocket
+    replicas: list[str] = field(default_factory=list)  # behind the proxy: the replicas its requests reached
 
 
 class Class:
@@ -144,6 +156,12 @@ class Class:
 
     def __init__(self) -> None:
         self.connected = 0
+
+
+def route_key(index: int) -> str:
+    """Session ``index``'s routing key behind the proxy: its own, as each browser gets its own random one, so that
+    every request of the session reaches one replica."""
+    return f"load-{index}"
 
 
 async def run_session(
@@ -155,12 +173,14 @@ async def run_session(
     plan: Plan,
     *,
     arrive_s: float,
+    routed: bool = False,
 ) -> SessionResult:
     """Arrive after ``arrive_s``, open the page, then one input every ``plan.interval_s`` for ``plan.duration_s``
-    from the page being up, each waited for; never raises: what went wrong is in the result."""
+    from the page being up, each waited for; never raises: what went wrong is in the result. ``routed``: every
+    request and the websocket carry the session's routing cookie (:func:`route_key`)."""
     res = SessionResult(index, scenario.page, scenario.heavy)
     await asyncio.sleep(arrive_s)
-    session = ProtocolSession(url, scenario.page)
+    session = ProtocolSession(url, scenario.page, headers=route_header(route_key(index)) if routed else None)
     res.arrived = time.monotonic()
     room.connected += 1
     try:
@@ -182,18 +202,31 @@ async def run_session(
     return res
 
 
+@dataclass(frozen=True)
+class Replica:
+    """One of the servers behind the proxy: its address (as the proxy logs it), the CPU seconds it used during the
+    class, its memory before the class and its peak (VmHWM) at the end."""
+
+    address: str
+    cpu_s: float
+    rss_before_mb: float
+    peak_rss_mb: float
+
+
 @dataclass
 class LoadResult:
     sessions: list[SessionResult]
     arrivals_s: float
     wall_s: float
-    server_cpu_s: float  # CPU seconds the server used during the class
-    peak_rss_mb: float  # the server's VmHWM at the end
+    server_cpu_s: float  # CPU seconds the server used during the class (behind the proxy: every replica's)
+    peak_rss_mb: float  # the server's VmHWM at the end (behind the proxy: the replicas' summed)
     rss_before_mb: float
     alone: dict[str, tuple[float, float]]  # page → (server CPU s per input, input → last delta s), one session
     server_log: str = ""
     started: float = 0.0  # time.monotonic() when the class began
     label: str = ""  # what differs from the default server (e.g. the first-visit gate opened)
+    replicas: list[Replica] = field(default_factory=list)  # the servers behind the proxy; none: one server, direct
+    proxy_cpu_s: float = 0.0  # CPU seconds nginx used during the class
 
     @property
     def inputs(self) -> int:
@@ -209,7 +242,12 @@ class LoadResult:
             tag = f"session {s.index} ({s.page})"
             out += [f"{tag}: {s.failure}"] if s.failure else []
             out += [f"{tag}: error on page: {e}" for e in s.errors]
+            out += [f"{tag}: split across replicas {', '.join(s.replicas)}"] if len(s.replicas) > 1 else []
         return out
+
+    def routed_to(self, replica: Replica) -> list[SessionResult]:
+        """The sessions whose every request the proxy sent to ``replica``."""
+        return [s for s in self.sessions if s.replicas == [replica.address]]
 
     def by_size(self) -> list[tuple[int, int, float]]:
         """(sessions connected up to, inputs, p95 s) per step of ``BUCKET`` connected sessions."""
@@ -236,13 +274,14 @@ class LoadResult:
         return sorted(runs)
 
 
-async def _class(url: str, plan: Plan) -> list[SessionResult]:
+async def _class(url: str, plan: Plan, *, routed: bool = False) -> list[SessionResult]:
     room, per_page = Class(), {}
     jobs = []
     for i in range(plan.sessions):
         scenario = SCENARIOS[i % len(SCENARIOS)]
         j = per_page[scenario.page] = per_page.get(scenario.page, -1) + 1
-        jobs.append(run_session(url, i, scenario, j, room, plan, arrive_s=plan.arrivals_s * i / plan.sessions))
+        arrive_s = plan.arrivals_s * i / plan.sessions
+        jobs.append(run_session(url, i, scenario, j, room, plan, arrive_s=arrive_s, routed=routed))
     return await asyncio.gather(*jobs)
 
 
@@ -299,34 +338,66 @@ def _blocking(coro) -> object:
 
 
 def load(
-    plan: Plan, *, alone_inputs: int = 3, session_log: bool = False, env: dict[str, str] | None = None
+    plan: Plan,
+    *,
+    alone_inputs: int = 3,
+    session_log: bool = False,
+    env: dict[str, str] | None = None,
+    replicas: int = 1,
 ) -> LoadResult:
-    """A fresh server (as ``make run`` starts it, each script run's time in its log; with ``session_log`` each
-    session's runs and messages too), warmed by one session per page (``alone_inputs`` inputs each, measured),
-    then the class of ``plan``. ``env``: more environment variables for the server."""
-    srv = Server(argv=SESSION_LOG if session_log else TIMED_APP, env=env or {})
-    srv.start()
-    try:
-        srv.wait_healthy()
-        pid = srv.proc.pid
-        # Quiet first: serve.py's warm-up (imports, then the models) would be counted as the page load's CPU.
-        log.info("server warm (CPU quiet) %.1f s after the command", srv.wait_settled())
-        alone = _blocking(_alone(srv.url, pid, alone_inputs)) if alone_inputs else {}
-        before, cpu, t0 = status_mb(pid)["VmRSS"], process_cpu_s(pid), time.monotonic()
-        results = _blocking(_class(srv.url, plan))
+    """Fresh servers, ``replicas`` of them (as ``make run`` starts each, on its own free port, each script run's
+    time in its log; with ``session_log`` each session's runs and messages too), each warmed by one session per page
+    (``alone_inputs`` inputs each; the first server's measured), then the class of ``plan``: on the one server
+    directly, or through nginx run from deploy/nginx.conf in front of the replicas, each session with its own
+    routing cookie. ``env``: more environment variables for the servers."""
+    servers = [Server(argv=SESSION_LOG if session_log else TIMED_APP, env=env or {}) for _ in range(replicas)]
+    with contextlib.ExitStack() as stack:
+        for srv in servers:  # all at once, as a teacher starts them: they load their models side by side
+            srv.start()
+            stack.callback(srv.stop)
+        for srv in servers:
+            srv.wait_healthy()
+            # Quiet first: serve.py's warm-up (imports, then the models) would be counted as the page load's CPU.
+            log.info("server warm (CPU quiet) %.1f s after the command", srv.wait_settled())
+        # Straight on each replica's port: every replica is as warm as the one server would be.
+        alone = [_blocking(_alone(srv.url, srv.proc.pid, alone_inputs)) for srv in servers] if alone_inputs else [{}]
+        pids = [srv.proc.pid for srv in servers]
+        before, cpu = [status_mb(p)["VmRSS"] for p in pids], [process_cpu_s(p) for p in pids]
+        proxied = (
+            behind_nginx([srv.port for srv in servers], Path(stack.enter_context(tempfile.TemporaryDirectory())))
+            if replicas > 1
+            else contextlib.nullcontext()
+        )
+        with proxied as proxy:
+            proxy_cpu = proxy.cpu_s() if proxy else 0.0
+            t0 = time.monotonic()
+            results = _blocking(_class(proxy.url if proxy else servers[0].url, plan, routed=proxy is not None))
+            wall_s = time.monotonic() - t0
+            used = [process_cpu_s(p) - c for p, c in zip(pids, cpu, strict=True)]
+            proxy_cpu = proxy.cpu_s() - proxy_cpu if proxy else 0.0
+        peaks = [status_mb(p)["VmHWM"] for p in pids]
+        if proxy:  # nginx has stopped: every request it served is in its log, each session's websocket too
+            reached = replicas_reached(routes(proxy.folder), [route_key(s.index) for s in results])
+            for s in results:
+                s.replicas = reached[route_key(s.index)]
         return LoadResult(
             sessions=results,
             arrivals_s=plan.arrivals_s,
-            wall_s=time.monotonic() - t0,
-            server_cpu_s=process_cpu_s(pid) - cpu,
-            peak_rss_mb=status_mb(pid)["VmHWM"],
-            rss_before_mb=before,
-            alone=alone,
-            server_log=srv.output(tail=None),
+            wall_s=wall_s,
+            server_cpu_s=sum(used),
+            peak_rss_mb=sum(peaks),
+            rss_before_mb=sum(before),
+            alone=alone[0],
+            server_log="\n".join(srv.output(tail=None) for srv in servers),
             started=t0,
+            replicas=[
+                Replica(f"127.0.0.1:{srv.port}", *usage)
+                for srv, *usage in zip(servers, used, before, peaks, strict=True)
+            ]
+            if proxy
+            else [],
+            proxy_cpu_s=proxy_cpu,
         )
-    finally:
-        srv.stop()
 
 
 # ---- report -------------------------------------------------------------------------------------------------------
@@ -345,9 +416,13 @@ def level_lines(res: LoadResult, interval_s: float, duration_s: float) -> list[s
     problems = res.problems
     passes = res.passes()
     arrival = f"within {res.arrivals_s:g} s" if res.arrivals_s else "at once"
+    k = len(res.replicas)
+    tags = [t for t in (res.label, f"{k} replicas behind nginx, sharing the {CORES} cores" if k else "") if t]
+    # behind the proxy the class's CPU and memory are the replicas' summed
+    server, summed, whose = ("Servers'", f" ({k} replicas together)", "servers'") if k else ("Server", "", "server's")
     lines = [
         f"### {n} sessions arriving {arrival}, an input every {interval_s:g} s for {duration_s:g} s each"
-        + (f" — {res.label}" if res.label else ""),
+        + (f" — {'; '.join(tags)}" if tags else ""),
         "",
         f"- Wall time {res.wall_s:.0f} s; inputs answered {res.inputs}; first runs finished {len(first)}/{n}; "
         f"problems {len(problems)}"
@@ -365,9 +440,12 @@ def level_lines(res: LoadResult, interval_s: float, duration_s: float) -> list[s
             else "."
         )
         + f" Heavy pages (multihead, language_model): p50 {_p(heavy, 50)}, p95 {_p(heavy, 95)}.",
-        f"- Server CPU: {res.server_cpu_s:,.0f} s over the class, {res.server_cpu_s / max(res.inputs, 1):.2f} s per "
-        f"input answered (first runs included), {res.server_cpu_s / res.wall_s:.2f} of the {CORES} cores on average.",
-        f"- Server memory: {res.rss_before_mb:,.0f} MB before the class, peak (VmHWM) {res.peak_rss_mb:,.0f} MB.",
+        f"- {server} CPU{summed}: {res.server_cpu_s:,.0f} s over the class, "
+        f"{res.server_cpu_s / max(res.inputs, 1):.2f} s per input answered (first runs included), "
+        f"{res.server_cpu_s / res.wall_s:.2f} of the {CORES} cores on average"
+        + (f"; nginx {res.proxy_cpu_s:,.1f} s ({res.proxy_cpu_s / res.wall_s:.2f} of a core)." if k else "."),
+        f"- {server} memory{summed}: {res.rss_before_mb:,.0f} MB before the class, "
+        f"peak (VmHWM) {res.peak_rss_mb:,.0f} MB.",
         "- p95 passes 5 s "
         + (f"at {passes - BUCKET + 1}–{passes} connected sessions." if passes else "at no class size reached here.")
         + (
@@ -380,9 +458,10 @@ def level_lines(res: LoadResult, interval_s: float, duration_s: float) -> list[s
     ]
     if runs := res.server_runs_s:
         lines.append(
-            f"- The server's own part: {len(runs)} script runs took p50 {_p(runs, 50)}, p95 {_p(runs, 95)}, longest "
+            f"- The {whose} own part: {len(runs)} script runs took p50 {_p(runs, 50)}, p95 {_p(runs, 95)}, longest "
             f"{runs[-1]:.1f} s from start to end (waits for the shared cores included)."
         )
+    lines += replica_lines(res)
     lines += [
         "",
         "| page | input | sessions | first run p50 | inputs answered | input → last delta p50 | p95 | problems |",
@@ -402,11 +481,35 @@ def level_lines(res: LoadResult, interval_s: float, duration_s: float) -> list[s
     return lines
 
 
+def replica_lines(res: LoadResult) -> list[str]:
+    """Behind the proxy, a table of the replicas: the sessions the proxy sent to each (all of a session's requests),
+    their inputs, and the replica's CPU and memory over the class. None for one server."""
+    if not res.replicas:
+        return []
+    lines = [
+        "",
+        "| replica | sessions routed to it | inputs answered | input → last delta p50 | p95 | server CPU "
+        f"| of the {CORES} cores | memory before | peak (VmHWM) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in res.replicas:
+        group = res.routed_to(r)
+        xs = sorted(t for s in group for t, _ in s.answers)
+        lines.append(
+            f"| {r.address} | {len(group)} | {len(xs)} | {_p(xs, 50)} | {_p(xs, 95)} | {r.cpu_s:,.0f} s "
+            f"| {r.cpu_s / res.wall_s:.2f} | {r.rss_before_mb:,.0f} MB | {r.peak_rss_mb:,.0f} MB |"
+        )
+    return lines
+
+
 def section(
     levels: list[LoadResult], command: str, header: str, interval_s: float, duration_s: float, note: str
 ) -> str:
+    k = max((len(res.replicas) for res in levels), default=0)
     lines = [
-        "## Load: the server alone, sessions speaking Streamlit's protocol (no browser)",
+        "## Load: the server alone, sessions speaking Streamlit's protocol (no browser)"
+        if not k
+        else f"## Load behind nginx: {k} replicas on the same {CORES} cores, sessions speaking Streamlit's protocol",
         "",
         f"Command: `{command.strip()}` (from the repository root; `benchmarks/load.py`).",
         "",
@@ -422,10 +525,22 @@ def section(
         "`make run` does and is warmed by one session per page first.",
         "",
     ]
+    if k:
+        lines += [
+            f"Here {k} such servers are replicas, each on its own free port and warmed the same way, behind nginx "
+            "run from `deploy/nginx.conf` as it is (only its listen port, the replicas' addresses and its paths "
+            "replaced: `harness/proxy.py`). Each session sends its own routing cookie (`tx_route=load-<i>`, as "
+            "each browser gets its own random key) with every HTTP request and with its websocket, so the proxy "
+            f"keeps all of it on one replica; the proxy's log tells which. The {k} replicas, nginx and the client "
+            f"share the same {CORES} cores of one machine: replicas add Python interpreters, not cores. One server "
+            "alone is the `load` section.",
+            "",
+        ]
     for res in levels:
         if res.alone:
+            where = "first replica (straight on its port)" if k else "server"
             lines += [
-                f"One session at a time on the warm server{f' ({res.label})' if res.label else ''} (server CPU from "
+                f"One session at a time on the warm {where}{f' ({res.label})' if res.label else ''} (server CPU from "
                 "`/proc/<pid>/stat`; a page load over HTTP, each page's first run, then per input with the median "
                 "input → last delta): "
                 + "; ".join(f"{what} {cpu:.2f} CPU s, {t:.2f} s" for what, (cpu, t) in res.alone.items())
@@ -438,7 +553,7 @@ def section(
 
 def _parser():
     p = parser("load", __doc__)
-    p.add_argument("--sessions", type=int, nargs="+", default=[30, 100], help="class sizes, each on a fresh server")
+    p.add_argument("--sessions", type=int, nargs="+", default=[30, 100], help="class sizes, each on fresh servers")
     p.add_argument(
         "--arrivals",
         type=float,
@@ -460,6 +575,12 @@ def _parser():
         action="store_true",
         help=f"each class first on a server whose frontend files Streamlit serves itself ({STATIC_GZIP}=0)",
     )
+    p.add_argument(
+        "--replicas",
+        type=int,
+        default=1,
+        help=f"servers behind nginx from deploy/nginx.conf (more than 1: section {REPLICAS_KEY})",
+    )
     p.add_argument("--session-log", action="store_true", help="each session's runs and messages in the server's log")
     p.add_argument("--server-log", default="", help="write each class's server log to this path + '.<sessions>'")
     p.add_argument("--note", default="", help="a sentence for the section (e.g. what else ran on the machine)")
@@ -473,6 +594,8 @@ def main(argv: list[str] | None = None) -> None:
     arrivals = args.arrivals or [float(n) for n in args.sessions]
     if len(arrivals) != len(args.sessions):
         raise SystemExit("--arrivals needs one value per --sessions value")
+    if args.replicas < 1 or (args.replicas > 1 and NGINX is None):
+        raise SystemExit("--replicas needs 1 or more, and nginx for more than 1 (make chromium installs Debian's)")
     plans = [
         Plan(n, spread, args.duration, args.interval, static=not args.no_static)
         for n, spread in zip(args.sessions, arrivals, strict=True)
@@ -482,7 +605,13 @@ def main(argv: list[str] | None = None) -> None:
     levels = []
     for i, plan in enumerate(plans):
         for label, env in servers:  # side by side: the reference's class, then the same class on make run's server
-            res = load(plan, alone_inputs=args.alone if i == 0 else 0, session_log=args.session_log, env=env)
+            res = load(
+                plan,
+                alone_inputs=args.alone if i == 0 else 0,
+                session_log=args.session_log,
+                env=env,
+                replicas=args.replicas,
+            )
             res.label = label
             n = plan.sessions
             log.info(
@@ -492,10 +621,11 @@ def main(argv: list[str] | None = None) -> None:
                 Path(f"{args.server_log}.{n}{'.reference' if label else ''}").write_text(res.server_log)
             levels.append(res)
     if args.ungated and levels:  # the same first class on a server that lets every first run in at once
-        res = load(plans[0], alone_inputs=0, env={admission.ENV_SLOTS: str(UNGATED)})
+        res = load(plans[0], alone_inputs=0, env={admission.ENV_SLOTS: str(UNGATED)}, replicas=args.replicas)
         res.label = f"every first run let in at once ({admission.ENV_SLOTS}={UNGATED})"
         levels.append(res)
-    publish("load", section(levels, command, header, args.interval, args.duration, args.note), no_write=args.no_write)
+    text = section(levels, command, header, args.interval, args.duration, args.note)
+    publish("load" if args.replicas == 1 else REPLICAS_KEY, text, no_write=args.no_write)
 
 
 if __name__ == "__main__":

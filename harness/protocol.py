@@ -30,17 +30,18 @@ Fill = Callable[[WidgetState, int], None]  # writes input k's value into the wid
 ASSET = re.compile(r'(?:src|href)="\./(static/[^"]+)"')  # the scripts and styles the page loads before it connects
 
 
-def _get(url: str) -> int:
-    """GET ``url`` as a browser does (gzip accepted); the bytes received."""
-    request = urllib.request.Request(url, headers={"Accept-Encoding": "gzip"})
+def _get(url: str, headers: dict[str, str] | None = None) -> int:
+    """GET ``url`` as a browser does (gzip accepted, and ``headers``); the bytes received."""
+    request = urllib.request.Request(url, headers={"Accept-Encoding": "gzip", **(headers or {})})
     with urllib.request.urlopen(request, timeout=OPEN_TIMEOUT_S) as response:
         return len(response.read())
 
 
-def page_html(base: str, page: str) -> tuple[int, list[str]]:
-    """The page's HTML, fetched as a browser does: the bytes received, and what the browser fetches next before it
-    opens the websocket (the scripts and styles the HTML names, the health check, the host's configuration)."""
-    request = urllib.request.Request(f"{base}/{page}", headers={"Accept-Encoding": "gzip"})
+def page_html(base: str, page: str, headers: dict[str, str] | None = None) -> tuple[int, list[str]]:
+    """The page's HTML, fetched as a browser does (with ``headers``): the bytes received, and what the browser
+    fetches next before it opens the websocket (the scripts and styles the HTML names, the health check, the host's
+    configuration)."""
+    request = urllib.request.Request(f"{base}/{page}", headers={"Accept-Encoding": "gzip", **(headers or {})})
     with urllib.request.urlopen(request, timeout=OPEN_TIMEOUT_S) as response:
         body = response.read()
         html = gzip.decompress(body) if response.headers.get("Content-Encoding") == "gzip" else body
@@ -48,23 +49,26 @@ def page_html(base: str, page: str) -> tuple[int, list[str]]:
     return len(body), [*(f"{base}/{path}" for path in assets), f"{base}/_stcore/health", f"{base}/_stcore/host-config"]
 
 
-def fetch_all(urls: list[str]) -> int:
-    """GET each of ``urls`` in turn as a browser does; the bytes received."""
-    return sum(_get(url) for url in urls)
+def fetch_all(urls: list[str], headers: dict[str, str] | None = None) -> int:
+    """GET each of ``urls`` in turn as a browser does (with ``headers``); the bytes received."""
+    return sum(_get(url, headers) for url in urls)
 
 
-def page_load(base: str, page: str) -> int:
-    """What a browser fetches before it opens the websocket (:func:`page_html`, then what it names). The bytes
-    received."""
-    received, urls = page_html(base, page)
-    return received + fetch_all(urls)
+def page_load(base: str, page: str, headers: dict[str, str] | None = None) -> int:
+    """What a browser fetches before it opens the websocket (:func:`page_html`, then what it names), each request
+    with ``headers``. The bytes received."""
+    received, urls = page_html(base, page, headers)
+    return received + fetch_all(urls, headers)
 
 
 class ProtocolSession:
-    """One visitor as the server sees it: a websocket, the page's messages read, inputs sent as a browser would."""
+    """One visitor as the server sees it: a websocket, the page's messages read, inputs sent as a browser would.
+    ``headers`` go with every request and the websocket's handshake, as a browser sends its cookies (a proxy's
+    routing key: ``harness.proxy.route_header``)."""
 
-    def __init__(self, url: str, page: str) -> None:
+    def __init__(self, url: str, page: str, *, headers: dict[str, str] | None = None) -> None:
         self.base = url
+        self.headers = headers or {}
         self.url = url.replace("http", "ws", 1) + "/_stcore/stream"
         self.static_bytes = 0  # received over HTTP before connecting (open(static=True))
         self.static_s = 0.0  # seconds those took
@@ -85,10 +89,14 @@ class ProtocolSession:
         With ``static``, first fetch what a browser loads over HTTP before it connects (:func:`page_load`)."""
         t0 = time.monotonic()
         if static:
-            self.static_bytes = await asyncio.to_thread(page_load, self.base, self.page)
+            self.static_bytes = await asyncio.to_thread(page_load, self.base, self.page, self.headers)
             self.static_s = time.monotonic() - t0
         self._ws = await websockets.connect(
-            self.url, subprotocols=["streamlit", "PLACEHOLDER_AUTH_TOKEN"], max_size=None, open_timeout=OPEN_TIMEOUT_S
+            self.url,
+            subprotocols=["streamlit", "PLACEHOLDER_AUTH_TOKEN"],
+            additional_headers=self.headers,
+            max_size=None,
+            open_timeout=OPEN_TIMEOUT_S,
         )
         self._reader = asyncio.create_task(self._read())
         msg = BackMsg()

@@ -1,72 +1,24 @@
 """Two replicas of the app behind nginx with ``deploy/nginx.conf``: each browser stays on one replica, both serve.
 
-The repository's sample configuration runs unprivileged (a free loopback port, pid and logs in a temporary
-folder; only the listen port, the replicas' addresses and the paths are replaced). Browsers whose routing cookies
-hash to different replicas each open a page through the proxy and make an input that shows their own marker; the
-proxy's log shows each browser's websocket on the replica its key chose, and both replicas in use. Skipped only
+The repository's sample configuration runs unprivileged (``harness.proxy``: a free loopback port, pid and logs in a
+temporary folder; only the listen port, the replicas' addresses and the paths are replaced). Browsers whose routing
+cookies hash to different replicas each open a page through the proxy and make an input that shows their own marker;
+the proxy's log shows each browser's websocket on the replica its key chose, and both replicas in use. Skipped only
 when nginx is not installed (``make chromium`` installs Debian's).
 """
 
 from __future__ import annotations
 
-import contextlib
-import re
-import shutil
-import subprocess
 import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 
-from harness.browser import ARGS, CHROMIUM, CODE, IDLE, LONG, PLOT, ROOT, assert_no_errors, free_port, running_server
+from harness.browser import ARGS, CHROMIUM, CODE, IDLE, LONG, PLOT, assert_no_errors, running_server
+from harness.proxy import COOKIE, NGINX, behind_nginx, route_header, routes
 
 pytestmark = pytest.mark.browser
-NGINX = shutil.which("nginx") or next((p for p in ("/usr/sbin/nginx",) if Path(p).exists()), None)
-CONF = ROOT / "deploy" / "nginx.conf"
-
-
-def proxy_config(text: str, port: int, replicas: list[int], folder: Path) -> str:
-    """deploy/nginx.conf with its listen port, replicas and log path replaced, and pid/temp files in ``folder``."""
-    text, n = re.subn(r"listen \d+;", f"listen 127.0.0.1:{port};", text)
-    assert n == 1, "deploy/nginx.conf has one listen directive"
-    upstreams = "\n".join(f"        server 127.0.0.1:{p};" for p in replicas)
-    text, n = re.subn(r"(?:^\s*server 127\.0\.0\.1:\d+;\n)+", upstreams + "\n", text, flags=re.M)
-    assert n == 1, "deploy/nginx.conf lists its replicas together"
-    text = text.replace("/var/log/nginx/tx_explorer.log", str(folder / "access.log"))
-    temp = "\n".join(
-        f"    {kind}_temp_path {folder / kind};" for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
-    )
-    text = text.replace("http {\n", "http {\n" + temp + "\n", 1)
-    return f"daemon off;\npid {folder / 'nginx.pid'};\nerror_log {folder / 'error.log'} warn;\n{text}"
-
-
-@contextlib.contextmanager
-def nginx(conf: Path, folder: Path, port: int):
-    proc = subprocess.Popen(
-        [NGINX, "-p", str(folder), "-c", str(conf), "-e", str(folder / "error.log")],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        for _ in range(100):
-            with contextlib.suppress(OSError):
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2)
-                break
-            if proc.poll() is not None:
-                raise AssertionError("nginx stopped:\n" + (folder / "error.log").read_text(errors="replace"))
-            time.sleep(0.1)
-        yield
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-
-
-def routes(folder: Path) -> list[tuple[str, str, str]]:
-    """(request, routing key, replica address) of every request the proxy logged so far."""
-    pattern = re.compile(r'"(\S+ \S+) [^"]*" \d+ route=(\S+) upstream=(\S+)')
-    return [m.groups() for m in map(pattern.search, (folder / "access.log").read_text().splitlines()) if m]
 
 
 def keys_for_each_replica(url: str, folder: Path, replicas: list[int], per_replica: int) -> dict[int, list[str]]:
@@ -74,7 +26,7 @@ def keys_for_each_replica(url: str, folder: Path, replicas: list[int], per_repli
     found: dict[int, list[str]] = {p: [] for p in replicas}
     for i in range(200):
         key = f"class-{i}"
-        req = urllib.request.Request(f"{url}/_stcore/health", headers={"Cookie": f"tx_route={key}"})
+        req = urllib.request.Request(f"{url}/_stcore/health", headers=route_header(key))
         urllib.request.urlopen(req, timeout=10).read()
         time.sleep(0.05)  # the log line is written as the request ends
         replica = int(next(up for _, k, up in reversed(routes(folder)) if k == key).rsplit(":", 1)[1])
@@ -89,15 +41,12 @@ def keys_for_each_replica(url: str, folder: Path, replicas: list[int], per_repli
 def test_two_replicas_behind_nginx_keep_each_browser_on_one_and_both_serve(tmp_path):
     from playwright.sync_api import expect, sync_playwright
 
-    port = free_port()
     with running_server() as a, running_server() as b:
         a.wait_healthy()
         b.wait_healthy()
         replicas = [a.port, b.port]
-        conf = tmp_path / "nginx.conf"
-        conf.write_text(proxy_config(CONF.read_text(), port, replicas, tmp_path))
-        proxy = f"http://127.0.0.1:{port}"
-        with nginx(conf, tmp_path, port), sync_playwright() as pw:
+        with behind_nginx(replicas, tmp_path) as nginx, sync_playwright() as pw:
+            proxy = nginx.url
             keys = keys_for_each_replica(proxy, tmp_path, replicas, per_replica=2)
             browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
             markers = iter(["module", "thread", "window", "buffer"])
@@ -107,7 +56,7 @@ def test_two_replicas_behind_nginx_keep_each_browser_on_one_and_both_serve(tmp_p
                     for key in replica_keys:
                         marker = next(markers)
                         ctx = browser.new_context(viewport={"width": 1200, "height": 900})
-                        ctx.add_cookies([{"name": "tx_route", "value": key, "url": proxy}])
+                        ctx.add_cookies([{"name": COOKIE, "value": key, "url": proxy}])
                         page = ctx.new_page()
                         page.goto(f"{proxy}/masks")
                         page.wait_for_selector(f"{PLOT} .main-svg", timeout=LONG)
@@ -126,7 +75,7 @@ def test_two_replicas_behind_nginx_keep_each_browser_on_one_and_both_serve(tmp_p
                 expect(page.locator(CODE).first).to_be_attached(timeout=LONG)
                 page.wait_for_selector(IDLE, timeout=LONG)
                 assert_no_errors(page)
-                fresh = {c["name"]: c["value"] for c in ctx.cookies()}.get("tx_route")
+                fresh = {c["name"]: c["value"] for c in ctx.cookies()}.get(COOKIE)
                 ctx.close()
             finally:
                 browser.close()
