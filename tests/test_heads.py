@@ -213,6 +213,9 @@ def test_inspector_reads_each_heads_key_value_group(name: str) -> None:
         {"num_heads": 4},  # one key/value head per query head, biases, learned positions
         {"num_heads": 4, "num_kv_heads": 2, "positions": "rotary", "bias": False},  # GQA, keys turned
         {"num_heads": 4, "num_kv_heads": 1, "positions": "alibi"},  # MQA, the bias on the scores only
+        # QK-norm before rotary: per head (Gemma 3, Qwen3) and over a token's key heads together (OLMo 2)
+        {"num_heads": 4, "num_kv_heads": 1, "positions": "rotary", "bias": False, "qk_norm": True},
+        {"num_heads": 4, "num_kv_heads": 2, "positions": "rotary", "qk_norm": True, "qk_norm_width": "full"},
     ],
 )
 def test_keys_and_values_are_x_times_their_rows_of_the_fused_weight(cfg) -> None:
@@ -221,6 +224,9 @@ def test_keys_and_values_are_x_times_their_rows_of_the_fused_weight(cfg) -> None
     tm = _random_text_model(**cfg)
     x, n = heads.attention_input(tm, TEXTS[0], 1)
     mha = tm.attention_module(1)
+    if mha.qk_norm is not None:  # a γ other than ones, so that the check must apply it
+        with torch.no_grad():
+            mha.qk_norm.k.weight.uniform_(0.5, 2.0, generator=torch.Generator().manual_seed(1))
     dh, h, hkv = mha.head_dim, mha.num_heads, mha.num_kv_heads
     w, b = mha.qkv.weight.double(), mha.qkv.bias
     full = torch.nn.functional.linear(x[0].double(), w, None if b is None else b.double())  # (N, (H + 2·H_kv)·Dh)
@@ -241,6 +247,19 @@ def test_keys_and_values_are_x_times_their_rows_of_the_fused_weight(cfg) -> None
         if cfg.get("positions") != "rotary":  # unturned keys: the named rows are the head's W_K
             torch.testing.assert_close(rows(check.k_rows), by_head["k"][:, g])
         assert check.holds and max(check.k_diff, check.v_diff) < 1e-5 and check.scale > 0
+        assert check.qk_norm == cfg.get("qk_norm", False)
+
+
+def test_the_check_fails_when_the_qk_norms_weight_is_not_the_one_the_model_applies(monkeypatch) -> None:
+    """The keys rebuilt by hand take γ from the norm: a model applying another γ than the one it holds fails."""
+    tm = _random_text_model(num_heads=4, num_kv_heads=2, positions="rotary", qk_norm=True)
+    mha = tm.attention_module(0)
+    x, _ = heads.attention_input(tm, TEXTS[0], 0)
+    assert heads.projection_check(mha, x, 0).holds
+    norm = mha.qk_norm.k
+    monkeypatch.setattr(norm, "forward", lambda t: 1.5 * type(norm).forward(norm, t))
+    check = heads.projection_check(mha, x, 0)
+    assert not check.holds and check.k_diff > 1e-2 and check.v_diff < 1e-5
 
 
 def test_a_model_that_changes_its_keys_after_the_projection_fails_the_check(monkeypatch) -> None:
@@ -372,6 +391,16 @@ def test_leaving_out_the_sink_renormalises_the_rows() -> None:
     assert kept["first"][0, 0] == s["first"][0, 0] == pytest.approx(0.5)  # the share left out, shown apart
     all_sink = heads.pattern_scores(_pure(n, lambda i: 0)[None, None], REPEATED, skip_first=True)
     assert all_sink["previous"][0, 0] == 0.0  # nothing left once the sink is out
+
+
+def test_leaving_out_the_first_token_renormalises_rows_that_a_learned_sink_left_below_one() -> None:
+    """gpt-oss: a learned sink took 0.4 of each row, token 0 0.3, the induction key 0.3 — left out, token 0's rows
+    renormalise over what they give keys 1…, 0.3 / (0.6 − 0.3) = 1, not 0.3 / (1 − 0.3)."""
+    n = len(REPEATED)
+    rows = 0.3 * _pure(n, lambda i: 0) + 0.3 * _pure(n, lambda i: i - 3 if i >= 5 else i)  # (N, N), sums 0.6
+    kept = heads.pattern_scores(rows[None, None], REPEATED, skip_first=True)
+    assert kept["induction"][0, 0] == pytest.approx(1.0)
+    assert heads.rank(rows[None, None], 6, 3, skip_first=True)[0][2] == pytest.approx(1.0)
 
 
 def test_pattern_scores_match_a_loop_and_name_missing_patterns() -> None:

@@ -279,7 +279,12 @@ def test_tests_and_benchmarks_share_the_harness_not_each_other() -> None:
     """The browser helpers both need live in ``harness/``: a benchmark never imports a test module, a test imports
     the benchmarks only to test them (the suite's own tests), and the harness imports neither."""
     top = ROOT.parent
-    suite_tests = {"tests.test_bench_suite", "tests.test_bench_sections", "tests.test_gpu_check"}
+    suite_tests = {
+        "tests.test_bench_suite",
+        "tests.test_bench_sections",
+        "tests.test_gpu_check",
+        "tests.test_load_replicas",
+    }
     offenders = []
     rules = (("tests", "benchmarks"), ("benchmarks", "tests"), ("harness", "tests"), ("harness", "benchmarks"))
     for folder, other in rules:

@@ -215,6 +215,7 @@ class ProjectionCheck:
     k_diff: float  # max |kⱼ − xⱼ W_K^g| over the tokens and dimensions
     v_diff: float  # max |vⱼ − xⱼ W_V^g|
     scale: float  # the largest |entry| of xW_K^g and xW_V^g
+    qk_norm: bool  # the keys were put through the model's QK-norm before rotary, as the model does
 
     @property
     def holds(self) -> bool:
@@ -235,6 +236,8 @@ def projection_check(mha: MultiHeadAttention, x: Tensor, head: int) -> Projectio
 
     k_hand, v_hand = by_hand(k_rows), by_hand(v_rows)
     scale = max(float(k_hand.abs().max()), float(v_hand.abs().max()))
+    if mha.qk_norm is not None:  # QK-norm (Gemma 3, Qwen3, OLMo 2) scales each key to unit RMS, times γ
+        k_hand = _qk_normed(mha, by_hand((q_dim, q_dim + kv_dim)), g)
     if mha.position is not None:  # rotary turns each key by its position (the other parts leave keys alone)
         k_hand = mha.position.rotate(k_hand[None, None], torch.arange(x.shape[1]))[0, 0]
     _, k, v = mha.project_qkv(x)  # (1, H_kv, N, Dh) twice: what the model computes
@@ -246,7 +249,21 @@ def projection_check(mha: MultiHeadAttention, x: Tensor, head: int) -> Projectio
         float((k[0, g].double() - k_hand).abs().max()),
         float((v[0, g].double() - v_hand).abs().max()),
         scale,
+        mha.qk_norm is not None,
     )
+
+
+def _qk_normed(mha: MultiHeadAttention, keys: Tensor, g: int) -> Tensor:
+    """Key/value head ``g``'s keys after the QK-norm, by hand in float64 from every head's keys ``[N, H_kv·Dh]``:
+    each head's vector of unit RMS (Gemma 3, Qwen3) or a token's heads together (OLMo 2's norm across heads),
+    times the norm's weight γ."""
+    norm, dh = mha.qk_norm.k, mha.head_dim
+    n = keys.shape[0]
+    across = norm.weight.numel() != dh  # OLMo 2: one γ entry per dimension of every key/value head
+    grouped = keys if across else keys.view(n, -1, dh)  # (N, H_kv·Dh) or (N, H_kv, Dh)
+    unit = grouped * torch.rsqrt(grouped.pow(2).mean(-1, keepdim=True) + norm.eps)
+    normed = (unit * norm.weight.double()).reshape(n, -1, dh)  # (N, H_kv, Dh)
+    return normed[:, g]
 
 
 @dataclass(frozen=True)
@@ -369,7 +386,8 @@ def pattern_scores(
     rows = np.zeros(n, dtype=bool)
     rows[np.arange(n) if queries is None else np.asarray(queries, dtype=int)] = True
     sink = a[..., :, 0].astype(np.float64)  # (L, H, N): each query's share on token 0
-    kept = np.clip(1.0 - sink, 0.0, None)
+    # what the row gives keys 1…: its own sum less the sink's (a model with learned sinks has rows summing below 1)
+    kept = np.clip(a.sum(-1, dtype=np.float64) - sink, 0.0, None)
     out = {}
     for name, keys in pattern_keys(ids).items():
         keys = keys & rows[:, None]
@@ -415,7 +433,8 @@ def query_key_weights(
         return w
     if key == 0:
         raise InputError("heads_sink_key")
-    left = 1.0 - a[..., query, 0].astype(np.float64)
+    row = a[..., query, :].astype(np.float64)  # (L, H, N): its own sum, below 1 where the model learned sinks
+    left = row.sum(-1) - row[..., 0]
     return np.divide(w, left, out=np.zeros_like(w), where=left > 1e-12)
 
 

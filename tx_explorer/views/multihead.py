@@ -415,6 +415,7 @@ def inspector(
             v_diff=f"{check.v_diff:.1e}",
             scale=f"{check.scale:.3g}",
         )
+        + (" " + T("projection_qk_norm") if check.qk_norm else "")
         + " "
         + T(
             "projection_shared" if len(check.readers) > 1 else "projection_own",
