@@ -1,5 +1,6 @@
 """KV cache stepper (lecture §4.3, §6.3, §8.4): decode token by token with our cache; K and V grow a row per
-step; cached = uncached; cache bytes from the formula beside the tensors, and for published models."""
+step; cached = uncached; cache bytes from the formula beside the tensors, and for published models; on Gemma 3, a
+run past its local layers' window."""
 
 import streamlit as st
 
@@ -26,14 +27,29 @@ def decoding(name: str, prompt: str, new_tokens: int) -> view.kv.Decoding:
     return view.decoding(ui.cached_model(name), prompt, new_tokens)
 
 
+@st.cache_data(max_entries=8, show_spinner=False)  # fewer: each keeps two caches of about 19 MB (Gemma 3)
+def past_decoding(name: str, prompt: str, new_tokens: int, _report) -> view.kv.Decoding:  # _: not in the key
+    return view.decoding(ui.cached_model(name), prompt, new_tokens, past=True, report=_report)
+
+
 @st.fragment
 def decode_section(name: str, tm: view.TextModel) -> None:
-    """1. Decode a prompt, then the cache after one step and cached = uncached."""
+    """1. Decode a prompt (past the window, if asked), then the cache after one step and cached = uncached."""
     values = ui.inputs(view.DECODE, T, columns=(3, 1))
+    past = False
+    if view.past_window(tm) is not None:  # Gemma 3: its local layers' window lies beyond the stepper's tokens
+        switch, help_ = view.past_label(tm, lang=LANG)
+        past = st.toggle(switch, key="kv_past", help=help_)
     with ui.friendly_errors():
         args = (name, values["prompt"], values["new"])  # with and without the cache: seconds with SmolLM2, so a bar
-        found = ui.remembered_job(lambda report: decoding(*args), label=T("decoding_working"), key=("kv_decode", *args))
+        if past:  # two passes over 500 tokens of Gemma 3 and a pass per token stepped: the bar moves at each pass
+            run, label = (lambda report: past_decoding(*args, report)), T("past_working")
+        else:
+            run, label = (lambda report: decoding(*args)), T("decoding_working")
+        found = ui.remembered_job(run, label=label, key=("kv_decode", *args, past))
         decoded = view.DECODE.compute(tm, **values, numbers=found, lang=LANG)
+        if decoded.prompt_note:
+            st.caption(decoded.prompt_note)
         st.markdown(T("continuation", text=ui.escape_markdown(decoded.text.strip())))  # "** word**" is no bold
         (st.success if decoded.ok else st.error)(decoded.check)
         grow_section(tm, decoded)
@@ -44,15 +60,21 @@ def decode_section(name: str, tm: view.TextModel) -> None:
 @st.fragment
 def grow_section(tm: view.TextModel, decoded: view.Decoded) -> None:
     """2. The cache after one step."""
-    ui.section(T, "grow", view.LATEX["bytes"])
-    steps = len(decoded.decoding.steps)
+    formula, terms = view.bytes_formula(tm, lang=LANG)
+    ui.section(T, "grow", formula)
+    if terms is not None:
+        st.markdown(terms)
+    d = decoded.decoding  # its last step's cache is the default view's: no replay
+    first, last = d.steps[0].position, d.steps[-1].position  # after a prefill, the steps start at its last token
     c = st.columns(2)
-    step = c[0].slider(T("step"), 0, steps - 1, steps - 1, key="kv_step") if steps > 1 else 0
-    layer = c[1].radio(T("layer"), range(tm.config.num_layers), horizontal=True, key="kv_layer")
+    step = c[0].slider(T("step"), first, last, last, key="kv_step") if last > first else last
+    names = view.layer_names(tm, lang=LANG)
+    layer = c[1].radio(T("layer"), range(len(names)), format_func=names.__getitem__, horizontal=True, key="kv_layer")
     with ui.friendly_errors():
-        d = decoded.decoding  # its last step's cache is the default view's: no replay
         cv = view.cache_view(tm, d.ids, decoded.labels, step, layer, lang=LANG, decoding=d)
         st.markdown(cv.numbers)
+        if cv.layers is not None:
+            ui.show(cv.layers)
         ui.row(cv.keys, cv.values)
         c = st.columns([1, 2])
         with c[0]:

@@ -4,6 +4,7 @@ counts against a direct tally of each algorithm's reads and writes."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -204,13 +205,85 @@ def test_published_configs_match_the_cited_numbers():
 
 
 @pytest.mark.parametrize(
-    "prompt, new, key",
-    [([], 3, "kv_prompt_empty"), (list(range(20)), 5, "kv_prompt_too_long"), ([1], -1, "kv_new_tokens")],
+    "prompt, new, prefill, key",
+    [
+        ([], 3, 0, "kv_prompt_empty"),
+        (list(range(20)), 5, 0, "kv_prompt_too_long"),
+        ([1], -1, 0, "kv_new_tokens"),
+        (list(range(20)), 5, 10, "kv_prompt_too_long"),  # 15 to step are within the stepper, 25 beyond the context
+    ],
 )
-def test_bad_decoding_requests_are_refused_with_a_message(prompt, new, key):
+def test_bad_decoding_requests_are_refused_with_a_message(prompt, new, prefill, key):
     with pytest.raises(InputError) as exc:
-        kv.decode(_model(SMALL), prompt, new)
+        kv.decode(_model(SMALL), prompt, new, prefill=prefill)
     assert exc.value.key == key and exc.value.message("zh")
+
+
+def test_a_prefill_longer_than_the_prompt_is_a_programming_error():
+    with pytest.raises(ValueError, match="prefill must lie in"):
+        kv.check_prompt(SMALL, [1, 2, 3], 1, prefill=4)
+
+
+@pytest.mark.parametrize("shape", ["rotary-window", "gemma3-mixed"])
+@pytest.mark.parametrize("prefill", [3, 9])  # within the window of 5, and past it (the prefill's own mask holds it)
+def test_a_prefill_then_single_steps_decode_as_uncached(shape, prefill):
+    """The prompt's first tokens read in one pass with the cache, then one token a step: the same tokens as uncached
+    greedy generation, logits within the tolerance, each layer's rows and bytes as the formula says; a step after
+    the prefill is replayed from the cache the prefill left, not from the first token."""
+    cfg, prompt = SHAPES[shape], [3, 1, 4, 1, 5, 9, 2, 6, 5, 3]
+    model = _model(cfg)
+    d = kv.decode(model, prompt, 4, prefill=prefill)
+    assert d.ids == model.generate(torch.tensor([prompt]), 4, greedy=True)[0].tolist()
+    assert [s.position for s in d.steps] == list(range(prefill - 1, len(prompt) + 3))
+    assert d.identical and d.max_diff <= kv.LOGIT_TOLERANCE
+    windows = [cfg.layer_window(i) or cfg.uniform_window or math.inf for i in range(cfg.num_layers)]
+    for s in d.steps:
+        assert s.layer_rows == tuple(min(s.position + 1, w) for w in windows) and s.nbytes == s.formula
+    assert d.start.seen == prefill and d.cache.seen == len(prompt) + 3
+    step = prefill + 1
+    replayed, fresh = kv.cache_at(model, d.ids, step, decoding=d), kv.cache_at(model, d.ids, step)
+    assert replayed.seen == fresh.seen == step + 1 and d.start.seen == prefill  # the prefill's cache left as it was
+    for a, b in zip(replayed.keys + replayed.values, fresh.keys + fresh.values, strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-5)  # one pass of several tokens rounds unlike single steps
+
+
+def _mixed_text_model(window: int = 128) -> view.TextModel:
+    """tiny-llama's tokenizer over a random model of a local and a global layer (Gemma 3's pattern in small), whose
+    window lies beyond the stepper's tokens and within its context: a run past the window is offered."""
+    tm = models.load_model("tiny-llama")
+    cfg = SHAPES["gemma3-mixed"].replace(vocab_size=tm.config.vocab_size, max_len=256, sliding_window=window)
+    return dataclasses.replace(tm, name="tiny-mixed", model=_model(cfg), max_len=cfg.max_len)
+
+
+def test_a_run_past_the_window_keeps_it_on_the_local_layer_only(monkeypatch):
+    """The page's run past the window on a model of a local layer (window 128) and a global one: the local layer
+    stops at 128 rows while the global one holds every token, bytes = formula at every step, cached = uncached; a
+    cache that ignored the window would fail the check (cached = uncached alone would not notice: the mask hides
+    the rows it kept)."""
+    tm, window, new = _mixed_text_model(), 128, 3
+    assert view.past_window(tm) == window and view.past_window(models.load_model("tiny-llama")) is None
+    ids, fill = view.past_ids(tm, view.PROMPT)
+    assert len(ids) == window + kv.PAST_TOKENS
+    assert ids[fill:] == view.prompt_ids(tm, "\n\n" + view.PROMPT, opening=False)  # the prompt after the text
+    d = view.decoding(tm, view.PROMPT, new, past=True)
+    assert d.ids[: len(ids)] == ids and d.prefill == fill and d.steps[0].position == fill - 1
+    tokens = len(ids) + new - 1  # fed by the last step
+    assert d.steps[-1].position == tokens - 1 and [k.shape[2] for k in d.cache.keys] == [window, tokens]
+    assert [s.layer_rows for s in d.steps] == [(min(s.position + 1, window), s.position + 1) for s in d.steps]
+    assert d.steps[0].layer_rows[0] < window  # the prompt's own tokens are stepped across the window's edge
+    assert all(s.nbytes == s.formula for s in d.steps) and d.steps[-1].nbytes == 2 * 1 * 8 * 4 * (window + tokens)
+    assert d.identical and d.max_diff <= kv.tolerance(tm.config, d.logit_scale)
+    decoded = view.decoded(tm, d)
+    assert decoded.ok and f"hold {window} rows each, the 1 global layers {tokens}" in decoded.check
+    assert f"{fill} tokens of the bundled text" in decoded.prompt_note
+    cv = view.cache_view(tm, d.ids, decoded.labels, tokens - 1, 0, decoding=d)
+    assert cv.keys.data.shape[0] == window and f"({1} · {window} + {1} · {tokens})" in cv.numbers
+    assert list(cv.layers.data) == [window, tokens]
+    with monkeypatch.context() as mp:
+        mp.setattr(KVCache, "_keep", staticmethod(lambda t, w: t))  # a cache that keeps every row
+        broken = view.decoded(tm, view.decoding(tm, view.PROMPT, new, past=True))
+    assert broken.decoding.identical and broken.decoding.max_diff <= kv.tolerance(tm.config)
+    assert not broken.ok and "DISAGREE" in broken.check and f"hold {tokens} rows each" in broken.check
 
 
 def test_window_larger_than_the_context_is_refused():

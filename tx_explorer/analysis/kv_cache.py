@@ -2,14 +2,17 @@
 
 :func:`decode` feeds a prompt one token at a time through :class:`~tx_explorer.modules.cache.KVCache`, then
 continues greedily; every step is checked against the uncached forward pass (same logits within 1e-4, same
-token). :func:`cache_at` gives the cache's tensors after any step. :func:`sharing_table` sets the bytes
-formula beside the bytes of real cache tensors for multi-head, grouped-query, multi-query and sliding-window
-versions of one shape, and :data:`PUBLISHED` holds the configurations the memory curve is drawn for.
+token). A prompt's opening may be read in one pass first (a prefill): that is how a run gets past Gemma 3's
+512-token window (:func:`past_window`). :func:`cache_at` gives the cache's tensors after any step.
+:func:`sharing_table` sets the bytes formula beside the bytes of real cache tensors for multi-head, grouped-query,
+multi-query and sliding-window versions of one shape, and :data:`PUBLISHED` holds the configurations the memory
+curve is drawn for.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import copy
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -99,14 +102,32 @@ def limit(cfg: TransformerConfig) -> int:
     return min(cfg.max_len, STEPPER_TOKENS)
 
 
-def check_prompt(cfg: TransformerConfig, prompt: Sequence[int], new_tokens: int) -> None:
-    """Refuse an empty prompt, a bad count, or more tokens than the stepper takes (:func:`limit`)."""
+PAST_TOKENS = 4  # a run past the window: its prompt ends this many tokens beyond the local layers' window
+
+
+def past_window(cfg: TransformerConfig) -> int | None:
+    """The sliding window a run must pass where the stepper's tokens stop short of it and the context reaches
+    beyond it (Gemma 3's local layers: 512 rows against 128 tokens, in a context of 32 768); None where there is no
+    window or the stepper already passes it."""
+    window = cfg.sliding_window
+    if window is None or limit(cfg) > window or window + PAST_TOKENS + MAX_NEW_TOKENS > cfg.max_len:
+        return None
+    return window
+
+
+def check_prompt(cfg: TransformerConfig, prompt: Sequence[int], new_tokens: int, prefill: int = 0) -> None:
+    """Refuse an empty prompt, a bad count, or more tokens to step through than the stepper takes (:func:`limit`;
+    the ``prefill`` tokens read in one pass do not count) or the context holds."""
     if not prompt:
         raise InputError("kv_prompt_empty")
     if not 0 <= new_tokens <= MAX_NEW_TOKENS:
         raise InputError("kv_new_tokens", value=new_tokens, limit=MAX_NEW_TOKENS)
-    if len(prompt) + new_tokens > limit(cfg):
-        raise InputError("kv_prompt_too_long", count=len(prompt), new=new_tokens, limit=limit(cfg))
+    if not 0 <= prefill <= len(prompt):
+        raise ValueError(f"the prefill must lie in [0, {len(prompt)}] (the prompt's tokens), got {prefill}")
+    if len(prompt) - prefill + new_tokens > limit(cfg):
+        raise InputError("kv_prompt_too_long", count=len(prompt) - prefill, new=new_tokens, limit=limit(cfg))
+    if len(prompt) + new_tokens > cfg.max_len:
+        raise InputError("kv_prompt_too_long", count=len(prompt), new=new_tokens, limit=cfg.max_len)
 
 
 def check_window(cfg: TransformerConfig, window: int | None) -> None:
@@ -117,9 +138,10 @@ def check_window(cfg: TransformerConfig, window: int | None) -> None:
 
 @dataclass(frozen=True)
 class Step:
-    position: int  # the fed token's position
+    position: int  # the fed token's position (the prefill's last, for the prefill)
     token: int  # the fed token
-    rows: int  # rows each layer's cache holds after the step
+    rows: int  # positions the cache keeps after the step: every layer's rows, or the global layers' (Gemma 3)
+    layer_rows: tuple[int, ...]  # rows each layer's tensors hold after the step
     nbytes: int  # bytes of the cache tensors
     formula: int  # kv_cache_bytes at this many tokens
     logit_diff: float  # max |cached − uncached| over the vocabulary at this position
@@ -132,7 +154,10 @@ class Decoding:
     prompt_len: int
     steps: list[Step]
     cache: KVCache | None = field(default=None, repr=False, compare=False)  # as the last step left it
-    logit_scale: float = 0.0  # the largest |logit| of the uncached pass (float32 rounding is relative to it)
+    logit_scale: float = 0.0  # the largest |logit| the uncached pass gave the compared positions (float32 rounding
+    # is relative to it)
+    prefill: int = 0  # prompt tokens read in one pass before the steps
+    start: KVCache | None = field(default=None, repr=False, compare=False)  # as the prefill left it
 
     @property
     def max_diff(self) -> float:
@@ -144,38 +169,67 @@ class Decoding:
 
 
 @torch.no_grad()
-def decode(model: CausalLM, prompt: Sequence[int], new_tokens: int) -> Decoding:
+def decode(
+    model: CausalLM,
+    prompt: Sequence[int],
+    new_tokens: int,
+    *,
+    prefill: int = 0,
+    progress: Callable[[int, int], None] | None = None,
+) -> Decoding:
     """Feed ``prompt`` one token at a time through a KV cache, then ``new_tokens`` greedy tokens; each step's
     logits are compared with an uncached forward pass over the same tokens.
 
     One uncached pass over every token fed serves all the steps: under the causal mask its position ``t`` sees
     tokens ``0 … t`` only, which is what a pass over the first ``t + 1`` tokens computes (one pass instead of one
-    per step: on SmolLM2 each pass reads the 135M weights, 0.1 s on a CPU core, whatever the length)."""
+    per step: on SmolLM2 each pass reads the 135M weights, 0.1 s on a CPU core, whatever the length).
+
+    ``prefill``: the prompt's first tokens are read in one pass with the cache, as a server reads a prompt, and
+    count as one step (Gemma 3 past its 512-token window: a step costs a pass over its 268M weights, so 500 of
+    them would take minutes); the cache it leaves is kept for :func:`cache_at`. ``progress(done, total)``: after
+    each pass of the model, the uncached one last."""
     cfg = model.cfg
-    check_prompt(cfg, prompt, new_tokens)
+    check_prompt(cfg, prompt, new_tokens, prefill)
     model.eval()
     device = next(model.parameters()).device
-    ids, cache, cached, sizes = list(prompt), KVCache(), [], []
-    for t in range(len(prompt) + new_tokens - 1 if new_tokens else len(prompt)):
-        cached.append(model(torch.tensor([[ids[t]]], device=device), cache=cache)[0, -1])  # (V,)
-        sizes.append((len(cache), cache.nbytes))
-        if t + 1 == len(ids):
+    ends = range(max(prefill, 1), (len(prompt) + new_tokens - 1 if new_tokens else len(prompt)) + 1)
+    ids, cache, cached, sizes, start = list(prompt), KVCache(), [], [], None
+    for begin, end in zip([0, *ends], ends):  # the prefill's tokens at once, then one token a pass
+        # (V,): the last position's logits, copied out of the prefill's [prefill, V] (half a GB at Gemma 3's 500)
+        cached.append(model(torch.tensor([ids[begin:end]], device=device), cache=cache)[0, -1].clone())
+        sizes.append((len(cache), tuple(cache.rows(layer) for layer in range(len(cache.keys))), cache.nbytes))
+        if end == prefill:
+            start = copy.deepcopy(cache)  # a copy: the steps go on appending to ``cache``; replays start here
+        if end == len(ids):
             ids.append(int(cached[-1].argmax()))
-    fed = len(cached)
-    full = model(torch.tensor([ids[:fed]], device=device))[0]  # (fed, V): no cache
+        if progress is not None:
+            progress(len(cached), len(ends) + 1)
+    positions = [end - 1 for end in ends]
+    full = model(torch.tensor([ids[: ends[-1]]], device=device))[0, positions]  # (steps, V): no cache
+    if progress is not None:
+        progress(len(ends) + 1, len(ends) + 1)
     steps = [
         Step(
             position=t,
             token=ids[t],
             rows=rows,
+            layer_rows=layer_rows,
             nbytes=nbytes,
             formula=kv_cache_bytes(cfg, t + 1, cache.keys[0].element_size()),
-            logit_diff=float((logits - full[t]).abs().max()),
-            same_next=int(logits.argmax()) == int(full[t].argmax()),
+            logit_diff=float((logits - uncached).abs().max()),
+            same_next=int(logits.argmax()) == int(uncached.argmax()),
         )
-        for t, (logits, (rows, nbytes)) in enumerate(zip(cached, sizes))
+        for t, logits, uncached, (rows, layer_rows, nbytes) in zip(positions, cached, full, sizes)
     ]
-    return Decoding(ids=ids, prompt_len=len(prompt), steps=steps, cache=cache, logit_scale=float(full.abs().max()))
+    return Decoding(
+        ids=ids,
+        prompt_len=len(prompt),
+        steps=steps,
+        cache=cache,
+        logit_scale=float(full.abs().max()),
+        prefill=prefill,
+        start=start,
+    )
 
 
 @torch.no_grad()
@@ -183,16 +237,19 @@ def cache_at(model: CausalLM, ids: Sequence[int], step: int, *, decoding: Decodi
     """The cache after feeding ``ids[: step + 1]`` one token at a time (what step ``step`` of :func:`decode` saw).
 
     ``decoding``: :func:`decode`'s result for these ``ids``; its last step's cache is returned as it is instead of
-    replaying that step (the page's default view, right after decoding)."""
+    replaying that step (the page's default view, right after decoding), and a step after its prefill is replayed
+    from the cache the prefill left (a few passes, not hundreds)."""
     if not 0 <= step < len(ids):
         raise ValueError(f"step must lie in [0, {len(ids) - 1}], got {step}")
-    if decoding is not None and decoding.cache is not None and decoding.cache.seen == step + 1:
-        if decoding.ids[: step + 1] == list(ids[: step + 1]):
-            return decoding.cache
-    device = next(model.parameters()).device
     cache = KVCache()
+    if decoding is not None and decoding.ids[: step + 1] == list(ids[: step + 1]):
+        if decoding.cache is not None and decoding.cache.seen == step + 1:
+            return decoding.cache
+        if decoding.start is not None and decoding.start.seen <= step + 1:
+            cache = copy.deepcopy(decoding.start)  # its copy: the replay appends to it
+    device = next(model.parameters()).device
     model.eval()
-    for t in range(step + 1):
+    for t in range(cache.seen, step + 1):
         model(torch.tensor([[ids[t]]], device=device), cache=cache)
     return cache
 

@@ -1,5 +1,6 @@
 """KV cache stepper page (lecture §4.3, §6.3, §8.4): decode a prompt token by token with our own cache, watch
-K and V grow, check cached against uncached decoding, and set the bytes formula beside real tensors."""
+K and V grow, check cached against uncached decoding, and set the bytes formula beside real tensors; on a model
+whose local window lies beyond the stepper's tokens (Gemma 3), a run past that window."""
 
 from __future__ import annotations
 
@@ -10,10 +11,12 @@ import numpy as np
 import plotly.graph_objects as go
 
 from tx_explorer import locales
+from tx_explorer.analysis import atlas
 from tx_explorer.analysis import kv_cache as kv
 from tx_explorer.config import TransformerConfig
 from tx_explorer.errors import InputError
 from tx_explorer.families.text import TextModel
+from tx_explorer.jobs import Report
 from tx_explorer.modules.transformer import CausalLM
 from tx_explorer.views import Panel, texts
 from tx_explorer.views.inputs import Number, Section, Text
@@ -29,6 +32,8 @@ PROMPT = locales.text(PAGE, "prompt_default", "en")  # the prompt's default (Eng
 MODEL = "tiny-llama"  # the model a declared section decodes with when none is given (GQA: 4 query heads, 2 KV heads)
 LATEX = {
     "bytes": r"\text{bytes}=2\cdot L\cdot H_{kv}\cdot D_h\cdot b\cdot \min(T,\,W)",
+    "bytes_mixed": r"\text{bytes}=2\cdot H_{kv}\cdot D_h\cdot b\cdot\bigl(L_{\text{local}}\cdot\min(T,\,W)"
+    r"+L_{\text{global}}\cdot T\bigr)",
 }
 
 
@@ -39,16 +44,41 @@ def model_of(tm: TextModel) -> CausalLM:
     return tm.model
 
 
+def past_window(tm: TextModel) -> int | None:
+    """The window a run past it would cross (:func:`kv.past_window`: Gemma 3's 512), or None: no such run."""
+    return kv.past_window(tm.config)
+
+
+def _local(cfg: TransformerConfig) -> list[int]:
+    """The layers that keep only their last window of rows: every layer with a window on all, else the local ones."""
+    return [i for i in range(cfg.num_layers) if (cfg.layer_window(i) or cfg.uniform_window) is not None]
+
+
 def window_note(tm: TextModel, *, lang: str = "en") -> str | None:
     """For a model whose local layers' window lies beyond the stepper's tokens (Gemma 3: 512 against 128): that
-    the stepper cannot reach it, and where it is checked instead. None for every other model."""
-    cfg = tm.config
-    if cfg.layer_types is None or cfg.sliding_window is None or cfg.sliding_window < kv.limit(cfg):
+    the stepper alone stops short of it, and the switch that goes past it. None for every other model."""
+    window = past_window(tm)
+    if window is None:
         return None
-    local = sum(t == "sliding" for t in cfg.layer_types)
-    return texts(PAGE, lang)(
-        "window_note", window=f"{cfg.sliding_window:,}", local=local, layers=cfg.num_layers, limit=kv.limit(cfg)
+    T, cfg = texts(PAGE, lang), tm.config
+    return T(
+        "window_note",
+        window=f"{window:,}",
+        local=len(_local(cfg)),
+        layers=cfg.num_layers,
+        limit=kv.limit(cfg),
+        past=T("past", window=f"{window:,}"),
+        total=f"{window + kv.PAST_TOKENS:,}",
+        beyond=kv.PAST_TOKENS,
     )
+
+
+def past_label(tm: TextModel, *, lang: str = "en") -> tuple[str, str]:
+    """The label and help of the switch that runs past the window (:func:`past_window`; the page shows it only
+    where there is one)."""
+    T, window = texts(PAGE, lang), past_window(tm)
+    total, limit_ = f"{window + kv.PAST_TOKENS:,}", kv.limit(tm.config)
+    return T("past", window=f"{window:,}"), T("past_help", total=total, window=f"{window:,}", limit=limit_)
 
 
 def first_shared(names: Sequence[str], load: Callable[[str], TextModel]) -> str | None:
@@ -56,11 +86,26 @@ def first_shared(names: Sequence[str], load: Callable[[str], TextModel]) -> str 
     return next((n for n in names if load(n).config.kv_heads < load(n).config.num_heads), None)
 
 
-def prompt_ids(tm: TextModel, prompt: str) -> list[int]:
-    """The prompt's token ids, untruncated (a prompt too long for the model is refused by :func:`kv.decode`)."""
+def prompt_ids(tm: TextModel, prompt: str, *, opening: bool = True) -> list[int]:
+    """The prompt's token ids, untruncated (a prompt too long for the model is refused by :func:`kv.decode`);
+    ``opening``: with the tokens the tokenizer puts first (Gemma 3's <bos>)."""
     if not prompt or not prompt.strip():
         raise InputError("kv_prompt_empty")
-    return list(tm.tokenizer.encode(prompt).ids)
+    return list(tm.tokenizer.encode(prompt, add_special_tokens=opening).ids)
+
+
+def past_ids(tm: TextModel, prompt: str) -> tuple[list[int], int]:
+    """A prompt that ends :data:`kv.PAST_TOKENS` tokens past the model's window (:func:`past_window`): the bundled
+    corpus's text (:func:`atlas.corpus_ids`, from its opening token), then ``prompt`` on a new paragraph; and the
+    length of that text, read in one pass (:func:`kv.decode`'s prefill) while the prompt's tokens are stepped."""
+    window = past_window(tm)
+    if window is None:
+        raise ValueError(f"{tm.name} has no window beyond the stepper's tokens to go past")
+    if not prompt or not prompt.strip():
+        raise InputError("kv_prompt_empty")
+    own = prompt_ids(tm, "\n\n" + prompt, opening=False)
+    fill = max(1, window + kv.PAST_TOKENS - len(own))  # at least the text's opening token
+    return atlas.corpus_ids(tm, fill) + own, fill
 
 
 @dataclass(frozen=True)
@@ -68,15 +113,25 @@ class Decoded:
     decoding: kv.Decoding
     labels: list[str]  # every token, prompt then continuation
     text: str  # the continuation as text
-    check: str  # identical tokens? max |Δ logit|
+    prompt_note: str  # how a prompt past the window was made ("" for the visitor's own prompt)
+    check: str  # identical tokens? max |Δ logit|, bytes = formula (and past the window: the rows each layer holds)
     ok: bool
     growth: Panel  # rows and bytes per step: cache tensors beside the formula
     diff: Panel  # max |Δ logit| per step
 
 
-def decoding(tm: TextModel, prompt: str, new_tokens: int) -> kv.Decoding:
-    """Decode with and without the cache, step by step: the numbers alone (small, so a page can memoise them)."""
-    return kv.decode(model_of(tm), prompt_ids(tm, prompt), new_tokens)
+def decoding(
+    tm: TextModel, prompt: str, new_tokens: int, *, past: bool = False, report: Report | None = None
+) -> kv.Decoding:
+    """Decode with and without the cache, step by step: the numbers alone (small, so a page can memoise them).
+
+    ``past``: the prompt run past the model's window (:func:`past_ids`), its bundled text read in one pass.
+    ``report(fraction, "")`` after each pass of the model (a job's progress; the page says what runs)."""
+    progress = None if report is None else lambda done, total: report(done / total, "")
+    if past:
+        ids, prefill = past_ids(tm, prompt)
+        return kv.decode(model_of(tm), ids, new_tokens, prefill=prefill, progress=progress)
+    return kv.decode(model_of(tm), prompt_ids(tm, prompt), new_tokens, progress=progress)
 
 
 def decode(
@@ -84,16 +139,32 @@ def decode(
     prompt: str = PROMPT,
     new: int = 8,
     *,
+    past: bool = False,
     numbers: kv.Decoding | None = None,
     lang: str = "en",
 ) -> Decoded:
     """Decode ``new`` tokens after ``prompt`` with and without the cache, step by step, and compare (``tm`` default:
-    :data:`MODEL`; ``numbers``: :func:`decoding`'s result for these inputs, when the page has it memoised)."""
+    :data:`MODEL`; ``past``: run past the window, see :func:`decoding`; ``numbers``: :func:`decoding`'s result for
+    these inputs, when the page has it memoised)."""
     if tm is None:
         from tx_explorer import model_cache  # the registry loads every family: imported when a section asks
 
         tm = model_cache.shared_model(MODEL)
-    return decoded(tm, numbers or decoding(tm, prompt, new), lang=lang)
+    return decoded(tm, numbers or decoding(tm, prompt, new, past=past), lang=lang)
+
+
+def held(cfg: TransformerConfig, layer_rows: Sequence[int], *, lang: str = "en") -> str:
+    """The rows each kind of layer holds (``layer_rows``: read off the cache's tensors), in words: one count for
+    layers alike, the local and the global layers' apart (several counts where layers of a kind disagree)."""
+    T = texts(PAGE, lang)
+    listed = lambda layers: " / ".join(f"{r:,}" for r in sorted({layer_rows[i] for i in layers}))  # noqa: E731
+    if cfg.layer_types is None:
+        return T("rows_uniform", rows=listed(range(cfg.num_layers)))
+    local = _local(cfg)
+    others = [i for i in range(cfg.num_layers) if i not in local]
+    return T(
+        "rows_mixed", n_local=len(local), local_rows=listed(local), n_global=len(others), global_rows=listed(others)
+    )
 
 
 def decoded(tm: TextModel, d: kv.Decoding, *, lang: str = "en") -> Decoded:
@@ -119,14 +190,25 @@ def decoded(tm: TextModel, d: kv.Decoding, *, lang: str = "en") -> Decoded:
         references={T("tolerance", tol=tol): tol},
     )
     diff.update_yaxes(type="log")
-    ok = d.identical and d.max_diff <= tol
-    check = T(
-        "check_ok" if ok else "check_bad",
-        steps=len(steps),
-        diff=f"{d.max_diff:.1e}",
-        tol=f"{tol:.1e}",
-        equal=T("yes") if all(s.nbytes == s.formula for s in steps) else T("no"),
-    )
+    equal = all(s.nbytes == s.formula for s in steps)
+    ok = d.identical and d.max_diff <= tol and equal
+    found = dict(steps=len(steps), diff=f"{d.max_diff:.1e}", tol=f"{tol:.1e}", equal=T("yes") if equal else T("no"))
+    prompt_note = ""
+    if d.prefill:  # a run past the window: where it went and what the layers hold at its end
+        window, last = tm.config.sliding_window, steps[-1]
+        check = T(
+            "check_past_ok" if ok else "check_past_bad",
+            **found,
+            prefill=f"{d.prefill:,}",
+            last=f"{last.position:,}",
+            beyond=last.position + 1 - window,
+            window=f"{window:,}",
+            held=held(tm.config, last.layer_rows, lang=lang),
+        )
+        own = d.prompt_len - d.prefill
+        prompt_note = T("past_prompt", fill=f"{d.prefill:,}", own=own, total=f"{d.prompt_len:,}")
+    else:
+        check = T("check_ok" if ok else "check_bad", **found)
     data = {
         "step": np.array(x),
         "bytes": np.array([s.nbytes for s in steps]),
@@ -136,6 +218,7 @@ def decoded(tm: TextModel, d: kv.Decoding, *, lang: str = "en") -> Decoded:
         decoding=d,
         labels=tm.labels(d.ids),
         text=tm.decode(d.ids[d.prompt_len :]),
+        prompt_note=prompt_note,
         check=check,
         ok=ok,
         growth=Panel("kv_growth", growth, data),
@@ -149,6 +232,32 @@ class CacheView:
     values: Panel
     groups: Panel
     numbers: str
+    layers: Panel | None  # rows each layer holds, for a model of local and global layers
+
+
+def bytes_formula(tm: TextModel, *, lang: str = "en") -> tuple[str, str | None]:
+    """The bytes formula for this model's layers (LaTeX), and what its terms are when they are local and global."""
+    if tm.config.layer_types is None:
+        return LATEX["bytes"], None
+    return LATEX["bytes_mixed"], texts(PAGE, lang)("grow_mixed")
+
+
+def layer_names(tm: TextModel, *, lang: str = "en") -> list[str]:
+    """Each layer's name for a picker: its index, and whether it is local or global where the model has both."""
+    T, cfg = texts(PAGE, lang), tm.config
+    if cfg.layer_types is None:
+        return [str(i) for i in range(cfg.num_layers)]
+    local = _local(cfg)
+    return [T("layer_local" if i in local else "layer_global", layer=i) for i in range(cfg.num_layers)]
+
+
+def _rows_terms(cfg: TransformerConfig, tokens: int) -> str:
+    """The formula's rows summed over the layers, written out: L · T, L · min(T, W) with a window on every layer,
+    or (local · min(T, W) + global · T) with local and global layers."""
+    if cfg.layer_types is not None:
+        local = len(_local(cfg))
+        return f"({local} · {min(tokens, cfg.sliding_window)} + {cfg.num_layers - local} · {tokens})"
+    return f"{cfg.num_layers} · {min(tokens, cfg.uniform_window or tokens)}"
 
 
 def cache_view(
@@ -161,13 +270,15 @@ def cache_view(
     lang: str = "en",
     decoding: kv.Decoding | None = None,
 ) -> CacheView:
-    """One layer's cached K and V after ``step`` (rows = kept positions, columns = KV head · dimension), and
-    which query head reads which KV head. ``decoding`` (of these ``ids``): its last step's cache is used as it is."""
+    """One layer's cached K and V after ``step`` (rows = kept positions, columns = KV head · dimension), which
+    query head reads which KV head, and with local and global layers the rows each holds. ``decoding`` (of these
+    ``ids``): its last step's cache is used as it is, a step after its prefill replayed from the prefill's."""
     T = texts(PAGE, lang)
     model = model_of(tm)
     cache = kv.cache_at(model, ids, step, decoding=decoding)
     cfg = model.cfg
-    kept = cache.positions.tolist()
+    layer_rows = [cache.rows(i) for i in range(cfg.num_layers)]
+    kept = cache.positions.tolist()[-layer_rows[layer] :]  # a local layer keeps the last of the stack's positions
     rows = [f"{p}: {labels[p]}" for p in kept]
     cols = [f"g{g}·{i}" for g in range(cfg.kv_heads) for i in range(cfg.head_dim)]
     panels = []
@@ -195,17 +306,37 @@ def cache_view(
         x_title=T("axis_kv_heads"),
         y_title=T("axis_q_heads"),
     )
+    b = cache.keys[0].element_size()
     numbers = T(
         "cache_numbers",
         step=step,
-        rows=len(kept),
-        layers=cfg.num_layers,
+        held=held(cfg, layer_rows, lang=lang),
         kv=cfg.kv_heads,
         dh=cfg.head_dim,
+        b=b,
+        terms=_rows_terms(cfg, step + 1),
         measured=f"{cache.nbytes:,}",
-        formula=f"{kv.kv_cache_bytes(cfg, step + 1, cache.keys[0].element_size()):,}",
+        formula=f"{kv.kv_cache_bytes(cfg, step + 1, b):,}",
     )
-    return CacheView(panels[0], panels[1], Panel("kv_groups", gfig, m), numbers)
+    layers = _layer_rows(tm, layer_rows, step, lang)
+    return CacheView(panels[0], panels[1], Panel("kv_groups", gfig, m), numbers, layers)
+
+
+def _layer_rows(tm: TextModel, layer_rows: Sequence[int], step: int, lang: str) -> Panel | None:
+    """Bars of the rows each layer holds after ``step``, the window drawn across: local layers stop at it, the
+    global ones grow past it (None for a model whose layers are all alike)."""
+    T, cfg = texts(PAGE, lang), tm.config
+    if cfg.layer_types is None:
+        return None
+    fig = charts.bars(
+        layer_names(tm, lang=lang),
+        {T("series_rows"): layer_rows},
+        title=T("rows_title", step=step),
+        x_title=T("axis_layer"),
+        y_title=T("axis_rows"),
+    )
+    fig.add_hline(y=cfg.sliding_window, line_dash="dot", line_color="grey", annotation_text=T("window_line"))
+    return Panel("kv_layer_rows", fig, np.array(layer_rows))
 
 
 def _tick_every_quarter_head(fig: go.Figure, cols: Sequence[str], head_dim: int) -> None:
@@ -229,16 +360,13 @@ def sharing_rows(
     T = texts(PAGE, lang)
     cfg = model_of(tm).cfg
     local = sum(t == "sliding" for t in cfg.layer_types or ())
-    rows = {  # layers × rows each: local layers stop at the window, the others hold every token
-        "own": f"({local} · {min(tokens, window)} + {cfg.num_layers - local} · {tokens})",
-        "window": f"{cfg.num_layers} · {min(tokens, window)}",
-    }
-    every = f"{cfg.num_layers} · {tokens}"
+    configs = kv.sharing_configs(cfg, window)  # each row's layers: local ones stop at the window, others hold all
     return [
         {
             T("col_kind"): T(f"kind_{r.name}", window=window, local=local, layers=cfg.num_layers),
             T("col_kv_heads"): str(r.kv_heads),
-            T("col_formula"): f"2 · {r.kv_heads} · {cfg.head_dim} · 4 · {rows.get(r.name, every)} = {r.formula:,}",
+            T("col_formula"): f"2 · {r.kv_heads} · {cfg.head_dim} · 4 · {_rows_terms(configs[r.name], tokens)}"
+            f" = {r.formula:,}",
             T("col_measured"): f"{r.measured:,}",
             T("col_equal"): "✓" if r.formula == r.measured else "✗",
         }
