@@ -1,7 +1,8 @@
 """Models in bfloat16 (issue 43): a GGUF file read into bfloat16 weights equals its float32 reading within the
-bound measured on SmolLM2 (BENCHMARKS.md, section bf16), its attention maps stay float32 with rows summing to 1,
-its weights are held once (half float32's bytes), and a model too big even in bfloat16 is refused from the header,
-with both precisions' needs and the memory available, before any tensor is read."""
+bound measured on SmolLM2 (BENCHMARKS.md, section bf16), its attention maps stay float32 with rows summing to 1
+(and the long-context atlas reads those float32 maps), its weights are held once (half float32's bytes), and a
+model too big even in bfloat16 is refused from the header, with both precisions' needs and the memory available,
+before any tensor is read."""
 
 from __future__ import annotations
 
@@ -114,6 +115,28 @@ def test_the_operator_upcasts_bfloat16_scores_and_softmax_to_float32():
     exact = attention_steps(q.bfloat16().float(), k.bfloat16().float(), v.bfloat16().float(), mask)
     torch.testing.assert_close(got.weights, exact.weights, rtol=0, atol=0)
     assert (got.weights - ref.weights).abs().max() <= 0.1
+
+
+def test_the_atlas_on_bfloat16_weights_gives_the_statistics_of_the_models_own_float32_maps(tiny):
+    from tx_explorer.analysis import atlas
+
+    bf16 = ours.load_gguf(tiny, dtype=torch.bfloat16)
+    ids = bf16.encode(TEXT * 4).ids[: bf16.max_len]
+    trace = Trace()
+    with torch.no_grad():
+        x = bf16.model.embed(torch.tensor([ids]))
+        hidden = bf16.model.hidden(x, bf16.mask(len(ids)), trace)[0]
+    # tiles smaller than the text: several query blocks and key tiles, the window inside a tile
+    stats = atlas.head_stats(bf16, ids, window=8, tile=16)
+    for layer, record in enumerate(trace):
+        ref = atlas.dense_stats(record.weights[0], torch.arange(len(ids)), 8) | {"received": record.weights[0].sum(-2)}
+        for name, want in ref.items():
+            # float32 arithmetic on both sides (scores in bfloat16 were up to 0.09 nats of entropy and 0.8 tokens
+            # of distance away here); distance and received are sums of up to T terms of size ≤ T
+            tol = 1e-5 * (len(ids) if name in ("distance", "received") else 1)
+            torch.testing.assert_close(stats.stat(name)[layer], want, rtol=1e-5, atol=tol, msg=name)
+    # the layers computed what the model does: its bfloat16 activations, within their rounding
+    torch.testing.assert_close(stats.hidden, hidden.float(), rtol=0, atol=2**-7 * float(hidden.abs().max()))
 
 
 def test_a_safetensors_folder_is_converted_tensor_by_tensor_into_the_precision_that_fits(tmp_path):
