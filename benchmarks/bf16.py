@@ -13,13 +13,22 @@ fresh interpreter: peak resident memory (``VmHWM`` from ``/proc/self/status``) a
 over 128 tokens with every map traced, the load's and the forward's seconds; beside it, transformers' GGUF loader
 with ``dtype=torch.bfloat16`` on the same 1B file in its own interpreter (peak memory and load time).
 
-``python -m benchmarks bf16 [--repeats 3] [--threads 2] [--shapes 1B 3B 8B] [--no-write]`` (the 8B file is
-8.5 GB on disk and its load peaks near 18 GB of memory: it is written only when asked for and when that much
-memory is available).
+Part 3, the atlas: the 3B-shaped file loaded in bfloat16 in a fresh interpreter, then the atlas
+(``analysis.atlas.head_stats``) over 8 192 tokens of the bundled corpus (``atlas.corpus_ids``: the file's
+byte-level vocabulary makes every byte of the text a token). Measured as ``benchmarks/atlas.py`` does: the peak of
+tensors allocated during the call above the loaded model (``analysis.memory.peak_memory``, the storage tracker),
+beside the process's peak resident memory during the call (``VmHWM``, reset after the load through
+``/proc/self/clear_refs``), and the call's wall-clock and CPU seconds. Target: ≤ 1 GB above the model. Its own
+section (``bf16-atlas``), so that parts 1 and 2 keep their numbers when it runs alone.
+
+``python -m benchmarks bf16 [--parts models atlas] [--repeats 3] [--threads 2] [--shapes 1B 3B 8B]
+[--atlas-tokens 8192] [--no-write]`` (the 8B file is 8.5 GB on disk and its load peaks near 18 GB of memory: it is
+written only when asked for and when that much memory is available; ``--parts atlas`` runs part 3 alone).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import shutil
 import statistics
@@ -49,16 +58,22 @@ SHAPES = {
 }
 # issue 43's targets: peak resident memory after the load (GB) and the forward with every map (s), None: no target
 TARGETS = {"1B": (3.5, None), "3B": (8.0, 30.0), "8B": (18.0, 90.0)}
+ATLAS_SHAPE, ATLAS_TOKENS, ATLAS_TARGET = "3B", 8192, 1.0  # issue 43: 8 192 tokens within 1 GB above the model
 GB = 1e9
 MARGIN = 3.0  # GB of available memory left to the machine's other users beyond a load's need, or it is not run
 
 
+def _status_gb(field: str) -> float:
+    """A memory field of ``/proc/self/status`` (``VmHWM``: peak resident memory so far, ``VmRSS``: now), in GB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1]) * 1024 / GB
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
 def _peak_gb() -> float:
     """This process's peak resident memory so far (``VmHWM``), in GB."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) * 1024 / GB
-    raise RuntimeError("no VmHWM in /proc/self/status")
+    return _status_gb("VmHWM")
 
 
 def _maps_and_logprobs(tm, ids: list[int]) -> tuple[torch.Tensor, list[torch.Tensor]]:
@@ -178,11 +193,61 @@ def theirs(path: str) -> dict:
     return {"load": time.perf_counter() - t0, "peak_load": _peak_gb()}
 
 
-def _child(call: str, threads: int) -> dict:
+def atlas_run(path: str, tokens: int) -> dict:
+    """In a fresh interpreter: ``path`` loaded in bfloat16, then the atlas over ``tokens`` tokens of the bundled
+    corpus: the peak of tensors allocated during the call (storage tracker), the process's peak resident memory
+    during it, its seconds."""
+    from tx_explorer.analysis import atlas
+    from tx_explorer.analysis.memory import peak_memory
+    from tx_explorer.interop.gguf import load_gguf
+
+    t0 = time.perf_counter()
+    tm = load_gguf(path, dtype=torch.bfloat16)
+    load, peak_load = time.perf_counter() - t0, _peak_gb()
+    ids = atlas.corpus_ids(tm, tokens)
+    layers, heads = tm.config.num_layers, tm.config.num_heads
+    # the load's own peak (a layer read beside the model) must not hide the atlas's: VmHWM starts again from VmRSS
+    Path("/proc/self/clear_refs").write_text("5")
+    rss_model = _status_gb("VmRSS")
+
+    def progress(layer: int, rows: int) -> None:  # a run of many minutes says where it is (the parent's stderr)
+        if rows == len(ids):
+            print(
+                f"atlas: layer {layer + 1}/{layers}, {time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True
+            )
+
+    start, cpu = time.perf_counter(), time.process_time()
+    stats, peak = peak_memory(lambda: atlas.head_stats(tm, ids, progress=progress))
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+    values = [stats.stat(name) for name in atlas.STATS]
+    return {
+        "tokens": len(ids),
+        "layers": layers,
+        "heads": heads,
+        "load": load,
+        "peak_load": peak_load,
+        "rss_model": rss_model,
+        "atlas_peak": peak / GB,
+        "rss_peak": _peak_gb(),
+        "wall": wall,
+        "cpu": cpu,
+        "dense": layers * heads * len(ids) ** 2 * 4 / GB,  # every layer's N × N maps in float32
+        "stats": f"{values[0].dtype}, {'finite' if all(bool(v.isfinite().all()) for v in values) else 'NOT finite'}",
+    }
+
+
+def _child(call: str, threads: int, *, stream: bool = False) -> dict:
+    """``call`` in a fresh interpreter, its JSON result; with ``stream`` its stderr (progress) goes to ours."""
     code = f"import json, torch, benchmarks.bf16 as b; torch.set_num_threads({threads}); print(json.dumps(b.{call}))"
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    run = subprocess.run(
+        [sys.executable, "-c", code],
+        stdout=subprocess.PIPE,
+        stderr=None if stream else subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
     if run.returncode:
-        raise RuntimeError(f"{call} failed:\n{run.stderr[-3000:]}")
+        raise RuntimeError(f"{call} failed" + ("" if stream else f":\n{run.stderr[-3000:]}"))
     return json.loads(run.stdout.strip().splitlines()[-1])
 
 
@@ -228,6 +293,57 @@ def shapes(names: list[str], repeats: int, threads: int) -> dict[str, dict]:
         finally:
             shutil.rmtree(folder)
     return out
+
+
+def atlas_part(tokens: int, threads: int) -> dict:
+    """Part 3: the :data:`ATLAS_SHAPE` file written, the atlas run on it in a fresh interpreter; reported, not run,
+    when the machine lacks the memory."""
+    label, *sizes = SHAPES[ATLAS_SHAPE]
+    need = _need_gb(*sizes)
+    if need + ATLAS_TARGET + MARGIN > _available_gb():
+        return {"label": label, "need": need, "skipped": f"{_available_gb():.1f} GB available at the time"}
+    folder = Path(tempfile.mkdtemp(prefix=f"bf16-atlas-{ATLAS_SHAPE}-", dir="/tmp"))
+    try:
+        path = folder / f"{label}-Q8_0.gguf"
+        write_llama(path, *sizes)
+        return {"label": label, "need": need} | _child(f"atlas_run({str(path)!r}, {tokens})", threads, stream=True)
+    finally:
+        shutil.rmtree(folder)
+
+
+def atlas_section(r: dict, command: str, threads: int) -> str:
+    lines = [
+        f"## The atlas on a {r['label']}-shaped file in bfloat16 (issue 43: 8 192 tokens within 1 GB above the model)",
+        "",
+        f"`{command}`, {threads} torch thread(s). Part 2's synthetic {r['label']} file (random Q8_0 weights) loaded "
+        "in bfloat16 in a fresh interpreter, then the atlas (`analysis.atlas.head_stats`: tiles of 256 × 256, "
+        "scores, weights and statistics in float32, never an N × N map) over the bundled corpus's first tokens "
+        "(`atlas.corpus_ids`; the file's byte-level vocabulary makes each byte a token; the weights are random, so "
+        "the statistics say nothing about a real model). Above the model: the peak of tensors allocated during the "
+        "call (`analysis.memory.peak_memory`, the storage tracker, as `benchmarks/atlas.py` measures; it does not "
+        "see scratch buffers inside fused kernels); for context the process's peak resident memory during the call "
+        "(`VmHWM`, reset after the load) less its resident memory before it. One run, under the tracker; "
+        "GB = 10⁹ bytes.",
+        "",
+    ]
+    if "skipped" in r:
+        why = f"not run: the file needs {r['need']:.1f} GB + {ATLAS_TARGET:.0f} GB + {MARGIN:.0f} GB left to others"
+        return with_machine([*lines, f"{why}; {r['skipped']}."])
+    target = (
+        f"≤ {ATLAS_TARGET:.0f} GB: {verdict(r['atlas_peak'], ATLAS_TARGET, 'GB')}"
+        if r["tokens"] == ATLAS_TOKENS
+        else f"— (the target is at {ATLAS_TOKENS:,} tokens)"
+    )
+    lines += [
+        "| tokens | layers × heads | load (s) | resident after load (GB) | atlas peak above the model (GB) | target "
+        "| resident peak during the atlas, above the model (GB) | dense maps would take (GB) | wall (min) "
+        "| CPU (min) | statistics |",
+        "|---:|---|---:|---:|---:|---|---:|---:|---:|---:|---|",
+        f"| {r['tokens']:,} | {r['layers']} × {r['heads']} | {r['load']:.1f} | {r['rss_model']:.2f} "
+        f"| {r['atlas_peak']:.3f} | {target} | {r['rss_peak'] - r['rss_model']:.2f} | {r['dense']:,.0f} "
+        f"| {r['wall'] / 60:.1f} | {r['cpu'] / 60:.1f} | {r['stats']} |",
+    ]
+    return with_machine(lines)
 
 
 def section(errors: dict[str, dict], rows: dict[str, dict], command: str, threads: int) -> str:
@@ -284,10 +400,8 @@ def section(errors: dict[str, dict], rows: dict[str, dict], command: str, thread
     return with_machine(lines)
 
 
-def main(argv: list[str] | None = None) -> None:
-    p = parser("bf16", __doc__, repeats=3, threads=2)
-    p.add_argument("--shapes", nargs="+", choices=list(SHAPES), default=["1B", "3B"])
-    args, command = parse(p, argv)
+def models(args: argparse.Namespace, command: str) -> None:
+    """Parts 1 and 2, section ``bf16``."""
     from tx_explorer import data
     from tx_explorer.interop import gguf
 
@@ -304,3 +418,18 @@ def main(argv: list[str] | None = None) -> None:
         record = {k: smollm2[k] for k in ("tokens", "logprob_top1", "map", "agree")}
         record = {"_what": data.bf16_cost()["_what"], "model": "SmolLM2-135M-Instruct", **record}
         data.BF16_COST.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = parser("bf16", __doc__, repeats=3, threads=2)
+    p.add_argument("--shapes", nargs="+", choices=list(SHAPES), default=["1B", "3B"])
+    p.add_argument(
+        "--parts", nargs="+", choices=["models", "atlas"], default=["models", "atlas"], help="models: parts 1 and 2"
+    )
+    p.add_argument("--atlas-tokens", type=int, default=ATLAS_TOKENS, help="fewer for an estimate of part 3's time")
+    args, command = parse(p, argv)
+    if "models" in args.parts:
+        models(args, command)
+    if "atlas" in args.parts:
+        r = atlas_part(args.atlas_tokens, args.threads)
+        publish("bf16-atlas", atlas_section(r, command, args.threads), no_write=args.no_write)
