@@ -954,6 +954,46 @@ def test_bad_input(pages: Pages, checkpoint_folders: Path, case: Case) -> None:
         assert_answers(at, case.chart)
 
 
+def test_a_gguf_too_big_even_in_bfloat16_is_refused_from_its_header(checkpoint_folders: Path, monkeypatch) -> None:
+    """Issue 43 as an app input: a GGUF file typed in the checkpoint box whose bfloat16 weights exceed the memory the
+    app sees is refused from its header, before any tensor is read, with both precisions' needs and the memory
+    available in the visitor's language; nothing of it stays loaded, and the page keeps serving."""
+    from tests.checkpoints import write_gguf
+    from tx_explorer.interop import gguf
+
+    # its own path (the app keeps loaded checkpoints by path); a 32 768 × 256 embedding, so that the message's
+    # numbers, two decimals of a GiB, are three different ones
+    path = checkpoint_folders / "too-big.gguf"
+    write_gguf(path, "qwen2", "Q8_0", vocab_size=32_768, hidden_size=256)
+    needs = gguf.header_needs(gguf.read_header(path))
+    free = needs[torch.bfloat16] // 3
+    numbers = [gguf.gib(n) for n in (needs[torch.bfloat16], needs[torch.float32], free)]
+    assert len(set(numbers)) == 3, numbers
+    read: list[Any] = []
+
+    def never(*args: Any, **kwargs: Any) -> None:
+        read.append(args)
+        raise AssertionError("a tensor was read before the memory check")
+
+    monkeypatch.setattr(gguf, "available_memory", lambda device: free)  # the memory the app's loader reads
+    monkeypatch.setattr(gguf, "read_tensor", never)
+    at = open_page("multihead", mh_model=ui.FOLDER, mh_model_folder=str(path))
+    for lang, phrase in (("en", "neither fits"), ("zh", "两种都放不下")):
+        at.session_state["lang"] = lang  # AppTest does not send the sidebar's switch back: set it for every run
+        at.run()
+        assert_nothing_rendered(at)
+        errors = [e.value for e in at.error]
+        assert len(errors) == 1 and phrase in errors[0] and all(n in errors[0] for n in numbers), errors
+        assert "bfloat16" in errors[0] and "float32" in errors[0] and "Traceback" not in errors[0], errors
+        assert not chart_keys(at) and not read, (chart_keys(at), len(read))
+    # memory back: the same path opens (the refusal was not kept), in the same session
+    monkeypatch.undo()
+    at.session_state["lang"] = "en"
+    at.run()
+    assert_answers(at, "")
+    assert any("8 query heads share 2 key/value heads" in t for t in _texts(at, MARKDOWN_ELEMENTS))
+
+
 def test_the_table_covers_every_page_and_every_text_or_file_input(pages: Pages) -> None:
     """Runs after the table (same AppTests): a new page or a new text box must get rows in CASES."""
     assert set(PAGES) == {c.page for c in CASES}
