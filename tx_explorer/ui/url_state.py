@@ -281,6 +281,7 @@ KEPT: dict[str, tuple[Kept | Declared, ...]] = {
     "kv_cache": (
         Kept("kv_model", MODEL),
         Declared("kv_cache", "DECODE", fragment=True),
+        Kept("kv_past", FLAG, fragment=True),  # Gemma 3: the run past its local layers' 512-token window
         Kept("kv_layer", INDEX, fragment=True),
     ),
 }
