@@ -18,7 +18,7 @@ SHARE = (  # the proximity rule of Information Flow Routes (Ferrando & Voita 202
 
 @st.cache_resource(show_spinner=False)
 def _analyses() -> dict:
-    """Decompositions shared by every session, the last two only (SmolLM2 at 128 tokens holds about 120 MB)."""
+    """Decompositions shared by every session, the last two only (SmolLM2 at 128 tokens holds about 170 MB)."""
     return {}
 
 
@@ -54,6 +54,8 @@ def routes(name: str) -> None:
         if not flow.decomposable(tm):
             st.info(T(f"{flow.undecomposable_norm(tm)}_norm", model=name))
             return
+        if flow.frozen_norms(tm):  # sandwich norms: a linearisation of this run, said before the routes
+            st.info(T("frozen_norms", model=name))
         text = st.text_area(T("text"), T("text_default"), max_chars=20_000, key="flow_text", height=80)
         if not text.strip():
             st.warning(T("empty"))

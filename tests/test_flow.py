@@ -1,8 +1,9 @@
 """Information flow against independent references: the writes rebuild the hidden states of a block-by-block
 rerun (float64, every block kind: MHA, GQA, MQA, rotary, ALiBi, sliding window, MoE, attention-only, a pre-norm
-encoder), per-source writes add up to each head's output, the proximity shares on hand-made vectors, the route
-walk on a hand-made importance, the causal effect against a full patched forward, and direct logit attribution
-summing to the logits."""
+encoder, RMSNorms after the sub-layers as in Gemma and OLMo 2), per-source writes add up to each head's output,
+random Gemma 3 and OLMo 2 folders rebuilt through their frozen output norms, the proximity shares on hand-made
+vectors, the route walk on a hand-made importance, the causal effect against a full patched forward, and direct
+logit attribution summing to the logits."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ import pytest
 import torch
 from tokenizers import Tokenizer
 
+from tests.checkpoints import write_tokenizer
+from tests.test_architectures import saved
+from tests.test_gemma3 import gemma3_reference
 from tx_explorer import models
 from tx_explorer.analysis import flow
 from tx_explorer.analysis import head_science as hs
@@ -18,6 +22,7 @@ from tx_explorer.config import PRESETS, TransformerConfig
 from tx_explorer.edit import Edit
 from tx_explorer.errors import InputError
 from tx_explorer.families.text import TextModel
+from tx_explorer.interop.checkpoint import load_checkpoint
 from tx_explorer.models import WEIGHTS_DIR
 from tx_explorer.modules.moe_lm import MoECausalLM, MoEConfig
 from tx_explorer.modules.transformer import CausalLM, Encoder
@@ -31,6 +36,8 @@ CONFIGS = {
     "alibi-gqa": TransformerConfig(**SMALL, positions="alibi", num_kv_heads=3),
     "sliding-window-qkv-bias": PRESETS["tiny-llama"].replace(**SMALL, sliding_window=4, qkv_bias=True),
     "final-softcap": PRESETS["tiny-llama"].replace(**SMALL, final_softcap=0.5),  # bites: the logits reach ±0.86
+    "sandwich-rmsnorm": PRESETS["tiny-llama"].replace(**SMALL, norm_position="sandwich"),  # Gemma 2/3's norms
+    "after-rmsnorm": PRESETS["tiny-llama"].replace(**SMALL, norm_position="after"),  # OLMo 2's: outputs only
 }
 
 
@@ -66,7 +73,7 @@ def _hidden_states(tm: TextModel, ids: list[int]) -> torch.Tensor:
 
 
 def _rebuilt(dec: flow.Decomposition) -> torch.Tensor:
-    return dec.embed + (dec.heads.sum(1) + dec.attn_bias[:, None] + dec.mlp).cumsum(0)  # (L, T, D)
+    return dec.embed + (dec.heads.sum(1) + dec.attn_bias + dec.mlp).cumsum(0)  # (L, T, D)
 
 
 @pytest.mark.parametrize("name", [*CONFIGS, "moe", "encoder-pre-norm"])
@@ -77,9 +84,14 @@ def test_the_writes_rebuild_every_hidden_state_in_float64(name: str) -> None:
     reference = _hidden_states(tm, ids)
     assert dec.heads.dtype == torch.float64 and dec.heads.shape == (3, 6, len(ids), 48)
     assert (_rebuilt(dec) - reference).abs().max().item() < 1e-10
-    assert (dec.heads.sum(1) + dec.attn_bias[:, None] - (dec.mid - dec.residual[:-1])).abs().max() < 1e-10
+    assert (dec.heads.sum(1) + dec.attn_bias - (dec.mid - dec.residual[:-1])).abs().max() < 1e-10
     if CONFIGS.get(name, TransformerConfig()).bias:
         assert dec.attn_bias.abs().max() > 0.01  # the bias is a part of its own, not folded into the heads
+    frozen = (dec.attn_scale - 1).abs().amax(), (dec.mlp_scale - 1).abs().amax()
+    if flow.frozen_norms(tm):  # the rebuild above would fail without the scales: they are far from 1
+        assert min(frozen) > 0.1
+    else:
+        assert max(frozen) == 0
 
 
 @pytest.mark.parametrize("name", ["tiny-gpt", "tiny-llama", "tiny-moe"])
@@ -90,7 +102,9 @@ def test_the_bundled_models_decompose_within_1e_5(name: str, one_thread) -> None
     assert (_rebuilt(dec) - _hidden_states(tm, ids)).abs().max().item() < 1e-5
 
 
-@pytest.mark.parametrize("name", ["gqa-rotary-rmsnorm-swiglu", "mqa-rotary", "alibi-gqa", "sliding-window-qkv-bias"])
+@pytest.mark.parametrize(
+    "name", ["gqa-rotary-rmsnorm-swiglu", "mqa-rotary", "alibi-gqa", "sliding-window-qkv-bias", "sandwich-rmsnorm"]
+)
 def test_per_source_writes_add_up_to_each_heads_write(name: str) -> None:
     """Σ_j a_ij v_j W_O^h (values through the GQA/MQA groups, weights under ALiBi or a window) = the head's output
     recorded by the model, projected by its slice of W_O."""
@@ -158,7 +172,7 @@ def test_routes_refuse_positions_and_thresholds_out_of_range() -> None:
         flow.routes(_importance(), threshold=0.0)
 
 
-@pytest.mark.parametrize("name", ["gqa-rotary-rmsnorm-swiglu", "final-softcap"])
+@pytest.mark.parametrize("name", ["gqa-rotary-rmsnorm-swiglu", "final-softcap", "sandwich-rmsnorm"])
 def test_the_causal_effect_equals_a_full_patched_forward(name: str) -> None:
     """The batched rerun from the layer (one row per head) against the whole model run with one head's output
     patched, the piece a_ij·v_j taken out of it (with a final soft cap, on the capped logits the model outputs)."""
@@ -179,6 +193,11 @@ def test_the_causal_effect_equals_a_full_patched_forward(name: str) -> None:
     assert all(-1 <= r <= 1 for r in e.correlations.values())
 
 
+def _parts_at(dec: flow.Decomposition, pos: int) -> torch.Tensor:
+    """Every write at position ``pos`` ``[1 + L·H + 2L, D]``: the embeddings, each head, each bias, each MLP."""
+    return torch.cat([dec.embed[pos][None], dec.heads[:, :, pos].flatten(0, 1), dec.attn_bias[:, pos], dec.mlp[:, pos]])
+
+
 def test_a_final_soft_cap_is_in_the_lens_and_the_direct_logits_are_before_it() -> None:
     """With a final soft cap c·tanh(z/c) the logit lens at the final residual is the model's own distribution,
     and the direct logit attribution, linear by design, adds up to the logits before the cap."""
@@ -191,7 +210,7 @@ def test_a_final_soft_cap_is_in_the_lens_and_the_direct_logits_are_before_it() -
     top = logits.softmax(-1).topk(len(r.lens_probs))
     assert r.lens_ids.tolist() == top.indices.tolist()
     np.testing.assert_allclose(r.lens_probs, top.values.numpy(), atol=1e-12)
-    parts = torch.cat([dec.embed[pos][None], dec.heads[:, :, pos].flatten(0, 1), dec.attn_bias, dec.mlp[:, pos]])
+    parts = _parts_at(dec, pos)
     total = flow.direct_logits(tm, dec, parts, pos).sum(0)
     assert total.abs().max() > cap  # the cap bites: the uncapped sum differs from the output
     assert (cap * torch.tanh(total / cap) - logits).abs().max() < 1e-9
@@ -204,7 +223,7 @@ def test_rank_correlation() -> None:
     assert np.isnan(flow.rank_correlation(np.ones(3), np.arange(3)))
 
 
-@pytest.mark.parametrize("name", ["mha-learned-layernorm", "gqa-rotary-rmsnorm-swiglu"])
+@pytest.mark.parametrize("name", ["mha-learned-layernorm", "gqa-rotary-rmsnorm-swiglu", "after-rmsnorm"])
 def test_direct_logit_attribution_adds_up_to_the_logits(name: str) -> None:
     """Every part's direct logits at a position (frozen final norm), plus LayerNorm's β through the head, are the
     model's logits there."""
@@ -212,7 +231,7 @@ def test_direct_logit_attribution_adds_up_to_the_logits(name: str) -> None:
     ids = tm.encode(TEXT).ids
     dec = flow.decompose(tm, ids)
     pos = 5
-    parts = torch.cat([dec.embed[pos][None], dec.heads[:, :, pos].flatten(0, 1), dec.attn_bias, dec.mlp[:, pos]])
+    parts = _parts_at(dec, pos)
     total = flow.direct_logits(tm, dec, parts, pos).sum(0)
     beta = getattr(tm.model.norm, "bias", None)
     if beta is not None:
@@ -227,11 +246,47 @@ def test_post_norm_models_are_refused_with_a_statement() -> None:
     torch.manual_seed(0)
     tm = _text_model(Encoder(PRESETS["bert-base"].replace(**SMALL)), "encoder")
     assert not flow.decomposable(tm) and flow.undecomposable_norm(tm) == "post"
-    for position in ("sandwich", "after"):  # Gemma 2/3 and OLMo 2: a norm on each sub-layer's output
+    for position in ("sandwich", "after"):  # a LayerNorm on each sub-layer's output: no per-position scale
         other = _text_model(CausalLM(TransformerConfig(**SMALL, norm_position=position)))
         assert not flow.decomposable(other) and flow.undecomposable_norm(other) == "sandwich"
+        rms = _text_model(CausalLM(TransformerConfig(**SMALL, norm_position=position, norm="rmsnorm")))
+        assert flow.decomposable(rms) and flow.frozen_norms(rms)  # Gemma 2/3's and OLMo 2's RMSNorms: frozen
+    assert not flow.frozen_norms(_random("gqa-rotary-rmsnorm-swiglu"))
     with pytest.raises(InputError, match="post-norm"):
         flow.decompose(tm, tm.encode(TEXT).ids)
+
+
+@pytest.fixture(scope="module", params=["gemma3_text", "olmo2"])
+def sandwich(request, tmp_path_factory, one_thread) -> TextModel:
+    """A random Gemma 3 (sandwich norms, local and global layers, MQA) or OLMo 2 (norms after the sub-layers only)
+    folder, saved by transformers and read back by our loader, float32."""
+    folder = tmp_path_factory.mktemp(request.param)
+    if request.param == "gemma3_text":
+        gemma3_reference().save_pretrained(folder)
+        write_tokenizer(folder, "llama")
+    else:
+        saved(folder, "olmo2")
+    return load_checkpoint(folder)
+
+
+def test_frozen_output_norms_rebuild_a_sandwich_models_residual(sandwich: TextModel) -> None:
+    """``residual[l + 1] = embed + Σ parts`` to float32 precision: each head's, the bias's and the MLP's write
+    through the output norm frozen at this run (w / rms of the sub-layer's whole output, the module's own formula),
+    per-token writes summing to the heads' writes; without the scales the rebuild is far off."""
+    ids = torch.randint(0, 300, (20,), generator=torch.Generator().manual_seed(2)).tolist()  # past Gemma's window 5
+    assert flow.decomposable(sandwich) and flow.frozen_norms(sandwich)
+    dec = flow.decompose(sandwich, ids)
+    size = dec.residual.abs().max().item()
+    tol = dict(rtol=0, atol=1e-6 * size)
+    torch.testing.assert_close(_rebuilt(dec), dec.residual[1:], **tol)
+    for layer, block in enumerate(sandwich.model.blocks):
+        a = torch.einsum("htk,dhk->td", dec.head_out[layer], flow.head_projection(sandwich, layer))  # (T, D)
+        torch.testing.assert_close(block.post_attn_norm(a), a * dec.attn_scale[layer], **tol)
+        torch.testing.assert_close(dec.heads[layer].sum(0), dec.mid[layer] - dec.residual[layer], **tol)
+        writes = flow.token_writes(sandwich, dec, layer)  # (T, T, D)
+        torch.testing.assert_close(writes.sum(1), dec.heads[layer].sum(0), **tol)
+    raw = dec.embed + ((dec.heads.sum(1) + dec.attn_bias) / dec.attn_scale + dec.mlp / dec.mlp_scale).cumsum(0)
+    assert (raw - dec.residual[1:]).abs().max().item() > 1000 * tol["atol"]  # the scales are what makes it exact
 
 
 def test_the_graph_reaches_the_target_on_tiny_llama(one_thread) -> None:

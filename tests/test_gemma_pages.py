@@ -1,7 +1,7 @@
 """Gemma 3 270M on the pages that show what is new in it (issue 41 item 3): its own mask per layer (local layers
 stop at 512 keys, global ones do not), its KV cache past the window (local layers keep 512 rows, cached = uncached),
-the atlas's tiles under its windows, the head tools (taxonomy, multi-head, flow) and the pages drawing it. Each test
-loads the real model (the model tier)."""
+the atlas's tiles under its windows, the head tools (taxonomy, multi-head, flow through its frozen output norms) and
+the pages drawing it. Each test loads the real model (the model tier)."""
 
 from __future__ import annotations
 
@@ -11,14 +11,15 @@ import pytest
 import torch
 from conftest import assert_clean, open_page, open_sections, plotly_specs
 
-from tx_explorer import models
-from tx_explorer.analysis import atlas
+from tx_explorer import locales, models
+from tx_explorer.analysis import atlas, flow
 from tx_explorer.analysis import kv_cache as kv
 from tx_explorer.analysis import mask_gallery as mg
 from tx_explorer.analysis import qk_norm as qk
 from tx_explorer.analysis.memory import kv_cache_bytes
 from tx_explorer.modules.cache import KVCache
 from tx_explorer.trace import Trace
+from tx_explorer.views import flow as flow_view
 from tx_explorer.views import model_sizes as sizes
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -144,7 +145,7 @@ def test_model_sizes_counts_gemma3_270m_as_loaded_and_shows_the_vocabulary_share
 def test_the_head_tools_draw_gemma3_270m(gemma3_270m):
     """The head tools on Gemma 3 beside SmolLM2 (issue 41): its 18 layers × 4 query heads reading one key/value head
     (heads 256 wide on D = 640, sandwich norms, local and global layers) in the taxonomy, in every view of the
-    multi-head page, and on the flow page, which says why it does not decompose a sandwich-norm stream."""
+    multi-head page, and on the flow page, which draws its routes and says that its output norms are frozen."""
     layers, heads, mqa = 18, 4, "4 query heads share one key/value head"
     assert (gemma3_270m.config.num_layers, gemma3_270m.config.num_heads, gemma3_270m.config.kv_heads) == (18, 4, 1)
     at = open_page("head_science", timeout=600, hs_view="taxonomy", hs_model=NAME)
@@ -172,4 +173,28 @@ def test_the_head_tools_draw_gemma3_270m(gemma3_270m):
     at = open_page("flow", timeout=600, flow_model=NAME)
     assert_clean(at)
     assert any(mqa in c.value for c in at.caption)
-    assert not plotly_specs(at) and "normalises each sub-layer's output" in at.info[0].value
+    assert any("frozen at this run" in i.value and "linearisation" in i.value for i in at.info)
+    assert len(plotly_specs(at)) == 4  # the routes, an edge's two views, a node's lens
+    assert any("rebuild the model's own residual stream after each of the 18 layers" in c.value for c in at.caption)
+
+
+def test_flow_decomposes_gemma3_270m_through_its_frozen_norms(gemma3_270m):
+    """Gemma 3's sandwich norms frozen at the run (about 20 tokens): the parts add up to the model's own residual
+    after every block (the page's live check, relative to the residual's size: Gemma's reaches 10⁵), per-token
+    writes add up to the heads', and the routes, an edge's heads and a node's read-out are drawn."""
+    an = flow_view.analyse(gemma3_270m, locales.table("flow")["text_default"]["en"])
+    dec = an.dec
+    assert flow.frozen_norms(gemma3_270m) and 15 <= dec.num_tokens <= 25
+    assert an.relative < 1e-5
+    assert (dec.attn_scale - 1).abs().max() > 1 and (dec.mlp_scale - 1).abs().max() > 1  # far from the identity
+    size = float(dec.residual.abs().max())
+    for layer in (0, 5):  # a local and a global layer
+        writes = flow.token_writes(gemma3_270m, dec, layer)  # (T, T, D)
+        assert float((writes.sum(1) - dec.heads[layer].sum(0)).abs().max()) < 1e-6 * size
+    result = flow_view.route(gemma3_270m, an)
+    g = flow.routes(an.imp)
+    kinds = {k: sum(e.kind == k for e in g.edges) for k in ("attn", "residual", "mlp")}
+    assert g.nodes[0] == ("x", 18, dec.num_tokens - 1) and min(kinds.values()) > 0
+    assert result.panels[0].figure.data and result.edge is not None
+    assert flow_view.edge(gemma3_270m, an, *result.edge).table
+    assert flow_view.node(gemma3_270m, an, "x", 18, -1).table

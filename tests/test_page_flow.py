@@ -1,6 +1,7 @@
 """AppTest: the information-flow page — the route graph, an edge's three views and a node's read-out on first
 load, a click on an edge or a node (as Streamlit reports it) opening that one, the threshold, a post-norm model's
-statement, 中文, and the locale entries."""
+refusal, a sandwich-norm model's routes with the statement that its output norms are frozen, 中文, and the locale
+entries."""
 
 from __future__ import annotations
 
@@ -94,16 +95,17 @@ def test_a_position_beyond_the_text_is_refused_then_recovers(page) -> None:
 
 
 def test_every_text_model_of_the_registry(page) -> None:
-    """Pre-norm models draw their routes (tiny-moe's experts included); a post-norm one gets the statement."""
+    """Pre-norm models draw their routes (tiny-moe's experts included), Gemma 3 too, saying that its output norms
+    are frozen at this run; a post-norm one is refused with a statement."""
     for name in [*models.available_models("text"), *models.available_models("moe")]:
         page.selectbox(key="flow_model").set_value(name).run()
         assert_clean(page)
         if name == "minilm-l6":
             assert not plotly_specs(page) and "is post-norm" in page.info[0].value
-        elif name == "gemma3-270m":  # a norm on each sub-layer's output: the other statement
-            assert not plotly_specs(page) and "normalises each sub-layer's output" in page.info[0].value
-        else:
-            assert chart_keys(page) == list(CHARTS), name
+            continue
+        assert chart_keys(page) == list(CHARTS), name
+        frozen = [i.value for i in page.info if "frozen at this run" in i.value]
+        assert bool(frozen) == (name == "gemma3-270m"), name  # the only sandwich-norm model of the registry
     page.selectbox(key="flow_model").set_value(view.default_model()).run()
 
 

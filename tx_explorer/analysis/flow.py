@@ -13,8 +13,17 @@ the residual and the MLP). :func:`routes` keeps the parts whose share passes a t
 one token's final residual. Per-source writes are built one layer at a time, ``[T, T, D]``, and reduced at once:
 never ``T × T × H × D``, never for the whole model.
 
+Sandwich blocks (Gemma 2/3; OLMo 2 without the norms in front) normalise each sub-layer's output before adding it,
+``x_mid = x + post_attn_norm(Σ_h head_h + b_O)``, ``x_next = x_mid + post_mlp_norm(MLP(·))``. Their RMSNorms are
+frozen at this run's statistic, as the final norm is for direct logit attribution: with ``a_i`` the sub-layer's
+whole output at position i, ``RMSNorm(a)_i = a_i ⊙ w / rms(a_i)`` is linear in ``a_i``, so each part's write at i is
+the part ⊙ ``w / rms(a_i)`` and the parts still sum exactly to the model's residual. It is a linearisation: exact
+for this run's residual, not for a changed one (take a part away and the norm would rescale the rest); reruns
+(:func:`edge_heads`) go through the model's own norms. Pre-norm blocks hold a scale of ones: one code path.
+
 Post-norm blocks (BERT, MiniLM) renormalise each sum, ``x_{l+1} = norm(x_l + f(x_l))``: the residual after a
-layer is not a sum of writes, so nothing here decomposes them (:func:`decomposable` says so first).
+layer is not a sum of writes, so nothing here decomposes them (:func:`decomposable` says so first), nor a
+sub-layer's LayerNorm output norm, whose mean subtraction is no per-position scale.
 """
 
 from __future__ import annotations
@@ -25,7 +34,7 @@ from typing import Literal
 
 import numpy as np
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from tx_explorer.analysis import head_science as hs
 from tx_explorer.edit import Edit
@@ -40,14 +49,28 @@ NodeKind = Literal["x", "m", "mlp"]  # residual entering block l (l = L: the fin
 Node = tuple[str, int, int]  # (kind, layer, position)
 
 
+def _out_norms(block: nn.Module) -> tuple[nn.Module | None, nn.Module | None]:
+    """The norms on a block's attention and MLP outputs (None where the block has none, or no MLP)."""
+    return block.post_attn_norm, block.post_mlp_norm if block.mlp is not None else None
+
+
 def decomposable(tm: TextModel) -> bool:
-    """Whether every block is pre-norm, so that the residual stream is a sum of the parts' writes."""
-    return all(block.norm_position == "pre" for block in tm.model.blocks)
+    """Whether the residual stream is a sum of the parts' writes: pre-norm blocks, and sandwich blocks whose output
+    norms are RMSNorms (frozen at the run's statistic, see the module's docstring)."""
+    return all(
+        block.norm_position != "post" and all(n is None or isinstance(n, RMSNorm) for n in _out_norms(block))
+        for block in tm.model.blocks
+    )
+
+
+def frozen_norms(tm: TextModel) -> bool:
+    """Whether the decomposition freezes norms after the sub-layers (a linearisation of this run, not a sum)."""
+    return any(n is not None for block in tm.model.blocks for n in _out_norms(block))
 
 
 def undecomposable_norm(tm: TextModel) -> str:
-    """Why the stream is not a sum of writes: ``"post"`` (norm(x + f(x))) or ``"sandwich"`` (x + norm(f(·)): Gemma
-    2/3's norms after each sub-layer and OLMo 2's, which renormalise the heads' writes together)."""
+    """Why the stream is not a sum of writes: ``"post"`` (norm(x + f(x))) or ``"sandwich"`` (x + LayerNorm(f(·)):
+    a LayerNorm's mean subtraction on a sub-layer's output is no per-position scale to freeze)."""
     return "post" if any(block.norm_position == "post" for block in tm.model.blocks) else "sandwich"
 
 
@@ -56,9 +79,11 @@ class Decomposition:
     """One sequence's run split into writes to the residual stream (float, on the model's device)."""
 
     embed: Tensor  # [T, D] the embeddings entering block 0 (tokens + positions)
-    heads: Tensor  # [L, H, T, D] each head's write at each query position, through its slice of W_O
-    attn_bias: Tensor  # [L, D] W_O's bias, written at every position (zeros without one)
-    mlp: Tensor  # [L, T, D] each MLP's (or mixture of experts') write
+    heads: Tensor  # [L, H, T, D] each head's write at each query position: its slice of W_O, then attn_scale
+    attn_bias: Tensor  # [L, T, D] W_O's bias as written at each position, through attn_scale (zeros without one)
+    mlp: Tensor  # [L, T, D] each MLP's (or mixture of experts') write, through mlp_scale
+    attn_scale: Tensor  # [L, T, D] the post-attention norm frozen at this run, w / rms(a_i) (ones without one)
+    mlp_scale: Tensor  # [L, T, D] the post-MLP norm frozen the same way (ones without one)
     residual: Tensor  # [L + 1, T, D] the model's own residual entering each block, then after the last
     mid: Tensor  # [L, T, D] the model's own residual after each block's attention
     head_out: Tensor  # [L, H, T, Dh] each head's output before W_O (what Edit records at site "head")
@@ -89,10 +114,18 @@ def head_projection(tm: TextModel, layer: int) -> Tensor:
     return attn.proj.weight.view(attn.dim, attn.num_heads, attn.head_dim)  # (D, H, Dh)
 
 
+def frozen_scale(norm: nn.Module | None, whole: Tensor) -> Tensor:
+    """An RMSNorm held at the statistic of ``whole [..., D]``: the scale ``w / rms(whole)`` ``[..., D]``, so that
+    ``norm(whole) = whole ⊙ scale`` and any split of ``whole`` passes through it part by part; ones without a norm."""
+    if norm is None:
+        return torch.ones_like(whole)
+    return torch.rsqrt(whole.pow(2).mean(-1, keepdim=True) + norm.eps) * norm.weight
+
+
 @torch.no_grad()
 def decompose(tm: TextModel, ids: Sequence[int]) -> Decomposition:
     """Run ``ids`` once (recording heads and residuals, tracing attention) and split it into writes, so that
-    ``residual[l + 1] = embed + Σ_{k≤l} (heads[k].sum(0) + attn_bias[k] + mlp[k])`` for a pre-norm model."""
+    ``residual[l + 1] = embed + Σ_{k≤l} (heads[k].sum(0) + attn_bias[k] + mlp[k])``, output norms frozen."""
     _check(tm)
     x = torch.tensor([list(ids)], dtype=torch.long, device=_device(tm))  # (1, T)
     rec, trace = Edit().record(), Trace()
@@ -104,13 +137,18 @@ def decompose(tm: TextModel, ids: Sequence[int]) -> Decomposition:
     first = site("head", 0)  # (H, T, Dh)
     # The largest part, filled in place: a list of layers stacked at the end would hold it twice at the peak.
     heads = first.new_empty(layers, first.shape[0], first.shape[1], tm.config.dim)  # (L, H, T, D)
-    bias, mlp, values = [], [], []
+    bias, mlp, attn_scale, mlp_scale, values = [], [], [], [], []
     for layer, block in enumerate(tm.model.blocks):
-        attn = block.attn
+        attn, (attn_norm, mlp_norm) = block.attn, _out_norms(block)
         heads[layer] = torch.einsum("htk,dhk->htd", site("head", layer), head_projection(tm, layer))  # (H, T, D)
-        bias.append(attn.proj.bias if attn.proj.bias is not None else first.new_zeros(attn.dim))
+        b = attn.proj.bias if attn.proj.bias is not None else first.new_zeros(attn.dim)  # (D,)
+        attn_scale.append(frozen_scale(attn_norm, heads[layer].sum(0) + b))  # (T, D): of the whole output a_i
+        heads[layer] *= attn_scale[-1]
+        bias.append(b * attn_scale[-1])  # (T, D)
         mid = site("mid", layer)  # (T, D): the MLP's input is norm2(mid); an attention-only block has none
-        mlp.append(block.mlp(block.norm2(mid[None]))[0] if block.mlp is not None else torch.zeros_like(mid))
+        m = block.mlp(block.norm2(mid[None]))[0] if block.mlp is not None else torch.zeros_like(mid)
+        mlp_scale.append(frozen_scale(mlp_norm, m))
+        mlp.append(m * mlp_scale[-1])
         v = attn.project_qkv(block.norm1(site("pre", layer)[None]))[2]  # (1, H_kv, T, Dh): rotary turns q, k only
         values.append(attn.expand_kv(v)[0])  # (H, T, Dh)
     return Decomposition(
@@ -118,6 +156,8 @@ def decompose(tm: TextModel, ids: Sequence[int]) -> Decomposition:
         heads=heads,
         attn_bias=torch.stack(bias),
         mlp=torch.stack(mlp),
+        attn_scale=torch.stack(attn_scale),
+        mlp_scale=torch.stack(mlp_scale),
         residual=torch.stack([site("pre", 0), *(site("post", layer) for layer in range(layers))]),
         mid=torch.stack([site("mid", layer) for layer in range(layers)]),
         head_out=torch.stack([site("head", layer) for layer in range(layers)]),
@@ -128,9 +168,11 @@ def decompose(tm: TextModel, ids: Sequence[int]) -> Decomposition:
 
 def token_writes(tm: TextModel, dec: Decomposition, layer: int, queries: slice = slice(None)) -> Tensor:
     """What each key j writes into query i's residual at ``layer``, summed over heads: ``[Q, T, D]`` for the
-    ``queries`` rows, ``Σ_h a_ij^h · v_j^h W_O^h``. Summed over j it is ``heads[layer].sum(0)`` (never stored)."""
+    ``queries`` rows, ``(Σ_h a_ij^h · v_j^h W_O^h) ⊙ attn_scale_i``. Summed over j it is ``heads[layer].sum(0)``
+    (never stored)."""
     vo = torch.einsum("hjk,dhk->hjd", dec.values[layer], head_projection(tm, layer))  # (H, T, D): v_j W_O^h
-    return torch.einsum("hij,hjd->ijd", dec.weights[layer, :, queries], vo)  # (Q, T, D)
+    writes = torch.einsum("hij,hjd->ijd", dec.weights[layer, :, queries], vo)  # (Q, T, D)
+    return writes * dec.attn_scale[layer, queries, None]  # the query's frozen norm, the same for every key
 
 
 def proximity(parts: Tensor, whole: Tensor) -> Tensor:
@@ -168,7 +210,7 @@ def importance(tm: TextModel, dec: Decomposition) -> Importance:
                 [
                     dec.residual[layer, rows][:, None],  # (Q, 1, D)
                     token_writes(tm, dec, layer, rows),  # (Q, T, D)
-                    dec.attn_bias[layer].expand_as(y)[:, None],  # (Q, 1, D)
+                    dec.attn_bias[layer, rows, None],  # (Q, 1, D)
                 ],
                 dim=1,
             )  # (Q, T + 2, D)
@@ -261,7 +303,7 @@ class EdgeHeads:
     """Per head of one layer, for the edge key → query: three views, and their rank correlations."""
 
     weight: np.ndarray  # [H] a_ij: the attention weight
-    norm: np.ndarray  # [H] ‖a_ij · v_j W_O^h‖₂: the size of what the edge writes
+    norm: np.ndarray  # [H] ‖a_ij · v_j W_O^h ⊙ attn_scale_i‖₂: the size of what the edge writes
     share: np.ndarray  # [H] the head's piece's proximity share of query i's attention update
     effect: np.ndarray  # [H] the target's logit change when only this piece is removed (see :func:`edge_heads`)
     correlations: dict[str, float]  # Spearman ρ of each pair of views, over heads ("weight~norm", …)
@@ -315,9 +357,10 @@ def edge_heads(tm: TextModel, dec: Decomposition, layer: int, query: int, key: i
     query, key, target = query % n, key % n, position(target, n)
     a = dec.weights[layer, :, query, key]  # (H,)
     pieces = a[:, None] * dec.values[layer, :, key]  # (H, Dh): what each head reads from the key
-    writes = torch.einsum("hk,dhk->hd", pieces, head_projection(tm, layer))  # (H, D)
+    writes = torch.einsum("hk,dhk->hd", pieces, head_projection(tm, layer)) * dec.attn_scale[layer, query]  # (H, D)
     y = dec.mid[layer, query]
-    share = _shares(proximity(torch.cat([dec.residual[layer, query][None], writes, dec.attn_bias[layer][None]]), y))
+    parts = torch.cat([dec.residual[layer, query][None], writes, dec.attn_bias[layer, query][None]])  # (H + 2, D)
+    share = _shares(proximity(parts, y))
     base = dec.head_out[layer]  # (H, T, Dh)
     removed = base.clone()
     removed[:, query] -= pieces
@@ -366,7 +409,7 @@ def frozen_norm(tm: TextModel, final: Tensor, parts: Tensor) -> Tensor:
     every part of ``final`` it gives ``norm(final)`` minus β exactly."""
     norm = tm.model.norm
     if isinstance(norm, RMSNorm):
-        return parts * torch.rsqrt(final.pow(2).mean() + norm.eps) * norm.weight
+        return parts * frozen_scale(norm, final)
     if isinstance(norm, LayerNorm):
         centred = parts - parts.mean(dim=-1, keepdim=True)
         return centred * torch.rsqrt(final.var(unbiased=False) + norm.eps) * norm.weight

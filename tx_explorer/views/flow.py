@@ -55,7 +55,7 @@ def analyse(tm: TextModel, text: str) -> Analysis:
     enc = tm.encode(text, limit=LIMIT)
     ids = hs.encode(tm, text, LIMIT)
     dec = flow.decompose(tm, ids)
-    rebuilt = dec.embed + (dec.heads.sum(1) + dec.attn_bias[:, None] + dec.mlp).cumsum(0)  # (L, T, D)
+    rebuilt = dec.embed + (dec.heads.sum(1) + dec.attn_bias + dec.mlp).cumsum(0)  # (L, T, D)
     diff = (rebuilt - dec.residual[1:]).abs().amax(-1)  # (L, T): float32 rounding grows with the residual's size
     return Analysis(
         ids=ids,
