@@ -169,7 +169,7 @@ def _png(codes: np.ndarray, scale: list[list]) -> str:
             b"\x89PNG\r\n\x1a\n",
             chunk(b"IHDR", struct.pack(">IIBBBBB", cols, rows, 8, 3, 0, 0, 0)),  # 8-bit palette indices
             chunk(b"PLTE", (palette * 255).round().astype(np.uint8).tobytes()),
-            chunk(b"IDAT", zlib.compress(scanlines.tobytes(), 6)),
+            chunk(b"IDAT", zlib.compress(scanlines.tobytes(), 1)),  # level 1: 10× faster than 6 on a grid, 20 % larger
             chunk(b"IEND", b""),
         ]
     )
