@@ -155,7 +155,7 @@ INPUTS: dict[str, tuple[str, Act]] = {
     "self_attention": ("press Shuffle", click(".st-key-shuffle button")),
     "masks": ("type a sentence + Enter", type_text(".st-key-sentence input", _sentences("the cat sat on the mat"))),
     "multihead": (
-        "type a text + Ctrl+Enter (tiny-gpt)",
+        "type a text + Ctrl+Enter (SmolLM2, the default)",
         type_text(
             '[class*="st-key-mh_text_"] textarea',
             _sentences("Return a new list containing all items from the iterable"),
