@@ -74,6 +74,15 @@ def typed_section(bundle: view.MoEBundle) -> None:
         st.caption(T("gates_caption"))
 
 
+def show_statistics(stats: view.Statistics, *beside: view.Panel) -> None:
+    """A routing statistics table per layer, its caption, the load map (``beside`` it: more panels), the entropies."""
+    st.dataframe(pd.DataFrame(stats.stats, index=stats.layers).style.format("{:.3f}"))
+    st.caption(stats.caption)
+    ui.row(stats.load, *beside)
+    ui.show(stats.entropy)
+    st.markdown(T("entropy_caption"))
+
+
 @st.fragment
 def heldout_section(bundle: view.MoEBundle) -> None:
     """4. Held-out statistics per layer, computed when opened."""
@@ -90,13 +99,9 @@ def heldout_section(bundle: view.MoEBundle) -> None:
                 key=("moe_heldout", bundle.text.name),
             )
             held = view.HELDOUT.compute(bundle, routed, **values, lang=LANG)
-            st.dataframe(pd.DataFrame(held.stats, index=held.layers).style.format("{:.3f}"))
-            st.caption(held.caption)
-            ui.row(held.load, held.drops)
-            ui.show(held.entropy)
-            st.markdown(T("entropy_caption"))
-
-            layer = st.selectbox(T("layer_select"), range(len(held.layers)), format_func=held.layers.__getitem__)
+            show_statistics(held.statistics, held.drops)
+            layers = held.statistics.layers
+            layer = st.selectbox(T("layer_select"), range(len(layers)), format_func=layers.__getitem__)
             cooc, experts = view.layer(bundle, routed[0][layer], lang=LANG)
             c = st.columns(2)
             with c[0]:
@@ -109,8 +114,37 @@ def heldout_section(bundle: view.MoEBundle) -> None:
                 st.caption(T("spec_caption"))
 
 
+@st.fragment
+def checkpoint_section() -> None:
+    """5. A checkpoint with routed experts (gpt-oss): the held-out section's statistics on one text."""
+    if not (box := ui.lazy_section(T, "ckpt", key="moe_open_ckpt", intro=False)):
+        return
+    with box, ui.friendly_errors():
+        st.markdown(T("ckpt_intro", tokens=view.CHECKPOINT_TOKENS))
+        if not (routed := view.routed_checkpoints()):
+            st.info(T("ckpt_none"))
+        st.session_state.setdefault("moe_ckpt_model", next(iter(routed), ui.FOLDER))  # the first with experts
+        if (name := ui.text_model_picker(T("ckpt_model"), "moe_ckpt_model", kind="causal")) is None:
+            return
+        tm = ui.cached_model(name)
+        if not view.has_experts(tm):
+            st.info(T("ckpt_dense"))
+            return
+        text = st.text_area(T("ckpt_text", tokens=view.CHECKPOINT_TOKENS), key="moe_ckpt_text", max_chars=20_000)
+        job = lambda report: view.checkpoint(tm, text, lang=LANG)  # noqa: E731
+        shown = ui.remembered_job(job, label=T("ckpt_working"), key=("moe_ckpt", name, text, LANG))
+        st.markdown(shown.about)
+        show_statistics(shown.statistics)
+        layers = shown.statistics.layers
+        layer = st.selectbox(T("ckpt_layer"), range(len(layers)), key="moe_ckpt_layer", format_func=layers.__getitem__)
+        if (cooc := view.cooccurrence(shown.tables[layer], view.CHECKPOINT_KEY, lang=LANG)) is not None:
+            ui.show(cooc)
+            st.caption(T("cooc_caption"))
+
+
 cost_section(bundle.config if bundle is not None else view.MoEConfig(), bundle)
 if bundle is not None:
     loss_section(bundle)
     typed_section(bundle)
     heldout_section(bundle)
+checkpoint_section()

@@ -357,6 +357,8 @@ FOLDER_BOX = W("text_input", "mh_model_folder")
 GOOD_FOLDER = str(BYOC / "roots" / "qwen2")
 PICK_FOLDER = ((W("selectbox", "mh_model"), ui.FOLDER), (FOLDER_BOX, GOOD_FOLDER))
 NOT_ALLOWED = ("error", "this folder cannot be opened")
+MOE_FOLDER_BOX = W("text_input", "moe_ckpt_model_folder")  # the MoE page's checkpoint with routed experts
+MOE_PICK_FOLDER = ((W("selectbox", "moe_ckpt_model"), ui.FOLDER),)
 FOLDERS = {  # name → (typed path, expected outcome)
     "qwen2": (GOOD_FOLDER, ("chart", "8 query heads share 2 key/value heads")),
     "outside-existing": (str(BYOC / "outside"), NOT_ALLOWED),
@@ -534,6 +536,18 @@ CASES: list[Case] = [
     ),
     *declared_cases(moe_view.HELDOUT, "moe_drop"),
     *number_cases("moe", "moe_tokens"),
+    # the checkpoint section's folder box (no checkpoint with routed experts is cached here): a dense model is told what
+    # the section needs, an empty box asks for a path, a folder outside the roots is refused as on the multi-head page
+    *[
+        Case("moe", f"ckpt-folder-{name}", ((MOE_FOLDER_BOX, path),), *outcome, prepare=MOE_PICK_FOLDER)
+        for name, (path, outcome) in {
+            "dense": (GOOD_FOLDER, ("info", "MLPs are dense (it has no router)")),
+            "empty": ("", ("info", "Type the path of a checkpoint folder")),
+            "html": (HTML, NOT_ALLOWED),
+            "outside-system": ("/etc", NOT_ALLOWED),
+            "not-a-model": (str(BYOC / "roots" / "empty"), ("error", "config.json is missing")),
+        }.items()
+    ],
     # norms: the vector, γ, β and ε, the identity argument, the MLP (declared); markup in the vectors; the sentence;
     # every number at once
     *declared_cases(

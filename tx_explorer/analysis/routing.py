@@ -219,14 +219,15 @@ def moe_flops_per_token(cfg: MoEConfig, context: int | None = None) -> dict[str,
 def layer_statistics(
     table: RoutingTable, capacity_factor: float | None, group_size: int | None = None
 ) -> dict[str, float]:
-    """Every scalar statistic of one layer's routing (see the functions above), drop rate at ``capacity_factor``."""
+    """Every scalar statistic of one layer's routing (see the functions above), drop rate at ``capacity_factor``
+    (left out for None: routing without a capacity, as gpt-oss's, has no drops to count)."""
     probs, chosen = table.flat()
     e, k = table.num_experts, table.top_k
     cv, peak = load_imbalance(expert_counts(chosen, e))
-    stats = {
-        "cv": cv,
-        "max_over_mean": peak,
-        "drop_rate": drop_rate(probs, k, capacity_factor, group_size),
+    stats = {"cv": cv, "max_over_mean": peak}
+    if capacity_factor is not None:
+        stats["drop_rate"] = drop_rate(probs, k, capacity_factor, group_size)
+    stats |= {
         "token_entropy": token_entropy(probs.double()).mean().item(),
         "marginal_entropy": marginal_entropy(probs),
         "ln_e": math.log(e),

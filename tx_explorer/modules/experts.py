@@ -2,8 +2,11 @@
 
 The router is a biased ``Linear(D, E)``; the k highest-scoring experts of a token are kept and their scores
 renormalised into gates that sum to 1 (:func:`~tx_explorer.modules.moe.route`: a softmax over all E followed by
-renormalising the top k equals gpt-oss's softmax over the top k logits). Each expert is a SwiGLU variant with
-biases and two clamps, which keep a single activation from growing without bound:
+renormalising the top k equals gpt-oss's softmax over the top k logits, since p_i / Σ_top-k p_j = e^{s_i} / Σ_top-k
+e^{s_j}). With a trace, the router's probabilities over all E experts are recorded as the MoE layer records them
+(kind "router", see :class:`~tx_explorer.modules.moe.MoE`), so that gpt-oss's routing is read as tiny-moe's.
+
+Each expert is a SwiGLU variant with biases and two clamps, which keep a single activation from growing without bound:
 
     gate = min(W₁x + b₁, L),  up = clamp(W₂x + b₂, −L, L),  expert(x) = W₃ · ((up + 1) ⊙ gate ⊙ σ(α·gate)) + b₃
 
@@ -48,7 +51,21 @@ class ClampedSwiGLUExperts(nn.Module):
         """``x [B, N, D]`` → ``[B, N, D]``: each token the gated sum of its k experts' outputs."""
         b, n, d = x.shape
         flat = x.reshape(b * n, d)  # (T, D)
-        routing = route(torch.softmax(self.router(flat), dim=-1), self.top_k)  # chosen, gates: (T, k)
+        probs = torch.softmax(self.router(flat), dim=-1)  # (T, E)
+        routing = route(probs, self.top_k)  # chosen, gates: (T, k)
+        if trace is not None:
+            # probs: the softmax over all E scores, which gpt-oss never forms (it softmaxes only the k it keeps);
+            # the gates are its softmax over the k chosen scores, the same numbers as route's renormalised top k.
+            # No capacity: gpt-oss drops nothing. No auxiliary losses: they matter only to training.
+            trace.add(
+                "router",
+                probs.view(b, 1, n, -1),  # (B, 1, N, E): "queries" = tokens, "keys" = experts
+                name="router",
+                chosen=routing.chosen.view(b, n, self.top_k).cpu(),
+                gates=routing.gates.detach().view(b, n, self.top_k).float().cpu(),
+                dropped=(~routing.kept).view(b, n, self.top_k).cpu(),
+                capacity=None,
+            )
         out = torch.zeros_like(flat)
         for e in routing.chosen.unique().tolist():  # only the experts some token chose run
             token, slot = torch.where(routing.chosen == e)

@@ -1,8 +1,10 @@
 """Mixture of Experts page (lecture §8.4): cost (parameters ×E, compute ×k), dense vs MoE curves, the experts of
-typed text, held-out routing statistics per layer."""
+typed text, held-out routing statistics per layer, and the same statistics for a checkpoint with routed experts
+(gpt-oss)."""
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -10,12 +12,14 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from tx_explorer import locales, models
-from tx_explorer.analysis import params, routing, spread
+from tx_explorer import locales, models, paths
+from tx_explorer.analysis import atlas, params, routing, spread
 from tx_explorer.families import variants
 from tx_explorer.families.moe import RETRAIN as RETRAIN  # how to build the bundle (the page says it)
 from tx_explorer.families.moe import MoEBundle
+from tx_explorer.families.text import TextModel
 from tx_explorer.modules.moe_lm import MoEConfig as MoEConfig  # the cost section's default without a bundle
+from tx_explorer.trace import Trace
 from tx_explorer.views import Panel, corpus_note, texts
 from tx_explorer.views.inputs import Choice, Number, Real, Section, Text
 from tx_explorer.viz import moe as vm
@@ -251,13 +255,53 @@ def heldout_routing(bundle: MoEBundle) -> tuple[list[routing.RoutingTable], list
 
 
 @dataclass(frozen=True)
-class Heldout:
+class Statistics:
     stats: dict[str, list[float]]  # per statistic (translated), one value per layer
     layers: list[str]  # row names
     caption: str
-    load: Panel  # each expert's load relative to the layer's mean
-    drops: Panel  # drop rate against the capacity factor
+    load: Panel  # each expert's load relative to the layer's mean (the counts behind it: ``[L, E]``)
     entropy: Panel  # token and marginal routing entropy against ln E
+
+
+def statistics(
+    tables: Sequence[routing.RoutingTable],
+    factor: float | None = None,
+    group_size: int | None = None,
+    *,
+    key: str = "moe",
+    lang: str = "en",
+) -> Statistics:
+    """Every layer's routing statistics (:func:`tx_explorer.analysis.routing.layer_statistics`), E and k read from
+    the tables; the drop rate only at a capacity ``factor`` (None: routing without a capacity has none). ``key``
+    prefixes the panels' keys, so that two sections of one page can show their own."""
+    T, words = texts(PAGE, lang), _words(lang)
+    e, k = tables[0].num_experts, tables[0].top_k
+    per = [routing.layer_statistics(t, factor, group_size) for t in tables]
+    stats = {T(f"stat_{name}"): [float(s[name]) for s in per] for name in per[0]}
+    first, any_ = routing.repetition_baseline(e, k)
+    caption = T("stats_caption", ln_e=f"{math.log(e):.3f}", first=f"{first:.3f}", any=f"{any_:.3f}")
+    loads = routing.load_matrix(tables).double()  # (L, E) assignments
+    relative = (loads / loads.mean(dim=1, keepdim=True)).numpy()
+    entropy = vm.entropy_bars(
+        [x["token_entropy"] for x in per],
+        [x["marginal_entropy"] for x in per],
+        math.log(e),
+        title=T("entropy_title"),
+        words=words,
+    )
+    return Statistics(
+        stats,
+        [T("layer", i=i) for i in range(len(per))],
+        caption,
+        Panel(f"{key}_load", vm.load_heatmap(relative, title=T("load_title"), words=words), loads.numpy()),
+        Panel(f"{key}_entropy", entropy),
+    )
+
+
+@dataclass(frozen=True)
+class Heldout:
+    statistics: Statistics  # per layer, at the capacity factor
+    drops: Panel  # drop rate against the capacity factor
 
 
 def heldout(
@@ -270,40 +314,25 @@ def heldout(
     """Held-out statistics per layer at one capacity factor; ``routed`` is :func:`heldout_routing`'s result
     (default: the bundled model, its held-out windows routed here)."""
     bundle = bundle or shipped()
-    routed = routed or heldout_routing(bundle)
-    T, cfg, words = texts(PAGE, lang), bundle.config, _words(lang)
-    tables, drop_table = routed
-    per = [routing.layer_statistics(t, factor, bundle.group_size) for t in tables]
-    stats = {T(f"stat_{key}"): [float(s[key]) for s in per] for key in per[0]}
-    first, any_ = routing.repetition_baseline(cfg.num_experts, cfg.top_k)
-    caption = T("stats_caption", ln_e=f"{math.log(cfg.num_experts):.3f}", first=f"{first:.3f}", any=f"{any_:.3f}")
-    loads = routing.load_matrix(tables).double()  # (L, E) assignments
-    relative = (loads / loads.mean(dim=1, keepdim=True)).numpy()
+    tables, drop_table = routed or heldout_routing(bundle)
     drops = np.array(drop_table)
-    entropy = vm.entropy_bars(
-        [x["token_entropy"] for x in per],
-        [x["marginal_entropy"] for x in per],
-        math.log(cfg.num_experts),
-        title=T("entropy_title"),
-        words=words,
-    )
-    return Heldout(
-        stats,
-        [T("layer", i=i) for i in range(len(per))],
-        caption,
-        Panel("moe_load", vm.load_heatmap(relative, title=T("load_title"), words=words), loads.numpy()),
-        Panel("moe_drop", vm.drop_curves(FACTORS, drops, current=factor, title=T("drop_title"), words=words), drops),
-        Panel("moe_entropy", entropy),
+    fig = vm.drop_curves(FACTORS, drops, current=factor, title=texts(PAGE, lang)("drop_title"), words=_words(lang))
+    return Heldout(statistics(tables, factor, bundle.group_size, lang=lang), Panel("moe_drop", fig, drops))
+
+
+def cooccurrence(table: routing.RoutingTable, key: str = "moe", *, lang: str = "en") -> Panel | None:
+    """Which experts one layer chooses together (first × second choice), or None when k = 1."""
+    if table.top_k < 2:
+        return None
+    co = routing.cooccurrence(table.chosen, table.num_experts).numpy()
+    return Panel(
+        f"{key}_cooc", vm.cooccurrence_heatmap(co, title=texts(PAGE, lang)("cooc_title"), words=_words(lang)), co
     )
 
 
 def layer(bundle: MoEBundle, table: routing.RoutingTable, *, lang: str = "en") -> tuple[Panel | None, list[dict]]:
     """One layer: which experts are chosen together (top-k ≥ 2) and the tokens each expert takes most."""
     T = texts(PAGE, lang)
-    cooc = None
-    if table.top_k >= 2:
-        co = routing.cooccurrence(table.chosen, table.num_experts).numpy()
-        cooc = Panel("moe_cooc", vm.cooccurrence_heatmap(co, title=T("cooc_title"), words=_words(lang)), co)
     spec = routing.specialisation(
         table.chosen[..., 0].reshape(-1), bundle.heldout.reshape(-1), table.num_experts, top=6
     )
@@ -315,12 +344,68 @@ def layer(bundle: MoEBundle, table: routing.RoutingTable, *, lang: str = "en") -
         }
         for e, toks in enumerate(spec)
     ]
-    return cooc, rows
+    return cooccurrence(table, lang=lang), rows
+
+
+# ---- a checkpoint's routed experts (gpt-oss): the held-out section's statistics on one text --------------------------
+CHECKPOINT_TOKENS = 128  # the default text: the bundled corpus's first tokens
+CHECKPOINT_LIMIT = 512  # tokens of a typed text routed at most (a real gpt-oss is billions of parameters on a CPU)
+CHECKPOINT_KEY = "moe_ckpt"  # its panels' keys, apart from the held-out section's
+
+
+def routed_checkpoints() -> dict[str, str]:
+    """The checkpoints cached on this machine whose ``config.json`` declares routed experts (``num_local_experts``,
+    gpt-oss's key): folder → repository. Reads only the small config files."""
+    found = {}
+    for c in paths.cached_checkpoints():
+        try:
+            config = json.loads((c.path / "config.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):  # a GGUF file, or a config that cannot be read: no experts declared
+            continue
+        if isinstance(config, dict) and config.get("num_local_experts"):
+            found[str(c.path)] = c.repo
+    return found
+
+
+def has_experts(tm: TextModel) -> bool:
+    """Whether the model's MLPs are routed experts (its config's ``mlp``, as :func:`~tx_explorer.modules.block.make_mlp`
+    builds them)."""
+    return tm.config.mlp == "experts"
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    about: str  # E, k, layers and tokens routed (and whether the text was cut); no capacity
+    tables: list[routing.RoutingTable]  # one per layer, the text as one sequence
+    statistics: Statistics
+
+
+def checkpoint(tm: TextModel, text: str = "", *, lang: str = "en") -> Checkpoint:
+    """Route ``text`` (empty: the first :data:`CHECKPOINT_TOKENS` tokens of the bundled corpus) through a model with
+    routed experts (:func:`has_experts`; another has no router records, a LookupError), and every layer's statistics
+    as the held-out section computes them, without a drop rate: the model routes without a capacity."""
+    T, cfg = texts(PAGE, lang), tm.config
+    words = []
+    if text.strip():
+        enc = tm.encode(text, limit=CHECKPOINT_LIMIT)
+        ids = enc.ids
+        if enc.truncated:
+            words.append(T("truncated", n=enc.num_tokens, max=len(ids)))
+    else:
+        ids = atlas.corpus_ids(tm, min(CHECKPOINT_TOKENS, tm.max_len))
+    trace = Trace()
+    tm.run(ids, trace=trace)
+    tables = routing.routing_tables(trace)
+    k = cfg.experts_per_token
+    words.append(T("ckpt_about", e=cfg.num_experts, k=k, layers=len(tables), tokens=len(ids), assignments=len(ids) * k))
+    about = ("" if lang == "zh" else " ").join(words)  # Chinese sentences run on without spaces
+    return Checkpoint(about, tables, statistics(tables, key=CHECKPOINT_KEY, lang=lang))
 
 
 # The sections with a fixed set of inputs (widget keys <prefix>_<name>): the cost of E experts with top-k (on the
 # page, of the bundled model's config), the training curves' axis, the typed text, the held-out statistics' capacity
-# factor. The held-out section's layer picker stays plain: its options are the bundle's layers.
+# factor. The held-out section's layer picker stays plain: its options are the bundle's layers; so does the checkpoint
+# section: its model is the visitor's pick, none by default.
 COST = Section(
     PAGE,
     "moe_cost",
