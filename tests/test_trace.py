@@ -47,3 +47,13 @@ def test_record_validation():
         Trace().add("bogus", torch.zeros(1, 1, 1, 1))
     with pytest.raises(ValueError, match="B, H, Nq, Nk"):
         Trace().add("self", torch.zeros(2, 2))
+
+
+def test_stack_without_a_kind_keeps_the_maps_and_leaves_router_probabilities_out() -> None:
+    """A mixture of experts records its router ([B, 1, T, E]) beside the maps ([B, H, T, T]): the maps stack alone."""
+    trace = Trace()
+    for layer in range(2):
+        trace.scope(f"blocks.{layer}", layer=layer).add("causal", torch.rand(1, 4, 5, 5), "attn")
+        trace.scope(f"blocks.{layer}", layer=layer).add("router", torch.rand(1, 1, 5, 8), "router")
+    assert trace.stack().shape == (2, 1, 4, 5, 5)
+    assert trace.stack(kind="router").shape == (2, 1, 1, 5, 8)

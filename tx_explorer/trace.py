@@ -91,8 +91,9 @@ class Trace:
         return [r for r in self.records if (kind is None or r.kind == kind) and name_contains in r.name]
 
     def stack(self, kind: Kind | None = None, name_contains: str = "") -> Tensor:
-        """The selected records' weights stacked by layer: ``[L, B, H, Nq, Nk]``."""
-        chosen = self.select(kind, name_contains)
+        """The selected records' weights stacked by layer: ``[L, B, H, Nq, Nk]``. With no ``kind``, every attention
+        map: a mixture of experts' router probabilities (``[B, 1, T, E]``, kind "router") are not maps."""
+        chosen = [r for r in self.select(kind, name_contains) if kind is not None or r.kind != "router"]
         if not chosen:
             raise LookupError(f"no attention records of kind {kind!r} containing {name_contains!r}")
         return torch.stack([r.weights for r in chosen])
