@@ -45,12 +45,12 @@ FIGURES = {
 
 
 def strings(spec: object) -> Iterator[str]:
-    """Every string of a figure's JSON that a reader sees (binary arrays' base64 left out)."""
+    """Every string of a figure's JSON that a reader sees (binary arrays' and images' base64 left out)."""
     if isinstance(spec, str):
         yield spec
     elif isinstance(spec, dict):
         for key, value in spec.items():
-            if key != "bdata":
+            if key not in ("bdata", "source"):  # "source": an image trace's data URI (a mosaic's PNG)
                 yield from strings(value)
     elif isinstance(spec, list | tuple):
         for value in spec:

@@ -42,7 +42,7 @@ def test_multihead_first_load(multihead) -> None:
     specs = plotly_specs(multihead)
     assert len(specs) == 1  # only the chosen view (the grid) is built and sent
     grid = specs[0]["data"][0]
-    assert grid["type"] == "heatmap" and grid["z"]["dtype"] == "u1"  # quantised thumbnails
+    assert grid["type"] == "image" and grid["source"].startswith("data:image/png;base64,")  # quantised thumbnails
     default = models.available_models("text")[0]  # the real LLM, SmolLM2, where its package is installed
     assert multihead.selectbox(key="mh_model").value == default == "smollm2-135m-instruct"
     assert {"tiny-gpt", "tiny-llama"} <= set(multihead.selectbox(key="mh_model").options)
