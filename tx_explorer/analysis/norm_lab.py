@@ -18,11 +18,12 @@ from torch import Tensor, nn
 from tx_explorer import masks
 from tx_explorer.analysis import params
 from tx_explorer.analysis.operator_lab import parse_matrix
-from tx_explorer.analysis.seeding import randn, seeded_init, skip_init
+from tx_explorer.analysis.seeding import randn, seeded_init
 from tx_explorer.config import TransformerConfig
 from tx_explorer.errors import InputError
 from tx_explorer.families.text import TextModel
 from tx_explorer.modules.block import TransformerBlock, make_mlp
+from tx_explorer.modules.init import skip_init
 from tx_explorer.modules.transformer import CausalLM
 
 

@@ -23,9 +23,9 @@ from typing import Literal
 import torch
 from torch import nn
 
-from tx_explorer.analysis.seeding import skip_init
 from tx_explorer.config import PRESETS, TransformerConfig
 from tx_explorer.modules.block import TransformerBlock, make_norm
+from tx_explorer.modules.init import skip_init
 from tx_explorer.modules.transformer import CausalLM, Encoder
 
 Kind = Literal["causal", "encoder", "encoder-decoder"]

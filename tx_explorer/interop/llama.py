@@ -19,9 +19,9 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from tx_explorer.analysis.seeding import skip_init
 from tx_explorer.config import TransformerConfig
 from tx_explorer.families.text import load_state
+from tx_explorer.modules.init import skip_init
 from tx_explorer.modules.transformer import CausalLM
 
 MODEL_TYPES = ("llama", "qwen2", "mistral")

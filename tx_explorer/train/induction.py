@@ -34,12 +34,13 @@ from torch import Tensor
 
 from tx_explorer import report
 from tx_explorer.analysis import induction as ind
-from tx_explorer.analysis.seeding import seeded_init, skip_init
+from tx_explorer.analysis.seeding import seeded_init
 from tx_explorer.bundle import save_bundle
 from tx_explorer.config import TransformerConfig
 from tx_explorer.data import corpus
 from tx_explorer.families import circuit
 from tx_explorer.families.text import unique_state
+from tx_explorer.modules.init import skip_init
 from tx_explorer.modules.transformer import AttentionOnlyLM
 from tx_explorer.train.common import (
     add_bundle_args,
