@@ -24,6 +24,7 @@ from tx_explorer.config import TransformerConfig
 from tx_explorer.edit import Edit
 from tx_explorer.errors import positive_int
 from tx_explorer.modules.cache import LayerCache
+from tx_explorer.modules.linear import Linear, linear
 from tx_explorer.modules.norms import RMSNorm
 from tx_explorer.modules.positional import ALiBi, RelativePositions, Rotary, YaRNRotary
 from tx_explorer.trace import Kind, Trace
@@ -132,8 +133,8 @@ class MultiHeadAttention(nn.Module):
         self.q_dim = num_heads * self.head_dim  # H·D_H: D itself unless the heads are wider or narrower
         self.kv_dim = num_kv_heads * self.head_dim
         qkv_bias = bias if qkv_bias is None else qkv_bias
-        self.qkv = nn.Linear(dim, self.q_dim + 2 * self.kv_dim, bias=qkv_bias)  # [W_Q W_K W_V]
-        self.proj = nn.Linear(self.q_dim, dim, bias=bias)  # W_O
+        self.qkv = Linear(dim, self.q_dim + 2 * self.kv_dim, bias=qkv_bias)  # [W_Q W_K W_V]
+        self.proj = Linear(self.q_dim, dim, bias=bias)  # W_O
         self.attn_drop = nn.Dropout(dropout)
         self.position = position
         self.scale = scale
@@ -166,8 +167,8 @@ class MultiHeadAttention(nn.Module):
             b_q, b_kv = (
                 self.qkv.bias.split([self.q_dim, 2 * self.kv_dim]) if self.qkv.bias is not None else (None, None)
             )
-            q = F.linear(x, w_q, b_q)
-            k, v = F.linear(context, w_kv, b_kv).split(self.kv_dim, dim=-1)
+            q = linear(x, w_q, b_q)
+            k, v = linear(context, w_kv, b_kv).split(self.kv_dim, dim=-1)
         q, k, v = self._heads(q, self.num_heads), self._heads(k, self.num_kv_heads), self._heads(v, self.num_kv_heads)
         if self.qk_norm is not None:
             q, k = self.qk_norm(q, k)  # (B, H, N, Dh), (B, H_kv, N, Dh)

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor, nn
-from torch.nn import functional as F
 
+from tx_explorer.modules.linear import linear
 from tx_explorer.modules.moe import route
 from tx_explorer.trace import Trace
 
@@ -43,9 +43,9 @@ class ClampedSwiGLUExperts(nn.Module):
 
     def expert(self, e: int, x: Tensor) -> Tensor:
         """Expert ``e`` on tokens ``x [T, D]`` → ``[T, D]``."""
-        gate = F.linear(x, self.w1[e], self.b1[e]).clamp(max=self.limit)  # (T, hidden)
-        up = F.linear(x, self.w2[e], self.b2[e]).clamp(-self.limit, self.limit)
-        return F.linear((up + 1) * gate * torch.sigmoid(self.alpha * gate), self.w3[e], self.b3[e])
+        gate = linear(x, self.w1[e], self.b1[e]).clamp(max=self.limit)  # (T, hidden)
+        up = linear(x, self.w2[e], self.b2[e]).clamp(-self.limit, self.limit)
+        return linear((up + 1) * gate * torch.sigmoid(self.alpha * gate), self.w3[e], self.b3[e])
 
     def forward(self, x: Tensor, trace: Trace | None = None) -> Tensor:
         """``x [B, N, D]`` → ``[B, N, D]``: each token the gated sum of its k experts' outputs."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from torch import Tensor, nn
 from torch.nn import functional as F
 
+from tx_explorer.modules.linear import Linear
 from tx_explorer.trace import Trace
 
 ACTIVATIONS = {
@@ -23,9 +24,9 @@ class MLP(nn.Module):
         super().__init__()
         if activation not in ACTIVATIONS:
             raise ValueError(f"unknown activation {activation!r}; choose one of {sorted(ACTIVATIONS)}")
-        self.fc1 = nn.Linear(dim, hidden, bias=bias)
+        self.fc1 = Linear(dim, hidden, bias=bias)
         self.act = ACTIVATIONS[activation]()
-        self.fc2 = nn.Linear(hidden, dim, bias=bias)
+        self.fc2 = Linear(hidden, dim, bias=bias)
         self.drop = nn.Dropout(dropout)
 
     def forward(self, x: Tensor, trace: Trace | None = None) -> Tensor:
@@ -37,9 +38,9 @@ class SwiGLU(nn.Module):
 
     def __init__(self, dim: int, hidden: int, *, bias: bool = False, dropout: float = 0.0) -> None:
         super().__init__()
-        self.w1 = nn.Linear(dim, hidden, bias=bias)  # gate
-        self.w2 = nn.Linear(dim, hidden, bias=bias)  # value
-        self.w3 = nn.Linear(hidden, dim, bias=bias)  # output
+        self.w1 = Linear(dim, hidden, bias=bias)  # gate
+        self.w2 = Linear(dim, hidden, bias=bias)  # value
+        self.w3 = Linear(hidden, dim, bias=bias)  # output
         self.drop = nn.Dropout(dropout)
 
     @staticmethod

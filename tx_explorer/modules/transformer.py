@@ -15,6 +15,7 @@ from tx_explorer.errors import InputError, positive_int
 from tx_explorer.modules.attention import SoftCap
 from tx_explorer.modules.block import AttentionOnlyBlock, TransformerBlock, make_norm
 from tx_explorer.modules.cache import KVCache
+from tx_explorer.modules.linear import Linear
 from tx_explorer.modules.norms import LayerNorm
 from tx_explorer.modules.positional import LearnedPositions, SinusoidalPositions
 from tx_explorer.trace import Kind, Trace, scoped
@@ -121,7 +122,7 @@ class CausalLM(Stack):
 
     def __init__(self, cfg: TransformerConfig) -> None:
         super().__init__(cfg)
-        self.head = nn.Linear(cfg.dim, cfg.vocab_size, bias=False)
+        self.head = Linear(cfg.dim, cfg.vocab_size, bias=False)
         if cfg.tie_embeddings:
             self.head.weight = self.embed.tok_embed.weight
         self.logit_cap = None if cfg.final_softcap is None else SoftCap(cfg.final_softcap)  # Gemma 2's c·tanh(z / c)
