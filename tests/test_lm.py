@@ -423,3 +423,22 @@ def test_token_labels_are_escaped_once_in_the_language_pages_heatmaps():
     for fig in (view.causal(r).mask.figure, view.embeddings(r, 8).figure):
         shown = fig.to_json()
         assert "&lt;" in shown and "&amp;lt;" not in shown
+
+
+def test_weight_tying_is_read_from_the_tensors(tiny: TextModel) -> None:
+    from types import SimpleNamespace
+
+    from tx_explorer.analysis.lm import tied_output
+
+    def model(head: torch.Tensor, embed: torch.Tensor) -> SimpleNamespace:
+        inner = SimpleNamespace(
+            head=SimpleNamespace(weight=head), embed=SimpleNamespace(tok_embed=SimpleNamespace(weight=embed))
+        )
+        return SimpleNamespace(model=inner)
+
+    w = torch.randn(5, 3)
+    assert tied_output(model(w, w))  # one parameter
+    assert tied_output(model(w.clone(), w))  # two copies of the same numbers (a file that stores both)
+    assert not tied_output(model(w + 1, w))
+    assert not tied_output(model(torch.randn(5, 4), w))
+    assert tied_output(tiny) == (tiny.model.head.weight is tiny.model.embed.tok_embed.weight)
