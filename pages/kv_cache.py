@@ -22,9 +22,17 @@ def sharing(name: str, tokens: int, window: int) -> list[view.kv.SharingRow]:  #
     return view.sharing(ui.cached_model(name), tokens, window)
 
 
+@st.cache_resource(show_spinner=False)
+def _last() -> dict:
+    """The last decoding per model, shared by every session: a server's prefix cache for the next prompt."""
+    return {}
+
+
 @st.cache_data(max_entries=64, show_spinner=False)  # numbers only (figures would cost more to unpickle than make)
 def decoding(name: str, prompt: str, new_tokens: int) -> view.kv.Decoding:
-    return view.decoding(ui.cached_model(name), prompt, new_tokens)
+    found = view.decoding(ui.cached_model(name), prompt, new_tokens, reuse=_last().get(name))
+    _last()[name] = found
+    return found
 
 
 @st.cache_data(max_entries=8, show_spinner=False)  # fewer: each keeps two caches of about 19 MB (Gemma 3)

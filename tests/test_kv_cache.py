@@ -330,3 +330,60 @@ def test_tiled_io_follows_theorem_2():
 def test_io_rejects_non_positive_sizes():
     with pytest.raises(InputError):
         flash_io.tiled_io(16, 8, 0)
+
+
+# --- a prefix cache: the opening tokens an earlier decoding shares are not run again ---------------------------------
+@pytest.mark.parametrize("shape", ["rotary-gqa", "learned-mha", "gemma3-mixed"])
+def test_reusing_an_earlier_decodings_opening_equals_decoding_afresh(shape):
+    cfg = SHAPES[shape]
+    model = _model(cfg)
+    first = kv.decode(model, [3, 1, 4, 1, 5], 3)  # 7 tokens fed: past gemma3-mixed's window of 5, rows dropped
+    passes: list[int] = []
+    again = kv.decode(model, [3, 1, 4, 2, 6, 5], 4, reuse=first, progress=lambda done, total: passes.append(total))
+    fresh = kv.decode(model, [3, 1, 4, 2, 6, 5], 4)
+    shared = 0 if not first.cache.complete() else 3  # [3, 1, 4] shared; a window that dropped rows: none
+    assert again.reused == shared and again.ids == fresh.ids
+    assert passes[0] == len(fresh.steps) - shared + 1  # the steps not taken over, and the uncached pass
+    assert [s.position for s in again.steps] == [s.position for s in fresh.steps]
+    for a, b in zip(again.steps, fresh.steps):
+        assert (a.rows, a.layer_rows, a.nbytes, a.formula, a.same_next) == (
+            b.rows,
+            b.layer_rows,
+            b.nbytes,
+            b.formula,
+            b.same_next,
+        )
+        assert a.logit_diff <= kv.tolerance(cfg, again.logit_scale)
+    for k, k_fresh in zip(again.cache.keys + again.cache.values, fresh.cache.keys + fresh.cache.values):
+        torch.testing.assert_close(k, k_fresh, rtol=1e-5, atol=1e-5)
+    assert again.cache.seen == fresh.cache.seen
+    assert torch.equal(again.cache.positions, fresh.cache.positions)
+
+
+def test_what_an_earlier_decoding_can_serve():
+    model = _model(SHAPES["rotary-gqa"])
+    first = kv.decode(model, [3, 1, 4, 1, 5], 3)  # ids 3 1 4 1 5 + three greedy tokens, seven fed
+    assert kv.shared_steps(first, [3, 1, 4, 1, 5]) == 4  # the same prompt: its last token is fed again
+    assert kv.shared_steps(first, [*first.ids, 7]) == 7  # past the prompt, into the continuation: every fed token
+    assert kv.shared_steps(first, [2, 1, 4]) == 0 and kv.shared_steps(None, [3, 1]) == 0
+    assert kv.shared_steps(first, [3, 1, 4, 1, 5], prefill=2) == 0  # a prefill reads its tokens in one pass
+    same = kv.decode(model, [3, 1, 4, 1, 5], 3, reuse=first)
+    assert same.ids == first.ids and same.reused == 4
+    window = _model(SHAPES["rotary-window"])  # window 5: after 7 tokens the first rows are gone
+    assert kv.shared_steps(kv.decode(window, [3, 1, 4, 1, 5], 3), [3, 1, 4, 1, 5]) == 0
+
+
+def test_a_cache_prefix_is_what_feeding_the_prefix_leaves():
+    model = _model(SHAPES["rotary-gqa"])
+    full, part = KVCache(), KVCache()
+    with torch.no_grad():
+        model(torch.tensor([[3, 1, 4, 1, 5]]), cache=full)
+        model(torch.tensor([[3, 1]]), cache=part)
+    cut = full.prefix(2)
+    assert cut.seen == 2 and torch.equal(cut.positions, part.positions)
+    for a, b in zip(cut.keys + cut.values, part.keys + part.values):
+        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-6)
+    cut.keys[0].zero_()
+    assert full.keys[0].abs().sum() > 0  # a copy: the cut cache goes on without touching the first
+    with pytest.raises(ValueError):
+        full.prefix(6)

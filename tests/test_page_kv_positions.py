@@ -78,6 +78,13 @@ def test_kv_cache_page_decodes_and_shows_the_cache_growing():
     slider.set_value(2).run()
     assert_clean(at)
     assert any("After step 2: 3 rows per layer" in m.value for m in at.markdown)
+    # a prompt that opens as the last one decoded: those steps come from its cache (a prefix cache), said so
+    at.text_input(key="kv_prompt").set_value("Zebras graze on the open plain at dawn").run()
+    assert not any("were not run again" in c.value for c in at.caption)
+    at.text_input(key="kv_prompt").set_value("Zebras graze on the open plain at dusk").run()
+    assert_clean(at)
+    note = next(c.value for c in at.caption if "were not run again" in c.value)
+    assert "opens with the same" in note and "agree at all" in at.success[0].value
     assert "一致" in _in_chinese(at).success[0].value
 
 

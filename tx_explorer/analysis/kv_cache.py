@@ -146,6 +146,7 @@ class Step:
     formula: int  # kv_cache_bytes at this many tokens
     logit_diff: float  # max |cached − uncached| over the vocabulary at this position
     same_next: bool  # both pick the same next token (argmax)
+    logit_max: float = 0.0  # the largest |logit| of the uncached pass here (float32 rounding is relative to it)
 
 
 @dataclass(frozen=True)
@@ -158,6 +159,7 @@ class Decoding:
     # is relative to it)
     prefill: int = 0  # prompt tokens read in one pass before the steps
     start: KVCache | None = field(default=None, repr=False, compare=False)  # as the prefill left it
+    reused: int = 0  # the first steps, taken from an earlier decoding of the same opening tokens (a prefix cache)
 
     @property
     def max_diff(self) -> float:
@@ -168,6 +170,18 @@ class Decoding:
         return all(s.same_next for s in self.steps)
 
 
+def shared_steps(reuse: Decoding | None, prompt: Sequence[int], prefill: int = 0) -> int:
+    """How many of ``prompt``'s first tokens :func:`decode` can take from ``reuse`` (steps and cache rows): those it
+    shares with ``reuse.ids``, short of the prompt's last token (fed again: its logits pick the first new token);
+    none with a prefill on either side or a cache that has dropped rows (a window)."""
+    if reuse is None or prefill or reuse.prefill or reuse.cache is None or not reuse.cache.complete():
+        return 0
+    n, most = 0, min(len(prompt) - 1, reuse.cache.seen)
+    while n < most and reuse.ids[n] == prompt[n]:
+        n += 1
+    return n
+
+
 @torch.no_grad()
 def decode(
     model: CausalLM,
@@ -176,6 +190,7 @@ def decode(
     *,
     prefill: int = 0,
     progress: Callable[[int, int], None] | None = None,
+    reuse: Decoding | None = None,
 ) -> Decoding:
     """Feed ``prompt`` one token at a time through a KV cache, then ``new_tokens`` greedy tokens; each step's
     logits are compared with an uncached forward pass over the same tokens.
@@ -187,14 +202,23 @@ def decode(
     ``prefill``: the prompt's first tokens are read in one pass with the cache, as a server reads a prompt, and
     count as one step (Gemma 3 past its 512-token window: a step costs a pass over its 268M weights, so 500 of
     them would take minutes); the cache it leaves is kept for :func:`cache_at`. ``progress(done, total)``: after
-    each pass of the model, the uncached one last."""
+    each pass of the model, the uncached one last.
+
+    ``reuse``: an earlier decoding by this same model. The steps of the opening tokens the prompt shares with it
+    (:func:`shared_steps`) are taken from it and its cache cut to them, as a server's prefix cache does: a step
+    depends on its token and the ones before it alone, so running it again would compute it again."""
     cfg = model.cfg
     check_prompt(cfg, prompt, new_tokens, prefill)
     model.eval()
     device = next(model.parameters()).device
-    ends = range(max(prefill, 1), (len(prompt) + new_tokens - 1 if new_tokens else len(prompt)) + 1)
+    shared = shared_steps(reuse, prompt, prefill)
     ids, cache, cached, sizes, start = list(prompt), KVCache(), [], [], None
-    for begin, end in zip([0, *ends], ends):  # the prefill's tokens at once, then one token a pass
+    kept: list[Step] = []
+    if shared:
+        cache, kept = reuse.cache.prefix(shared), [s for s in reuse.steps if s.position < shared]
+    last = len(prompt) + new_tokens - 1 if new_tokens else len(prompt)
+    ends = range(max(prefill, shared + 1), last + 1)
+    for begin, end in zip([shared, *ends], ends):  # the prefill's tokens at once, then one token a pass
         # (V,): the last position's logits, copied out of the prefill's [prefill, V] (half a GB at Gemma 3's 500)
         cached.append(model(torch.tensor([ids[begin:end]], device=device), cache=cache)[0, -1].clone())
         sizes.append((len(cache), tuple(cache.rows(layer) for layer in range(len(cache.keys))), cache.nbytes))
@@ -208,7 +232,7 @@ def decode(
     full = model(torch.tensor([ids[: ends[-1]]], device=device))[0, positions]  # (steps, V): no cache
     if progress is not None:
         progress(len(ends) + 1, len(ends) + 1)
-    steps = [
+    steps = kept + [
         Step(
             position=t,
             token=ids[t],
@@ -218,6 +242,7 @@ def decode(
             formula=kv_cache_bytes(cfg, t + 1, cache.keys[0].element_size()),
             logit_diff=float((logits - uncached).abs().max()),
             same_next=int(logits.argmax()) == int(uncached.argmax()),
+            logit_max=float(uncached.abs().max()),
         )
         for t, logits, uncached, (rows, layer_rows, nbytes) in zip(positions, cached, full, sizes)
     ]
@@ -226,9 +251,10 @@ def decode(
         prompt_len=len(prompt),
         steps=steps,
         cache=cache,
-        logit_scale=float(full.abs().max()),
+        logit_scale=max(s.logit_max for s in steps),
         prefill=prefill,
         start=start,
+        reused=shared,
     )
 
 

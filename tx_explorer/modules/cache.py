@@ -57,6 +57,21 @@ class KVCache:
         self.positions = positions if self.window is None else positions[-self.window :]
         self.seen += q_pos.numel()
 
+    def complete(self) -> bool:
+        """Whether every layer still holds every token seen (no window has dropped a row yet)."""
+        return all(self.rows(layer) == self.seen for layer in range(len(self.keys)))
+
+    def prefix(self, n: int) -> KVCache:
+        """A new cache of this one's first ``n`` tokens: what feeding only them leaves, since a token's keys and
+        values depend on it and the tokens before it alone (causal mask). Only while :meth:`complete`."""
+        if not 0 <= n <= self.seen or not self.complete():
+            raise ValueError(f"a prefix needs 0 ≤ n ≤ {self.seen} and every row kept, got n = {n}")
+        out = KVCache()
+        out.keys = [k[:, :, :n].clone() for k in self.keys]  # (B, H_kv, n, Dh): copies, this cache may go on
+        out.values = [v[:, :, :n].clone() for v in self.values]
+        out.positions, out.seen, out.window = self.positions[:n].clone(), n, self.window
+        return out
+
     @staticmethod
     def _keep(t: Tensor, window: int | None) -> Tensor:
         return t if window is None or t.shape[2] <= window else t[:, :, -window:]

@@ -113,7 +113,7 @@ class Decoded:
     decoding: kv.Decoding
     labels: list[str]  # every token, prompt then continuation
     text: str  # the continuation as text
-    prompt_note: str  # how a prompt past the window was made ("" for the visitor's own prompt)
+    prompt_note: str  # how a prompt past the window was made, or which steps an earlier decoding served ("": none)
     check: str  # identical tokens? max |Δ logit|, bytes = formula (and past the window: the rows each layer holds)
     ok: bool
     growth: Panel  # rows and bytes per step: cache tensors beside the formula
@@ -121,17 +121,24 @@ class Decoded:
 
 
 def decoding(
-    tm: TextModel, prompt: str, new_tokens: int, *, past: bool = False, report: Report | None = None
+    tm: TextModel,
+    prompt: str,
+    new_tokens: int,
+    *,
+    past: bool = False,
+    report: Report | None = None,
+    reuse: kv.Decoding | None = None,
 ) -> kv.Decoding:
     """Decode with and without the cache, step by step: the numbers alone (small, so a page can memoise them).
 
     ``past``: the prompt run past the model's window (:func:`past_ids`), its bundled text read in one pass.
-    ``report(fraction, "")`` after each pass of the model (a job's progress; the page says what runs)."""
+    ``report(fraction, "")`` after each pass of the model (a job's progress; the page says what runs).
+    ``reuse``: the last decoding by ``tm``, whose steps serve the opening tokens this prompt shares with it."""
     progress = None if report is None else lambda done, total: report(done / total, "")
     if past:
         ids, prefill = past_ids(tm, prompt)
         return kv.decode(model_of(tm), ids, new_tokens, prefill=prefill, progress=progress)
-    return kv.decode(model_of(tm), prompt_ids(tm, prompt), new_tokens, progress=progress)
+    return kv.decode(model_of(tm), prompt_ids(tm, prompt), new_tokens, progress=progress, reuse=reuse)
 
 
 def decode(
@@ -209,6 +216,8 @@ def decoded(tm: TextModel, d: kv.Decoding, *, lang: str = "en") -> Decoded:
         prompt_note = T("past_prompt", fill=f"{d.prefill:,}", own=own, total=f"{d.prompt_len:,}")
     else:
         check = T("check_ok" if ok else "check_bad", **found)
+        if d.reused:
+            prompt_note = T("reused_prompt", n=d.reused, last=d.reused - 1, first=d.reused)
     data = {
         "step": np.array(x),
         "bytes": np.array([s.nbytes for s in steps]),
