@@ -2,8 +2,10 @@
 rerun (float64, every block kind: MHA, GQA, MQA, rotary, ALiBi, sliding window, MoE, attention-only, a pre-norm
 encoder, RMSNorms after the sub-layers as in Gemma and OLMo 2), per-source writes add up to each head's output,
 random Gemma 3 and OLMo 2 folders rebuilt through their frozen output norms, the proximity shares on hand-made
-vectors, the route walk on a hand-made importance, the causal effect against a full patched forward, and direct
-logit attribution summing to the logits."""
+vectors, the route walk on a hand-made importance, the causal effect against a full patched forward (its rerun from
+the query on, over the recorded keys and values of earlier positions, against the rerun of every position, Gemma 3's
+local and global layers included), the page's edge computed once, and direct logit attribution summing to the
+logits."""
 
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ from tx_explorer.interop.checkpoint import load_checkpoint
 from tx_explorer.models import WEIGHTS_DIR
 from tx_explorer.modules.moe_lm import MoECausalLM, MoEConfig
 from tx_explorer.modules.transformer import CausalLM, Encoder
+from tx_explorer.views import flow as view
 
 SMALL = dict(vocab_size=2048, max_len=64, dim=48, num_layers=3, num_heads=6)  # tiny-gpt's tokenizer: 2048 ids
 TEXT = "The function returns a list of the keys in the dictionary, and the list is sorted."
@@ -172,14 +175,16 @@ def test_routes_refuse_positions_and_thresholds_out_of_range() -> None:
         flow.routes(_importance(), threshold=0.0)
 
 
+@pytest.mark.parametrize("before", [0, 6], ids=["query-at-target", "query-before-target"])
 @pytest.mark.parametrize("name", ["gqa-rotary-rmsnorm-swiglu", "final-softcap", "sandwich-rmsnorm"])
-def test_the_causal_effect_equals_a_full_patched_forward(name: str) -> None:
-    """The batched rerun from the layer (one row per head) against the whole model run with one head's output
-    patched, the piece a_ij·v_j taken out of it (with a final soft cap, on the capped logits the model outputs)."""
+def test_the_causal_effect_equals_a_full_patched_forward(name: str, before: int) -> None:
+    """The batched rerun from the layer (one row per head, from the query on) against the whole model run with one
+    head's output patched, the piece a_ij·v_j taken out of it (with a final soft cap, on the capped logits the
+    model outputs)."""
     tm = _random(name)
     ids = tm.encode(TEXT).ids
     dec = flow.decompose(tm, ids)
-    layer, query, key, target = 1, len(ids) - 1, 3, len(ids) - 1
+    layer, query, key, target = 1, len(ids) - 1 - before, 3, len(ids) - 1
     e = flow.edge_heads(tm, dec, layer, query, key, target)
     token = flow.predicted(tm, dec, target)
     x = torch.tensor([ids])
@@ -191,6 +196,80 @@ def test_the_causal_effect_equals_a_full_patched_forward(name: str) -> None:
         assert e.effect[h] == pytest.approx((patched - clean).item(), abs=1e-6)
     assert e.weight.tolist() == pytest.approx(dec.weights[layer, :, query, key].tolist())
     assert all(-1 <= r <= 1 for r in e.correlations.values())
+
+
+# (layer, query, key, target): the query at the target, before it (past a window of 4 keys), at the first layer and
+# the last, at position 0, and after the target (nothing reaches the target: every row is the reference).
+EDGES = [(1, 18, 3, 18), (1, 9, 8, 18), (0, 12, 2, 15), (2, 11, 4, 11), (1, 0, 0, 7), (1, 14, 5, 10)]
+
+
+def _reruns(tm: TextModel, dec: flow.Decomposition, layer: int, query: int, key: int, target: int):
+    """The final hidden states ``[H + 1, D]`` of the rerun from the query (the cache of the earlier positions) and
+    of the plain rerun of every position, and the positions each ran."""
+    pieces = dec.weights[layer, :, query, key, None] * dec.values[layer, :, key]  # (H, Dh)
+    ran, hidden = [], tm.model.hidden
+
+    def spy(x, *args, **kwargs):
+        ran.append(x.shape[1])
+        return hidden(x, *args, **kwargs)
+
+    tm.model.hidden = spy
+    try:
+        fast, plain = (flow.rerun_without_pieces(tm, dec, layer, query, target, pieces, prefix=p) for p in (1, 0))
+    finally:
+        del tm.model.hidden
+    return fast, plain, ran
+
+
+@pytest.mark.parametrize("name", [*CONFIGS, "moe"])
+def test_the_rerun_from_the_query_equals_the_rerun_of_every_position(name: str) -> None:
+    """Under a causal mask positions before the query cannot change: rerunning only the query … the target, their
+    queries at their true positions over the recorded keys and values of the earlier ones (rotary, ALiBi, a sliding
+    window, sandwich norms, experts), gives the plain rerun's final hidden states to float64's rounding."""
+    tm = _random(name)
+    dec = flow.decompose(tm, tm.encode(TEXT).ids)
+    for layer, query, key, target in EDGES:
+        fast, plain, ran = _reruns(tm, dec, layer, query, key, target)
+        assert ran == [target + 1 - min(query, target), target + 1]
+        torch.testing.assert_close(fast, plain, rtol=0, atol=1e-12 * plain.abs().max().item())
+        change = (fast[:-1] - fast[-1]).abs().max().item()
+        if query > target:
+            assert change < 1e-12  # no row differs from the reference but by rounding
+        elif "window" not in name:  # (a window of 4 keys over 3 layers does not reach 9 positions on)
+            assert change > 1e-6
+
+
+def test_an_encoder_reruns_every_position() -> None:
+    """Every position of an encoder reads the query: no shortcut, the rerun is the plain one."""
+    tm = _random("encoder-pre-norm")
+    dec = flow.decompose(tm, tm.encode(TEXT).ids)
+    fast, plain, ran = _reruns(tm, dec, 1, 9, 3, 2)
+    assert ran == [dec.num_tokens, dec.num_tokens] and torch.equal(fast, plain)
+
+
+def test_the_page_computes_an_edge_and_a_node_once(monkeypatch) -> None:
+    """A click or the threshold reruns the page: the edge's reruns and the node's read-out are remembered with the
+    text's analysis, the prediction computed once for the graph's title and the edge's effect."""
+    tm = _random("gqa-rotary-rmsnorm-swiglu")
+    an = view.analyse(tm, TEXT)
+    calls = []
+    for name in ("edge_heads", "node_readout", "predicted"):
+        original = getattr(flow, name)
+        monkeypatch.setattr(flow, name, lambda *a, f=original, n=name, **k: calls.append(n) or f(*a, **k))
+    first = [view.route(tm, an), view.edge(tm, an, 1, 9, 3), view.node(tm, an, "m", 1, 9)]
+    again = [view.route(tm, an, threshold=0.1), view.edge(tm, an, 1, 9, 3, target=18), view.node(tm, an, "m", 1, 9)]
+    assert calls == ["predicted", "edge_heads", "node_readout"]
+    assert first[1].table == again[1].table and first[2].table == again[2].table
+    direct = flow.edge_heads(tm, an.dec, 1, 9, 3)
+    np.testing.assert_array_equal(direct.effect, first[1].panels[0].data["effect"])
+
+
+def test_the_effects_logit_is_the_models() -> None:
+    """One column of the LM head, then the final soft cap: the model's own logit of that token."""
+    tm = _random("final-softcap")
+    hidden = torch.randn(3, 5, 48, dtype=torch.float64)
+    for token in (0, 17, 2047):
+        torch.testing.assert_close(flow.token_logit(tm, hidden, token), tm.model.logits(hidden)[..., token])
 
 
 def _parts_at(dec: flow.Decomposition, pos: int) -> torch.Tensor:
@@ -287,6 +366,25 @@ def test_frozen_output_norms_rebuild_a_sandwich_models_residual(sandwich: TextMo
         torch.testing.assert_close(writes.sum(1), dec.heads[layer].sum(0), **tol)
     raw = dec.embed + ((dec.heads.sum(1) + dec.attn_bias) / dec.attn_scale + dec.mlp / dec.mlp_scale).cumsum(0)
     assert (raw - dec.residual[1:]).abs().max().item() > 1000 * tol["atol"]  # the scales are what makes it exact
+
+
+def test_the_rerun_from_the_query_on_gemma3_and_olmo2(sandwich: TextModel) -> None:
+    """Gemma 3's local layers (a window of 5 keys, rotary of their own θ) and global one, MQA, sandwich norms; OLMo
+    2's norms after the sub-layers: the rerun from the query equals the plain one to float32's rounding, effects
+    included."""
+    ids = torch.randint(0, 300, (20,), generator=torch.Generator().manual_seed(2)).tolist()
+    dec = flow.decompose(sandwich, ids)
+    for layer, query, key, target in [(1, 12, 9, 19), (5, 19, 2, 19), (0, 8, 8, 15), (6, 17, 13, 17), (3, 18, 16, 12)]:
+        layer = min(layer, dec.num_layers - 1)  # OLMo 2's folder has 2 layers, Gemma 3's 7
+        fast, plain, ran = _reruns(sandwich, dec, layer, query, key, target)
+        assert ran == [target + 1 - min(query, target), target + 1]
+        torch.testing.assert_close(fast, plain, rtol=0, atol=1e-5 * plain.abs().max().item())
+        token = flow.predicted(sandwich, dec, target)
+        logits = [flow.token_logit(sandwich, h, token) for h in (fast, plain)]  # (H + 1,) each
+        effects = [t[:-1] - t[-1] for t in logits]  # float32 rounding: of the size of the logits, not of their changes
+        torch.testing.assert_close(*effects, rtol=0, atol=1e-5 * logits[1].abs().max().item())
+    e = flow.edge_heads(sandwich, dec, 0, 12, 9, 19)
+    assert np.abs(e.effect).max() > 1e-4 and np.isfinite(e.effect).all()
 
 
 def test_the_graph_reaches_the_target_on_tiny_llama(one_thread) -> None:

@@ -35,11 +35,13 @@ from typing import Literal
 import numpy as np
 import torch
 from torch import Tensor, nn
+from torch.nn import functional as F
 
 from tx_explorer.analysis import head_science as hs
 from tx_explorer.edit import Edit
 from tx_explorer.errors import InputError
 from tx_explorer.families.text import TextModel
+from tx_explorer.modules.cache import KVCache
 from tx_explorer.modules.norms import LayerNorm, RMSNorm
 from tx_explorer.trace import Trace
 
@@ -129,7 +131,8 @@ def decompose(tm: TextModel, ids: Sequence[int]) -> Decomposition:
     _check(tm)
     x = torch.tensor([list(ids)], dtype=torch.long, device=_device(tm))  # (1, T)
     rec, trace = Edit().record(), Trace()
-    hs.forward(tm, x, rec, trace)
+    # What a forward runs before its LM head (embeddings, then the blocks): the logits, T × V, are never read here.
+    tm.model.hidden(tm.model.embed(x, edit=rec), tm.mask(x.shape[1]), trace, edit=rec)
     weights = trace.stack(name_contains="attn")[:, 0].to(x.device)  # (L, H, T, T)
     del trace  # its records: a second copy of the weights
     site = lambda name, layer: rec.captured.get_site(name, layer)[0]  # noqa: E731
@@ -138,17 +141,21 @@ def decompose(tm: TextModel, ids: Sequence[int]) -> Decomposition:
     # The largest part, filled in place: a list of layers stacked at the end would hold it twice at the peak.
     heads = first.new_empty(layers, first.shape[0], first.shape[1], tm.config.dim)  # (L, H, T, D)
     bias, mlp, attn_scale, mlp_scale, values = [], [], [], [], []
+    ones = first.new_ones(first.shape[1], tm.config.dim)  # (T, D): the scale without an output norm
     for layer, block in enumerate(tm.model.blocks):
         attn, (attn_norm, mlp_norm) = block.attn, _out_norms(block)
         heads[layer] = torch.einsum("htk,dhk->htd", site("head", layer), head_projection(tm, layer))  # (H, T, D)
         b = attn.proj.bias if attn.proj.bias is not None else first.new_zeros(attn.dim)  # (D,)
-        attn_scale.append(frozen_scale(attn_norm, heads[layer].sum(0) + b))  # (T, D): of the whole output a_i
-        heads[layer] *= attn_scale[-1]
-        bias.append(b * attn_scale[-1])  # (T, D)
+        # Without an output norm the scale is ones: nothing to multiply (the same numbers, passes over [H, T, D] less).
+        scale = ones if attn_norm is None else frozen_scale(attn_norm, heads[layer].sum(0) + b)  # (T, D): of a_i
+        if attn_norm is not None:
+            heads[layer] *= scale
+        attn_scale.append(scale)
+        bias.append(b * scale)  # (T, D)
         mid = site("mid", layer)  # (T, D): the MLP's input is norm2(mid); an attention-only block has none
         m = block.mlp(block.norm2(mid[None]))[0] if block.mlp is not None else torch.zeros_like(mid)
-        mlp_scale.append(frozen_scale(mlp_norm, m))
-        mlp.append(m * mlp_scale[-1])
+        mlp_scale.append(ones if mlp_norm is None else frozen_scale(mlp_norm, m))
+        mlp.append(m if mlp_norm is None else m * mlp_scale[-1])
         v = attn.project_qkv(block.norm1(site("pre", layer)[None]))[2]  # (1, H_kv, T, Dh): rotary turns q, k only
         values.append(attn.expand_kv(v)[0])  # (H, T, Dh)
     return Decomposition(
@@ -170,14 +177,23 @@ def token_writes(tm: TextModel, dec: Decomposition, layer: int, queries: slice =
     """What each key j writes into query i's residual at ``layer``, summed over heads: ``[Q, T, D]`` for the
     ``queries`` rows, ``(Σ_h a_ij^h · v_j^h W_O^h) ⊙ attn_scale_i``. Summed over j it is ``heads[layer].sum(0)``
     (never stored)."""
-    vo = torch.einsum("hjk,dhk->hjd", dec.values[layer], head_projection(tm, layer))  # (H, T, D): v_j W_O^h
-    writes = torch.einsum("hij,hjd->ijd", dec.weights[layer, :, queries], vo)  # (Q, T, D)
-    return writes * dec.attn_scale[layer, queries, None]  # the query's frozen norm, the same for every key
+    return _token_writes(dec, _value_writes(tm, dec, layer), layer, queries, dec.num_tokens)
+
+
+def _value_writes(tm: TextModel, dec: Decomposition, layer: int) -> Tensor:
+    """``v_j W_O^h`` ``[H, T, D]``: what each head would write reading key j alone."""
+    return torch.einsum("hjk,dhk->hjd", dec.values[layer], head_projection(tm, layer))  # (H, T, D)
+
+
+def _token_writes(dec: Decomposition, vo: Tensor, layer: int, queries: slice, keys: int) -> Tensor:
+    """:func:`token_writes` of the first ``keys`` keys ``[Q, K, D]``, from :func:`_value_writes` ``vo``."""
+    writes = torch.einsum("hij,hjd->ijd", dec.weights[layer, :, queries, :keys], vo[:, :keys])  # (Q, K, D)
+    return writes.mul_(dec.attn_scale[layer, queries, None])  # the query's frozen norm, the same for every key
 
 
 def proximity(parts: Tensor, whole: Tensor) -> Tensor:
     """``max(0, ‖y‖₁ − ‖y − z‖₁)`` of parts ``[..., K, D]`` against their whole ``[..., D]`` → ``[..., K]``."""
-    return (whole.abs().sum(-1, keepdim=True) - (whole.unsqueeze(-2) - parts).abs().sum(-1)).clamp_min(0)
+    return (whole.abs().sum(-1, keepdim=True) - (whole.unsqueeze(-2) - parts).abs_().sum(-1)).clamp_min(0)
 
 
 def _shares(prox: Tensor) -> Tensor:
@@ -201,20 +217,22 @@ class Importance:
 def importance(tm: TextModel, dec: Decomposition) -> Importance:
     """The proximity shares of every part of every update, one layer at a time."""
     res, tok, bias, mlp_res, mlp = [], [], [], [], []
+    n = dec.num_tokens
     for layer in range(dec.num_layers):
+        vo = _value_writes(tm, dec, layer)  # (H, T, D): once per layer, read by every chunk
+        seen = (dec.weights[layer] != 0).any(0)  # (T, T): key j has a weight in query i's row
         shares = []
-        for start in range(0, dec.num_tokens, QUERY_CHUNK):  # a few queries at a time: [Q, T + 2, D], not [T, T, D]
+        for start in range(0, n, QUERY_CHUNK):  # a few queries at a time: [Q, T, D], not [T, T, D]
             rows = slice(start, start + QUERY_CHUNK)
+            # Keys after the last one these queries see (a decoder's later tokens) write exactly 0 (weight 0): their
+            # proximity is 0, no need to compute it. Three parts apart, not concatenated: no copy of [Q, T, D].
+            keys = int(seen[rows].any(0).nonzero().max()) + 1 if seen[rows].any() else 0
             y = dec.mid[layer, rows]  # (Q, D): x + Σ_j writes + b_O
-            parts = torch.cat(
-                [
-                    dec.residual[layer, rows][:, None],  # (Q, 1, D)
-                    token_writes(tm, dec, layer, rows),  # (Q, T, D)
-                    dec.attn_bias[layer, rows, None],  # (Q, 1, D)
-                ],
-                dim=1,
-            )  # (Q, T + 2, D)
-            shares.append(_shares(proximity(parts, y)))  # (Q, T + 2)
+            prox = y.new_zeros(y.shape[0], n + 2)  # (Q, T + 2): the residual, each token, the bias
+            prox[:, :1] = proximity(dec.residual[layer, rows, None], y)
+            prox[:, 1 : keys + 1] = proximity(_token_writes(dec, vo, layer, rows, keys), y)
+            prox[:, -1:] = proximity(dec.attn_bias[layer, rows, None], y)
+            shares.append(_shares(prox))  # (Q, T + 2)
         s = torch.cat(shares)  # (T, T + 2)
         res.append(s[:, 0]), tok.append(s[:, 1:-1]), bias.append(s[:, -1])
         after = torch.stack([dec.mid[layer], dec.mlp[layer]], dim=1)  # (T, 2, D)
@@ -344,14 +362,90 @@ def predicted(tm: TextModel, dec: Decomposition, target: int) -> int:
     return int(tm.model.logits(tm.model.norm(dec.residual[-1, target])).argmax())
 
 
+def token_logit(tm: TextModel, hidden: Tensor, token: int) -> Tensor:
+    """``tm.model.logits(hidden)[..., token]`` from ``hidden [..., D]`` without the other V − 1 logits (SmolLM2's
+    head over ten rows: 22 ms of a click): the LM head's row for ``token``, then the final soft cap, which acts on
+    each logit alone (:meth:`~tx_explorer.modules.transformer.CausalLM.logits`; the tests hold the two equal)."""
+    head = tm.model.head
+    bias = None if head.bias is None else head.bias[token : token + 1]
+    logit = F.linear(hidden, head.weight[token : token + 1], bias)[..., 0]  # (...,)
+    return logit if tm.model.logit_cap is None else tm.model.logit_cap(logit)
+
+
+def _prefix_cache(tm: TextModel, dec: Decomposition, layer: int, first: int, rows: int) -> KVCache | None:
+    """The keys and values of positions 0 … ``first − 1`` at blocks ``layer`` … L − 1 as this run made them, for
+    ``rows`` rows (None when ``first`` is 0). They are projected from the recorded residuals (each block's own
+    ``attention_input`` and ``project_qkv``, rotary at the true positions): no prefix pass through the blocks."""
+    if first == 0:
+        return None
+    cache = KVCache()
+    pos, _ = cache.begin(first, None, dec.residual.device)
+    for i, block in enumerate(tm.model.blocks):
+        if i < layer:  # never read: the rerun starts at ``layer``; the cache fills its layers in order
+            attn = block.attn
+            k = v = dec.residual.new_empty(rows, attn.num_kv_heads, 0, attn.head_dim)  # (B, H_kv, 0, Dh)
+        else:
+            _, k, v = block.attn.project_qkv(block.attention_input(dec.residual[i, :first][None]), pos=pos)
+            k, v = k.expand(rows, -1, -1, -1), v.expand(rows, -1, -1, -1)  # (B, H_kv, first, Dh)
+        cache.update(i, k, v)
+    cache.commit(pos)
+    return cache
+
+
 @torch.no_grad()
-def edge_heads(tm: TextModel, dec: Decomposition, layer: int, query: int, key: int, target: int = -1) -> EdgeHeads:
+def rerun_without_pieces(
+    tm: TextModel, dec: Decomposition, layer: int, query: int, target: int, pieces: Tensor, *, prefix: bool = True
+) -> Tensor:
+    """The final hidden state at ``target`` ``[H + 1, D]`` when row h reruns the model from ``layer`` with
+    ``pieces[h] [Dh]`` taken out of head h's output at ``query`` (the other heads as recorded); the last row is the
+    reference, every head as recorded.
+
+    Under a causal mask the positions before ``query`` do not change (nothing they read is changed), and
+    the positions after ``target`` cannot reach it: only ``query`` … ``target`` rerun, their queries at their
+    true positions, attending to the recorded keys and values of the earlier positions (:func:`_prefix_cache`).
+    ``prefix=False`` (and an encoder, whose every position reads the query) reruns every position from 0: the
+    plain computation, which the shortcut equals up to float rounding (the tests hold it to that)."""
+    n = dec.num_tokens
+    causal = tm.kind == "causal"
+    keep = target + 1 if causal else n  # a decoder's later positions cannot change the target's
+    first = min(query, target) if causal and prefix else 0
+    base = dec.head_out[layer, :, first:keep]  # (H, N, Dh): the rerun positions only
+    heads = base.shape[0]
+    # Row h: head h without the piece, the other heads as recorded. The reference reruns the recorded outputs
+    # too, so that the rows differ by the piece alone (not by the fused kernel's rounding).
+    source = base[None].repeat(heads + 1, 1, 1, 1)  # (H + 1, H, N, Dh)
+    if query < keep:  # a decoder's query after the target changes nothing there: every row is the reference
+        source[torch.arange(heads), torch.arange(heads), query - first] -= pieces
+    edit = Edit()
+    for h in range(heads):
+        edit.patch_head(layer, h, source)
+    q_pos = torch.arange(first, keep, device=base.device)
+    k_pos = torch.arange(keep, device=base.device)
+    mask = tm.model.mask_between(q_pos, k_pos)  # (N, keep) or None
+    x = dec.residual[layer, first:keep][None].repeat(heads + 1, 1, 1)  # (H + 1, N, D)
+    cache = _prefix_cache(tm, dec, layer, first, heads + 1)
+    hidden = tm.model.hidden(x, mask, None, pos=q_pos, k_pos=k_pos, cache=cache, edit=edit, start=layer)
+    return hidden[:, target - first]  # (H + 1, D)
+
+
+@torch.no_grad()
+def edge_heads(
+    tm: TextModel,
+    dec: Decomposition,
+    layer: int,
+    query: int,
+    key: int,
+    target: int = -1,
+    *,
+    token: int | None = None,
+) -> EdgeHeads:
     """Attention weight, write norm and causal effect of key → query at ``layer``, per head.
 
     Causal effect: the piece ``a_ij · v_j`` is taken out of head h's output at query i (nothing renormalised, the
     other keys' pieces kept) and the model reruns from ``layer``; the effect is the change of the logit of the
-    token predicted at ``target`` (a decoder), or of ‖final hidden state at ``target``‖ relative change (an
-    encoder). One batched rerun, a row per head."""
+    token predicted at ``target`` (a decoder; ``token``: that prediction when the caller has it already), or of
+    ‖final hidden state at ``target``‖ relative change (an encoder). One batched rerun, a row per head and the
+    reference (:func:`rerun_without_pieces`)."""
     _check_edge(dec, layer, query, key)
     n = dec.num_tokens
     query, key, target = query % n, key % n, position(target, n)
@@ -361,27 +455,10 @@ def edge_heads(tm: TextModel, dec: Decomposition, layer: int, query: int, key: i
     y = dec.mid[layer, query]
     parts = torch.cat([dec.residual[layer, query][None], writes, dec.attn_bias[layer, query][None]])  # (H + 2, D)
     share = _shares(proximity(parts, y))
-    base = dec.head_out[layer]  # (H, T, Dh)
-    removed = base.clone()
-    removed[:, query] -= pieces
-    keep = target + 1 if tm.kind == "causal" else n  # a decoder's later positions cannot change the target's
-    base, removed = base[:, :keep], removed[:, :keep]
-    heads = base.shape[0]
-    start = dec.residual[layer, :keep][None]  # (1, keep, D)
-    mask = tm.mask(keep)
-    mask = None if mask is None else mask.to(start.device)
-    rerun = lambda x, edit: tm.model.hidden(x, mask, None, edit=edit, start=layer)[:, target]  # noqa: E731
-    # Row h: head h without the piece, the other heads as recorded. The reference reruns the recorded outputs
-    # too, so that the rows differ by the piece alone (not by the fused kernel's rounding).
-    clean = Edit()
-    for h in range(heads):
-        clean.patch_head(layer, h, base[None])
-    final = torch.cat(
-        [rerun(start.repeat(heads, 1, 1), hs.one_head_per_block(layer, base[None], removed)), rerun(start, clean)]
-    )  # (H + 1, D): the last row is the reference
+    final = rerun_without_pieces(tm, dec, layer, query, target, pieces)  # (H + 1, D): the last row is the reference
     if tm.kind == "causal":
-        token = predicted(tm, dec, target)
-        logit = tm.model.logits(final)[:, token]  # (H + 1,): reruns, so the model's own (capped) logit
+        token = predicted(tm, dec, target) if token is None else token
+        logit = token_logit(tm, final, token)  # (H + 1,): reruns, so the model's own (capped) logit
         effect, metric = logit[:-1] - logit[-1], f"Δ logit({tm.labels([token])[0]})"
     else:
         effect = (final[:-1] - final[-1]).norm(dim=-1) / final[-1].norm()

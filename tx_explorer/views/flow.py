@@ -4,7 +4,9 @@ heads (attention weight, write norm, causal effect) and what a node reads and wr
 from __future__ import annotations
 
 import html
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -38,6 +40,15 @@ class Analysis:
     cut: int | None  # the text's token count when it was cut to LIMIT, else None
     exactness: float  # max |embed + Σ writes − the model's residual| over layers, positions and dimensions
     relative: float  # the largest of these differences over the largest |residual entry| of its layer and position
+    # Predictions and edges' and nodes' read-outs once computed: a click or the threshold reruns the page, and the
+    # edge shown (a rerun of the model per head) is mostly one already computed. Small results, never figures.
+    memo: dict[tuple, object] = field(default_factory=dict, compare=False, repr=False)
+
+    def remembered(self, key: tuple, compute: Callable[[], Any]) -> Any:
+        """``compute()``, once per ``key`` for this text (sessions sharing the analysis share the results)."""
+        if key not in self.memo:
+            self.memo[key] = compute()
+        return self.memo[key]
 
 
 @dataclass(frozen=True)
@@ -68,6 +79,11 @@ def analyse(tm: TextModel, text: str) -> Analysis:
     )
 
 
+def _predicted(tm: TextModel, an: Analysis, target: int) -> int:
+    """The token a decoder predicts after position ``target`` (0 … T − 1): the graph's title and the edge's effect."""
+    return an.remembered(("predicted", target), lambda: flow.predicted(tm, an.dec, target))
+
+
 def _node_name(T, node: flow.Node, an: Analysis) -> str:
     kind, layer, pos = node
     final = kind == "x" and layer == an.dec.num_layers
@@ -95,7 +111,7 @@ def route(tm: TextModel, an: Analysis, target: int = -1, threshold: float = flow
     title = T("title_graph", pos=g.target, token=tokens[g.target], threshold=f"{threshold:.2f}")
     notes = [T("truncated", n=an.cut, limit=LIMIT)] if an.cut else []
     if tm.kind == "causal":
-        predicted = tm.labels([flow.predicted(tm, an.dec, g.target)])[0]
+        predicted = tm.labels([_predicted(tm, an, g.target)])[0]
         title = T(
             "title_graph_predicts",
             pos=g.target,
@@ -138,7 +154,9 @@ def edge(
     """One layer's heads on the edge key → query: attention weight beside each head's share of the update, the
     three views (weight, write norm, causal effect) as a scatter and a table, and their rank correlations."""
     T = texts(PAGE, lang)
-    e = flow.edge_heads(tm, an.dec, layer, query, key, target)
+    at = (layer, query, key, flow.position(target, an.dec.num_tokens))
+    token = _predicted(tm, an, at[-1]) if tm.kind == "causal" else None
+    e: flow.EdgeHeads = an.remembered(("edge", *at), lambda: flow.edge_heads(tm, an.dec, *at, token=token))
     heads = [f"H{h}" for h in range(len(e.weight))]
     groups = tm.attention_module(layer).groups
     where = dict(layer=layer, j=key, i=query, source=an.tokens[key], token=an.tokens[query])
@@ -186,7 +204,9 @@ def edge(
 def node(tm: TextModel, an: Analysis, kind: str, layer: int, pos: int, *, lang: str = "en") -> Result:
     """The logit lens at a node's residual and the tokens its block's heads and MLP push up and down."""
     T = texts(PAGE, lang)
-    r = flow.node_readout(tm, an.dec, (kind, layer, pos))
+    r: flow.NodeReadout = an.remembered(
+        ("node", kind, layer, pos), lambda: flow.node_readout(tm, an.dec, (kind, layer, pos))
+    )
     name = _node_name(T, (kind, layer, pos % an.dec.num_tokens), an)
     lens = bars.topk_bars(
         tm.labels(r.lens_ids.tolist()),

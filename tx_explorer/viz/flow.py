@@ -41,27 +41,26 @@ def route_graph(
     final_label: str,
 ) -> go.Figure:
     """Edges (source, target, kind, share) as lines whose width grows with the share, coloured by kind (``names``
-    gives each kind's legend entry); nodes as markers. Clicks: each node carries ``customdata`` ["node", kind,
-    layer, position] and each attention edge a marker at its middle with ["edge", layer, query, key]."""
+    gives each kind's legend entry); nodes as markers, a trace per kind. Clicks: each node carries ``customdata``
+    ["node", kind, layer, position] and each attention edge a marker at its middle with ["edge", layer, query, key]."""
+    # Arrays, not lists, and one colour and symbol per trace: Plotly checks a list element by element (most of
+    # this figure's time), an array at once. NaN breaks a line as None does (no segment through a missing point).
     fig = go.Figure()
     edges = list(edges)
-    shares = np.array([e[3] for e in edges])
-    classes = np.minimum((shares * len(WIDTHS)).astype(int), len(WIDTHS) - 1) if edges else np.zeros(0, int)
+    shares = np.array([e[3] for e in edges], dtype=float)
+    classes = np.minimum((shares * len(WIDTHS)).astype(int), len(WIDTHS) - 1)
+    kinds = np.array([e[2] for e in edges], dtype=object)
+    ends = np.array([(*node_xy(*e[0]), *node_xy(*e[1])) for e in edges], dtype=float).reshape(-1, 4)  # (E, 4)
     for kind in ("residual", "mlp", "attn"):
         first = True
         for c, width in enumerate(WIDTHS):
-            xs: list[float | None] = []
-            ys: list[float | None] = []
-            for e, cls in zip(edges, classes):
-                if e[2] == kind and cls == c:
-                    (x0, y0), (x1, y1) = node_xy(*e[0]), node_xy(*e[1])
-                    xs += [x0, x1, None]
-                    ys += [y0, y1, None]
-            if xs:
+            chosen = ends[(kinds == kind) & (classes == c)]  # (K, 4): x0, y0, x1, y1
+            if len(chosen):
+                gaps = np.full(len(chosen), np.nan)
                 fig.add_trace(
                     go.Scatter(
-                        x=xs,
-                        y=ys,
+                        x=np.stack([chosen[:, 0], chosen[:, 2], gaps], axis=1).ravel(),  # x0, x1, NaN per edge
+                        y=np.stack([chosen[:, 1], chosen[:, 3], gaps], axis=1).ravel(),
                         mode="lines",
                         line=dict(color=COLOURS[kind], width=width),
                         opacity=0.75,
@@ -72,39 +71,45 @@ def route_graph(
                     )
                 )
                 first = False
-    attn = [(i, e) for i, e in enumerate(edges) if e[2] == "attn"]
-    if attn:
-        mids = [np.add(node_xy(*e[0]), node_xy(*e[1])) / 2 for _, e in attn]
+    attn = np.flatnonzero(kinds == "attn")
+    if len(attn):
+        mids = (ends[attn, :2] + ends[attn, 2:]) / 2  # (A, 2)
+        clicks = [["edge", edges[i][1][1], edges[i][1][2], edges[i][0][2]] for i in attn]  # layer, query, key
         fig.add_trace(
             go.Scatter(
-                x=[m[0] for m in mids],
-                y=[m[1] for m in mids],
+                x=mids[:, 0],
+                y=mids[:, 1],
                 mode="markers",
                 marker=dict(size=9, color=COLOURS["attn"], opacity=0.35, symbol="diamond"),
-                customdata=[["edge", e[1][1], e[1][2], e[0][2]] for _, e in attn],
-                text=style.safe_labels([edge_hover[i] for i, _ in attn]),
+                customdata=np.array(clicks, dtype=object),  # (A, 4)
+                text=np.array(style.safe_labels([edge_hover[i] for i in attn]), dtype=object),
                 hovertemplate="%{text}<extra></extra>",
                 showlegend=False,
             )
         )
-    xy = [node_xy(*n) for n in nodes]
-    fig.add_trace(
-        go.Scatter(
-            x=[p[0] for p in xy],
-            y=[p[1] for p in xy],
-            mode="markers",
-            marker=dict(
-                size=[12 if n[0] == "x" and n[1] == num_layers else 8 for n in nodes],
-                color=[NODE_COLOURS[n[0]] for n in nodes],
-                symbol=["square" if n[0] == "mlp" else "circle" for n in nodes],
-                line=dict(width=1, color="white"),
-            ),
-            customdata=[["node", *n] for n in nodes],
-            text=style.safe_labels(node_hover),
-            hovertemplate="%{text}<extra></extra>",
-            showlegend=False,
+    hover = style.safe_labels(node_hover)
+    for kind in ("m", "mlp", "x"):  # a trace per kind, its colour and symbol one value; "x" last, the lowest node
+        chosen = [i for i, n in enumerate(nodes) if n[0] == kind]  # top-down, as the graph lists them
+        if not chosen:
+            continue
+        xy = np.array([node_xy(*nodes[i]) for i in chosen], dtype=float)  # (K, 2)
+        fig.add_trace(
+            go.Scatter(
+                x=xy[:, 0],
+                y=xy[:, 1],
+                mode="markers",
+                marker=dict(
+                    size=np.array([12 if nodes[i][1] == num_layers else 8 for i in chosen]) if kind == "x" else 8,
+                    color=NODE_COLOURS[kind],
+                    symbol="square" if kind == "mlp" else "circle",
+                    line=dict(width=1, color="white"),
+                ),
+                customdata=np.array([["node", *nodes[i]] for i in chosen], dtype=object),  # (K, 4)
+                text=np.array([hover[i] for i in chosen], dtype=object),
+                hovertemplate="%{text}<extra></extra>",
+                showlegend=False,
+            )
         )
-    )
     n = len(tokens)
     levels = list(range(0, 2 * num_layers + 1, max(1, num_layers // 8) * 2))  # at most ~9 labelled levels
     fig.update_layout(
