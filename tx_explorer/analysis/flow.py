@@ -35,7 +35,6 @@ from typing import Literal
 import numpy as np
 import torch
 from torch import Tensor, nn
-from torch.nn import functional as F
 
 from tx_explorer.analysis import head_science as hs
 from tx_explorer.edit import Edit
@@ -364,12 +363,8 @@ def predicted(tm: TextModel, dec: Decomposition, target: int) -> int:
 
 def token_logit(tm: TextModel, hidden: Tensor, token: int) -> Tensor:
     """``tm.model.logits(hidden)[..., token]`` from ``hidden [..., D]`` without the other V − 1 logits (SmolLM2's
-    head over ten rows: 22 ms of a click): the LM head's row for ``token``, then the final soft cap, which acts on
-    each logit alone (:meth:`~tx_explorer.modules.transformer.CausalLM.logits`; the tests hold the two equal)."""
-    head = tm.model.head
-    bias = None if head.bias is None else head.bias[token : token + 1]
-    logit = F.linear(hidden, head.weight[token : token + 1], bias)[..., 0]  # (...,)
-    return logit if tm.model.logit_cap is None else tm.model.logit_cap(logit)
+    head over ten rows: 22 ms of a click)."""
+    return tm.model.logits(hidden, torch.tensor([token], device=hidden.device))[..., 0]  # (...,)
 
 
 def _prefix_cache(tm: TextModel, dec: Decomposition, layer: int, first: int, rows: int) -> KVCache | None:

@@ -15,7 +15,7 @@ from tx_explorer.errors import InputError, positive_int
 from tx_explorer.modules.attention import SoftCap
 from tx_explorer.modules.block import AttentionOnlyBlock, TransformerBlock, make_norm
 from tx_explorer.modules.cache import KVCache
-from tx_explorer.modules.linear import Linear
+from tx_explorer.modules.linear import Linear, linear
 from tx_explorer.modules.norms import LayerNorm
 from tx_explorer.modules.positional import LearnedPositions, SinusoidalPositions
 from tx_explorer.trace import Kind, Trace, scoped
@@ -154,11 +154,16 @@ class CausalLM(Stack):
             cache.commit(q_pos)
         return self.logits(x)  # (B, N, V)
 
-    def logits(self, hidden: Tensor) -> Tensor:
+    def logits(self, hidden: Tensor, tokens: Tensor | None = None) -> Tensor:
         """The stack's output ``[..., D]`` (after the final norm) → next-token logits ``[..., V]``: the LM head, then
         Gemma 2's final soft cap. Analyses that read logits off a hidden state call this, not ``head``, so that their
-        probabilities are the model's own."""
-        logits = self.head(hidden)
+        probabilities are the model's own. ``tokens [K]``: only those logits ``[..., K]`` (the head's rows for them;
+        the cap acts on each logit alone), not the other V − K."""
+        if tokens is None:
+            logits = self.head(hidden)
+        else:
+            bias = None if self.head.bias is None else self.head.bias[tokens]
+            logits = linear(hidden, self.head.weight[tokens], bias)  # (..., K)
         return logits if self.logit_cap is None else self.logit_cap(logits)
 
     @staticmethod
