@@ -497,3 +497,17 @@ def test_the_second_copy_of_a_repeated_text_is_its_own_tokens_again(name: str) -
     for hide in (False, True):
         s = view.shown(data, hide)
         assert [s.labels[i] for i in view.repeat_queries(tm, text, s)] == single
+
+
+@pytest.mark.parametrize("name", ["tiny-gpt", "tiny-llama", "minilm-l6", "tiny-moe"])
+def test_maps_alone_are_the_forwards_maps(name):
+    """``TextModel.maps`` stops a causal model before its LM head: the same records, bitwise, as the whole forward."""
+    tm = models.load_model(name)
+    tm = getattr(tm, "text", tm)  # the MoE bundle's text model
+    enc = tm.encode("The cat sat on the mat because it was warm")
+    _, full = tm.attention(enc)
+    alone = tm.maps(enc.ids, enc.tokens)
+    about = lambda t: [(r.name, r.kind, r.layer, r.row_labels, r.col_labels) for r in t.records]  # noqa: E731
+    assert about(alone) == about(full)
+    assert all(torch.equal(a.weights, b.weights) for a, b in zip(alone.records, full.records))
+    assert len(alone.records) >= tm.config.num_layers

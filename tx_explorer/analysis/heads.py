@@ -27,7 +27,6 @@ from tx_explorer.attention import attention_steps
 from tx_explorer.errors import InputError
 from tx_explorer.families.text import TextModel
 from tx_explorer.modules.attention import MultiHeadAttention
-from tx_explorer.trace import Trace
 
 PATTERNS = ("previous", "first", "duplicate", "induction", "self")  # what :func:`pattern_scores` scores
 METRICS = ("entropy", "distance", *PATTERNS)
@@ -291,8 +290,7 @@ def max_tokens(tm: TextModel) -> int:
 def analyse(tm: TextModel, text: str) -> TextAttention:
     """Tokenise (truncating to the context, at most :func:`max_tokens`) and run ``text``, keeping every map."""
     enc = tm.encode(text, max_tokens(tm))
-    _, trace = tm.attention(enc)
-    maps = trace.stack()[:, 0].numpy()  # (L, H, N, N): batch of one
+    maps = tm.maps(enc.ids, enc.tokens).stack()[:, 0].numpy()  # (L, H, N, N): batch of one
     return TextAttention(list(enc.tokens), list(enc.special), enc.truncated, enc.num_tokens, maps, list(enc.ids))
 
 
@@ -517,6 +515,5 @@ def head_row_sums(maps: np.ndarray | Tensor) -> RowSums:
 @torch.no_grad()
 def traced_row_sums(tm: TextModel, ids: Sequence[int]) -> RowSums:
     """:func:`head_row_sums` of ``tm``'s own traced maps (one forward pass) on ``ids``."""
-    trace = Trace()
-    tm.run(ids, trace)
+    trace = tm.maps(ids)
     return head_row_sums(trace.stack(name_contains="attn")[:, 0].float().cpu())  # (L, H, N, N): batch of one

@@ -73,8 +73,7 @@ def generate(
     kept = prompt[-(limit - max_new_tokens) :]
     sampling = dict(greedy=greedy, temperature=temperature, top_k=top_k, seed=seed)
     ids = [*kept, *tm.stream(kept, max_new_tokens, **sampling)]
-    trace = Trace()
-    tm.run(ids, trace=trace)
+    trace = tm.maps(ids)
     return Generation(
         ids=ids,
         tokens=tm.labels(ids),
@@ -221,8 +220,7 @@ def reply_attention(tm: TextModel, prompt: ChatPrompt, reply: Reply) -> ReplyAtt
     """Run the conversation (prompt + reply) once with a trace and keep the rows of the steps that produced the
     reply: the cached generation's steps see exactly these weights (the causal mask, §6)."""
     ids = [*prompt.ids, *reply.ids]
-    trace = Trace()
-    tm.run(ids, trace=trace)
+    trace = tm.maps(ids)
     produced = [*reply.ids, *([] if reply.end is None else [reply.end])]
     first = len(prompt.ids) - 1
     rows = trace.stack()[:, 0, :, first : first + len(produced)].numpy().astype(np.float16)

@@ -303,8 +303,7 @@ def attention_pair(model_a: TextModel, model_b: TextModel, text: str, *, layer: 
                 f"{tm.name} has {cfg.num_layers} blocks × {cfg.num_heads} heads; "
                 f"layer {layer}, head {head} does not exist"
             )
-        _, trace = tm.attention(enc)
-        maps.append(trace.stack()[layer, 0, head])  # (N, N)
+        maps.append(tm.maps(enc.ids, enc.tokens).stack()[layer, 0, head])  # (N, N)
     return AttentionPair(tokens=enc.tokens, a=maps[0], b=maps[1], diff=maps[0] - maps[1], truncated=enc.truncated)
 
 

@@ -178,6 +178,19 @@ class TextModel:
         """
         return self.model(self._batch(ids), trace=trace)
 
+    @torch.no_grad()
+    def maps(self, ids: Sequence[int], labels: Sequence[str] | None = None) -> Trace:
+        """One sequence through the model for its trace alone (``labels`` on every record). A causal model stops at
+        its final norm: no map reads the LM head's V logits per token (SmolLM2 at 11 tokens: 39 of its 160 ms)."""
+        trace, batch = Trace(), self._batch(ids)
+        if self.kind == "causal":
+            self.model.hidden(self.model.embed(batch), self.mask(batch.shape[1]), trace)
+        else:
+            self.model(batch, trace=trace)
+        if labels is not None:
+            trace.label(labels)
+        return trace
+
     def attention(self, enc: Encoded) -> tuple[Tensor, Trace]:
         """``(output, trace)`` with the encoded tokens attached to every record as labels."""
         trace = Trace()

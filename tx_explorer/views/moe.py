@@ -19,7 +19,6 @@ from tx_explorer.families.moe import RETRAIN as RETRAIN  # how to build the bund
 from tx_explorer.families.moe import MoEBundle
 from tx_explorer.families.text import TextModel
 from tx_explorer.modules.moe_lm import MoEConfig as MoEConfig  # the cost section's default without a bundle
-from tx_explorer.trace import Trace
 from tx_explorer.views import Panel, corpus_note, texts
 from tx_explorer.views.inputs import Choice, Number, Real, Section, Text
 from tx_explorer.viz import moe as vm
@@ -236,7 +235,7 @@ def typed(bundle: MoEBundle | None = None, sentence: str = SENTENCE, *, lang: st
     bundle = bundle or shipped()
     T, cfg = texts(PAGE, lang), bundle.config
     enc = bundle.text.encode(sentence)
-    _, trace = bundle.text.attention(enc)
+    trace = bundle.text.maps(enc.ids, enc.tokens)
     per = {key: v.numpy() for key, v in routing.per_layer(routing.routing_tables(trace)).items()}  # [L, T, (E)]
     words = _words(lang)
     fig = vm.coloured_tokens(enc.tokens, per["first"], cfg.num_experts, title=T("tokens_title"), words=words)
@@ -393,9 +392,7 @@ def checkpoint(tm: TextModel, text: str = "", *, lang: str = "en") -> Checkpoint
             words.append(T("truncated", n=enc.num_tokens, max=len(ids)))
     else:
         ids = atlas.corpus_ids(tm, min(CHECKPOINT_TOKENS, tm.max_len))
-    trace = Trace()
-    tm.run(ids, trace=trace)
-    tables = routing.routing_tables(trace)
+    tables = routing.routing_tables(tm.maps(ids))
     k = cfg.experts_per_token
     words.append(T("ckpt_about", e=cfg.num_experts, k=k, layers=len(tables), tokens=len(ids), assignments=len(ids) * k))
     about = ("" if lang == "zh" else " ").join(words)  # Chinese sentences run on without spaces
