@@ -14,9 +14,14 @@ T = ui.texts("language_model")
 LANG = ui.lang()
 
 
+@st.cache_data(max_entries=16, show_spinner=False)  # [N, D]: a text edited at its end opens the same way again
+def alone(name: str, ids: tuple[int, ...]):
+    return view.alone_states(ui.cached_model(name), ids)
+
+
 @st.cache_data(max_entries=8, show_spinner=False)
 def reading(name: str, text: str, k: int):
-    return view.read(ui.cached_model(name), text, k)
+    return view.read(ui.cached_model(name), text, k, lambda ids: alone(name, tuple(ids)))
 
 
 @st.cache_data(max_entries=16, show_spinner=False)

@@ -20,6 +20,7 @@ from tx_explorer.config import PRESETS, TransformerConfig
 from tx_explorer.data import corpus
 from tx_explorer.data.tokenizer import EOT, byte_level_label
 from tx_explorer.families.text import TextModel, load_tiny_gpt
+from tx_explorer.trace import Trace
 from tx_explorer.train import lm as train_lm
 
 BUNDLE = models.WEIGHTS_DIR / "tiny-gpt"
@@ -279,6 +280,14 @@ def test_prefix_logits_do_not_change_when_tokens_are_appended() -> None:
         whole, alone = attn(embed(torch.tensor([r.ids]))), attn(embed(torch.tensor([r.ids[:3]])))
     assert (whole[0, :3] - alone[0]).abs().max() > 1e-3
     assert lm.prefix_invariance(tm, r.ids, full + 0.5, 3) == pytest.approx(0.5, abs=1e-4)
+    # the opening's states kept by the page: the head makes from them the very logits a traced run alone gives
+    with torch.no_grad():
+        run_alone = tm.run(r.ids[:3], trace=Trace())[0]  # (3, V)
+    assert torch.equal(tm.model.logits(lm.alone_states(tm, r.ids[:3])), run_alone)
+    asked = []
+    kept = lambda ids: asked.append(list(ids)) or lm.alone_states(tm, ids)  # noqa: E731
+    again = lm.read(tm, "The cat sat on the mat because it was warm.", alone=kept)
+    assert asked == [r.ids[: r.prefix_len]] and again.prefix_delta == r.prefix_delta
 
 
 def test_prefix_verdict_allows_float32_rounding_that_grows_with_depth():

@@ -6,8 +6,9 @@ here draws.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import torch
@@ -253,17 +254,30 @@ class Reading:
     prefix_scale: float  # max |logit| over those positions: float32 rounding is relative to it
 
 
-def prefix_invariance(tm: TextModel, ids: list[int], logits: Tensor, cut: int) -> float:
+def alone_states(tm: TextModel, ids: Sequence[int]) -> Tensor:
+    """:meth:`TextModel.states` ``[N, D]`` of ``ids`` run alone on the materialised path a traced forward takes: what
+    the LM head turns into their logits (85 times smaller than SmolLM2's logits, so a page can keep it per text)."""
+    return tm.states(ids, Trace())
+
+
+def prefix_invariance(
+    tm: TextModel, ids: list[int], logits: Tensor, cut: int, alone: Callable[[Sequence[int]], Tensor] | None = None
+) -> float:
     """Largest |Δ| between the logits of the first ``cut`` positions computed from those tokens alone and
     ``logits [1, N, V]`` computed from all of ``ids``: zero under the causal mask (training and inference agree,
     §6). Both runs take the same materialised path; float32 products of different lengths may still round
-    differently (a few ulps of the largest logit), never by what the later tokens say."""
-    alone = tm.run(ids[:cut], trace=Trace())  # (1, cut, V)
-    return float((alone[0] - logits[0, :cut]).abs().max())
+    differently (a few ulps of the largest logit), never by what the later tokens say.
+
+    ``alone``: :func:`alone_states` as the caller keeps it (a page edited at its end reads the same opening again);
+    the logits are made from it here, by the model's own head."""
+    states = (alone or partial(alone_states, tm))(ids[:cut])  # (cut, D)
+    with torch.no_grad():
+        return float((tm.model.logits(states) - logits[0, :cut]).abs().max())
 
 
-def read(tm: TextModel, text: str, k: int = 10) -> Reading:
-    """Everything the language-model page shows about ``text`` (truncated to the context)."""
+def read(tm: TextModel, text: str, k: int = 10, alone: Callable[[Sequence[int]], Tensor] | None = None) -> Reading:
+    """Everything the language-model page shows about ``text`` (truncated to the context); ``alone``: see
+    :func:`prefix_invariance`."""
     if tm.kind != "causal":
         raise TypeError(f"{tm.name} is an encoder: it does not predict next tokens")
     enc = tm.encode(text, max_tokens(tm))
@@ -283,6 +297,6 @@ def read(tm: TextModel, text: str, k: int = 10) -> Reading:
         top_labels=[tm.labels(row) for row in top_ids.tolist()],
         losses=token_losses(logits, list(enc.ids)) if len(enc.ids) > 1 else np.zeros(0),
         prefix_len=(cut := (len(enc.ids) + 1) // 2),
-        prefix_delta=prefix_invariance(tm, list(enc.ids), logits, cut),
+        prefix_delta=prefix_invariance(tm, list(enc.ids), logits, cut, alone),
         prefix_scale=float(logits[0, :cut].abs().max()),
     )

@@ -179,14 +179,19 @@ class TextModel:
         return self.model(self._batch(ids), trace=trace)
 
     @torch.no_grad()
-    def maps(self, ids: Sequence[int], labels: Sequence[str] | None = None) -> Trace:
-        """One sequence through the model for its trace alone (``labels`` on every record). A causal model stops at
-        its final norm: no map reads the LM head's V logits per token (SmolLM2 at 11 tokens: 39 of its 160 ms)."""
-        trace, batch = Trace(), self._batch(ids)
+    def states(self, ids: Sequence[int], trace: Trace | None = None) -> Tensor:
+        """One sequence's last hidden states ``[N, D]``: a causal model's stack up to its final norm, before the LM
+        head (its V logits per token are what a run for maps or states alone need not pay for: SmolLM2 at 11 tokens,
+        39 of its 160 ms), an encoder's output."""
+        batch = self._batch(ids)
         if self.kind == "causal":
-            self.model.hidden(self.model.embed(batch), self.mask(batch.shape[1]), trace)
-        else:
-            self.model(batch, trace=trace)
+            return self.model.hidden(self.model.embed(batch), self.mask(batch.shape[1]), trace)[0]
+        return self.model(batch, trace=trace)[0]
+
+    def maps(self, ids: Sequence[int], labels: Sequence[str] | None = None) -> Trace:
+        """One sequence through the model for its trace alone (:meth:`states`), ``labels`` on every record."""
+        trace = Trace()
+        self.states(ids, trace)
         if labels is not None:
             trace.label(labels)
         return trace

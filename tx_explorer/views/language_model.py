@@ -3,10 +3,11 @@ and step-by-step generation with the attention behind each new token."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from torch import Tensor
 
 from tx_explorer import masks
 from tx_explorer.analysis import lm
@@ -28,9 +29,15 @@ LATEX = (
 )
 
 
-def read(tm: TextModel, text: str, k: int = TOP) -> lm.Reading:
-    """Tokens, embeddings, every map, the top-k next tokens at each position and the per-token losses."""
-    return lm.read(tm, text, k)
+def read(tm: TextModel, text: str, k: int = TOP, alone: Callable[[Sequence[int]], Tensor] | None = None) -> lm.Reading:
+    """Tokens, embeddings, every map, the top-k next tokens at each position and the per-token losses (``alone``:
+    the opening's states as the page keeps them, see :func:`lm.prefix_invariance`)."""
+    return lm.read(tm, text, k, alone)
+
+
+def alone_states(tm: TextModel, ids: Sequence[int]) -> Tensor:
+    """The states the prefix check reads (:func:`lm.alone_states`)."""
+    return lm.alone_states(tm, ids)
 
 
 def _sampling(method: str, temperature: float, top_k: int, seed: int) -> dict:
