@@ -227,10 +227,16 @@ def flow(page, tmp: Path) -> None:
     plot = chart_with(page, label("flow", "legend_residual")).locator(".js-plotly-plot")
     plot.scroll_into_view_if_needed()
     where = """gd => {
-        const t = gd.data[gd.data.length - 1], xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;
-        const box = gd.getBoundingClientRect(), i = t.x.length - 1;
-        return [box.left + xa._offset + xa.d2p(t.x[i]), box.top + ya._offset + ya.d2p(t.y[i]), t.customdata[i]];
-    }"""  # the nodes are the last trace, listed top-down: its last point is the lowest
+        const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis, box = gd.getBoundingClientRect();
+        let low = null;
+        for (const t of gd._fullData) {
+            for (let i = 0; t.customdata && i < t.x.length; i++) {
+                const c = t.customdata[i];
+                if (c && c[0] === "node" && (low === null || t.y[i] < low[1])) low = [t.x[i], t.y[i], c];
+            }
+        }
+        return [box.left + xa._offset + xa.d2p(low[0]), box.top + ya._offset + ya.d2p(low[1]), low[2]];
+    }"""  # the lowest node of any trace (coordinates as Plotly decoded them: arrays reach it as typed arrays)
     x, y, node = plot.evaluate(where)
     middle = page.viewport_size["height"] / 2
     page.mouse.move(x, middle)
