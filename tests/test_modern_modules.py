@@ -297,3 +297,23 @@ def test_flash_gradients_with_a_bias_match_autograd_of_the_reference(causal):
     got_grads = torch.autograd.grad(flash_attention(q, k, v, causal=causal, bias=bias, block_size=3), (q, k, v), grad)
     for got, ref in zip(got_grads, ref_grads, strict=True):
         torch.testing.assert_close(got, ref, atol=1e-10, rtol=1e-8)
+
+
+def test_queries_and_keys_turned_together_are_each_turned_alone():
+    """``rotate_qk`` shares one cos/sin between q and k: the same numbers as two :meth:`rotate` calls, YaRN's scaled
+    ones included, and a scheme without rotation leaves both alone."""
+    from tx_explorer.modules.positional import RelativePositions, YaRNRotary
+
+    g = torch.Generator().manual_seed(0)
+    q, k = torch.randn(2, 4, 7, 16, generator=g), torch.randn(2, 2, 7, 16, generator=g)
+    pos = torch.arange(3, 10)
+    for rot in (Rotary(16, theta=500.0), YaRNRotary(16, 10000.0, factor=8.0, original_len=64)):
+        turned = rot.rotate_qk(q, k, pos)
+        torch.testing.assert_close(turned[0], rot.rotate(q, pos), rtol=0, atol=0)
+        torch.testing.assert_close(turned[1], rot.rotate(k, pos), rtol=0, atol=0)
+        assert not torch.allclose(turned[0], q)
+    yarn = YaRNRotary(16, 10000.0, factor=8.0, original_len=64)
+    plain = Rotary(16, theta=10000.0)
+    plain.inv_freq = yarn.inv_freq  # the same frequencies: YaRN's turn is the plain one, scaled
+    torch.testing.assert_close(yarn.rotate(q, pos), plain.rotate(q, pos) * yarn.magnitude, rtol=1e-6, atol=1e-6)
+    assert all(a is b for a, b in zip(RelativePositions().rotate_qk(q, k, pos), (q, k)))

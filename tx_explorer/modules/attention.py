@@ -174,7 +174,7 @@ class MultiHeadAttention(nn.Module):
             q, k = self.qk_norm(q, k)  # (B, H, N, Dh), (B, H_kv, N, Dh)
         if self.position is not None and context is None:
             pos = torch.arange(x.shape[1], device=x.device) if pos is None else pos
-            q, k = self.position.rotate(q, pos), self.position.rotate(k, pos)
+            q, k = self.position.rotate_qk(q, k, pos)
         return q, k, v
 
     def expand_kv(self, t: Tensor) -> Tensor:

@@ -66,6 +66,10 @@ class RelativePositions(nn.Module):
         """``x [B, H, N, Dh]`` at absolute positions ``pos [N]`` → the same shape."""
         return x
 
+    def rotate_qk(self, q: Tensor, k: Tensor, pos: Tensor) -> tuple[Tensor, Tensor]:
+        """:meth:`rotate` of a layer's queries and keys at the same positions (a scheme may share work)."""
+        return self.rotate(q, pos), self.rotate(k, pos)
+
     def score_bias(self, q_pos: Tensor, k_pos: Tensor) -> Tensor | None:
         """An additive bias ``[H, Nq, Nk]`` for queries at ``q_pos`` and keys at ``k_pos``, or None."""
         return None
@@ -93,11 +97,22 @@ class Rotary(RelativePositions):
         dtype = torch.promote_types(dtype, torch.float32)
         return pos.to(dtype)[:, None] * self.inv_freq(dtype).to(pos.device)[None, :]
 
-    def rotate(self, x: Tensor, pos: Tensor) -> Tensor:
-        angle = self.angles(pos, x.dtype).repeat(1, 2)  # (N, Dh): the same angle for i and i + Dh/2
-        cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)
+    def cos_sin(self, pos: Tensor, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+        """cos and sin of every pair's angle at ``pos``, ``[N, Dh]`` each (the same for i and i + Dh/2)."""
+        angle = self.angles(pos, dtype).repeat(1, 2)  # (N, Dh)
+        return angle.cos().to(dtype), angle.sin().to(dtype)
+
+    @staticmethod
+    def turn(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
         x1, x2 = x.chunk(2, dim=-1)  # (B, H, N, Dh/2) each
         return x * cos + torch.cat([-x2, x1], dim=-1) * sin  # (x1, x2) → (x1·cos − x2·sin, x2·cos + x1·sin)
+
+    def rotate(self, x: Tensor, pos: Tensor) -> Tensor:
+        return self.turn(x, *self.cos_sin(pos, x.dtype))
+
+    def rotate_qk(self, q: Tensor, k: Tensor, pos: Tensor) -> tuple[Tensor, Tensor]:
+        cos, sin = self.cos_sin(pos, q.dtype)  # once for both: a decoding step would make them 2 × layers times
+        return self.turn(q, cos, sin), self.turn(k, cos.to(k.dtype), sin.to(k.dtype))
 
 
 class YaRNRotary(Rotary):
@@ -139,8 +154,9 @@ class YaRNRotary(Rotary):
         stretched = ((i - low) / max(high - low, 1e-3)).clamp(0, 1)  # 0: keep the pair's own, 1: ÷ factor
         return (own / self.factor * stretched + own * (1 - stretched)).to(dtype)
 
-    def rotate(self, x: Tensor, pos: Tensor) -> Tensor:
-        return super().rotate(x, pos) * self.magnitude  # (B, H, N, Dh): the rotation, cos and sin scaled
+    def cos_sin(self, pos: Tensor, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+        cos, sin = super().cos_sin(pos, dtype)
+        return cos * self.magnitude, sin * self.magnitude  # every score then grows by the magnitude squared
 
 
 def alibi_slopes(num_heads: int) -> Tensor:
