@@ -222,7 +222,7 @@ def bundle() -> circuit.CircuitBundle:
 def test_the_record_ends_with_the_shipped_final_weights(bundle):
     """The last logged numbers were measured on exactly the weights in model.safetensors."""
     last = bundle.training["record"][-1]
-    c = ind.measure(bundle.text.model, bundle.held_out())
+    c = ind.measure(bundle.text.model, ind.held_out(bundle))
     assert last["loss_first"] == pytest.approx(c.loss_first, abs=1e-3)
     assert last["loss_second"] == pytest.approx(c.loss_second, abs=1e-3)
     assert last["induction"] == pytest.approx(c.induction.max(), abs=1e-3)
@@ -233,13 +233,13 @@ def test_each_checkpoint_reproduces_its_logged_numbers(bundle):
     """float16 checkpoints against the record taken in float32 during training: close, not equal."""
     rows = {r["step"]: r for r in bundle.training["record"]}
     for step in bundle.steps:
-        c = ind.measure(bundle.checkpoint(step).model, bundle.held_out())
+        c = ind.measure(bundle.checkpoint(step).model, ind.held_out(bundle))
         assert c.induction.max() == pytest.approx(rows[step]["induction"], abs=0.02), step
         assert c.loss_second == pytest.approx(rows[step]["loss_second"], abs=0.05), step
 
 
 def test_the_checkpoints_span_the_recorded_phase_change(bundle):
-    phase = bundle.phase_change  # recomputed from the record
+    phase = ind.recorded_phase_change(bundle)  # recomputed from the record
     assert phase == bundle.training["phase_change"]
     assert bundle.steps == trainer.pick_checkpoints(
         bundle.record["step"], phase, bundle.training["settings"]["checkpoints"]
@@ -252,8 +252,8 @@ def test_the_checkpoints_span_the_recorded_phase_change(bundle):
 def test_the_shipped_k_composition_is_the_dense_reference(bundle):
     """The page's and BENCHMARKS.md's circuit numbers (best induction score, copy losses, with the previous-token
     head ablated too) equal a dense float64 recomputation from the shipped weights."""
-    k = bundle.k_composition()
-    ref = dense_reference(bundle.text.model, bundle.held_out())
+    k = ind.bundle_k_composition(bundle)
+    ref = dense_reference(bundle.text.model, ind.held_out(bundle))
     np.testing.assert_allclose(k.clean.induction, ref["induction"], atol=1e-5)
     np.testing.assert_allclose(k.clean.previous, ref["previous"], atol=1e-5)
     assert k.clean.loss_first == pytest.approx(ref["first"], abs=1e-4)
@@ -262,7 +262,7 @@ def test_the_shipped_k_composition_is_the_dense_reference(bundle):
 
 def test_the_shipped_circuit_meets_its_targets(bundle):
     """Issue 30's targets, from the shipped weights (the time targets are BENCHMARKS.md's: no timed tests)."""
-    k = bundle.k_composition()
+    k = ind.bundle_k_composition(bundle)
     assert k.clean.induction.max() >= 0.6
     assert k.clean.loss_ratio <= 0.4
     assert k.induction_drop >= 0.5

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.nn import functional as F
 
-from tx_explorer.analysis import norm_lab
+from tx_explorer.analysis import norm_lab, variant_claims
 from tx_explorer.bundle import BundleError, verify
 from tx_explorer.config import TransformerConfig
 from tx_explorer.families import variants as variants_family
@@ -292,7 +292,7 @@ def _summary(spread_of_seeds=0.01, **losses):
 def test_claims_are_computed_from_every_seed():
     summary = _summary(post_ln=6.0, pre_ln=5.5, pre_rms=5.49, pre_rms_swiglu=5.6, deep_post_ln=None, deep_pre_ln=5.9)
     summary["variants"]["pre-rms-swiglu"]["non_embedding_parameters"] = 99_800
-    verdicts = {c["key"]: c["state"] for c in variants_family.claims(summary)}
+    verdicts = {c["key"]: c["state"] for c in variant_claims.claims(summary)}
     assert verdicts == {
         "pre_beats_post": "holds",
         "deep_pre_beats_post": "holds",  # a diverged run loses
@@ -301,20 +301,20 @@ def test_claims_are_computed_from_every_seed():
         "swiglu_same_params": "holds",  # counts do not depend on the seed: no spread
         "swiglu_beats_mlp": "not_holds",
     }
-    pre = next(c for c in variants_family.claims(summary) if c["key"] == "pre_beats_post")
+    pre = next(c for c in variant_claims.claims(summary) if c["key"] == "pre_beats_post")
     assert pre["losses"]["pre-ln"].values == pytest.approx((5.49, 5.5, 5.51)) and pre["holds"]
     assert pre["comparison"].gap == pytest.approx(0.5) and pre["comparison"].spread == pytest.approx(0.02)
     summary["variants"]["deep-post-ln"] = _variant([6.19, 6.2, 6.21])
-    states = {c["key"]: c["state"] for c in variants_family.claims(summary)}
+    states = {c["key"]: c["state"] for c in variant_claims.claims(summary)}
     assert states["gap_grows_with_depth"] == "not_holds"  # 0.3 < 0.5
     del summary["variants"]["deep-pre-ln"]
-    assert "deep_pre_beats_post" not in {c["key"] for c in variants_family.claims(summary)}
+    assert "deep_pre_beats_post" not in {c["key"] for c in variant_claims.claims(summary)}
 
 
 def test_a_gap_within_the_seed_spread_is_noise():
     """SwiGLU 0.05 nats ahead: a verdict when the seeds agree to 0.01, noise when they scatter by 0.1."""
     same = dict(post_ln=6.0, pre_ln=5.5, pre_rms=5.55, pre_rms_swiglu=5.5, deep_post_ln=6.3, deep_pre_ln=5.9)
-    states = lambda summary: {c["key"]: c["state"] for c in variants_family.claims(summary)}  # noqa: E731
+    states = lambda summary: {c["key"]: c["state"] for c in variant_claims.claims(summary)}  # noqa: E731
     assert states(_summary(0.01, **same))["swiglu_beats_mlp"] == "holds"
     loud = states(_summary(0.1, **same))
     assert loud["swiglu_beats_mlp"] == "noise" and loud["pre_beats_post"] == "holds"  # 0.5 still beats 0.2
@@ -364,7 +364,7 @@ def test_the_pages_claims_are_every_seeds_numbers():
 
     res = variants_family.load_results()
     rows = view.runs(res, res.names).claims
-    assert len(rows) == len(variants_family.CLAIMS)
+    assert len(rows) == len(variant_claims.CLAIMS)
     pre = next(r for r in rows if r["Claim"].startswith("Pre-Norm trains better than Post-Norm (4"))
     losses = [run["final_val_loss"] for run in res.summary["variants"]["pre-ln"]["seeds"]]
     assert f"{statistics.fmean(losses):.3f} ± {statistics.stdev(losses):.3f}" in pre["Numbers"]

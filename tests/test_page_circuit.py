@@ -41,7 +41,7 @@ def test_first_load_draws_the_curves_maps_and_table(at):
 
 def test_the_page_shows_the_numbers_of_the_shipped_weights(at, bundle):
     """Every number of the K-composition table and verdict, recomputed here from model.safetensors."""
-    k = ind.k_composition(circuit.load().text.model, bundle.held_out())
+    k = ind.k_composition(circuit.load().text.model, ind.held_out(bundle))
     table = at.table[0].value
     intact, ablated = table.columns[1], table.columns[2]
     assert table[intact].iloc[0] == f"{k.induction_before:.3f}"
@@ -62,8 +62,8 @@ def test_the_slider_walks_the_checkpoints(at, bundle):
     first = bundle.steps[0]
     slider.set_value(first).run()
     assert_clean(at)
-    c = ind.measure(bundle.checkpoint(first).model, bundle.held_out())
-    final = bundle.k_composition()
+    c = ind.measure(bundle.checkpoint(first).model, ind.held_out(bundle))
+    final = ind.bundle_k_composition(bundle)
     caption = next(c.value for c in at.caption if c.value.startswith(f"Step {first} "))
     assert f"induction score {c.induction[final.induction_head]:.2f}" in caption
     slider.set_value(bundle.steps[-1]).run()

@@ -24,7 +24,7 @@ UNREAD = re.compile(r"\{[^{}]*\}|`[^`]*`|\$[^$]*\$")  # placeholders, code, LaTe
 # (file, key) → why the number is typed. Each entry names what it is; a measured number does not belong here.
 TYPED = {
     ("moe", "x_flops"): "training FLOPs = 3 × forward: the rule of thumb the axis uses, not a measurement",
-    ("norms", "claim_rms_matches_ln"): "the claim's threshold (families.variants.RMS_TOLERANCE), checked below",
+    ("norms", "claim_rms_matches_ln"): "the claim's threshold (analysis.variant_claims.RMS_TOLERANCE), checked below",
     ("norms", "claim_swiglu_same_params"): "the claim's threshold (1 % in families.variants)",
     ("position_lab", "intro"): "the evaluation range (up to 4× the training context) is a setting of the run",
     # published parameter counts quoted as published; "our count is 214.2M" (1558M, 174.6B) is typed: the sizes
@@ -72,7 +72,7 @@ def test_the_scan_finds_what_it_is_for():
 
 
 def test_typed_thresholds_are_the_code_s():
-    from tx_explorer.families import variants
+    from tx_explorer.analysis import variant_claims as variants
 
     rms = locales.table("norms")["claim_rms_matches_ln"]
     assert f"{variants.RMS_TOLERANCE:g} nats" in rms["en"] and f"{variants.RMS_TOLERANCE:g} nats" in rms["zh"]

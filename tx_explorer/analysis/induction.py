@@ -26,6 +26,7 @@ from torch.nn import functional as F
 
 from tx_explorer.analysis.head_science import repeat_scores
 from tx_explorer.edit import Edit
+from tx_explorer.families.circuit import CircuitBundle
 from tx_explorer.trace import Trace
 
 PHASE_RATIO = 0.5  # the phase change: second-copy loss below half of the first copy's
@@ -140,3 +141,29 @@ def phase_change(steps: Sequence[int], first: Sequence[float], second: Sequence[
         if b < PHASE_RATIO * a:
             return int(step)
     return None
+
+
+# --- the shipped run (tx_explorer.families.circuit) ------------------------------------------------------------------
+def recorded_phase_change(bundle: CircuitBundle) -> int | None:
+    """:func:`phase_change` recomputed from the bundle's training record."""
+    r = bundle.record
+    return phase_change(r["step"], r["loss_first"], r["loss_second"])
+
+
+def held_out(bundle: CircuitBundle, count: int | None = None, length: int | None = None) -> Tensor:
+    """The held-out repeated random sequences of the bundle's record, ``[S, 1 + 2n]`` (the first ``count``; shorter
+    ones of the same generator with ``length``)."""
+    s = bundle.training["settings"]
+    return random_repeats(
+        bundle.text.config.vocab_size,
+        bundle.text.special_ids,
+        length=length or s["eval_length"],
+        count=count or s["eval_count"],
+        seed=s["eval_seed"],
+    )
+
+
+def bundle_k_composition(bundle: CircuitBundle, step: int | None = None) -> KComposition:
+    """The K-composition test on the held-out sequences: the final model, or the checkpoint at ``step``."""
+    tm = bundle.text if step is None else bundle.checkpoint(step)
+    return k_composition(tm.model, held_out(bundle))

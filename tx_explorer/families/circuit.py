@@ -3,8 +3,8 @@ its training record and checkpoints spanning the phase change.
 
 :func:`load` verifies the checksums and returns a :class:`CircuitBundle`: the final model as a
 :class:`~tx_explorer.families.text.TextModel` (``.text``, so the head tools of :mod:`tx_explorer.analysis.
-head_science` take the bundle as they take tiny-moe's), the record, each checkpoint on demand, and the K-composition
-test recomputed from the shipped weights.
+head_science` take the bundle as they take tiny-moe's), the record and each checkpoint on demand; what is measured on
+them (the phase change, the held-out sequences, the K-composition test) is :mod:`tx_explorer.analysis.induction`'s.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from pathlib import Path
 from safetensors.torch import load_file
 from torch import Tensor
 
-from tx_explorer.analysis import induction as ind
 from tx_explorer.bundle import WEIGHTS_DIR, read_bundle
 from tx_explorer.config import TransformerConfig
 from tx_explorer.families.text import TextModel, bundled_causal
@@ -55,12 +54,6 @@ class CircuitBundle:
         """The steps of the shipped checkpoints."""
         return list(self.training["checkpoints"])
 
-    @property
-    def phase_change(self) -> int | None:
-        """Recomputed from the record (:func:`~tx_explorer.analysis.induction.phase_change`)."""
-        r = self.record
-        return ind.phase_change(r["step"], r["loss_first"], r["loss_second"])
-
     def checkpoint(self, step: int) -> TextModel:
         """The model at a shipped checkpoint (float16 weights run in float32), loaded once."""
         if step not in self.steps:
@@ -75,23 +68,6 @@ class CircuitBundle:
             model = AttentionOnlyLM(self.text.config)
             self._checkpoints[step] = bundled_causal(self.folder, model, state, f"{self.text.name}@{step}")
         return self._checkpoints[step]
-
-    def held_out(self, count: int | None = None, length: int | None = None) -> Tensor:
-        """The held-out repeated random sequences of the record, ``[S, 1 + 2n]`` (the first ``count``; shorter
-        ones of the same generator with ``length``)."""
-        s = self.training["settings"]
-        return ind.random_repeats(
-            self.text.config.vocab_size,
-            self.text.special_ids,
-            length=length or s["eval_length"],
-            count=count or s["eval_count"],
-            seed=s["eval_seed"],
-        )
-
-    def k_composition(self, step: int | None = None) -> ind.KComposition:
-        """The K-composition test on the held-out sequences, final model or the checkpoint at ``step``."""
-        tm = self.text if step is None else self.checkpoint(step)
-        return ind.k_composition(tm.model, self.held_out())
 
     def tokens(self) -> Tensor:
         """The shipped slice of the training stream (the live run's data), int64."""

@@ -1,19 +1,16 @@
 """The bundled block variants (``python -m tx_explorer.train variants``): curves, depth profiles, weights.
 
 :func:`load_results` is the registry loader of ``variants``: it verifies the checksums and reads the JSON files;
-each variant's weights load lazily as a :class:`~tx_explorer.families.text.TextModel`. :func:`claims` checks the
-lecture's claims on the shipped numbers. The trainer (:mod:`tx_explorer.train.variants`) writes the bundle with
-:func:`write_bundle`.
+each variant's weights load lazily as a :class:`~tx_explorer.families.text.TextModel` (the lecture's claims on its
+numbers: :mod:`tx_explorer.analysis.variant_claims`). The trainer (:mod:`tx_explorer.train.variants`) writes the
+bundle with :func:`write_bundle`.
 """
 
 from __future__ import annotations
 
 import json
-import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import torch
 from safetensors.torch import load_file, save_file
@@ -21,7 +18,6 @@ from tokenizers import Tokenizer
 from torch import Tensor
 
 from tx_explorer import locales
-from tx_explorer.analysis import spread
 from tx_explorer.bundle import WEIGHTS_DIR, write_manifest
 from tx_explorer.data.tokenizer import EOT
 from tx_explorer.families.text import SideBySide, TextModel, write_runs
@@ -100,72 +96,3 @@ class Results(SideBySide):
 def load_results(folder: Path = BUNDLE) -> Results:
     """Verify the bundle's checksums, then read its JSON files (weights load lazily per variant)."""
     return Results.read(folder, RETRAIN, history="history.json", profiles="profiles.json")
-
-
-RMS_TOLERANCE = 0.02  # nats: "still works" = no worse than LayerNorm by more than this
-PARAM_TOLERANCE = 0.01  # "the same parameters" = within 1 %
-
-
-def losses(run: dict) -> list[float]:
-    """A variant's final validation loss at every seed; a diverged run (None) counts as infinitely bad."""
-    return [math.inf if r["final_val_loss"] is None else r["final_val_loss"] for r in run["seeds"]]
-
-
-def _gap(runs: dict, pre: str, post: str) -> list[float]:
-    """Post-Norm's loss minus Pre-Norm's, seed by seed (the runs of one seed share data and initialisation)."""
-    return [b - a for a, b in zip(losses(runs[pre]), losses(runs[post]), strict=True)]
-
-
-def _same_params(runs: dict) -> spread.Comparison:
-    swiglu, mlp = (runs[n]["non_embedding_parameters"] for n in ("pre-rms-swiglu", "pre-rms"))
-    return spread.less(abs(swiglu - mlp), PARAM_TOLERANCE * mlp)  # counts do not depend on the seed: no spread
-
-
-# claim → (the variants it reads, the comparison ``left < right`` over seeds that decides it).
-CLAIMS: dict[str, tuple[tuple[str, ...], Callable[[dict], spread.Comparison]]] = {
-    "pre_beats_post": (("pre-ln", "post-ln"), lambda r: spread.less(losses(r["pre-ln"]), losses(r["post-ln"]))),
-    "deep_pre_beats_post": (
-        ("deep-pre-ln", "deep-post-ln"),
-        lambda r: spread.less(losses(r["deep-pre-ln"]), losses(r["deep-post-ln"])),
-    ),
-    "gap_grows_with_depth": (
-        ("pre-ln", "post-ln", "deep-pre-ln", "deep-post-ln"),
-        lambda r: spread.less(_gap(r, "pre-ln", "post-ln"), _gap(r, "deep-pre-ln", "deep-post-ln")),
-    ),
-    "rms_matches_ln": (
-        ("pre-rms", "pre-ln"),
-        lambda r: spread.less(losses(r["pre-rms"]), [v + RMS_TOLERANCE for v in losses(r["pre-ln"])]),
-    ),
-    "swiglu_same_params": (("pre-rms-swiglu", "pre-rms"), _same_params),
-    "swiglu_beats_mlp": (
-        ("pre-rms-swiglu", "pre-rms"),
-        lambda r: spread.less(losses(r["pre-rms-swiglu"]), losses(r["pre-rms"])),
-    ),
-}
-
-
-def claims(summary: dict) -> list[dict[str, Any]]:
-    """Check the lecture's claims on every seed's numbers: ``{key, state, holds, comparison, variants, losses,
-    params}`` with ``state`` "holds", "not_holds" or "noise" (:mod:`tx_explorer.analysis.spread`) and ``losses``
-    each variant's final validation loss over the seeds.
-
-    Claims whose variants were not all trained are left out.
-    """
-    runs = summary["variants"]
-    out = []
-    for key, (names, compare) in CLAIMS.items():
-        if not all(n in runs for n in names):
-            continue
-        c = compare(runs)
-        out.append(
-            {
-                "key": key,
-                "state": c.state,
-                "holds": c.state == "holds",
-                "comparison": c,
-                "variants": list(names),
-                "losses": {n: spread.stat(losses(runs[n])) for n in names},
-                "params": {n: runs[n]["non_embedding_parameters"] for n in names},
-            }
-        )
-    return out

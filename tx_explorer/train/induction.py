@@ -243,7 +243,11 @@ def main(argv: list[str] | None = None) -> None:
     }
     write_bundle(args.out, settings, cfg, records, states, train_ids[: args.live_tokens], args.tokenizer, meta)
     bundle = circuit.load(args.out)  # the numbers below from the shipped weights, as the page and tests read them
-    log.info("phase change at step %s; K-composition: %s", bundle.phase_change, bundle.k_composition())
+    log.info(
+        "phase change at step %s; K-composition: %s",
+        ind.recorded_phase_change(bundle),
+        ind.bundle_k_composition(bundle),
+    )
     if args.benchmarks:
         update_benchmarks(Path(args.benchmarks), bundle)
     log.info("bundle written to %s: %.1f min, %.1f CPU-min", args.out, meta["minutes"], meta["cpu_minutes"])
@@ -285,7 +289,7 @@ def write_bundle(
 def update_benchmarks(path: Path, bundle: circuit.CircuitBundle) -> None:
     """Rewrite only the text between ``<!-- induction:start -->`` and ``<!-- induction:end -->``."""
     t, s, cfg = bundle.training, bundle.training["settings"], bundle.text.config
-    k = bundle.k_composition()
+    k = ind.bundle_k_composition(bundle)
     c = k.clean
     rows = [
         ("best induction score, held out", "≥ 0.6", f"{c.induction.max():.3f}", c.induction.max() >= 0.6),

@@ -45,10 +45,11 @@ from tx_explorer import locales, report
 from tx_explorer.analysis import spread
 from tx_explorer.analysis.norm_lab import count_parameters, depth_profile, forward_with_stats, grad_norms
 from tx_explorer.analysis.seeding import seeded_init
+from tx_explorer.analysis.variant_claims import claims
 from tx_explorer.config import TransformerConfig
 from tx_explorer.data import corpus
 from tx_explorer.families.text import unique_state
-from tx_explorer.families.variants import BUNDLE, RETRAIN, claims, load_results, write_bundle
+from tx_explorer.families.variants import BUNDLE, RETRAIN, load_results, write_bundle
 from tx_explorer.modules.transformer import CausalLM
 from tx_explorer.train.common import begin, lr_at, make_optimizer, sample_batch, train_loop
 from tx_explorer.train.lm import bundled_or_new_tokenizer, encode_stream, evaluate, windows

@@ -113,15 +113,15 @@ def step_maps(bundle: CircuitBundle, step: int, *, lang: str = "en") -> StepMaps
     """At the checkpoint ``step``: the final model's previous-token head (layer 0) and induction head (last
     layer), the same two heads every step, on one held-out repeated sequence, and their scores then."""
     T = texts(PAGE, lang)
-    final = bundle.k_composition()
+    final = ind.bundle_k_composition(bundle)
     tm = bundle.checkpoint(step)
-    ids = bundle.held_out(1, length=MAP_LENGTH)  # (1, 1 + 2n)
+    ids = ind.held_out(bundle, 1, length=MAP_LENGTH)  # (1, 1 + 2n)
     w = ind.attention_maps(tm.model, ids)  # (L, H, M, M)
     (pl, ph), (il, ih) = final.previous_head, final.induction_head
     labels = [f"{i}·{t}" for i, t in enumerate(tm.labels(ids[0].tolist()))]
     names = {T("map_previous", layer=pl, head=ph): w[pl, ph], T("map_induction", layer=il, head=ih): w[il, ih]}
     fig = side_by_side(names, row_labels=labels, col_labels=labels, **axes(lang), height=460)
-    c = ind.measure(tm.model, bundle.held_out())
+    c = ind.measure(tm.model, ind.held_out(bundle))
     caption = T(
         "step_caption",
         step=step,
@@ -149,7 +149,7 @@ def k_composition(bundle: CircuitBundle, *, lang: str = "en") -> Composition:
     """K-composition measured on the shipped final weights: zero the layer-0 previous-token head and read the
     induction head's score and the copies' losses again."""
     T = texts(PAGE, lang)
-    k = bundle.k_composition()
+    k = ind.bundle_k_composition(bundle)
     (pl, ph), (il, ih) = k.previous_head, k.induction_head
     intact, ablated = T("col_intact"), T("col_ablated", layer=pl, head=ph)
     rows = [
@@ -198,7 +198,7 @@ def compare(bundle: CircuitBundle, *others: TextModel, lang: str = "en") -> Comp
     sequences of its own vocabulary of the same length, beside the shipped model's."""
     T = texts(PAGE, lang)
     s = bundle.training["settings"]
-    ours = bundle.k_composition().clean
+    ours = ind.bundle_k_composition(bundle).clean
     points = {bundle.text.name: (ours.previous, ours.induction)}
     data = {"ours_previous": ours.previous, "ours_induction": ours.induction}
     captions = []

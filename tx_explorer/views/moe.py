@@ -13,8 +13,7 @@ import numpy as np
 import torch
 
 from tx_explorer import locales, models, paths
-from tx_explorer.analysis import atlas, params, routing, spread
-from tx_explorer.families import variants
+from tx_explorer.analysis import atlas, params, routing, spread, variant_claims
 from tx_explorer.families.moe import RETRAIN as RETRAIN  # how to build the bundle (the page says it)
 from tx_explorer.families.moe import MoEBundle
 from tx_explorer.families.text import TextModel
@@ -164,7 +163,7 @@ def reference_spreads() -> tuple[int, list[float]] | None:
     from tx_explorer import model_cache  # the registry loads every family: imported when asked
 
     res = model_cache.shared_model(models.available_models("variants")[0])
-    stats = [spread.stat(variants.losses(run)) for run in res.summary["variants"].values()]
+    stats = [spread.stat(variant_claims.losses(run)) for run in res.summary["variants"].values()]
     return len(res.summary["seeds"]), [x.std for x in stats if math.isfinite(x.mean)]
 
 

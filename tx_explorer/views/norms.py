@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from tokenizers import Tokenizer
 
-from tx_explorer.analysis import norm_lab
+from tx_explorer.analysis import norm_lab, variant_claims
 from tx_explorer.bundle import BundleError as BundleError  # the notebook API catches it around load_results
 from tx_explorer.config import TransformerConfig
 from tx_explorer.families import variants as variants_family
@@ -107,7 +107,7 @@ def runs(
     series = curve_series(res, names, metric, smoothing, lang)
     fig = vn.curves(series, x_title=T("axis_step"), y_title=T(f"metric_{metric}"), log_y=metric == "grad_norm")
     rows = []
-    for cl in variants_family.claims(res.summary):  # computed here from every seed's shipped numbers
+    for cl in variant_claims.claims(res.summary):  # computed here from every seed's shipped numbers
         numbers = [
             T(
                 "claim_numbers",
@@ -316,7 +316,7 @@ def mlp_counts(dim: int = 64, ratio: float = 4.0, bias: bool = True, *, lang: st
 
 
 def mlp_curves(res: Results, *, lang: str = "en") -> Panel | None:
-    """Pre-RMS with an MLP against Pre-RMS with SwiGLU (training solid, validation dashed), when variants_family."""
+    """Pre-RMS with an MLP against Pre-RMS with SwiGLU (training solid, validation dashed), when both were trained."""
     T = texts(PAGE, lang)
     names = ["pre-rms", "pre-rms-swiglu"]
     if not set(names) <= set(res.names):
