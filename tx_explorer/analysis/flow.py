@@ -128,11 +128,9 @@ def decompose(tm: TextModel, ids: Sequence[int]) -> Decomposition:
     """Run ``ids`` once (recording heads and residuals, tracing attention) and split it into writes, so that
     ``residual[l + 1] = embed + Σ_{k≤l} (heads[k].sum(0) + attn_bias[k] + mlp[k])``, output norms frozen."""
     _check(tm)
-    x = torch.tensor([list(ids)], dtype=torch.long, device=_device(tm))  # (1, T)
     rec, trace = Edit().record(), Trace()
-    # What a forward runs before its LM head (embeddings, then the blocks): the logits, T × V, are never read here.
-    tm.model.hidden(tm.model.embed(x, edit=rec), tm.mask(x.shape[1]), trace, edit=rec)
-    weights = trace.stack(name_contains="attn")[:, 0].to(x.device)  # (L, H, T, T)
+    tm.states(ids, trace, edit=rec)  # no LM head: its T × V logits are never read here
+    weights = trace.stack(name_contains="attn")[:, 0].to(_device(tm))  # (L, H, T, T)
     del trace  # its records: a second copy of the weights
     site = lambda name, layer: rec.captured.get_site(name, layer)[0]  # noqa: E731
     layers = len(tm.model.blocks)

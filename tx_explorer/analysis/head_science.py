@@ -411,9 +411,8 @@ def repeat_scores(maps: Tensor, n: int) -> dict[str, Tensor]:
 
 
 def _maps(tm: TextModel, ids: Tensor) -> Tensor:
-    trace = Trace()
-    forward(tm, ids, trace=trace)
-    return trace.stack(name_contains="attn")[:, 0]  # (L, H, N, N)
+    """The maps of the first sequence of ``ids [B, N]`` (no LM head: :meth:`TextModel.maps`)."""
+    return tm.maps(ids[0].tolist()).stack(name_contains="attn")[:, 0]  # (L, H, N, N)
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from tx_explorer.bundle import read_bundle, verify
 from tx_explorer.config import TransformerConfig
 from tx_explorer.data import chat
 from tx_explorer.data.tokenizer import EOT, byte_level_label
+from tx_explorer.edit import Edit
 from tx_explorer.errors import InputError
 from tx_explorer.modules.attention import MultiHeadAttention
 from tx_explorer.modules.cache import KVCache
@@ -179,14 +180,15 @@ class TextModel:
         return self.model(self._batch(ids), trace=trace)
 
     @torch.no_grad()
-    def states(self, ids: Sequence[int], trace: Trace | None = None) -> Tensor:
+    def states(self, ids: Sequence[int], trace: Trace | None = None, *, edit: Edit | None = None) -> Tensor:
         """One sequence's last hidden states ``[N, D]``: a causal model's stack up to its final norm, before the LM
-        head (its V logits per token are what a run for maps or states alone need not pay for: SmolLM2 at 11 tokens,
-        39 of its 160 ms), an encoder's output."""
+        head (its V logits per token are what a run for maps, records or states alone need not pay for: SmolLM2 at 11
+        tokens, 39 of its 160 ms), an encoder's output. ``edit`` as the model's forward takes it (``Edit().record()``
+        to capture heads and residuals)."""
         batch = self._batch(ids)
         if self.kind == "causal":
-            return self.model.hidden(self.model.embed(batch), self.mask(batch.shape[1]), trace)[0]
-        return self.model(batch, trace=trace)[0]
+            return self.model.hidden(self.model.embed(batch, edit=edit), self.mask(batch.shape[1]), trace, edit=edit)[0]
+        return self.model(batch, trace=trace, edit=edit)[0]
 
     def maps(self, ids: Sequence[int], labels: Sequence[str] | None = None) -> Trace:
         """One sequence through the model for its trace alone (:meth:`states`), ``labels`` on every record."""

@@ -3,8 +3,8 @@
 A reader of a 135M-parameter model on a CPU feeds it a few tokens at a time: a decoding step is one row, a typed
 sentence a handful. Then a layer is a matrix-vector product, bound by reading the weights, and MKL's float32 path
 behind ``F.linear`` reads them at a third of the memory's speed for one to eight rows, where ``W · xᵀ`` (the rows
-as a narrow right-hand matrix, one row doubled) runs near it: a SmolLM2 pass over one token takes 22 ms of matrix
-products instead of 51 (``benchmarks/linear.py`` measures both). Larger batches, 16-bit weights (whose kernels are
+as a narrow right-hand matrix, one row doubled) runs near it: a SmolLM2 pass over one token takes 32 ms instead of
+62 (``benchmarks/linear.py`` measures both). Larger batches, 16-bit weights (whose kernels are
 fast already), gradients and GPUs take ``F.linear`` itself. tests/test_linear.py holds the fast path to it."""
 
 from __future__ import annotations

@@ -11,7 +11,6 @@ import numpy as np
 from tx_explorer.analysis import head_science as hs
 from tx_explorer.analysis.heads import head_labels
 from tx_explorer.families.text import TextModel
-from tx_explorer.trace import Trace
 from tx_explorer.views import Panel, texts
 from tx_explorer.viz import charts
 from tx_explorer.viz import head_science as vhs
@@ -97,9 +96,7 @@ def pattern(tm: TextModel, text: str, layer: int, head: int, *, lang: str = "en"
     T = texts(PAGE, lang)
     hs.check_head(tm, layer, head)
     ids = hs.encode(tm, text, LIMIT)
-    trace = Trace()
-    hs.forward(tm, hs._ids(tm, ids), trace=trace)
-    weights = trace.stack(name_contains="attn")[layer, 0, head].numpy()
+    weights = tm.maps(ids).stack(name_contains="attn")[layer, 0, head].numpy()
     tokens = _tokens(tm, ids)
     axes = texts("common", lang)
     fig = vh.attention_map(
