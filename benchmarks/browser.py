@@ -194,7 +194,7 @@ INPUTS: dict[str, tuple[str, Act]] = {
         type_text(".st-key-probe_text input", _sentences("The function returns a new list of the items")),
     ),
     "flow": (
-        "type a text + Ctrl+Enter (decomposition, route graph, one edge's causal effects, a node's lens)",
+        "type a text + Ctrl+Enter (decomposition and route graph; the edge and the node below it once scrolled to)",
         type_text(".st-key-flow_text textarea", _sentences("The function returns a new list of the"), "Control+Enter"),
     ),
     "atlas": (

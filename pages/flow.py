@@ -76,15 +76,27 @@ def routes(name: str) -> None:
         context = (name, text, flow.position(int(target), len(an.ids)))
         remember(ui.show_result(result, clickable=True), context)
 
-        ui.section(T, "edge", level="subheader")
-        picked = chosen("flow_edge", context, result.edge)
-        if picked is not None:
-            ui.show_result(view.edge(tm, an, *map(int, picked), int(target), lang=LANG))
-
-        ui.section(T, "node", level="subheader")
+        edge_section(tm, an, context, int(target), result.edge)
         if tm.kind == "causal":
-            kind, layer, pos = chosen("flow_node", context, ("x", an.dec.num_layers, context[2]))
-            ui.show_result(view.node(tm, an, str(kind), int(layer), int(pos), lang=LANG))
+            node_section(tm, an, context)
+
+
+# Below the graph (SmolLM2's 30 layers make it taller than a screen): each a fragment inside ``routes``, so a click
+# on the graph reruns them too, computed once scrolled near (the edge reruns the model from its layer per head).
+@ui.below_fold("flow_edge", height=1570)
+def edge_section(tm, an: view.Analysis, context: tuple, target: int, default: tuple | None) -> None:
+    ui.section(T, "edge", level="subheader")
+    with ui.friendly_errors():
+        if (picked := chosen("flow_edge", context, default)) is not None:
+            ui.show_result(view.edge(tm, an, *map(int, picked), target, lang=LANG))
+
+
+@ui.below_fold("flow_node", height=620)
+def node_section(tm, an: view.Analysis, context: tuple) -> None:
+    ui.section(T, "node", level="subheader")
+    with ui.friendly_errors():
+        kind, layer, pos = chosen("flow_node", context, ("x", an.dec.num_layers, context[2]))
+        ui.show_result(view.node(tm, an, str(kind), int(layer), int(pos), lang=LANG))
 
 
 st.title(ui.page_title("flow"))

@@ -133,6 +133,18 @@ def test_alibi_attention_equals_torch_sdpa_with_a_float_mask(kv_heads):
     torch.testing.assert_close(next(iter(trace)).weights, weights)
 
 
+def test_values_alone_are_the_values_of_the_fused_projection():
+    """project_values reads W_V's rows only: the V that project_qkv makes, with its bias, whatever turns q and k."""
+    torch.manual_seed(4)
+    attn = MultiHeadAttention(32, 8, num_kv_heads=2, qkv_bias=True, position=Rotary(4)).eval()
+    with torch.no_grad():
+        attn.qkv.bias.normal_()
+        x = torch.randn(2, 7, 32)
+        _, _, v = attn.project_qkv(x)
+        torch.testing.assert_close(attn.project_values(x), v, atol=1e-6, rtol=1e-6)
+    assert attn.project_values(x).shape == (2, 2, 7, 4)  # (B, H_kv, N, Dh)
+
+
 @pytest.mark.parametrize("kv_heads", [4, 2, 1])
 def test_gqa_equals_torch_enable_gqa_and_traces_query_heads(kv_heads):
     torch.manual_seed(3)

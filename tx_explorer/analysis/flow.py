@@ -150,10 +150,15 @@ def decompose(tm: TextModel, ids: Sequence[int]) -> Decomposition:
         attn_scale.append(scale)
         bias.append(b * scale)  # (T, D)
         mid = site("mid", layer)  # (T, D): the MLP's input is norm2(mid); an attention-only block has none
-        m = block.mlp(block.norm2(mid[None]))[0] if block.mlp is not None else torch.zeros_like(mid)
+        if block.mlp is None:
+            m = torch.zeros_like(mid)
+        elif mlp_norm is None:  # the block added the MLP's output to mid: read it back, no second pass through it
+            m = site("post", layer) - mid
+        else:  # a sandwich: post − mid is the normed output, the frozen scale needs the MLP's own
+            m = block.mlp(block.norm2(mid[None]))[0]
         mlp_scale.append(ones if mlp_norm is None else frozen_scale(mlp_norm, m))
         mlp.append(m if mlp_norm is None else m * mlp_scale[-1])
-        v = attn.project_qkv(block.norm1(site("pre", layer)[None]))[2]  # (1, H_kv, T, Dh): rotary turns q, k only
+        v = attn.project_values(block.norm1(site("pre", layer)[None]))  # (1, H_kv, T, Dh)
         values.append(attn.expand_kv(v)[0])  # (H, T, Dh)
     return Decomposition(
         embed=site("pre", 0),

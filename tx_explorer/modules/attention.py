@@ -177,6 +177,13 @@ class MultiHeadAttention(nn.Module):
             q, k = self.position.rotate_qk(q, k, pos)
         return q, k, v
 
+    def project_values(self, x: Tensor) -> Tensor:
+        """V alone from ``x [B, N, D]``: ``[B, H_kv, N, Dh]``, as :meth:`project_qkv` makes it (no norm or rotary
+        acts on values), from W_V's rows of the fused weight alone (SmolLM2: 192 of its 960 rows)."""
+        start = self.q_dim + self.kv_dim
+        bias = None if self.qkv.bias is None else self.qkv.bias[start:]
+        return self._heads(linear(x, self.qkv.weight[start:], bias), self.num_kv_heads)
+
     def expand_kv(self, t: Tensor) -> Tensor:
         """``[B, H_kv, N, Dh]`` → ``[B, H, N, Dh]``: each key/value head repeated for the queries of its group."""
         if self.num_kv_heads == self.num_heads:
