@@ -42,7 +42,7 @@ def past_decoding(name: str, prompt: str, new_tokens: int, _report) -> view.kv.D
 
 @st.fragment
 def decode_section(name: str, tm: view.TextModel) -> None:
-    """1. Decode a prompt (past the window, if asked), then the cache after one step and cached = uncached."""
+    """1. Decode a prompt (past the window, if asked): cached = uncached, then the cache after one step."""
     values = ui.inputs(view.DECODE, T, columns=(3, 1))
     past = False
     if view.past_window(tm) is not None:  # Gemma 3: its local layers' window lies beyond the stepper's tokens
@@ -60,9 +60,9 @@ def decode_section(name: str, tm: view.TextModel) -> None:
             st.caption(decoded.prompt_note)
         st.markdown(T("continuation", text=ui.escape_markdown(decoded.text.strip())))  # "** word**" is no bold
         (st.success if decoded.ok else st.error)(decoded.check)
-        grow_section(tm, decoded)
-        ui.section(T, "same")
+        ui.section(T, "same")  # the verdict's evidence, step by step, beside it
         ui.show(decoded.diff)
+        grow_section(tm, decoded)
 
 
 @st.fragment
@@ -78,7 +78,15 @@ def grow_section(tm: view.TextModel, decoded: view.Decoded) -> None:
     step = c[0].slider(T("step"), first, last, last, key="kv_step") if last > first else last
     names = view.layer_names(tm, lang=LANG)
     layer = c[1].radio(T("layer"), range(len(names)), format_func=names.__getitem__, horizontal=True, key="kv_layer")
+    cache_charts(tm, decoded, step, layer)
+
+
+# Below the first screen (the decoding, its check, the step and the layer): drawn once scrolled near.
+@ui.below_fold("kv_cache_tensors", height=1330)
+def cache_charts(tm: view.TextModel, decoded: view.Decoded, step: int, layer: int) -> None:
+    """The cache's tensors after ``step`` at ``layer``, its heads' groups and its growth."""
     with ui.friendly_errors():
+        d = decoded.decoding
         cv = view.cache_view(tm, d.ids, decoded.labels, step, layer, lang=LANG, decoding=d)
         st.markdown(cv.numbers)
         if cv.layers is not None:
