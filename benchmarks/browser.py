@@ -364,6 +364,9 @@ def warm_page(browser, url: str, what: str, act: Act, repeats: int, n_visits: in
 
 
 FLOOR_INPUT = ("type a text + Enter", type_text(".st-key-floor_text input", _sentences("The floor of Streamlit")))
+# The floor divides every page's number: three times a page's inputs steady it (its medians of 5 ranged 124–164 ms
+# between runs on this machine, which moved every ratio by a third).
+FLOOR_REPEATS = 3
 
 
 def session_memory(browser, sessions: int) -> list[tuple[int, dict[str, float]]]:
@@ -485,7 +488,7 @@ def main(argv: list[str] | None = None) -> None:
         with running_server(FLOOR) as srv:
             srv.wait_healthy()
             srv.wait_settled()
-            floor = warm_page(browser, srv.url + "/", *FLOOR_INPUT, args.repeats, args.visits)
+            floor = warm_page(browser, srv.url + "/", *FLOOR_INPUT, FLOOR_REPEATS * args.repeats, args.visits)
             log.info("floor: %s", floor)
         runs: dict[str, PageRun] = {}
         with running_server() as srv:
@@ -539,7 +542,7 @@ def main(argv: list[str] | None = None) -> None:
         f"{first / floor_first:.1f}× Streamlit's own.",
         "",
         f"### First visit and input → chart rendered, per page (warm server; medians of {args.visits} first visits "
-        f"and of {args.repeats} inputs after a warm-up input)",
+        f"and of {args.repeats} inputs after a warm-up input, {FLOOR_REPEATS * args.repeats} on the floor)",
         "",
         "Warm = the server's CPU has been quiet for 2 s after start-up (anything it loads in the background is "
         "loaded). First visit, *new session* = opening the page's address in a new browser context (nothing cached: "
