@@ -81,10 +81,10 @@ def grow_section(tm: view.TextModel, decoded: view.Decoded) -> None:
     cache_charts(tm, decoded, step, layer)
 
 
-# Below the first screen (the decoding, its check, the step and the layer): drawn once scrolled near.
 @ui.below_fold("kv_cache_tensors", height=1330)
 def cache_charts(tm: view.TextModel, decoded: view.Decoded, step: int, layer: int) -> None:
-    """The cache's tensors after ``step`` at ``layer``, its heads' groups and its growth."""
+    """The cache's tensors after ``step`` at ``layer``, its heads' groups and its growth: below the first screen
+    (the decoding, its check, the step and the layer), so drawn once scrolled near."""
     with ui.friendly_errors():
         d = decoded.decoding
         cv = view.cache_view(tm, d.ids, decoded.labels, step, layer, lang=LANG, decoding=d)
@@ -128,11 +128,8 @@ def published_section() -> None:
 
 
 ui.section(T, "decode")
-shipped = [
-    n
-    for n in models.available_models("text", kind="causal")
-    if models.REGISTRY[n].bundled or models.REGISTRY[n].preload
-]
+causal = models.available_models("text", kind="causal")
+shipped = [n for n in causal if models.REGISTRY[n].bundled or models.REGISTRY[n].preload]
 default = view.first_shared(shipped, ui.cached_model)  # a shipped model whose query heads share K/V heads: SmolLM2
 if default is not None:
     st.session_state.setdefault("kv_model", default)
