@@ -235,7 +235,8 @@ SCENARIOS: tuple[Scenario, ...] = (
         CODE,
     ),
     Scenario("operator", "slider arrow key", slider_key(1)),
-    Scenario("kv_cache", "prompt + Enter", typed(".st-key-kv_prompt input", SENTENCE), _marker, PLOT),
+    # The prompt's tokens label the cache's tensors, below the first screen: scrolled to, as a student reading them.
+    Scenario("kv_cache", "prompt + Enter", scrolled(typed(".st-key-kv_prompt input", SENTENCE)), _marker, PLOT),
     Scenario(
         "position_lab",
         "positions + Enter",

@@ -91,3 +91,15 @@ def test_a_mosaic_is_a_png_of_its_codes_coloured_as_plotly_colours_them():
     values = [float(v) for v in np.unique(pixels[pixels < heatmap.GAP]) / (heatmap.GAP - 1)]
     expected = plotly.colors.sample_colorscale(plotly.colors.get_colorscale(style.WEIGHTS), values, colortype="tuple")
     np.testing.assert_allclose(palette[np.unique(pixels[pixels < heatmap.GAP])], np.array(expected) * 255, atol=1.0)
+
+
+def test_a_reference_line_on_a_log_axis_is_named_beside_it():
+    """The KV stepper's tolerance on its log axis: Plotly places an annotation at log10 of its y there, so the name
+    given the line's value (0.0023) stood at 10^0.0023 ≈ 1, at the top of the plot, over the axis's labels."""
+    fig = charts.lines([0, 1, 2], {"max |Δ logit|": [3e-5, 5e-5, 4e-5]}, log_y=True, references={"tolerance": 0.0023})
+    (line,), (note,) = fig.layout.shapes, fig.layout.annotations
+    assert line.y0 == line.y1 == 0.0023  # shapes take the value
+    assert note.y == pytest.approx(np.log10(0.0023)) and note.text == "tolerance"
+    assert fig.layout.yaxis.type == "log" and fig.layout.yaxis.minorloglabels == "none"
+    linear = charts.lines([0, 1], {"a": [0.5, 1.5]}, references={"one": 1.0})
+    assert linear.layout.annotations[0].y == 1.0 and linear.layout.yaxis.type in (None, "linear", "-")

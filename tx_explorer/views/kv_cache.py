@@ -194,9 +194,9 @@ def decoded(tm: TextModel, d: kv.Decoding, *, lang: str = "en") -> Decoded:
         title=T("diff_title"),
         x_title=T("axis_step"),
         y_title=T("axis_diff"),
-        references={T("tolerance", tol=tol): tol},
+        log_y=True,
+        references={T("tolerance", tol=float(f"{tol:.2g}")): tol},  # 0.0023, not 0.00229576
     )
-    diff.update_yaxes(type="log")
     equal = all(s.nbytes == s.formula for s in steps)
     ok = d.identical and d.max_diff <= tol and equal
     found = dict(steps=len(steps), diff=f"{d.max_diff:.1e}", tol=f"{tol:.1e}", equal=T("yes") if equal else T("no"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -46,17 +47,24 @@ def lines(
     x_title: str = "",
     y_title: str = "",
     log_x: bool = False,
+    log_y: bool = False,
     references: Mapping[str, float] | None = None,
     height: int = 360,
 ) -> go.Figure:
-    """Measured curves sharing one x axis, with optional horizontal reference lines (e.g. log N, 1/N)."""
+    """Measured curves sharing one x axis, with optional horizontal reference lines (e.g. log N, 1/N), each named
+    just above its line; ``log_y``: a log y axis (positive levels), labelled at its decades only."""
     fig = go.Figure()
     for name, y in series.items():
         fig.add_trace(go.Scatter(x=list(x), y=list(np.asarray(y, dtype=float)), mode="lines+markers", name=name))
     for name, level in (references or {}).items():
-        fig.add_hline(y=level, line_dash="dot", line_color="grey", annotation_text=name, annotation_position="top left")
+        # On a log axis a line is drawn at its value but an annotation is placed at log10 of it: given the value,
+        # the name would float at 10^level (near 1 for a small tolerance), far from its line.
+        at = {"annotation_y": math.log10(level)} if log_y else {}
+        fig.add_hline(
+            y=level, line_dash="dot", line_color="grey", annotation_text=name, annotation_position="top left", **at
+        )
     fig.update_xaxes(title=x_title, type="log" if log_x else "linear")
-    fig.update_yaxes(title=y_title)
+    fig.update_yaxes(title=y_title, **({"type": "log", "minorloglabels": "none"} if log_y else {}))
     fig.update_layout(**_frame(title, height))
     return fig
 
