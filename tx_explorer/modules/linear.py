@@ -13,7 +13,9 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-FEW_ROWS = 8  # rows up to which W · xᵀ beats F.linear here (from 16 rows on they are level or F.linear wins)
+# Rows up to which W · xᵀ beats F.linear here with the server's one torch thread per job (from 9 rows on F.linear
+# wins there; with 2 threads W · xᵀ still wins up to 64 rows, so sweeps must use the server's thread count).
+FEW_ROWS = 8
 
 
 def fast_path(x: Tensor, weight: Tensor) -> bool:
