@@ -35,7 +35,7 @@ st.markdown(T("intro"))
 
 left, right = st.columns([3, 2])
 with right, ui.friendly_errors():
-    ui.show(view.example(lang=ui.lang()))
+    ui.show(view.example(lang=ui.lang()), width_px=ui.PAGE_PX * 2 / 5)
     st.caption(T("example_caption"))
 with left:
     st.markdown(T("how_to"))

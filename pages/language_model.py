@@ -46,9 +46,9 @@ def causal_mask(r) -> None:
         head = c[1].selectbox(T("head"), range(r.maps.shape[1]), key="lm_mask_head")
         mask = view.causal(r, layer, head, lang=LANG)
         with c[0]:
-            ui.show(mask.mask)
+            ui.show(mask.mask, width_px=ui.PAGE_PX / 2)
         with c[1]:
-            ui.show(mask.weights)
+            ui.show(mask.weights, width_px=ui.PAGE_PX / 2)
         st.success(mask.check)
         st.success(mask.prefix)
 

@@ -92,7 +92,7 @@ def example(seed: int) -> None:
         panel, table = view.example(seed, lang=LANG)
         c = st.columns(2)
         with c[0]:
-            ui.show(panel)
+            ui.show(panel, width_px=ui.PAGE_PX / 2)
         c[1].table(table)
         st.markdown(T("example_reading"))
 

@@ -106,7 +106,7 @@ def heldout_section(bundle: view.MoEBundle) -> None:
             c = st.columns(2)
             with c[0]:
                 if cooc is not None:
-                    ui.show(cooc)
+                    ui.show(cooc, width_px=ui.PAGE_PX / 2)
                     st.caption(T("cooc_caption"))
             with c[1]:
                 st.markdown(f"**{T('spec_title')}**")

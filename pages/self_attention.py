@@ -28,9 +28,9 @@ def shuffled(layer: dict) -> bool:
         st.markdown(perm.order)
         c = st.columns(2)
         with c[0]:
-            ui.show(perm.out, perm.weights)
+            ui.show(perm.out, perm.weights, width_px=ui.PAGE_PX / 2)
         with c[1]:
-            ui.show(perm.out_shuffled, perm.weights_shuffled)
+            ui.show(perm.out_shuffled, perm.weights_shuffled, width_px=ui.PAGE_PX / 2)
         st.metric(T("max_diff"), f"{perm.check.max_diff:.2e}")
         (st.success if perm.equal else st.info)(perm.verdict)
         return True

@@ -29,7 +29,7 @@ def alignments(translators: dict, out: dict, gold) -> None:
         al = view.alignments(out, gold, layer, head, lang=LANG, mosaic=False)  # the mosaic: on demand, below
         for col, panel, off in zip(st.columns(2), (al.bahdanau, al.transformer), al.off_gold):
             with col:
-                ui.show(panel)
+                ui.show(panel, width_px=ui.PAGE_PX / 2)
                 if off:
                     st.caption(T("gold_note"))
         st.caption(T("align_layer_note", layer=tfm.align_layer or 0))

@@ -44,7 +44,7 @@ def attention_section(clf, name: str, pixels, mask, row: int, col: int) -> None:
         ui.show(att.overlays)
         c = st.columns([3, 2])
         with c[0]:
-            ui.show(att.mosaic)
+            ui.show(att.mosaic, width_px=ui.PAGE_PX * 3 / 5)
         with c[1]:
             ui.show(att.prediction)
         ui.section(T, "rollout", view.LATEX["rollout"], level="subheader")
@@ -77,7 +77,7 @@ def shuffle_section(clf, name: str, pixels) -> None:
                 c = st.columns([1, 3])
                 c[0].image(shuf.image, caption=T("shuffled_caption"), width=200)
                 with c[1]:
-                    ui.show(shuf.chart)
+                    ui.show(shuf.chart, width_px=ui.PAGE_PX * 3 / 4)
                 ui.metrics(shuf.changes)
                 st.markdown(shuf.reading)
                 st.markdown(view.causal_text(held.causal, clf, lang=LANG))

@@ -8,6 +8,7 @@ boxes and reports, with page, language and chart:
 - a chart title wider than its chart (Plotly clips it), tick labels of one axis drawn over each other;
 - an axis title cut at the figure's edge, point labels or annotations drawn over each other, a colour bar labelled
   at numbers that are not round (0.248, 0.495 …), a panel drawn with no data in it (axes waiting for a button);
+- margins Plotly had to grow after measuring the labels (it then draws the chart twice: :mod:`tx_explorer.viz.margins`);
 - a button with no label, or one whose label is cut ("Dat…");
 - notation that did not render: raw TeX (``_{``, ``^{``, ``\\frac``, ``x_t``), Markdown (``**``), HTML entities
   (``&lt;``) or tags, a sub- or superscript after a bracket or norm (``‖A‖_F``), in the page's text or a chart's
@@ -170,9 +171,13 @@ READ_PAGE = r"""() => {
     }
     const drawn = [...gd.querySelectorAll('.cartesianlayer > g.subplot')].map((g) => g.classList[1]);
     const emptyPanels = drawn.filter((id) => id && !filled.has(id));
+    // Margins Plotly grew once it had measured the labels: it then drew the whole chart a second time.
+    const size = full._size || {}, margin = full.margin || {};
+    const grown = ['l', 'r', 't', 'b'].filter((s) => size[s] > margin[s] + 0.5)
+      .map((s) => `${s} +${Math.round(size[s] - margin[s])} px`);
     charts.push({key, title: title ? one(title) : null, chart: svg ? box(svg) : box(gd), axisTitles, annotations,
       legend: legend && shown(legend) ? box(legend) : null, colorbars, axes, texts, ticks, hovers, labels,
-      colorbarTicks, emptyPanels});
+      colorbarTicks, emptyPanels, grown});
   }
   return {texts, buttons, charts};
 }"""
@@ -310,6 +315,8 @@ def problems(read: dict, page: str, lang: str) -> list[Problem]:
         if odd := _round_ticks(c["colorbarTicks"]):
             add.append(f"colour bar ticks not round: {', '.join(odd[:4])}")
         add += [f"empty panel: axes {p} with no data" for p in c["emptyPanels"]]
+        if c["grown"]:  # viz.margins.fit's estimate fell short: the browser drew the chart twice
+            add.append(f"margins grown after the first draw: {', '.join(c['grown'])}")
         add += [p for t in dict.fromkeys(c["texts"]) for p in _notation(t, TEXT_RULES)]
         add += [f"tick label: {p}" for t in dict.fromkeys(c["ticks"]) for p in _notation(t, ENTITIES)]
         add += [f"hover: {p}" for h in dict.fromkeys(c["hovers"]) for p in _notation(h, HOVER_RULES)]

@@ -6,10 +6,11 @@ faults; these tests name the function at fault without a browser.)"""
 from __future__ import annotations
 
 import numpy as np
+import plotly.graph_objects as go
 import pytest
 
 from tx_explorer.views import model_sizes
-from tx_explorer.viz import charts, flow, heatmap, seq2seq, style
+from tx_explorer.viz import charts, flow, heatmap, margins, seq2seq, style
 
 
 @pytest.mark.parametrize("title", ["decoder step: reads → writes (Italian)", "解码步骤：读入 → 写出（意大利语）"])
@@ -103,3 +104,66 @@ def test_a_reference_line_on_a_log_axis_is_named_beside_it():
     assert fig.layout.yaxis.type == "log" and fig.layout.yaxis.minorloglabels == "none"
     linear = charts.lines([0, 1], {"a": [0.5, 1.5]}, references={"one": 1.0})
     assert linear.layout.annotations[0].y == 1.0 and linear.layout.yaxis.type in (None, "linear", "-")
+
+
+# ---- margins that fit the labels before the browser draws them (viz.margins) -------------------------------------
+
+
+def _heatmap(rows: list[str], cols: list[str], **layout) -> go.Figure:
+    z = np.linspace(-1.0, 1.0, len(rows) * len(cols)).reshape(len(rows), len(cols))
+    fig = go.Figure(go.Heatmap(z=z, x=cols, y=rows))
+    fig.update_layout(
+        **{"margin": dict(l=10, r=10, t=40, b=10), "xaxis_title": "keys", "yaxis_title": "queries"} | layout
+    )
+    return fig
+
+
+def test_margins_hold_the_longest_label_its_axis_title_and_the_colour_bar():
+    short = margins.fit(_heatmap(["a", "b"], ["a", "b"]), (460,)).layout.margin
+    longest = "▁Extraordinarily"
+    wide = margins.fit(_heatmap(["a", longest], ["a", "b"]), (460,)).layout.margin
+    assert wide.l - short.l == pytest.approx(margins.text_width(longest, 12) - margins.text_width("a", 12), abs=1)
+    assert short.l > margins.text_width("a", 12) + 14  # the title's line beside the labels
+    # the colour bar: its 30 px, its labels (−1 … 1) and its offset 2 % of the plot right of it
+    assert short.r > 10 + 30 + margins.text_width("−0.5", 12)
+    assert short.b >= 12 + 14  # a row of level labels and the title under it
+
+
+def test_margins_never_shrink_and_fitting_twice_changes_nothing():
+    fig = _heatmap(["a"], ["b"], margin=dict(l=300, r=300, b=300, t=40))
+    assert margins.fit(fig, (460,)).layout.margin.l == 300
+    again = margins.fit(_heatmap(["q1", "q2"], ["k1", "k2"]), (460,))
+    before = again.layout.margin.to_plotly_json()
+    assert margins.fit(again, (460,)).layout.margin.to_plotly_json() == before
+
+
+def test_labels_that_must_turn_get_the_depth_of_their_slant_only_where_the_width_is_known():
+    tokens = [f"▁token{i}" for i in range(40)]  # 40 wide labels: no room to lie level in 460 px
+    narrow = margins.fit(_heatmap(["a"], tokens), (460,)).layout.margin.b
+    level = margins.fit(_heatmap(["a"], ["a", "b"]), (460,)).layout.margin.b
+    assert narrow > level + 0.5 * margins.text_width(tokens[-1], 12)
+    # drawn somewhere between a column and the page: a margin is not grown for labels that may lie level
+    few = [f"▁word{i}" for i in range(8)]
+    assert margins.fit(_heatmap(["a"], few), (460, 920)).layout.margin.b == level
+
+
+def test_a_colour_axis_no_trace_uses_and_a_hidden_scale_add_no_room():
+    fig = go.Figure(go.Scatter(x=[0, 1], y=[0, 1], mode="markers"))
+    fig.update_layout(margin=dict(l=10, r=10, t=40, b=10), coloraxis2=dict(colorbar=dict(x=1.08)))
+    assert margins.fit(fig, (460,)).layout.margin.r < 30
+    hidden = _heatmap(["a"], ["b"])
+    hidden.update_traces(showscale=False)
+    assert margins.fit(hidden, (460,)).layout.margin.r < 30
+    given = go.Figure(
+        go.Scatter(x=[0, 1], y=[0, 1], mode="markers", marker=dict(color=[0, 1], colorbar=dict(title="e")))
+    )
+    given.update_layout(margin=dict(l=10, r=10, t=40, b=10))
+    assert margins.fit(given, (460,)).layout.margin.r > 40  # a marker's bar shows where one is given (Plotly's rule)
+
+
+def test_a_legend_below_the_plot_gets_its_rows_under_the_axis():
+    lines = [go.Scatter(x=[0, 1], y=[0, 1], name=f"variant {i}") for i in range(12)]
+    one = style.tidy(go.Figure(lines[:2], layout=dict(margin=dict(b=10))), 460).layout.margin.b
+    many = style.tidy(go.Figure(lines, layout=dict(margin=dict(b=10))), 460).layout.margin.b
+    alone = style.tidy(go.Figure(lines[:1], layout=dict(margin=dict(b=10))), 460).layout.margin.b
+    assert one - alone >= margins.LEGEND_ROW and many - one >= margins.LEGEND_ROW  # more rows, more room

@@ -35,12 +35,13 @@ def show_figure(
     data: np.ndarray | Mapping[str, np.ndarray] | None = None,
     *,
     clickable: bool = False,
-    width_px: float = style.COLUMN_PX,
+    width_px: float | None = None,
 ) -> list[Any]:
     """Show a Plotly figure (PNG from its toolbar) with a "Data" menu: the numbers behind it as CSV and NPY.
 
     ``clickable``: a click on a point reruns the page, and the clicked points' ``customdata`` are returned.
-    ``width_px``: about how wide the figure is drawn (its title is wrapped to it, :func:`~tx_explorer.viz.style.tidy`).
+    ``width_px``: about how wide the figure is drawn, where known (its title is wrapped to it and its margins fit
+    to it, :func:`~tx_explorer.viz.style.tidy`).
     """
     event = st.plotly_chart(
         style.tidy(fig, width_px),
@@ -88,7 +89,7 @@ def _downloads(key: str, data: np.ndarray | Mapping[str, np.ndarray]) -> None:
                 )
 
 
-def show(*panels: Any, width_px: float = style.COLUMN_PX) -> None:
+def show(*panels: Any, width_px: float | None = None) -> None:
     """Show :class:`tx_explorer.views.Panel` s (figure, key, the numbers behind it) one below the other."""
     for panel in panels:
         if panel is not None:
@@ -107,7 +108,7 @@ def show_result(result: Any, clickable: bool = False) -> list[Any] | None:
     return picked
 
 
-PAGE_PX = 920  # the main column of the wide layout beside the sidebar, on a 1400 px window
+PAGE_PX = style.PAGE_PX
 
 
 def row(*panels: Any, headings: tuple[str, ...] = ()) -> None:

@@ -2,18 +2,20 @@
 
 import html
 import re
-import unicodedata
 from collections.abc import Sequence
 
 import plotly.graph_objects as go
 import plotly.io as pio
+
+from tx_explorer.viz import margins
+from tx_explorer.viz.margins import text_width
 
 WEIGHTS = "Viridis"  # attention weights in [0, 1]: one scale everywhere so maps compare at a glance
 DIVERGING = "RdBu_r"  # signed values (scores, differences), centred on 0
 SEQUENTIAL = "Blues"  # counts and magnitudes
 QUERY_AXIS = "queries (rows)"
 KEY_AXIS = "keys (columns)"
-FONT = dict(size=12)
+FONT = dict(size=margins.FONT_PX)
 
 # Plotly's default template also carries per-trace-type defaults, which every new figure deep-copies: a third of a
 # small figure's build time and 4 kB of its JSON. This template keeps the default look (its layout) only.
@@ -41,14 +43,8 @@ LEGEND = dict(
     orientation="h", x=0, xanchor="left", yref="container", y=0.01, yanchor="bottom"
 )  # x: the plot's left edge
 COLUMN_PX = 460  # a figure's width when nothing else is known: half of a wide page, the usual two-up chart
+PAGE_PX = 920  # the main column of the wide layout beside the sidebar, on a 1400 px window
 TITLE_PX = 17  # Plotly's title size for our 12 px font (1.4 × the font)
-
-
-def text_width(text: str, font_px: float) -> float:
-    """About how wide ``text`` is drawn: CJK and full-width characters one em, others 0.55 em (Plotly has no
-    text measure before the browser draws it; this errs wide)."""
-    wide = sum(1 for c in text if unicodedata.east_asian_width(c) in "WF")
-    return font_px * (wide + 0.55 * (len(text) - wide))
 
 
 def wrap(text: str, width_px: float, font_px: float = TITLE_PX) -> str:
@@ -67,18 +63,19 @@ def wrap(text: str, width_px: float, font_px: float = TITLE_PX) -> str:
     return "<br>".join(lines)
 
 
-def tidy(fig: go.Figure, width_px: float = COLUMN_PX) -> go.Figure:
+def tidy(fig: go.Figure, width_px: float | None = None) -> go.Figure:
     """The layout rules every shown figure follows (in place, and the same figure again: showing it twice is
     harmless): the one legend placement, a title wrapped to fit a figure ``width_px`` wide, its top margin
-    grown by the added lines."""
+    grown by the added lines, the other margins grown to the labels' room (:func:`margins.fit`: one draw).
+    ``width_px``: how wide it is drawn, where known; else it may be from a column's to the page's width."""
     if fig.layout.showlegend is not False and any(getattr(t, "showlegend", False) is not False for t in fig.data):
         fig.update_layout(legend=LEGEND)
     title = fig.layout.title.text
     if title:
         size = fig.layout.title.font.size or TITLE_PX
-        wrapped = wrap(title, 0.9 * width_px, size)  # the title starts 5 % in from the left
+        wrapped = wrap(title, 0.9 * (width_px or COLUMN_PX), size)  # the title starts 5 % in from the left
         added = wrapped.count("<br>") - title.count("<br>")
         if added:
             top = fig.layout.margin.t
             fig.update_layout(title_text=wrapped, margin_t=(80 if top is None else top) + added * 1.3 * size)
-    return fig
+    return margins.fit(fig, (width_px,) if width_px else (COLUMN_PX, PAGE_PX))
