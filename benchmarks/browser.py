@@ -17,6 +17,8 @@ import argparse
 import contextlib
 import logging
 import statistics
+import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -38,6 +40,7 @@ from harness.browser import (
     PAINTED,
     QUIET,
     QUIET_MS,
+    ROOT,
     VIEW_DRAWN,
     VIEWPORT,
     WATCH,
@@ -406,6 +409,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--visits", type=int, default=3, help="first visits per page (new sessions) on the warm server")
     p.add_argument("--sessions", type=int, default=4, help="browser sessions on the multi-head page for memory")
     p.add_argument("--only", nargs="+", default=None, help="page names for the input latencies (default: all)")
+    p.add_argument(
+        "--reference",
+        metavar="REV",
+        help="also time the pages' inputs on this git revision (e.g. the commit before a change), served the same "
+        "way in the same run, side by side",
+    )
     return p
 
 
@@ -464,6 +473,44 @@ def chosen_pages(only: list[str] | None) -> list[str]:
 
 
 @contextlib.contextmanager
+def reference_tree(rev: str) -> Iterator[Path]:
+    """``rev``'s files (``git archive``) in a temporary folder, with this checkout's downloaded models beside them."""
+    with tempfile.TemporaryDirectory(prefix="tx-reference-") as tmp:
+        archive = subprocess.run(["git", "archive", rev], cwd=ROOT, capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
+        if (ROOT / ".models").exists():  # made by `make`, not in git
+            (Path(tmp) / ".models").symlink_to(ROOT / ".models")
+        yield Path(tmp)
+
+
+def side_by_side(browser, rev: str, pages: list[str], runs: dict[str, PageRun], repeats: int) -> list[str]:
+    """The pages' inputs timed on ``rev``'s tree, against this tree's ``runs``: the table's lines."""
+    with reference_tree(rev) as root, running_server(root=root) as srv:
+        srv.wait_healthy()
+        srv.wait_settled()
+        old = {}
+        for page in pages:
+            stem = Path(page).stem
+            old[stem] = input_latency(browser, srv.url + _path(page), INPUTS[stem][1], repeats)
+    rows = []
+    for name, lat in old.items():
+        was, now = (statistics.median(t) if t else None for t in (lat.times_ms, runs[name].latency.times_ms))
+        ratio = f"{now / was:.2f}" if was and now else "—"
+        rows.append(f"| {name} | {was or 0:,.0f} ms | {now or 0:,.0f} ms | {ratio} | {lat.errors} |")
+    return [
+        "",
+        f"### Side by side with `{rev}` (input → chart rendered, medians of {repeats} inputs)",
+        "",
+        f"The same inputs on `{rev}`'s files (`git archive`), served the same way right after this tree's run, on "
+        "the same machine and Chromium: a change's effect without the drift between runs of different days.",
+        "",
+        f"| page | `{rev}` | this tree | this tree / `{rev}` | errors on `{rev}` |",
+        "|---|---:|---:|---:|---:|",
+        *rows,
+    ]
+
+
+@contextlib.contextmanager
 def chromium() -> Iterator[Browser]:
     """Headless Chromium (Debian's, through Playwright), closed on the way out."""
     from playwright.sync_api import sync_playwright  # here: importing this module needs no Playwright
@@ -503,6 +550,7 @@ def main(argv: list[str] | None = None) -> None:
                 )
                 log.info("%s: %s", path, runs[Path(path).stem])
         memory = session_memory(browser, args.sessions)
+        compared = side_by_side(browser, args.reference, pages, runs, args.repeats) if args.reference else []
 
     first = statistics.median(s for *_, s in starts)
     floor_first = statistics.median(s for *_, s in floor_starts)
@@ -562,6 +610,7 @@ def main(argv: list[str] | None = None) -> None:
         "",
         f"Targets met: input → chart on {met_input} of {len(runs)} pages; first visit in a new session on "
         f"{met_visit} of {len(runs)}, from the sidebar on {met_nav} of {len(navigated)}.",
+        *compared,
     ]
     each = per_session_mb(memory)
     lines += [

@@ -174,6 +174,7 @@ class Server:
     proc: subprocess.Popen | None = None
     log_file: object = None
     env: dict[str, str] = field(default_factory=dict)  # more environment variables for the server
+    root: Path = ROOT  # the tree served (a reference revision's, for a benchmark side by side)
 
     @property
     def url(self) -> str:
@@ -187,7 +188,7 @@ class Server:
         self.started = time.perf_counter()
         self.proc = subprocess.Popen(
             [sys.executable, *self.argv, "--server.port", str(self.port), "--server.address", "127.0.0.1"],
-            cwd=ROOT,
+            cwd=self.root,
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=self.log_file,
@@ -234,8 +235,8 @@ class Server:
 
 
 @contextlib.contextmanager
-def running_server(argv: tuple[str, ...] = APP) -> Iterator[Server]:
-    srv = Server(argv=argv)
+def running_server(argv: tuple[str, ...] = APP, root: Path = ROOT) -> Iterator[Server]:
+    srv = Server(argv=argv, root=root)
     srv.start()
     try:
         yield srv
