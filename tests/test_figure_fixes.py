@@ -167,3 +167,18 @@ def test_a_legend_below_the_plot_gets_its_rows_under_the_axis():
     many = style.tidy(go.Figure(lines, layout=dict(margin=dict(b=10))), 460).layout.margin.b
     alone = style.tidy(go.Figure(lines[:1], layout=dict(margin=dict(b=10))), 460).layout.margin.b
     assert one - alone >= margins.LEGEND_ROW and many - one >= margins.LEGEND_ROW  # more rows, more room
+
+
+@pytest.mark.parametrize(
+    "axis",
+    [
+        dict(range=[14.5, -0.5]),  # a reversed axis (rows top-down), its range given high to low
+        dict(type="log", range=[-6, -2]),  # a log axis's range, in decades
+        dict(autorange="reversed"),
+        dict(tickvals=[0, 1], ticktext=["<b>first</b>", "a<br>two-line label"]),  # markup and lines as drawn
+    ],
+)
+def test_margins_read_any_axis_the_views_draw(axis):
+    fig = go.Figure(go.Scatter(x=[0, 1, 2], y=[1e-5, 0.2, 3.0]), layout=dict(yaxis=axis, margin=dict(l=0, b=0)))
+    margin = margins.fit(fig, (460,)).layout.margin
+    assert margin.l > margins.Y_PAD and margin.b > margins.X_PAD  # room for the labels, whatever the axis

@@ -71,6 +71,7 @@ def _number(v: float, decimals: int) -> str:
 def _auto_ticks(lo: float, hi: float, length_px: float, log: bool = False) -> list[str]:
     """About the labels Plotly picks for a numeric range: a 1-2-5 step, one label per 40-80 px; on a log axis, the
     decades."""
+    lo, hi = min(lo, hi), max(lo, hi)
     if not (math.isfinite(lo) and math.isfinite(hi)):
         return []
     if log:
@@ -128,7 +129,7 @@ def _tick_labels(fig: go.Figure, name: str, length_px: float) -> tuple[list[str]
         return labels, length_px / max(1, len(labels))  # a category's label sits in the middle of its share
     numbers = _finite(v for v in values if v is not None)
     if axis.range is not None:
-        lo, hi = map(float, axis.range)
+        lo, hi = sorted(map(float, axis.range))  # a reversed axis's range runs high to low
     elif len(numbers):
         lo, hi = float(numbers.min()), float(numbers.max())
         if axis.type == "log":
