@@ -122,7 +122,8 @@ def test_margins_hold_the_longest_label_its_axis_title_and_the_colour_bar():
     short = margins.fit(_heatmap(["a", "b"], ["a", "b"]), (460,)).layout.margin
     longest = "▁Extraordinarily"
     wide = margins.fit(_heatmap(["a", longest], ["a", "b"]), (460,)).layout.margin
-    assert wide.l - short.l == pytest.approx(margins.text_width(longest, 12) - margins.text_width("a", 12), abs=1)
+    extra = margins.text_width(longest, 12, "WFA") - margins.text_width("a", 12)  # "▁": wide in a CJK font
+    assert wide.l - short.l == pytest.approx(extra, abs=1)
     assert short.l > margins.text_width("a", 12) + 14  # the title's line beside the labels
     # the colour bar: its 30 px, its labels (−1 … 1) and its offset 2 % of the plot right of it
     assert short.r > 10 + 30 + margins.text_width("−0.5", 12)

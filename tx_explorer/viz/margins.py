@@ -21,7 +21,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 FONT_PX = 12  # every figure's font (style.FONT): tick labels
-TITLE_PX = round(1.2 * FONT_PX)  # Plotly's axis titles: 1.2 × the layout's font
+AXIS_TITLE_PX = round(1.2 * FONT_PX)  # Plotly's axis titles: 1.2 × the layout's font
 LINE, CJK_LINE = 1.3, 0.25  # Plotly's line height, in font sizes; more where a line holds CJK
 # Plotly's pushes beyond the labels' extent, in px, measured in Chromium on every page in both languages:
 X_PAD, X_TITLE_PAD, X_PAST = 15, 7, 10  # below an x axis's labels; more below its title; right of its last
@@ -34,12 +34,12 @@ AUTO_ANGLES = (-45, -90)  # the template's autotickangles after level (style.py)
 AUTO_GAP = 80  # px between Plotly's own ticks on a numeric x axis, about
 
 
-def text_width(text: str, font_px: float) -> float:
-    """About how wide ``text`` is drawn: CJK, full-width and ambiguous-width characters (SentencePiece's "▁",
-    "“" in a CJK font) one em, others 0.55 em (Plotly has no text measure before the browser draws it; this errs
-    wide)."""
-    wide = sum(1 for c in text if unicodedata.east_asian_width(c) in "WFA")
-    return font_px * (wide + 0.55 * (len(text) - wide))
+def text_width(text: str, font_px: float, wide: str = "WF") -> float:
+    """About how wide ``text`` is drawn: CJK and full-width characters one em, others 0.55 em (Plotly has no text
+    measure before the browser draws it; this errs wide). ``wide``: the East Asian widths counted as one em; "WFA"
+    adds the ambiguous ones (SentencePiece's "▁", "“", Greek), which a CJK font draws wide."""
+    count = sum(1 for c in text if unicodedata.east_asian_width(c) in wide)
+    return font_px * (count + 0.55 * (len(text) - count))
 
 
 def _title_depth(title: object) -> float:
@@ -47,7 +47,7 @@ def _title_depth(title: object) -> float:
     if title is None:  # Plotly adds a title's depth for any title given, "" included
         return 0.0
     cjk = any(unicodedata.east_asian_width(c) in "WF" for c in str(title))
-    return len(_plain(title)) * TITLE_PX * (LINE + (CJK_LINE if cjk else 0))
+    return len(_plain(title)) * AXIS_TITLE_PX * (LINE + (CJK_LINE if cjk else 0))
 
 
 def _plain(text: object) -> list[str]:
@@ -57,7 +57,9 @@ def _plain(text: object) -> list[str]:
 
 
 def _width(texts: Iterable[object], px: float = FONT_PX) -> float:
-    return max((text_width(line, px) for t in texts for line in _plain(t)), default=0.0)
+    """The widest line of ``texts``, as wide as a 中文 page may draw it (a margin too wide costs a little room, one
+    too narrow a second draw)."""
+    return max((text_width(line, px, "WFA") for t in texts for line in _plain(t)), default=0.0)
 
 
 def _number(v: float, decimals: int) -> str:
@@ -248,7 +250,7 @@ def _bar_push(bar, lo: float, hi: float, height_px: float) -> tuple[float, float
     title = bar.title.text if bar.title is not None else None
     body = thickness + _width(labels) + BAR_PAD
     if title:
-        body = max(body, _width([title], TITLE_PX) + BAR_PAD / 2)
+        body = max(body, _width([title], AXIS_TITLE_PX) + BAR_PAD / 2)
     return (bar.x if bar.x is not None else 1.02), pad + body
 
 
