@@ -171,9 +171,10 @@ READ_PAGE = r"""() => {
     }
     const drawn = [...gd.querySelectorAll('.cartesianlayer > g.subplot')].map((g) => g.classList[1]);
     const emptyPanels = drawn.filter((id) => id && !filled.has(id));
-    // Margins Plotly grew once it had measured the labels: it then drew the whole chart a second time.
+    // Margins Plotly grew once it had measured the labels: it then drew the whole chart a second time. A miss of
+    // 2 px or less is let pass: fonts round differently between machines, and viz.margins errs wide by more.
     const size = full._size || {}, margin = full.margin || {};
-    const grown = ['l', 'r', 't', 'b'].filter((s) => size[s] > margin[s] + 0.5)
+    const grown = ['l', 'r', 't', 'b'].filter((s) => size[s] > margin[s] + 2)
       .map((s) => `${s} +${Math.round(size[s] - margin[s])} px`);
     charts.push({key, title: title ? one(title) : null, chart: svg ? box(svg) : box(gd), axisTitles, annotations,
       legend: legend && shown(legend) ? box(legend) : null, colorbars, axes, texts, ticks, hovers, labels,

@@ -26,7 +26,7 @@ LINE, CJK_LINE = 1.3, 0.25  # Plotly's line height, in font sizes; more where a 
 # Plotly's pushes beyond the labels' extent, in px, measured in Chromium on every page in both languages:
 X_PAD, X_TITLE_PAD, X_PAST = 15, 7, 10  # below an x axis's labels; more below its title; right of its last
 Y_PAD, Y_TITLE_PAD, Y_OVER = 11, 10, 18  # left of a y axis's labels; more left of its title; above its top one
-BAR_PAD = 26  # a colour bar's push beyond its pad, thickness and labels
+BAR_PAD = 28  # a colour bar's push beyond its pad, thickness and labels
 LEGEND_ROW, LEGEND_PAD, LEGEND_ITEM = 19, 17, 40  # a legend row's height, its pad, an entry's symbol and gaps
 LEGEND_TYPES = {"scatter", "scattergl", "bar", "box", "histogram", "violin"}  # in the legend unless told not
 DEFAULT_MARGIN = 80  # Plotly's, where a figure sets none
