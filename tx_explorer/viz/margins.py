@@ -239,12 +239,6 @@ def _bar_push(bar, lo: float, hi: float, height_px: float) -> tuple[float, float
         labels = [_number(float(v), 2) for v in bar.tickvals]
     else:
         labels = _auto_ticks(lo, hi, max(150.0, height_px * (bar.len or 1)))  # a short bar still gets 3 or more
-        if bar.tickformat:
-            try:
-                labels = [format(v, bar.tickformat) for v in (lo, hi)]
-            except ValueError:
-                pass
-    labels = [f"{bar.tickprefix or ''}{t}{bar.ticksuffix or ''}" for t in labels]
     thickness = bar.thickness if bar.thickness is not None and bar.thicknessmode != "fraction" else 30
     pad = bar.xpad if bar.xpad is not None else 10
     title = bar.title.text if bar.title is not None else None
