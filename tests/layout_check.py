@@ -87,6 +87,28 @@ TEXT_RULES = TEX + MARKUP + ENTITIES
 
 # What the page shows, read in the browser: text (outside KaTeX, code and inputs) per block, every chart's boxes
 # and texts, every button's label. Returns plain JSON; the checks run in Python (``problems``).
+# Installed in a tab before its pages load: counts each chart's full draws after its first that viz.sent's form
+# exists to spare. Plotly starts every draw with "plotly_beforeplot" (the hook is set once the chart exists, so it
+# misses only the first). Streamlit hands Plotly.react a copy of every chart it mounts, which redraws it all unless
+# nothing compares as changed. Counted: a draw that calculates the data again (Plotly dropped it: the copy's
+# template or typed arrays), or one at an unchanged size. A draw at a new size that keeps the data is not:
+# Streamlit gives a chart in a column its width once it has measured the column, on some pages after the first draw
+# (the operator's matrices), which no figure can avoid.
+COUNT_DRAWS = """new MutationObserver((changes) => {
+  for (const c of changes) {
+    const gd = c.target;
+    if (gd.on && gd.classList.contains('js-plotly-plot') && !('redraws' in gd.dataset)) {
+      const size = () => `${gd.layout.width}x${gd.layout.height}`;
+      gd.dataset.redraws = 0;
+      gd.dataset.size = size();
+      gd.on('plotly_beforeplot', () => {
+        if (!gd.calcdata || size() === gd.dataset.size) gd.dataset.redraws = +gd.dataset.redraws + 1;
+        gd.dataset.size = size();
+      });
+    }
+  }
+}).observe(document, {attributes: true, attributeFilter: ['class'], subtree: true});"""
+
 READ_PAGE = r"""() => {
   const SKIP = '.katex, .katex-display, [data-testid="stCode"], code, pre, textarea, input, style, script, '
     + '[data-testid="stPlotlyChart"], [data-testid="stIconMaterial"], [data-testid="stToolbar"], svg';
@@ -178,7 +200,7 @@ READ_PAGE = r"""() => {
       .map((s) => `${s} +${Math.round(size[s] - margin[s])} px`);
     charts.push({key, title: title ? one(title) : null, chart: svg ? box(svg) : box(gd), axisTitles, annotations,
       legend: legend && shown(legend) ? box(legend) : null, colorbars, axes, texts, ticks, hovers, labels,
-      colorbarTicks, emptyPanels, grown});
+      colorbarTicks, emptyPanels, grown, redraws: +(gd.dataset.redraws || 0)});
   }
   return {texts, buttons, charts};
 }"""
@@ -318,6 +340,8 @@ def problems(read: dict, page: str, lang: str) -> list[Problem]:
         add += [f"empty panel: axes {p} with no data" for p in c["emptyPanels"]]
         if c["grown"]:  # viz.margins.fit's estimate fell short: the browser drew the chart twice
             add.append(f"margins grown after the first draw: {', '.join(c['grown'])}")
+        if c["redraws"]:  # a copy of the figure Plotly.react found changed: viz.sent's form was not sent
+            add.append(f"drawn {1 + c['redraws']} times in full")
         add += [p for t in dict.fromkeys(c["texts"]) for p in _notation(t, TEXT_RULES)]
         add += [f"tick label: {p}" for t in dict.fromkeys(c["ticks"]) for p in _notation(t, ENTITIES)]
         add += [f"hover: {p}" for h in dict.fromkeys(c["hovers"]) for p in _notation(h, HOVER_RULES)]
@@ -402,6 +426,7 @@ def check_page(browser, server: str, slug: str, langs: Iterable[str] = LANGS) ->
     second visit."""
     SHOTS.mkdir(parents=True, exist_ok=True)
     page = browser.new_page(viewport=VIEWPORT)
+    page.add_init_script(COUNT_DRAWS)
     found: list[Problem] = []
     try:
         page.goto(page_url(server, slug))

@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from tx_explorer.ui.text import escape_markdown, texts
-from tx_explorer.viz import style
+from tx_explorer.viz import sent, style
 
 
 def _csv(data: np.ndarray) -> bytes:
@@ -43,8 +43,12 @@ def show_figure(
     ``width_px``: about how wide the figure is drawn, where known (its title is wrapped to it and its margins fit
     to it, :func:`~tx_explorer.viz.style.tidy`).
     """
+    fig = sent.as_sent(style.tidy(fig, width_px))  # drawn once: Streamlit's copy of it redraws nothing
+    if clickable:  # the modes Streamlit gives a chart with point selection, set here: set after it was drawn, they
+        # would draw it again
+        fig.update_layout(clickmode="event+select", dragmode=fig.layout.dragmode or "pan")
     event = st.plotly_chart(
-        style.tidy(fig, width_px),
+        fig,
         key=f"fig_{key}",
         theme=None,
         config={"displaylogo": False, "toImageButtonOptions": {"format": "png", "filename": key, "scale": 2}},
@@ -131,4 +135,5 @@ _redraws = itertools.count()
 
 def redraw(placeholder: Any, panel: Any) -> None:
     """Draw a panel's figure into an ``st.empty()`` placeholder, replacing what was there (a growing curve)."""
-    placeholder.plotly_chart(style.tidy(panel.figure), key=f"{panel.key}_live_{next(_redraws)}", theme=None)
+    fig = sent.as_sent(style.tidy(panel.figure))
+    placeholder.plotly_chart(fig, key=f"{panel.key}_live_{next(_redraws)}", theme=None)
