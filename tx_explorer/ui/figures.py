@@ -43,12 +43,11 @@ def show_figure(
     ``width_px``: about how wide the figure is drawn, where known (its title is wrapped to it and its margins fit
     to it, :func:`~tx_explorer.viz.style.tidy`).
     """
-    fig = sent.as_sent(style.tidy(fig, width_px))  # drawn once: Streamlit's copy of it redraws nothing
-    if clickable:  # the modes Streamlit gives a chart with point selection, set here: set after it was drawn, they
-        # would draw it again
-        fig.update_layout(clickmode="event+select", dragmode=fig.layout.dragmode or "pan")
+    # Drawn once: Streamlit's copy of it redraws nothing. A chart with point selection also carries the modes
+    # Streamlit gives it, which set after the first draw would draw it again.
+    modes = dict(clickmode="event+select", dragmode="pan") if clickable else {}
     event = st.plotly_chart(
-        fig,
+        sent.as_sent(style.tidy(fig, width_px), **modes),
         key=f"fig_{key}",
         theme=None,
         config={"displaylogo": False, "toImageButtonOptions": {"format": "png", "filename": key, "scale": 2}},
