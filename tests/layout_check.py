@@ -87,24 +87,18 @@ TEXT_RULES = TEX + MARKUP + ENTITIES
 
 # What the page shows, read in the browser: text (outside KaTeX, code and inputs) per block, every chart's boxes
 # and texts, every button's label. Returns plain JSON; the checks run in Python (``problems``).
-# Installed in a tab before its pages load: counts each chart's full draws after its first that viz.sent's form
-# exists to spare. Plotly starts every draw with "plotly_beforeplot" (the hook is set once the chart exists, so it
-# misses only the first). Streamlit hands Plotly.react a copy of every chart it mounts, which redraws it all unless
-# nothing compares as changed. Counted: a draw that calculates the data again (Plotly dropped it: the copy's
-# template or typed arrays), or one at an unchanged size. A draw at a new size that keeps the data is not:
-# Streamlit gives a chart in a column its width once it has measured the column, on some pages after the first draw
-# (the operator's matrices), which no figure can avoid.
+# Installed in a tab before its pages load: counts each chart's full draws after its first that calculated its data
+# again. Streamlit hands Plotly.react a copy of every chart it mounts, which drops the data and draws the chart all
+# over again when anything in the copy compares as changed: a template or a typed array always did (viz.sent's form
+# carries neither). Plotly starts every full draw with "plotly_beforeplot" (the hook is set once the chart exists,
+# so it misses only the first); a draw that keeps the data is not counted: Streamlit gives a chart in a column its
+# width once it has measured the column, on some pages after the first draw, and no figure can avoid that.
 COUNT_DRAWS = """new MutationObserver((changes) => {
   for (const c of changes) {
     const gd = c.target;
     if (gd.on && gd.classList.contains('js-plotly-plot') && !('redraws' in gd.dataset)) {
-      const size = () => `${gd.layout.width}x${gd.layout.height}`;
       gd.dataset.redraws = 0;
-      gd.dataset.size = size();
-      gd.on('plotly_beforeplot', () => {
-        if (!gd.calcdata || size() === gd.dataset.size) gd.dataset.redraws = +gd.dataset.redraws + 1;
-        gd.dataset.size = size();
-      });
+      gd.on('plotly_beforeplot', () => { if (!gd.calcdata) gd.dataset.redraws = +gd.dataset.redraws + 1; });
     }
   }
 }).observe(document, {attributes: true, attributeFilter: ['class'], subtree: true});"""
@@ -341,7 +335,7 @@ def problems(read: dict, page: str, lang: str) -> list[Problem]:
         if c["grown"]:  # viz.margins.fit's estimate fell short: the browser drew the chart twice
             add.append(f"margins grown after the first draw: {', '.join(c['grown'])}")
         if c["redraws"]:  # a copy of the figure Plotly.react found changed: viz.sent's form was not sent
-            add.append(f"drawn {1 + c['redraws']} times in full")
+            add.append(f"drawn {1 + c['redraws']} times in full, its data calculated each time")
         add += [p for t in dict.fromkeys(c["texts"]) for p in _notation(t, TEXT_RULES)]
         add += [f"tick label: {p}" for t in dict.fromkeys(c["ticks"]) for p in _notation(t, ENTITIES)]
         add += [f"hover: {p}" for h in dict.fromkeys(c["hovers"]) for p in _notation(h, HOVER_RULES)]

@@ -84,12 +84,15 @@ def test_multihead_heads_and_inspector(multihead) -> None:
     multihead.segmented_control(key="mh_view").set_value("grid").run()
 
 
-def _shape(array: dict) -> str:
-    """The shape of an array as Plotly sends it (typed: ``{"dtype", "bdata", "shape"}``, no shape when 1-D)."""
+def _shape(array: list | dict) -> str:
+    """The shape of an array as Plotly gets it: nested lists (viz.sent), or a typed array too large for lists
+    (``{"dtype", "bdata", "shape"}``, no shape when 1-D)."""
     import base64
 
     import numpy as np
 
+    if isinstance(array, list):
+        return ", ".join(map(str, np.shape(array)))
     return array.get("shape") or str(len(base64.b64decode(array["bdata"])) // np.dtype(array["dtype"]).itemsize)
 
 
