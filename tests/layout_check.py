@@ -8,7 +8,8 @@ boxes and reports, with page, language and chart:
 - a chart title wider than its chart (Plotly clips it), tick labels of one axis drawn over each other;
 - an axis title cut at the figure's edge, point labels or annotations drawn over each other, a colour bar labelled
   at numbers that are not round (0.248, 0.495 …), a panel drawn with no data in it (axes waiting for a button);
-- margins Plotly had to grow after measuring the labels (it then draws the chart twice: :mod:`tx_explorer.viz.margins`);
+- margins Plotly had to grow after measuring the labels (it then draws the chart twice: :mod:`tx_explorer.viz.margins`),
+  or a chart drawn again with its data calculated again (Streamlit's copy of it: :mod:`tx_explorer.viz.sent`);
 - a button with no label, or one whose label is cut ("Dat…");
 - notation that did not render: raw TeX (``_{``, ``^{``, ``\\frac``, ``x_t``), Markdown (``**``), HTML entities
   (``&lt;``) or tags, a sub- or superscript after a bracket or norm (``‖A‖_F``), in the page's text or a chart's
@@ -85,8 +86,6 @@ ENTITIES = [
 HOVER_RULES = TEX + MARKUP
 TEXT_RULES = TEX + MARKUP + ENTITIES
 
-# What the page shows, read in the browser: text (outside KaTeX, code and inputs) per block, every chart's boxes
-# and texts, every button's label. Returns plain JSON; the checks run in Python (``problems``).
 # Installed in a tab before its pages load: counts each chart's full draws after its first that calculated its data
 # again. Streamlit hands Plotly.react a copy of every chart it mounts, which drops the data and draws the chart all
 # over again when anything in the copy compares as changed: a template or a typed array always did (viz.sent's form
@@ -103,6 +102,8 @@ COUNT_DRAWS = """new MutationObserver((changes) => {
   }
 }).observe(document, {attributes: true, attributeFilter: ['class'], subtree: true});"""
 
+# What the page shows, read in the browser: text (outside KaTeX, code and inputs) per block, every chart's boxes
+# and texts, every button's label. Returns plain JSON; the checks run in Python (``problems``).
 READ_PAGE = r"""() => {
   const SKIP = '.katex, .katex-display, [data-testid="stCode"], code, pre, textarea, input, style, script, '
     + '[data-testid="stPlotlyChart"], [data-testid="stIconMaterial"], [data-testid="stToolbar"], svg';
