@@ -7,12 +7,13 @@ the multi-head page's views, and the best induction head on the page's texts wri
 from __future__ import annotations
 
 import statistics
+import time
 
 import torch
 
 from benchmarks import log, machine, median_seconds, parse, parser, publish, verdict
-from benchmarks.browser import FLOOR, FLOOR_INPUT, chromium, click_text, input_latency
-from harness.browser import page_url, running_server
+from benchmarks.browser import FLOOR, FLOOR_INPUT, chromium, click_text, input_latency, open_page
+from harness.browser import BELOW_FOLD, IDLE, LONG, draw_below_fold, page_url, running_server
 from tx_explorer import locales
 from tx_explorer.analysis import heads
 from tx_explorer.model_cache import shared_model
@@ -84,10 +85,30 @@ def _metric_radio(page, i: int):
     return page.get_by_text(locales.text("multihead", f"metric_{names[i % len(names)]}", "en"), exact=True).click
 
 
+def below(browser, url: str, label: str, repeats: int) -> tuple[int, list[float]]:
+    """The view's sections below the screen (``ui.below_fold``: each drawn when scrolled near), and ms per section
+    from scrolling to the first until the last is drawn (scrolled to in turn); a new session each time, as a section
+    once drawn stays drawn."""
+    times, sections = [], 0
+    for _ in range(repeats):
+        ctx, page = open_page(browser, url)
+        page.get_by_text(label, exact=True).click()
+        page.wait_for_selector(BELOW_FOLD, timeout=LONG)  # the view's sections below, as boxes
+        page.wait_for_selector(IDLE, timeout=LONG)
+        sections = page.locator(BELOW_FOLD).count()
+        start = time.perf_counter()
+        draw_below_fold(page)
+        page.wait_for_selector(IDLE, timeout=LONG)
+        times.append(1000 * (time.perf_counter() - start) / sections)
+        ctx.close()
+    return sections, times
+
+
 def redraws(repeats: int) -> list[str]:
     """Rows (what, median ms, × floor, verdict) on SmolLM2 with the default sentence, against the floor app's input →
     chart (benchmarks/browser.py measures all the same way): another number in "Compare heads" (its heatmap
-    redrawn), and a click on a view's button → its charts drawn (the views clicked in turn, each ``repeats`` times)."""
+    redrawn), a click on a view's button → its charts drawn (the views clicked in turn, each ``repeats`` times; the
+    sections further down are drawn when scrolled near), and those sections scrolled to."""
     labels = tuple(locales.text("multihead", f"tab_{v}", "en") for v in VIEWS)
     with chromium() as browser:
         with running_server(FLOOR) as srv:
@@ -98,9 +119,13 @@ def redraws(repeats: int) -> list[str]:
             url = page_url(srv.url, "multihead")
             heatmap = input_latency(browser, url, _metric_radio, repeats)
             switched = input_latency(browser, url, click_text("main", labels), 3 * repeats)
+            scrolled = {v: below(browser, url, labels[VIEWS.index(v)], repeats) for v in VIEWS[:2]}
     timed = {locales.text("multihead", "metric", "en") + ": another number → its heatmap": heatmap.times_ms}
     for k, label in enumerate(labels):
         timed[f"view “{label}” → its charts drawn"] = switched.times_ms[(k - 1) % len(VIEWS) :: len(VIEWS)]
+        if VIEWS[k] in scrolled:
+            sections, times = scrolled[VIEWS[k]]
+            timed[f"view “{label}”: a section further down ({sections}), scrolled to → drawn"] = times
     rows = [f"| *floor*: type a text + Enter | {floor:,.0f} | 1.0× | |"]
     for what, times in timed.items():
         ms = statistics.median(times)
@@ -148,7 +173,9 @@ def main(argv: list[str] | None = None) -> None:
         *induction,
         "",
         "In Chromium (Debian's, through Playwright; `benchmarks/browser.py`'s input → chart measurement: the click, "
-        "the rerun, every chart drawn, the app idle and two frames painted), median of "
+        "the rerun, every chart drawn, the app idle and two frames painted; a view's sections further down are drawn "
+        "once scrolled near, `ui.below_fold`, timed apart in a new session each: scrolled to in turn, from the first "
+        "scroll until the last is drawn, per section), median of "
         f"{args.repeats} clicks each after a warm-up, against the one-chart floor app; target ≤ "
         f"{REDRAW_TIMES_FLOOR}× the floor:",
         "",

@@ -55,12 +55,14 @@ def views(name: str, text: str, shown: view.Shown, hide_special: bool, single: s
     ``single``: the typed text when ``text`` is it written twice."""
     tm, data = ui.cached_model(name), analysed(name, text)
     num_layers, num_heads = data.maps.shape[:2]
-    names, pick_head = shown.head_names, dict(format_func=shown.head_names.__getitem__)
     with ui.friendly_errors():
         ui.heads.apply_asked()  # a click on a head's cell (grid, heatmaps) opens it: view, layer and head
         tab = st.segmented_control(
             T("view"), view.VIEWS, default="grid", required=True, format_func=lambda v: T(f"tab_{v}"), key="mh_view"
         )
+        ui.fold_again(
+            *ui.heads.FOLDED, shown=tab
+        )  # a view shown again draws what is near the screen, the rest once reached
         if tab == "grid":
             st.markdown(T("grid_intro"))
             ui.heads.open_head(ui.show_clickable(view.grid(shown, view.kv_groups(tm), lang=LANG)), "grid")
@@ -92,24 +94,9 @@ def views(name: str, text: str, shown: view.Shown, hide_special: bool, single: s
             st.caption(T("click_hint"))
             panel = view.metric(metrics(name, text), metric, view.kv_groups(tm), lang=LANG)
             ui.heads.open_head(ui.show_clickable(panel), "metric")
-            ui.section(T, "similarity", level="subheader")
-            ui.show(view.similarity(similarity(name, text), shown, lang=LANG))
-            st.subheader(T("pair_header"))
-            c = st.columns(2)
-            a = c[0].selectbox(T("head_a"), range(len(names)), **pick_head, key="mh_a")
-            b = c[1].selectbox(T("head_b"), range(len(names)), index=min(1, len(names) - 1), **pick_head, key="mh_b")
-            ui.row(*view.pair(shown, a, b, lang=LANG))
-            ui.section(T, "two_sentences", level="subheader")
-            other = st.text_input(T("other_text"), T("other_default"), max_chars=20_000, key="mh_other")
-            c = st.columns(2)
-            pick = c[0].selectbox(T("same_head"), range(len(names)), **pick_head, key="mh_same")
-            if other.strip():
-                second = analysed(name, other)
-                if second.truncated:
-                    st.warning(model_facts.say("multihead", "truncated", tm, LANG, n=second.num_tokens))
-                ui.row(*view.same_head(shown, second, pick, hide_special, lang=LANG))
-            else:
-                st.info(T("other_empty"))
+            ui.heads.similar(T, lambda: view.similarity(similarity(name, text), shown, lang=LANG))
+            ui.heads.pair(T, LANG, shown)
+            ui.heads.same_head(T, LANG, tm, shown, hide_special, lambda other: analysed(name, other))
         else:  # the query/key inspector
             ui.heads.query_key(T, LANG, tm, text, data.tokens)
 

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import expect
 
-from harness.browser import IDLE, LONG, PLOT, SHOTS, assert_no_errors, page_url, running_server
+from harness.browser import IDLE, LONG, PLOT, SHOTS, assert_no_errors, draw_below_fold, page_url, running_server
 from tests.test_browser import browser  # noqa: F401  (fixture: the browser suite's Chromium)
 from tx_explorer import locales
 
@@ -121,7 +121,8 @@ def test_repeating_the_text_puts_an_induction_head_on_top(page) -> None:
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_the_head_views_pass_the_layout_check(page, lang: str) -> None:
     """The layout check (``tests/layout_check.py``) on each view this issue changed: the grid of 270 heads, the head
-    search with its text and ranking, and the heatmaps of "Compare heads"; in Chinese, no English either."""
+    search with its text and ranking, and the heatmaps of "Compare heads", each with its sections below the first
+    screen drawn (scrolled to); in Chinese, no English either."""
     from tests.layout_check import READ_PAGE, english_shown, problems, switch_to_chinese
 
     if lang == "zh":
@@ -130,6 +131,8 @@ def test_the_head_views_pass_the_layout_check(page, lang: str) -> None:
     found = []
     for view in ("grid", "search", "compare"):
         open_view(page, view, lang)
+        draw_below_fold(page)
+        idle(page)
         page.wait_for_timeout(500)  # Plotly lays out a figure after Streamlit mounts it
         found += problems(page.evaluate(READ_PAGE), "multihead", lang)
         found += english_shown(page, "multihead") if lang == "zh" else []

@@ -34,6 +34,17 @@ def three_sections() -> None:
         ui.below_fold(f"t_{name}", height=300)(section)(name)
 
 
+def two_views() -> None:
+    import streamlit as st
+
+    from tx_explorer import ui
+
+    view = st.session_state.setdefault("view", "x")
+    ui.fold_again("t_a", "t_b", shown=view)
+    for name in "ab":
+        ui.below_fold(f"t_{name}", height=300)(st.markdown)(f"section {name} of view {view}")
+
+
 def placeholders(at: AppTest) -> list[str]:
     """The keys of the sections shown as placeholders."""
     return [el.proto.id.rsplit("-below_fold_", 1)[1] for el in at.get("bidi_component")]
@@ -60,6 +71,26 @@ def test_a_section_not_reached_computes_nothing_until_reached_then_stays(deferri
     assert [m.value for m in at.markdown] == ["section b"]
 
 
+def test_a_view_shown_again_draws_only_what_is_reached_again(deferring):
+    """``ui.fold_again``: another view, then this one again, and the sections once reached are placeholders again;
+    reruns of the same view keep them drawn."""
+    at = AppTest.from_function(two_views, default_timeout=60).run()
+    at.session_state["reached_t_b"] = True
+    at.run()
+    assert [m.value for m in at.markdown] == ["section b of view x"]
+    at.run()
+    assert placeholders(at) == ["t_a"]  # the same view: still drawn
+    at.session_state["view"] = "y"
+    at.run()
+    assert placeholders(at) == ["t_a", "t_b"] and not at.markdown
+    at.session_state["reached_t_b"] = True
+    at.run()
+    assert [m.value for m in at.markdown] == ["section b of view y"]
+    at.session_state["view"] = "x"
+    at.run()
+    assert placeholders(at) == ["t_a", "t_b"]
+
+
 def test_the_switch_draws_every_section_at_once(monkeypatch):
     monkeypatch.setenv(ui.DRAW_ALL, "1")
     at = AppTest.from_function(three_sections, default_timeout=60).run()
@@ -84,5 +115,6 @@ def test_a_page_draws_its_first_section_and_defers_the_rest(deferring):
 
 
 def test_deferred_section_keys_are_unique_across_pages():
-    keys = [k for page in sorted(PAGES.glob("*.py")) for k in re.findall(r'below_fold\("(\w+)"', page.read_text())]
+    files = sorted(PAGES.glob("*.py")) + sorted((PAGES.parent / "tx_explorer" / "ui").glob("*.py"))
+    keys = [k for f in files for k in re.findall(r'below_fold\("(\w+)"', f.read_text())]
     assert keys and len(keys) == len(set(keys)), keys

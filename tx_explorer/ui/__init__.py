@@ -23,7 +23,7 @@ import pandas  # noqa: F401
 # First of the package: importing compat leaves Streamlit's legacy multipage mode (a plain ``streamlit run app.py``'s
 # first runs, see compat.leave_legacy_multipage_mode).
 from tx_explorer.ui import compat  # noqa: F401
-from tx_explorer.ui.below_fold import DRAW_ALL, REACH, below_fold
+from tx_explorer.ui.below_fold import DRAW_ALL, REACH, below_fold, fold_again
 from tx_explorer.ui.figures import PAGE_PX, metrics, redraw, row, show, show_clickable, show_figure, show_result
 from tx_explorer.ui.inputs import inputs
 from tx_explorer.ui.jobs import job_on_click, live_training, once_per_server, remembered_job, run_job
@@ -53,6 +53,7 @@ __all__ = [
     "device",
     "escape_markdown",
     "first_visit",
+    "fold_again",
     "friendly_errors",
     "inputs",
     "job_on_click",

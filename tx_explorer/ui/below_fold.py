@@ -37,6 +37,10 @@ def _below_fold_box() -> Callable[..., Any]:
     )
 
 
+def _reached(key: str) -> str:
+    return f"reached_{key}"
+
+
 def below_fold(key: str, *, height: int) -> Callable[[Callable[..., None]], Callable[..., None]]:
     """Use instead of ``@st.fragment`` on a page section below the first screen: a first visit does not pay for it.
 
@@ -44,7 +48,7 @@ def below_fold(key: str, *, height: int) -> Callable[[Callable[..., None]], Call
     its usual ``height`` (px, so the page does not jump) saying so; once the box comes into view the section runs,
     and stays drawn for the rest of the session. ``key``: unique across the app (``<page>_<section>``). With
     ``TX_EXPLORER_DRAW_ALL=1`` every section is drawn at once."""
-    reached, reporting = f"reached_{key}", f"reporting_{key}"
+    reached, reporting = _reached(key), f"reporting_{key}"
 
     def mark() -> None:
         st.session_state[reached] = True  # plain state, not the sentinel's: a widget not drawn is forgotten
@@ -66,3 +70,14 @@ def below_fold(key: str, *, height: int) -> Callable[[Callable[..., None]], Call
         return deferred
 
     return decorate
+
+
+def fold_again(*keys: str, shown: object) -> None:
+    """Sections ``keys`` (of :func:`below_fold`) become boxes again, drawn when next scrolled near, whenever
+    ``shown`` differs from the last run's: for sections of a view picked among several, so that a view shown again
+    draws what is near the screen rather than every section the visitor once scrolled to."""
+    last = f"fold_shown_{keys[0]}"
+    if st.session_state.get(last, shown) != shown:
+        for key in keys:
+            st.session_state.pop(_reached(key), None)
+    st.session_state[last] = shown

@@ -14,15 +14,21 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from tx_explorer.analysis.heads import PATTERNS
+from tx_explorer.analysis.heads import PATTERNS, TextAttention
 from tx_explorer.families.text import TextModel
+from tx_explorer.ui.below_fold import below_fold
 from tx_explorer.ui.figures import PAGE_PX, row, show, show_figure
+from tx_explorer.ui.sections import section
 from tx_explorer.ui.text import escape_markdown, friendly_errors
-from tx_explorer.views import Panel
+from tx_explorer.views import Panel, model_facts
 from tx_explorer.views import multihead as view
 
 ASKED = "mh_asked"  # widget values a click asked for, applied before the widgets are drawn
 LAST = "mh_last_click"  # (chart, point) of the click last followed: a chart keeps its selection across reruns
+# The views' sections drawn once scrolled near (ui.below_fold; ui.fold_again when the view changes): the best heads
+# of "Find the head", and below the metric heatmap of "Compare heads" the three that follow it. Both views open below
+# the first screen, after an 820 px heatmap on SmolLM2.
+FOLDED = ("multihead_best", "multihead_similarity", "multihead_pair", "multihead_sentences")
 
 
 def apply_asked() -> None:
@@ -118,9 +124,64 @@ def head_search(T: Callable[..., str], lang: str, tm: TextModel, s: view.Shown, 
     if result.panels:
         st.caption(T("click_hint"))
         open_head(_show_clickable(result.panels[0]), "rank")
-        row(*result.panels[1:])
-        # Static, ranked by its index: a data grid took the browser about a second to mount beside five charts.
-        st.table(pd.DataFrame(result.table).set_index(T("rank")))
+        best_heads(T, result)
+
+
+@below_fold("multihead_best", height=1020)
+def best_heads(T: Callable[..., str], result: view.Search) -> None:
+    """The best heads' maps, side by side, and the ranking's table."""
+    row(*result.panels[1:])
+    # Static, ranked by its index: a data grid took the browser about a second to mount beside five charts.
+    st.table(pd.DataFrame(result.table).set_index(T("rank")))
+
+
+def _pick_head(where: Any, label: str, key: str, s: view.Shown, index: int = 0) -> int:
+    """A head of the model, by its name ("L17 H3"), picked in ``where`` (a column)."""
+    names = s.head_names
+    return where.selectbox(
+        label, range(len(names)), index=min(index, len(names) - 1), format_func=names.__getitem__, key=key
+    )
+
+
+@below_fold("multihead_similarity", height=970)
+def similar(T: Callable[..., str], similarity: Callable[[], Panel]) -> None:
+    """Which heads behave alike: ``similarity()``, the heads' distances (cached by the page), shown."""
+    section(T, "similarity", level="subheader")
+    with friendly_errors():
+        show(similarity())
+
+
+@below_fold("multihead_pair", height=820)
+def pair(T: Callable[..., str], lang: str, s: view.Shown) -> None:
+    """Two heads picked side by side, and their difference."""
+    st.subheader(T("pair_header"))
+    c = st.columns(2)
+    a, b = _pick_head(c[0], T("head_a"), "mh_a", s), _pick_head(c[1], T("head_b"), "mh_b", s, index=1)
+    with friendly_errors():
+        row(*view.pair(s, a, b, lang=lang))
+
+
+@below_fold("multihead_sentences", height=970)
+def same_head(
+    T: Callable[..., str],
+    lang: str,
+    tm: TextModel,
+    s: view.Shown,
+    hide_special: bool,
+    analysed: Callable[[str], TextAttention],
+) -> None:
+    """One head on the page's text and on another typed here (``analysed``: the page's cached analysis)."""
+    section(T, "two_sentences", level="subheader")
+    other = st.text_input(T("other_text"), T("other_default"), max_chars=20_000, key="mh_other")
+    pick = _pick_head(st.columns(2)[0], T("same_head"), "mh_same", s)
+    with friendly_errors():
+        if not other.strip():
+            st.info(T("other_empty"))
+            return
+        second = analysed(other)
+        if second.truncated:
+            st.warning(model_facts.say("multihead", "truncated", tm, lang, n=second.num_tokens))
+        row(*view.same_head(s, second, pick, hide_special, lang=lang))
 
 
 def query_key(T: Callable[..., str], lang: str, tm: TextModel, text: str, tokens: list[str]) -> None:
