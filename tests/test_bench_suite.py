@@ -93,6 +93,33 @@ def test_kv_cache_benchmark_decodes_the_same_tokens_both_ways_and_counts_the_cac
     assert "| 64 | 32 | 6.00 | 2.00 | 3.0× |" in kv_cache.section(rows, "tiny-llama", 3)
 
 
+def test_chat_benchmark_serves_a_later_turn_from_the_kept_cache_with_the_same_reply():
+    """benchmarks/chat.py's turn, both ways, on tiny-gpt with a ChatML-shaped template (its one special token as the
+    turn marker): the second turn's prompt is served by the first's kept cache and writes the reply read whole."""
+    import dataclasses
+
+    from benchmarks import chat
+    from tx_explorer import models
+    from tx_explorer.analysis import lm
+    from tx_explorer.views import language_model as view
+
+    template = (
+        "{% for m in messages %}<|endoftext|>{{ m['role'] }}\n{{ m['content'] }}\n{% endfor %}"
+        "{% if add_generation_prompt %}<|endoftext|>assistant\n{% endif %}"
+    )
+    tm = dataclasses.replace(models.load_model("tiny-gpt"), chat_template=template)
+    kept, turns = lm.Prefixes(), []
+    for message in ("the list of files", "and the folder"):
+        prompt = view.chat_prompt(tm, turns, message, chat.NEW)
+        (whole, _, _, _), (reply, served, first, end) = chat.turn(tm, prompt, None), chat.turn(tm, prompt, kept)
+        assert whole.ids == reply.ids and 0 < first <= end
+        turns.append(view.Turn(message, reply.text, reply.stop, chat.NEW))
+    assert served > len(view.chat_prompt(tm, [], "the list of files", chat.NEW).ids)
+    row = {"turn": 2, "prompt": 59, "served": 44, "reply": 7, "whole_first": 269.0, "kept_first": 169.0}
+    text = chat.section([{**row, "whole_turn": 833.0, "kept_turn": 519.0}], 3, "python -m benchmarks chat")
+    assert "| 2 | 59 | 44 | 7 | 269 ms | 169 ms | 833 ms | 519 ms | 0.62 |" in text
+
+
 def test_load_finds_the_class_size_where_p95_passes_5_s_and_reports_every_page():
     """benchmarks/load.py's arithmetic on made-up sessions: p95 by connected sessions, the first step past 5 s
     (steps with under 5 inputs ignored), light and heavy pages apart, a failure listed."""

@@ -396,16 +396,17 @@ def test_a_message_too_long_alone_keeps_its_start(chatty: TextModel) -> None:
 
 
 def test_a_reply_token_reads_what_the_traced_conversation_shows(chatty: TextModel) -> None:
-    """The rows kept for a reply are the causal maps of the whole conversation at the steps that produced it (the
-    cached generation computed the same weights), and the three shares split each row whole."""
+    """The rows the cached generation recorded for a reply are the causal maps of the whole conversation, traced
+    in one pass, at the steps that produced it, and the three shares split each row whole."""
     from tx_explorer.analysis import lm
     from tx_explorer.trace import Trace
 
     p = lm.chat_prompt(chatty, _turns(1), "Return the path.", 6, 512)
     *_, first = lm.replies(chatty, p.ids, 6, stop=frozenset())
     assert len(set(first.ids[:4])) == 4  # so that the fourth token ends the turn there
-    *_, reply = lm.replies(chatty, p.ids, 6, stop=frozenset({first.ids[3]}))  # three tokens, then the end
-    att = lm.reply_attention(chatty, p, reply)
+    steps = Trace()
+    *_, reply = lm.replies(chatty, p.ids, 6, stop=frozenset({first.ids[3]}), trace=steps)  # three tokens, the end
+    att = lm.reply_attention(chatty, p, reply, steps)
     L, H = chatty.config.num_layers, chatty.config.num_heads
     assert att.rows.shape == (L, H, 4, len(p.ids) + 3) and len(att.produced) == 4
     trace = Trace()
@@ -420,6 +421,86 @@ def test_a_reply_token_reads_what_the_traced_conversation_shows(chatty: TextMode
     assert 0 < p.start < n
     with pytest.raises(ValueError, match="outside the reply"):
         att.row(4, 0)
+
+
+def _windowed(chatty: TextModel, window: int) -> TextModel:
+    """tiny-gpt's weights with a sliding window on every layer: a cached step keeps its last ``window`` keys."""
+    import dataclasses
+
+    from tx_explorer.modules.transformer import CausalLM
+
+    model = CausalLM(chatty.config.replace(sliding_window=window))
+    model.load_state_dict(chatty.model.state_dict())
+    return dataclasses.replace(chatty, model=model.eval())
+
+
+@pytest.mark.parametrize("window", [None, 5])
+def test_a_turn_read_after_a_kept_conversation_replies_as_one_read_whole(chatty: TextModel, window) -> None:
+    """Cached = uncached across turns: the second turn's prompt starts with the first turn's conversation, whose
+    kept cache (lm.Prefixes) serves those tokens; the reply and its rows are those of a turn read from scratch.
+    With a sliding window the first turn's cache has dropped rows: nothing is served, the turn still replies."""
+    from tx_explorer.analysis import lm
+    from tx_explorer.trace import Trace
+
+    tm = chatty if window is None else _windowed(chatty, window)
+    kept = lm.Prefixes()
+    first = lm.chat_prompt(tm, [], "Return the path.", 6, 512)
+    cache = kept.cache_for(first.ids)
+    assert cache.seen == 0
+    *_, reply = lm.replies(tm, first.ids, 6, stop=frozenset(), cache=cache)
+    kept.keep([*first.ids, *reply.ids], cache)
+    history = [{"role": "user", "content": "Return the path."}, {"role": "assistant", "content": reply.text}]
+    second = lm.chat_prompt(tm, history, "And the name?", 6, 512)
+    served = kept.cache_for(second.ids)
+    shared = lm._common([*first.ids, *reply.ids][: cache.seen], second.ids)
+    assert served.seen == (shared if window is None else 0) and (window is not None or shared > len(first.ids))
+    runs = []
+    for start in (served, None):
+        trace = Trace()
+        *_, r = lm.replies(tm, second.ids, 6, stop=frozenset(), cache=start, trace=trace)
+        runs.append((r, lm.reply_attention(tm, second, r, trace)))
+    (a, att_a), (b, att_b) = runs
+    assert a.ids == b.ids
+    np.testing.assert_allclose(att_a.rows.astype(np.float32), att_b.rows.astype(np.float32), atol=2e-3)
+    trace = Trace()
+    tm.run([*second.ids, *a.ids], trace=trace)  # the windowed rows sit at their keys, as one pass places them
+    n = len(second.ids)
+    np.testing.assert_allclose(att_a.row(2, 1, 0), trace.stack()[1, 0, 0, n + 1, : n + 2].numpy(), atol=1e-3)
+
+
+def test_prefixes_serve_the_longest_kept_start_as_a_copy_and_forget_the_oldest() -> None:
+    from tx_explorer.analysis import lm
+    from tx_explorer.modules.cache import KVCache
+
+    def cache(n: int) -> KVCache:
+        c = KVCache()
+        c.keys = [torch.arange(n, dtype=torch.float32).view(1, 1, n, 1)]
+        c.values = [torch.zeros(1, 1, n, 1)]
+        c.positions, c.seen = torch.arange(n), n
+        return c
+
+    kept = lm.Prefixes(size=2)
+    kept.keep([1, 2, 3, 4], cache(4))
+    kept.keep([1, 2, 9], cache(3))
+    served = kept.cache_for([1, 2, 3, 4, 5, 6])  # shares 4 with the first, 2 with the second
+    assert served.seen == 4 and served.keys[0].flatten().tolist() == [0, 1, 2, 3]
+    served.update(0, torch.ones(1, 1, 1, 1), torch.ones(1, 1, 1, 1))  # a copy: the kept one does not grow
+    assert kept.cache_for([1, 2, 3, 4, 5]).seen == 4
+    assert kept.cache_for([1, 2, 3, 4]).seen == 3  # the last token is read again: its logits start the reply
+    assert kept.cache_for([7, 1]).seen == 0
+    kept.keep([5, 5], cache(2))  # three kept, size two: the least recently served goes ([1, 2, 9])
+    assert kept.cache_for([1, 2, 9, 9]).seen == 2 and kept.cache_for([5, 5, 5]).seen == 2
+
+
+def test_a_cache_holding_the_whole_prompt_is_refused(chatty: TextModel) -> None:
+    from tx_explorer.analysis import lm
+    from tx_explorer.modules.cache import KVCache
+
+    ids = chatty.encode(PROMPT).ids
+    cache = KVCache()
+    chatty.model(torch.tensor([ids]), cache=cache)
+    with pytest.raises(ValueError, match="a prefix of the"):
+        list(lm.replies(chatty, ids, 2, stop=frozenset(), cache=cache))
 
 
 def test_token_labels_are_escaped_once_in_the_language_pages_heatmaps():

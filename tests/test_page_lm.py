@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from conftest import assert_clean, open_page, plotly_specs
 from streamlit.runtime.state.common import user_key_from_element_id
@@ -265,7 +267,10 @@ def test_language_model_chat_keeps_two_turns_reads_the_first_and_says_the_limit_
     assert any("Stopped by the model" in c.value for c in at.caption)  # the first reply, still said
     assert any("Stopped at the limit of 5 new tokens" in c.value for c in at.caption)
     prompt = _codes(at)[-2]
-    assert "Paris" in prompt and prompt.count("<|im_start|>user") == 2  # the model read the first turn again
+    assert "Paris" in prompt and prompt.count("<|im_start|>user") == 2  # the first turn is part of the prompt
+    said = next(c.value for c in at.caption if "were served by the cache" in c.value)  # but kept, not read again
+    served, read = map(int, re.match(r"(\d+) of them were served .*; (\d+) were read", said).groups())
+    assert served > prompt.count("<|im_start|>") * 2 and 0 < read < served  # every earlier turn, your message anew
     shares = [m.value for m in at.metric]
     assert len(shares) == 3 and all(v.endswith("%") for v in shares)
     at.selectbox(key="lm_chat_token").set_value(4)  # the fifth reply token: a step that read the reply so far

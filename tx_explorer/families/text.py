@@ -134,10 +134,17 @@ class TextModel:
         top_k: int | None = None,
         seed: int = 0,
         stop: frozenset[int] = frozenset(),
+        cache: KVCache | None = None,
+        trace: Trace | None = None,
     ) -> Iterator[int]:
         """Continue ``ids`` token by token with our KV cache (§6.3): the prompt is read once, then each new token
         is one step over the cached keys and values. Yields each new id; ends after ``max_new_tokens`` or after a
         token in ``stop``.
+
+        ``cache``: a cache that already holds ``ids[: cache.seen]`` (an earlier turn of a conversation), so only
+        the rest is read; it is filled further (the caller keeps it for the next turn). ``trace``: the passes whose
+        logits give the yielded tokens record their attention in it, one query row each: the prompt's last token
+        is then read alone (a row, not the prompt's N × N maps), then each step.
 
         Raises:
             InputError: for an empty prompt, or one that leaves no room for ``max_new_tokens`` in the context.
@@ -148,17 +155,22 @@ class TextModel:
             raise InputError("prompt_empty")
         if not 1 <= max_new_tokens <= self.max_len - len(ids):
             raise InputError("new_tokens_range", limit=max(self.max_len - len(ids), 0), value=max_new_tokens)
-        cache = KVCache()
+        cache = KVCache() if cache is None else cache
+        if not 0 <= cache.seen < len(ids):
+            raise ValueError(f"the cache holds {cache.seen} tokens: a prefix of the {len(ids)} given, not all")
         device = next(self.model.parameters()).device
         gen = torch.Generator(device=device).manual_seed(seed)
-        for start in range(0, len(ids), PREFILL):  # the prompt in pieces: logits [piece, V], never [N, V] at 8k
-            logits = self.model(self._batch(ids[start : start + PREFILL]), cache=cache)[:, -1]  # (1, V)
+        end = len(ids) - (trace is not None)  # the prompt's tokens read untraced
+        for start in range(cache.seen, end, PREFILL):  # in pieces: logits [piece, V], never [N, V] at 8k
+            logits = self.model(self._batch(ids[start : min(start + PREFILL, end)]), cache=cache)[:, -1]  # (1, V)
+        if trace is not None:
+            logits = self.model(self._batch(ids[-1:]), cache=cache, trace=trace)[:, -1]
         for step in range(max_new_tokens):
             token = next_token(logits, greedy=greedy, temperature=temperature, top_k=top_k, generator=gen)  # (1, 1)
             yield int(token)
             if int(token) in stop or step == max_new_tokens - 1:
                 return
-            logits = self.model(token, cache=cache)[:, -1]
+            logits = self.model(token, cache=cache, trace=trace)[:, -1]
 
     def chat(self, messages: Sequence[Mapping[str, Any]], max_new_tokens: int = 64, **sampling: Any) -> str:
         """The model's reply to ``messages`` (``[{"role": "user", "content": "…"}]``), greedy unless ``sampling``

@@ -7,6 +7,8 @@ from typing import Any
 
 import streamlit as st
 
+from tx_explorer.analysis import lm
+from tx_explorer.trace import Trace
 from tx_explorer.ui.figures import metrics, show
 from tx_explorer.ui.text import lang, texts
 from tx_explorer.views import language_model as view
@@ -15,6 +17,12 @@ MESSAGE = "lm_chat"  # the message box: a new text in it is a new turn
 TURNS = "lm_chat_turns"  # session state: model name → its turns (view.Turn), oldest first
 SENT = "lm_chat_sent"  # the message last answered: reruns with the same text (another widget) write no new turn
 LAST = "lm_chat_last"  # model name → (what the model read, the attention of its last reply)
+
+
+@st.cache_resource(show_spinner=False)
+def _prefixes(name: str) -> lm.Prefixes:
+    """Model ``name``'s kept conversations, shared by every session: a turn reads only what follows them."""
+    return lm.Prefixes()
 
 
 def _new_conversation(name: str) -> None:
@@ -52,24 +60,31 @@ def conversation(name: str, tm: Any) -> None:
     if message != st.session_state.get(SENT):
         st.session_state[SENT] = message  # answered once, even when refused (an empty message says so once)
         prompt = view.chat_prompt(tm, turns, message, new)
+        kept, steps = _prefixes(name), Trace()
+        cache = kept.cache_for(prompt.ids)
+        served = cache.seen
+        sampling = (method, float(temperature), int(top_k), int(seed))
         with _exchange(message):
             box = st.empty()
-            for reply in view.chat_replies(tm, prompt, new, method, float(temperature), int(top_k), int(seed)):
+            for reply in view.chat_replies(tm, prompt, new, *sampling, cache=cache, trace=steps):
                 box.code(reply.text, language=None, wrap_lines=True)
             turns.append(turn := view.Turn(message, reply.text, reply.stop, new))
             st.caption(view.chat_stop(turn, lang=language))
-        last[name] = (prompt, view.chat_attention(tm, prompt, reply))
+        kept.keep([*prompt.ids, *reply.ids], cache)
+        last[name] = (prompt, view.chat_attention(tm, prompt, reply, steps), served)
     st.button(T("chat_new"), key="lm_chat_clear", on_click=_new_conversation, args=(name,), disabled=not turns)
     if name in last:
         _last_reply(tm, *last[name])
 
 
-def _last_reply(tm: Any, prompt: Any, att: Any) -> None:
-    """What the model read for the last reply (and what was left out), and what one of its tokens attended to."""
+def _last_reply(tm: Any, prompt: Any, att: Any, served: int) -> None:
+    """What the model read for the last reply (and what was left out, what an earlier turn's cache served), and
+    what one of its tokens attended to."""
     T, language = texts("language_model"), lang()
     for note in view.chat_notices(prompt, lang=language):
         st.warning(note)
     st.markdown(T("chat_prompt", n=len(prompt.ids)))
+    st.caption(view.chat_served(len(prompt.ids), served, lang=language))
     st.code(tm.decode(prompt.ids), language=None, wrap_lines=True)
     st.code(" | ".join(att.tokens[: att.prompt_len]), language=None, wrap_lines=True)
     st.markdown(T("chat_read_intro"))

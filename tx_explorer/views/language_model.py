@@ -13,6 +13,8 @@ from tx_explorer import masks
 from tx_explorer.analysis import lm
 from tx_explorer.analysis.heads import max_tokens
 from tx_explorer.families.text import TextModel
+from tx_explorer.modules.cache import KVCache
+from tx_explorer.trace import Trace
 from tx_explorer.views import Panel, axes, texts
 from tx_explorer.viz import bars as vb
 from tx_explorer.viz import charts
@@ -93,10 +95,15 @@ def chat_replies(
     temperature: float = 0.8,
     top_k: int = 20,
     seed: int = 0,
+    *,
+    cache: KVCache | None = None,
+    trace: Trace | None = None,
 ) -> Iterator[lm.Reply]:
     """The reply as it grows (greedy, temperature or top-k sampling, the same text for the same seed), ending at
-    the template's end-of-turn token or after ``new`` tokens; the last one says which."""
-    return lm.replies(tm, prompt.ids, new, stop=tm.special_ids, **_sampling(method, temperature, top_k, seed))
+    the template's end-of-turn token or after ``new`` tokens; the last one says which. ``cache``: the conversation
+    so far, already read (:class:`lm.Prefixes`); ``trace``: for :func:`chat_attention`."""
+    sampling = _sampling(method, temperature, top_k, seed)
+    return lm.replies(tm, prompt.ids, new, stop=tm.special_ids, cache=cache, trace=trace, **sampling)
 
 
 def chat_notices(prompt: lm.ChatPrompt, *, lang: str = "en") -> list[str]:
@@ -106,15 +113,21 @@ def chat_notices(prompt: lm.ChatPrompt, *, lang: str = "en") -> list[str]:
     return notes + ([T("chat_cut", kept=prompt.cut, limit=prompt.limit)] if prompt.cut is not None else [])
 
 
+def chat_served(n: int, served: int, *, lang: str = "en") -> str:
+    """How many of the prompt's ``n`` tokens an earlier turn's cache served (``served``), and how many were read."""
+    T = texts(PAGE, lang)
+    return T("chat_served", served=served, read=n - served) if served else T("chat_served_none", n=n)
+
+
 def chat_stop(turn: Turn, *, lang: str = "en") -> str:
     """Why the reply stopped, in words."""
     T = texts(PAGE, lang)
     return T("chat_stop_end") if turn.stop == lm.END_OF_TURN else T("chat_stop_limit", new=turn.new)
 
 
-def chat_attention(tm: TextModel, prompt: lm.ChatPrompt, reply: lm.Reply) -> lm.ReplyAttention:
-    """What each token of ``reply`` read (:func:`lm.reply_attention`)."""
-    return lm.reply_attention(tm, prompt, reply)
+def chat_attention(tm: TextModel, prompt: lm.ChatPrompt, reply: lm.Reply, trace: Trace) -> lm.ReplyAttention:
+    """What each token of ``reply`` read, from the trace its steps recorded (:func:`lm.reply_attention`)."""
+    return lm.reply_attention(tm, prompt, reply, trace)
 
 
 @dataclass(frozen=True)
