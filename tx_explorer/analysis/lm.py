@@ -266,7 +266,7 @@ class ReplyAttention:
 def reply_attention(tm: TextModel, prompt: ChatPrompt, reply: Reply, trace: Trace) -> ReplyAttention:
     """What each reply token read, from ``trace``: :func:`replies`' steps, one query row per layer and step (a
     sliding-window layer's row covers its last keys). These are the rows a pass over prompt + reply traces at the
-    positions that produced the reply (the causal mask, §6; tests/test_chat.py holds them to it), without that pass
+    positions that produced the reply (the causal mask, §6; tests/test_lm.py holds them to it), without that pass
     (SmolLM2 at 185 tokens: 0.65 s)."""
     ids = [*prompt.ids, *reply.ids]
     produced = [*reply.ids, *([] if reply.end is None else [reply.end])]

@@ -16,7 +16,7 @@ from tx_explorer.views import language_model as view
 MESSAGE = "lm_chat"  # the message box: a new text in it is a new turn
 TURNS = "lm_chat_turns"  # session state: model name → its turns (view.Turn), oldest first
 SENT = "lm_chat_sent"  # the message last answered: reruns with the same text (another widget) write no new turn
-LAST = "lm_chat_last"  # model name → (what the model read, the attention of its last reply)
+LAST = "lm_chat_last"  # model name → (what the model read, its last reply's attention, tokens a kept cache served)
 
 
 @st.cache_resource(show_spinner=False)
