@@ -60,9 +60,8 @@ def views(name: str, text: str, shown: view.Shown, hide_special: bool, single: s
         tab = st.segmented_control(
             T("view"), view.VIEWS, default="grid", required=True, format_func=lambda v: T(f"tab_{v}"), key="mh_view"
         )
-        ui.fold_again(
-            *ui.heads.FOLDED, shown=tab
-        )  # a view shown again draws what is near the screen, the rest once reached
+        # A view shown again draws what is near the screen, its sections further down once scrolled near again.
+        ui.fold_again(*ui.heads.FOLDED, shown=tab)
         if tab == "grid":
             st.markdown(T("grid_intro"))
             ui.heads.open_head(ui.show_clickable(view.grid(shown, view.kv_groups(tm), lang=LANG)), "grid")

@@ -1,5 +1,5 @@
-"""The multi-head page's head search, the query/key inspector, and clicks that open a head (Streamlit glue over
-:mod:`tx_explorer.views.multihead`).
+"""The multi-head page's head search, the sections of "Compare heads" below its heatmap, the query/key inspector,
+and clicks that open a head (Streamlit glue over :mod:`tx_explorer.views.multihead`).
 
 A click on a chart cannot set the widgets drawn above it in the same run (Streamlit refuses a widget's state once the
 widget is drawn), so a click asks for widget values (:func:`ask`) that the next run applies before drawing them
