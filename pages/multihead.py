@@ -50,18 +50,12 @@ def similarity(name: str, text: str) -> np.ndarray:
 
 
 @st.fragment
-def views(name: str, text: str, shown: view.Shown, hide_special: bool, single: str | None) -> None:
-    """One view at a time (tabs would build every view's figures); its inputs rerun only this fragment.
+def views(name: str, text: str, shown: view.Shown, hide_special: bool, single: str | None, tab: str) -> None:
+    """View ``tab`` (one at a time: tabs would build every view's figures); its inputs rerun only this fragment.
     ``single``: the typed text when ``text`` is it written twice."""
     tm, data = ui.cached_model(name), analysed(name, text)
     num_layers, num_heads = data.maps.shape[:2]
     with ui.friendly_errors():
-        ui.heads.apply_asked()  # a click on a head's cell (grid, heatmaps) opens it: view, layer and head
-        tab = st.segmented_control(
-            T("view"), view.VIEWS, default="grid", required=True, format_func=lambda v: T(f"tab_{v}"), key="mh_view"
-        )
-        # A view shown again draws what is near the screen, its sections further down once scrolled near again.
-        ui.fold_again(*ui.heads.FOLDED, shown=tab)
         if tab == "grid":
             st.markdown(T("grid_intro"))
             ui.heads.open_head(ui.show_clickable(view.grid(shown, view.kv_groups(tm), lang=LANG)), "grid")
@@ -129,4 +123,11 @@ with ui.friendly_errors():
     shown = view.shown(data, hide_special)
     if shown.no_special:
         st.caption(T("no_special"))
-    views(name, text, shown, hide_special, single)
+    ui.heads.apply_asked()  # a click on a head's cell (grid, heatmaps) opens it: view, layer and head
+    # Outside the views' fragment: another view is a full run, the one that drops the sections (nested fragments) of
+    # the view shown before, so a section's report still in flight cannot draw it into this one.
+    tab = st.segmented_control(
+        T("view"), view.VIEWS, default="grid", required=True, format_func=lambda v: T(f"tab_{v}"), key="mh_view"
+    )
+    ui.fold_again(*ui.heads.FOLDED, shown=tab)  # a view shown again draws what is near, the rest once scrolled near
+    views(name, text, shown, hide_special, single, tab)
