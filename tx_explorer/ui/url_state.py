@@ -226,7 +226,7 @@ KEPT: dict[str, tuple[Kept | Declared, ...]] = {
         Kept("mh_text_{mh_example}", Text(20_000)),
         Kept("mh_hide", FLAG),
         Kept("mh_repeat", FLAG),  # the typed text written twice: its induction heads light up
-        Kept("mh_view", WORD, fragment=True),
+        Kept("mh_view", WORD),
         Kept("mh_layer", INDEX, fragment=True),
         Kept("mh_head", INDEX, fragment=True),
     ),
