@@ -128,8 +128,9 @@ def draw_below_fold(page, timeout_ms: float = 180_000, again_ms: float = 10_000)
     """Scroll to each section not drawn yet, in turn, and wait until it is drawn: the whole page is there.
 
     A box reports again only while in view (ui.below_fold): one whose report was lost while the sections after it
-    were drawn and the page moved on (seen on the multi-head page's three boxes in a row, about one time in 24) is
-    scrolled back to every ``again_ms``, as a visitor scrolls back to a section still a box."""
+    were drawn and the page moved on (a scroll made while the page's last run still went on: the multi-head page's
+    three boxes right after a view switch, 3 tabs in 30) is scrolled back to every ``again_ms``, as a visitor
+    scrolls back to a section still a box."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout  # the harness imports without a browser
 
     while name := page.evaluate(NEXT_BELOW_FOLD, BELOW_FOLD):

@@ -46,8 +46,8 @@ def below_fold(key: str, *, height: int) -> Callable[[Callable[..., None]], Call
 
     The section is a fragment. Until the visitor scrolls near it, it computes nothing and shows a box of about
     its usual ``height`` (px, so the page does not jump) saying so; once the box comes into view the section runs,
-    and stays drawn for the rest of the session. ``key``: unique across the app (``<page>_<section>``). With
-    ``TX_EXPLORER_DRAW_ALL=1`` every section is drawn at once."""
+    and stays drawn for the rest of the session (unless :func:`fold_again` folds it). ``key``: unique across the
+    app (``<page>_<section>``). With ``TX_EXPLORER_DRAW_ALL=1`` every section is drawn at once."""
     reached, reporting = _reached(key), f"reporting_{key}"
 
     def mark() -> None:
