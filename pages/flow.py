@@ -27,9 +27,12 @@ def analysis(name: str, tm, text: str) -> view.Analysis:
     key = (name, text)
     with st.empty():  # run_job's place, also when remembered: the fragment's later elements keep their places
         if key not in store:
+            # The newest of this model's: a text edited at its end reruns from the edit (its start is shared).
+            earlier = next((an for (model, _), an in reversed(store.items()) if model == name), None)
             if len(store) >= 2:
                 store.pop(next(iter(store)))  # the oldest first
-            store[key] = ui.run_job(lambda report: view.analyse(tm, text), label=T("analysing"), key=("flow", *key))
+            job = lambda report: view.analyse(tm, text, earlier)  # noqa: E731
+            store[key] = ui.run_job(job, label=T("analysing"), key=("flow", *key))
     return store[key]
 
 

@@ -9,6 +9,8 @@ logits."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -120,6 +122,63 @@ def test_per_source_writes_add_up_to_each_heads_write(name: str) -> None:
         if name == "sliding-window-qkv-bias":
             i, j = torch.tril_indices(len(writes), len(writes), offset=-4)  # keys outside the window of 4
             assert writes[i, j].abs().max() == 0
+
+
+def _spied_states(tm: TextModel) -> list[int]:
+    """The token counts each run of ``tm.states`` is given from now on (the test deletes the spy)."""
+    ran, states = [], tm.states
+    tm.states = lambda ids, *a, **k: ran.append(len(ids)) or states(ids, *a, **k)
+    return ran
+
+
+def _assert_same_decomposition(a: flow.Decomposition, b: flow.Decomposition, atol: float) -> None:
+    for f in dataclasses.fields(flow.Decomposition):
+        torch.testing.assert_close(getattr(a, f.name), getattr(b, f.name), rtol=0, atol=atol, msg=f.name)
+
+
+@pytest.mark.parametrize("name", [*CONFIGS, "moe", "encoder-pre-norm"])
+def test_a_shared_start_is_taken_from_an_earlier_text(name: str) -> None:
+    """A text whose first 7 tokens an earlier one shares (edited at its end, or cut short): a decoder runs only the
+    rest (at least the last token), over keys and values projected from the earlier residuals; every tensor and
+    every share equals the whole text's, to float64's rounding (rotary, ALiBi, a window of 4 keys passed, sandwich
+    norms, experts). An encoder (every position reads the later ones) runs whole."""
+    tm = _random(name)
+    ids = tm.encode(TEXT).ids
+    edited = ids[:7] + ids[:6:-1]  # the same start, then the rest reversed
+    whole = flow.decompose(tm, ids)
+    imp = flow.importance(tm, whole)
+    for earlier_ids, shared in ((edited, 7), (ids + ids[:5], len(ids))):
+        earlier = flow.decompose(tm, earlier_ids)
+        ran = _spied_states(tm)
+        try:
+            dec = flow.decompose(tm, ids, reuse=(earlier, shared))
+        finally:
+            del tm.states
+        causal = tm.kind == "causal"
+        assert ran == [len(ids) - min(shared, len(ids) - 1) if causal else len(ids)]
+        _assert_same_decomposition(dec, whole, atol=1e-12 * whole.residual.abs().max().item())
+        got = flow.importance(tm, dec, reuse=(flow.importance(tm, earlier), shared))
+        for f in dataclasses.fields(flow.Importance):
+            np.testing.assert_allclose(getattr(got, f.name), getattr(imp, f.name), rtol=0, atol=1e-6, err_msg=f.name)
+
+
+def test_the_page_reruns_a_text_from_its_edit() -> None:
+    """The page's analysis of a text edited at its end, given the earlier text's: the same numbers as a fresh one,
+    and only the tokens after the shared start run."""
+    tm = _random("gqa-rotary-rmsnorm-swiglu")
+    earlier = view.analyse(tm, TEXT)
+    edited = TEXT.replace("sorted.", "kept in order.")
+    fresh = view.analyse(tm, edited)
+    ran = _spied_states(tm)
+    try:
+        an = view.analyse(tm, edited, earlier)
+    finally:
+        del tm.states
+    shared = next(i for i, (a, b) in enumerate(zip(earlier.ids, fresh.ids)) if a != b)
+    assert shared > 10 and ran == [len(fresh.ids) - shared]
+    assert an.ids == fresh.ids and an.tokens == fresh.tokens and an.exactness < 1e-10
+    _assert_same_decomposition(an.dec, fresh.dec, atol=1e-12 * fresh.dec.residual.abs().max().item())
+    np.testing.assert_allclose(an.imp.attn_tokens, fresh.imp.attn_tokens, rtol=0, atol=1e-6)
 
 
 def test_proximity_shares_by_hand() -> None:

@@ -20,6 +20,7 @@ from tx_explorer.config import PRESETS, TransformerConfig
 from tx_explorer.data import corpus
 from tx_explorer.data.tokenizer import EOT, byte_level_label
 from tx_explorer.families.text import TextModel, load_tiny_gpt
+from tx_explorer.modules.cache import common_prefix
 from tx_explorer.trace import Trace
 from tx_explorer.train import lm as train_lm
 
@@ -452,7 +453,7 @@ def test_a_turn_read_after_a_kept_conversation_replies_as_one_read_whole(chatty:
     history = [{"role": "user", "content": "Return the path."}, {"role": "assistant", "content": reply.text}]
     second = lm.chat_prompt(tm, history, "And the name?", 6, 512)
     served = kept.cache_for(second.ids)
-    shared = lm._common([*first.ids, *reply.ids][: cache.seen], second.ids)
+    shared = common_prefix([*first.ids, *reply.ids][: cache.seen], second.ids)
     assert served.seen == (shared if window is None else 0) and (window is not None or shared > len(first.ids))
     runs = []
     for start in (served, None):

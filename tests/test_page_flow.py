@@ -94,6 +94,26 @@ def test_a_higher_threshold_keeps_fewer_edges(page) -> None:
     page.slider(key="flow_threshold").set_value(0.04).run()
 
 
+def test_a_text_edited_at_its_end_is_analysed_from_the_edit(page, monkeypatch) -> None:
+    """The page hands the earlier text's analysis on (its shared start is not rerun, tests/test_flow.py holds the
+    numbers): the edited text's graph, its rebuild check within float32's rounding, then the first text again
+    (still kept: not analysed again)."""
+    handed, analyse = [], view.analyse
+    monkeypatch.setattr(
+        view, "analyse", lambda tm, text, earlier=None: handed.append(earlier) or analyse(tm, text, earlier)
+    )
+    box = page.text_area(key="flow_text")
+    first = box.value
+    for text, last in ((first.rstrip(". ") + " returns", "returns"), (first, None)):
+        box.set_value(text).run()
+        assert_clean(page)
+        title = plotly_specs(page)[0]["layout"]["title"]["text"]
+        assert f"Routes to position {len_of(page) - 1} " in title and (last is None or last in title), title
+        exact = next(c.value.replace("\\", "") for c in page.caption if "rebuild the model's own" in c.value)
+        assert float(re.search(r"at most (\S+) of the largest", exact).group(1)) < 1e-5
+    assert [earlier is not None for earlier in handed] == [True]
+
+
 def test_a_position_beyond_the_text_is_refused_then_recovers(page) -> None:
     page.number_input(key="flow_target").set_value(-128).run()
     assert page.error and "outside the text" in page.error[0].value

@@ -123,14 +123,34 @@ def frozen_scale(norm: nn.Module | None, whole: Tensor) -> Tensor:
     return torch.rsqrt(whole.pow(2).mean(-1, keepdim=True) + norm.eps) * norm.weight
 
 
+# Each tensor's token axis, for joining a kept prefix to the positions after it (the weights, with two, apart).
+TOKEN_AXIS = dict(
+    embed=0, heads=2, attn_bias=1, mlp=1, attn_scale=1, mlp_scale=1, residual=1, mid=1, head_out=2, values=2
+)
+
+
 @torch.no_grad()
-def decompose(tm: TextModel, ids: Sequence[int]) -> Decomposition:
+def decompose(tm: TextModel, ids: Sequence[int], *, reuse: tuple[Decomposition, int] | None = None) -> Decomposition:
     """Run ``ids`` once (recording heads and residuals, tracing attention) and split it into writes, so that
-    ``residual[l + 1] = embed + Σ_{k≤l} (heads[k].sum(0) + attn_bias[k] + mlp[k])``, output norms frozen."""
+    ``residual[l + 1] = embed + Σ_{k≤l} (heads[k].sum(0) + attn_bias[k] + mlp[k])``, output norms frozen.
+
+    ``reuse=(earlier, n)``: ``earlier`` decomposed a text whose first ``n`` tokens are these. Under a causal mask a
+    position's every part depends on it and the positions before it alone, so those ``n`` are taken from
+    ``earlier`` and only the rest run, over keys and values projected from its residuals (:func:`_prefix_cache`),
+    as a KV cache would serve them; equal to the whole run up to float rounding (the tests hold it). At least the
+    last token runs; an encoder (each position reads the later ones) always runs whole."""
     _check(tm)
+    first = 0 if reuse is None or tm.kind != "causal" else max(0, min(reuse[1], reuse[0].num_tokens, len(ids) - 1))
+    cache = _prefix_cache(tm, reuse[0], 0, first, 1) if first else None
+    part = _decompose_run(tm, ids[first:], cache)
+    return part if first == 0 else _joined(reuse[0], first, part)
+
+
+def _decompose_run(tm: TextModel, ids: Sequence[int], cache: KVCache | None) -> Decomposition:
+    """:func:`decompose` of ``ids`` after the tokens ``cache`` holds: rows for ``ids`` alone, weights over every key."""
     rec, trace = Edit().record(), Trace()
-    tm.states(ids, trace, edit=rec)  # no LM head: its T × V logits are never read here
-    weights = trace.stack(name_contains="attn")[:, 0].to(_device(tm))  # (L, H, T, T)
+    tm.states(ids, trace, edit=rec, cache=cache)  # no LM head: its T × V logits are never read here
+    weights = trace.stack(name_contains="attn")[:, 0].to(_device(tm))  # (L, H, T, K)
     del trace  # its records: a second copy of the weights
     site = lambda name, layer: rec.captured.get_site(name, layer)[0]  # noqa: E731
     layers = len(tm.model.blocks)
@@ -175,6 +195,19 @@ def decompose(tm: TextModel, ids: Sequence[int]) -> Decomposition:
     )
 
 
+def _joined(earlier: Decomposition, first: int, part: Decomposition) -> Decomposition:
+    """``earlier``'s first ``first`` positions followed by ``part``'s (run after them): one decomposition."""
+    joined = {
+        name: torch.cat([getattr(earlier, name).narrow(axis, 0, first), getattr(part, name)], dim=axis)
+        for name, axis in TOKEN_AXIS.items()
+    }
+    n = first + part.num_tokens
+    weights = part.weights.new_zeros(*part.weights.shape[:2], n, n)  # (L, H, T, T): a prefix's row ends at its keys
+    weights[:, :, :first, :first] = earlier.weights[:, :, :first, :first]
+    weights[:, :, first:] = part.weights  # (L, H, T − first, T)
+    return Decomposition(**joined, weights=weights)
+
+
 def token_writes(tm: TextModel, dec: Decomposition, layer: int, queries: slice = slice(None)) -> Tensor:
     """What each key j writes into query i's residual at ``layer``, summed over heads: ``[Q, T, D]`` for the
     ``queries`` rows, ``(Σ_h a_ij^h · v_j^h W_O^h) ⊙ attn_scale_i``. Summed over j it is ``heads[layer].sum(0)``
@@ -216,15 +249,20 @@ class Importance:
 
 
 @torch.no_grad()
-def importance(tm: TextModel, dec: Decomposition) -> Importance:
-    """The proximity shares of every part of every update, one layer at a time."""
+def importance(tm: TextModel, dec: Decomposition, *, reuse: tuple[Importance, int] | None = None) -> Importance:
+    """The proximity shares of every part of every update, one layer at a time.
+
+    ``reuse=(earlier, n)``: a decoder's first ``n`` positions are those ``earlier`` scored (see :func:`decompose`):
+    their updates are made of parts of themselves and earlier positions alone, so their rows are taken, not
+    computed (the last token's always are)."""
     res, tok, bias, mlp_res, mlp = [], [], [], [], []
     n = dec.num_tokens
+    first = 0 if reuse is None or tm.kind != "causal" else max(0, min(reuse[1], reuse[0].mlp.shape[1], n - 1))
     for layer in range(dec.num_layers):
         vo = _value_writes(tm, dec, layer)  # (H, T, D): once per layer, read by every chunk
         seen = (dec.weights[layer] != 0).any(0)  # (T, T): key j has a weight in query i's row
         shares = []
-        for start in range(0, n, QUERY_CHUNK):  # a few queries at a time: [Q, T, D], not [T, T, D]
+        for start in range(first, n, QUERY_CHUNK):  # a few queries at a time: [Q, T, D], not [T, T, D]
             rows = slice(start, start + QUERY_CHUNK)
             # Keys after the last one these queries see (a decoder's later tokens) write exactly 0 (weight 0): their
             # proximity is 0, no need to compute it. Three parts apart, not concatenated: no copy of [Q, T, D].
@@ -235,13 +273,29 @@ def importance(tm: TextModel, dec: Decomposition) -> Importance:
             prox[:, 1 : keys + 1] = proximity(_token_writes(dec, vo, layer, rows, keys), y)
             prox[:, -1:] = proximity(dec.attn_bias[layer, rows, None], y)
             shares.append(_shares(prox))  # (Q, T + 2)
-        s = torch.cat(shares)  # (T, T + 2)
+        s = torch.cat(shares)  # (T − first, T + 2)
         res.append(s[:, 0]), tok.append(s[:, 1:-1]), bias.append(s[:, -1])
-        after = torch.stack([dec.mid[layer], dec.mlp[layer]], dim=1)  # (T, 2, D)
-        s = _shares(proximity(after, dec.residual[layer + 1]))  # (T, 2)
+        after = torch.stack([dec.mid[layer, first:], dec.mlp[layer, first:]], dim=1)  # (T − first, 2, D)
+        s = _shares(proximity(after, dec.residual[layer + 1, first:]))  # (T − first, 2)
         mlp_res.append(s[:, 0]), mlp.append(s[:, 1])
     numpy = lambda parts: torch.stack(parts).float().cpu().numpy()  # noqa: E731
-    return Importance(numpy(res), numpy(tok), numpy(bias), numpy(mlp_res), numpy(mlp))
+    scored = Importance(numpy(res), numpy(tok), numpy(bias), numpy(mlp_res), numpy(mlp))  # rows first … T − 1
+    return scored if first == 0 else _joined_importance(reuse[0], first, scored)
+
+
+def _joined_importance(earlier: Importance, first: int, part: Importance) -> Importance:
+    """``earlier``'s rows of the first ``first`` positions followed by ``part``'s rows (the positions after them)."""
+    rows = lambda a, b: np.concatenate([a[:, :first], b], axis=1)  # noqa: E731  (L, T)
+    tokens = np.zeros(part.attn_tokens.shape[:1] + (part.attn_tokens.shape[2],) * 2, part.attn_tokens.dtype)
+    tokens[:, :first, :first] = earlier.attn_tokens[:, :first, :first]  # a prefix's row ends at its own keys
+    tokens[:, first:] = part.attn_tokens  # (L, T − first, T)
+    return Importance(
+        rows(earlier.attn_residual, part.attn_residual),
+        tokens,
+        rows(earlier.attn_bias, part.attn_bias),
+        rows(earlier.mlp_residual, part.mlp_residual),
+        rows(earlier.mlp, part.mlp),
+    )
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from tx_explorer.analysis.memory import kv_cache_bytes
 from tx_explorer.analysis.seeding import seeded_init
 from tx_explorer.config import TransformerConfig
 from tx_explorer.errors import InputError
-from tx_explorer.modules.cache import KVCache
+from tx_explorer.modules.cache import KVCache, common_prefix
 from tx_explorer.modules.transformer import CausalLM
 
 LOGIT_TOLERANCE = 1e-4  # cached and uncached logits agree within this (float32) for up to 4 layers
@@ -176,10 +176,7 @@ def shared_steps(reuse: Decoding | None, prompt: Sequence[int], prefill: int = 0
     none with a prefill on either side or a cache that has dropped rows (a window)."""
     if reuse is None or prefill or reuse.prefill or reuse.cache is None or not reuse.cache.complete():
         return 0
-    n, most = 0, min(len(prompt) - 1, reuse.cache.seen)
-    while n < most and reuse.ids[n] == prompt[n]:
-        n += 1
-    return n
+    return min(common_prefix(reuse.ids, prompt), len(prompt) - 1, reuse.cache.seen)
 
 
 @torch.no_grad()

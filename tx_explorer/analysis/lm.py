@@ -20,7 +20,7 @@ from torch.nn import functional as F
 from tx_explorer.analysis.heads import max_tokens
 from tx_explorer.errors import InputError
 from tx_explorer.families.text import TextModel
-from tx_explorer.modules.cache import KVCache
+from tx_explorer.modules.cache import KVCache, common_prefix
 from tx_explorer.trace import Trace
 
 
@@ -154,7 +154,7 @@ class Prefixes:
         with self._lock:
             best, found = 0, None
             for held, cache in self._kept.items():
-                n = _common(held, ids[:-1])
+                n = common_prefix(held, ids[:-1])
                 if n > best and cache.complete():  # a sliding window that dropped rows keeps no whole prefix
                     best, found = n, (held, cache)
             if found is None:
@@ -168,11 +168,6 @@ class Prefixes:
             self._kept[tuple(ids[: cache.seen])] = cache
             while len(self._kept) > self._size:
                 self._kept.popitem(last=False)
-
-
-def _common(a: Sequence[int], b: Sequence[int]) -> int:
-    """Length of the common prefix of ``a`` and ``b``."""
-    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
 
 
 def chat_limit(tm: TextModel) -> int:
@@ -231,8 +226,7 @@ def _turn_start(tm: TextModel, ids: list[int], messages: list[dict[str, str]]) -
     """The first token of the last message's turn: the last special token (the template's turn marker) before the
     message's first token, found as the first token where the prompt written with another message differs."""
     other = _template_ids(tm, [*messages[:-1], {"role": "user", "content": "\u2063" + messages[-1]["content"]}])
-    differs = next((i for i, (a, b) in enumerate(zip(ids, other)) if a != b), len(ids))
-    return max((i for i in range(differs) if ids[i] in tm.special_ids), default=0)
+    return max((i for i in range(common_prefix(ids, other)) if ids[i] in tm.special_ids), default=0)
 
 
 @dataclass(frozen=True)

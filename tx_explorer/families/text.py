@@ -192,14 +192,18 @@ class TextModel:
         return self.model(self._batch(ids), trace=trace)
 
     @torch.no_grad()
-    def states(self, ids: Sequence[int], trace: Trace | None = None, *, edit: Edit | None = None) -> Tensor:
+    def states(
+        self, ids: Sequence[int], trace: Trace | None = None, *, edit: Edit | None = None, cache: KVCache | None = None
+    ) -> Tensor:
         """One sequence's last hidden states ``[N, D]``: a causal model's stack up to its final norm, before the LM
         head (its V logits per token are what a run for maps, records or states alone need not pay for: SmolLM2 at 11
         tokens, 39 of its 160 ms), an encoder's output. ``edit`` as the model's forward takes it (``Edit().record()``
-        to capture heads and residuals)."""
+        to capture heads and residuals); ``cache`` (a decoder's) holds the tokens before ``ids``, as in the forward."""
         batch = self._batch(ids)
         if self.kind == "causal":
-            return self.model.hidden(self.model.embed(batch, edit=edit), self.mask(batch.shape[1]), trace, edit=edit)[0]
+            return self.model.states(batch, trace, cache=cache, edit=edit)[0]
+        if cache is not None:
+            raise TypeError(f"{self.name} is an encoder: every token reads every other, no cache holds a prefix")
         return self.model(batch, trace=trace, edit=edit)[0]
 
     def maps(self, ids: Sequence[int], labels: Sequence[str] | None = None) -> Trace:

@@ -10,8 +10,16 @@ position is fixed).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 from torch import Tensor
+
+
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many tokens ``a`` and ``b`` share from the start: what a cache (or any per-position result of a causal
+    model) made for one serves the other."""
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
 
 
 class KVCache:

@@ -140,6 +140,13 @@ class CausalLM(Stack):
         With a :class:`~tx_explorer.modules.cache.KVCache` the ids are the *new* tokens: every layer appends
         their keys and values to the cache and attends over all it holds; the logits are the new positions'.
         """
+        return self.logits(self.states(idx, trace, cache=cache, edit=edit))  # (B, N, V)
+
+    def states(
+        self, idx: Tensor, trace: Trace | None = None, *, cache: KVCache | None = None, edit: Edit | None = None
+    ) -> Tensor:
+        """:meth:`forward` before the LM head: the final norm's output ``[B, N, D]`` (analyses that never read the V
+        logits per token need not pay for them)."""
         n = idx.shape[1]
         if cache is None:
             pos = torch.arange(n, device=idx.device)
@@ -152,7 +159,7 @@ class CausalLM(Stack):
         x = self.hidden(x, mask, trace, pos=q_pos, k_pos=k_pos, cache=cache, edit=edit)
         if cache is not None:
             cache.commit(q_pos)
-        return self.logits(x)  # (B, N, V)
+        return x  # (B, N, D)
 
     def logits(self, hidden: Tensor, tokens: Tensor | None = None) -> Tensor:
         """The stack's output ``[..., D]`` (after the final norm) → next-token logits ``[..., V]``: the LM head, then

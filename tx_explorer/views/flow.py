@@ -14,6 +14,7 @@ from tx_explorer import models
 from tx_explorer.analysis import flow
 from tx_explorer.analysis import head_science as hs
 from tx_explorer.families.text import TextModel
+from tx_explorer.modules.cache import common_prefix
 from tx_explorer.views import Panel, texts
 from tx_explorer.viz import bars, charts
 from tx_explorer.viz import flow as vf
@@ -61,18 +62,21 @@ class Result:
     edge: tuple[int, int, int] | None = None  # (layer, query, key)
 
 
-def analyse(tm: TextModel, text: str) -> Analysis:
-    """Decompose ``text`` (at most :data:`LIMIT` tokens) and score every update's parts."""
+def analyse(tm: TextModel, text: str, earlier: Analysis | None = None) -> Analysis:
+    """Decompose ``text`` (at most :data:`LIMIT` tokens) and score every update's parts; a decoder's positions that
+    ``earlier`` (this model's analysis of another text) shares from the start are taken from it, not recomputed
+    (a text edited at its end reruns only from the edit)."""
     enc = tm.encode(text, limit=LIMIT)
     ids = hs.encode(tm, text, LIMIT)
-    dec = flow.decompose(tm, ids)
+    shared = 0 if earlier is None else common_prefix(earlier.ids, ids)
+    dec = flow.decompose(tm, ids, reuse=(earlier.dec, shared) if shared else None)
     rebuilt = dec.embed + (dec.heads.sum(1) + dec.attn_bias + dec.mlp).cumsum(0)  # (L, T, D)
     diff = (rebuilt - dec.residual[1:]).abs().amax(-1)  # (L, T): float32 rounding grows with the residual's size
     return Analysis(
         ids=ids,
         tokens=tm.labels(ids),
         dec=dec,
-        imp=flow.importance(tm, dec),
+        imp=flow.importance(tm, dec, reuse=(earlier.imp, shared) if shared else None),
         cut=enc.num_tokens if enc.truncated else None,
         exactness=diff.max().item(),
         relative=(diff / dec.residual[1:].abs().amax(-1)).max().item(),
