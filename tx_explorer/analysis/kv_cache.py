@@ -226,7 +226,8 @@ def decode(
         if progress is not None:
             progress(len(cached), len(ends) + 1)
     positions = [end - 1 for end in ends]
-    full = model(torch.tensor([ids[: ends[-1]]], device=device))[0, positions]  # (steps, V): no cache
+    # No cache; the LM head at the steps' positions only (not at the shared ones, whose steps were kept).
+    full = model.logits(model.states(torch.tensor([ids[: ends[-1]]], device=device))[0, positions])  # (steps, V)
     if progress is not None:
         progress(len(ends) + 1, len(ends) + 1)
     steps = kept + [
