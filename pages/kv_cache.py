@@ -58,7 +58,7 @@ def decode_section(name: str, tm: view.TextModel) -> None:
         decoded = view.DECODE.compute(tm, **values, numbers=found, lang=LANG)
         if decoded.prompt_note:
             st.caption(decoded.prompt_note)
-        st.markdown(T("continuation", text=ui.escape_markdown(decoded.text.strip())))  # "** word**" is no bold
+        st.markdown(T("continuation", text=ui.escape_markdown(decoded.text)))
         (st.success if decoded.ok else st.error)(decoded.check)
         ui.section(T, "same")  # the verdict's evidence, step by step, beside it
         ui.show(decoded.diff)

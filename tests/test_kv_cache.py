@@ -387,3 +387,12 @@ def test_a_cache_prefix_is_what_feeding_the_prefix_leaves():
     assert full.keys[0].abs().sum() > 0  # a copy: the cut cache goes on without touching the first
     with pytest.raises(ValueError):
         full.prefix(6)
+
+
+def test_a_continuation_with_line_breaks_is_one_line(monkeypatch):
+    """The page sets the continuation in bold Markdown, which a line break ends (Gemma 3 continues "the cache.↵The
+    cache is a": the page showed the asterisks): newlines become ↵ (as in the token labels) on one line."""
+    tm = models.load_model("tiny-llama")
+    d = view.decoding(tm, view.PROMPT, 2)
+    monkeypatch.setattr(tm, "decode", lambda ids: " the cache.\n\nThe cache is a\n")
+    assert view.decoded(tm, d).text == "the cache.↵↵The cache is a"

@@ -18,7 +18,7 @@ from tx_explorer.analysis import params
 from tx_explorer.analysis.bigram import bigram_baseline, bigram_counts, bigram_nll
 from tx_explorer.config import PRESETS, TransformerConfig
 from tx_explorer.data import corpus
-from tx_explorer.data.tokenizer import EOT, byte_level_label
+from tx_explorer.data.tokenizer import EOT, byte_level_label, piece_label
 from tx_explorer.families.text import TextModel, load_tiny_gpt
 from tx_explorer.modules.cache import common_prefix
 from tx_explorer.trace import Trace
@@ -107,6 +107,22 @@ def test_tokenizer_basics(tiny: TextModel) -> None:
     assert len(enc.ids) <= 8  # common English words are single tokens
     assert enc.tokens[1] == "▁function" and not any("Ġ" in t for t in enc.tokens)
     assert byte_level_label("ð") == "\\xf0"  # a lone byte of a multi-byte character
+
+
+def test_sentencepiece_labels_show_newlines_and_byte_pieces(tiny: TextModel) -> None:
+    """Gemma 3's pieces: a newline token was a blank label (the legend promises ↵), a byte-fallback piece <0x0A>
+    would be read by Plotly as an HTML tag and dropped; spaces are ▁ already, special tokens stay as they are."""
+    assert [piece_label(t) for t in ("\n", "\n\n", "\t", "▁the", "<0x0A>", "<0x41>", "<0xF0>")] == [
+        "↵",
+        "↵↵",
+        "⇥",
+        "▁the",
+        "↵",
+        "A",
+        "\\xf0",
+    ]
+    pieces = TextModel("pieces", tiny.model, tiny.tokenizer, "causal", 8, special_tokens=("<0x0A>",))  # not byte-level
+    assert pieces.label("\n") == "↵" and pieces.label("<0x0A>") == "<0x0A>"  # a special token is left as it is
 
 
 def test_encode_truncates_with_a_flag(tiny: TextModel) -> None:

@@ -151,3 +151,25 @@ def test_no_chinese_string_puts_a_space_between_two_chinese_characters():
     assert not found, "\n".join(found)
     assert spaced_chinese("讲义说 自注意力 是 token") == ["说 自", "力 是"]
     assert not spaced_chinese("自注意力是 token 之间 $a b$ “猫 狗” `x y`")  # Latin, LaTeX, quotes, code
+
+
+def test_the_model_card_names_local_and_global_layers_qk_norm_and_sinks():
+    """The line under a model's name says what today's attention does there: Gemma 3's local layers (their window
+    and their own rotary θ) and global ones by index, QK-norm, gpt-oss's sinks; a Llama-like model says none of it."""
+    from types import SimpleNamespace
+
+    from tx_explorer.config import PRESETS
+    from tx_explorer.ui.pickers import architecture_caption
+
+    kinds = ("sliding", "sliding", "full", "sliding", "sliding", "full")
+    gemma = PRESETS["tiny-llama"].replace(
+        num_layers=6, layer_types=kinds, sliding_window=512, rope_theta=1e6, rope_local_theta=1e4, qk_norm=True
+    )
+    card = architecture_caption(SimpleNamespace(config=gemma, info={}))
+    assert "θ = 10,000 on the local layers, 1,000,000 on the global ones" in card
+    assert "a sliding window of 512 tokens on 4 local layers; the global layers (2, 5) see every" in card
+    assert "QK-norm" in card and "sinks" not in card
+    sinks = architecture_caption(SimpleNamespace(config=PRESETS["tiny-llama"].replace(attention_sinks=True), info={}))
+    assert "attention sinks" in sinks and "QK-norm" not in sinks
+    plain = architecture_caption(SimpleNamespace(config=PRESETS["tiny-llama"], info={}))
+    assert "local" not in plain and "QK-norm" not in plain and "sinks" not in plain and "θ = 10,000)" in plain

@@ -7,6 +7,7 @@ pieces (" the", "tion", " function") up to ``vocab_size`` tokens.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from functools import cache
 
@@ -57,7 +58,22 @@ def byte_level_label(token: str) -> str:
         return token  # a special token such as <|endoftext|>
     raw = bytes(table[ch] for ch in token)
     try:
-        text = raw.decode("utf-8")
+        return _shown(raw.decode("utf-8"))
     except UnicodeDecodeError:
         return "".join(f"\\x{b:02x}" for b in raw)
+
+
+_BYTE_PIECE = re.compile(r"<0x([0-9A-Fa-f]{2})>")  # SentencePiece's byte fallback: <0x0A> is the byte 0x0A
+
+
+def piece_label(token: str) -> str:
+    """A readable label for a SentencePiece token (Gemma 3; spaces are ``▁`` already): a newline or a tab as
+    :func:`byte_level_label` shows them (``↵``, ``⇥``; a blank label otherwise), a byte-fallback piece ``<0x0A>`` as
+    its byte (``↵``, or ``\\xf0`` for one byte of a multi-byte character)."""
+    byte = lambda m: _shown(chr(b)) if (b := int(m.group(1), 16)) < 0x80 else f"\\x{b:02x}"  # noqa: E731
+    return _shown(_BYTE_PIECE.sub(byte, token))
+
+
+def _shown(text: str) -> str:
+    """Whitespace a label must show: a space as ``▁``, a newline as ``↵``, a tab as ``⇥``."""
     return text.replace(" ", "▁").replace("\n", "↵").replace("\t", "⇥")

@@ -24,7 +24,7 @@ from torch import Tensor, nn
 from tx_explorer.bundle import read_bundle, verify
 from tx_explorer.config import TransformerConfig
 from tx_explorer.data import chat
-from tx_explorer.data.tokenizer import EOT, byte_level_label
+from tx_explorer.data.tokenizer import EOT, byte_level_label, piece_label
 from tx_explorer.edit import Edit
 from tx_explorer.errors import InputError
 from tx_explorer.modules.attention import MultiHeadAttention
@@ -78,7 +78,9 @@ class TextModel:
 
     def label(self, token: str) -> str:
         """The display label of one token string."""
-        return byte_level_label(token) if self.byte_level and token not in self.special_tokens else token
+        if token in self.special_tokens:
+            return token
+        return byte_level_label(token) if self.byte_level else piece_label(token)
 
     def encode(self, text: str, limit: int | None = None) -> Encoded:
         """Tokenise ``text``, keeping at most ``max_len`` tokens, or ``limit`` if smaller (a page's cap).

@@ -112,14 +112,37 @@ def architecture_caption(tm: Any) -> str:
     heads, kv = cfg.num_heads, cfg.kv_heads
     sharing = "mha" if kv == heads else "mqa" if kv == 1 else "gqa"
     parts = [
-        T(f"arch_positions_{cfg.positions}", theta=cfg.rope_theta),
+        _positions(T, cfg),
         T(f"arch_{sharing}", heads=heads, kv=kv),
-        *([T("arch_window", window=cfg.sliding_window)] if cfg.sliding_window else []),
+        *([_window(T, cfg)] if cfg.sliding_window else []),
+        *([T("arch_qk_norm")] if cfg.qk_norm else []),
+        *([T("arch_sinks")] if cfg.attention_sinks else []),
         T(f"arch_norm_{cfg.norm}"),
         T(f"arch_mlp_{cfg.mlp}"),
         *([_precision(T, weights)] if weights else []),
     ]
     return " · ".join(parts)
+
+
+def _local_layers(cfg: Any) -> list[int]:
+    return [i for i, kind in enumerate(cfg.layer_types or ()) if kind == "sliding"]
+
+
+def _positions(T: Any, cfg: Any) -> str:
+    """Rotary's θ, per kind of layer where local layers turn by their own (Gemma 3: 10,000 local, 1,000,000 global)."""
+    local = _local_layers(cfg)
+    if cfg.positions == "rotary" and local and cfg.rope_local_theta not in (None, cfg.rope_theta):
+        return T("arch_positions_rotary_local", local=cfg.rope_local_theta, theta=cfg.rope_theta)
+    return T(f"arch_positions_{cfg.positions}", theta=cfg.rope_theta)
+
+
+def _window(T: Any, cfg: Any) -> str:
+    """The window: on every layer (Mistral), or on the local layers, the global ones named (Gemma 3)."""
+    if cfg.layer_types is None:
+        return T("arch_window", window=cfg.sliding_window)
+    local = _local_layers(cfg)
+    full = ", ".join(str(i) for i in range(cfg.num_layers) if i not in local)
+    return T("arch_window_local", window=cfg.sliding_window, n=len(local), full=full)
 
 
 def sidebar() -> None:

@@ -112,7 +112,9 @@ def past_ids(tm: TextModel, prompt: str) -> tuple[list[int], int]:
 class Decoded:
     decoding: kv.Decoding
     labels: list[str]  # every token, prompt then continuation
-    text: str  # the continuation as text
+    text: (
+        str  # the continuation as one line of text: a newline shown as ↵ (the page sets it in bold, which ends at one)
+    )
     prompt_note: str  # how a prompt past the window was made, or which steps an earlier decoding served ("": none)
     check: str  # identical tokens? max |Δ logit|, bytes = formula (and past the window: the rows each layer holds)
     ok: bool
@@ -226,7 +228,7 @@ def decoded(tm: TextModel, d: kv.Decoding, *, lang: str = "en") -> Decoded:
     return Decoded(
         decoding=d,
         labels=tm.labels(d.ids),
-        text=tm.decode(d.ids[d.prompt_len :]),
+        text=tm.decode(d.ids[d.prompt_len :]).strip().replace("\n", "↵"),  # as the token labels show a newline
         prompt_note=prompt_note,
         check=check,
         ok=ok,
