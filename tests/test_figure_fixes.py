@@ -183,3 +183,25 @@ def test_margins_read_any_axis_the_views_draw(axis):
     fig = go.Figure(go.Scatter(x=[0, 1, 2], y=[1e-5, 0.2, 3.0]), layout=dict(yaxis=axis, margin=dict(l=0, b=0)))
     margin = margins.fit(fig, (460,)).layout.margin
     assert margin.l > margins.Y_PAD and margin.b > margins.X_PAD  # room for the labels, whatever the axis
+
+
+def test_a_wrapped_cjk_title_leaves_no_character_alone_and_starts_no_line_with_closing_punctuation():
+    """At every width: "…对头与查询取平" then "均" alone, or "（悬停查看绝对值" then "）", was what wrapping anywhere in CJK
+    text gave; the line before now hands down its last characters. Latin words are never split."""
+    titles = ["注意力权重（对头与查询取平均）随层变化的平均熵", "每个头的分数（悬停查看绝对值）", "各层 512 个查询的平均"]
+    for title in titles:
+        for width in range(60, 420, 3):
+            lines = style.wrap(title, width).split("<br>")
+            assert "".join(lines).replace(" ", "") == title.replace(" ", "")
+            assert all(not line.startswith(tuple("）、。，：")) for line in lines[1:]), lines
+            assert len(lines) == 1 or len(lines[-1]) >= 3, lines
+    assert style.wrap("Weights of head 0 for the shuffled sentence", 120).split("<br>")[-1] == "sentence"
+
+
+def test_a_title_wrapped_to_more_lines_grows_a_figure_of_fixed_height_not_squeezes_its_plot():
+    title = "A title long enough to take three lines in a narrow column of the page, s₀ and all"
+    fixed = style.tidy(go.Figure(layout=dict(title=dict(text=title), height=200, margin=dict(t=40))), 300)
+    added = fixed.layout.title.text.count("<br>")
+    assert added >= 2 and fixed.layout.height - 200 == fixed.layout.margin.t - 40 > 0  # the plot keeps 200 − 40 px
+    free = style.tidy(go.Figure(layout=dict(title=dict(text=title))), 300)
+    assert free.layout.height is None  # Plotly's own height: nothing to grow

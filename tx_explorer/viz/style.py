@@ -52,15 +52,31 @@ def wrap(text: str, width_px: float, font_px: float = TITLE_PX) -> str:
     (which has no spaces). Plotly draws a title on one line however long, and clips what leaves the figure."""
     lines = []
     for line in re.split(r"<br\s*/?>", text):
-        current = ""
+        current, wrapped = "", []
         for piece in re.findall(r"[\u2e80-\u9fff\uff00-\uffef]|[^\s\u2e80-\u9fff\uff00-\uffef]+\s*|\s+", line):
             if current.strip() and text_width((current + piece).rstrip(), font_px) > width_px:
-                lines.append(current.rstrip())
+                wrapped.append(current.rstrip())
                 current = piece.lstrip()
             else:
                 current += piece
-        lines.append(current.rstrip())
+        lines += _kept_together([*wrapped, current.rstrip()])
     return "<br>".join(lines)
+
+
+_CJK = re.compile(r"[\u2e80-\u9fff\uff00-\uffef]")
+_CLOSING = "）」』】》〉、。，：；！？"  # CJK punctuation that never starts a line
+
+
+def _kept_together(lines: list[str]) -> list[str]:
+    """CJK text broken anywhere: a line never starts with closing punctuation, nor does the last hold one or two
+    characters alone ("…取平" then "均"); the line before gives up its last character or two (shorter lines only)."""
+    for i in range(1, len(lines)):
+        for _ in range(2):
+            alone = i == len(lines) - 1 and len(lines[i]) < 3 and all(_CJK.match(c) for c in lines[i])
+            if not (lines[i][:1] in _CLOSING or alone) or len(lines[i - 1]) < 2 or not _CJK.match(lines[i - 1][-1]):
+                break
+            lines[i - 1], lines[i] = lines[i - 1][:-1], lines[i - 1][-1] + lines[i]
+    return lines
 
 
 def tidy(fig: go.Figure, width_px: float | None = None) -> go.Figure:
@@ -75,7 +91,9 @@ def tidy(fig: go.Figure, width_px: float | None = None) -> go.Figure:
         size = fig.layout.title.font.size or TITLE_PX
         wrapped = wrap(title, 0.9 * (width_px or COLUMN_PX), size)  # the title starts 5 % in from the left
         added = wrapped.count("<br>") - title.count("<br>")
-        if added:
-            top = fig.layout.margin.t
-            fig.update_layout(title_text=wrapped, margin_t=(80 if top is None else top) + added * 1.3 * size)
+        if added:  # the plot keeps its height: a figure of fixed height grows by the lines added above it
+            top, grown = fig.layout.margin.t, added * 1.3 * size
+            fig.update_layout(title_text=wrapped, margin_t=(80 if top is None else top) + grown)
+            if fig.layout.height is not None:
+                fig.update_layout(height=fig.layout.height + grown)
     return margins.fit(fig, (width_px,) if width_px else (COLUMN_PX, PAGE_PX))
