@@ -49,7 +49,7 @@ def decoder_step(translator, o) -> None:
         with box, ui.friendly_errors():
             t = st.slider(T("step"), 1, len(o.tokens) + 1, 1) - 1  # the last step writes <eos>
             query = view.step_query(translator, o, t, lang=LANG)
-            ui.row(query.state, query.scores)
+            ui.row(query.state, query.scores, headings=query.formulas)
             ui.show(view.decoder_step(o, t, lang=LANG))
             st.markdown(query.text)
 

@@ -104,3 +104,15 @@ def test_cost_page_counts_io_beside_measured_peaks():
     frames = [df.value for df in at.dataframe]
     io = next(f for f in frames if "peak, tiled (measured)" in f.columns)
     assert list(io["N"]) == ["128", "256", "512", "1,024"]
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_position_lab_writes_the_distance_as_m_minus_n_throughout(lang):
+    """The rotary section names positions m (query) and n (key): its distance axis says m − n as its title does,
+    and so does every other text of the page (no i − j beside them)."""
+    from tx_explorer.views import position_lab as view
+
+    demo = view.rotary_demo(16, 10_000.0, 8, 2, 0, True, lang=lang)
+    layout = demo.by_distance.figure.layout
+    assert "m − n" in layout.title.text and "m − n" in layout.xaxis.title.text, layout.xaxis.title.text
+    assert not [k for k, entry in locales.table("position_lab").items() if "i − j" in entry[lang]]

@@ -127,6 +127,25 @@ def test_the_decodes_end_with_eos_and_the_lengths_section_measures_once_opened()
     page.session_state["s2s_open_ends"] = True
     page.run()
     assert_clean(page)
-    ended = [m.value for m in page.metric if "ended with <eos>" in m.value]
-    assert len(ended) == 3 and all(v.endswith("/ 120 ended with <eos>") for v in ended)  # one per translator
+    # one per translator, the bare count (a sentence in a third of the page is cut); the intro says what it counts
+    ended = [m.value for m in page.metric if m.value.endswith(" / 120")]
+    assert len(ended) == 3 and all(v.split(" / ")[0].isdigit() for v in ended)
+    assert any("decodes that ended with <eos>" in m.value for m in page.markdown)
     assert any("T ≠ T′ in" in m.value for m in page.markdown)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_decoder_step_titles_fit_on_one_line_with_the_formulas_above(lang):
+    """The formulas sit above the two charts in KaTeX: in a half-width title they wrapped to three lines and covered
+    the one-row heatmap, itself too low for its colour bar's ticks."""
+    page = open_page("seq2seq", s2s_open_step=True, lang=lang)
+    assert_clean(page)
+    titles = ("Step 1's query", "Step 1: e", "第 1 步的 query", "第 1 步：softmax")  # the query s₀, the scores
+    step = [s for s in plotly_specs(page) if s["layout"]["title"]["text"].startswith(titles)]
+    assert len(step) == 2
+    for spec in step:
+        assert "<br>" not in spec["layout"]["title"]["text"] and "tanh" not in spec["layout"]["title"]["text"]
+        assert spec["layout"]["height"] >= 300
+    shown = [m.value for m in page.markdown]
+    assert r"$s_0 = \tanh\!\big(W_s\,[\overrightarrow{h}_T;\ \overleftarrow{h}_1]\big)$" in shown
+    assert r"$e_{1,i} = v^\top \tanh(W s_{0} + U h_i)$" in shown

@@ -282,3 +282,21 @@ def test_masks_tabs_keep_their_inputs_while_another_tab_is_open():
     assert hidden_counts(at) == [60]  # 4 real tokens of 10: every query sees 4 keys, 10 × 6 hidden
     open_tab(at, "prefix_lm")
     assert at.number_input(key="prefix_10").value == 2
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_self_attention_maps_name_the_head_they_draw_and_render_their_notation(lang):
+    import numpy as np
+
+    from tx_explorer.views import self_attention as view
+
+    perm = view.permutation(n=5, dim=8, heads=2, seed=0, kind="none", lang=lang)
+    x, shuffled = (p.figure.layout.title.text for p in (perm.weights, perm.weights_shuffled))
+    assert re.findall(r"\d+", x) == re.findall(r"\d+", shuffled) == [str(view.SHOWN_HEAD)], (x, shuffled)
+    # the head drawn for σ(X) is the same head as for X: its map is X's, permuted (no positions)
+    p = perm.check.perm.numpy()
+    z, z_shuffled = (np.asarray(panel.figure.data[0].z) for panel in (perm.weights, perm.weights_shuffled))
+    np.testing.assert_allclose(z_shuffled, z[p][:, p], atol=1e-6)
+    order = view.word_order(a="dog bites man", b="man bites dog", lang=lang)
+    assert "y<sub>A</sub>" in order.chart.figure.layout.yaxis.title.text
+    assert not re.search(r"[A-Za-z]_[A-Za-z]", order.chart.figure.layout.yaxis.title.text)  # no raw y_A

@@ -21,6 +21,7 @@ LATEX = {
     "enc": r"\tilde{x}_i=x_i+p_i,\qquad p_{i,2j}=\sin\!\left(\frac{i}{10000^{2j/D}}\right),"
     r"\quad p_{i,2j+1}=\cos\!\left(\frac{i}{10000^{2j/D}}\right)",
 }
+SHOWN_HEAD = 0  # the head whose weights section 1 draws, for X and for σ(X) alike
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,8 @@ def permutation(
     shuffled = [names[i] for i in check.perm.tolist()]
     dims = [f"d{i + 1}" for i in range(dim)]
     kw = {"x_title": T("axis_dims"), "y_title": T("axis_tokens")}
+    # One head's weights before and after the shuffle: equivariance says they are the same map, permuted.
+    head_x, head_s = check.weights[SHOWN_HEAD].numpy(), check.weights_shuffled[SHOWN_HEAD].numpy()
     out, out_s = check.out.numpy(), check.out_shuffled.numpy()
     equal = check.max_diff < self_attention.EQUIVARIANCE_TOL
     verdict = (
@@ -59,7 +62,7 @@ def permutation(
         Panel("perm_out", charts.signed_heatmap(out, names, dims, title=T("out_title"), **kw), out),
         Panel(
             "perm_weights",
-            heatmap(check.weights[0].numpy(), names, names, title=T("weights_title"), **ax),
+            heatmap(head_x, names, names, title=T("weights_title", head=SHOWN_HEAD), **ax),
             check.weights.numpy(),
         ),
         Panel(
@@ -69,7 +72,7 @@ def permutation(
         ),
         Panel(
             "perm_weights_shuffled",
-            heatmap(check.weights_shuffled[0].numpy(), shuffled, shuffled, title=T("weights_shuffled_title"), **ax),
+            heatmap(head_s, shuffled, shuffled, title=T("weights_shuffled_title", head=SHOWN_HEAD), **ax),
             check.weights_shuffled.numpy(),
         ),
         equal,

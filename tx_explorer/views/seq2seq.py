@@ -194,6 +194,19 @@ RECURRENCE = (  # §1.1 as the encoder computes it, in both directions
 
 
 SUBSCRIPTS = str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉")
+STEP_PX = 360  # the height of the decoder step's two charts
+
+
+def step_formulas(t: int) -> tuple[str, str]:
+    """Step ``t + 1``'s query s_t and its scores e_{t+1,i}, as :data:`LATEX` computes them (maths only, the same in
+    both languages)."""
+    state = (
+        r"$s_0 = \tanh\!\big(W_s\,[\overrightarrow{h}_T;\ \overleftarrow{h}_1]\big)$"
+        if t == 0
+        else rf"$s_{{{t}}} = \mathrm{{GRU}}([y_{{{t - 1}}}; c_{{{t}}}],\, s_{{{t - 1}}})$"
+    )
+    scores = rf"$e_{{{t + 1},i}} = v^\top \tanh(W s_{{{t}}} + U h_i)$"
+    return state, scores
 
 
 @dataclass(frozen=True)
@@ -203,6 +216,7 @@ class StepQuery:
 
     state: Panel
     scores: Panel
+    formulas: tuple[str, str]  # above each chart, in Markdown: how its numbers are computed at this step
     text: str  # the recurrences rebuilt (h_t, s_t) and the operator's a_t, c_t against the decoder's, in words
 
 
@@ -214,15 +228,16 @@ def step_query(translator, o, t: int = 0, *, lang: str = "en") -> StepQuery:
         raise ValueError(f"step must lie in [1, {len(steps.scores)}], got {t + 1}")
     _, delta = claims.encoder_recurrence(translator, list(o.source))
     da, dc = steps.operator_gap
-    name = T("state_s0") if t == 0 else T("state_prev", i=t)  # step t + 1 reads s_t
+    # Short one-line titles (step t + 1 reads s_t), the formulas above the charts in KaTeX: a formula in a
+    # half-width title wraps to three lines and covers its chart. Both charts share one height, so they line up.
     state = charts.signed_heatmap(
         steps.states[t][None],
         ["s" + str(t).translate(SUBSCRIPTS)],  # a tick label is plain text (escaped): s₀, s₁ … in Unicode
         [str(i) for i in range(steps.states.shape[1])],
-        title=T("state_title", name=name, t=t + 1),
+        title=T("state_title", i=t, t=t + 1),
         x_title=T("axis_state_dim"),
         y_title=T("axis_state"),
-        height=200,
+        height=STEP_PX,  # one row: tall enough for its colour bar's ticks and the y-axis title beside it
     )
     scores = charts.bars(
         [f"{i}: {w}" for i, w in enumerate(o.source)],
@@ -230,10 +245,12 @@ def step_query(translator, o, t: int = 0, *, lang: str = "en") -> StepQuery:
         title=T("scores_title", t=t + 1),
         x_title=T("axis_source"),
         y_title=T("axis_score"),
+        height=STEP_PX,
     )
     return StepQuery(
         Panel("s2s_state", state, steps.states[t]),
         Panel("s2s_scores", scores, steps.scores[t]),
+        step_formulas(t),
         T("recurrence_check", delta=f"{delta:.1e}", n=len(o.source))
         + "\n\n"
         + T("state_check", delta=f"{steps.state_gap:.1e}", n=len(steps.scores))
@@ -344,7 +361,8 @@ def decoding_ends(translators: Mapping, per_set: int = 120) -> dict[str, claims.
 def decoding_ends_text(results: Mapping[str, claims.Ends], *, lang: str = "en") -> tuple[dict[str, str], str]:
     """Each translator's decodes that ended with <eos> (the metrics) and T, T′ and the lengths in words."""
     T, names = texts(PAGE, lang), labels(lang)
-    metrics = {names[k]: T("ends_metric", ended=r.ended, n=r.sentences) for k, r in results.items()}
+    # The bare count: "120 / 120 ended with <eos>" is cut in a third of the page; ends_intro says what it counts.
+    metrics = {names[k]: f"{r.ended} / {r.sentences}" for k, r in results.items()}
     first = next(iter(results.values()))  # the pairs are the same for every translator
     text = T(
         "ends_result",
