@@ -186,9 +186,13 @@ def test_margins_read_any_axis_the_views_draw(axis):
 
 
 def test_a_wrapped_cjk_title_leaves_no_character_alone_and_starts_no_line_with_closing_punctuation():
-    """At every width: "…对头与查询取平" then "均" alone, or "（悬停查看绝对值" then "）", was what wrapping anywhere in CJK
-    text gave; the line before now hands down its last characters. Latin words are never split."""
-    titles = ["注意力权重（对头与查询取平均）随层变化的平均熵", "每个头的分数（悬停查看绝对值）", "各层 512 个查询的平均"]
+    """At every width: "…对头与查询取平" then "均" alone, or "（悬停查看绝对值" then "）", was what wrapping
+    anywhere in CJK text gave; the line before now hands down its last characters. Latin words are never split."""
+    titles = [
+        "注意力权重（对头与查询取平均）随层变化的平均熵",
+        "每个头的分数（悬停查看绝对值）",
+        "各层 512 个查询的平均",
+    ]
     for title in titles:
         for width in range(60, 420, 3):
             lines = style.wrap(title, width).split("<br>")
@@ -205,3 +209,11 @@ def test_a_title_wrapped_to_more_lines_grows_a_figure_of_fixed_height_not_squeez
     assert added >= 2 and fixed.layout.height - 200 == fixed.layout.margin.t - 40 > 0  # the plot keeps 200 − 40 px
     free = style.tidy(go.Figure(layout=dict(title=dict(text=title))), 300)
     assert free.layout.height is None  # Plotly's own height: nothing to grow
+
+
+def test_markup_in_a_title_takes_no_width():
+    """``y<sub>A</sub>`` is drawn as two characters, not twelve: a title fits where its drawn text fits."""
+    title = "max |y<sub>A</sub>(word) − y<sub>B</sub>(word)| per word"
+    drawn = margins.text_width("max |yA(word) − yB(word)| per word", style.TITLE_PX)
+    assert style.wrap(title, drawn + 1) == title
+    assert "<br>" in style.wrap(title, drawn - 20)

@@ -47,10 +47,10 @@ def _title_depth(title: object) -> float:
     if title is None:  # Plotly adds a title's depth for any title given, "" included
         return 0.0
     cjk = any(unicodedata.east_asian_width(c) in "WF" for c in str(title))
-    return len(_plain(title)) * AXIS_TITLE_PX * (LINE + (CJK_LINE if cjk else 0))
+    return len(plain(title)) * AXIS_TITLE_PX * (LINE + (CJK_LINE if cjk else 0))
 
 
-def _plain(text: object) -> list[str]:
+def plain(text: object) -> list[str]:
     """A label's lines as drawn: markup removed, entities decoded."""
     lines = re.split(r"<br\s*/?>", str(text))
     return [html.unescape(re.sub(r"<[^>]+>", "", line)) for line in lines]
@@ -59,7 +59,7 @@ def _plain(text: object) -> list[str]:
 def _width(texts: Iterable[object], px: float = FONT_PX) -> float:
     """The widest line of ``texts``, as wide as a 中文 page may draw it (a margin too wide costs a little room, one
     too narrow a second draw)."""
-    return max((text_width(line, px, "WFA") for t in texts for line in _plain(t)), default=0.0)
+    return max((text_width(line, px, "WFA") for t in texts for line in plain(t)), default=0.0)
 
 
 def _number(v: float, decimals: int) -> str:
@@ -182,7 +182,7 @@ def _x_extent(fig: go.Figure, name: str, plot_px: float) -> tuple[float, float]:
     axis = fig.layout[name]
     span = plot_px * (_domain(fig, name)[1] - _domain(fig, name)[0])
     labels, gap = _tick_labels(fig, name, span)
-    height, past = max((len(_plain(t)) for t in labels), default=0) * FONT_PX, 0.0
+    height, past = max((len(plain(t)) for t in labels), default=0) * FONT_PX, 0.0
     if labels:
         width, angle = _width(labels), axis.tickangle
         if angle in (None, "auto"):  # Plotly's rule: level unless neighbours overlap, then the first angle that fits

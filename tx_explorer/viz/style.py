@@ -54,7 +54,8 @@ def wrap(text: str, width_px: float, font_px: float = TITLE_PX) -> str:
     for line in re.split(r"<br\s*/?>", text):
         current, wrapped = "", []
         for piece in re.findall(r"[\u2e80-\u9fff\uff00-\uffef]|[^\s\u2e80-\u9fff\uff00-\uffef]+\s*|\s+", line):
-            if current.strip() and text_width((current + piece).rstrip(), font_px) > width_px:
+            drawn = margins.plain((current + piece).rstrip())[0]  # y<sub>A</sub> is drawn as yA
+            if current.strip() and text_width(drawn, font_px) > width_px:
                 wrapped.append(current.rstrip())
                 current = piece.lstrip()
             else:
