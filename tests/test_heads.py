@@ -511,3 +511,41 @@ def test_maps_alone_are_the_forwards_maps(name):
     assert about(alone) == about(full)
     assert all(torch.equal(a.weights, b.weights) for a, b in zip(alone.records, full.records))
     assert len(alone.records) >= tm.config.num_layers
+
+
+def test_the_text_picture_colours_the_renormalised_weights_the_ranking_used() -> None:
+    """With the first token left out, the colours are the weights of the ranked numbers (0.72 on key 1, none on the
+    sink), not the raw map whose sink outweighs them (SmolLM2's "Return" shown darkest beside a note saying it was
+    left out)."""
+    from tx_explorer.views import multihead as view
+
+    row = np.array([0.6, 0.288, 0.112])  # the query's raw weights: most on the sink, 0.72 of the rest on key 1
+    m = np.tril(np.full((3, 3), 1.0))
+    m /= m.sum(-1, keepdims=True)
+    m[2] = row
+    s = view.Shown(m[None, None], ["Return", "▁a", "."], [True] * 3, ["L0 H0"], False, [1, 2, 3])
+    raw = view.text_picture(s, 2, [(0, 0)])
+    assert raw.data.tolist() == pytest.approx(row.tolist())
+    kept = view.text_picture(s, 2, [(0, 0)], skip_first=True)
+    assert kept.data.tolist() == pytest.approx([0.0, 0.72, 0.28])
+    assert kept.data[1] == pytest.approx(view.search_pair(s, 2, 1, skip_first=True).table["Score"][0], abs=1e-4)
+    assert "first token left out" in kept.figure.layout.title.text
+
+
+def test_the_chinese_page_names_its_pickers_and_lenses_in_chinese_and_breaks_its_titles_between_phrases() -> None:
+    """The query pickers and the rollout lens were English on the 中文 page; the weighted values' title broke
+    inside "（按列求和…）". Titles, their numbers filled in, end on more than a character at a column's width."""
+    import re
+
+    from tx_explorer import locales
+    from tx_explorer.viz import style
+
+    table = locales.table("multihead")
+    for key in ("query", "query_token", "key_token", "lens_rollout"):
+        assert re.search(r"[\u4e00-\u9fff]", table[key]["zh"]), key
+    for key, entry in table.items():
+        if "title" in key:
+            zh = re.sub(r"\{(layer|head|g|n|a|b)\}", "17", entry["zh"])
+            lines = style.wrap(re.sub(r"\{[a-z_]+\}", "▁order", zh), 0.9 * style.COLUMN_PX).split("<br>")
+            assert all(len(re.sub(r"<[^>]+>", "", line).strip()) > 2 for line in lines), (key, lines)
+            assert "按列<br>" not in "<br>".join(lines), key

@@ -21,6 +21,7 @@ def test_smollm2s_taxonomy_names_real_heads() -> None:
     assert at.selectbox(key="hs_model").value == "smollm2-135m-instruct"
     notes = " ".join(c.value for c in at.caption)
     assert "Strongest induction heads" in notes and "StreamingLLM" in notes
+    assert "Best induction head: layer 18, head 6" in notes  # its 0.97 is over the 0.3 that counts
     assert len(plotly_specs(at)) == VIEW_CHARTS["taxonomy"]
 
 
@@ -60,6 +61,7 @@ def test_chinese(page) -> None:
     page.segmented_control(key="hs_view").set_value("taxonomy").run()
     assert_clean(page)
     assert any("归纳" in c.value for c in page.caption)
+    assert any("tiny-gpt 在这里没有任何头达到归纳头的标准" in c.value for c in page.caption)  # its best: 0.028
     page.session_state["lang"] = "en"
 
 
@@ -91,3 +93,19 @@ def test_text_typed_survives_a_look_at_another_view() -> None:
     assert_clean(at)
     assert at.text_area(key="hs_text").value == "The module is ready."
     assert not at.warning, [w.value for w in at.warning]  # no "set via Session State and a default" warning
+
+
+def test_chinese_titles_wrap_between_phrases_not_before_a_last_character() -> None:
+    """Titles are wrapped at a column's width (ui: style.tidy); "…（对头与查询取平" then "均" alone was the sink
+    chart's. Each zh title, its numbers filled in, ends its last line with more than one character."""
+    import re
+
+    from tx_explorer import locales
+    from tx_explorer.viz import style
+
+    for key, entry in locales.table("head_science").items():
+        if "title" not in key:
+            continue
+        zh = re.sub(r"\{[a-z_]+\}", "17", entry["zh"])
+        last = re.sub(r"<[^>]+>", "", style.wrap(zh, 0.9 * style.COLUMN_PX).split("<br>")[-1])
+        assert len(last.strip()) > 2, (key, last)

@@ -159,6 +159,26 @@ def test_multihead_compare_draws_every_number_as_a_layers_by_heads_heatmap(multi
         assert "key/value head" in heat[1]["text"][0]
 
 
+def _columns_around(node, key: str, columns: int = 1) -> int | None:
+    """How many columns share the row of the chart ``fig_<key>`` (1: the chart is not in a row of columns)."""
+    if getattr(node, "type", "") == "plotly_chart" and node.proto.id.endswith(f"fig_{key}"):
+        return columns
+    kids = getattr(node, "children", None) or {}
+    row = sum(type(k).__name__ == "Column" for k in kids.values())
+    for kid in kids.values():
+        if (found := _columns_around(kid, key, row if type(kid).__name__ == "Column" else columns)) is not None:
+            return found
+    return None
+
+
+def test_multihead_compares_two_heads_at_half_the_page_each(multihead) -> None:
+    """Three maps a row left each 50 px of plot beside its labels and colour bar, its key labels one block."""
+    multihead.segmented_control(key="mh_view").set_value("compare").run()
+    assert_clean(multihead)
+    for key in ("mh_pair_a", "mh_pair_b", "mh_pair_diff"):
+        assert _columns_around(multihead._tree, key) == 2, key
+
+
 @pytest.mark.parametrize("text", ["", "   \n  "])
 def test_multihead_empty_input_warns(multihead, text: str) -> None:
     multihead.text_area(key="mh_text_example_code").set_value(text).run()

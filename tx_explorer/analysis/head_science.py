@@ -32,6 +32,10 @@ from tx_explorer.trace import Trace
 Progress = Callable[[float, str], None]
 HELDOUT_FILE = Path(__file__).resolve().parents[1] / "data" / "heldout_text.json"
 SINK_THRESHOLD = 0.5  # a head putting at least half of its attention on the first token is flagged as a sink
+# An induction score is the mean weight a query of the second copy puts on one key, the token after its earlier
+# occurrence, among the ~1.5 n keys it sees: uniform attention gives about 1 / (1.5 n), 0.028 at n = 24. A head is
+# called an induction head from 0.3 on, over ten times that (the circuit page counts heads at the same 0.3).
+INDUCTION_THRESHOLD = 0.3
 TOP_K = 5  # tokens shown per logit-lens cell
 SCORES = ("previous", "duplicate", "induction", "distance", "sink", "entropy")
 REPEAT_SCORES = ("induction", "previous", "duplicate")  # analysis.heads.pattern_scores: one place per formula
@@ -457,6 +461,14 @@ def taxonomy(tm: TextModel, ids: Sequence[int], *, repeat_length: int = 24, seed
         else:
             effect, base = (dropped.loss - clean.loss).item(), clean.loss.item()
     return Taxonomy(scores, sinks, coords, effect, base, repeat_length)
+
+
+def uniform_induction(n: int, encoder: bool = False) -> float:
+    """The induction score of uniform attention on :func:`repeated_random_tokens` of ``n`` tokens twice: each query
+    t = n + 1 … 2n of the second copy sees keys 0 … t (an encoder: all 2n + 2)."""
+    if encoder:
+        return 1.0 / (2 * n + 2)
+    return float(np.mean(1.0 / (np.arange(n + 1, 2 * n + 1) + 1)))
 
 
 def strongest(scores: np.ndarray, k: int = 3) -> list[tuple[int, int, float]]:

@@ -435,6 +435,15 @@ def query_key_weights(
     return np.divide(w, left, out=np.zeros_like(w), where=left > 1e-12)
 
 
+def without_first(maps: np.ndarray) -> np.ndarray:
+    """``maps [..., N, N]`` with the first token left out as :func:`query_key_weights` leaves it: key 0 set to 0 and
+    each row renormalised over keys 1… (a row all on the sink stays 0), as float64."""
+    a = np.array(maps, dtype=np.float64)
+    a[..., 0] = 0.0
+    left = a.sum(-1, keepdims=True)
+    return np.divide(a, left, out=np.zeros_like(a), where=left > 1e-12)
+
+
 def rank(
     maps: np.ndarray | Tensor,
     query: int,

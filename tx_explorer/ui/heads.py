@@ -115,7 +115,8 @@ def head_search(T: Callable[..., str], lang: str, tm: TextModel, s: view.Shown, 
         ),
         key="mh_through",
     )
-    picked = _show_clickable(view.text_picture(s, query, best if through is None else [through], direction, lang=lang))
+    shown_heads = best if through is None else [through]
+    picked = _show_clickable(view.text_picture(s, query, shown_heads, direction, skip_first=skip, lang=lang))
     ask(picked, "text", lambda i: {f"mh_{click}": int(i)})
     if result is None:
         return
@@ -151,14 +152,18 @@ def similar(T: Callable[..., str], similarity: Callable[[], Panel]) -> None:
         show(similarity())
 
 
-@below_fold("multihead_pair", height=820)
+@below_fold("multihead_pair", height=1500)
 def pair(T: Callable[..., str], lang: str, s: view.Shown) -> None:
-    """Two heads picked side by side, and their difference."""
+    """Two heads picked side by side, each under its picker, and their difference below the first: half the page
+    each (three to a row left a map 50 px wide beside its token labels and colour bar)."""
     st.subheader(T("pair_header"))
     c = st.columns(2)
     a, b = _pick_head(c[0], T("head_a"), "mh_a", s), _pick_head(c[1], T("head_b"), "mh_b", s, index=1)
     with friendly_errors():
-        row(*view.pair(s, a, b, lang=lang))
+        first, second, difference = view.pair(s, a, b, lang=lang)
+        row(first, second)
+        with st.columns(2)[0]:
+            show(difference, width_px=PAGE_PX / 2)
 
 
 @below_fold("multihead_sentences", height=970)

@@ -207,11 +207,9 @@ def taxonomy(tm: TextModel, text: str, score: str = "induction", *, lang: str = 
         y_title=T("axis_pc2"),
         names=(T("legend_heads"), T("legend_sinks")),
     )
-    best = np.unravel_index(r.scores["induction"].argmax(), r.sinks.shape)
-    notes += [
-        T("best_induction", layer=best[0], head=best[1], score=f"{r.scores['induction'].max():.3f}", n=r.repeat_length)
-    ]
-    for kind in ("induction", "previous", "duplicate"):  # the model's own specialists, named with their scores
+    found, verdict = induction_verdict(tm, r.scores["induction"], r.repeat_length, lang=lang)
+    notes.append(verdict)
+    for kind in ("induction", "previous", "duplicate") if found else ("previous", "duplicate"):  # with their scores
         heads = ", ".join(f"L{layer} H{head} ({value:.2f})" for layer, head, value in hs.strongest(r.scores[kind]))
         notes.append(T("strongest", kind=T(f"score_{kind}"), heads=heads))
     if r.sink_effect is None:
@@ -240,6 +238,25 @@ def taxonomy(tm: TextModel, text: str, score: str = "induction", *, lang: str = 
             T("sink_windows", window=w.window, scored=w.scored, full=full, window_loss=evicted, window_sink=kept)
         )
     return Result(tuple(panels), tuple(notes), table)
+
+
+def induction_verdict(tm: TextModel, scores: np.ndarray, n: int, *, lang: str = "en") -> tuple[bool, str]:
+    """Whether any head's induction score ``[L, H]`` (on ``n`` random tokens twice) reaches
+    :data:`~tx_explorer.analysis.head_science.INDUCTION_THRESHOLD`, and the verdict with the best head, its score,
+    the threshold and what uniform attention would score."""
+    (layer, head, best), *_ = hs.strongest(scores, 1)
+    found = best >= hs.INDUCTION_THRESHOLD
+    chance = hs.uniform_induction(n, encoder=tm.kind == "encoder")
+    return found, texts(PAGE, lang)(
+        "induction_found" if found else "induction_none",
+        model=tm.name,
+        layer=layer,
+        head=head,
+        score=f"{best:.3f}",
+        threshold=f"{hs.INDUCTION_THRESHOLD:.1f}",
+        chance=f"{chance:.3f}",
+        n=n,
+    )
 
 
 def attribution(tm: TextModel, text: str, *, lang: str = "en") -> Result:

@@ -326,17 +326,28 @@ def search_pattern(
 
 
 def text_picture(
-    s: Shown, token: int, best: Sequence[tuple[int, int]], direction: str = "to", *, lang: str = "en"
+    s: Shown,
+    token: int,
+    best: Sequence[tuple[int, int]],
+    direction: str = "to",
+    *,
+    skip_first: bool = False,
+    lang: str = "en",
 ) -> Panel:
     """The text coloured by what ``token`` attends to (``direction`` "to") or by what attends to it ("from"),
-    averaged over the heads ``best``; a click on a token reports its index."""
+    averaged over the heads ``best``; a click on a token reports its index. ``skip_first``: the weights the ranking
+    used, rows renormalised over keys 1… (the first token gets 0), so the colours agree with the ranked numbers."""
     T, labels = texts(PAGE, lang), safe_labels(s.labels)
     if not 0 <= token < len(labels):
         raise InputError("heads_token_range", index=token, last=len(labels) - 1)
     rows = np.stack([s.maps[layer, head] for layer, head in best])  # (K, N, N)
+    if skip_first:
+        rows = heads.without_first(rows)
     weights = (rows[:, token, :] if direction == "to" else rows[:, :, token]).mean(0)  # (N,)
     which = ", ".join(f"L{layer} H{head}" for layer, head in best)
     title = T(f"text_{direction}_title", token=f"{token}: {labels[token]}", heads=which)
+    if skip_first:
+        title += T("text_skip_title")
     hover = [T("text_hover", i=i, token=t, weight=w) for i, (t, w) in enumerate(zip(labels, weights))]
     return Panel("mh_text", vh.token_text(s.labels, weights, picked=token, title=title, hover=hover), weights)
 
