@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from tx_explorer import models
+from tx_explorer.analysis import head_science as hs
 from tx_explorer.analysis import induction as ind
 from tx_explorer.errors import InputError
 from tx_explorer.families.circuit import CircuitBundle
@@ -223,7 +224,8 @@ def compare(bundle: CircuitBundle, *others: TextModel, lang: str = "en") -> Comp
                 ind=f"{theirs.induction[il, ih]:.2f}",
                 prev_head=f"L{pl}H{ph}",
                 prev=f"{theirs.previous[pl, ph]:.2f}",
-                many=int((theirs.induction >= 0.3).sum()),
+                many=int((theirs.induction >= hs.INDUCTION_THRESHOLD).sum()),
+                threshold=f"{hs.INDUCTION_THRESHOLD:.1f}",  # the head-science page's verdict: the same bar
                 ours=f"{ours.induction.max():.2f}",
                 second=f"{theirs.loss_second:.2f}",
                 first=f"{theirs.loss_first:.2f}",
