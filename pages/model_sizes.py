@@ -17,12 +17,12 @@ def counted(cfg: dict, kind: str, decoder_layers: int | None = None) -> view.Cou
 
 st.title(ui.page_title("model_sizes"))
 st.markdown(T("intro"))
-st.latex(view.LATEX)
+st.latex(view.latex(LANG))
 
 ui.section(T, "table")
 with ui.friendly_errors():
     rows, compare = view.lecture_table(counted, lang=LANG)
-    st.dataframe(rows, hide_index=True)
+    st.table(rows, hide_index=True)  # wraps its long cells: a grid cut the configuration and hid our count
     st.markdown(T("table_notes") + "\n\n" + T("not_measured"))
     ui.show(compare)
     st.markdown(view.vocabulary_share(counted, lang=LANG))

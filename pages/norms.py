@@ -1,5 +1,7 @@
 """Norms and blocks (lecture §5.2–5.3, §8.1–8.3): Post-Norm vs Pre-Norm, LayerNorm vs RMSNorm, MLP vs SwiGLU."""
 
+from functools import partial
+
 import streamlit as st
 
 from tx_explorer import ui
@@ -17,7 +19,9 @@ def trained_variant(name: str):  # a name of its own: cached functions with the 
 def runs_section(res: view.Results) -> None:
     ui.section(T, "runs")
     c, shallow = st.columns([3, 2, 2]), view.defaults(res)["runs"]
-    chosen = c[0].multiselect(T("variants"), res.names, shallow, format_func=res.label, key="runs_variants")
+    chosen = c[0].multiselect(
+        T("variants"), res.names, shallow, format_func=partial(res.label, lang=LANG), key="runs_variants"
+    )
     metric = c[1].radio(
         T("metric"), view.METRICS, format_func=lambda m: T(f"metric_{m}"), horizontal=True, key="runs_metric"
     )
@@ -35,7 +39,9 @@ def runs_section(res: view.Results) -> None:
 def depth_section(res: view.Results) -> None:
     ui.section(T, "depth")
     c, deep = st.columns([3, 2]), view.defaults(res)["depth"]
-    picked = c[0].multiselect(T("variants"), res.names, default=deep, format_func=res.label, key="depth_variants")
+    picked = c[0].multiselect(
+        T("variants"), res.names, default=deep, format_func=partial(res.label, lang=LANG), key="depth_variants"
+    )
     quantity = c[1].radio(
         T("quantity"), view.QUANTITIES, format_func=lambda q: T(f"quantity_{q}"), horizontal=True, key="depth_quantity"
     )
@@ -44,7 +50,9 @@ def depth_section(res: view.Results) -> None:
         ui.show(profiles)
         st.caption(numbers)
     st.markdown(T("depth_note"))
-    one = st.selectbox(T("layer_step_variant"), res.names, index=res.names.index(deep[0]), format_func=res.label)
+    one = st.selectbox(
+        T("layer_step_variant"), res.names, index=res.names.index(deep[0]), format_func=partial(res.label, lang=LANG)
+    )
     with ui.friendly_errors():
         ui.show(view.layer_steps(res, one, quantity, lang=LANG))
 
@@ -78,8 +86,12 @@ def pair_section(res: view.Results) -> None:
     with box:
         sentence = st.text_input(T("sentence"), T("sentence_default"), max_chars=2000)
         c = st.columns(4)
-        name_a = c[0].selectbox(T("variant_a"), res.names, index=view.index_of(res, "pre-ln"), format_func=res.label)
-        name_b = c[1].selectbox(T("variant_b"), res.names, index=view.index_of(res, "post-ln"), format_func=res.label)
+        name_a = c[0].selectbox(
+            T("variant_a"), res.names, index=view.index_of(res, "pre-ln"), format_func=partial(res.label, lang=LANG)
+        )
+        name_b = c[1].selectbox(
+            T("variant_b"), res.names, index=view.index_of(res, "post-ln"), format_func=partial(res.label, lang=LANG)
+        )
         with ui.friendly_errors():
             tm_a, tm_b = trained_variant(name_a), trained_variant(name_b)
             layers, heads = view.shared_shape(tm_a, tm_b)
@@ -95,7 +107,10 @@ def live_section(res: view.Results) -> None:  # no fragment: a click in one wait
     if not (box := ui.lazy_section(T, "live", key="norms_open_live")):
         return
     with box:
-        c, pick = st.columns([3, 1, 1, 1]), dict(max_selections=3, format_func=res.label, key="live_variants")
+        c, pick = (
+            st.columns([3, 1, 1, 1]),
+            dict(max_selections=3, format_func=partial(res.label, lang=LANG), key="live_variants"),
+        )
         names = c[0].multiselect(T("variants"), res.names, view.defaults(res)["live"], **pick)
         steps = c[1].slider(T("steps"), 10, 400, 200, 10)
         lr = c[2].select_slider(T("lr"), [3e-4, 1e-3, 2e-3, 5e-3, 1e-2], 2e-3)

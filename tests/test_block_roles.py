@@ -63,6 +63,7 @@ def test_page_renders_both_sections(lang):
     assert_clean(at)
     assert len(at.success) == 2 and len(at.table) == 2
     assert len(plotly_specs(at)) == 1
+    assert at.number_input(key="probe_layer").label == {"en": "block", "zh": "层（block）"}[lang]
     at.number_input(key="probe_token").set_value(0).run()
     assert_clean(at)
 

@@ -61,3 +61,24 @@ def test_fused_is_judged_size_by_size_against_the_spread_of_its_calls():
     assert "was slower" not in view.fused_verdict(faster, lang="en")  # nothing slower: no such sentence
     medians_only = cost.FusedTiming((16, 128), (64,), np.array([[1e-4, 2e-4]]), np.array([[3e-4, 2e-4]]), 0.0)
     assert [c.state for c in mixers.fused_verdicts(medians_only)[0]] == ["noise", "noise"]  # one number a side
+
+
+def test_the_chart_draws_the_band_the_verdict_reads():
+    """A point far from 1 whose calls spread across 1 is within noise, and the chart shows it: each point is the
+    ratio of the mean times with a bar over the spread, which crosses the equal-time line exactly at noise."""
+    f = [[[1.0, 1.1, 0.9], [1.0, 1.0, 4.0], [3.0, 3.2, 2.8]]]  # faster; one slow fused call; slower
+    t = [[[2.0, 2.1, 1.9], [1.0, 1.1, 0.9], [2.0, 2.05, 1.95]]]
+    timing = cost.FusedTiming((16, 128, 1024), (64,), np.median(f, -1), np.median(t, -1), 0.0, np.array(f), np.array(t))
+    states = [c.state for c in mixers.fused_verdicts(timing)[0]]
+    assert states == ["holds", "noise", "not_holds"]
+    trace = view.fused(timing, lang="en").chart.figure.data[0]
+    y = np.array(trace.y)
+    np.testing.assert_allclose(y, np.mean(t, -1)[0] / np.mean(f, -1)[0])  # 0.5 at N = 128: three look 2× faster
+    low, high = y - np.array(trace.error_y.arrayminus), y + np.array(trace.error_y.array)
+    crosses = (low <= 1) & (high >= 1)
+    assert list(crosses) == [s == "noise" for s in states] and y[1] < 0.6  # far from 1, yet its bar reaches 1
+    axis = view.fused(timing, lang="en").chart.figure.layout.yaxis  # a log axis showing every point and 1
+    assert axis.type == "log" and 10 ** axis.range[0] < min(*y, 1) and 10 ** axis.range[1] > max(*y, 1)
+    for lang in ("en", "zh"):
+        words = view.fused(timing, lang=lang).note
+        assert locales.text("mixers", "fused_same", lang) in words  # the verdict names the line it reads bars against

@@ -320,6 +320,19 @@ def test_a_gap_within_the_seed_spread_is_noise():
     assert loud["swiglu_beats_mlp"] == "noise" and loud["pre_beats_post"] == "holds"  # 0.5 still beats 0.2
 
 
+def test_a_claim_with_a_tolerance_names_its_difference_apart_from_its_gap():
+    """RMSNorm 0.01 nats behind LayerNorm, SwiGLU 1,000 parameters short: the gap is the room left in the tolerance,
+    the difference is what the two variants differ by."""
+    summary = _summary(post_ln=6.0, pre_ln=5.5, pre_rms=5.51, pre_rms_swiglu=5.6, deep_post_ln=6.3, deep_pre_ln=5.9)
+    summary["variants"]["pre-rms-swiglu"]["non_embedding_parameters"] = 99_000
+    got = {c["key"]: c for c in variant_claims.claims(summary)}
+    rms, params = got["rms_matches_ln"], got["swiglu_same_params"]
+    assert rms["difference"] == pytest.approx(0.01) and rms["tolerance"] == 0.02
+    assert rms["comparison"].gap == pytest.approx(0.01)  # 0.02 − 0.01
+    assert params["difference"] == pytest.approx(1_000) and params["comparison"].gap == pytest.approx(0)
+    assert got["pre_beats_post"]["tolerance"] is None and got["pre_beats_post"]["difference"] is None
+
+
 # The shipped results ------------------------------------------------------------------------------------------
 def test_shipped_results_validate_against_their_manifest():
     verify(variants_family.BUNDLE, variants_family.RETRAIN)
@@ -370,6 +383,22 @@ def test_the_pages_claims_are_every_seeds_numbers():
     assert f"{statistics.fmean(losses):.3f} ± {statistics.stdev(losses):.3f}" in pre["Numbers"]
     assert all("seeds 0, 1, 2" in r["At this scale"] and "spread" in r["At this scale"] for r in rows)
     assert "seeds 0, 1, 2" in view.runs(res, res.names).caption
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_parameter_claims_difference_is_the_two_counts_difference(lang):
+    """The row says what its numbers are: the SwiGLU claim shows the counts' difference (not the tolerance's
+    margin) under the word for difference, and the margin as the gap."""
+    from tx_explorer.views import norms as view
+    from tx_explorer.views import texts
+
+    res = variants_family.load_results()
+    counts = [res.summary["variants"][n]["non_embedding_parameters"] for n in ("pre-rms-swiglu", "pre-rms")]
+    diff, tol = abs(counts[0] - counts[1]), variant_claims.PARAM_TOLERANCE * counts[1]
+    T = texts("norms", lang)
+    row = next(r for r in view.runs(res, res.names, lang=lang).claims if r[T("claim")] == T("claim_swiglu_same_params"))
+    shown = T("margin_spread", difference=f"{diff:,}", tolerance=f"{tol:,.0f}", gap=f"{tol - diff:,.0f}", spread="0")
+    assert shown in row[T("verdict")], row[T("verdict")]
 
 
 def test_a_tampered_results_file_is_rejected(tmp_path):

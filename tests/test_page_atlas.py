@@ -26,6 +26,11 @@ def _captions(at) -> list[str]:
     return [c.value for c in at.caption]
 
 
+def _opened(at, name: str):
+    """The expander of the section opened on demand ``name`` (found by its header)."""
+    return next(e for e in at.expander if e.label == locales.text("atlas", f"{name}_header", "en"))
+
+
 @pytest.fixture(scope="module")
 def page():
     at = open_page("atlas", timeout=600)
@@ -80,6 +85,9 @@ def test_the_exact_block_agrees_with_the_atlas(page):
     diff = float(re.search(r"at most ([0-9.e+-]+) over", check).group(1))
     assert diff < 1e-4, check
     assert any("exact weights of this block" in t for t in _titles(page))
+    box = _opened(page, "block")  # its inputs and its check inside the opened box, not under it
+    assert {"atlas_size", "atlas_r0", "atlas_c0"} <= {n.key for n in box.number_input}
+    assert any(c.value.startswith("Check:") for c in box.caption)
 
 
 def test_the_needle_test_runs_on_tiny_llama_and_answers_or_says_not():
@@ -96,6 +104,9 @@ def test_the_needle_test_runs_on_tiny_llama_and_answers_or_says_not():
     assert any(c.startswith("The model's answer:") for c in captions), captions
     assert any(c.startswith(("Answered:", "Not answered:")) for c in captions), captions
     assert any(t.startswith("Share of the last position's attention on the planted sentence") for t in _titles(at))
+    box = _opened(at, "needle")
+    assert [t.key for t in box.text_input] == ["atlas_needle", "atlas_q", "atlas_a"] and box.button
+    assert any(c.value.startswith("The model's answer:") for c in box.caption)
 
 
 def test_views_report_the_analysis_numbers():
@@ -115,3 +126,17 @@ def test_views_report_the_analysis_numbers():
     copy = view.moved(tm, torch.device("cpu"))  # the page's GPU copy, here on the CPU: a new model, same numbers
     assert copy.model is not tm.model and copy.tokenizer is tm.tokenizer
     torch.testing.assert_close(view.compute(copy, ids, window=16).entropy, stats.entropy, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(
+    "key", ["grid_first", "grid_entropy", "grid_local", "grid_distance", "grid_received", "needle_title"]
+)
+def test_chinese_titles_never_leave_a_character_alone_on_a_line(key):
+    """A title wrapped to a figure's width (two-up or the page's) broke "…的平" from "均" (and "N" from "），")."""
+    from tx_explorer.viz import style
+
+    for n, window in ((512, 64), (8192, 4096), (32768, 4096)):
+        title = locales.text("atlas", key, "zh").format(n=n, window=window, depth="50%")
+        for width in (style.COLUMN_PX, style.PAGE_PX):
+            lines = style.wrap(title, 0.9 * width).split("<br>")
+            assert all(len(line) >= 3 and line[0] not in "，。）)" for line in lines[1:]), lines

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+
+import numpy as np
 from conftest import assert_clean, open_page, plotly_specs
 
 
@@ -88,3 +91,26 @@ def test_chinese_page_loads_clean():
     assert_clean(at)
     assert len(plotly_specs(at)) == n_charts
     assert any("注意力的代价" in t.value for t in at.title)
+
+
+def test_bytes_moved_axes_read_in_bytes_with_several_ticks():
+    """The IO charts' axes said "1B", "100B" (Plotly's billion) beside "1MB … 1TB", and the by-tile chart had one."""
+    from tx_explorer.views import flash_io as io_view
+
+    fio = io_view.io(64, 128, 4096, measure=None)
+    for panel in (fio.by_n, fio.by_tile):
+        axis = panel.figure.layout.yaxis
+        values = np.concatenate([np.asarray(t.y, dtype=float) for t in panel.figure.data])
+        shown = [t for v, t in zip(axis.tickvals, axis.ticktext) if values.min() <= v <= values.max()]
+        assert len(shown) >= 3 and all(re.fullmatch(r"\d+[kMGT]?B", t) for t in axis.ticktext), axis.ticktext
+    assert {"1MB", "1GB", "100GB"} <= set(fio.by_n.figure.layout.yaxis.ticktext)
+
+
+def test_chinese_flops_title_leaves_no_character_alone_on_a_line():
+    from tx_explorer import locales
+    from tx_explorer.viz import style
+
+    title = locales.text("cost_of_attention", "flops_title", "zh")
+    for width in (style.COLUMN_PX, style.PAGE_PX):
+        lines = style.wrap(title, 0.9 * width).split("<br>")
+        assert all(len(line) >= 3 for line in lines[1:]), lines  # was "…（悬停查看绝对值" and "）"

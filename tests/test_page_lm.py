@@ -390,14 +390,28 @@ def test_language_model_bad_inputs(language_model, text: str) -> None:
         assert "<script>" in _codes(at)[-1]  # the decoded prompt, literally
 
 
+def test_model_sizes_speaks_chinese_in_its_formula_chart_and_prose() -> None:
+    """The zh page had the formula's braces, a bar's name and a list run into its sentence in English form."""
+    from tx_explorer.views import model_sizes as sizes
+
+    formula = sizes.latex("zh")
+    assert not re.search(r"blocks|attention|embedding|positions", formula) and "注意力" in formula
+    _, compare = sizes.lecture_table(lang="zh")
+    assert compare.figure.data[0].x[0] == "原始 Transformer"
+    _, words = sizes.since_2017(lang="zh")
+    assert "有偏差的（实际计数 ÷ 公式）有：" in words and "SmolLM2-135M（2024）：0.889。" in words
+    assert "对Transformer" not in words
+    assert "blocks: " in sizes.latex("en")
+
+
 def test_model_sizes_page() -> None:
     at = open_page("model_sizes")
     assert_clean(at)
     assert len(plotly_specs(at)) >= 3
     assert any("124,439,808" in s.value for s in at.success)  # the default custom model has GPT-2 small's shape
-    table = at.dataframe[0].value
-    assert list(table.iloc[:, -1]) == ["✓", "✓", "✓"]
-    blocks, fits = at.dataframe[1].value, at.dataframe[2].value  # §5.4: identical blocks; one formula since 2017
+    table = at.table[0].value  # a table wraps its long cells: a grid cut the configuration and hid our count
+    assert list(table.iloc[:, -1]) == ["✓", "✓", "✓"] and "Our exact count" in table.columns
+    blocks, fits = at.dataframe[0].value, at.dataframe[1].value  # §5.4: identical blocks; one formula since 2017
     assert len(set(blocks.iloc[:, 1])) == 1 and set(blocks.iloc[:, 2]) == {"✓"} and float(blocks.iloc[1, 3]) > 0
     assert list(fits.iloc[:, -1]) == ["1.000", "1.333", "1.000", "1.000", "0.889"]
     at.number_input(key="sizes_heads").set_value(7).run()  # 768 is not divisible by 7

@@ -69,7 +69,11 @@ def test_first_load_shows_charts_and_the_capacity_slider_recomputes_drops():
     at.run()
     assert_clean(at)
     assert len(plotly_specs(at)) >= 8  # + load, drops, entropy, co-occurrence
-    assert len(at.dataframe) == 2  # statistics table and specialisation table
+    assert len(at.dataframe) == 1  # the statistics; the specialisation's long token lists wrap in a table
+    spec = at.table[0].value
+    assert len(spec) == 8 and any("(100%," in row for row in spec.iloc[:, -1]), spec
+    cooc = _figure(at, "First × second choice")["layout"]
+    assert cooc["yaxis"]["title"]["standoff"] > 0 and cooc["margin"]["l"] >= 90  # the title clear of the ticks
     # The capacity-factor slider recomputes the drop rate of every layer.
     col = "drop rate at this factor"
     before = at.dataframe[0].value[col].tolist()
@@ -130,3 +134,5 @@ def test_typed_text_is_routed_and_html_is_shown_literally():
     at.run()  # the whole page in Chinese
     assert_clean(at)
     assert any(name.endswith("· 训练") for name in _trace_names(at))  # loss curves: "… · 训练"
+    about = next(m.value for m in at.markdown if "tiny-gpt" in m.value)  # the training text, named in Chinese
+    assert "Python 标准库的文档字符串" in about and "docstrings" not in about

@@ -91,3 +91,16 @@ def test_chinese_page_renders_cleanly(at):
     at.run()
     assert_clean(at)
     assert any(h.value.startswith("1 · 各变体") for h in at.header)
+
+
+def test_chinese_page_names_its_variants_slider_and_corpus_in_chinese(at):
+    """The pickers' variant names, the pair's block slider and the training text's description are Chinese."""
+    at.session_state["lang"] = "zh"
+    at.session_state["norms_open_pair"] = True
+    at.run()
+    assert_clean(at)
+    options = [o for w in (*at.selectbox, *at.multiselect) for o in w.options]
+    assert "深层 Post-LN（16 × 32）" in options and not [o for o in options if o.startswith("Deep")], options
+    assert any(s.label == "层（block）" for s in at.slider), [s.label for s in at.slider]
+    captions = " ".join(c.value for c in at.caption)
+    assert "Python 标准库的文档字符串" in captions and "docstrings" not in captions

@@ -4,6 +4,8 @@ Uploads (a real one, and every kind of bad or unusual file) are rows of the tabl
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from PIL import Image
@@ -11,6 +13,7 @@ from PIL import Image
 from tests.conftest import assert_clean, open_page, plotly_specs
 from tx_explorer import models
 from tx_explorer.analysis import vit_lab
+from tx_explorer.bundle import WEIGHTS_DIR
 from tx_explorer.views import vision_transformer as view
 
 SECTIONS = ("vit_open_patch", "vit_open_pos", "vit_open_shuffle")  # open on demand (lazy expanders)
@@ -61,6 +64,7 @@ def test_chinese_text():
     at.run()
     assert_clean(at)
     assert any("图像被转换成 token 序列" in m.value for m in at.markdown)
+    assert any(r.label == "查询（query）" for r in at.radio), [r.label for r in at.radio]  # not "Query"
 
 
 def test_pooling_shows_n_by_d_to_one_by_d_to_c_for_the_chosen_model():
@@ -132,3 +136,28 @@ def test_the_shuffle_verdict_is_computed_from_held_out_shapes_with_its_spread(sh
     assert f"{a0:.1%} → {a1:.1%}" in reading and f"{se:.1%}" in reading
     assert ("Positions matter" in reading) == (a0 - a1 > 2 * se) != ("changes little" in reading)
     assert "only a little" not in reading
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_every_accuracy_names_its_sample_and_its_standard_error(shapes_model, lang):
+    """The training record's 1,200 held-out images, the drawings, the causal-mask and the shuffle samples of 300 give
+    different accuracies of one model: each sentence says which images, how many, and the standard error that
+    explains why they differ; the drawings are said to be the easier task they are."""
+    clf, _ = shapes_model
+    record = json.loads((WEIGHTS_DIR / "vit-shapes" / "results.json").read_text())
+    acc, n = record["held_out_accuracy"], record["held_out_images"]
+    assert vit_lab.accuracy_se(acc, n) == pytest.approx((acc * (1 - acc) / n) ** 0.5)
+    measured = view.measured("vit-shapes", lang=lang)
+    se = {"en": "standard error", "zh": "标准误"}[lang]
+    shown = f"{acc:.1%}（{se} " if lang == "zh" else f"{acc:.1%} ({se} "
+    assert f"{n:,}" in measured and f"{shown}{vit_lab.accuracy_se(acc, n):.1%}" in measured, measured
+    drawn, count = record["drawings_accuracy"], record["drawings_images"]
+    assert f"{vit_lab.accuracy_se(drawn, count):.1%}" in measured and f"{count}" in measured
+    assert drawn > acc and {"en": "an easier task", "zh": "更容易"}[lang] in measured
+    held = vit_lab.shuffle_held_out(clf, n=60, batch=30)
+    _, pixels = view.model_input(clf, view.sample(clf, 3, 7)[0])
+    reading = view.shuffle(clf, pixels, clf.classify(pixels), 0, held, lang=lang).reading
+    assert f"{vit_lab.accuracy_se(held.accuracy[0], 60):.1%}" in reading and "60" in reading
+    causal = vit_lab.causal_mask(clf, n=60, batch=30)
+    text = view.causal_text(causal, clf, lang=lang)
+    assert f"{vit_lab.accuracy_se(causal.accuracy[0], 60):.1%}" in text and se in text

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -213,3 +214,19 @@ def fused_verdicts(timing: FusedTiming) -> list[list[spread.Comparison]]:
         [spread.less(list(f), list(t)) for f, t in zip(fr, tr, strict=True)]
         for fr, tr in zip(fused, three, strict=True)
     ]
+
+
+def fused_ratio_band(timing: FusedTiming) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Three's time over one's, size by size ``[len(ds), len(ns)]``, as :func:`fused_verdicts` reads it: the ratio
+    of the mean times and the band the calls' spread allows, from (mean₃ − std₃) ÷ (mean₁ + std₁) to
+    (mean₃ + std₃) ÷ (mean₁ − std₁) (∞ when std₁ ≥ mean₁). The band lies wholly above 1 exactly when the size
+    holds (gap > spread ⇔ mean₃ − std₃ > mean₁ + std₁), wholly below 1 when it does not hold, and holds 1 when
+    within noise; NaN where the calls give no spread (one a side)."""
+    cells = [c for row in fused_verdicts(timing) for c in row]
+    m1, s1 = np.array([(c.left.mean, c.left.std) for c in cells]).T  # the fused product
+    m3, s3 = np.array([(c.right.mean, c.right.std) for c in cells]).T  # three products
+    low = (m3 - s3) / (m1 + s1)
+    high = np.divide(m3 + s3, m1 - s1, out=np.full_like(m1, np.inf), where=m1 > s1)
+    high[np.isnan(low)] = np.nan
+    shape = timing.fused.shape
+    return (m3 / m1).reshape(shape), low.reshape(shape), high.reshape(shape)

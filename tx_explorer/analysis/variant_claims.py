@@ -28,6 +28,14 @@ def _same_params(runs: dict) -> spread.Comparison:
     return spread.less(abs(swiglu - mlp), PARAM_TOLERANCE * mlp)  # counts do not depend on the seed: no spread
 
 
+# claim → its allowance, for claims that compare a difference with one: their gap is the room left (tolerance −
+# difference), not the difference itself, so the page names both.
+TOLERANCES: dict[str, Callable[[dict], float]] = {
+    "rms_matches_ln": lambda r: RMS_TOLERANCE,
+    "swiglu_same_params": lambda r: PARAM_TOLERANCE * r["pre-rms"]["non_embedding_parameters"],
+}
+
+
 # claim → (the variants it reads, the comparison ``left < right`` over seeds that decides it).
 CLAIMS: dict[str, tuple[tuple[str, ...], Callable[[dict], spread.Comparison]]] = {
     "pre_beats_post": (("pre-ln", "post-ln"), lambda r: spread.less(losses(r["pre-ln"]), losses(r["post-ln"]))),
@@ -53,8 +61,10 @@ CLAIMS: dict[str, tuple[tuple[str, ...], Callable[[dict], spread.Comparison]]] =
 
 def claims(summary: dict) -> list[dict[str, Any]]:
     """Check the lecture's claims on every seed's numbers: ``{key, state, holds, comparison, variants, losses,
-    params}`` with ``state`` "holds", "not_holds" or "noise" (:mod:`tx_explorer.analysis.spread`) and ``losses``
-    each variant's final validation loss over the seeds.
+    params, tolerance, difference}`` with ``state`` "holds", "not_holds" or "noise"
+    (:mod:`tx_explorer.analysis.spread`) and ``losses`` each variant's final validation loss over the seeds.
+    ``tolerance`` is a claim's allowance (None for a plain comparison) and ``difference`` what is held against it,
+    tolerance − gap: the first variant's mean loss minus the second's, or the distance of the parameter counts.
 
     Claims whose variants were not all trained are left out.
     """
@@ -64,6 +74,7 @@ def claims(summary: dict) -> list[dict[str, Any]]:
         if not all(n in runs for n in names):
             continue
         c = compare(runs)
+        tolerance = TOLERANCES[key](runs) if key in TOLERANCES else None
         out.append(
             {
                 "key": key,
@@ -73,6 +84,8 @@ def claims(summary: dict) -> list[dict[str, Any]]:
                 "variants": list(names),
                 "losses": {n: spread.stat(losses(runs[n])) for n in names},
                 "params": {n: runs[n]["non_embedding_parameters"] for n in names},
+                "tolerance": tolerance,
+                "difference": None if tolerance is None else tolerance - c.gap,
             }
         )
     return out

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -298,6 +299,12 @@ def object_shares(maps: np.ndarray, mask: np.ndarray, patch_size: int) -> tuple[
     return float(cov.mean()), object_share(att, cov.expand_as(att)).numpy()
 
 
+def accuracy_se(accuracy: float, n: int) -> float:
+    """Standard error of an accuracy counted on ``n`` images, √(p(1 − p)/n): how far another sample of images of
+    the same kind may land. The page's generated sets are such samples, so their accuracies differ by about this."""
+    return math.sqrt(accuracy * (1 - accuracy) / n)
+
+
 def bundle_results(name: str) -> dict[str, Any] | None:
     """Held-out numbers recorded by the training CLI (``results.json``), formatted for the page; None if absent."""
     path = WEIGHTS_DIR / name / "results.json"
@@ -306,11 +313,17 @@ def bundle_results(name: str) -> dict[str, Any] | None:
     r = json.loads(path.read_text())
     report = {
         "accuracy": f"{r['held_out_accuracy']:.1%}",
-        "images": r["held_out_images"],
+        "se": f"{accuracy_se(r['held_out_accuracy'], r['held_out_images']):.1%}",
+        "images": f"{r['held_out_images']:,}",
         "minutes": f"{r['train_minutes']:.1f}",
     }
     if "drawings_accuracy" in r:  # bundles trained before the person-style drawings existed lack it
-        report |= {"drawings": f"{r['drawings_accuracy']:.1%}", "drawing_images": r["drawings_images"]}
+        drawn, count = r["drawings_accuracy"], r["drawings_images"]
+        report |= {
+            "drawings": f"{drawn:.1%}",
+            "drawings_se": f"{accuracy_se(drawn, count):.1%}",
+            "drawing_images": count,
+        }
     m = r.get("object_attention")
     if not m:  # mean pooling: no [CLS] attention to score
         return report

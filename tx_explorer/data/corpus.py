@@ -184,11 +184,13 @@ def fingerprint(docs: tuple[str, ...]) -> str:
     return h.hexdigest()
 
 
+SOURCE_WORDS = "Python standard library docstrings, comment blocks and pydoc topics"  # a record's "source" begins so
+
+
 def describe(docs: tuple[str, ...], source: str = "full") -> dict[str, object]:
     """Size and provenance, stored with the trained model."""
     return {
-        "source": "Python standard library docstrings, comment blocks and pydoc topics"
-        + "".join(f", {p} {metadata.version(p)}" for p in SOURCES[source]),
+        "source": SOURCE_WORDS + "".join(f", {p} {metadata.version(p)}" for p in SOURCES[source]),
         "python": sys.version.split()[0],
         "documents": len(docs),
         "characters": sum(len(d) for d in docs),

@@ -50,12 +50,16 @@ def corpus_note(model: str, corpus: Mapping, vocab: Mapping[str, int], reference
     """Which text and tokenizer a bundled model was trained on, read from its own training record (``corpus`` of
     training.json or summary.json) against ``reference``'s (tiny-gpt's): never a sentence typed about it."""
     from tx_explorer import model_cache  # the registry loads every family: imported when a note is asked for
+    from tx_explorer.data.corpus import SOURCE_WORDS
 
     ref = model_cache.shared_model(reference)
     T, theirs = texts("common", lang), ref.info["corpus"]
     mb = lambda c: f"{c['characters'] / 1e6:.2f}"  # noqa: E731
     fields = {"model": model, "reference": reference, "mb": mb(corpus), "documents": f"{corpus['documents']:,}"}
     same = corpus["sha256"] == theirs["sha256"]
-    other = {"ref_mb": mb(theirs), "source": corpus["source"]}
+    source = corpus["source"]  # its words in the page's language (the record's are English), its packages as recorded
+    if source.startswith(SOURCE_WORDS):
+        source = T("corpus_source") + source[len(SOURCE_WORDS) :]
+    other = {"ref_mb": mb(theirs), "source": source}
     text = T("corpus_same", **fields) if same else T("corpus_other", **fields, **other)
     return text + " " + T("tokenizer_same" if vocab == ref.tokenizer.get_vocab() else "tokenizer_own", **fields)

@@ -12,6 +12,7 @@ from tx_explorer.analysis import cost, flash_io
 from tx_explorer.analysis.memory import format_bytes
 from tx_explorer.errors import InputError
 from tx_explorer.views import Panel, texts
+from tx_explorer.viz import cost as vcost
 from tx_explorer.viz import positions as vp
 
 PAGE = "flash_io"
@@ -49,16 +50,19 @@ def io(d: int, tile: int, n: int, *, measure: Callable[..., cost.Measurement] | 
         log_x=True,
         log_y=True,
     )
+    vcost.byte_ticks(by_n, list(curves.values()))
     moved = np.array([flash_io.tiled_io(n, d, b) * 4 for b in TILES], dtype=np.float64)
+    naive = [flash_io.naive_io(n, d) * 4] * len(TILES)
     by_tile = vp.marked_lines(
         TILES,
-        {T("tiled_at", n=f"{n:,}"): moved, T("naive"): [flash_io.naive_io(n, d) * 4] * len(TILES)},
+        {T("tiled_at", n=f"{n:,}"): moved, T("naive"): naive},
         title=T("by_tile_title", n=f"{n:,}", d=d),
         x_title=T("axis_tile"),
         y_title=T("axis_bytes"),
         log_x=True,
         log_y=True,
     )
+    vcost.byte_ticks(by_tile, [*moved, *naive])
     rows = measured_rows(d, tile, measure=measure, lang=lang) if measure is not None else []
     ratio = flash_io.naive_io(n, d) / flash_io.tiled_io(n, d, tile)
     note = T("numbers", n=f"{n:,}", d=d, b=tile, m=f"{flash_io.sram_numbers(tile, d):,}", ratio=f"{ratio:.1f}")

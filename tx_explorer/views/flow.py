@@ -21,6 +21,9 @@ from tx_explorer.viz import flow as vf
 
 PAGE = "flow"
 LIMIT = 128  # tokens analysed: the decomposition holds L × H × T × D floats (SmolLM2 at 128 tokens: 85 MB)
+# The direct-logit table: tokens per cell and characters per token, so that both token columns fit beside the
+# part's in the page's width (five tokens of up to 16 characters ran past the edge of a scrolling grid).
+CELL_TOKENS, CELL_CHARS = 3, 12
 PREFERRED = "smollm2-135m-instruct"  # the page's first model when the registry has it
 
 
@@ -218,7 +221,13 @@ def node(tm: TextModel, an: Analysis, kind: str, layer: int, pos: int, *, lang: 
         title=html.escape(T("title_lens", node=name), quote=False),
         x_title=T("axis_probability"),
     )
-    fmt = lambda ids, values: ", ".join(f"{t} ({v:+.2f})" for t, v in zip(tm.labels(ids.tolist()), values))  # noqa: E731
+
+    def fmt(ids, values) -> str:  # the first few, each cut to a few characters: the page's grid cuts long cells
+        words = [
+            t if len(t) <= CELL_CHARS else t[: CELL_CHARS - 1] + "…" for t in tm.labels(ids[:CELL_TOKENS].tolist())
+        ]
+        return ", ".join(f"{t} {v:+.2f}" for t, v in zip(words, values[:CELL_TOKENS]))
+
     table = None
     notes = [T("lens_note")]
     if r.parts:

@@ -13,7 +13,6 @@ import torch
 
 from tx_explorer.analysis import cost, memory, mixers, spread
 from tx_explorer.views import Panel, texts
-from tx_explorer.viz import charts
 from tx_explorer.viz import cost as vcost
 
 PAGE = "mixers"
@@ -173,16 +172,14 @@ class Fused:
 def fused(timing: cost.FusedTiming, *, lang: str = "en") -> Fused:
     """§3.1 "the fused [Q K V] projection uses the hardware better", as measured: the ratio and where it peaks."""
     T = texts(PAGE, lang)
-    ratio = timing.separate / timing.fused  # (D, N)
-    series = {T("fused_series", d=d): ratio[i] for i, d in enumerate(timing.ds)}
-    fig = charts.lines(
+    ratio, low, high = mixers.fused_ratio_band(timing)  # (D, N): the numbers the verdict below is read from
+    fig = vcost.ratio_bands(
         timing.ns,
-        series,
+        {T("fused_series", d=d): (ratio[i], low[i], high[i]) for i, d in enumerate(timing.ds)},
         title=T("fused_title"),
         x_title=T("fused_axis_n"),
         y_title=T("fused_axis_ratio"),
-        log_x=True,
-        references={T("fused_same"): 1.0},
+        same_label=T("fused_same"),
     )
     (hi_d, hi_n), (lo_d, lo_n) = (
         np.unravel_index(ratio.argmax(), ratio.shape),
@@ -200,7 +197,11 @@ def fused(timing: cost.FusedTiming, *, lang: str = "en") -> Fused:
         ms=f"{timing.fused.max() * 1e3:.2f}",
     )
     return Fused(
-        Panel("cost_fused_qkv", fig, {"fused_s": timing.fused, "separate_s": timing.separate}),
+        Panel(
+            "cost_fused_qkv",
+            fig,
+            {"fused_s": timing.fused, "separate_s": timing.separate, "ratio": ratio, "low": low, "high": high},
+        ),
         note + "\n\n" + fused_verdict(timing, lang=lang),
     )
 
@@ -224,6 +225,7 @@ def fused_verdict(timing: cost.FusedTiming, *, lang: str = "en") -> str:
             faster=count["holds"],
             slower=count["not_holds"],
             noise=count["noise"],
+            same=T("fused_same"),
         )
     ]
     slower = [

@@ -13,10 +13,6 @@ from tx_explorer.views.inputs import Choice, Number, Section, Switch
 from tx_explorer.viz import bars as vb
 
 PAGE = "model_sizes"
-LATEX = (
-    r"N\approx\underbrace{12\,L\,D^2}_{\text{blocks: }4D^2\text{ attention}+8D^2\text{ MLP}}"
-    r"+\underbrace{V D}_{\text{token embedding}}+\underbrace{T D}_{\text{learned positions}}"
-)
 # SmolLM2-135M (Allal et al. 2025; its config.json), the text pages' default model, beside the lecture's three in the
 # chart: a 2024 small model with grouped-query heads, SwiGLU and RMSNorm. Its model card says 135M.
 SMOLLM2 = TransformerConfig(
@@ -71,12 +67,26 @@ def fmt(n: float) -> str:
     return f"{n / 1e9:.2f}B" if n >= 1e9 else f"{n / 1e6:.1f}M"
 
 
+def latex(lang: str = "en") -> str:
+    """N ≈ 12·L·D² + V·D + T·D with each term named under its brace, in the page's language."""
+    T = texts(PAGE, lang)
+    return (
+        rf"N\approx\underbrace{{12\,L\,D^2}}_{{\text{{{T('latex_blocks')}}}4D^2\text{{{T('latex_attention')}}}"
+        rf"+8D^2\text{{ MLP}}}}+\underbrace{{V D}}_{{\text{{{T('latex_embedding')}}}}}"
+        rf"+\underbrace{{T D}}_{{\text{{{T('latex_positions')}}}}}"
+    )
+
+
+def _row_key(p: params.Published) -> str:
+    return p.model.lower().replace(" ", "_").replace("-", "")  # original_transformer, gpt2, gpt3
+
+
 def lecture_table(count: Counter = counted, *, lang: str = "en") -> tuple[list[dict[str, str]], Panel]:
     """The lecture's three models: its figures, the published ones, ours counted (and checked against the formula)."""
     T = texts(PAGE, lang)
     rows, exact = [], []
     for p in params.LECTURE_TABLE:
-        row = p.model.lower().replace(" ", "_").replace("-", "")  # original_transformer, gpt2, gpt3
+        row = _row_key(p)
         formula, measured = count(p.config.to_dict(), p.kind, p.decoder_layers)
         exact.append(sum(measured.values()))
         rows.append(
@@ -107,7 +117,7 @@ def lecture_table(count: Counter = counted, *, lang: str = "en") -> tuple[list[d
     smol = sum(count(SMOLLM2.to_dict(), "causal")[1].values())
     gemma = sum(count(GEMMA3.to_dict(), "causal")[1].values())
     fig = vb.log_bars(
-        [p.model for p in params.LECTURE_TABLE] + ["SmolLM2-135M", "Gemma-3-270M"],
+        [T(f"model_{_row_key(p)}") for p in params.LECTURE_TABLE] + ["SmolLM2-135M", "Gemma-3-270M"],
         {  # the lecture has neither SmolLM2 nor Gemma 3: no bar
             T("series_lecture"): [p.lecture_params for p in params.LECTURE_TABLE] + [float("nan")] * 2,
             T("series_published"): [p.published_params for p in params.LECTURE_TABLE]
@@ -199,7 +209,7 @@ def since_2017(*, lang: str = "en") -> tuple[list[dict[str, str]], str]:
         for name, f in fits.items()
     ]
     exact = [T(f"fit_{n}") for n, f in fits.items() if f.ratio == 1]
-    off = [f"{T(f'fit_{n}')} {f.ratio:.3f}" for n, f in fits.items() if f.ratio != 1]
+    off = [T("fit_off", model=T(f"fit_{n}"), ratio=f"{f.ratio:.3f}") for n, f in fits.items() if f.ratio != 1]
 
     def value(v: object) -> str:
         return T(f"value_{str(v).lower()}") if isinstance(v, bool) or not str(v)[0].isdigit() else str(v)

@@ -119,6 +119,15 @@ def runs(
         ]
         c = cl["comparison"]
         gap = T("gap_spread", gap=f"{c.gap:.3g}", spread=f"{c.spread:.3g}")
+        if cl["tolerance"] is not None:  # the gap is the room left within the tolerance: show what it is made of
+            fmt = (lambda v: f"{v:,.0f}") if cl["key"] == "swiglu_same_params" else (lambda v: f"{v:.3g}")
+            gap = T(
+                "margin_spread",
+                difference=fmt(cl["difference"]),
+                tolerance=fmt(cl["tolerance"]),
+                gap=fmt(c.gap),
+                spread=f"{c.spread:.3g}",
+            )
         rows.append(
             {
                 T("claim"): T(f"claim_{cl['key']}"),

@@ -365,6 +365,7 @@ def _held_out_shuffle(held: vit_lab.ShuffleHeldOut, clf: ImageClassifier, T) -> 
         "shuffle_held_out",
         n=held.images,
         acc0=pct(acc0),
+        se0=pct(vit_lab.accuracy_se(acc0, held.images)),
         acc1=pct(acc1),
         chance=pct(1 / clf.model.cfg.num_classes),
         se=pct(held.accuracy_se),
@@ -393,6 +394,7 @@ def causal_text(result: vit_lab.CausalMask, clf: ImageClassifier, *, lang: str =
     T = texts(PAGE, lang)
     pct = lambda x: f"{x:.1%}"  # noqa: E731
     acc, acc0 = result.accuracy
-    text = T("causal_result", n=result.images, acc=pct(acc), acc0=pct(acc0), chance=pct(result.chance))
+    se = pct(vit_lab.accuracy_se(acc, result.images))
+    text = T("causal_result", n=result.images, acc=pct(acc), acc0=pct(acc0), chance=pct(result.chance), se=se)
     text += " " + T("causal_agree", agree=pct(result.agree))
     return text + (" " + T("causal_cls") if clf.model.num_prefix else "")

@@ -12,7 +12,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from tx_explorer.viz import style
+from tx_explorer.viz import charts, style
 from tx_explorer.viz.heatmap import heatmap
 
 # One colour per implementation on every chart of the page.
@@ -308,4 +308,52 @@ def mixer_grid(
     fig.update_xaxes(type="log", title=x_title, minorloglabels="none")  # no "2 5" between the decades
     fig.update_yaxes(type="log", minorloglabels="none")
     fig.update_layout(title=title, font=style.FONT, height=140 + 250 * rows, legend=dict(orientation="h", y=-0.12))
+    return fig
+
+
+def ratio_bands(
+    x: Sequence[float],
+    series: Mapping[str, tuple[np.ndarray, np.ndarray, np.ndarray]],
+    *,
+    title: str = "",
+    x_title: str = "",
+    y_title: str = "",
+    same_label: str = "equal time",
+) -> go.Figure:
+    """Time ratios against N (log axes: ½ and 2 lie as far from 1), one line per ``name -> (ratio, low, high)``:
+    each point with a bar from ``low`` to ``high`` (the calls' spread; none where NaN), and the line at 1 where both
+    take the same time. The axis spans the points and 1; a longer bar (unbounded when std ≥ mean) runs off it."""
+    fig = charts.lines(
+        x,
+        {k: v[0] for k, v in series.items()},
+        title=title,
+        x_title=x_title,
+        y_title=y_title,
+        log_x=True,
+        log_y=True,
+        references={same_label: 1.0},
+    )
+    points = np.concatenate([np.asarray(v[0], dtype=float) for v in series.values()])
+    points = points[np.isfinite(points) & (points > 0)]
+    lo, hi = points.min(initial=1.0) / 1.5, points.max(initial=1.0) * 1.5  # the points and the line at 1
+    for trace, (ratio, low, high) in zip(fig.data, series.values(), strict=True):
+        # ends beyond the axis (or at or below 0, which a log axis cannot draw) are cut past its edge
+        up, down = np.minimum(high, 10 * hi) - ratio, ratio - np.maximum(low, lo / 10)  # NaN: no bar
+        trace.error_y = dict(type="data", symmetric=False, array=list(up), arrayminus=list(down), thickness=1.5)
+    ticks = [m * 10.0**e for e in range(-3, 4) for m in (1, 2, 5) if lo <= m * 10.0**e <= hi]
+    fig.update_yaxes(range=[np.log10(lo), np.log10(hi)], tickvals=ticks, ticktext=[f"{t:g}" for t in ticks])
+    return fig
+
+
+def byte_ticks(fig: go.Figure, values: Sequence[float]) -> go.Figure:
+    """Label a log y axis of bytes like the peak-memory chart (100kB, 1MB, 1GB: Plotly's own "B" means billion,
+    which reads as bytes here), at every decade the ``values`` span, or at 1, 2 and 5 of each decade when they span
+    less than three (one label was all a short axis had)."""
+    v = np.asarray(values, dtype=float).ravel()
+    v = v[np.isfinite(v) & (v > 0)]
+    lo, hi = int(np.floor(np.log10(v.min()))), int(np.ceil(np.log10(v.max())))
+    steps = (1,) if hi - lo > 3 else (1, 2, 5)
+    ticks = [(m, e) for e in range(lo, hi + 1) for m in steps if v.min() / 2 <= m * 10.0**e <= 2 * v.max()]
+    text = [f"{m * 10 ** (e % 3)}{['', 'k', 'M', 'G', 'T', 'P', 'E'][e // 3]}B" for m, e in ticks]
+    fig.update_yaxes(tickmode="array", tickvals=[m * 10.0**e for m, e in ticks], ticktext=text)
     return fig

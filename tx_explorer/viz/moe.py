@@ -261,8 +261,10 @@ def cooccurrence_heatmap(counts: np.ndarray, *, title: str = "", words: Mapping[
         )
     )
     fig.update_xaxes(title=w["second_choice"], tickmode="linear", dtick=1)
-    fig.update_yaxes(title=w["first_choice"], autorange="reversed", tickmode="linear", dtick=1)
-    return _layout(fig, title, 30 * e + 200)
+    # the title kept clear of the tick labels, in a left margin wide enough for both
+    first = dict(text=w["first_choice"], standoff=18)
+    fig.update_yaxes(title=first, autorange="reversed", tickmode="linear", dtick=1)
+    return _layout(fig, title, 30 * e + 200, left=90)
 
 
 def cost_chart(
