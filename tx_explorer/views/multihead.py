@@ -28,6 +28,7 @@ TOP = 3  # the best-ranked heads whose maps are shown beside the ranking, and th
 TABLE_ROWS = 10
 LENSES = ("raw", "norm", "rollout")
 SMALL_SIDE = 256  # maps shown side by side: half the detail view's resolution
+QK_X_TICKS = 16  # the inspector's half-width Q, K, V maps: every 4th of 64 dimensions labelled
 SMALL_TICKS = 8  # key labels a third of the page holds without overlap, turned upright, in either language
 HEAVY_TOKENS = 128  # longer texts go through the job pool: MiniLM's maps, lenses and metrics take 1–4 s at 512
 LATEX = {
@@ -413,7 +414,8 @@ def inspector(
     dims = [f"d{i}" for i in range(len(qk.q))]  # keys stay raw: the charts escape their labels themselves
     scores = np.where(np.isfinite(qk.scores), qk.scores, np.nan)
     title = T("scores_title", token=safe_labels(tokens)[query])
-    kw = {"x_title": T("dims"), "y_title": T("key")}
+    # Half the page beside the keys' labels and a colour bar: ~400 px of plot, where "d63" upright takes ~25 px.
+    kw = {"x_title": T("dims"), "y_title": T("key"), "x_ticks": QK_X_TICKS}
     q_out = np.vstack([qk.q, qk.out])
     check = heads.projection_text(tm, text, layer, head)
     projection = (
@@ -446,7 +448,14 @@ def inspector(
         Panel(
             "qk_q",
             charts.signed_heatmap(
-                q_out, [T("q_row"), T("y_row")], dims, title=T("q_title"), x_title=T("dims"), y_title="", height=260
+                q_out,
+                [T("q_row"), T("y_row")],
+                dims,
+                title=T("q_title"),
+                x_title=T("dims"),
+                y_title="",
+                height=260,
+                x_ticks=QK_X_TICKS,
             ),
             q_out,
         ),

@@ -74,6 +74,7 @@ def heatmap(
     show_values: bool | None = None,
     height: int | None = None,
     value_format: str = ".2f",
+    x_ticks: int = X_TICKS,
 ) -> go.Figure:
     """A labelled heatmap of a 2-D array (rows top to bottom), light enough for 512 × 512 maps.
 
@@ -84,6 +85,7 @@ def heatmap(
         values: ``[R, C]``; ±inf and NaN are drawn as gaps (masked positions).
         show_values: write the numbers in the cells (default: when the map is at most 16 × 16 and they fit their
             cells at a legible size in a column-wide figure).
+        x_ticks: the most x labels drawn (every k-th beyond): fewer where the plot is narrower than a column's.
     """
     z = np.asarray(values, dtype=np.float64)
     if z.ndim != 2:
@@ -108,7 +110,7 @@ def heatmap(
             **common,
             hovertemplate=f"{y_name}%{{y}}<br>{x_name}%{{x}}<br>%{{z:.4f}}<extra></extra>",
         )
-        for names, axis, most in ((x, xaxis, X_TICKS), (y, yaxis, _y_ticks(side))):
+        for names, axis, most in ((x, xaxis, x_ticks), (y, yaxis, _y_ticks(side))):
             axis.update(type="category", tickmode="array", tickvals=names[:: max(1, int(np.ceil(len(names) / most)))])
     else:
         text = None
@@ -133,7 +135,7 @@ def heatmap(
             hovertemplate=f"{y_name}%{{y}}: %{{customdata[0]}}<br>{x_name}%{{x}}: %{{customdata[1]}}<br>%{{z:.4f}}"
             "<extra></extra>",
         )
-        xaxis.update(_ticks(cl, cols, X_TICKS))
+        xaxis.update(_ticks(cl, cols, x_ticks))
         yaxis.update(_ticks(rl, rows, _y_ticks(side)))
     # One constructor call: each update_* call re-validates, and together they cost 3× the figure itself.
     layout = dict(
