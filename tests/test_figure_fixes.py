@@ -28,9 +28,9 @@ def test_flow_labels_only_heads_with_room_and_names_every_head_in_its_hover():
     weight = np.array([0.021, 0.466, 0.011, 0.087, 0.537, 0.015, 0.027, 0.010, 0.135])  # the edge
     norm = np.array([0.92, 23.2, 0.58, 4.56, 30.5, 0.60, 1.20, 0.50, 6.80])
     fig = flow.edge_views(weight, norm, norm - 5, title="t", x_title="x", y_title="y", colour_title="c")
-    labels = list(fig.data[0].text)
-    near_origin = [labels[h] for h in (0, 2, 5, 6, 7)]  # H0, H2, H5, H6, H7 within a label of each other
-    assert sum(bool(t) for t in near_origin) == 1, labels
+    labels, where = list(fig.data[0].text), list(fig.data[0].textposition)
+    named = [h for h in (0, 2, 5, 6, 7) if labels[h]]  # H0, H2, H5, H6, H7 within a label of each other
+    assert len(named) == 2 and {where[h] for h in named} == {"top center", "bottom center"}, labels  # one each side
     assert all(labels[h] == f"H{h}" for h in (1, 3, 4, 8))  # the spread-out heads keep theirs
     assert [c[1] for c in fig.data[0].customdata] == [f"H{h}" for h in range(9)]
 

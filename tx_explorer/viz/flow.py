@@ -142,22 +142,7 @@ def route_graph(
     return fig
 
 
-# A head's label is about this share of the plot's width and height (a column-wide figure 420 px tall): closer
-# points would print their labels over each other ("H5H0H6" near the origin).
-LABEL_SPAN = (0.06, 0.07)
-
-
-def _spaced_labels(x: np.ndarray, y: np.ndarray) -> list[str]:
-    """ "H<h>" for the heads whose label has room: the points farthest from the origin first, then any point not
-    within :data:`LABEL_SPAN` of one already labelled (the others are named in their hover and the table)."""
-    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    spans = [max(float(v.max(initial=0.0)) - float(v.min(initial=0.0)), 1e-12) for v in (x, y)]
-    u, v = x / spans[0], y / spans[1]
-    placed: list[int] = []
-    for h in np.argsort(-np.hypot(u, v), kind="stable"):
-        if all(abs(u[h] - u[k]) > LABEL_SPAN[0] or abs(v[h] - v[k]) > LABEL_SPAN[1] for k in placed):
-            placed.append(int(h))
-    return [f"H{h}" if h in placed else "" for h in range(len(x))]
+EDGE_PLOT_PX = (style.COLUMN_PX - 170, 300)  # the views' plot: a column less its axis titles and colour bar
 
 
 def edge_views(
@@ -172,13 +157,15 @@ def edge_views(
 ) -> go.Figure:
     """One point per head: attention weight across, write norm up, causal effect as colour (diverging, 0 white)."""
     limit = float(np.abs(effect).max()) or 1.0
+    xy = np.stack([np.asarray(weight, dtype=float), np.asarray(norm, dtype=float)], axis=1)  # (H, 2)
+    where = style.label_positions(xy, [f"H{h}" for h in range(len(xy))], EDGE_PLOT_PX, marker_px=14, origin=True)
     fig = go.Figure(
         go.Scatter(
             x=np.asarray(weight, dtype=float),
             y=np.asarray(norm, dtype=float),
             mode="markers+text",
-            text=_spaced_labels(weight, norm),
-            textposition="top center",
+            text=[f"H{h}" if w else "" for h, w in enumerate(where)],
+            textposition=[w or "top center" for w in where],
             marker=dict(
                 size=14,
                 color=np.asarray(effect, dtype=float),

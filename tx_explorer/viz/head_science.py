@@ -102,29 +102,6 @@ def score_bars(
 
 
 SCATTER_PLOT_PX = (820, 350)  # about the map's plot area, full page width: its labels' room in data units
-LABEL_GAP_PX, LABEL_HEIGHT_PX = 4, 16  # between two labels; a label's line at the 12 px font
-
-
-def label_positions(coords: np.ndarray, names: Sequence[str]) -> list[str | None]:
-    """Where each point's label goes, "top center" or "bottom center", so that no two labels overlap (two heads a
-    few pixels apart had their names drawn one on the other); None where neither side has room: the hover and the
-    table name that head. Points far from the centre are placed first."""
-    xy = np.asarray(coords, dtype=float)[:, :2]
-    span = np.maximum(np.ptp(xy, axis=0), 1e-12) / SCATTER_PLOT_PX  # data units per px, x and y
-    px = (xy - xy.min(0)) / span  # (K, 2) points in px, y up
-    half_height = LABEL_HEIGHT_PX / 2 + 6  # a label's centre sits this far above or below its marker (size 11)
-    boxes: list[tuple[float, float, float, float]] = []
-    out: list[str | None] = [None] * len(xy)
-    for i in np.argsort(-np.hypot(*(px - px.mean(0)).T), kind="stable"):
-        half_width = (style.text_width(names[i], style.FONT["size"]) + LABEL_GAP_PX) / 2
-        for where, dy in (("top center", half_height), ("bottom center", -half_height)):
-            x, y = px[i, 0], px[i, 1] + dy
-            box = (x - half_width, x + half_width, y - LABEL_HEIGHT_PX / 2, y + LABEL_HEIGHT_PX / 2)
-            if all(box[1] <= b[0] or b[1] <= box[0] or box[3] <= b[2] or b[3] <= box[2] for b in boxes):
-                boxes.append(box)
-                out[i] = where
-                break
-    return out
 
 
 def head_scatter(
@@ -139,9 +116,9 @@ def head_scatter(
     names: tuple[str, str],
 ) -> go.Figure:
     """All heads on two axes (principal components of their scores); sinks and the rest as two traces, each head
-    named beside its point where the name has room (:func:`label_positions`)."""
+    named beside its point where the name has room (:func:`~tx_explorer.viz.style.label_positions`)."""
     flags = np.asarray(sinks).ravel()
-    where = label_positions(coords, head_names)
+    where = style.label_positions(coords, head_names, SCATTER_PLOT_PX, marker_px=11)
     fig = go.Figure()
     for chosen, name, symbol in ((~flags, names[0], "circle"), (flags, names[1], "x")):
         idx = np.nonzero(chosen)[0]

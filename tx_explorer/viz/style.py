@@ -4,6 +4,7 @@ import html
 import re
 from collections.abc import Sequence
 
+import numpy as np
 import plotly.graph_objects as go
 import plotly.io as pio
 
@@ -98,3 +99,38 @@ def tidy(fig: go.Figure, width_px: float | None = None) -> go.Figure:
             if fig.layout.height is not None:
                 fig.update_layout(height=fig.layout.height + grown)
     return margins.fit(fig, (width_px,) if width_px else (COLUMN_PX, PAGE_PX))
+
+
+LABEL_GAP_PX, LABEL_HEIGHT_PX = 4, 16  # between two point labels; a label's line at the 12 px font
+
+
+def label_positions(
+    coords: np.ndarray,
+    names: Sequence[str],
+    plot_px: tuple[float, float],
+    *,
+    marker_px: float,
+    origin: bool = False,
+) -> list[str | None]:
+    """Where each point's label goes, "top center" or "bottom center", so that no two labels overlap (two heads a
+    few pixels apart had their names drawn one on the other); None where neither side has room: the hover and a
+    table name that point. Points far from the centre are placed first. ``plot_px``: the plot area's size, which
+    the axes' span fills (``origin``: the axes start at 0, as with ``rangemode="tozero"``)."""
+    xy = np.asarray(coords, dtype=float)[:, :2]
+    lo, hi = xy.min(0), xy.max(0)
+    if origin:
+        lo, hi = np.minimum(lo, 0.0), np.maximum(hi, 0.0)
+    px = (xy - lo) / (np.maximum(hi - lo, 1e-12) / plot_px)  # (K, 2) points in px, y up
+    half_height = LABEL_HEIGHT_PX / 2 + marker_px / 2  # a label's centre sits this far above or below its marker
+    boxes: list[tuple[float, float, float, float]] = []
+    out: list[str | None] = [None] * len(xy)
+    for i in np.argsort(-np.hypot(*(px - px.mean(0)).T), kind="stable"):
+        half_width = (text_width(names[i], FONT["size"]) + LABEL_GAP_PX) / 2
+        for where, dy in (("top center", half_height), ("bottom center", -half_height)):
+            x, y = px[i, 0], px[i, 1] + dy
+            box = (x - half_width, x + half_width, y - LABEL_HEIGHT_PX / 2, y + LABEL_HEIGHT_PX / 2)
+            if all(box[1] <= b[0] or b[1] <= box[0] or box[3] <= b[2] or b[3] <= box[2] for b in boxes):
+                boxes.append(box)
+                out[i] = where
+                break
+    return out
