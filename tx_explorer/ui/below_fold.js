@@ -27,14 +27,15 @@ export default function ({ setStateValue, parentElement, data }) {
     waiting = true;
     window.__txReached = (window.__txReached || Promise.resolve()).then(async () => {
       waiting = false;
-      if (!mounted || !visible) return;
+      if (!mounted || !(visible || reports)) return;  // once reached, drawn even if scrolled past since
       try {
         setStateValue("reached", ++reports);
         await settled();
       } finally {
-        // Still here: the run has not drawn the section yet (a busy server, an interrupted run). Ask again, ever
-        // less often (1 s, 2 s, … 30 s) and for as long as the box is in view: a section must not stay a box.
-        if (mounted && visible) setTimeout(report, retry);
+        // Still here: the run has not drawn the section yet (a busy server, an interrupted run, a report lost when
+        // it came during a run). Ask again, ever less often (1 s, 2 s, … 30 s), also when the visitor has scrolled
+        // on past it: a section reached must not stay a box.
+        if (mounted) setTimeout(report, retry);
         retry = Math.min(2 * retry, 30000);
       }
     }).catch(() => {});  // a report that failed must not stop the page's later ones (they wait on this chain)

@@ -4,8 +4,8 @@ A section not drawn yet is a box (``below_fold.css``) watched by an Intersection
 reports while any of it is within ``REACH`` below the visible part of the page. Reports go out one at a time
 app-wide, the next only once the app has run: two boxes reporting in the same tick would share one message with one
 fragment id, and a report during a fragment's run interrupts that run, so the section it was drawing would stay a
-box. A box still shown and in view after the app has run (a busy server, an interrupted run) reports again, ever
-less often.
+box. A box still shown after the app has run (a busy server, an interrupted run, a report lost in a run) reports
+again, ever less often, also once the visitor has scrolled on past it: a section reached is drawn.
 """
 
 from __future__ import annotations
