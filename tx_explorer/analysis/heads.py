@@ -425,19 +425,17 @@ def query_key_weights(
             raise InputError("heads_token_range", index=index, last=n - 1)
     if causal and key > query:
         raise InputError("heads_look_ahead", i=query, j=key)
-    w = a[..., query, key].astype(np.float64)  # (L, H)
     if not skip_first:
-        return w
+        return a[..., query, key].astype(np.float64)  # (L, H)
     if key == 0:
         raise InputError("heads_sink_key")
-    row = a[..., query, :].astype(np.float64)  # (L, H, N): its own sum, below 1 where the model learned sinks
-    left = row.sum(-1) - row[..., 0]
-    return np.divide(w, left, out=np.zeros_like(w), where=left > 1e-12)
+    return without_first(a[..., query, :])[..., key]  # (L, H)
 
 
 def without_first(maps: np.ndarray) -> np.ndarray:
-    """``maps [..., N, N]`` with the first token left out as :func:`query_key_weights` leaves it: key 0 set to 0 and
-    each row renormalised over keys 1… (a row all on the sink stays 0), as float64."""
+    """Rows of attention ``[..., N]`` with the first token left out as a sink: key 0 set to 0 and each row
+    renormalised over keys 1… by its own sum (below 1 where a model learned sinks; a row all on the sink stays 0), as
+    float64."""
     a = np.array(maps, dtype=np.float64)
     a[..., 0] = 0.0
     left = a.sum(-1, keepdims=True)
