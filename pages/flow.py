@@ -91,7 +91,7 @@ def edge_section(tm, an: view.Analysis, context: tuple, target: int, default: tu
     ui.section(T, "edge", level="subheader")
     with ui.friendly_errors():
         if (picked := chosen("flow_edge", context, default)) is not None:
-            ui.show_result(view.edge(tm, an, *map(int, picked), target, lang=LANG))
+            ui.show_result(view.edge(tm, an, *map(int, picked), target, lang=LANG), side_by_side=True)
 
 
 @ui.below_fold("flow_node", height=620)

@@ -66,7 +66,7 @@ FAILED = '[data-testid="stException"], [data-testid="stAlertContentError"]'  # a
 TEX = [
     ("raw TeX subscript", re.compile(r"_\{")),
     ("raw TeX superscript", re.compile(r"\^\{")),
-    ("raw TeX command", re.compile(r"\\[A-Za-z]{2,}")),
+    ("raw TeX command", re.compile(r"\\(?!x[0-9a-f]{2}|u[0-9a-f]{4})[A-Za-z]{2,}")),  # not a token label's \xe2, \ufeff
     # x_t, D_H, M_ij, h_T: one or two letters, an underscore, up to three letters or digits (snake_case words have
     # longer stems and are not flagged)
     ("raw subscript", re.compile(r"(?<![\w\\])[A-Za-zΑ-Ωα-ω]{1,2}_[A-Za-z0-9]{1,3}(?![\w(])")),

@@ -46,7 +46,7 @@ def test_first_load_draws_the_graph_an_edge_and_a_node(page) -> None:
     relative = re.search(r"at most (\S+) of the largest", exact).group(1)
     assert float(relative) < 1e-5  # the computed check, not a typed number
     assert any("Spearman" in c for c in captions)
-    assert len(page.dataframe) == 2  # the heads' three views and the node's logit attribution
+    assert len(page.table) == 2  # the heads' three views and the node's logit attribution, whole (few rows)
 
 
 def test_a_click_on_an_edge_or_a_node_opens_it(page) -> None:

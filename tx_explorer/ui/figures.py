@@ -99,15 +99,24 @@ def show(*panels: Any, width_px: float | None = None) -> None:
             show_figure(panel.figure, panel.key, panel.data, width_px=width_px)
 
 
-def show_result(result: Any, clickable: bool = False) -> list[Any] | None:
+SHORT_TABLE = 12  # rows a table may have and still be shown whole, its long cells wrapped (a grid cuts them and
+# hides columns past its width); a longer one (a row per head: 270 on SmolLM2) scrolls and sorts in a grid
+
+
+def show_result(result: Any, clickable: bool = False, side_by_side: bool = False) -> list[Any] | None:
     """A view's result (``panels``, ``notes``, ``table``): the panels, each note as a caption (notes quote tokens
-    and replies, so Markdown in them is escaped), the table; with ``clickable``, the ``customdata`` of a clicked
-    point, if any."""
-    picked = show_clickable(*result.panels) if clickable else show(*result.panels)
+    and replies, so Markdown in them is escaped), the table (a short one whole, a long one in a grid); with
+    ``clickable``, the ``customdata`` of a clicked point, if any. ``side_by_side``: the panels in a row, not one
+    below the other."""
+    if side_by_side:
+        picked = row(*result.panels)
+    else:
+        picked = show_clickable(*result.panels) if clickable else show(*result.panels)
     for note in result.notes:
         st.caption(escape_markdown(note))
     if result.table:
-        st.dataframe(result.table, hide_index=True)
+        short = len(next(iter(result.table.values()))) <= SHORT_TABLE
+        (st.table if short else st.dataframe)(result.table, hide_index=True)
     return picked
 
 

@@ -21,9 +21,7 @@ from tx_explorer.viz import flow as vf
 
 PAGE = "flow"
 LIMIT = 128  # tokens analysed: the decomposition holds L × H × T × D floats (SmolLM2 at 128 tokens: 85 MB)
-# The direct-logit table: tokens per cell and characters per token, so that both token columns fit beside the
-# part's in the page's width (five tokens of up to 16 characters ran past the edge of a scrolling grid).
-CELL_TOKENS, CELL_CHARS = 3, 12
+CELL_CHARS = 16  # the direct-logit table's characters per token: its cells wrap, but a run of spaces would not
 PREFERRED = "smollm2-135m-instruct"  # the page's first model when the registry has it
 
 
@@ -222,11 +220,9 @@ def node(tm: TextModel, an: Analysis, kind: str, layer: int, pos: int, *, lang: 
         x_title=T("axis_probability"),
     )
 
-    def fmt(ids, values) -> str:  # the first few, each cut to a few characters: the page's grid cuts long cells
-        words = [
-            t if len(t) <= CELL_CHARS else t[: CELL_CHARS - 1] + "…" for t in tm.labels(ids[:CELL_TOKENS].tolist())
-        ]
-        return ", ".join(f"{t} {v:+.2f}" for t, v in zip(words, values[:CELL_TOKENS]))
+    def fmt(ids, values) -> str:  # every token found, the strongest first, each cut to a few characters
+        words = [t if len(t) <= CELL_CHARS else t[: CELL_CHARS - 1] + "…" for t in tm.labels(ids.tolist())]
+        return ", ".join(f"{t} {v:+.2f}" for t, v in zip(words, values))
 
     table = None
     notes = [T("lens_note")]

@@ -48,15 +48,9 @@ def _hover_name(axis_title: str) -> str:
     return f"{axis_title} " if axis_title else ""
 
 
-CELL_FONT_PX = 9  # Plotly shrinks a cell's number to fit its cell; smaller than this it cannot be read
-CELL_AREA_PX = style.COLUMN_PX - 100  # a column-wide figure's plot: less the row labels and the colour bar
-
-
-def _numbers_fit(text: np.ndarray, cols: int) -> bool:
-    """Whether the longest of the cells' numbers fits its cell at :data:`CELL_FONT_PX` in a column-wide figure
-    (the multi-head inspector's 16 signed Q and K values a row were drawn 6 px high)."""
-    longest = max((len(t) for t in text.flat), default=0)
-    return CELL_AREA_PX / cols >= style.text_width("0" * longest, CELL_FONT_PX)
+# A column-wide figure's plot where the figure does not know its width: less the row labels and title (55 px) and
+# the colour bar (about 105 px), the margins style.tidy gives a heatmap.
+CELL_AREA_PX = style.COLUMN_PX - 160
 
 
 def heatmap(
@@ -118,7 +112,7 @@ def heatmap(
             text = np.vectorize(
                 lambda v: format(v, value_format) if np.isfinite(v) else ("−∞" if v == -np.inf else "")
             )(z)
-            if show_values is None and not _numbers_fit(text, cols):
+            if show_values is None and not style.numbers_fit(text, CELL_AREA_PX / cols):
                 text = None
         show_values = text is not None
         custom = np.empty((rows, cols, 2), dtype=object)

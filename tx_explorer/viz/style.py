@@ -46,6 +46,23 @@ LEGEND = dict(
 COLUMN_PX = 460  # a figure's width when nothing else is known: half of a wide page, the usual two-up chart
 PAGE_PX = 920  # the main column of the wide layout beside the sidebar, on a 1400 px window
 TITLE_PX = 17  # Plotly's title size for our 12 px font (1.4 × the font)
+CELL_FONT_PX = 8  # Plotly shrinks a heatmap cell's number to fit its cell; smaller than this it cannot be read
+
+
+def numbers_fit(text: np.ndarray, cell_px: float) -> bool:
+    """Whether the longest of a heatmap's cell numbers fits a cell ``cell_px`` wide at :data:`CELL_FONT_PX`."""
+    longest = max((len(str(t)) for t in np.asarray(text).flat), default=0)
+    return cell_px >= text_width("0" * longest, CELL_FONT_PX)
+
+
+def _unreadable_numbers_dropped(fig: go.Figure, width_px: float) -> None:
+    """Drop the cell numbers of a heatmap drawn ``width_px`` wide whose cells are too narrow for them (Q and K of
+    the operator page, eight columns in a third of the page, were written 6 px high); the hover still gives each."""
+    plot_px = width_px - (fig.layout.margin.l or 0) - (fig.layout.margin.r or 0)
+    for trace in fig.data:
+        if trace.type == "heatmap" and trace.texttemplate and trace.text is not None:
+            if not numbers_fit(trace.text, plot_px / len(trace.text[0])):
+                trace.update(text=None, texttemplate=None)
 
 
 def wrap(text: str, width_px: float, font_px: float = TITLE_PX) -> str:
@@ -85,7 +102,8 @@ def tidy(fig: go.Figure, width_px: float | None = None) -> go.Figure:
     """The layout rules every shown figure follows (in place, and the same figure again: showing it twice is
     harmless): the one legend placement, a title wrapped to fit a figure ``width_px`` wide, its top margin
     grown by the added lines, the other margins grown to the labels' room (:func:`margins.fit`: one draw).
-    ``width_px``: how wide it is drawn, where known; else it may be from a column's to the page's width."""
+    ``width_px``: how wide it is drawn, where known (then a heatmap's cell numbers too small to read are dropped);
+    else it may be from a column's to the page's width."""
     if fig.layout.showlegend is not False and any(getattr(t, "showlegend", False) is not False for t in fig.data):
         fig.update_layout(legend=LEGEND)
     title = fig.layout.title.text
@@ -98,10 +116,15 @@ def tidy(fig: go.Figure, width_px: float | None = None) -> go.Figure:
             fig.update_layout(title_text=wrapped, margin_t=(80 if top is None else top) + grown)
             if fig.layout.height is not None:
                 fig.update_layout(height=fig.layout.height + grown)
-    return margins.fit(fig, (width_px,) if width_px else (COLUMN_PX, PAGE_PX))
+    if not width_px:
+        return margins.fit(fig, (COLUMN_PX, PAGE_PX))
+    margins.fit(fig, (width_px,))
+    _unreadable_numbers_dropped(fig, width_px)  # the plot's width is known only now: the page's width less margins
+    return fig
 
 
 LABEL_GAP_PX, LABEL_HEIGHT_PX = 4, 16  # between two point labels; a label's line at the 12 px font
+PLOT_PAD_PX = 8  # Plotly's autorange pads the points' span by about this much each side (markers of 14 px)
 
 
 def label_positions(
@@ -113,23 +136,26 @@ def label_positions(
     origin: bool = False,
 ) -> list[str | None]:
     """Where each point's label goes, "top center" or "bottom center", so that no two labels overlap (two heads a
-    few pixels apart had their names drawn one on the other); None where neither side has room: the hover and a
-    table name that point. Points far from the centre are placed first. ``plot_px``: the plot area's size, which
-    the axes' span fills (``origin``: the axes start at 0, as with ``rangemode="tozero"``)."""
+    few pixels apart had their names drawn one on the other), none lies on a marker and none leaves the plot (a
+    label below a point on the x axis was cut); None where neither side has room: the hover and a table name that
+    point. Points far from the centre are placed first. ``plot_px``: the plot area's size, which the axes' span
+    fills (``origin``: the axes start at 0, as with ``rangemode="tozero"``)."""
     xy = np.asarray(coords, dtype=float)[:, :2]
     lo, hi = xy.min(0), xy.max(0)
     if origin:
         lo, hi = np.minimum(lo, 0.0), np.maximum(hi, 0.0)
     px = (xy - lo) / (np.maximum(hi - lo, 1e-12) / plot_px)  # (K, 2) points in px, y up
     half_height = LABEL_HEIGHT_PX / 2 + marker_px / 2  # a label's centre sits this far above or below its marker
-    boxes: list[tuple[float, float, float, float]] = []
+    r = marker_px / 2  # the markers are taken first: a label over another point hid it (the flow page's H4, H8)
+    boxes: list[tuple[float, float, float, float]] = [(x - r, x + r, y - r, y + r) for x, y in px]
     out: list[str | None] = [None] * len(xy)
     for i in np.argsort(-np.hypot(*(px - px.mean(0)).T), kind="stable"):
         half_width = (text_width(names[i], FONT["size"]) + LABEL_GAP_PX) / 2
         for where, dy in (("top center", half_height), ("bottom center", -half_height)):
             x, y = px[i, 0], px[i, 1] + dy
             box = (x - half_width, x + half_width, y - LABEL_HEIGHT_PX / 2, y + LABEL_HEIGHT_PX / 2)
-            if all(box[1] <= b[0] or b[1] <= box[0] or box[3] <= b[2] or b[3] <= box[2] for b in boxes):
+            inside = -PLOT_PAD_PX <= box[2] and box[3] <= plot_px[1] + PLOT_PAD_PX
+            if inside and all(box[1] <= b[0] or b[1] <= box[0] or box[3] <= b[2] or b[3] <= box[2] for b in boxes):
                 boxes.append(box)
                 out[i] = where
                 break
