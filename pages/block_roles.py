@@ -31,7 +31,7 @@ def probe_section() -> None:
         probe = view.probe(tm, text, token, layer, lang=LANG)
         st.success(probe.verdict)
         st.table(probe.table)
-        ui.show(probe.bars)
+        ui.show(probe.bars, width_px=ui.PAGE_PX)  # the whole page wide: its title on one line
 
 
 probe_section()

@@ -50,6 +50,12 @@ def test_bad_probe_inputs_are_refused_in_both_languages(tiny):
 def test_views_give_the_lecture_table_and_a_verdict(tiny, lang):
     pv = view.probe(tiny, "The cat sat on the mat.", 1, lang=lang)
     assert len(pv.table) == 4 and ("torch.equal" in pv.verdict)
+    # the question "mixes tokens?" is answered yes or no on every row (the residual's row once gave its role)
+    answers = [next(v for k, v in row.items() if "§9.5" in k) for row in pv.table]
+    assert [a.split("：")[0].split(":")[0] for a in answers] == {
+        "en": ["yes", "no", "no", "no"],
+        "zh": ["是", "否", "否", "否"],
+    }[lang]
     assert len(pv.bars.figure.data) == len(block_roles.STAGES)
     rows, verdict = view.batch_norms(lang=lang)
     assert len(rows) == 2 and "torch.equal" in verdict

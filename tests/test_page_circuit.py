@@ -112,3 +112,16 @@ def test_a_bad_seed_is_a_message():
         view.live_settings(-1)
     with pytest.raises(ValueError, match="seed"):
         view.live_settings(2.5)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_previous_token_score_the_same_to_the_digits_shown_is_said_to_stay(lang):
+    """The verdict read "the previous-token score went from 0.18 to 0.18": a score unchanged at two decimals stays."""
+    T = view.texts("circuit", lang)
+    record = {"step": [0, 50, 100], "previous": [0.16, 0.181, 0.179], "induction": [0.03, 0.2, 0.6]}
+    record |= {"loss_first": [8.0] * 3, "loss_second": [8.0, 6.0, 3.0]}
+    steady = view._phase_words(T, record, 100)
+    assert T("previous_steady", after="0.18", start="0.16") in steady
+    record["previous"][2] = 0.3
+    moved = view._phase_words(T, record, 100)
+    assert T("previous_moved", before="0.18", after="0.30") in moved

@@ -90,6 +90,8 @@ def _phase_words(T: Callable[..., str], record: dict[str, list], phase: int | No
         return T("no_phase", ratio=f"{100 * ind.PHASE_RATIO:.0f}")
     i = record["step"].index(phase)
     before = max(0, i - 1)
+    # "from 0.18 to 0.18" read as a change: a score the same to the digits shown is said to stay
+    prev_before, prev_after = (f"{record['previous'][j]:.2f}" for j in (before, i))
     return T(
         "phase_verdict",
         step=phase,
@@ -99,8 +101,12 @@ def _phase_words(T: Callable[..., str], record: dict[str, list], phase: int | No
         step_before=record["step"][before],
         ind_before=f"{record['induction'][before]:.2f}",
         ind_after=f"{record['induction'][i]:.2f}",
-        prev_before=f"{record['previous'][before]:.2f}",
-        prev_after=f"{record['previous'][i]:.2f}",
+        previous=T(
+            "previous_moved" if prev_before != prev_after else "previous_steady",
+            before=prev_before,
+            after=prev_after,
+            start=f"{record['previous'][0]:.2f}",
+        ),
     )
 
 
