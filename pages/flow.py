@@ -86,7 +86,7 @@ def routes(name: str) -> None:
 
 # Below the graph (SmolLM2's 30 layers make it taller than a screen): each a fragment inside ``routes``, so a click
 # on the graph reruns them too, computed once scrolled near (the edge reruns the model from its layer per head).
-@ui.below_fold("flow_edge", height=1570)
+@ui.below_fold("flow_edge", height=1110)
 def edge_section(tm, an: view.Analysis, context: tuple, target: int, default: tuple | None) -> None:
     ui.section(T, "edge", level="subheader")
     with ui.friendly_errors():
@@ -94,7 +94,7 @@ def edge_section(tm, an: view.Analysis, context: tuple, target: int, default: tu
             ui.show_result(view.edge(tm, an, *map(int, picked), target, lang=LANG), side_by_side=True)
 
 
-@ui.below_fold("flow_node", height=620)
+@ui.below_fold("flow_node", height=1020)
 def node_section(tm, an: view.Analysis, context: tuple) -> None:
     ui.section(T, "node", level="subheader")
     with ui.friendly_errors():

@@ -93,18 +93,21 @@ def test_point_labels_lie_on_no_other_label_and_no_marker():
         xy = rng.random((12, 2)) * rng.choice([0.2, 1.0])  # crowded or spread
         names = [f"H{i}" for i in range(len(xy))]
         where = style.label_positions(xy, names, plot, marker_px=marker, origin=True)
-        px = xy / (xy.max(0) / plot)  # what label_positions takes: the span from 0 filling the plot
+        pad = style.PLOT_PAD_PX
+        px = xy / (xy.max(0) / (np.array(plot) - pad))  # the span from 0 filling the plot less the autorange's pad
         r, h = marker / 2, style.LABEL_HEIGHT_PX
         markers = [(x - r, x + r, y - r, y + r) for x, y in px]
         labels = []
         for (x, y), name, w in zip(px, names, where):
             if w is not None:
-                half = style.text_width(name, 12) / 2
-                labels.append((x - half, x + half, *((y + r, y + r + h) if w == "top center" else (y - r - h, y - r))))
+                width = style.text_width(name, 12)
+                side = w.split()[1]
+                x0 = {"center": x - width / 2, "right": x + r, "left": x - r - width}[side]
+                labels.append((x0, x0 + width, *((y + r, y + r + h) if w.startswith("top") else (y - r - h, y - r))))
         overlap = lambda a, b: a[0] < b[1] and b[0] < a[1] and a[2] < b[3] and b[2] < a[3]  # noqa: E731
         assert not any(overlap(a, b) for a in labels for b in markers + labels if a is not b)
-        pad = style.PLOT_PAD_PX
-        assert all(-pad <= label[2] and label[3] <= plot[1] + pad for label in labels)  # none cut at the plot's edge
+        for x0, x1, y0, y1 in labels:  # none cut at the plot's edge
+            assert 0 <= x0 and x1 <= plot[0] and 0 <= y0 and y1 <= plot[1]
         assert sum(w is not None for w in where) >= 1
 
 

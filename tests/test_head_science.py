@@ -196,15 +196,16 @@ def test_notebook_api_returns_the_page_figures():
 
 def test_the_head_maps_labels_do_not_overlap():
     """tiny-gpt's L1 H1 and L2 H2 lie 0.15 apart on a 7-unit axis: their names were drawn one on the other. Close
-    points take turns above and below; a third on the same spot goes unnamed (its hover names it)."""
+    points take turns above, below and beside (a label nowhere with room would go unnamed; its hover names it)."""
     from tx_explorer.viz import head_science as vhs
     from tx_explorer.viz import style
 
     coords = np.array([[-3.4, -1.1], [0.65, 0.36], [0.65, 0.21], [0.65, 0.28], [3.6, 2.9]])
     names = ["L0 H1", "L1 H1", "L2 H2", "L3 H3", "L2 H0"]
     where = style.label_positions(coords, names, vhs.SCATTER_PLOT_PX, marker_px=11)
-    assert where[0] == "top center" and where[4] == "bottom center"  # room around them; the top one's inside the plot
-    assert set(where[1:4]) == {"top center", "bottom center", None}  # three within a label's height of each other
+    # room around them, inside the plot: the leftmost named to its right, the highest below it
+    assert where[0] == "top right" and where[4] == "bottom left"
+    assert where[1:4] == ["top left", "bottom center", "top right"]  # three within a label's height of each other
     fig = vhs.head_scatter(coords, names, np.zeros(5, bool), names, title="", x_title="", y_title="", names=("a", "b"))
     assert list(fig.data[0].text) == [n if w else "" for n, w in zip(names, where)]
     assert list(fig.data[0].textposition) == [w or "top center" for w in where]

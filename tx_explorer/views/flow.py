@@ -171,6 +171,7 @@ def edge(
         title=html.escape(T("title_edge", **where), quote=False),
         x_title=T("axis_head"),
         y_title=T("axis_value"),
+        height=vf.EDGE_HEIGHT,  # beside the views: one height
     )
     scatter = vf.edge_views(
         e.weight,

@@ -142,7 +142,10 @@ def route_graph(
     return fig
 
 
-EDGE_PLOT_PX = (style.COLUMN_PX - 170, 300)  # the views' plot: a column less its axis titles and colour bar
+# The views' plot: half the page less its axis titles and colour bar (264 px measured in Chinese, whose colour bar
+# title is the widest)
+EDGE_PLOT_PX = (style.COLUMN_PX - 200, 300)
+EDGE_HEIGHT = 420  # the views' figure; the per-head bars drawn beside them match it
 
 
 def edge_views(
@@ -181,7 +184,7 @@ def edge_views(
     )
     fig.update_layout(
         title=dict(text=title),
-        height=420,
+        height=EDGE_HEIGHT,
         margin=dict(l=10, r=10, t=40, b=10),
         font=style.FONT,
         xaxis=dict(title=dict(text=x_title), rangemode="tozero"),

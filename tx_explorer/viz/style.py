@@ -125,6 +125,9 @@ def tidy(fig: go.Figure, width_px: float | None = None) -> go.Figure:
 
 LABEL_GAP_PX, LABEL_HEIGHT_PX = 4, 16  # between two point labels; a label's line at the 12 px font
 PLOT_PAD_PX = 8  # Plotly's autorange pads the points' span by about this much each side (markers of 14 px)
+# Tried in order: centred above or below a point; to one side (from the marker's edge on), where the edge of the
+# plot would cut a centred label
+LABEL_PLACES = ("top center", "bottom center", "top right", "bottom right", "top left", "bottom left")
 
 
 def label_positions(
@@ -135,26 +138,31 @@ def label_positions(
     marker_px: float,
     origin: bool = False,
 ) -> list[str | None]:
-    """Where each point's label goes, "top center" or "bottom center", so that no two labels overlap (two heads a
-    few pixels apart had their names drawn one on the other), none lies on a marker and none leaves the plot (a
-    label below a point on the x axis was cut); None where neither side has room: the hover and a table name that
-    point. Points far from the centre are placed first. ``plot_px``: the plot area's size, which the axes' span
-    fills (``origin``: the axes start at 0, as with ``rangemode="tozero"``)."""
+    """Where each point's label goes (a Plotly ``textposition``: above or below, centred or to one side), so that
+    no two labels overlap (two heads a few pixels apart had their names drawn one on the other), none lies on a
+    marker and none leaves the plot (Plotly clips it: a label below a point on the x axis, or centred on a point on
+    the y axis, was cut); None where no place has room: the hover and a table name that point. Points far from the
+    centre are placed first. ``plot_px``: the plot area's size, which the axes' span fills (``origin``: the axes
+    start at 0, as with ``rangemode="tozero"``)."""
     xy = np.asarray(coords, dtype=float)[:, :2]
     lo, hi = xy.min(0), xy.max(0)
     if origin:
         lo, hi = np.minimum(lo, 0.0), np.maximum(hi, 0.0)
-    px = (xy - lo) / (np.maximum(hi - lo, 1e-12) / plot_px)  # (K, 2) points in px, y up
+    low = 0.0 if origin else PLOT_PAD_PX  # an axis from 0 (rangemode "tozero") starts at 0 exactly; else padded
+    inner = np.asarray(plot_px, dtype=float) - low - PLOT_PAD_PX  # the points' span, less the autorange's pads
+    px = low + (xy - lo) / (np.maximum(hi - lo, 1e-12) / inner)  # (K, 2) points in px from the plot's corner, y up
     half_height = LABEL_HEIGHT_PX / 2 + marker_px / 2  # a label's centre sits this far above or below its marker
     r = marker_px / 2  # the markers are taken first: a label over another point hid it (the flow page's H4, H8)
     boxes: list[tuple[float, float, float, float]] = [(x - r, x + r, y - r, y + r) for x, y in px]
     out: list[str | None] = [None] * len(xy)
     for i in np.argsort(-np.hypot(*(px - px.mean(0)).T), kind="stable"):
-        half_width = (text_width(names[i], FONT["size"]) + LABEL_GAP_PX) / 2
-        for where, dy in (("top center", half_height), ("bottom center", -half_height)):
-            x, y = px[i, 0], px[i, 1] + dy
-            box = (x - half_width, x + half_width, y - LABEL_HEIGHT_PX / 2, y + LABEL_HEIGHT_PX / 2)
-            inside = -PLOT_PAD_PX <= box[2] and box[3] <= plot_px[1] + PLOT_PAD_PX
+        width = text_width(names[i], FONT["size"]) + LABEL_GAP_PX
+        for where in LABEL_PLACES:
+            dy = half_height if where.startswith("top") else -half_height
+            x = px[i, 0] + {"center": 0.0, "right": r + width / 2, "left": -r - width / 2}[where.split()[1]]
+            y = px[i, 1] + dy
+            box = (x - width / 2, x + width / 2, y - LABEL_HEIGHT_PX / 2, y + LABEL_HEIGHT_PX / 2)
+            inside = 0 <= box[0] and box[1] <= plot_px[0] and 0 <= box[2] and box[3] <= plot_px[1]
             if inside and all(box[1] <= b[0] or b[1] <= box[0] or box[3] <= b[2] or b[3] <= box[2] for b in boxes):
                 boxes.append(box)
                 out[i] = where
