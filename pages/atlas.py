@@ -83,6 +83,7 @@ def atlas_page(name: str) -> None:
     with ui.friendly_errors():
         tm = on_gpu(name) if ui.device().type == "cuda" else ui.cached_model(name)
         st.caption(ui.architecture_caption(tm) + " · " + T("context", n=tm.max_len))
+        st.markdown(view.dense_maps(tm, lang=LANG))
         ids, window = text_ids(name, tm)
         key = ("atlas", name, hash(tuple(ids)), len(ids), window)
         stats = pooled(key, lambda report: view.compute(tm, ids, window=window, lang=LANG, report=report))
@@ -111,6 +112,7 @@ def atlas_page(name: str) -> None:
 
         if box := ui.lazy_section(T, "needle", key="atlas_open_needle"):
             with box:
+                st.markdown(view.needle_reads(tm, lang=LANG))
                 sentence = st.text_input(T("needle_sentence"), T("needle_default"), max_chars=500, key="atlas_needle")
                 c = st.columns([3, 1, 2])
                 question = c[0].text_input(T("needle_question"), T("question_default"), max_chars=500, key="atlas_q")

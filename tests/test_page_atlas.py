@@ -4,15 +4,24 @@ the view functions' numbers against the analysis."""
 
 from __future__ import annotations
 
+import functools
 import re
+from unittest import mock
 
 import numpy as np
 import pytest
 import torch
+from streamlit.elements.plotly_chart import PlotlySelectionState, PlotlyState
+from streamlit.testing.v1 import local_script_runner
 
 from tests.conftest import assert_clean, open_page, plotly_specs
+from tests.test_url_state import arrive
 from tx_explorer import locales, models
 from tx_explorer.analysis import atlas
+from tx_explorer.analysis.memory import format_bytes
+from tx_explorer.config import PRESETS
+from tx_explorer.families.text import TextModel
+from tx_explorer.modules.transformer import CausalLM
 from tx_explorer.views import atlas as view
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -59,6 +68,7 @@ def test_first_load_reads_the_corpus_and_states_its_facts(page):
     titles = _titles(page)
     assert any(t.startswith("Share of attention on the first token") for t in titles), titles
     assert len(page.dataframe[0].value) == heads  # every head's numbers
+    assert view.dense_maps(tm) in [m.value for m in page.markdown]  # what its maps would take, under its caption
 
 
 def test_a_statistic_and_a_head_switch_and_the_page_speaks_chinese(page):
@@ -140,3 +150,79 @@ def test_chinese_titles_never_leave_a_character_alone_on_a_line(key):
         for width in (style.COLUMN_PX, style.PAGE_PX):
             lines = style.wrap(title, 0.9 * width).split("<br>")
             assert all(len(line) >= 3 and line[0] not in "，。）)" for line in lines[1:]), lines
+
+
+def _fragment_rerun(at):
+    """The run a click or a box inside the page's fragment asks for: that fragment alone. AppTest's own runs are
+    whole-script runs, whose end writes every kept choice to the URL whatever the fragment's rerun would."""
+    (fragment,) = at._fragment_storage._fragments  # the page's one fragment, registered by the run before
+    rerun = functools.partial(local_script_runner.RerunData, fragment_id_queue=[fragment])
+    with mock.patch.object(local_script_runner, "RerunData", rerun):
+        at.run()
+    assert not at.title  # the fragment ran, not the page
+    return at
+
+
+def test_a_head_clicked_in_the_grid_reaches_the_url_and_a_reload_opens_it(tmp_path):
+    """A click on L21 H2 set the boxes to 21/2 while the URL kept the head opened before (18/8)."""
+    keys = ("atlas_layer_tiny-llama", "atlas_head_tiny-llama")
+    at = arrive(tmp_path, "atlas", {"atlas_model": "tiny-llama"})
+    assert_clean(at)
+    assert (at.query_params[keys[0]], at.query_params[keys[1]]) != ("3", "1")
+    # What ui.show_figure receives from the browser's selection: the clicked cell's customdata, [layer, head].
+    points = PlotlySelectionState(points=[{"customdata": [3, 1]}], point_indices=[0], box=[], lasso=[])
+    at.session_state["fig_atlas_grid_first"] = PlotlyState(selection=points)
+    _fragment_rerun(at)
+    assert_clean(at)
+    assert [n.value for n in at.number_input if n.key in keys] == [3, 1]
+    assert (at.query_params[keys[0]], at.query_params[keys[1]]) == ("3", "1")
+    again = arrive(tmp_path, "atlas", dict(at.query_params))  # a reload, or the link shared
+    assert [n.value for n in again.number_input if n.key in keys] == [3, 1]
+
+
+def test_the_prose_about_the_model_is_the_selected_model_s():
+    """Gemma 3 selected, the page still spoke of SmolLM2: its 30 layers × 9 heads at 8 192 tokens (72 GB) and its
+    chat template."""
+    known = {"smollm2-135m-instruct": "72.5 GB", "gemma3-270m": "309 GB"}  # 30 · 9 · 8192² · 4 B, 18 · 4 · 32768² · 4 B
+    names = {*models.available_models("text", kind="causal"), "tiny-llama"}
+    others = {*(n for n, e in models.REGISTRY.items() if e.family in ("text", "moe")), "SmolLM2", "Gemma", "GPT-2"}
+    for name in names:
+        tm = models.load_model(name)
+        cfg = tm.config
+        size = format_bytes(cfg.num_layers * cfg.num_heads * tm.max_len**2 * 4)
+        assert size == known.get(name, size)
+        for lang in locales.LANGUAGES:
+            maps, reads = view.dense_maps(tm, lang=lang), view.needle_reads(tm, lang=lang)
+            assert f"{cfg.num_layers} " in maps and f"{cfg.num_heads} " in maps and f"{tm.max_len}²" in maps, maps
+            assert size in maps and tm.name in maps and tm.name in reads
+            assert reads == locales.text(
+                "atlas", "needle_chat" if tm.chat_template else "needle_plain", lang, model=name
+            )
+            said = (maps + reads).replace(tm.name, "")
+            assert not [o for o in others if o.lower() in said.lower()], said
+    for key, entry in locales.table("atlas").items():  # no sentence names a model or types its numbers
+        for text in entry.values():
+            assert not [o for o in others if o.lower() in text.lower()] and "8 192" not in text, (key, text)
+
+
+def test_local_and_global_layers_say_which_mean_distance_they_report():
+    """The note's reach is the largest mean distance of a single query; the table's mean distance averages a head's
+    queries (over a 512-token window at most 255.5), which "mean distances up to 490" was read as."""
+    torch.manual_seed(0)
+    window, n = 16, 96
+    cfg = PRESETS["tiny-llama"].replace(max_len=n, sliding_window=window, layer_types=("sliding", "full") * 2)
+    tokenizer = models.load_model("tiny-llama").tokenizer
+    tm = TextModel(name="random", model=CausalLM(cfg), tokenizer=tokenizer, kind="causal", max_len=n)
+    for tokens, key in ((n, "note_layer_kinds"), (window, "note_layer_kinds_short")):
+        ids = torch.randint(0, cfg.vocab_size, (tokens,), generator=torch.Generator().manual_seed(1)).tolist()
+        stats = view.compute(tm, ids, window=window)
+        distance = stats.distance.numpy()
+        reach, full_reach = f"{distance[[0, 2]].max():,.0f}", f"{distance[[1, 3]].max():,.0f}"
+        assert stats.per_head("distance").max() < distance.max()  # the table's numbers are not these
+        en, zh = (view.layer_kinds(tm, stats, lang=lang) for lang in ("en", "zh"))
+        assert en.startswith(locales.text("atlas", key, "en").split("{")[0])
+        single = reach if key.endswith("short") else full_reach  # the short note gives the local layers' first
+        assert f"a single query's mean distance reaches {single}" in en
+        assert "table's mean distance is each head's average over all its queries" in en
+        assert f"单个查询的平均距离最大为 {single}" in zh
+        assert "表格中的平均距离是每个头对其全部查询取的平均" in zh

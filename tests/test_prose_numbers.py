@@ -30,8 +30,6 @@ TYPED = {
     # published parameter counts quoted as published; "our count is 214.2M" (1558M, 174.6B) is typed: the sizes
     # page's to format from analysis.params (outside this pass)
     ("model_sizes", "table_notes"): "published counts beside our counts (ours still typed: see the comment)",
-    # 30 layers × 9 heads × 8192² float32 = 72 GB, worked out by hand: the atlas page's to format from its config
-    ("atlas", "intro"): "arithmetic typed into prose (reported to the atlas page's owner)",
     ("common", "model_gemma3-270m"): "the model's published name, Gemma 3 270M, not a count of ours",
     ("vision_transformer", "pooled_token"): "shape notation N×D → 1×D",
     ("vision_transformer", "pooled_avg"): "shape notation N×D → 1×D",

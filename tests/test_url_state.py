@@ -126,16 +126,25 @@ def test_the_table_names_pages_of_the_app_and_keys_of_their_widgets() -> None:
 
 def _in_fragments(source: str) -> tuple[set[str], set[str]]:
     """The strings (an f-string: its text before the first field, then "{") and the declared sections laid out by
-    ``ui.inputs(view.NAME, …)`` inside the page's fragments (``@st.fragment``, ``@ui.below_fold(…)``)."""
+    ``ui.inputs(view.NAME, …)`` inside the page's fragments (``@st.fragment``, ``@ui.below_fold(…)``), and inside the
+    page's functions they call (the atlas's head boxes are drawn by a helper its fragment calls)."""
     strings: set[str] = set()
     sections: set[str] = set()
-    for fn in ast.walk(ast.parse(source)):
-        decorators = [ast.unparse(d) for d in getattr(fn, "decorator_list", ())]
-        if not isinstance(fn, ast.FunctionDef) or not any(
-            d == "st.fragment" or d.startswith("ui.below_fold") for d in decorators
-        ):
+    functions = {fn.name: fn for fn in ast.walk(ast.parse(source)) if isinstance(fn, ast.FunctionDef)}
+    inside = [
+        fn
+        for fn in functions.values()
+        if any(d == "st.fragment" or d.startswith("ui.below_fold") for d in map(ast.unparse, fn.decorator_list))
+    ]
+    seen: set[str] = set()
+    while inside:
+        fn = inside.pop()
+        if fn.name in seen:
             continue
+        seen.add(fn.name)
         for node in ast.walk(fn):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in functions:
+                inside.append(functions[node.func.id])
             if isinstance(node, ast.Constant) and isinstance(node.value, str):
                 strings.add(node.value)
             elif isinstance(node, ast.JoinedStr) and node.values and isinstance(node.values[0], ast.Constant):

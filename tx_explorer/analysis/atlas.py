@@ -6,7 +6,8 @@ computed by our tiled kernel (:func:`~tx_explorer.attention.flash_attention_forw
 rows at a time, which also returns every row's log-sum-exp. A second pass over the same key tiles recomputes
 each tile's weights from it, ``a_ij = exp(s_ij − lse_i)`` (as the kernel's backward does), and reduces them to
 per-query and per-key statistics. At no moment is more than one ``[H, tile, tile]`` block of weights alive, so
-memory grows linearly with the text: at 8 192 tokens SmolLM2's dense maps would be 30 · 9 · 8192² · 4 B = 72 GB.
+memory grows linearly with the text: at 8 192 tokens SmolLM2's dense maps would be 30 · 9 · 8192² · 4 B = 72 GB
+(:func:`dense_bytes`).
 
 Statistics, for query i and key j ≤ i with weights ``a_ij``:
 
@@ -243,6 +244,12 @@ def head_stats(
     )
 
 
+def dense_bytes(tm: TextModel, n: int, *, itemsize: int = 4) -> int:
+    """Bytes the N × N weights of every layer and query head would take at ``n`` tokens (float32 by default): what
+    the atlas never holds."""
+    return tm.config.num_layers * tm.config.num_heads * n * n * itemsize
+
+
 # ---- the text ----------------------------------------------------------------------------------------------------
 def read_upload(data: bytes) -> str:
     """An uploaded ``.txt`` file as text: UTF-8 (a byte-order mark allowed); anything else is refused."""
@@ -351,6 +358,11 @@ class Needle:
 CONTENT = "\x00content\x00"  # stands for the user's message while a chat template is rendered around it
 
 
+def chats(tm: TextModel) -> bool:
+    """Whether ``tm`` reads a prompt as a conversation, through its chat template (an instruction-tuned model)."""
+    return bool(getattr(tm, "chat_template", None))
+
+
 def plant(tm: TextModel, haystack: Sequence[int], needle: str, question: str, answer: str, depth: float) -> Needle:
     """``needle`` inserted at ``depth`` (0 = start, 1 = end) of ``haystack``'s tokens, ``question`` appended.
 
@@ -362,7 +374,7 @@ def plant(tm: TextModel, haystack: Sequence[int], needle: str, question: str, an
         raise InputError("text_empty")
     encode = lambda s: tm.tokenizer.encode(s, add_special_tokens=False).ids  # noqa: E731
     before, after = "", ""
-    if getattr(tm, "chat_template", None):
+    if chats(tm):
         before, after = tm.chat_prompt([{"role": "user", "content": CONTENT}]).split(CONTENT)
     head, planted, asked = encode(before), encode(" " + needle.strip() + " "), encode("\n" + question.strip())
     cut = round(depth * len(haystack))

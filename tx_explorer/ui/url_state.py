@@ -263,10 +263,10 @@ KEPT: dict[str, tuple[Kept | Declared, ...]] = {
     ),
     "atlas": (
         Kept("atlas_model", MODEL),
-        Kept("atlas_source", WORD),
-        Kept("atlas_text", Text(400_000)),
-        Kept("atlas_layer_{atlas_model}", INDEX),
-        Kept("atlas_head_{atlas_model}", INDEX),
+        Kept("atlas_source", WORD, fragment=True),
+        Kept("atlas_text", Text(400_000), fragment=True),
+        Kept("atlas_layer_{atlas_model}", INDEX, fragment=True),  # a click on the grid reruns only the fragment
+        Kept("atlas_head_{atlas_model}", INDEX, fragment=True),
         Kept("atlas_stat", WORD, fragment=True),
     ),
     "circuit": (Kept("circuit_step", INDEX, fragment=True),),

@@ -13,9 +13,10 @@ import torch
 
 from tx_explorer.analysis import atlas
 from tx_explorer.analysis.heads import head_labels
+from tx_explorer.analysis.memory import format_bytes
 from tx_explorer.errors import InputError
 from tx_explorer.families.text import TextModel
-from tx_explorer.views import Panel, texts
+from tx_explorer.views import Panel, model_facts, texts
 from tx_explorer.viz import atlas as va
 
 PAGE = "atlas"
@@ -59,6 +60,16 @@ def _reporter(report: Report | None, layers: int, n: int, lang: str) -> atlas.Pr
     return lambda layer, rows: report(
         (layer * n + rows) / (layers * n), T("progress", layer=layer, last=layers - 1, done=rows, total=n)
     )
+
+
+def dense_maps(tm: TextModel, *, lang: str = "en") -> str:
+    """What every N × N map of ``tm`` at its full context would take: the memory the atlas does without."""
+    return model_facts.say(PAGE, "dense_maps", tm, lang, size=format_bytes(atlas.dense_bytes(tm, tm.max_len)))
+
+
+def needle_reads(tm: TextModel, *, lang: str = "en") -> str:
+    """How ``tm`` reads the planted text and the question: as one user message of its chat template, or plainly."""
+    return model_facts.say(PAGE, "needle_chat" if atlas.chats(tm) else "needle_plain", tm, lang)
 
 
 def compute(
