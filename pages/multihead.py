@@ -120,7 +120,7 @@ with ui.friendly_errors():
     if (sinks := view.learned_sinks(tm, data, view.kv_groups(tm), lang=LANG)) is not None:
         st.info(sinks.note)
         ui.show(sinks.panel)
-    shown = view.shown(data, hide_special)
+    shown = view.shown(data, hide_special, causal=tm.kind == "causal")
     if shown.no_special:
         st.caption(T("no_special"))
     ui.heads.apply_asked()  # a click on a head's cell (grid, heatmaps) opens it: view, layer and head

@@ -67,8 +67,9 @@ def test_cell_numbers_are_written_only_where_they_fit_their_cells_legibly():
     assert q.texttemplate is None and q.text is None
     small = charts.signed_heatmap(rng.standard_normal((4, 8))).data[0]
     assert small.texttemplate == "%{text}" and len(small.text[0][0]) <= 5
-    weights = heatmap.heatmap(rng.random((16, 16))).data[0]  # "0.12": four characters still fit
+    weights = heatmap.heatmap(rng.random((12, 12))).data[0]  # "0.12" in a twelfth of a column: 9 px
     assert weights.texttemplate == "%{text}"
+    assert heatmap.heatmap(rng.random((16, 16))).data[0].texttemplate is None  # a sixteenth: Plotly's 7 px
     assert heatmap.heatmap(rng.random((2, 16)) - 0.5, show_values=True).data[0].text is not None  # asked: kept
 
 

@@ -82,7 +82,7 @@ def test_multihead_heads_and_inspector(multihead) -> None:
     assert_clean(multihead)
     assert len(multihead.table) == 1  # the four matrix multiplications
     check = next(m.value for m in multihead.markdown if "checked (§2.4)" in m.value)  # k = x·W_K, v = x·W_V
-    assert "float32 rounding" in check and "Query heads 0, 1, 2 all read these rows" in check  # SmolLM2's group 0
+    assert "float32 rounding" in check and "Query heads 0, 1, 2 all read these columns" in check  # SmolLM2's group 0
     dims = [s["layout"]["xaxis"] for s in plotly_specs(multihead) if "d0" in s["layout"]["xaxis"].get("ticktext", [])]
     assert len(dims) == 4 and all(x["ticktext"][:2] == ["d0", "d4"] for x in dims)  # 64 dims, every 4th: no overlap
     multihead.segmented_control(key="mh_view").set_value("grid").run()

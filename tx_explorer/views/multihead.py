@@ -64,14 +64,16 @@ class Shown:
     head_names: list[str]  # "L0 H0", … one per (layer, head), row-major
     no_special: bool  # hiding was asked for but the text has no special token
     ids: list[int]  # the kept tokens' ids
+    causal: bool = False  # a causal model's: no query sees a key after it
 
     @property
     def flat(self) -> np.ndarray:
         return self.maps.reshape(-1, *self.maps.shape[-2:])  # (L·H, n, n)
 
 
-def shown(data: heads.TextAttention, hide_special: bool = False) -> Shown:
-    """Keep every token, or drop the special ones ([CLS], [SEP], <|endoftext|>) from rows and columns."""
+def shown(data: heads.TextAttention, hide_special: bool = False, *, causal: bool = False) -> Shown:
+    """Keep every token, or drop the special ones ([CLS], [SEP], <|endoftext|>) from rows and columns; ``causal``:
+    the maps are a causal model's."""
     keep = [not s for s in data.special] if hide_special and any(data.special) else [True] * len(data.tokens)
     layers, num_heads = data.maps.shape[:2]
     return Shown(
@@ -81,6 +83,7 @@ def shown(data: heads.TextAttention, hide_special: bool = False) -> Shown:
         heads.head_labels(layers, num_heads),
         hide_special and not any(data.special),
         [i for i, k in zip(data.ids, keep) if k],
+        causal,
     )
 
 
@@ -257,15 +260,20 @@ class Search:
 
 
 def _ranked(
-    key: str, values: np.ndarray, title: str, s: Shown, groups: Sequence[int] | None, lang: str
+    key: str, values: np.ndarray, title: str, s: Shown, groups: Sequence[int] | None, lang: str, skip_first: bool
 ) -> tuple[list[Panel], dict[str, list], list[tuple[int, int]]]:
+    """``skip_first``: the best heads' maps drawn as the ranking read them, rows renormalised without the first
+    token (the raw map of a head ranked on 0.70 showed 1.00 on the sink and 0.00 on the key it was ranked for)."""
     T, hover_names = texts(PAGE, lang), names(s, groups, lang=lang)
     ranked = heads.top_heads(values)
     best = [(layer, head) for layer, head, _ in ranked[:TOP]]
     panels = [_heatmap(key, values, title, hover_names, lang)]
     num_heads = s.maps.shape[1]
     for r, (layer, head) in enumerate(best):
-        small = _small(f"{key}_top{r}", s.maps[layer, head], s.labels, s.head_names[layer * num_heads + head], lang)
+        m, name = s.maps[layer, head], s.head_names[layer * num_heads + head]
+        if skip_first:
+            m, name = heads.without_first(m), name + T("skip_title")
+        small = _small(f"{key}_top{r}", m, s.labels, name, lang, causal=s.causal)
         small.figure.update_traces(showscale=False)  # three maps a row: their one scale, 0…1, is the ranking's
         panels.append(small)
     rows = ranked[:TABLE_ROWS]
@@ -292,7 +300,7 @@ def search_pair(
     T, labels = texts(PAGE, lang), safe_labels(s.labels)
     weights = heads.query_key_weights(s.maps, query, key, skip_first=skip_first, causal=causal)  # (L, H)
     title = T("pair_title", q=f"{query}: {labels[query]}", k=f"{key}: {labels[key]}")
-    panels, table, best = _ranked("mh_rank", weights, title, s, groups, lang)
+    panels, table, best = _ranked("mh_rank", weights, title, s, groups, lang, skip_first)
     (layer, head), top = best[0], float(weights[best[0]])
     notes = [T("pair_best", layer=layer, head=head, weight=top, q=query, k=key)]
     if skip_first:
@@ -316,7 +324,8 @@ def search_pattern(
     if np.isnan(scores).all():  # no query has such a key: no token repeats
         return Search((), (T("pattern_none", pattern=T(f"metric_{pattern}")),), None, [])
     title = T("pattern_title", pattern=T(f"metric_{pattern}"))
-    panels, table, best = _ranked("mh_rank", scores, title, s, groups, lang)
+    # the first token's share is scored raw (pattern_scores), so its heads' maps are drawn raw too
+    panels, table, best = _ranked("mh_rank", scores, title, s, groups, lang, skip_first and pattern != "first")
     (layer, head), top = best[0], float(scores[best[0]])
     notes = [T("pattern_best", pattern=T(f"metric_{pattern}"), layer=layer, head=head, score=top)]
     if queries is not None:
@@ -348,7 +357,7 @@ def text_picture(
     which = ", ".join(f"L{layer} H{head}" for layer, head in best)
     title = T(f"text_{direction}_title", token=f"{token}: {labels[token]}", heads=which)
     if skip_first:
-        title += T("text_skip_title")
+        title += T("skip_title")
     hover = [T("text_hover", i=i, token=t, weight=w) for i, (t, w) in enumerate(zip(labels, weights))]
     return Panel("mh_text", vh.token_text(s.labels, weights, picked=token, title=title, hover=hover), weights)
 
@@ -359,7 +368,13 @@ def similarity(dist: np.ndarray, s: Shown, *, lang: str = "en") -> Panel:
     return Panel("mh_similarity", vh.similarity_matrix(dist, s.head_names, title=title, words=_words(lang)), dist)
 
 
-def _small(key: str, m: np.ndarray, labels: list[str], title: str, lang: str, signed: bool = False) -> Panel:
+def _small(
+    key: str, m: np.ndarray, labels: list[str], title: str, lang: str, signed: bool = False, causal: bool = False
+) -> Panel:
+    """A map a third or half of the page wide; ``causal``: the keys after each query drawn as gaps, masked, where
+    they were written as weights of 0.00."""
+    if causal:
+        m = np.where(np.tri(*m.shape, dtype=bool), m, np.nan)
     fig = vh.attention_map(
         m, labels, labels, title=title, signed=signed, max_side=SMALL_SIDE, words=_words(lang), **axes(lang)
     )
@@ -375,9 +390,9 @@ def pair(s: Shown, a: int, b: int, *, lang: str = "en") -> tuple[Panel, Panel, P
     T, n = texts(PAGE, lang), s.head_names
     diff = s.flat[a] - s.flat[b]
     return (
-        _small("mh_pair_a", s.flat[a], s.labels, n[a], lang),
-        _small("mh_pair_b", s.flat[b], s.labels, n[b], lang),
-        _small("mh_pair_diff", diff, s.labels, T("difference", a=n[a], b=n[b]), lang, signed=True),
+        _small("mh_pair_a", s.flat[a], s.labels, n[a], lang, causal=s.causal),
+        _small("mh_pair_b", s.flat[b], s.labels, n[b], lang, causal=s.causal),
+        _small("mh_pair_diff", diff, s.labels, T("difference", a=n[a], b=n[b]), lang, signed=True, causal=s.causal),
     )
 
 
@@ -385,10 +400,10 @@ def same_head(
     s: Shown, other: heads.TextAttention, pick: int, hide_special: bool = False, *, lang: str = "en"
 ) -> tuple[Panel, Panel]:
     """One head (flat index) on the page's text and on another text."""
-    T, s2 = texts(PAGE, lang), shown(other, hide_special)
+    T, s2 = texts(PAGE, lang), shown(other, hide_special, causal=s.causal)
     return (
-        _small("mh_same_1", s.flat[pick], s.labels, T("sentence_1"), lang),
-        _small("mh_same_2", s2.flat[pick], s2.labels, T("sentence_2"), lang),
+        _small("mh_same_1", s.flat[pick], s.labels, T("sentence_1"), lang, causal=s.causal),
+        _small("mh_same_2", s2.flat[pick], s2.labels, T("sentence_2"), lang, causal=s2.causal),
     )
 
 
@@ -415,14 +430,18 @@ def inspector(
     scores = np.where(np.isfinite(qk.scores), qk.scores, np.nan)
     title = T("scores_title", token=safe_labels(tokens)[query])
     # Half the page beside the keys' labels and a colour bar: ~400 px of plot, where "d63" upright takes ~25 px.
-    kw = {"x_title": T("dims"), "y_title": T("key"), "x_ticks": QK_X_TICKS}
-    q_out = np.vstack([qk.q, qk.out])
+    kw = {"x_title": T("dims"), "y_title": T("keys_rows"), "x_ticks": QK_X_TICKS}
     check = heads.projection_text(tm, text, layer, head)
+    # nn.Linear stores the fused weight as [out, in]; the table writes it as x·W multiplies it, [in, out]: the
+    # check's rows of the stored tensor are the table's columns
+    stored = list(tm.attention_module(layer).qkv.weight.shape)
     projection = (
         T(
             "projection_holds" if check.holds else "projection_differs",
-            k_rows=f"{check.k_rows[0]}–{check.k_rows[1] - 1}",
-            v_rows=f"{check.v_rows[0]}–{check.v_rows[1] - 1}",
+            k_cols=f"{check.k_rows[0]}–{check.k_rows[1] - 1}",
+            v_cols=f"{check.v_rows[0]}–{check.v_rows[1] - 1}",
+            shape=stored[::-1],
+            stored=stored,
             g=check.kv_head,
             k_diff=f"{check.k_diff:.1e}",
             v_diff=f"{check.v_diff:.1e}",
@@ -439,25 +458,22 @@ def inspector(
     )
     return Inspector(
         {T("step"): [T(f"step_{s}") for s, _ in qk.shapes], T("shape"): [d for _, d in qk.shapes]},
-        Panel("qk_scores", charts.bars(keys, {T("scores"): scores}, title=title, x_title=T("key")), qk.scores),
+        Panel("qk_scores", charts.bars(keys, {T("scores"): scores}, title=title, x_title=T("keys")), qk.scores),
         Panel(
             "qk_weights",
-            charts.bars(keys, {T("weights"): qk.weights}, title=T("weights_title"), x_title=T("key")),
+            charts.bars(keys, {T("weights"): qk.weights}, title=T("weights_title"), x_title=T("keys")),
             qk.weights,
         ),
         Panel(
             "qk_q",
-            charts.signed_heatmap(
-                q_out,
-                [T("q_row"), T("y_row")],
+            vh.vector_rows(
+                {T("q_row"): qk.q, T("y_row"): qk.out},
                 dims,
                 title=T("q_title"),
                 x_title=T("dims"),
-                y_title="",
-                height=260,
                 x_ticks=QK_X_TICKS,
             ),
-            q_out,
+            np.vstack([qk.q, qk.out]),
         ),
         Panel("qk_k", charts.signed_heatmap(qk.k, keys, dims, title=T("k_title", g=qk.kv_head), **kw), qk.k),
         Panel("qk_v", charts.signed_heatmap(qk.v, keys, dims, title=T("v_title", g=qk.kv_head), **kw), qk.v),

@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 
 from tx_explorer.viz import style
 from tx_explorer.viz.charts import signed_heatmap
-from tx_explorer.viz.heatmap import heatmap, mosaic
+from tx_explorer.viz.heatmap import X_TICKS, heatmap, mosaic
 from tx_explorer.viz.style import safe_labels
 
 WORDS = {  # every visible word; a page passes its translations (``fig_<key>`` in common.json)
@@ -371,4 +371,33 @@ def similarity_matrix(
         zmin=0.0,
         zmax=1.0,
         show_values=len(labels) <= 16,
+    )
+
+
+ROW_GAP = 0.12  # between the rows of :func:`vector_rows`, a share of the plot's height
+
+
+def vector_rows(
+    rows: Mapping[str, np.ndarray],
+    col_labels: Sequence[str],
+    *,
+    title: str,
+    x_title: str,
+    x_ticks: int = X_TICKS,
+    height: int = 300,
+) -> go.Figure:
+    """Vectors of one length (``{row name: [C]}``) as one-row heatmaps stacked over one x axis, each on its own
+    diverging scale with its own colour bar beside it: a query of about ±4 and the head's output of about ±0.03 on
+    one scale drew the output white."""
+    fig, share = go.Figure(), (1 - ROW_GAP * (len(rows) - 1)) / len(rows)  # a row's part of the plot's height
+    for r, (name, values) in enumerate(rows.items()):
+        one = np.asarray(values)[None]
+        part = signed_heatmap(one, [name], col_labels, title=title, x_title=x_title, y_title="", x_ticks=x_ticks)
+        top, axis = 1 - r * (share + ROW_GAP), r + 1 if r else ""  # Plotly's y axes: "y", "y2", …
+        bar = dict(y=top - share / 2, len=share, yanchor="middle")
+        fig.add_trace(part.data[0].update(yaxis=f"y{axis}", colorbar=bar))
+        fig.layout[f"yaxis{axis}"] = part.layout.yaxis.update(domain=[max(0.0, top - share), top], anchor="x")
+    part.layout.xaxis.anchor = f"y{axis}"  # one x axis, its labels and title under the last row
+    return fig.update_layout(
+        title=part.layout.title, xaxis=part.layout.xaxis, height=height, margin=part.layout.margin, font=style.FONT
     )

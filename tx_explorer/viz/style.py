@@ -1,6 +1,7 @@
 """One visual language for every figure: colour scales, axis conventions, safe labels, legend and title layout."""
 
 import html
+import math
 import re
 from collections.abc import Sequence
 
@@ -50,9 +51,10 @@ CELL_FONT_PX = 8  # Plotly shrinks a heatmap cell's number to fit its cell; smal
 
 
 def numbers_fit(text: np.ndarray, cell_px: float) -> bool:
-    """Whether the longest of a heatmap's cell numbers fits a cell ``cell_px`` wide at :data:`CELL_FONT_PX`."""
+    """Whether a heatmap's cell numbers are drawn at :data:`CELL_FONT_PX` or more in cells ``cell_px`` wide: Plotly
+    sizes them all as ⌊cell / (0.65 × the longest's characters)⌋ (plotly.js heatmap/plot.js: LINE_SPACING / 2)."""
     longest = max((len(str(t)) for t in np.asarray(text).flat), default=0)
-    return cell_px >= text_width("0" * longest, CELL_FONT_PX)
+    return longest == 0 or math.floor(cell_px / (0.65 * longest)) >= CELL_FONT_PX
 
 
 def _unreadable_numbers_dropped(fig: go.Figure, width_px: float) -> None:
@@ -137,13 +139,14 @@ def label_positions(
     *,
     marker_px: float,
     origin: bool = False,
+    limit: int | None = None,
 ) -> list[str | None]:
     """Where each point's label goes (a Plotly ``textposition``: above or below, centred or to one side), so that
     no two labels overlap (two heads a few pixels apart had their names drawn one on the other), none lies on a
     marker and none leaves the plot (Plotly clips it: a label below a point on the x axis, or centred on a point on
     the y axis, was cut); None where no place has room: the hover and a table name that point. Points far from the
-    centre are placed first. ``plot_px``: the plot area's size, which the axes' span fills (``origin``: the axes
-    start at 0, as with ``rangemode="tozero"``)."""
+    centre are placed first, ``limit`` of them at most. ``plot_px``: the plot area's size, which the axes' span fills
+    (``origin``: the axes start at 0, as with ``rangemode="tozero"``)."""
     xy = np.asarray(coords, dtype=float)[:, :2]
     lo, hi = xy.min(0), xy.max(0)
     if origin:
@@ -156,6 +159,8 @@ def label_positions(
     boxes: list[tuple[float, float, float, float]] = [(x - r, x + r, y - r, y + r) for x, y in px]
     out: list[str | None] = [None] * len(xy)
     for i in np.argsort(-np.hypot(*(px - px.mean(0)).T), kind="stable"):
+        if limit is not None and sum(w is not None for w in out) >= limit:
+            break
         width = text_width(names[i], FONT["size"]) + LABEL_GAP_PX
         for where in LABEL_PLACES:
             dy = half_height if where.startswith("top") else -half_height
