@@ -265,6 +265,8 @@ def attribution(tm: TextModel, text: str, *, lang: str = "en") -> Result:
     ids, cut = _encode(tm, text, lang)
     r = hs.attribution(tm, ids)
     methods = {m: T(f"method_{m}") for m in hs.ATTRIBUTION_METHODS}
+    if not r.converged:  # its bars and faithfulness stay, named for what they are
+        methods["integrated_gradients"] = T("not_converged", method=methods["integrated_gradients"])
     target = html.escape(r.target, quote=False) if tm.kind == "causal" else T("target_encoder")  # Plotly markup
     bars = vhs.attribution_bars(
         {methods[m]: s for m, s in r.scores.items()},
@@ -284,7 +286,27 @@ def attribution(tm: TextModel, text: str, *, lang: str = "en") -> Result:
         T("col_method"): [*methods.values(), T("method_random")],
         T("col_auc"): [*(round(r.faithfulness[m], 4) for m in methods), round(r.random_auc, 4)],
     }
-    note = T("completeness", gap=f"{r.completeness_gap:.2e}", fx=f"{r.f_input:.4f}", f0=f"{r.f_baseline:.4f}")
     data = {"scores": np.stack(list(r.scores.values())), "deletion": np.stack(list(r.deletion.values()))}
     panels = (Panel("hs_attribution", bars, data["scores"]), Panel("hs_deletion", curves, data))
-    return Result(panels, (*cut, note), table)
+    return Result(panels, (*cut, completeness_verdict(r, lang=lang)), table)
+
+
+def completeness_verdict(r: hs.Attribution, *, lang: str = "en") -> str:
+    """Whether integrated gradients converged: the path's pieces' completeness errors against
+    :data:`~tx_explorer.analysis.head_science.IG_TOLERANCE` of |f(x) − f(0)|, with the worst piece where not."""
+    error, change = float(r.piece_errors.sum()), abs(r.f_input - r.f_baseline)
+    worst = int(np.argmax(r.piece_errors))
+    return texts(PAGE, lang)(
+        "ig_converged" if r.converged else "ig_not_converged",
+        gradients=r.gradients,
+        pieces=len(r.piece_errors),
+        error=f"{error:.2e}",
+        ratio=f"{error / change:.0%}" if change else "∞",
+        tolerance=f"{hs.IG_TOLERANCE:.0%}",
+        a=f"{r.path[worst]:.4g}",
+        b=f"{r.path[worst + 1]:.4g}",
+        worst=f"{r.piece_errors[worst]:.2e}",
+        gap=f"{r.completeness_gap:.2e}",
+        fx=f"{r.f_input:.4f}",
+        f0=f"{r.f_baseline:.4f}",
+    )

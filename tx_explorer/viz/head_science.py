@@ -3,12 +3,13 @@ logit-lens maps with top-5 hovers, per-head score bars, the 2-D map of heads, at
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 import plotly.graph_objects as go
 
-from tx_explorer.viz import charts, style
+from tx_explorer.viz import charts, margins, style
 
 
 def layer_head_map(values: np.ndarray, *, title: str, x_title: str, y_title: str, clickable: bool = False) -> go.Figure:
@@ -38,6 +39,10 @@ def layer_head_map(values: np.ndarray, *, title: str, x_title: str, y_title: str
     return fig
 
 
+ROW_PX, FRAME_PX = 26, 160  # a position map's row where its height allows (900 px at most); its title and axes
+ROW_LABEL_PX = 20  # the least room a row's label needs: the logit lens's 60 rows at 12 px had 中文 labels touching
+
+
 def position_map(
     values: np.ndarray,
     rows: Sequence[str],
@@ -49,7 +54,8 @@ def position_map(
     hover: np.ndarray | None = None,
     signed: bool = True,
 ) -> go.Figure:
-    """A ``[R, N]`` map over token positions (columns "i: token"); ``hover`` ``[R, N]`` adds a line per cell."""
+    """A ``[R, N]`` map over token positions (columns "i: token"); ``hover`` ``[R, N]`` adds a line per cell. Rows
+    too many to label each (:data:`ROW_LABEL_PX`) are labelled every second or more; the hover names each."""
     z = np.asarray(values, dtype=np.float64)
     cols = [f"{i}: {t}" for i, t in enumerate(style.safe_labels(tokens))]
     limit = float(np.abs(z[np.isfinite(z)]).max()) if np.isfinite(z).any() and np.abs(z).max() > 0 else 1.0
@@ -60,14 +66,17 @@ def position_map(
         z=z,
         x=list(range(len(cols))),
         y=list(range(len(rows))),
+        text=[[f"{row}, {col}" for col in cols] for row in rows],  # every cell named, labelled row or not
         customdata=custom,
-        hovertemplate="%{y}, %{x}<br>%{z:.3f}%{customdata}<extra></extra>",
+        hovertemplate="%{text}<br>%{z:.3f}%{customdata}<extra></extra>",
         **(scale or dict(colorscale=style.WEIGHTS)),
     )
     ticks = dict(tickmode="array", tickvals=list(range(len(cols))), ticktext=cols)
+    height = max(280, min(900, ROW_PX * len(rows) + FRAME_PX))
+    step = math.ceil(ROW_LABEL_PX * len(rows) / (height - FRAME_PX))  # every row, unless they would touch
     layout = dict(
         title=dict(text=title),
-        height=max(280, min(900, 26 * len(rows) + 160)),
+        height=height,
         margin=dict(l=10, r=10, t=40, b=10),
         font=style.FONT,
         xaxis=dict(title=dict(text=x_title), **ticks),
@@ -75,8 +84,8 @@ def position_map(
             title=dict(text=y_title),
             autorange="reversed",
             tickmode="array",
-            tickvals=list(range(len(rows))),
-            ticktext=list(rows),
+            tickvals=list(range(len(rows)))[::step],
+            ticktext=list(rows)[::step],
         ),
     )
     return go.Figure(trace, layout=layout)
@@ -91,17 +100,29 @@ def score_bars(
     y_title: str,
     flagged: np.ndarray | None = None,
 ) -> go.Figure:
-    """One bar per head (``values`` ``[L, H]`` flattened layer by layer); ``flagged`` heads drawn in red."""
+    """One bar per head (``values`` ``[L, H]`` flattened layer by layer), each named on hover; ``flagged`` heads
+    drawn in red. Where the page gives a bar less than a label's line, only each layer's first head is named under
+    the axis (SmolLM2's 270 names were a smear)."""
     flat = np.asarray(values, dtype=float).ravel()
     colors = [
         "#d62728" if f else "#1f77b4" for f in (np.zeros_like(flat, bool) if flagged is None else flagged.ravel())
     ]
     fig = charts.bars(head_names, {y_title: flat}, title=title, x_title=x_title, y_title=y_title)
-    fig.update_traces(marker_color=colors, showlegend=False)
+    fig.update_traces(
+        marker_color=colors,
+        showlegend=False,
+        customdata=list(head_names),
+        hovertemplate="%{customdata}: %{y:.3f}<extra></extra>",
+    )
+    if style.PAGE_PX / len(flat) < style.LABEL_HEIGHT_PX:  # Plotly turns crowded labels upright: a line each
+        heads = np.shape(values)[-1]
+        axis = fig.layout.xaxis
+        fig.update_xaxes(tickvals=axis.tickvals[::heads], ticktext=axis.ticktext[::heads])
     return fig
 
 
-SCATTER_PLOT_PX = (820, 350)  # about the map's plot area, full page width: its labels' room in data units
+SCATTER_PLOT_PX = (820, 350)  # the map's plot area at the page's width (its height set to it): its labels' room
+SCATTER_LABELS = 30  # heads named at most, those farthest out: SmolLM2's 270 buried the map (the hover names all)
 
 
 def head_scatter(
@@ -115,10 +136,16 @@ def head_scatter(
     y_title: str,
     names: tuple[str, str],
 ) -> go.Figure:
-    """All heads on two axes (principal components of their scores); sinks and the rest as two traces, each head
-    named beside its point where the name has room (:func:`~tx_explorer.viz.style.label_positions`)."""
+    """All heads on two axes (principal components of their scores); sinks and the rest as two traces, the
+    :data:`SCATTER_LABELS` heads farthest out named beside their points where the name has room
+    (:func:`~tx_explorer.viz.style.label_positions`). The plot is drawn :data:`SCATTER_PLOT_PX` tall and the axes
+    span what that placement assumed: Plotly's autorange also made room for the names' text, which shrank SmolLM2's
+    points (its x axis ran 0.6 past the leftmost) and drew names on their neighbours."""
     flags = np.asarray(sinks).ravel()
-    where = style.label_positions(coords, head_names, SCATTER_PLOT_PX, marker_px=11)
+    where = style.label_positions(coords, head_names, SCATTER_PLOT_PX, marker_px=11, limit=SCATTER_LABELS)
+    xy = np.asarray(coords, dtype=float)[:, :2]
+    lo, hi = xy.min(0), xy.max(0)
+    pad = style.PLOT_PAD_PX * np.maximum(hi - lo, 1e-12) / (np.asarray(SCATTER_PLOT_PX) - 2 * style.PLOT_PAD_PX)
     fig = go.Figure()
     for chosen, name, symbol in ((~flags, names[0], "circle"), (flags, names[1], "x")):
         idx = np.nonzero(chosen)[0]
@@ -137,13 +164,14 @@ def head_scatter(
         )
     fig.update_layout(
         title=title,
-        height=460,
         margin=dict(l=10, r=10, t=40, b=10),
         font=style.FONT,
-        xaxis_title=x_title,
-        yaxis_title=y_title,
-        legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0),
+        xaxis=dict(title=dict(text=x_title), range=[lo[0] - pad[0], hi[0] + pad[0]]),
+        yaxis=dict(title=dict(text=y_title), range=[lo[1] - pad[1], hi[1] + pad[1]]),
+        legend=style.LEGEND,
     )
+    margin = margins.fit(fig, (style.COLUMN_PX, style.PAGE_PX)).layout.margin  # those the page draws it with
+    fig.update_layout(height=SCATTER_PLOT_PX[1] + margin.t + margin.b)
     return fig
 
 
