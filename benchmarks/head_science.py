@@ -47,7 +47,7 @@ def views(tm: TextModel, ids: list[int]) -> dict[str, Callable[[], object]]:
         "patching (residual + heads)": lambda: hs.activation_patching(tm, ids, ids[:half] + ids[half:][::-1]),
         "logit lens": lambda: hs.logit_lens(tm, ids),
         "taxonomy": lambda: hs.taxonomy(tm, ids),
-        "attribution (IG 16 steps + deletion)": lambda: hs.attribution(tm, ids),
+        "attribution (IG, up to 20 gradients, + deletion)": lambda: hs.attribution(tm, ids),
     }
 
 
