@@ -76,7 +76,7 @@ def typed_section(bundle: view.MoEBundle) -> None:
 
 def show_statistics(stats: view.Statistics, *beside: view.Panel) -> None:
     """A routing statistics table per layer, its caption, the load map (``beside`` it: more panels), the entropies."""
-    st.dataframe(pd.DataFrame(stats.stats, index=stats.layers).style.format("{:.3f}"))
+    st.table(pd.DataFrame(stats.stats, index=stats.layers).style.format("{:.3f}"))  # a grid hid its last columns
     st.caption(stats.caption)
     ui.row(stats.load, *beside)
     ui.show(stats.entropy)

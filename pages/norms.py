@@ -49,7 +49,7 @@ def depth_section(res: view.Results) -> None:
         profiles, numbers = view.depth(res, picked, quantity, lang=LANG)
         ui.show(profiles)
         st.caption(numbers)
-    st.markdown(T("depth_note"))
+    st.markdown(view.depth_note(res, lang=LANG))
     one = st.selectbox(
         T("layer_step_variant"), res.names, index=res.names.index(deep[0]), format_func=partial(res.label, lang=LANG)
     )

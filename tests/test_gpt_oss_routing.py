@@ -64,7 +64,8 @@ def test_the_view_gives_every_layers_statistics_of_a_gpt_oss_folder(folders):  #
     tokens = min(view.CHECKPOINT_TOKENS, tm.max_len)
     assert len(shown.tables) == LAYERS and all(t.chosen.shape == (1, tokens, K) for t in shown.tables)
     stats = shown.statistics
-    assert stats.layers == ["layer 0", "layer 1"] and "drop rate at this factor" not in stats.stats  # no capacity
+    assert stats.layers == ["layer\u00a00", "layer\u00a01"]  # a no-break space: one line in the table
+    assert "drop rate at this factor" not in stats.stats  # no capacity
     for name, values in stats.stats.items():
         assert len(values) == LAYERS and all(math.isfinite(v) for v in values), name
     loads = stats.load.data  # (L, E) assignments
@@ -81,7 +82,7 @@ def test_the_view_gives_every_layers_statistics_of_a_gpt_oss_folder(folders):  #
     cooc = view.cooccurrence(shown.tables[0], view.CHECKPOINT_KEY)
     assert cooc.key == "moe_ckpt_cooc" and cooc.data.sum() == tokens and cooc.data.trace() == 0
     zh = view.checkpoint(tm, "The router sends each token to two of four experts.", lang="zh")
-    assert "不丢弃" in zh.about and zh.statistics.layers == ["第 0 层", "第 1 层"]
+    assert "不丢弃" in zh.about and zh.statistics.layers == ["第\u00a00\u00a0层", "第\u00a01\u00a0层"]
 
 
 def test_a_typed_text_longer_than_the_context_is_cut_and_said(folders):  # noqa: F811
@@ -109,7 +110,7 @@ def test_the_page_shows_the_routing_statistics_of_a_gpt_oss_folder(folders, root
     assert any("No capacity factor" in t and f"k = {K} per token" in t for t in texts), texts
     none = locales.text("moe", "ckpt_none")
     assert any(i.value == none for i in at.info)  # the temporary hub cache holds no checkpoint with experts
-    table = at.dataframe[-1].value
+    table = at.table[-1].value
     assert len(table) == LAYERS and "drop rate at this factor" not in table.columns
     assert "per-token router entropy (nats)" in table.columns and "k-sets of neighbours overlap" in table.columns
     titles = [s["layout"]["title"]["text"] for s in plotly_specs(at)]
@@ -145,4 +146,4 @@ def test_odd_text_in_the_sections_box_is_routed_or_cut_and_never_rendered(folder
         shown = [m.value for m in at.markdown]
         assert any(says in m for m in shown), (text[:20], shown)
         assert not any(bad in m for m in shown for bad in ("<script", "<b>bold", ":red[red]"))
-        assert len(at.dataframe[-1].value) == LAYERS
+        assert len(at.table[-1].value) == LAYERS

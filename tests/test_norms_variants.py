@@ -401,6 +401,25 @@ def test_the_parameter_claims_difference_is_the_two_counts_difference(lang):
     assert shown in row[T("verdict")], row[T("verdict")]
 
 
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_depth_note_measures_each_deep_runs_spread_from_the_captions_numbers(lang):
+    """The note says how far each deep run's trained gradient norm moves from the first block to the last, and
+    which way: the ratio of the caption's two numbers (to their rounding), not a typed "Pre-LN stays even"."""
+    from tx_explorer.views import norms as view
+    from tx_explorer.views import texts
+
+    T, res = texts("norms", lang), variants_family.load_results()
+    deep = ["deep-post-ln", "deep-pre-ln"]
+    note, caption = view.depth_note(res, lang=lang), view.depth(res, deep, lang=lang)[1]
+    assert "stays even" not in note and "保持均衡" not in note
+    for name, direction in zip(deep, ("depth_rises", "depth_falls")):
+        label = res.label(name, lang)
+        first, last = map(float, caption.split(f"{label}: ")[1].split(" · ")[0].rstrip("。.").split(" → "))
+        shown = note.split(f"{label}{' ' if lang == 'en' else ''}{T(direction)} ")[1].split("×")[0]
+        assert float(shown.replace(",", "")) == pytest.approx(max(first, last) / min(first, last), rel=0.05)
+    assert "across 16 blocks" in note if lang == "en" else "16 个 block 间" in note
+
+
 def test_a_tampered_results_file_is_rejected(tmp_path):
     copy = tmp_path / "variants"
     shutil.copytree(variants_family.BUNDLE, copy)

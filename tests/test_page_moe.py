@@ -61,7 +61,7 @@ def test_first_load_shows_charts_and_the_capacity_slider_recomputes_drops():
     assert "total parameters" in _trace_names(at)
     if not HAVE_MODEL:
         return
-    assert len(specs) == 4 and not at.dataframe  # cost, loss curves, tokens, gates; held-out statistics closed
+    assert len(specs) == 4 and not at.table  # cost, loss curves, tokens, gates; held-out statistics closed
     text = " ".join(m.value for m in at.markdown)
     assert "W₁ of shape [8, 128, 256] = [E, D, H]" in text and "(the same number)" in text  # tiny-moe, stacked
     assert _seed_verdict() in text  # MoE vs dense over the three recorded seeds
@@ -69,20 +69,24 @@ def test_first_load_shows_charts_and_the_capacity_slider_recomputes_drops():
     at.run()
     assert_clean(at)
     assert len(plotly_specs(at)) >= 8  # + load, drops, entropy, co-occurrence
-    assert len(at.dataframe) == 1  # the statistics; the specialisation's long token lists wrap in a table
-    spec = at.table[0].value
+    # tables, no grid: the statistics' every column shows (a grid hid the last three, which the caption's baselines
+    # are for) and the specialisation's long token lists wrap
+    assert not at.dataframe and len(at.table) == 2
+    stats, spec = at.table[0].value, at.table[1].value
+    assert stats.shape == (4, 9) and "k-sets of neighbours overlap" in stats.columns, stats  # 4 layers, 9 columns
+    assert list(stats.index) == [f"layer\u00a0{i}" for i in range(4)]  # no space to wrap "layer 0" at
     assert len(spec) == 8 and any("(100%," in row for row in spec.iloc[:, -1]), spec
     cooc = _figure(at, "First × second choice")["layout"]
     assert cooc["yaxis"]["title"]["standoff"] > 0 and cooc["margin"]["l"] >= 90  # the title clear of the ticks
     # The capacity-factor slider recomputes the drop rate of every layer.
     col = "drop rate at this factor"
-    before = at.dataframe[0].value[col].tolist()
+    before = at.table[0].value[col].tolist()
     at.slider[2].set_value(0.5).run()
     assert_clean(at)
-    after = at.dataframe[0].value[col].tolist()
+    after = at.table[0].value[col].tolist()
     assert all(a > b for a, b in zip(after, before))
     at.slider[2].set_value(3.0).run()
-    assert max(at.dataframe[0].value[col]) < min(after)
+    assert max(at.table[0].value[col]) < min(after)
 
 
 def test_cost_sliders_scale_total_with_e_and_active_with_k():

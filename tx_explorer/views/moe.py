@@ -289,7 +289,7 @@ def statistics(
     )
     return Statistics(
         stats,
-        [T("layer", i=i) for i in range(len(per))],
+        [T("layer", i=i).replace(" ", "\u00a0") for i in range(len(per))],  # one line in the table's first column
         caption,
         Panel(f"{key}_load", vm.load_heatmap(relative, title=T("load_title"), words=words), loads.numpy()),
         Panel(f"{key}_entropy", entropy),

@@ -155,6 +155,27 @@ def depth(res: Results, names: Sequence[str], quantity: str = "grad_norm", *, la
     return Panel("norms_depth", fig, data), T("depth_numbers", values=words)
 
 
+def depth_note(res: Results, *, lang: str = "en") -> str:
+    """The depth section's "what to look for", with how far the deep runs' trained gradient norm moves from the
+    first block to the last (the caption's two numbers per variant) measured, not described."""
+    T = texts(PAGE, lang)
+    spreads = []
+    for n in defaults(res)["depth"]:
+        g = res.profiles[n]["final"]["grad_norm"]
+        factor = max(g[0], g[-1]) / min(g[0], g[-1])
+        spreads.append(
+            T(
+                "depth_spread",
+                name=res.label(n, lang),
+                direction=T("depth_rises" if g[-1] > g[0] else "depth_falls"),
+                factor=f"{float(f'{factor:.2g}'):,.0f}" if factor >= 10 else f"{factor:.2g}",  # 2,800, not 2.8e+03
+                orders=f"{math.log10(factor):.1f}",
+                layers=len(g),
+            )
+        )
+    return T("depth_note", spreads=T("depth_spread_sep").join(spreads))
+
+
 def layer_steps(res: Results, name: str, quantity: str = "grad_norm", *, lang: str = "en") -> Panel:
     """One variant's per-layer quantity at every logged step (layers × steps)."""
     T = texts(PAGE, lang)

@@ -128,9 +128,19 @@ def side_by_side(
     height: int = 380,
 ) -> go.Figure:
     """Equally sized 2-D maps in one row of subplots. Names listed in ``diverging`` (e.g. a difference
-    map, or signed activations) use the red–blue scale centred on 0 with their own colour bar."""
+    map, or signed activations) use the red–blue scale centred on 0 with their own colour bar. Each colour bar
+    stands right of the last map it colours, so neither sits between another map and its bar."""
     names = list(maps)
     fig = make_subplots(rows=1, cols=len(names), subplot_titles=names, horizontal_spacing=0.06)
+    scales = ["coloraxis2" if n in diverging else "coloraxis" for n in names]
+    last = {a: c for c, a in enumerate(scales)}  # each scale's last map: its colour bar stands right of it
+    gaps = [0.06 + (0.09 if c in last.values() else 0.0) for c in range(len(names) - 1)]  # room for a bar
+    width = (1 - sum(gaps)) / len(names)
+    starts = [c * width + sum(gaps[:c]) for c in range(len(names))]
+    for c, x0 in enumerate(starts):
+        fig.update_xaxes(domain=[x0, x0 + width], row=1, col=c + 1)
+        fig.layout.annotations[c].x = x0 + width / 2  # the subplot title follows its map
+    bar_x = {a: starts[c] + width for a, c in last.items()}
     signed = [np.asarray(maps[n], dtype=np.float64) for n in names if n in diverging]
     dmax = diff_max if diff_max is not None else max([float(np.nanmax(np.abs(s))) for s in signed] + [1e-12])
     for c, name in enumerate(names, start=1):
@@ -173,9 +183,14 @@ def side_by_side(
             col=c,
         )
     fig.update_layout(
-        coloraxis=dict(colorscale=style.WEIGHTS, cmin=0, cmax=zmax, colorbar=dict(x=1.0, len=0.9, thickness=12)),
+        coloraxis=dict(
+            colorscale=style.WEIGHTS, cmin=0, cmax=zmax, colorbar=dict(x=bar_x.get("coloraxis"), len=0.9, thickness=12)
+        ),
         coloraxis2=dict(
-            colorscale=style.DIVERGING, cmin=-dmax, cmax=dmax, colorbar=dict(x=1.08, len=0.9, thickness=12)
+            colorscale=style.DIVERGING,
+            cmin=-dmax,
+            cmax=dmax,
+            colorbar=dict(x=bar_x.get("coloraxis2"), len=0.9, thickness=12),
         ),
         height=height,
         margin=dict(l=60, r=40, t=40, b=60),
