@@ -70,7 +70,7 @@ def encodings(seed: int) -> None:
             ["sinusoidal", "learned", *tables],
             horizontal=True,
             key="enc_source",
-            format_func=lambda s: T(f"enc_{s}") if s in ("sinusoidal", "learned") else T("enc_trained", name=s),
+            format_func=lambda s: view.source_label(s, lang=LANG),
         )
         c = st.columns(2)
         n_pos = c[0].slider(T("enc_positions"), 2, 128, 64)

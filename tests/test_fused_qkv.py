@@ -23,11 +23,62 @@ def test_the_sweep_times_the_same_products_over_n_and_d():
 
 def test_the_note_reads_the_measured_ratios():
     r = cost.FusedTiming((16, 128), (64,), np.array([[1e-4, 2e-4]]), np.array([[3e-4, 2e-4]]), 0.0)
-    f = view.fused(r, lang="en")
-    assert "3.00" in f.note and "1.00" in f.note and "N = 16, D = 64" in f.note  # most at the smallest N here
-    assert [t.name for t in f.chart.figure.data] == ["D = 64"]
+    f = view.fused(r, lang="en")  # medians only: no spread, so every size is within noise and no range is quoted
+    assert "No size lies outside the noise band: the ratios of the mean times run from 1.00× to 3.00×" in f.note
+    assert f.chart.figure.data[0].name == "D = 64"
     np.testing.assert_allclose(f.chart.figure.data[0].y, [3.0, 1.0])
     assert locales.text("mixers", "fused_title", "zh") in view.fused(r, lang="zh").chart.figure.layout.title.text
+
+
+# Faster at N = 16 (3 ÷ 1 = 2.0), one slow fused call at N = 128 (ratio of the means 0.5, within noise), faster at
+# N = 1024 (1.5): the noisy 0.5 is the smallest ratio, but it is no end of the range the note quotes.
+NOISY_MIDDLE = (
+    [[1.0, 1.1, 0.9], [1.0, 1.0, 4.0], [2.0, 2.1, 1.9]],
+    [[2.0, 2.1, 1.9], [1.0, 1.1, 0.9], [3.0, 3.1, 2.9]],
+)
+
+
+def _grid(ds, fused_calls, three_calls):
+    f, t = np.array([fused_calls] * len(ds), dtype=float), np.array([three_calls] * len(ds), dtype=float)
+    return cost.FusedTiming((16, 128, 1024), ds, np.median(f, -1), np.median(t, -1), 0.0, f, t)
+
+
+def test_the_range_is_read_only_at_sizes_outside_the_noise_band():
+    timing = _grid((64,), *NOISY_MIDDLE)
+    assert [c.state for c in mixers.fused_verdicts(timing)[0]] == ["holds", "noise", "holds"]
+    en, zh = view.fused(timing, lang="en").note, view.fused(timing, lang="zh").note
+    assert "At the 2 of 3 sizes outside the noise band, three separate products take 1.50× to 2.00×" in en
+    assert "most at N = 16, D = 64, least at N = 1024, D = 64" in en and "0.50" not in en
+    assert "1.50 到 2.00 倍" in zh and "最少在 N = 1024、D = 64" in zh and "0.50" not in zh
+    same = [2.0, 2.1, 1.9]  # N = 1024 now takes the same time both ways: only N = 16 is outside the noise band
+    one = _grid((64,), [*NOISY_MIDDLE[0][:2], same], [*NOISY_MIDDLE[1][:2], same])
+    assert "Only one of 3 sizes lies outside the noise band: at N = 16, D = 64" in view.fused(one, lang="en").note
+
+
+def test_the_slowest_fused_time_is_named_a_median_at_its_size():
+    timing = _grid((64, 256), *NOISY_MIDDLE)  # medians 1.0, 1.0, 2.0 s: the slowest size is N = 1024
+    for lang, words in (
+        ("en", "slowest size takes 2000.00 ms (the median of its calls there, at N = 1024, D = 64)"),
+        ("zh", "最慢的尺寸耗时 2000.00 ms（该尺寸各次调用的中位数，N = 1024、D = 64）"),
+    ):
+        note = view.fused(timing, lang=lang).note
+        assert words in note and "call:" not in note and "调用：" not in note
+
+
+def test_every_series_and_the_equal_time_label_stay_in_view():
+    """Series at the same N sit apart along x (one's bar no longer hides another's) and hover the true N; the line
+    at 1 is named in the legend, not by a label on the chart that sat on a marker."""
+    timing = _grid((64, 256, 512), *NOISY_MIDDLE)
+    fig = view.fused(timing, lang="zh").chart.figure
+    series = [t for t in fig.data if t.name.startswith("D = ")]
+    xs = np.array([t.x for t in series])  # [series, N]
+    assert len(series) == 3 and (np.diff(xs, axis=0) > 0).all()  # each N: three distinct x, in the legend's order
+    np.testing.assert_allclose(np.log10(xs).mean(axis=0), np.log10(timing.ns))  # centred on the true N
+    assert all(list(t.customdata) == list(timing.ns) and "customdata" in t.hovertemplate for t in series)
+    (line,) = [t for t in fig.data if t.name == locales.text("mixers", "fused_same", "zh")]
+    assert list(line.y) == [1.0, 1.0] and not fig.layout.annotations
+    np.testing.assert_allclose(10 ** np.array(fig.layout.xaxis.range), line.x)  # the line runs across the axis
+    assert line.x[0] < xs.min() and xs.max() < line.x[1]  # which spans every point
 
 
 def test_the_sweep_keeps_every_call_and_its_medians():

@@ -311,3 +311,41 @@ def test_a_gap_inside_the_seed_spread_is_within_noise():
     loud = {s: _seeds(*(_jitter(a, d) for d in (-0.3, 0.0, 0.3))) for s, a in runs.items() if s != "alibi"}
     loud["alibi"] = _seeds(*(_jitter(runs["alibi"], d) for d in (0.3, 0.0, -0.3)))  # seeds move apart
     assert {v.key: v.state for v in lab.verdicts(loud, context=4)}["alibi_extrapolates"] == "noise"
+
+
+def test_alibi_is_tested_against_each_scheme_that_runs_past_the_context():
+    """Each comparison names its quantity and rival; learned positions, which cannot run there, are not scored."""
+    (alibi,) = [v for v in lab.verdicts(_bundle(CLEAR, noise=0.01), context=4) if v.key == "alibi_extrapolates"]
+    assert alibi.tested == (("beyond", "alibi", "sinusoidal"), ("rise", "alibi", "sinusoidal"))
+    assert alibi.untestable == ("learned",) and alibi.holds
+    assert alibi.comparisons[0].gap == pytest.approx(7.0 - 4.6)  # loss beyond: sinusoidal 7.0, ALiBi 4.6
+    runs = dict(CLEAR, learned=(4.5, 4.55, 3.5, 4.5, 1.0))  # a table that could run there, beating ALiBi
+    (alibi,) = [v for v in lab.verdicts(_bundle(runs, noise=0.01), context=4) if v.key == "alibi_extrapolates"]
+    assert [(q, b) for q, _, b in alibi.tested] == [
+        (q, s) for s in ("sinusoidal", "learned") for q in ("beyond", "rise")
+    ]
+    assert alibi.untestable == () and alibi.state == "not_holds"  # measured, not assumed
+    assert [c.state for c in alibi.comparisons] == ["holds", "holds", "not_holds", "not_holds"]  # 4.55, rise 0.05
+
+
+def test_the_alibi_row_says_what_each_gap_compares(results):
+    from tx_explorer import locales
+    from tx_explorer.views import position_lab as view
+
+    (v,) = [v for v in view._verdicts(results) if v.key == "alibi_extrapolates"]
+    beyond, rise = v.comparisons
+    for lang, labelled, untested in (
+        (
+            "en",
+            "mean loss beyond the context, ALiBi {} against sinusoidal {}: gap {}",
+            "against learned positions: cannot be tested here",
+        ),
+        ("zh", "超出上下文后的平均损失 ALiBi {}、正弦 {}：差距 {}", "对可学习位置：无法在此检验"),
+    ):
+        claim = locales.text("position_lab", "claim_alibi_extrapolates", lang)
+        (row,) = [r for r in view.verdict_rows(results, lang=lang) if claim in r.values()]
+        verdict = row[locales.text("position_lab", "col_verdict", lang)]
+        pm = lambda x: x.plus_minus(3)  # noqa: E731
+        assert labelled.format(pm(beyond.left), pm(beyond.right), f"{beyond.gap:.3g}") in verdict
+        assert f"{rise.gap:.3g}" in verdict.split(locales.text("position_lab", "test_rise", lang))[1]
+        assert untested in verdict

@@ -39,19 +39,28 @@ def matmuls(n: int, d: int, h: int, *, lang: str = "en") -> Matmuls:
     T = texts(PAGE, lang)
     products = cost.four_matmuls(n, d, h)
     total = sum(mm.flops for mm in products)
-    quad = sum(mm.flops for mm in products if mm.quadratic)
     rows = {
         T("col_step"): [T(f"mm_{mm.key}") for mm in products],
         T("col_product"): [f"{list(mm.left)} · {list(mm.right)} → {list(mm.out)}" for mm in products],
         T("col_flops"): [f"{mm.flops:,}" for mm in products],
         T("col_share"): [f"{100 * mm.flops / total:.1f}%" for mm in products],
     }
+    cross = int(cost.crossover_n(d))
+    (share, relation), (share_cross, at_cross), (share_beyond, at_beyond) = (
+        _n2_against_projections(m, d, h, T) for m in (n, cross, 2 * cross)
+    )
     summary = T(
         "flops_summary",
         n=f"{n:,}",
         total=memory.format_si(total),
-        share=f"{100 * quad / total:.0f}%",
-        cross=f"{int(cost.crossover_n(d)):,}",
+        share=share,
+        relation=relation,
+        cross=f"{cross:,}",
+        share_cross=share_cross,
+        at_cross=at_cross,
+        beyond=f"{2 * cross:,}",
+        share_beyond=share_beyond,
+        at_beyond=at_beyond,
     )
     flops = cost.flops_by_n(FLOPS_NS, d, h)
     fig = vcost.flops_bars(
@@ -64,6 +73,16 @@ def matmuls(n: int, d: int, h: int, *, lang: str = "en") -> Matmuls:
         y_title=T("axis_share"),
     )
     return Matmuls(rows, summary, Panel("cost_flops", fig, np.column_stack([FLOPS_NS, *flops.values()])))
+
+
+def _n2_against_projections(n: int, d: int, h: int, T) -> tuple[str, str]:
+    """(the N² products' share of the FLOPs, and whether they take fewer, as many or more than the projections)
+    at N tokens, read from the same four products as the table."""
+    products = cost.four_matmuls(n, d, h)
+    quad = sum(mm.flops for mm in products if mm.quadratic)
+    proj = sum(mm.flops for mm in products if not mm.quadratic)
+    relation = "rel_less" if quad < proj else "rel_equal" if quad == proj else "rel_more"
+    return f"{100 * quad / (quad + proj):.0f}%", T(relation)
 
 
 @dataclass(frozen=True)

@@ -181,21 +181,10 @@ def fused(timing: cost.FusedTiming, *, lang: str = "en") -> Fused:
         y_title=T("fused_axis_ratio"),
         same_label=T("fused_same"),
     )
-    (hi_d, hi_n), (lo_d, lo_n) = (
-        np.unravel_index(ratio.argmax(), ratio.shape),
-        np.unravel_index(ratio.argmin(), ratio.shape),
-    )
-    note = T(
-        "fused_note",
-        hi=f"{ratio.max():.2f}",
-        lo=f"{ratio.min():.2f}",
-        n_hi=timing.ns[hi_n],
-        d_hi=timing.ds[hi_d],
-        n_lo=timing.ns[lo_n],
-        d_lo=timing.ds[lo_d],
-        diff=f"{timing.max_diff:.1e}",
-        ms=f"{timing.fused.max() * 1e3:.2f}",
-    )
+    words = [T("fused_same_numbers", diff=f"{timing.max_diff:.1e}"), _fused_range(timing, ratio, T)]
+    slow_d, slow_n = np.unravel_index(timing.fused.argmax(), timing.fused.shape)
+    words.append(T("fused_note", ms=f"{timing.fused.max() * 1e3:.2f}", n=timing.ns[slow_n], d=timing.ds[slow_d]))
+    note = ("" if lang == "zh" else " ").join(words)  # Chinese sentences run on without spaces
     return Fused(
         Panel(
             "cost_fused_qkv",
@@ -203,6 +192,33 @@ def fused(timing: cost.FusedTiming, *, lang: str = "en") -> Fused:
             {"fused_s": timing.fused, "separate_s": timing.separate, "ratio": ratio, "low": low, "high": high},
         ),
         note + "\n\n" + fused_verdict(timing, lang=lang),
+    )
+
+
+def _fused_range(timing: cost.FusedTiming, ratio: np.ndarray, T) -> str:
+    """How much slower three products are than one, read only at the sizes outside the noise band: a point whose
+    bar crosses 1 is not told apart from equal time, so it does not make an end of the range."""
+    clear = np.array([[c.state != "noise" for c in row] for row in mixers.fused_verdicts(timing)])
+    if not clear.any():
+        return T("fused_range_none", lo=f"{ratio.min():.2f}", hi=f"{ratio.max():.2f}", same=T("fused_same"))
+    (hi_d, hi_n), (lo_d, lo_n) = (
+        np.unravel_index(np.where(clear, ratio, -np.inf).argmax(), ratio.shape),
+        np.unravel_index(np.where(clear, ratio, np.inf).argmin(), ratio.shape),
+    )
+    if clear.sum() == 1:
+        return T(
+            "fused_range_one", total=ratio.size, ratio=f"{ratio[hi_d, hi_n]:.2f}", n=timing.ns[hi_n], d=timing.ds[hi_d]
+        )
+    return T(
+        "fused_range",
+        clear=int(clear.sum()),
+        total=ratio.size,
+        hi=f"{ratio[hi_d, hi_n]:.2f}",
+        lo=f"{ratio[lo_d, lo_n]:.2f}",
+        n_hi=timing.ns[hi_n],
+        d_hi=timing.ds[hi_d],
+        n_lo=timing.ns[lo_n],
+        d_lo=timing.ds[lo_d],
     )
 
 

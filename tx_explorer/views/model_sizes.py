@@ -134,6 +134,9 @@ def vocabulary_share(count: Counter = counted, *, lang: str = "en") -> str:
     """Gemma 3 270M counted against its card, and how much of it is the token embedding (the vocabulary)."""
     formula, measured = count(GEMMA3.to_dict(), "causal")
     total, embedding = sum(measured.values()), measured["embeddings"]
+    block = params.attention_params(GEMMA3) + params.mlp_params(GEMMA3) + params.block_norm_params(GEMMA3)
+    # what the count holds past the embedding, any untied head and the blocks is the final norm
+    blocks = GEMMA3.num_layers * block
     return texts(PAGE, lang)(
         "gemma_share",
         model="Gemma 3 270M",
@@ -144,7 +147,9 @@ def vocabulary_share(count: Counter = counted, *, lang: str = "en") -> str:
         dim=GEMMA3.dim,
         embedding=f"{embedding:,}",
         share=f"{embedding / total:.1%}",
-        blocks=f"{total - embedding:,}",
+        blocks=f"{blocks:,}",
+        block=f"{block:,}",
+        final=f"{total - embedding - measured['head'] - blocks:,}",
         layers=GEMMA3.num_layers,
         check="✓" if formula == measured else "✗",
     )
@@ -227,7 +232,7 @@ def breakdown(share: bool = True, count: Counter = counted, *, lang: str = "en")
     T = texts(PAGE, lang)
     parts = {k: count(cfg.to_dict(), "encoder" if k.startswith("bert") else "causal")[1] for k, cfg in PRESETS.items()}
     fig = vb.stacked_parts(
-        list(parts),
+        [T(f"preset_{k}") for k in parts],  # the models' names, not the presets' keys
         {T(f"part_{p}"): [parts[m][p] for m in parts] for p in params.PARTS},
         title=T("breakdown_title"),
         share=share,

@@ -184,11 +184,33 @@ def verdict_rows(res: Results, *, lang: str = "en") -> list[dict[str, str]]:
             f"{label(s, lang)} " + (_number(v.key, x) if math.isfinite(x.mean) else T("cannot_run"))
             for s, x in v.numbers.items()
         )
-        tests = "; ".join(T("gap_spread", gap=f"{c.gap:.3g}", spread=f"{c.spread:.3g}") for c in v.comparisons)
+        gaps = [T("gap_spread", gap=f"{c.gap:.3g}", spread=f"{c.spread:.3g}") for c in v.comparisons]
+        if v.tested:  # several quantities in one claim: each gap says what it compares
+            gaps = [
+                T(
+                    "tested_gap",
+                    what=T(f"test_{q}"),
+                    a=label(a, lang),
+                    left=_number(v.key, c.left),
+                    b=label(b, lang),
+                    right=_number(v.key, c.right),
+                    gap=gap,
+                )
+                for (q, a, b), c, gap in zip(v.tested, v.comparisons, gaps, strict=True)
+            ]
+        verdict = T(f"verdict_{v.state}", tests=T("gap_sep").join(gaps), seeds=seeds)
+        if v.untestable:
+            verdict = T(
+                "verdict_partial",
+                tested=T("list_sep").join(label(s, lang) for s in dict.fromkeys(b for _, _, b in v.tested)),
+                verdict=verdict,
+                untested=T("list_sep").join(label(s, lang) for s in v.untestable),
+                why=T(f"untestable_{v.key}"),
+            )
         rows.append(
             {
                 T("col_claim"): T(f"claim_{v.key}", scheme=label(v.scheme, lang) if v.scheme else ""),
-                T("col_verdict"): T(f"verdict_{v.state}", tests=tests, seeds=seeds),
+                T("col_verdict"): verdict,
                 T("col_numbers"): T(f"numbers_{v.key}", numbers=numbers),
             }
         )

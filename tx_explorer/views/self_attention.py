@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from tx_explorer import locales
 from tx_explorer.analysis import self_attention
 from tx_explorer.views import Panel, axes, texts
 from tx_explorer.views.inputs import Choice, Number, Section, Text
@@ -146,6 +147,16 @@ def encodings(
         sim, pos, pos, title=T("enc_similarity"), x_title=T("axis_positions_cols"), y_title=T("axis_positions")
     )
     return Panel("pos_table", fig, table), Panel("pos_similarity", sim_fig, sim), note
+
+
+def source_label(source: str, *, lang: str = "en") -> str:
+    """One choice of section 3's encodings in words: a kind of table, or a bundled model's trained table named by
+    the bundle's words where it is a collection (``bundle_<name>``), else by the model's own name."""
+    T = texts(PAGE, lang)
+    if source in ("sinusoidal", "learned"):
+        return T(f"enc_{source}")
+    key = f"bundle_{source}"
+    return T("enc_trained", name=T(key) if key in locales.table(PAGE) else source)
 
 
 def handed_on(layer: Mapping[str, Any]) -> dict[str, Any]:

@@ -20,6 +20,8 @@ METHOD_COLORS = {"naive": "#d62728", "flash": "#1f77b4", "sdpa": "#2ca02c"}
 _EXTRA = ["#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]
 MATMUL_COLORS = ["#9ecae1", "#fd8d3c", "#e6550d", "#3182bd"]  # projections blue, N² products orange
 TILE_COLORS = ["#f0f0f0", "#fdae6b", "#3182bd", "#31a354"]  # skipped, partly masked, computed, …
+SERIES_OFFSET = 0.04  # decades of N between neighbouring series of ratio_bands: about 15 px on the page's chart
+X_MARGIN = 0.15  # decades of N the ratio chart's x axis extends past the outermost points
 Series = Mapping[str, tuple[np.ndarray, np.ndarray]]  # name -> (N values, y values)
 
 
@@ -321,8 +323,10 @@ def ratio_bands(
     same_label: str = "equal time",
 ) -> go.Figure:
     """Time ratios against N (log axes: ½ and 2 lie as far from 1), one line per ``name -> (ratio, low, high)``:
-    each point with a bar from ``low`` to ``high`` (the calls' spread; none where NaN), and the line at 1 where both
-    take the same time. The axis spans the points and 1; a longer bar (unbounded when std ≥ mean) runs off it."""
+    each point with a bar from ``low`` to ``high`` (the calls' spread; none where NaN), and the dotted line at 1
+    where both take the same time, named in the legend. The axis spans the points and 1; a longer bar (unbounded
+    when std ≥ mean) runs off it. The series sit :data:`SERIES_OFFSET` apart along x (hover: the true N): drawn at
+    the same N, one series' bar hid another's, and a label on the line at 1 sat on a marker."""
     fig = charts.lines(
         x,
         {k: v[0] for k, v in series.items()},
@@ -331,16 +335,25 @@ def ratio_bands(
         y_title=y_title,
         log_x=True,
         log_y=True,
-        references={same_label: 1.0},
     )
     points = np.concatenate([np.asarray(v[0], dtype=float) for v in series.values()])
     points = points[np.isfinite(points) & (points > 0)]
     lo, hi = points.min(initial=1.0) / 1.5, points.max(initial=1.0) * 1.5  # the points and the line at 1
-    for trace, (ratio, low, high) in zip(fig.data, series.values(), strict=True):
+    ns = np.asarray(x, dtype=float)
+    middle = (len(series) - 1) / 2
+    for i, (trace, (ratio, low, high)) in enumerate(zip(fig.data, series.values(), strict=True)):
+        trace.x = list(ns * 10 ** ((i - middle) * SERIES_OFFSET))
+        trace.customdata = list(ns)
+        trace.hovertemplate = f"N = %{{customdata:,}}<br>%{{y:.3g}}<extra>{trace.name}</extra>"
         # ends beyond the axis (or at or below 0, which a log axis cannot draw) are cut past its edge
         up, down = np.minimum(high, 10 * hi) - ratio, ratio - np.maximum(low, lo / 10)  # NaN: no bar
         trace.error_y = dict(type="data", symmetric=False, array=list(up), arrayminus=list(down), thickness=1.5)
+    span = [ns.min() / 10**X_MARGIN, ns.max() * 10**X_MARGIN]
+    fig.add_scatter(
+        x=span, y=[1.0, 1.0], mode="lines", name=same_label, line=dict(dash="dot", color="grey"), hoverinfo="skip"
+    )
     ticks = [m * 10.0**e for e in range(-3, 4) for m in (1, 2, 5) if lo <= m * 10.0**e <= hi]
+    fig.update_xaxes(range=list(np.log10(span)))
     fig.update_yaxes(range=[np.log10(lo), np.log10(hi)], tickvals=ticks, ticktext=[f"{t:g}" for t in ticks])
     return fig
 
