@@ -17,7 +17,7 @@ st.markdown(T("intro"))
 # choice stays outside them, so changing the model reruns every section.
 
 
-@st.cache_data(max_entries=32, show_spinner=False)  # four random models of the chosen one's size: seconds
+@st.cache_data(max_entries=32, show_spinner=False)  # four or five random models of the chosen one's size: seconds
 def sharing(name: str, tokens: int, window: int) -> list[view.kv.SharingRow]:  # no language: 中文 reuses it
     return view.sharing(ui.cached_model(name), tokens, window)
 
@@ -68,10 +68,10 @@ def decode_section(name: str, tm: view.TextModel) -> None:
 @st.fragment
 def grow_section(tm: view.TextModel, decoded: view.Decoded) -> None:
     """2. The cache after one step."""
-    formula, terms = view.bytes_formula(tm, lang=LANG)
-    ui.section(T, "grow", formula)
-    if terms is not None:
-        st.markdown(terms)
+    intro, formula = view.bytes_formula(tm, lang=LANG)
+    ui.section(T, "grow", intro=False)
+    st.markdown(intro)
+    st.latex(formula)
     d = decoded.decoding  # its last step's cache is the default view's: no replay
     first, last = d.steps[0].position, d.steps[-1].position  # after a prefill, the steps start at its last token
     c = st.columns(2)
@@ -101,11 +101,11 @@ def cache_charts(tm: view.TextModel, decoded: view.Decoded, step: int, layer: in
 
 @st.fragment
 def sharing_section(name: str, tm: view.TextModel) -> None:
-    """3. MHA, GQA, MQA and a sliding window: four models built and run, so computed when opened."""
-    box = ui.lazy_section(T, "sharing", key="kv_open_sharing")
-    if box is None:
+    """3. MHA, GQA, MQA, a window (and a model's own layout): models built and run, so computed when opened."""
+    if not (box := ui.lazy_section(T, "sharing", key="kv_open_sharing", intro=False)):
         return
     with box:
+        st.markdown(view.sharing_intro(tm, lang=LANG))
         c = st.columns(2)
         most = view.limit(tm.config)  # the stepper's tokens: the model's context, or fewer
         tokens = c[0].number_input(T("tokens"), 1, most, min(32, most), key="kv_tokens")

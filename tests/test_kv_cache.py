@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 
 import pytest
 import torch
 
-from tx_explorer import models
+from tx_explorer import locales, models
 from tx_explorer.analysis import flash_io
 from tx_explorer.analysis import kv_cache as kv
 from tx_explorer.analysis.memory import kv_cache_bytes
@@ -19,6 +20,7 @@ from tx_explorer.errors import InputError
 from tx_explorer.modules.cache import KVCache
 from tx_explorer.modules.transformer import CausalLM
 from tx_explorer.views import kv_cache as view
+from tx_explorer.viz import kv_cache as vk
 
 SMALL = TransformerConfig(vocab_size=40, max_len=24, dim=16, num_layers=2, num_heads=4)
 SHAPES = {
@@ -396,3 +398,72 @@ def test_a_continuation_with_line_breaks_is_one_line(monkeypatch):
     d = view.decoding(tm, view.PROMPT, 2)
     monkeypatch.setattr(tm, "decode", lambda ids: " the cache.\n\nThe cache is a\n")
     assert view.decoded(tm, d).text == "the cache.↵↵The cache is a"
+
+
+def test_the_sharing_section_counts_its_rows_and_words_the_models_own_layout():
+    """The sharing table's last row on a model of local and global layers (review 3): the model's layer layout,
+    its local layers seeing only the window W the reader chose; the intro's count of ways follows the rows."""
+    plain, mixed = models.load_model("tiny-llama"), _mixed_text_model()
+    en = view.sharing_rows(mixed, kv.sharing_table(mixed.config, 20, 8), 20, 8)
+    zh = view.sharing_rows(mixed, kv.sharing_table(mixed.config, 20, 8), 20, 8, lang="zh")
+    assert len(en) == len(kv.sharing_kinds(mixed.config)) == len(kv.SHARING) + 1
+    own_en, own_zh = en[-1]["attention"], zh[-1]["注意力"]
+    assert own_en == "the model's layer layout: 1 of 2 layers see only a window of W = 8, the others everything"
+    assert "1 层只看 W = 8 的窗口" in own_zh and "8 个窗口" not in own_zh  # a window of 8, not 8 windows
+    assert "cached four ways;" in view.sharing_intro(plain) and "四种方式缓存" in view.sharing_intro(plain, lang="zh")
+    for lang in ("en", "zh"):
+        assert view.sharing_intro(mixed, lang=lang) != view.sharing_intro(plain, lang=lang)
+    assert "a fifth, the model's own layout" in view.sharing_intro(mixed)
+    assert "第五种" in view.sharing_intro(mixed, lang="zh")
+
+
+def test_the_bytes_formula_has_a_window_only_where_the_model_has_one_and_its_word_in_the_language():
+    """SmolLM2 (every layer holds every token) is shown bytes = … · T, not … · min(T, W), and its intro names no
+    window; the formula's word is the locale's, 字节数 in 中文 (review 3)."""
+    full = models.load_model("tiny-llama")
+    window = dataclasses.replace(full, model=_model(SHAPES["rotary-window"]))
+    cases = [
+        (full, r"b\cdot T", "T tokens):"),
+        (window, r"\min(T,\,W)", "window W):"),
+        (_mixed_text_model(), r"L_{\text{global}}\cdot T", "window W):"),
+    ]
+    for tm, end, symbols in cases:
+        intro, formula = view.bytes_formula(tm)
+        assert formula.startswith(r"\text{bytes}=") and end in formula and intro.endswith(symbols)
+        assert ("min" in formula) == (tm is not full)
+        zh_intro, zh_formula = view.bytes_formula(tm, lang="zh")
+        assert zh_formula.startswith(r"\text{字节数}=") and zh_formula.endswith(formula.split("=", 1)[1])
+        assert ("窗口 W" in zh_intro) == (tm is not full)
+
+
+def test_the_chinese_page_names_query_heads_one_way():
+    """查询头, as the model's caption names them, never "query 头" (review 3)."""
+    zh = [entry["zh"] for entry in locales.table("kv_cache").values()]
+    assert not [s for s in zh if re.search(r"query\s*头", s)]
+    assert sum("查询头" in s for s in zh) >= 3
+
+
+def test_the_rows_per_layer_past_gemma3s_window_tell_512_from_523():
+    """Past Gemma 3's window 15 local layers hold 512 rows and 3 global ones 523: each bar says its count, the axis
+    starts near the window (said in its title) so the 11 rows show, and the window is named in the legend, not
+    drawn over a bar (review 3)."""
+    names = [f"{i} {'global' if i in (5, 11, 17) else 'local'}" for i in range(18)]
+    rows = [523 if i in (5, 11, 17) else 512 for i in range(18)]
+    fig = vk.layer_rows(names, rows, 512, title="", x_title="", y_title="", series="rows", window_name="window W")
+    bars, line = fig.data
+    assert bars.texttemplate == "%{y:,}" and bars.textposition == "outside" and not bars.showlegend
+    low, high = fig.layout.yaxis.range
+    assert 0 < low < 512 and (523 - 512) / (high - low) > 0.25 and high > 523
+    assert line.name == "window W" and set(line.y) == {512} and not fig.layout.annotations
+    assert vk.rows_floor([100, 100], 512) == 0  # short of the window the bars start at 0
+    # through the view, on a random model of a local and a global layer run past its window of 128
+    tm = _mixed_text_model()
+    d = view.decoding(tm, view.PROMPT, 1, past=True)
+    last = d.steps[-1].position
+    for lang, said in (("en", "rows cached (axis from "), ("zh", "缓存的行数（纵轴从 ")):
+        cv = view.cache_view(tm, d.ids, tm.labels(d.ids), last, 0, lang=lang, decoding=d)
+        fig = cv.layers.figure
+        floor = fig.layout.yaxis.range[0]
+        assert list(cv.layers.data) == [128, last + 1] and 0 < floor < 128
+        assert fig.layout.yaxis.title.text.startswith(said + f"{floor:,}")
+        assert fig.data[1].name.endswith("W = 128")

@@ -8,7 +8,7 @@ import pytest
 from conftest import assert_clean, open_page, plotly_specs
 from streamlit.runtime.state.common import user_key_from_element_id
 
-from tx_explorer import models
+from tx_explorer import locales, models
 
 LONG = "All work and no play makes the parser a dull boy. " * 200  # 10 000 characters
 SCRIPT = "<script>alert('x')</script> <b>bold</b> & done"
@@ -244,6 +244,14 @@ def test_language_model_first_load(language_model) -> None:
     assert len(plotly_specs(language_model)) >= 6  # embeddings, mask, weights, next token, losses, generation ×2
     assert any("0.0e+00" in s.value for s in language_model.success)  # nothing above the diagonal
     assert any("does not change what came before" in s.value for s in language_model.success)  # §6, prefix
+
+
+def test_perplexity_is_written_as_maths_with_the_pages_word_for_loss() -> None:
+    """$e^{\\text{loss}}$ in KaTeX, its exponent the word each language calls the loss (损失 in 中文, not English):
+    review 3."""
+    for lang in ("en", "zh"):
+        word = locales.text("language_model", "loss", lang)
+        assert f"$e^{{\\text{{{word}}}}}$" in locales.text("language_model", "loss_intro", lang)
 
 
 def _chat(lang: str = "en"):

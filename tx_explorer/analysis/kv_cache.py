@@ -281,6 +281,12 @@ def cache_at(model: CausalLM, ids: Sequence[int], step: int, *, decoding: Decodi
 SHARING = ("mha", "gqa", "mqa", "window")  # and "own" for a model of local and global layers
 
 
+def sharing_kinds(cfg: TransformerConfig) -> tuple[str, ...]:
+    """The rows :func:`sharing_configs` builds for ``cfg``: the four of :data:`SHARING`, then "own" for a model of
+    local and global layers (its own layout)."""
+    return SHARING if cfg.layer_types is None else (*SHARING, "own")
+
+
 def sharing_configs(cfg: TransformerConfig, window: int) -> dict[str, TransformerConfig]:
     """One shape, four ways to cache it: every head its own K/V (MHA), half as many K/V heads (GQA; the
     model's own count when it already shares), one K/V head (MQA), and MHA with a sliding window; a model of
@@ -294,8 +300,9 @@ def sharing_configs(cfg: TransformerConfig, window: int) -> dict[str, Transforme
         "gqa": base.replace(num_kv_heads=gqa),
         "mqa": base.replace(num_kv_heads=1),
         "window": base.replace(num_kv_heads=None, sliding_window=window),
+        "own": cfg.replace(sliding_window=window),
     }
-    return configs if cfg.layer_types is None else {**configs, "own": cfg.replace(sliding_window=window)}
+    return {name: configs[name] for name in sharing_kinds(cfg)}
 
 
 @dataclass(frozen=True)
@@ -315,7 +322,7 @@ def sharing_table(cfg: TransformerConfig, tokens: int, window: int, *, seed: int
         raise InputError("kv_prompt_too_long", count=tokens, new=0, limit=limit(cfg))
     rows = []
     # The cache's bytes depend on layers, K/V heads, head width and tokens only: a vocabulary of 256 and a narrow MLP
-    # keep the four models small (at SmolLM2's shape, 4 × 135M random weights would take minutes to draw and run).
+    # keep the models small (at SmolLM2's shape, 4 × 135M random weights would take minutes to draw and run).
     small = dict(num_layers=cfg.num_layers, vocab_size=min(cfg.vocab_size, 256), mlp_ratio=0.25)
     ids = torch.randint(0, small["vocab_size"], (1, tokens), generator=torch.Generator().manual_seed(seed))
     for name, c in sharing_configs(cfg, window).items():

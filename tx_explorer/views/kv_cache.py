@@ -21,6 +21,7 @@ from tx_explorer.modules.transformer import CausalLM
 from tx_explorer.views import Panel, texts
 from tx_explorer.views.inputs import Number, Section, Text
 from tx_explorer.viz import charts
+from tx_explorer.viz import kv_cache as vk
 from tx_explorer.viz import positions as vp
 from tx_explorer.viz.heatmap import heatmap
 
@@ -30,10 +31,10 @@ limit = kv.limit  # the stepper's tokens for a model: its context, at most kv.ST
 CURVE_TOKENS = [2**i for i in range(18)]  # 1 … 131 072
 PROMPT = locales.text(PAGE, "prompt_default", "en")  # the prompt's default (English in both languages)
 MODEL = "tiny-llama"  # the model a declared section decodes with when none is given (GQA: 4 query heads, 2 KV heads)
-LATEX = {
-    "bytes": r"\text{bytes}=2\cdot L\cdot H_{kv}\cdot D_h\cdot b\cdot \min(T,\,W)",
-    "bytes_mixed": r"\text{bytes}=2\cdot H_{kv}\cdot D_h\cdot b\cdot\bigl(L_{\text{local}}\cdot\min(T,\,W)"
-    r"+L_{\text{global}}\cdot T\bigr)",
+LATEX = {  # the bytes formula's right-hand side: every layer holds all T tokens, the last W, or local and global
+    "all": r"2\cdot L\cdot H_{kv}\cdot D_h\cdot b\cdot T",
+    "window": r"2\cdot L\cdot H_{kv}\cdot D_h\cdot b\cdot \min(T,\,W)",
+    "mixed": r"2\cdot H_{kv}\cdot D_h\cdot b\cdot\bigl(L_{\text{local}}\cdot\min(T,\,W)+L_{\text{global}}\cdot T\bigr)",
 }
 
 
@@ -246,11 +247,12 @@ class CacheView:
     layers: Panel | None  # rows each layer holds, for a model of local and global layers
 
 
-def bytes_formula(tm: TextModel, *, lang: str = "en") -> tuple[str, str | None]:
-    """The bytes formula for this model's layers (LaTeX), and what its terms are when they are local and global."""
-    if tm.config.layer_types is None:
-        return LATEX["bytes"], None
-    return LATEX["bytes_mixed"], texts(PAGE, lang)("grow_mixed")
+def bytes_formula(tm: TextModel, *, lang: str = "en") -> tuple[str, str]:
+    """The cache section's intro, naming the symbols of the bytes formula for this model's layers, and that formula
+    (LaTeX, its word in ``lang``): with a window only where the model has one, local and global layers apart."""
+    T, cfg = texts(PAGE, lang), tm.config
+    kind = "mixed" if cfg.layer_types is not None else "window" if cfg.uniform_window is not None else "all"
+    return T("grow_intro", bytes=T(f"grow_bytes_{kind}")), rf"\text{{{T('formula_bytes')}}}=" + LATEX[kind]
 
 
 def layer_names(tm: TextModel, *, lang: str = "en") -> list[str]:
@@ -339,14 +341,18 @@ def _layer_rows(tm: TextModel, layer_rows: Sequence[int], step: int, lang: str) 
     T, cfg = texts(PAGE, lang), tm.config
     if cfg.layer_types is None:
         return None
-    fig = charts.bars(
+    window = cfg.sliding_window
+    floor = vk.rows_floor(layer_rows, window)
+    fig = vk.layer_rows(
         layer_names(tm, lang=lang),
-        {T("series_rows"): layer_rows},
+        layer_rows,
+        window,
         title=T("rows_title", step=step),
         x_title=T("axis_layer"),
-        y_title=T("axis_rows"),
+        y_title=T("axis_rows_from", floor=f"{floor:,}") if floor else T("axis_rows"),
+        series=T("series_rows"),
+        window_name=T("window_line", window=f"{window:,}"),
     )
-    fig.add_hline(y=cfg.sliding_window, line_dash="dot", line_color="grey", annotation_text=T("window_line"))
     return Panel("kv_layer_rows", fig, np.array(layer_rows))
 
 
@@ -359,9 +365,18 @@ def _tick_every_quarter_head(fig: go.Figure, cols: Sequence[str], head_dim: int)
 
 
 def sharing(tm: TextModel, tokens: int, window: int) -> list[kv.SharingRow]:
-    """MHA, GQA, MQA and a sliding window at the model's shape, four random models built and run (seconds at
-    SmolLM2's size): numbers only, so one computation serves every language."""
+    """MHA, GQA, MQA and a sliding window at the model's shape (and its own layout of local and global layers),
+    random models built and run (seconds at SmolLM2's size): numbers only, so one computation serves every
+    language."""
     return kv.sharing_table(model_of(tm).cfg, tokens, window)
+
+
+def sharing_intro(tm: TextModel, *, lang: str = "en") -> str:
+    """The sharing section's intro: how many ways the table caches the model's shape, read off its rows (the four
+    of :data:`kv.SHARING`, and the model's own layout where it has local and global layers)."""
+    T = texts(PAGE, lang)
+    kinds = kv.sharing_kinds(model_of(tm).cfg)
+    return T("sharing_intro", ways=T("ways_own" if "own" in kinds else "ways"))
 
 
 def sharing_rows(
