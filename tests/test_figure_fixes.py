@@ -68,9 +68,20 @@ def test_cell_numbers_are_written_only_where_they_fit_their_cells_legibly():
     small = charts.signed_heatmap(rng.standard_normal((4, 8))).data[0]
     assert small.texttemplate == "%{text}" and len(small.text[0][0]) <= 5
     weights = heatmap.heatmap(rng.random((12, 12))).data[0]  # "0.12" in a twelfth of a column: 9 px
-    assert weights.texttemplate == "%{text}"
-    assert heatmap.heatmap(rng.random((16, 16))).data[0].texttemplate is None  # a sixteenth: Plotly's 7 px
+    assert weights.texttemplate == "%{text}" and len(weights.text[0][0]) == 4
+    # a sixteenth: "0.12" would be Plotly's 7 px, "0.1" is 9 (the hover keeps four decimals)
+    sixteen = heatmap.heatmap(rng.random((16, 16))).data[0]
+    assert sixteen.texttemplate == "%{text}" and {len(t) for t in np.ravel(sixteen.text)} == {3}
     assert heatmap.heatmap(rng.random((2, 16)) - 0.5, show_values=True).data[0].text is not None  # asked: kept
+
+
+def test_cell_numbers_are_shortened_to_one_decimal_before_they_are_dropped():
+    """The masks page's scores ("−0.47", 10 columns in half the page) were drawn 8 px high: one decimal fewer
+    fits; cells that are not decimals ("−∞") stay; a number with one decimal is not cut further."""
+    text = np.array([["-0.47", "−∞", "1.25"]], dtype=object)
+    assert style.fitted_numbers(text, 200).tolist() == text.tolist()  # room: as written
+    assert style.fitted_numbers(text, 27).tolist() == [["-0.5", "−∞", "1.2"]]  # ⌊27 / (0.65 · 4)⌋ = 10 px
+    assert style.fitted_numbers(text, 20) is None  # "-0.5" would be 7 px
 
 
 def test_cell_numbers_too_small_for_the_width_a_figure_is_drawn_at_are_dropped():

@@ -165,7 +165,7 @@ def test_the_head_tools_draw_gemma3_270m(gemma3_270m):
     for tab in ("head", "search", "compare", "qk"):
         at.segmented_control(key="mh_view").set_value(tab).run()
         assert_clean(at)
-    assert any("Query heads 0, 1, 2, 3 all read these rows" in m.value for m in at.markdown)  # the qk inspector
+    assert any("Query heads 0, 1, 2, 3 all read these columns" in m.value for m in at.markdown)  # the qk inspector
     at.segmented_control(key="mh_view").set_value("head").run()
     at.radio(key="mh_lens").set_value("norm").run()  # ‖αf(x)‖ through W_O's 4 × 256 columns
     assert_clean(at)

@@ -112,8 +112,8 @@ def heatmap(
             text = np.vectorize(
                 lambda v: format(v, value_format) if np.isfinite(v) else ("−∞" if v == -np.inf else "")
             )(z)
-            if show_values is None and not style.numbers_fit(text, CELL_AREA_PX / cols):
-                text = None
+            if show_values is None:
+                text = style.fitted_numbers(text, CELL_AREA_PX / cols)
         show_values = text is not None
         custom = np.empty((rows, cols, 2), dtype=object)
         custom[:, :, 0] = np.array(rl, dtype=object)[:, None]

@@ -1,5 +1,6 @@
 """One visual language for every figure: colour scales, axis conventions, safe labels, legend and title layout."""
 
+import functools
 import html
 import math
 import re
@@ -47,7 +48,8 @@ LEGEND = dict(
 COLUMN_PX = 460  # a figure's width when nothing else is known: half of a wide page, the usual two-up chart
 PAGE_PX = 920  # the main column of the wide layout beside the sidebar, on a 1400 px window
 TITLE_PX = 17  # Plotly's title size for our 12 px font (1.4 × the font)
-CELL_FONT_PX = 8  # Plotly shrinks a heatmap cell's number to fit its cell; smaller than this it cannot be read
+CELL_FONT_PX = 9  # Plotly shrinks a heatmap cell's number to fit its cell; smaller than this it cannot be read
+_DECIMALS = re.compile(r"(-?\d+)\.(\d+)")
 
 
 def numbers_fit(text: np.ndarray, cell_px: float) -> bool:
@@ -57,14 +59,32 @@ def numbers_fit(text: np.ndarray, cell_px: float) -> bool:
     return longest == 0 or math.floor(cell_px / (0.65 * longest)) >= CELL_FONT_PX
 
 
-def _unreadable_numbers_dropped(fig: go.Figure, width_px: float) -> None:
-    """Drop the cell numbers of a heatmap drawn ``width_px`` wide whose cells are too narrow for them (Q and K of
-    the operator page, eight columns in a third of the page, were written 6 px high); the hover still gives each."""
+def fitted_numbers(text: np.ndarray, cell_px: float) -> np.ndarray | None:
+    """A heatmap's cell numbers as they fit cells ``cell_px`` wide: as written, else with one decimal fewer at a
+    time down to one (the masks page's scores "−0.47" were drawn 8 px high, "−0.5" is 10), else None: the hover
+    gives each value. Cells that are not decimals ("−∞", "") stay as they are."""
+    text = np.asarray(text, dtype=object)
+    while not numbers_fit(text, cell_px):
+        places = [len(m.group(2)) for t in text.flat if (m := _DECIMALS.fullmatch(str(t)))]
+        if not places or max(places) <= 1:
+            return None
+        text = np.vectorize(functools.partial(_shortened, places=max(places) - 1), otypes=[object])(text)
+    return text
+
+
+def _shortened(cell: object, *, places: int) -> object:
+    """A decimal cell written with ``places`` decimals; any other cell as it is."""
+    return f"{float(str(cell)):.{places}f}" if _DECIMALS.fullmatch(str(cell)) else cell
+
+
+def _cell_numbers_fitted(fig: go.Figure, width_px: float) -> None:
+    """A heatmap drawn ``width_px`` wide: its cell numbers as they fit its cells (:func:`fitted_numbers`; Q and K
+    of the operator page, eight columns in a third of the page, were written 6 px high)."""
     plot_px = width_px - (fig.layout.margin.l or 0) - (fig.layout.margin.r or 0)
     for trace in fig.data:
         if trace.type == "heatmap" and trace.texttemplate and trace.text is not None:
-            if not numbers_fit(trace.text, plot_px / len(trace.text[0])):
-                trace.update(text=None, texttemplate=None)
+            text = fitted_numbers(trace.text, plot_px / len(trace.text[0]))
+            trace.update(text=text, texttemplate=None if text is None else trace.texttemplate)
 
 
 def wrap(text: str, width_px: float, font_px: float = TITLE_PX) -> str:
@@ -104,7 +124,7 @@ def tidy(fig: go.Figure, width_px: float | None = None) -> go.Figure:
     """The layout rules every shown figure follows (in place, and the same figure again: showing it twice is
     harmless): the one legend placement, a title wrapped to fit a figure ``width_px`` wide, its top margin
     grown by the added lines, the other margins grown to the labels' room (:func:`margins.fit`: one draw).
-    ``width_px``: how wide it is drawn, where known (then a heatmap's cell numbers too small to read are dropped);
+    ``width_px``: how wide it is drawn, where known (then a heatmap's cell numbers are fitted to its cells);
     else it may be from a column's to the page's width."""
     if fig.layout.showlegend is not False and any(getattr(t, "showlegend", False) is not False for t in fig.data):
         fig.update_layout(legend=LEGEND)
@@ -121,7 +141,7 @@ def tidy(fig: go.Figure, width_px: float | None = None) -> go.Figure:
     if not width_px:
         return margins.fit(fig, (COLUMN_PX, PAGE_PX))
     margins.fit(fig, (width_px,))
-    _unreadable_numbers_dropped(fig, width_px)  # the plot's width is known only now: the page's width less margins
+    _cell_numbers_fitted(fig, width_px)  # the plot's width is known only now: the page's width less margins
     return fig
 
 
@@ -140,19 +160,21 @@ def label_positions(
     marker_px: float,
     origin: bool = False,
     limit: int | None = None,
+    pad_px: float = PLOT_PAD_PX,
 ) -> list[str | None]:
     """Where each point's label goes (a Plotly ``textposition``: above or below, centred or to one side), so that
     no two labels overlap (two heads a few pixels apart had their names drawn one on the other), none lies on a
     marker and none leaves the plot (Plotly clips it: a label below a point on the x axis, or centred on a point on
     the y axis, was cut); None where no place has room: the hover and a table name that point. Points far from the
     centre are placed first, ``limit`` of them at most. ``plot_px``: the plot area's size, which the axes' span fills
-    (``origin``: the axes start at 0, as with ``rangemode="tozero"``)."""
+    (``origin``: the axes start at 0, as with ``rangemode="tozero"``); ``pad_px``: the room the axes leave past the
+    points' span, Plotly's autorange's unless a figure sets its ranges wider."""
     xy = np.asarray(coords, dtype=float)[:, :2]
     lo, hi = xy.min(0), xy.max(0)
     if origin:
         lo, hi = np.minimum(lo, 0.0), np.maximum(hi, 0.0)
-    low = 0.0 if origin else PLOT_PAD_PX  # an axis from 0 (rangemode "tozero") starts at 0 exactly; else padded
-    inner = np.asarray(plot_px, dtype=float) - low - PLOT_PAD_PX  # the points' span, less the autorange's pads
+    low = 0.0 if origin else pad_px  # an axis from 0 (rangemode "tozero") starts at 0 exactly; else padded
+    inner = np.asarray(plot_px, dtype=float) - low - pad_px  # the points' span, less the pads
     px = low + (xy - lo) / (np.maximum(hi - lo, 1e-12) / inner)  # (K, 2) points in px from the plot's corner, y up
     half_height = LABEL_HEIGHT_PX / 2 + marker_px / 2  # a label's centre sits this far above or below its marker
     r = marker_px / 2  # the markers are taken first: a label over another point hid it (the flow page's H4, H8)
