@@ -87,6 +87,7 @@ def bottleneck(translators: dict) -> None:
             return
         n = next(iter(results.values()))["n"][0]
         st.caption(T("rerun_done", n=n) if "s2s_eval" in st.session_state else T("shipped", n=n))
+        st.markdown(view.bottleneck_verdict(results, lang=LANG))  # the lecture's claim, measured on these curves
         panels = view.by_length(results, lang=LANG)
         for pair in (panels[:2], panels[2:]):
             ui.row(*pair)

@@ -37,7 +37,7 @@ def attention_section(clf, name: str, pixels, mask, row: int, col: int) -> None:
         result = classified(name, pixels)
         c = st.columns([2, 1])
         query = c[0].radio(
-            T("query"), view.queries(clf), horizontal=True, format_func=lambda q: T(f"query_{q}", patch=f"r{row}c{col}")
+            T("query"), view.queries(clf), horizontal=True, format_func=lambda q: T(f"query_{q}", row=row, col=col)
         )
         layer = c[1].slider(T("layer"), 0, clf.model.cfg.num_layers - 1, clf.model.cfg.num_layers - 1)
         att = view.attention(clf, result, pixels, query, row * clf.model.cfg.grid + col, layer, mask, lang=LANG)
@@ -125,10 +125,10 @@ if source == "upload":
 picture, pixels = view.model_input(clf, picture)
 c = st.columns([1, 1, 2])
 c[0].image(picture, caption=T("original", w=picture.width, h=picture.height), width=220)
-c[1].image(pixels, caption=T("model_input", size=cfg.image_size), width=220)
+c[1].image(*view.received(clf, pixels, lang=LANG), width=220)  # the caption says its scale
 with c[2]:
     st.markdown(view.preprocessing(clf, lang=LANG))
-    st.latex(rf"\tilde{{x}} = \frac{{x/255 - \mu}}{{\sigma}},\quad \mu={list(clf.mean)},\ \sigma={list(clf.std)}")
+    st.latex(view.normalisation(clf))
     for note in notes:
         st.markdown(f"- {note}")
 if source == "upload":  # an upload measured against held-out shapes before its answer is read

@@ -37,6 +37,8 @@ def test_first_load_shows_translations_and_charts(at):
     assert len(specs) >= 8
     titles = [s["layout"].get("title", {}).get("text", "") for s in specs]
     assert any("Bahdanau" in t for t in titles) and any("Token accuracy" in t for t in titles)
+    # §1.2's "with attention it does not fall" is measured on the curves drawn, not typed beside them
+    assert any(m.value.startswith("**Measured here** (50 held-out sentences per bucket)") for m in at.markdown)
 
 
 @pytest.mark.parametrize(
@@ -104,6 +106,7 @@ def test_chinese_page_loads_clean():
     heat = [s for s in specs if any(t.get("type") == "heatmap" for t in s["data"])]
     assert heat and all(s["layout"]["xaxis"]["title"]["text"] and s["layout"]["yaxis"]["title"]["text"] for s in heat)
     assert any("源词" in s["layout"]["xaxis"]["title"]["text"] for s in heat)
+    assert any(m.value.startswith("**本页实测**") for m in at.markdown)
 
 
 def test_bos_eos_and_the_true_fixed_context_are_shown(at):

@@ -4,6 +4,8 @@ Uploads (a real one, and every kind of bad or unusual file) are rows of the tabl
 
 from __future__ import annotations
 
+import base64
+import io
 import json
 
 import numpy as np
@@ -65,6 +67,34 @@ def test_chinese_text():
     assert_clean(at)
     assert any("图像被转换成 token 序列" in m.value for m in at.markdown)
     assert any(r.label == "查询（query）" for r in at.radio), [r.label for r in at.radio]  # not "Query"
+
+
+def test_chinese_page_names_the_patch_in_words_and_says_what_the_model_receives():
+    """The patch query reads 第 4 行第 4 列, not "r4c4"; the input panel is captioned with the contrast and its scale
+    (it showed the framed picture while the text said the model sees a contrast image where the paper is 0)."""
+    at = open_page("vision_transformer", lang="zh")
+    assert_clean(at)
+    options = [o for r in at.radio for o in r.options]
+    assert "选中的 patch（第 4 行第 4 列）" in options and not any("r4c4" in o for o in options)
+    captions = [i.proto.imgs[0].caption for i in at.get("image")]
+    assert "模型接收的输入，64×64：与纸面的对比度，各通道 x̃ 从 0（黑：纸面）到 2（亮：最强对比）" in captions
+    assert any(r"\frac{x - \mu}{\sigma}" in f.value for f in at.latex)  # the contrast is already in [0, 1]
+
+
+def test_the_input_panel_and_the_patch_grid_draw_what_the_model_receives():
+    """Both draw x̃ (the contrast, paper black) on the scale their caption states, so the chosen patch's values
+    (about 0.05–0.15 on the paper) match what is drawn; before, both drew the cream framed picture."""
+    clf = models.load_model("vit-shapes")
+    picture = view.sample(clf, 0, 7)[0]
+    _, pixels = view.model_input(clf, picture)
+    shown, caption = view.received(clf, pixels)
+    x = clf.to_tensor(pixels, framed=True)[0].cpu().numpy().transpose(1, 2, 0)  # what the model receives
+    np.testing.assert_allclose(shown, x * np.array(clf.std) + np.array(clf.mean), atol=1e-6)
+    assert np.median(shown[:2]) < 0.1 < 0.5 < np.median(pixels[:2]) / 255  # the paper: black here, cream before
+    assert "from 0 (black: the paper) to 2 (bright: the strongest contrast)" in caption
+    source = view.patches(clf, picture, 4, 4)[1].grid.figure.data[0].source
+    drawn = np.asarray(Image.open(io.BytesIO(base64.b64decode(source.split(",", 1)[1]))).convert("RGB"))
+    np.testing.assert_array_equal(drawn, (shown * 255).round().astype(np.uint8))
 
 
 def test_pooling_shows_n_by_d_to_one_by_d_to_c_for_the_chosen_model():

@@ -214,6 +214,7 @@ def test_the_page_states_the_computed_numbers(translators, examples):
     shown = view.claim_view("sv", sv, lang="zh")
     layer, head = sv.scores.best
     assert f"{sv.scores.subject[layer, head]:.3f}" in shown.text and f"{sv.errors[None][0]}" in shown.text
+    assert "。 " not in shown.text  # Chinese sentences run on without a space
     np.testing.assert_allclose(shown.panel.data["subject"], sv.scores.subject)
     errors, pairs = sv.errors[None][0], sv.errors[None][1]
     assert (

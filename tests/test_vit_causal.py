@@ -51,5 +51,6 @@ def test_accuracy_with_and_without_the_mask_is_counted(clf):
         assert len(set(hidden)) == 1 and r.accuracy[1] == pytest.approx(r.chance)
     text = view.causal_text(r, clf, lang="zh")
     assert f"{r.accuracy[0]:.1%}" in text and f"{r.accuracy[1]:.1%}" in text
+    assert "。 " not in text  # Chinese sentences run on without a space
     why = locales.text("vision_transformer", "causal_cls")
     assert (why in view.causal_text(r, clf)) == bool(clf.model.num_prefix)

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -178,3 +179,33 @@ def evaluate(
     if not translator.has_alignment:
         out["aer"] = None
     return out
+
+
+@dataclass(frozen=True)
+class LengthTrend:
+    """One model's scores in the shortest and the longest bucket of :func:`evaluate`'s result."""
+
+    buckets: tuple[str, str]  # their labels, e.g. "3–5", "36–40"
+    sentences: tuple[int, int]
+    token_accuracy: tuple[float, float]
+    exact_match: tuple[float, float]
+    exact_se: float  # standard error of the exact-match drop, the two buckets being independent samples
+
+    @property
+    def falls(self) -> bool:
+        """Exact match is lower in the longest bucket by more than twice the drop's standard error."""
+        drop = self.exact_match[0] - self.exact_match[1]
+        return drop > 0 and drop > 2 * self.exact_se
+
+
+def length_trend(result: Mapping[str, Any]) -> LengthTrend:
+    """The first and last bucket of ``result`` (:func:`evaluate`'s), and whether exact match falls between them
+    by more than sampling noise: p(1 − p)/n per bucket, summed, is the variance of the difference."""
+    (p0, p1), (n0, n1) = (result["exact_match"][i] for i in (0, -1)), (result["n"][i] for i in (0, -1))
+    return LengthTrend(
+        (result["buckets"][0], result["buckets"][-1]),
+        (n0, n1),
+        (result["token_accuracy"][0], result["token_accuracy"][-1]),
+        (p0, p1),
+        math.sqrt(p0 * (1 - p0) / n0 + p1 * (1 - p1) / n1),
+    )

@@ -312,29 +312,19 @@ def subject_verb_view(sv: SubjectVerb, *, lang: str = "en") -> Measured:
     base_err, pairs = sv.errors[None]
     best_err, ctrl_err = sv.errors[sc.best][0], sv.errors[sv.control][0]
     verdict = "sv_ablation_matters" if best_err > max(base_err, ctrl_err) else "sv_ablation_no_effect"
-    text = (
-        T(
-            "sv_result",
-            pairs=sc.pairs,
-            layer=bl,
-            head=bh,
-            weight=f"{sc.subject[bl, bh]:.3f}",
-            base=f"{sc.baseline[bl, bh]:.3f}",
-            ratio=f"{sc.subject[bl, bh] / sc.baseline[bl, bh]:.1f}",
-        )
-        + " "
-        + T(
-            verdict,
-            pairs=pairs,
-            none=base_err,
-            best=best_err,
-            layer=bl,
-            head=bh,
-            c_layer=cl,
-            c_head=ch,
-            control=ctrl_err,
-        )
+    result = T(
+        "sv_result",
+        pairs=sc.pairs,
+        layer=bl,
+        head=bh,
+        weight=f"{sc.subject[bl, bh]:.3f}",
+        base=f"{sc.baseline[bl, bh]:.3f}",
+        ratio=f"{sc.subject[bl, bh] / sc.baseline[bl, bh]:.1f}",
     )
+    ablation = T(
+        verdict, pairs=pairs, none=base_err, best=best_err, layer=bl, head=bh, c_layer=cl, c_head=ch, control=ctrl_err
+    )
+    text = sentences([result, ablation], lang)
     metrics = {
         T("sv_m_head"): T("sv_head", layer=bl, head=bh),
         T("sv_m_weight"): f"{sc.subject[bl, bh]:.3f} / {sc.baseline[bl, bh]:.3f}",
@@ -432,3 +422,44 @@ def by_length(results: Mapping, *, lang: str = "en") -> list[Panel]:
         )
         for metric, key, percent in BUCKET_METRICS
     ]
+
+
+def bottleneck_verdict(results: Mapping, *, lang: str = "en") -> str:
+    """Lecture §1.2's two claims against ``results`` (:func:`evaluate`'s or the bundles'): does attention lose
+    quality more slowly with length than the fixed vector, and does it lose any at all?"""
+    T, names = texts(PAGE, lang), labels(lang)
+    trends = {k: ev.length_trend(r) for k, r in results.items()}
+    first = next(iter(trends.values()))
+    pct = lambda x: f"{x:.0%}"  # noqa: E731
+    points = lambda x: f"{100 * x:.1f}"  # noqa: E731
+    rows = T("bn_sep").join(
+        T(
+            "bn_row",
+            model=names[k],
+            acc0=f"{t.token_accuracy[0]:.1%}",
+            acc1=f"{t.token_accuracy[1]:.1%}",
+            exact0=pct(t.exact_match[0]),
+            exact1=pct(t.exact_match[1]),
+        )
+        for k, t in trends.items()
+    )
+    parts = [T("bn_result", n=first.sentences[0], first=first.buckets[0], last=first.buckets[1], rows=rows)]
+    attention = {k: t for k, t in trends.items() if k != "fixed"}
+    loss = {k: t.token_accuracy[0] - t.token_accuracy[1] for k, t in trends.items()}
+    if "fixed" in trends and attention:
+        slower = all(loss[k] < loss["fixed"] for k in attention)
+        drops = T("list_sep").join(T("bn_drop", model=names[k], drop=points(loss[k])) for k in attention)
+        parts.append(T("bn_slower" if slower else "bn_not_slower", drops=drops, fixed=points(loss["fixed"])))
+    if attention:  # "with attention it does not fall" fails on any model whose fall exceeds its sampling noise
+        falling = {k: t for k, t in attention.items() if t.falls}
+        falls = T("bn_sep").join(
+            T("bn_fall", model=names[k], drop=points(t.exact_match[0] - t.exact_match[1]), se=points(t.exact_se))
+            for k, t in (falling or attention).items()
+        )
+        parts.append(T("bn_falls" if falling else "bn_flat", falls=falls))
+    return sentences(parts, lang)
+
+
+def sentences(parts: Sequence[str], lang: str) -> str:
+    """Sentences run on: a space between them in English, none after a Chinese full stop."""
+    return ("" if lang == "zh" else " ").join(parts)

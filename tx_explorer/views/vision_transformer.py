@@ -104,8 +104,9 @@ def familiar(
     if not f.far:
         return Familiar(False, T("familiar_near", measures=measures))
     confident = f.below["top"] >= 1 - vit_lab.FAR and f.below["entropy"] <= vit_lab.FAR  # flagged by its pixels alone
-    quiet = (" " if lang == "en" else "") + T("familiar_quiet") if confident else ""
-    return Familiar(True, T("familiar_far", measures=measures + quiet))
+    if confident:
+        measures = _sentences([measures, T("familiar_quiet")], lang)
+    return Familiar(True, T("familiar_far", measures=measures))
 
 
 def sample(clf: ImageClassifier, label: int = 0, seed: int = 7) -> tuple[Image.Image, np.ndarray]:
@@ -121,6 +122,30 @@ def model_input(clf: ImageClassifier, picture: Image.Image | np.ndarray | str) -
     elif isinstance(picture, np.ndarray):
         picture = images.to_image(picture)
     return picture, clf.seen(images.to_array(images.center_square(picture, clf.model.cfg.image_size)))
+
+
+def received(clf: ImageClassifier, pixels: np.ndarray, *, lang: str = "en") -> tuple[np.ndarray, str]:
+    """What the model receives from ``pixels`` (:func:`model_input`'s), as an ``[S, S, 3]`` image in [0, 1], and its
+    caption with the scale: x̃ = (x − μ)/σ drawn black at x = 0 and full at x = 1, x being the contrast with the
+    paper for a contrast model (so the paper is black), else the pixel / 255 (so it looks like the picture)."""
+    T = texts(PAGE, lang)
+    x = clf.to_tensor(pixels, framed=True)[0].cpu().numpy().transpose(1, 2, 0)  # (S, S, 3): x̃ itself
+    mean, std = np.array(clf.mean), np.array(clf.std)
+    lo, hi = _channels((0 - mean) / std), _channels((1 - mean) / std)  # x̃ at x = 0 and at x = 1 (0 − μ: no "-0")
+    key = "model_input_contrast" if clf.contrast else "model_input"
+    return np.clip(x * std + mean, 0, 1), T(key, size=x.shape[0], lo=lo, hi=hi)  # clip: float rounding only
+
+
+def _channels(values: np.ndarray) -> str:
+    """One number when every channel shares it, else R, G, B in brackets."""
+    shown = [f"{v:.3g}" for v in values]
+    return shown[0] if len(set(shown)) == 1 else f"[{', '.join(shown)}]"
+
+
+def normalisation(clf: ImageClassifier) -> str:
+    """LaTeX: x̃ = (x − μ)/σ with this model's μ and σ; x is the pixel / 255, or the contrast (already in [0, 1])."""
+    x = "x" if clf.contrast else "x/255"
+    return rf"\tilde{{x}} = \frac{{{x} - \mu}}{{\sigma}},\quad \mu={list(clf.mean)},\ \sigma={list(clf.std)}"
 
 
 def preprocessing(clf: ImageClassifier, *, lang: str = "en") -> str:
@@ -150,10 +175,13 @@ def patches(
     lecture_index = (row * lg // g) * lg + col * lg // g  # the same place in the 14×14 grid
     big = images.to_array(images.center_square(picture, vit_lab.LECTURE_SIZE))
     pixels = clf.seen(images.to_array(images.center_square(picture, cfg.image_size)))
+    # The model's grid is drawn from what it receives, so the patch looks like its values (the paper near 0).
+    drawn = (received(clf, pixels)[0] * 255).round().astype(np.uint8)
     sides = []
-    for key, image, embed, patch, pick, title, weights, norm in (
+    for key, image, shown, embed, patch, pick, title, weights, norm in (
         (
             "lecture",
+            big,
             big,
             vit_lab.lecture_embed(),
             vit_lab.LECTURE_PATCH,
@@ -165,6 +193,7 @@ def patches(
         (
             "model",
             pixels,
+            drawn,
             clf.model.patch_embed,
             cfg.patch_size,
             index,
@@ -189,7 +218,7 @@ def patches(
             PatchSide(
                 title,
                 numbers,
-                Panel(f"vit_grid_{key}", vitviz.image_with_grid(image, patch, highlight=pick, height=340)),
+                Panel(f"vit_grid_{key}", vitviz.image_with_grid(shown, patch, highlight=pick, height=340)),
                 Panel(
                     f"vit_values_{key}",
                     vitviz.patch_values(view.values, title=T("values_title", n=width), words=words),
@@ -291,7 +320,7 @@ def measured(name: str, *, lang: str = "en") -> str | None:
     parts = [T("measured_accuracy", **report)] + [
         T(f"measured_{k}", **report) for k in ("drawings", "cls") if k in report
     ]
-    return ("" if lang == "zh" else " ").join(parts)  # Chinese sentences run on without spaces
+    return _sentences(parts, lang)
 
 
 def positions(clf: ImageClassifier, *, lang: str = "en") -> tuple[Panel | None, Panel]:
@@ -349,7 +378,7 @@ def shuffle(
     parts = [T("shuffle_reading"), T(verdict, cls=names[first], p0=p0, p1=p1, new=names[now], ratio=ratio)]
     if held is not None:
         parts += _held_out_shuffle(held, clf, T)
-    reading = ("" if lang == "zh" else " ").join(parts)  # Chinese sentences run on without spaces
+    reading = _sentences(parts, lang)
     chart = Panel("vit_shuffle", fig, np.stack(list(shuf.probs.values())))
     return Shuffled(shuf.shuffled, chart, changes, reading)
 
@@ -395,6 +424,13 @@ def causal_text(result: vit_lab.CausalMask, clf: ImageClassifier, *, lang: str =
     pct = lambda x: f"{x:.1%}"  # noqa: E731
     acc, acc0 = result.accuracy
     se = pct(vit_lab.accuracy_se(acc, result.images))
-    text = T("causal_result", n=result.images, acc=pct(acc), acc0=pct(acc0), chance=pct(result.chance), se=se)
-    text += " " + T("causal_agree", agree=pct(result.agree))
-    return text + (" " + T("causal_cls") if clf.model.num_prefix else "")
+    parts = [
+        T("causal_result", n=result.images, acc=pct(acc), acc0=pct(acc0), chance=pct(result.chance), se=se),
+        T("causal_agree", agree=pct(result.agree)),
+    ]
+    return _sentences(parts + ([T("causal_cls")] if clf.model.num_prefix else []), lang)
+
+
+def _sentences(parts: list[str], lang: str) -> str:
+    """Sentences run on: a space between them in English, none after a Chinese full stop."""
+    return ("" if lang == "zh" else " ").join(parts)
