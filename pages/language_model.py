@@ -30,10 +30,10 @@ def generation(name: str, prompt: str, new: int, method: str, temperature: float
 
 
 @st.fragment
-def embeddings(r, dim: int, vocab: int, tied: bool) -> None:
+def embeddings(r, dim: int, intro: str) -> None:
     if box := ui.lazy_section(T, "embed", key="lm_open_embed", intro=False):
         with box, ui.friendly_errors():
-            st.markdown(T("embed_intro", vocab=vocab, dim=dim) + " " + T("embed_tied" if tied else "embed_untied"))
+            st.markdown(intro)
             ui.show(view.embeddings(r, dim, lang=LANG))
 
 
@@ -135,8 +135,10 @@ with ui.friendly_errors():
     if r.truncated:
         st.warning(model_facts.say("language_model", "truncated", tm, LANG, n=r.num_tokens))
     st.code(" | ".join(r.tokens), language=None, wrap_lines=True)
+    if note := view.split_bytes_note(r.tokens, lang=LANG):
+        st.caption(note)
 if r is not None:
-    embeddings(r, tm.config.dim, tm.config.vocab_size, view.tied(tm))
+    embeddings(r, tm.config.dim, view.embed_intro(tm, lang=LANG))
     causal_mask(r)
     next_token(r)
     loss(r)

@@ -87,6 +87,8 @@ def _last_reply(tm: Any, prompt: Any, att: Any, served: int) -> None:
     st.caption(view.chat_served(len(prompt.ids), served, lang=language))
     st.code(tm.decode(prompt.ids), language=None, wrap_lines=True)
     st.code(" | ".join(att.tokens[: att.prompt_len]), language=None, wrap_lines=True)
+    if note := view.split_bytes_note(att.tokens[: att.prompt_len], lang=language):
+        st.caption(note)
     st.markdown(T("chat_read_intro"))
     c = st.columns(3)
     produced = att.produced

@@ -3,10 +3,13 @@ and step-by-step generation with the attention behind each new token."""
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import plotly.graph_objects as go
 from torch import Tensor
 
 from tx_explorer import masks
@@ -17,13 +20,15 @@ from tx_explorer.modules.cache import KVCache
 from tx_explorer.trace import Trace
 from tx_explorer.views import Panel, axes, texts
 from tx_explorer.viz import bars as vb
-from tx_explorer.viz import charts
-from tx_explorer.viz.heatmap import heatmap
+from tx_explorer.viz import charts, style
+from tx_explorer.viz.heatmap import X_TICKS, heatmap
 from tx_explorer.viz.style import safe_labels
 
 PAGE = "language_model"
 METHODS = ("greedy", "temperature", "top_k")
 TOP = 15  # next-token candidates shown
+PAGE_X_TICKS = 2 * X_TICKS  # token labels a page-wide chart's x axis holds upright without touching
+CLIP_PERCENTILE = 99.5  # the embedding map's colours end at this percentile of |value|: one spike washed out the rest
 LATEX = (
     r"p(x_{t+1}\mid x_1,\dots,x_t)=\mathrm{softmax}(h_t W_{\text{head}}),"
     r"\quad W_{\text{head}}\in\mathbb{R}^{D\times V},"
@@ -48,6 +53,34 @@ def _sampling(method: str, temperature: float, top_k: int, seed: int) -> dict:
         raise ValueError(f"unknown sampling method {method!r}; use one of {METHODS}")
     top = top_k if method == "top_k" else None
     return dict(greedy=method == "greedy", temperature=temperature, top_k=top, seed=seed)
+
+
+def _token_bars(labels: Sequence[str], name: str, values: np.ndarray, **titles: str) -> go.Figure:
+    """One bar per token of a page-wide chart: every k-th token named on the x axis when all of them would touch
+    (a chat's 89 ran into one block), each bar's token named in its hover."""
+    fig = charts.bars(labels, {name: values}, **titles)
+    shown = list(range(0, len(labels), -(-len(labels) // PAGE_X_TICKS)))
+    fig.update_xaxes(tickvals=shown, ticktext=[fig.layout.xaxis.ticktext[i] for i in shown])
+    return fig.update_traces(hovertext=safe_labels(labels), hovertemplate="%{hovertext}<br>%{y:.4f}<extra></extra>")
+
+
+def _to_its_max(values: np.ndarray, rows: Sequence[str], cols: Sequence[str], *, lang: str, **titles: str) -> go.Figure:
+    """Attention weights coloured from 0 to their own largest, which the colour bar states: on the fixed 0–1 scale
+    a step's weights, at most 0.1–0.4 off the first token, were all one dark colour."""
+    top = float(np.nanmax(values, initial=0.0)) or 1.0
+    fig = heatmap(values, rows, cols, zmax=top, **titles)  # labels raw: heatmap escapes them itself
+    bar = texts(PAGE, lang)("weight_to_max", max=f"{top:.2g}")
+    return fig.update_traces(colorbar=dict(title=dict(text=bar)))
+
+
+# A label made of bytes only, one of them past ASCII: part of a character whose UTF-8 bytes the tokenizer split
+# (tx_explorer.data.tokenizer writes them \xNN). An invisible character alone (\x0d) is not one.
+_SPLIT_BYTES = re.compile(r"(?:\\x[0-9a-f]{2})*\\x[89a-f][0-9a-f](?:\\x[0-9a-f]{2})*")
+
+
+def split_bytes_note(tokens: Sequence[str], *, lang: str = "en") -> str | None:
+    """What ``\\xNN`` in a token strip means, where a token is such a byte (None elsewhere)."""
+    return texts(PAGE, lang)("split_bytes") if any(_SPLIT_BYTES.fullmatch(t) for t in tokens) else None
 
 
 def generate(
@@ -146,19 +179,21 @@ def chat_read(
     w = att.row(token, layer, head)
     ctx = [f"{i}: {t}" for i, t in enumerate(att.tokens[: len(w)])]
     produced = safe_labels(att.produced)
-    fig = charts.bars(
+    fig = _token_bars(
         ctx,
-        {T("weight"): w},
+        T("weight"),
+        w,
         x_title=T("context"),
         y_title=T("weight"),
         title=T("chat_step_title", token=produced[token], i=token),
     )
     rows = att.rows[layer].astype(np.float32)
     rows = rows.mean(axis=0) if head is None else rows[head]
-    grid = heatmap(  # labels raw: heatmap escapes them itself
+    grid = _to_its_max(
         rows,
         [f"{i}: {t}" for i, t in enumerate(att.produced)],
         att.tokens,
+        lang=lang,
         title=T("chat_rows_title"),
         x_title=T("context"),
         y_title=T("chat_produced"),
@@ -175,19 +210,38 @@ def tied(tm: TextModel) -> bool:
     return lm.tied_output(tm)
 
 
+def embed_intro(tm: TextModel, *, lang: str = "en") -> str:
+    """The embeddings section's prose: the lookup, whether the output layer is the same matrix, and the scale the
+    model puts on the rows before its first block, where it has one."""
+    T, cfg = texts(PAGE, lang), tm.config
+    said = [T("embed_intro", vocab=cfg.vocab_size, dim=cfg.dim), T("embed_tied" if tied(tm) else "embed_untied")]
+    if cfg.embed_scale:  # Gemma: the first block reads the rows × √D, not the rows drawn
+        said.append(T("embed_scaled", dim=cfg.dim, scale=f"{math.sqrt(cfg.dim):.1f}"))
+    return ("" if lang == "zh" else " ").join(said)  # Chinese sentences run on without spaces
+
+
 def embeddings(r: lm.Reading, dim: int, *, lang: str = "en") -> Panel:
-    """Each token's embedding row."""
+    """Each token's embedding row, the colours clipped at :data:`CLIP_PERCENTILE` of |value| (Gemma 3's ``<bos>``
+    row holds one entry several times any other's), the hover giving each value."""
     T = texts(PAGE, lang)
     rows = [f"{t} (id {i})" for t, i in zip(r.tokens, r.ids)]  # the heatmap escapes them: <b> stays text
-    fig = charts.signed_heatmap(
+    size = np.abs(r.embeddings)
+    top = float(size.max())
+    limit = float(np.percentile(size, CLIP_PERCENTILE)) or top or 1.0
+    fig = heatmap(
         r.embeddings,
         rows,
         [str(d) for d in range(r.embeddings.shape[1])],
         title=T("embed_title", n=len(r.tokens), dim=dim),
         x_title=T("dims"),
         y_title=T("tokens_axis"),
+        colorscale=style.DIVERGING,
+        zmin=-limit,
+        zmax=limit,
+        zmid=0.0,
     )
-    return Panel("lm_embed", fig, r.embeddings)
+    bar = T("embed_clipped", limit=f"{limit:.2g}", pct=f"{CLIP_PERCENTILE:g}", max=f"{top:.2g}")
+    return Panel("lm_embed", fig.update_traces(colorbar=dict(title=dict(text=bar))), r.embeddings)
 
 
 @dataclass(frozen=True)
@@ -271,9 +325,7 @@ def losses(r: lm.Reading, *, lang: str = "en") -> tuple[dict[str, str], Panel] |
         return None
     mean = float(r.losses.mean())
     labels = [f"{i}: {t}" for i, t in enumerate(r.tokens)]
-    fig = charts.bars(
-        labels[1:], {T("loss"): r.losses}, title=T("loss_title"), x_title=T("predicted"), y_title=T("nats")
-    )
+    fig = _token_bars(labels[1:], T("loss"), r.losses, title=T("loss_title"), x_title=T("predicted"), y_title=T("nats"))
     return {T("mean_loss"): f"{mean:.3f}", T("perplexity"): f"{np.exp(mean):.1f}"}, Panel("lm_loss", fig, r.losses)
 
 
@@ -286,18 +338,20 @@ def generation(
     row = g.prompt_len + step - 2  # the position whose prediction produced generated token `step`
     gen_toks = safe_labels(g.tokens)
     ctx = [f"{i}: {t}" for i, t in enumerate(g.tokens[: row + 1])]
-    fig = charts.bars(
+    fig = _token_bars(
         ctx,
-        {T("weight"): maps[row, : row + 1]},
+        T("weight"),
+        maps[row, : row + 1],
         x_title=T("context"),
         y_title=T("weight"),
         title=T("gen_step_title", token=gen_toks[row + 1], step=step),
     )
     rows_new = maps[g.prompt_len - 1 : -1]
-    grid = heatmap(  # labels raw: heatmap escapes them (escaped twice, <|im_end|> showed as &lt;|im_end|&gt;)
+    grid = _to_its_max(  # labels raw: heatmap escapes them (escaped twice, <|im_end|> showed as &lt;|im_end|&gt;)
         rows_new,
         [f"→ {t}" for t in g.tokens[g.prompt_len :]],
         g.tokens,
+        lang=lang,
         title=T("gen_map_title"),
         x_title=T("context"),
         y_title=T("generated"),
