@@ -3,6 +3,8 @@ patching prompts' refusal when their token lengths differ."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from conftest import assert_clean, open_page, plotly_specs
 
@@ -40,6 +42,10 @@ def test_each_view(page, view: str) -> None:
     assert len(plotly_specs(page)) == VIEW_CHARTS[view]
     if view == "taxonomy":
         assert len(page.dataframe[0].value) == 16  # a row per head of tiny-gpt: a grid that scrolls and sorts
+        # each score to 3 places, numbers still (they sort as numbers): the grid showed 7.2 beside 9.922
+        columns = json.loads(page.dataframe[0].proto.columns)
+        scores = [c for c in page.dataframe[0].value.columns if c not in ("head", "sink")]
+        assert len(scores) == 6 and all(columns[c]["type_config"]["format"] == "%.3f" for c in scores)
     if view == "attribution":
         assert len(page.table[0].value) == 5  # four methods and a random baseline: a whole table
 

@@ -427,6 +427,8 @@ class Taxonomy:
     scores: dict[str, np.ndarray]
     sinks: np.ndarray  # [L, H] bool: sink share ≥ SINK_THRESHOLD
     coords: np.ndarray  # [L·H, 2]: the heads' standardised scores projected on their two principal axes
+    loadings: np.ndarray  # [2, 6]: each axis's unit weights on the standardised scores, in SCORES order
+    explained: np.ndarray  # [2]: each axis's share of the standardised scores' variance
     sink_effect: float | None  # loss change (decoder) / 1 − cosine (encoder) with every sink head renormalised
     base_loss: float | None
     repeat_length: int
@@ -449,8 +451,9 @@ def taxonomy(tm: TextModel, ids: Sequence[int], *, repeat_length: int = 24, seed
     sinks = scores["sink"] >= SINK_THRESHOLD
     stacked = np.stack([scores[k].ravel() for k in SCORES], axis=1)  # (L·H, 6)
     z = (stacked - stacked.mean(0)) / np.where(stacked.std(0) > 0, stacked.std(0), 1.0)
-    _, _, vt = np.linalg.svd(z, full_matrices=False)
+    _, s, vt = np.linalg.svd(z, full_matrices=False)
     coords = z @ vt[:2].T
+    explained = s[:2] ** 2 / max(float((s**2).sum()), 1e-12)  # every score constant: no variance to share
     effect, base = None, None
     if sinks.any():
         edit = Edit()
@@ -461,7 +464,7 @@ def taxonomy(tm: TextModel, ids: Sequence[int], *, repeat_length: int = 24, seed
             effect = (1 - F.cosine_similarity(clean.embedding, dropped.embedding, dim=-1)).item()
         else:
             effect, base = (dropped.loss - clean.loss).item(), clean.loss.item()
-    return Taxonomy(scores, sinks, coords, effect, base, repeat_length)
+    return Taxonomy(scores, sinks, coords, vt[:2], explained, effect, base, repeat_length)
 
 
 def uniform_induction(n: int, encoder: bool = False) -> float:
@@ -524,8 +527,8 @@ def sink_windows(tm: TextModel, ids: Sequence[int], window: int) -> SinkWindows:
 
 # --- attribution beside attention --------------------------------------------------------------------------------
 ATTRIBUTION_METHODS = ("grad_input", "integrated_gradients", "attention", "rollout")
-# Integrated gradients count as converged when the completeness errors of the path's pieces add to at most this
-# share of |f(x) − f(0)|. SmolLM2's f is not smooth along the path: it swings between 0.0001 and 0.11 within
+# Integrated gradients count as converged when the magnitudes of the path's pieces' completeness errors add to at
+# most this share of |f(x) − f(0)|. SmolLM2's f is not smooth along the path: it swings between 0.0001 and 0.11 within
 # α = 0.030…0.037, where the token vectors' RMS (≈ 0.1) crosses its first RMSNorm's √ε, so a fixed midpoint rule
 # missed by more than f(x) − f(0) itself at 16, 64 and 256 steps (gaps 0.34, 0.23, 0.33 of f(x) = 0.30).
 IG_TOLERANCE = 0.05
@@ -546,9 +549,11 @@ class Attribution:
     f_baseline: float
     target: str  # what f is: "p(▁the | …)" or "⟨sentence embedding, its direction⟩"
     path: np.ndarray  # [K + 1] α at the ends of the pieces the path α · x was cut into
-    piece_errors: np.ndarray  # [K] |Σ IG − (f(b · x) − f(a · x))| of each piece [a, b]
+    # [K] Σ IG − (f(b · x) − f(a · x)) of each piece [a, b], signed: they add to the whole path's error, where
+    # pieces that overshoot and undershoot cancel, so only their magnitudes' sum bounds every piece's error
+    piece_errors: np.ndarray
     gradients: int  # gradients taken along the path
-    converged: bool  # the piece errors add to at most IG_TOLERANCE · |f(x) − f(0)|
+    converged: bool  # the piece errors' magnitudes add to at most IG_TOLERANCE · |f(x) − f(0)|
 
 
 def _objective(tm: TextModel, x: Tensor, emb: Tensor, target: int | Tensor) -> Tensor:
@@ -577,7 +582,7 @@ class _Path(NamedTuple):
     ig: Tensor  # [N]
     ends: Tensor  # [K + 1] α at the ends of the pieces
     f: Tensor  # [K + 1] f there
-    errors: Tensor  # [K] each piece's completeness error
+    errors: Tensor  # [K] each piece's completeness error, signed
     gradients: int
     converged: bool
 
@@ -586,9 +591,10 @@ def _integrated_gradients(
     tm: TextModel, x: Tensor, emb: Tensor, target: int | Tensor, pieces: int, budget: int
 ) -> _Path:
     """Integrated gradients along α · ``emb``, α from 0 to 1, by the midpoint rule on ``pieces`` pieces of the path,
-    the worst piece halved until the errors add to at most :data:`IG_TOLERANCE` · |f(x) − f(0)| or ``budget``
-    gradients are spent. Completeness holds on every piece [a, b] (Σ IG = f(b) − f(a)), so its mismatch is that
-    piece's error; a halved piece's midpoint, whose f is known, becomes an end and two gradients read its halves."""
+    the worst piece halved until the errors' magnitudes add to at most :data:`IG_TOLERANCE` · |f(x) − f(0)| or
+    ``budget`` gradients are spent. Completeness holds on every piece [a, b] (Σ IG = f(b) − f(a)), so its mismatch
+    is that piece's error; a halved piece's midpoint, whose f is known, becomes an end and two gradients read its
+    halves."""
     ends = torch.linspace(0, 1, pieces + 1, dtype=emb.dtype)
     f_ends = _objective(tm, x, ends[:, None, None].to(emb.device) * emb, target).cpu()
     mids = (ends[:-1] + ends[1:]) / 2  # never α = 0, where a model's gradient may be NaN (a norm of zero)
@@ -596,11 +602,11 @@ def _integrated_gradients(
     taken = pieces
     while True:
         ig = ends.diff()[:, None] * per_token  # (K, N): each piece's share
-        errors = (ig.sum(-1) - f_ends.diff()).abs()
-        converged = bool(errors.sum() <= IG_TOLERANCE * abs(f_ends[-1] - f_ends[0]))
+        errors = ig.sum(-1) - f_ends.diff()
+        converged = bool(errors.abs().sum() <= IG_TOLERANCE * abs(f_ends[-1] - f_ends[0]))
         if converged or taken + 2 > budget:
             return _Path(ig.sum(0), ends, f_ends, errors, taken, converged)
-        k = int(errors.argmax())
+        k = int(errors.abs().argmax())
         halves = torch.stack([(ends[k] + mids[k]) / 2, (mids[k] + ends[k + 1]) / 2])
         new_per_token, new_f = _gradient_input(tm, x, emb, halves, target)
         taken += 2

@@ -105,9 +105,9 @@ SHORT_TABLE = 12  # rows a table may have and still be shown whole, its long cel
 
 def show_result(result: Any, clickable: bool = False, side_by_side: bool = False) -> list[Any] | None:
     """A view's result (``panels``, ``notes``, ``table``): the panels, each note as a caption (notes quote tokens
-    and replies, so Markdown in them is escaped), the table (a short one whole, a long one in a grid); with
-    ``clickable``, the ``customdata`` of a clicked point, if any. ``side_by_side``: the panels in a row, not one
-    below the other."""
+    and replies, so Markdown in them is escaped), the table (a short one whole; a long one, or one whose numbers
+    have ``decimals``, in a grid); with ``clickable``, the ``customdata`` of a clicked point, if any.
+    ``side_by_side``: the panels in a row, not one below the other."""
     if side_by_side:
         picked = row(*result.panels)
     else:
@@ -115,8 +115,12 @@ def show_result(result: Any, clickable: bool = False, side_by_side: bool = False
     for note in result.notes:
         st.caption(escape_markdown(note))
     if result.table:
-        short = len(next(iter(result.table.values()))) <= SHORT_TABLE
-        (st.table if short else st.dataframe)(result.table, hide_index=True)
+        places = getattr(result, "decimals", None)  # numbers to sort, each column shown to its places: a grid
+        if places is None and len(next(iter(result.table.values()))) <= SHORT_TABLE:
+            st.table(result.table, hide_index=True)
+        else:
+            config = {c: st.column_config.NumberColumn(format=f"%.{d}f") for c, d in (places or {}).items()}
+            st.dataframe(result.table, hide_index=True, column_config=config)
     return picked
 
 

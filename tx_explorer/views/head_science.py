@@ -19,6 +19,7 @@ from tx_explorer.viz import heads as vh
 PAGE = "head_science"
 LIMIT = 128  # tokens analysed: the budget of the all-head jobs (MiniLM at 128 tokens takes seconds)
 LENS_QUANTITIES = ("kl", "entropy", "top1", "cosine")
+SCORE_DECIMALS = 3  # every score column of the taxonomy's table, so that 7.2 reads 7.200 beside 9.922
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,7 @@ class Result:
     panels: tuple[Panel, ...]
     notes: tuple[str, ...] = ()
     table: dict[str, list] | None = None
+    decimals: dict[str, int] | None = None  # column → places its numbers are shown to: a grid drops trailing zeros
     focus: tuple[int, int] = (0, 0)  # (layer, head) to open first: the largest effect
 
 
@@ -184,7 +186,11 @@ def taxonomy(tm: TextModel, text: str, score: str = "induction", *, lang: str = 
     r = hs.taxonomy(tm, ids)
     layers, heads = r.sinks.shape
     names = head_labels(layers, heads)
-    table = {T("col_head"): names, **{T(f"score_{k}"): np.round(r.scores[k].ravel(), 3).tolist() for k in hs.SCORES}}
+    columns = {k: T(f"score_{k}") for k in hs.SCORES}
+    table = {
+        T("col_head"): names,
+        **{columns[k]: np.round(r.scores[k].ravel(), SCORE_DECIMALS).tolist() for k in hs.SCORES},
+    }
     table[T("col_sink")] = ["✓" if f else "" for f in r.sinks.ravel()]
     bars = vhs.score_bars(
         r.scores[score],
@@ -203,8 +209,8 @@ def taxonomy(tm: TextModel, text: str, score: str = "induction", *, lang: str = 
         r.sinks,
         [f"{n}<br>{h}" for n, h in zip(names, hover)],
         title=T("title_map"),
-        x_title=T("axis_pc1"),
-        y_title=T("axis_pc2"),
+        x_title=T("axis_pc1", **_axis_words(r, 0, columns)),
+        y_title=T("axis_pc2", **_axis_words(r, 1, columns)),
         names=(T("legend_heads"), T("legend_sinks")),
     )
     found, verdict = induction_verdict(tm, r.scores["induction"], r.repeat_length, lang=lang)
@@ -218,7 +224,7 @@ def taxonomy(tm: TextModel, text: str, score: str = "induction", *, lang: str = 
         notes.append(T("sink_effect_cos", count=int(r.sinks.sum()), effect=f"{r.sink_effect:.4f}"))
     else:
         notes.append(
-            T("sink_effect_loss", count=int(r.sinks.sum()), effect=f"{r.sink_effect:+.4f}", loss=f"{r.base_loss:.3f}")
+            T("sink_effect_loss", count=int(r.sinks.sum()), effect=f"{r.sink_effect:+.3f}", loss=f"{r.base_loss:.3f}")
         )
     data = np.stack([r.scores[k].ravel() for k in hs.SCORES], axis=1)
     panels = [Panel("hs_scores", bars, r.scores[score]), Panel("hs_map", scatter, data)]
@@ -237,7 +243,17 @@ def taxonomy(tm: TextModel, text: str, score: str = "induction", *, lang: str = 
         notes.append(
             T("sink_windows", window=w.window, scored=w.scored, full=full, window_loss=evicted, window_sink=kept)
         )
-    return Result(tuple(panels), tuple(notes), table)
+    return Result(tuple(panels), tuple(notes), table, decimals=dict.fromkeys(columns.values(), SCORE_DECIMALS))
+
+
+def _axis_words(r: hs.Taxonomy, axis: int, columns: dict[str, str]) -> dict[str, str]:
+    """An axis of the map in words: its share of the variance and its two heaviest scores with their signed weights
+    (a principal axis alone did not say what it measures)."""
+    weights = r.loadings[axis]
+    first, second = (
+        f"{weights[i]:+.2f}".replace("-", "−") + f" × {columns[hs.SCORES[i]]}" for i in np.argsort(-np.abs(weights))[:2]
+    )
+    return dict(share=f"{r.explained[axis]:.0%}", first=first, second=second)
 
 
 def induction_verdict(tm: TextModel, scores: np.ndarray, n: int, *, lang: str = "en") -> tuple[bool, str]:
@@ -292,21 +308,34 @@ def attribution(tm: TextModel, text: str, *, lang: str = "en") -> Result:
 
 
 def completeness_verdict(r: hs.Attribution, *, lang: str = "en") -> str:
-    """Whether integrated gradients converged: the path's pieces' completeness errors against
-    :data:`~tx_explorer.analysis.head_science.IG_TOLERANCE` of |f(x) − f(0)|, with the worst piece where not."""
-    error, change = float(r.piece_errors.sum()), abs(r.f_input - r.f_baseline)
-    worst = int(np.argmax(r.piece_errors))
-    return texts(PAGE, lang)(
+    """Whether integrated gradients converged: the sizes of the path's pieces' completeness errors added, against
+    :data:`~tx_explorer.analysis.head_science.IG_TOLERANCE` of |f(x) − f(0)|, with the worst piece where not. The
+    whole path's error is the pieces' signed sum: within the tolerance beside pieces that are not, it passed only
+    because they cancel, and says so (a student read "completeness holds" next to "not converged")."""
+    T = texts(PAGE, lang)
+    sizes = np.abs(r.piece_errors)
+    error, change = float(sizes.sum()), abs(r.f_input - r.f_baseline)
+    share = lambda e: f"{e / change:.0%}" if change else "∞"  # noqa: E731
+    worst = int(np.argmax(sizes))
+    gap = r.completeness_gap
+    whole = dict(gap=f"{gap:.2e}", gap_ratio=share(gap), fx=f"{r.f_input:.4f}", f0=f"{r.f_baseline:.4f}")
+    if r.converged:
+        overall = ""
+    elif gap <= hs.IG_TOLERANCE * change:
+        over, under = r.piece_errors[r.piece_errors > 0].sum(), r.piece_errors[r.piece_errors < 0].sum()
+        overall = T("ig_overall_cancels", over=f"{over:+.2e}", under=f"{under:+.2e}", **whole)
+    else:
+        overall = T("ig_overall_fails", **whole)
+    return T(
         "ig_converged" if r.converged else "ig_not_converged",
         gradients=r.gradients,
-        pieces=len(r.piece_errors),
+        pieces=len(sizes),
         error=f"{error:.2e}",
-        ratio=f"{error / change:.0%}" if change else "∞",
+        ratio=share(error),
         tolerance=f"{hs.IG_TOLERANCE:.0%}",
         a=f"{r.path[worst]:.4g}",
         b=f"{r.path[worst + 1]:.4g}",
-        worst=f"{r.piece_errors[worst]:.2e}",
-        gap=f"{r.completeness_gap:.2e}",
-        fx=f"{r.f_input:.4f}",
-        f0=f"{r.f_baseline:.4f}",
+        worst=f"{sizes[worst]:.2e}",
+        overall=overall,
+        **whole,
     )

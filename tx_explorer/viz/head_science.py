@@ -3,6 +3,7 @@ logit-lens maps with top-5 hovers, per-head score bars, the 2-D map of heads, at
 
 from __future__ import annotations
 
+import html
 import math
 from collections.abc import Mapping, Sequence
 
@@ -61,7 +62,8 @@ def position_map(
     limit = float(np.abs(z[np.isfinite(z)]).max()) if np.isfinite(z).any() and np.abs(z).max() > 0 else 1.0
     scale = dict(colorscale=style.DIVERGING, zmin=-limit, zmax=limit, zmid=0.0) if signed else {}
     custom = np.empty(z.shape, dtype=object)
-    custom[:] = "" if hover is None else np.vectorize(lambda s: "<br>" + s)(hover)
+    # the hover's words are text: Plotly would read a top-5 token "<bos>" as a tag and drop it
+    custom[:] = "" if hover is None else np.vectorize(lambda s: "<br>" + html.escape(s, quote=False))(hover)
     trace = go.Heatmap(
         z=z,
         x=list(range(len(cols))),
@@ -123,6 +125,10 @@ def score_bars(
 
 SCATTER_PLOT_PX = (820, 350)  # the map's plot area at the page's width (its height set to it): its labels' room
 SCATTER_LABELS = 30  # heads named at most, those farthest out: SmolLM2's 270 buried the map (the hover names all)
+SCATTER_MARKER_PX = 11
+# Past the outermost points the axes leave half a marker and a label's line: with Plotly's 8 px, Gemma 3's top-right
+# head sat on the plot's edge, with no room for its name above it, beside it or (a neighbour there) below it
+SCATTER_PAD_PX = SCATTER_MARKER_PX / 2 + style.LABEL_HEIGHT_PX
 
 
 def head_scatter(
@@ -139,13 +145,16 @@ def head_scatter(
     """All heads on two axes (principal components of their scores); sinks and the rest as two traces, the
     :data:`SCATTER_LABELS` heads farthest out named beside their points where the name has room
     (:func:`~tx_explorer.viz.style.label_positions`). The plot is drawn :data:`SCATTER_PLOT_PX` tall and the axes
-    span what that placement assumed: Plotly's autorange also made room for the names' text, which shrank SmolLM2's
-    points (its x axis ran 0.6 past the leftmost) and drew names on their neighbours."""
+    span what that placement assumed, :data:`SCATTER_PAD_PX` past the points: Plotly's autorange also made room for
+    the names' text, which shrank SmolLM2's points (its x axis ran 0.6 past the leftmost) and drew names on their
+    neighbours."""
     flags = np.asarray(sinks).ravel()
-    where = style.label_positions(coords, head_names, SCATTER_PLOT_PX, marker_px=11, limit=SCATTER_LABELS)
+    where = style.label_positions(
+        coords, head_names, SCATTER_PLOT_PX, marker_px=SCATTER_MARKER_PX, limit=SCATTER_LABELS, pad_px=SCATTER_PAD_PX
+    )
     xy = np.asarray(coords, dtype=float)[:, :2]
     lo, hi = xy.min(0), xy.max(0)
-    pad = style.PLOT_PAD_PX * np.maximum(hi - lo, 1e-12) / (np.asarray(SCATTER_PLOT_PX) - 2 * style.PLOT_PAD_PX)
+    pad = SCATTER_PAD_PX * np.maximum(hi - lo, 1e-12) / (np.asarray(SCATTER_PLOT_PX) - 2 * SCATTER_PAD_PX)
     fig = go.Figure()
     for chosen, name, symbol in ((~flags, names[0], "circle"), (flags, names[1], "x")):
         idx = np.nonzero(chosen)[0]
@@ -155,7 +164,7 @@ def head_scatter(
                 y=coords[idx, 1],
                 mode="markers+text",
                 name=name,
-                marker=dict(size=11, symbol=symbol),
+                marker=dict(size=SCATTER_MARKER_PX, symbol=symbol),
                 text=[head_names[i] if where[i] else "" for i in idx],
                 textposition=[where[i] or "top center" for i in idx],
                 customdata=[hover[i] for i in idx],
@@ -178,9 +187,10 @@ def head_scatter(
 def attribution_bars(
     scores: Mapping[str, np.ndarray], tokens: Sequence[str], *, title: str, x_title: str, y_title: str
 ) -> go.Figure:
-    """Each method's per-token scores divided by its largest magnitude, grouped by token."""
+    """Each method's per-token scores divided by its largest magnitude, grouped by token (the labels raw:
+    :func:`~tx_explorer.viz.charts.bars` makes them safe, and escaping them here too showed ``&lt;bos&gt;``)."""
     scaled = {name: s / (np.abs(s).max() or 1.0) for name, s in scores.items()}
-    labels = [f"{i}: {t}" for i, t in enumerate(style.safe_labels(tokens))]
+    labels = [f"{i}: {t}" for i, t in enumerate(tokens)]
     return charts.bars(labels, scaled, title=title, x_title=x_title, y_title=y_title)
 
 
