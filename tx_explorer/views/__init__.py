@@ -8,7 +8,7 @@ Layering: views import analysis, viz and locales, never Streamlit.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,6 +33,11 @@ def texts(page: str, lang: str = "en") -> Text:
     if lang not in locales.LANGUAGES:
         raise ValueError(f"unknown language {lang!r}; use one of {list(locales.LANGUAGES)}")
     return lambda key, **fmt: locales.text(page, key, lang, **fmt)
+
+
+def sentences(parts: Sequence[str], lang: str = "en") -> str:
+    """Sentences run on: a space between them in English, none after a Chinese full stop ("。 有" was left)."""
+    return ("" if lang == "zh" else " ").join(parts)
 
 
 def axes(lang: str = "en") -> dict[str, str]:

@@ -18,7 +18,7 @@ from tx_explorer.analysis.heads import max_tokens
 from tx_explorer.families.text import TextModel
 from tx_explorer.modules.cache import KVCache
 from tx_explorer.trace import Trace
-from tx_explorer.views import Panel, axes, texts
+from tx_explorer.views import Panel, axes, sentences, texts
 from tx_explorer.viz import bars as vb
 from tx_explorer.viz import charts, style
 from tx_explorer.viz.heatmap import X_TICKS, heatmap
@@ -58,9 +58,7 @@ def _sampling(method: str, temperature: float, top_k: int, seed: int) -> dict:
 def _token_bars(labels: Sequence[str], name: str, values: np.ndarray, **titles: str) -> go.Figure:
     """One bar per token of a page-wide chart: every k-th token named on the x axis when all of them would touch
     (a chat's 89 ran into one block), each bar's token named in its hover."""
-    fig = charts.bars(labels, {name: values}, **titles)
-    shown = list(range(0, len(labels), -(-len(labels) // PAGE_X_TICKS)))
-    fig.update_xaxes(tickvals=shown, ticktext=[fig.layout.xaxis.ticktext[i] for i in shown])
+    fig = charts.bars(labels, {name: values}, x_ticks=PAGE_X_TICKS, **titles)
     return fig.update_traces(hovertext=safe_labels(labels), hovertemplate="%{hovertext}<br>%{y:.4f}<extra></extra>")
 
 
@@ -217,7 +215,7 @@ def embed_intro(tm: TextModel, *, lang: str = "en") -> str:
     said = [T("embed_intro", vocab=cfg.vocab_size, dim=cfg.dim), T("embed_tied" if tied(tm) else "embed_untied")]
     if cfg.embed_scale:  # Gemma: the first block reads the rows × √D, not the rows drawn
         said.append(T("embed_scaled", dim=cfg.dim, scale=f"{math.sqrt(cfg.dim):.1f}"))
-    return ("" if lang == "zh" else " ").join(said)  # Chinese sentences run on without spaces
+    return sentences(said, lang)
 
 
 def embeddings(r: lm.Reading, dim: int, *, lang: str = "en") -> Panel:

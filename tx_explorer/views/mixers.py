@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from tx_explorer.analysis import cost, memory, mixers, spread
-from tx_explorer.views import Panel, texts
+from tx_explorer.views import Panel, sentences, texts
 from tx_explorer.viz import cost as vcost
 
 PAGE = "mixers"
@@ -184,7 +184,7 @@ def fused(timing: cost.FusedTiming, *, lang: str = "en") -> Fused:
     words = [T("fused_same_numbers", diff=f"{timing.max_diff:.1e}"), _fused_range(timing, ratio, T)]
     slow_d, slow_n = np.unravel_index(timing.fused.argmax(), timing.fused.shape)
     words.append(T("fused_note", ms=f"{timing.fused.max() * 1e3:.2f}", n=timing.ns[slow_n], d=timing.ds[slow_d]))
-    note = ("" if lang == "zh" else " ").join(words)  # Chinese sentences run on without spaces
+    note = sentences(words, lang)
     return Fused(
         Panel(
             "cost_fused_qkv",
@@ -251,4 +251,4 @@ def fused_verdict(timing: cost.FusedTiming, *, lang: str = "en") -> str:
     ]
     if slower:
         words.append(T("fused_slower", where=T("fused_sep").join(slower)))
-    return ("" if lang == "zh" else " ").join(words)  # Chinese sentences run on without spaces
+    return sentences(words, lang)

@@ -18,7 +18,7 @@ from tx_explorer.families.moe import RETRAIN as RETRAIN  # how to build the bund
 from tx_explorer.families.moe import MoEBundle
 from tx_explorer.families.text import TextModel
 from tx_explorer.modules.moe_lm import MoEConfig as MoEConfig  # the cost section's default without a bundle
-from tx_explorer.views import Panel, corpus_note, texts
+from tx_explorer.views import Panel, corpus_note, sentences, texts
 from tx_explorer.views.inputs import Choice, Number, Real, Section, Text
 from tx_explorer.viz import moe as vm
 
@@ -193,9 +193,7 @@ def loss_verdict(bundle: MoEBundle, reference: tuple[int, list[float]] | None, *
         # does not pair them. A sign test says how often that many seeds fall on one side with no real difference.
         if c.state == "noise" and (all(g > 0 for g in gap.per_seed) or all(g < 0 for g in gap.per_seed)):
             chance = 2 * 0.5 ** len(runs)
-            verdict += ("" if lang == "zh" else " ") + T(
-                "loss_seeds_same_sign", count=len(runs), chance=f"{chance:.2f}"
-            )
+            verdict = sentences([verdict, T("loss_seeds_same_sign", count=len(runs), chance=f"{chance:.2f}")], lang)
         return verdict
     words = [T("loss_one_seed", seed=runs[0]["seed"], gap=f"{c.gap:.3f}")]
     if reference and gap.reference:
@@ -208,7 +206,7 @@ def loss_verdict(bundle: MoEBundle, reference: tuple[int, list[float]] | None, *
                 borrowed=f"{gap.borrowed:.3f}",
             )
         )
-    return ("" if lang == "zh" else " ").join(words)  # Chinese sentences run on without spaces
+    return sentences(words, lang)
 
 
 def losses(bundle: MoEBundle | None = None, axis: str = "step", *, lang: str = "en") -> Panel:
@@ -394,7 +392,7 @@ def checkpoint(tm: TextModel, text: str = "", *, lang: str = "en") -> Checkpoint
     tables = routing.routing_tables(tm.maps(ids))
     k = cfg.experts_per_token
     words.append(T("ckpt_about", e=cfg.num_experts, k=k, layers=len(tables), tokens=len(ids), assignments=len(ids) * k))
-    about = ("" if lang == "zh" else " ").join(words)  # Chinese sentences run on without spaces
+    about = sentences(words, lang)
     return Checkpoint(about, tables, statistics(tables, key=CHECKPOINT_KEY, lang=lang))
 
 

@@ -15,7 +15,7 @@ from tx_explorer.analysis import spread
 from tx_explorer.bundle import BundleError
 from tx_explorer.errors import InputError
 from tx_explorer.families import positions as positions_family
-from tx_explorer.views import Panel, texts
+from tx_explorer.views import Panel, sentences, texts
 from tx_explorer.views.inputs import Number, Real, Section, Switch
 from tx_explorer.viz import charts
 from tx_explorer.viz import positions as vp
@@ -262,7 +262,7 @@ def findings(res: Results, *, lang: str = "en") -> str:
             tokens=f"{s['steps'] * s['batch_size'] * s['seq_len']:,}",
         )
     )
-    return ("" if lang == "zh" else " ").join(parts)  # Chinese sentences run on without spaces
+    return sentences(parts, lang)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from tx_explorer.analysis import seq2seq_claims as claims
 from tx_explorer.analysis import seq2seq_eval as ev
 from tx_explorer.data import translation as tr
 from tx_explorer.families.translation import MAX_WORDS
-from tx_explorer.views import Panel, texts
+from tx_explorer.views import Panel, sentences, texts
 from tx_explorer.viz import charts
 from tx_explorer.viz import seq2seq as vs
 from tx_explorer.viz.style import safe_labels
@@ -458,8 +458,3 @@ def bottleneck_verdict(results: Mapping, *, lang: str = "en") -> str:
         )
         parts.append(T("bn_falls" if falling else "bn_flat", falls=falls))
     return sentences(parts, lang)
-
-
-def sentences(parts: Sequence[str], lang: str) -> str:
-    """Sentences run on: a space between them in English, none after a Chinese full stop."""
-    return ("" if lang == "zh" else " ").join(parts)

@@ -13,7 +13,7 @@ from tx_explorer.analysis import vit_lab
 from tx_explorer.data import images, shapes
 from tx_explorer.families.images import FRAME_FILL, Classification, ImageClassifier, frame_object
 from tx_explorer.modules.vit import sincos_2d_table
-from tx_explorer.views import Panel, texts
+from tx_explorer.views import Panel, sentences, texts
 from tx_explorer.viz import vit as vitviz
 
 PAGE = "vision_transformer"
@@ -105,7 +105,7 @@ def familiar(
         return Familiar(False, T("familiar_near", measures=measures))
     confident = f.below["top"] >= 1 - vit_lab.FAR and f.below["entropy"] <= vit_lab.FAR  # flagged by its pixels alone
     if confident:
-        measures = _sentences([measures, T("familiar_quiet")], lang)
+        measures = sentences([measures, T("familiar_quiet")], lang)
     return Familiar(True, T("familiar_far", measures=measures))
 
 
@@ -320,7 +320,7 @@ def measured(name: str, *, lang: str = "en") -> str | None:
     parts = [T("measured_accuracy", **report)] + [
         T(f"measured_{k}", **report) for k in ("drawings", "cls") if k in report
     ]
-    return _sentences(parts, lang)
+    return sentences(parts, lang)
 
 
 def positions(clf: ImageClassifier, *, lang: str = "en") -> tuple[Panel | None, Panel]:
@@ -378,7 +378,7 @@ def shuffle(
     parts = [T("shuffle_reading"), T(verdict, cls=names[first], p0=p0, p1=p1, new=names[now], ratio=ratio)]
     if held is not None:
         parts += _held_out_shuffle(held, clf, T)
-    reading = _sentences(parts, lang)
+    reading = sentences(parts, lang)
     chart = Panel("vit_shuffle", fig, np.stack(list(shuf.probs.values())))
     return Shuffled(shuf.shuffled, chart, changes, reading)
 
@@ -428,9 +428,4 @@ def causal_text(result: vit_lab.CausalMask, clf: ImageClassifier, *, lang: str =
         T("causal_result", n=result.images, acc=pct(acc), acc0=pct(acc0), chance=pct(result.chance), se=se),
         T("causal_agree", agree=pct(result.agree)),
     ]
-    return _sentences(parts + ([T("causal_cls")] if clf.model.num_prefix else []), lang)
-
-
-def _sentences(parts: list[str], lang: str) -> str:
-    """Sentences run on: a space between them in English, none after a Chinese full stop."""
-    return ("" if lang == "zh" else " ").join(parts)
+    return sentences(parts + ([T("causal_cls")] if clf.model.num_prefix else []), lang)

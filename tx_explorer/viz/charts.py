@@ -10,7 +10,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from tx_explorer.viz import style
-from tx_explorer.viz.heatmap import heatmap
+from tx_explorer.viz.heatmap import heatmap, thinned_ticks
 
 
 def signed_heatmap(
@@ -77,23 +77,24 @@ def bars(
     x_title: str = "",
     y_title: str = "",
     height: int = 360,
+    x_ticks: int | None = None,
 ) -> go.Figure:
     """Grouped bars: one group per category (numeric axis, so repeated labels stay separate); the labels are made
-    safe for Plotly's HTML (tokens such as ``<s>``) and the axes grow to fit long ones."""
-    idx = list(range(len(categories)))
+    safe for Plotly's HTML (tokens such as ``<s>``) and the axes grow to fit long ones. ``x_ticks``: the most
+    categories named under the axis (every k-th beyond; the hover names each), where all would touch."""
+    labels = style.safe_labels(categories)
     layout = dict(
         _frame(title, height),
         barmode="group",
         xaxis=dict(
             title=dict(text=x_title),
-            tickmode="array",
-            tickvals=idx,
-            ticktext=style.safe_labels(categories),
+            **thinned_ticks(labels, len(labels), x_ticks or len(labels) or 1),
             automargin=True,
         ),
         yaxis=dict(title=dict(text=y_title), automargin=True),
     )  # one constructor call: every update_* re-validates the figure
     fig = go.Figure(
-        [go.Bar(x=idx, y=np.asarray(v, dtype=float), name=name) for name, v in series.items()], layout=layout
+        [go.Bar(x=list(range(len(labels))), y=np.asarray(v, dtype=float), name=name) for name, v in series.items()],
+        layout=layout,
     )
     return fig

@@ -29,7 +29,7 @@ def _y_ticks(height: int) -> int:
     return max(4, (height - 120) // TICK_PX)
 
 
-def _ticks(labels: Sequence[str] | None, n: int, max_ticks: int = 64) -> dict:
+def thinned_ticks(labels: Sequence[str] | None, n: int, max_ticks: int = 64) -> dict:
     """Every label, or every k-th one when more would overlap (the hover still names each cell)."""
     if labels is None:
         labels = [str(i) for i in range(n)]
@@ -129,8 +129,8 @@ def heatmap(
             hovertemplate=f"{y_name}%{{y}}: %{{customdata[0]}}<br>{x_name}%{{x}}: %{{customdata[1]}}<br>%{{z:.4f}}"
             "<extra></extra>",
         )
-        xaxis.update(_ticks(cl, cols, x_ticks))
-        yaxis.update(_ticks(rl, rows, _y_ticks(side)))
+        xaxis.update(thinned_ticks(cl, cols, x_ticks))
+        yaxis.update(thinned_ticks(rl, rows, _y_ticks(side)))
     # One constructor call: each update_* call re-validates, and together they cost 3× the figure itself.
     layout = dict(
         title=dict(text=title),
