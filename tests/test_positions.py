@@ -349,3 +349,24 @@ def test_the_alibi_row_says_what_each_gap_compares(results):
         assert labelled.format(pm(beyond.left), pm(beyond.right), f"{beyond.gap:.3g}") in verdict
         assert f"{rise.gap:.3g}" in verdict.split(locales.text("position_lab", "test_rise", lang))[1]
         assert untested in verdict
+
+
+def test_benchmarks_state_the_pages_verdicts(results, tmp_path):
+    """BENCHMARKS.md's claims are the page's rows, word for word (it said "holds" for ALiBi against learned
+    positions, which cannot run past the context), and the bigram claim names the scheme of each gap."""
+    from tx_explorer import locales
+    from tx_explorer.train import positions as train_positions
+    from tx_explorer.views import position_lab as view
+
+    path = tmp_path / "BENCHMARKS.md"
+    path.write_text("<!-- positions:start -->\n<!-- positions:end -->\n")
+    train_positions.update_benchmarks(path, results.summary)
+    written = path.read_text()
+    col = lambda c: locales.text("position_lab", f"col_{c}")  # noqa: E731
+    rows = view.verdict_rows(results)
+    for row in rows:
+        assert f"- {row[col('claim')]}: **{row[col('verdict')]}** — {row[col('numbers')]}" in written
+    assert "cannot be tested here" in written
+    (bigram,) = [r for r in rows if r[col("claim")] == locales.text("position_lab", "claim_beats_bigram")]
+    gaps = bigram[col("verdict")].split("; ")[:-1]  # the last part names the seeds
+    assert [g.split(",")[1].split()[0] for g in gaps] == ["none", "sinusoidal", "learned", "rotary", "ALiBi"]

@@ -201,7 +201,9 @@ def verdicts(runs: Mapping[str, Mapping], context: int, bigram: Sequence[float] 
     if bigram is not None:
         floor = _mean(bigram[:context])  # counted, not trained: the same at every seed (spread 0)
         loss = per_seed(runs, lambda r: inside(r, context))
-        out.append(_verdict("beats_bigram", {**loss, "bigram": floor}, *(spread.less(v, floor) for v in loss.values())))
+        tested = tuple(("inside", s, "bigram") for s in loss)  # one comparison per scheme: each gap names its own
+        tests = (spread.less(loss[s], floor) for _, s, _ in tested)
+        out.append(_verdict("beats_bigram", {**loss, "bigram": floor}, *tests, tested=tested))
     if {"alibi", "learned", "sinusoidal"} <= set(runs):
         read = {
             "beyond": per_seed(runs, lambda r: inside_beyond(r["loss_by_position"], context)[1]),

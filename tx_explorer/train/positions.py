@@ -37,11 +37,12 @@ from tx_explorer.analysis import spread
 from tx_explorer.analysis.bigram import bigram_baseline, bigram_counts, pair_nll
 from tx_explorer.config import TransformerConfig
 from tx_explorer.data import corpus
-from tx_explorer.families.positions import BASE, BUNDLE, RETRAIN, SINUSOIDAL_SCALE, TOKENIZER, write_bundle
+from tx_explorer.families.positions import BASE, BUNDLE, RETRAIN, SINUSOIDAL_SCALE, TOKENIZER, Results, write_bundle
 from tx_explorer.families.text import unique_state
 from tx_explorer.modules.transformer import CausalLM
 from tx_explorer.train.common import add_bundle_args, begin, cpu_seconds, lr_at, make_optimizer, train_loop
 from tx_explorer.train.lm import bundled_or_new_tokenizer, encode_stream
+from tx_explorer.views import position_lab as position_view
 
 log = logging.getLogger("tx_explorer.train.positions")
 REPLAY_STEPS = 3  # batches (and their losses) shipped so a test can replay the start of every run
@@ -271,9 +272,6 @@ def _pm(x: spread.Stat, digits: int = 3) -> str:
     return "—" if not math.isfinite(x.mean) else x.plus_minus(digits)
 
 
-VERDICT_WORDS = {"holds": "holds", "not_holds": "does not hold", "noise": "within noise"}
-
-
 def update_benchmarks(path: Path, summary: dict) -> None:
     """Rewrite only the text between ``<!-- positions:start -->`` and ``<!-- positions:end -->``."""
     s, runs, seeds = summary["settings"], summary["schemes"], summary["seeds"]
@@ -290,15 +288,11 @@ def update_benchmarks(path: Path, summary: dict) -> None:
         + f" | {_pm(spread.stat(harm[name]))} | {max(rel[name]):.1e} | {spread.stat(cpu[name]).mean:.0f} s |"
         for name in runs
     ]
+    # The page's own rows (the rules live in the library, the words in the locale): what it says, this says.
+    claim, verdict, numbers = (locales.text("position_lab", f"col_{c}") for c in ("claim", "verdict", "numbers"))
     verdict_lines = [
-        f"- {locales.text('position_lab', 'claim_' + v.key, 'en', scheme=v.scheme)}: **{VERDICT_WORDS[v.state]}** ("
-        + "; ".join(f"gap {c.gap:.3g} vs spread {c.spread:.3g}" for c in v.comparisons)
-        + "; "
-        + ", ".join(f"{k} {_pm(x, 4) if v.key != 'rotary_relative' else f'{x.mean:.1e}'}" for k, x in v.numbers.items())
-        + ")"
-        for v in lab.verdicts(
-            runs, n, summary["bigram"]["loss_by_position"]
-        )  # recomputed from the numbers: the verdicts' rules live in the library
+        f"- {row[claim]}: **{row[verdict]}** — {row[numbers]}"
+        for row in position_view.verdict_rows(Results(summary=summary, folder=BUNDLE))
     ]
     body = "\n".join(
         [
@@ -319,14 +313,11 @@ def update_benchmarks(path: Path, summary: dict) -> None:
             "|---|---|---|---|---|---|",
             *rows,
             "",
-            "Claims checked on these numbers: a claim holds (or does not) only when the gap between the means "
-            "exceeds the spread, the sum of the two standard deviations over the seeds, else it is within noise "
-            "(order, scheme by scheme: its rise when shuffled above that of none; inside, scheme by scheme: its "
-            "loss inside the context below that of none; bigram: every scheme's loss inside below a bigram's on the "
-            f"same windows, {lab.inside_beyond(summary['bigram']['loss_by_position'], n)[0]:.3f} nats with "
-            f"k = {summary['bigram']['k']:g}; ALiBi: lower loss beyond the context "
-            "than sinusoidal and a smaller rise over its own loss inside; relative: rotary's spread / scale "
-            f"below {lab.RELATIVE_TOLERANCE:g}):",
+            "Claims checked on these numbers, in the page's words: a claim holds (or does not) only when the gap "
+            "between the means exceeds the spread, the sum of the two standard deviations over the seeds, else it is "
+            "within noise; each line ends with what it reads and its rule (the bigram: "
+            f"{lab.inside_beyond(summary['bigram']['loss_by_position'], n)[0]:.3f} nats inside the context, add-k "
+            f"smoothing with k = {summary['bigram']['k']:g}):",
             "",
             *verdict_lines,
             "",
