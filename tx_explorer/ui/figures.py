@@ -13,6 +13,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from tx_explorer.ui.text import escape_markdown, texts
+from tx_explorer.views import Result
 from tx_explorer.viz import sent, style
 
 
@@ -103,7 +104,7 @@ SHORT_TABLE = 12  # rows a table may have and still be shown whole, its long cel
 # hides columns past its width); a longer one (a row per head: 270 on SmolLM2) scrolls and sorts in a grid
 
 
-def show_result(result: Any, clickable: bool = False, side_by_side: bool = False) -> list[Any] | None:
+def show_result(result: Result, clickable: bool = False, side_by_side: bool = False) -> list[Any] | None:
     """A view's result (``panels``, ``notes``, ``table``): the panels, each note as a caption (notes quote tokens
     and replies, so Markdown in them is escaped), the table (a short one whole; a long one, or one whose numbers
     have ``decimals``, in a grid); with ``clickable``, the ``customdata`` of a clicked point, if any.
@@ -115,7 +116,7 @@ def show_result(result: Any, clickable: bool = False, side_by_side: bool = False
     for note in result.notes:
         st.caption(escape_markdown(note))
     if result.table:
-        places = getattr(result, "decimals", None)  # numbers to sort, each column shown to its places: a grid
+        places = result.decimals  # numbers to sort, each column shown to its places: a grid
         if places is None and len(next(iter(result.table.values()))) <= SHORT_TABLE:
             st.table(result.table, hide_index=True)
         else:

@@ -28,6 +28,17 @@ class Panel:
     data: np.ndarray | Mapping[str, np.ndarray] | None = None
 
 
+@dataclass(frozen=True)
+class Result:
+    """A section's answer: panels to show, one-line computed facts under them, a table (column → values) and,
+    for a table whose numbers are to sort, the places each column is shown to (a grid drops trailing zeros)."""
+
+    panels: tuple[Panel, ...]
+    notes: tuple[str, ...] = ()
+    table: dict[str, list] | None = None
+    decimals: dict[str, int] | None = None
+
+
 def texts(page: str, lang: str = "en") -> Text:
     """``T = texts("operator", "zh"); T("intro")``: the page's strings (``locales/<page>.json``) in ``lang``."""
     if lang not in locales.LANGUAGES:

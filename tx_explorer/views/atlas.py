@@ -6,7 +6,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -16,7 +15,7 @@ from tx_explorer.analysis.heads import head_labels
 from tx_explorer.analysis.memory import format_bytes
 from tx_explorer.errors import InputError
 from tx_explorer.families.text import TextModel
-from tx_explorer.views import Panel, model_facts, texts
+from tx_explorer.views import Panel, Result, model_facts, texts
 from tx_explorer.viz import atlas as va
 
 PAGE = "atlas"
@@ -24,15 +23,6 @@ SOURCES = ("corpus", "paste", "upload")
 DEFAULT_TOKENS = 512  # SmolLM2 reads 512 tokens in about 3 s of one CPU core; its context holds 8 192
 SINK = 0.5  # a head "is a sink" when over half of its attention, averaged over the positions, is on token 0
 Report = Callable[[float, str], None]  # jobs.Report: (fraction done, what is being done)
-
-
-@dataclass(frozen=True)
-class Result:
-    """Panels to show, one-line computed facts under them, and a table (column → values)."""
-
-    panels: tuple[Panel, ...]
-    notes: tuple[str, ...] = ()
-    table: dict[str, list] | None = None
 
 
 def source_ids(

@@ -15,7 +15,7 @@ from tx_explorer.analysis import flow
 from tx_explorer.analysis import head_science as hs
 from tx_explorer.families.text import TextModel
 from tx_explorer.modules.cache import common_prefix
-from tx_explorer.views import Panel, texts
+from tx_explorer.views import Panel, Result, texts
 from tx_explorer.viz import bars, charts
 from tx_explorer.viz import flow as vf
 
@@ -54,12 +54,9 @@ class Analysis:
 
 
 @dataclass(frozen=True)
-class Result:
-    """Panels to show, one-line facts under them, a table (column → values) and the edge to open first."""
+class Route(Result):
+    """The route graph's result and the edge to open first."""
 
-    panels: tuple[Panel, ...]
-    notes: tuple[str, ...] = ()
-    table: dict[str, list] | None = None
     edge: tuple[int, int, int] | None = None  # (layer, query, key)
 
 
@@ -95,7 +92,7 @@ def _node_name(T, node: flow.Node, an: Analysis) -> str:
     return T("node_final" if final else f"node_{kind}", layer=layer, pos=pos, token=an.tokens[pos])
 
 
-def route(tm: TextModel, an: Analysis, target: int = -1, threshold: float = flow.THRESHOLD, *, lang="en") -> Result:
+def route(tm: TextModel, an: Analysis, target: int = -1, threshold: float = flow.THRESHOLD, *, lang="en") -> Route:
     """The graph of parts whose share passes ``threshold`` on the way to ``target``'s final residual."""
     T = texts(PAGE, lang)
     g = flow.routes(an.imp, target, threshold)
@@ -150,7 +147,7 @@ def route(tm: TextModel, an: Analysis, target: int = -1, threshold: float = flow
         final_label=T("axis_final_tick"),
     )
     data = {"attn_tokens": an.imp.attn_tokens, "mlp": an.imp.mlp, "attn_residual": an.imp.attn_residual}
-    return Result((Panel("flow_graph", fig, data),), tuple(notes), edge=flow.heaviest_edge(g))
+    return Route((Panel("flow_graph", fig, data),), tuple(notes), edge=flow.heaviest_edge(g))
 
 
 def edge(

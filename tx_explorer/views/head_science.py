@@ -11,7 +11,7 @@ import numpy as np
 from tx_explorer.analysis import head_science as hs
 from tx_explorer.analysis.heads import head_labels
 from tx_explorer.families.text import TextModel
-from tx_explorer.views import Panel, texts
+from tx_explorer.views import Panel, Result, texts
 from tx_explorer.viz import charts
 from tx_explorer.viz import head_science as vhs
 from tx_explorer.viz import heads as vh
@@ -23,14 +23,10 @@ SCORE_DECIMALS = 3  # every score column of the taxonomy's table, so that 7.2 re
 
 
 @dataclass(frozen=True)
-class Result:
-    """Panels to show, one-line facts under them, and a short table (column → values)."""
+class Ranked(Result):
+    """A layer × head map's result and the head to open first."""
 
-    panels: tuple[Panel, ...]
-    notes: tuple[str, ...] = ()
-    table: dict[str, list] | None = None
-    decimals: dict[str, int] | None = None  # column → places its numbers are shown to: a grid drops trailing zeros
-    focus: tuple[int, int] = (0, 0)  # (layer, head) to open first: the largest effect
+    focus: tuple[int, int] = (0, 0)  # (layer, head): the largest effect
 
 
 def _tokens(tm: TextModel, ids: list[int]) -> list[str]:
@@ -56,7 +52,7 @@ def importance(
     mode: str = "zero",
     lang: str = "en",
     progress: hs.Progress = hs.no_progress,
-) -> Result:
+) -> Ranked:
     """The layer × head map of the change when each head is ablated (text or held-out windows)."""
     T = texts(PAGE, lang)
     reference = hs.reference_means(tm) if mode == "mean" else None
@@ -74,7 +70,7 @@ def importance(
         notes.append(T("mean_reference", source=reference.source, count=reference.count))
     if tm.kind == "encoder":
         fig = vhs.layer_head_map(r.cosine_change, title=T("title_cosine"), clickable=True, **axes)
-        return Result(
+        return Ranked(
             (Panel("hs_importance_cos", fig, r.cosine_change),), tuple(notes), focus=_largest(r.cosine_change)
         )
     notes.append(T("base_numbers", loss=f"{r.base_loss:.3f}", logit=f"{r.base_logit:.2f}"))
@@ -90,7 +86,7 @@ def importance(
             r.delta_logit,
         ),
     )
-    return Result(panels, tuple(notes), focus=_largest(r.delta_loss))
+    return Ranked(panels, tuple(notes), focus=_largest(r.delta_loss))
 
 
 def pattern(tm: TextModel, text: str, layer: int, head: int, *, lang: str = "en") -> Panel:
