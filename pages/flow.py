@@ -55,7 +55,8 @@ def routes(name: str) -> None:
         tm = hs.text_model(ui.cached_model(name))
         st.caption(ui.architecture_caption(tm))
         if not flow.decomposable(tm):
-            st.info(T(f"{flow.undecomposable_norm(tm)}_norm", model=name))
+            shipped = [*models.shipped("text", kind="causal"), *models.shipped("moe")]
+            st.info(view.undecomposable(tm, name, shipped, ui.cached_model, lang=LANG))
             return
         if flow.frozen_norms(tm):  # sandwich norms: a linearisation of this run, said before the routes
             st.info(T("frozen_norms", model=name))

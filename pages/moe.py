@@ -110,7 +110,7 @@ def heldout_section(bundle: view.MoEBundle) -> None:
                     st.caption(T("cooc_caption"))
             with c[1]:
                 st.markdown(f"**{T('spec_title')}**")
-                st.table(experts, hide_index=True)  # a table wraps the long token lists a grid would cut off
+                ui.literal_table(experts)  # a table wraps the long token lists a grid would cut off
                 st.caption(T("spec_caption"))
 
 

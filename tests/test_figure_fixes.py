@@ -36,6 +36,17 @@ def test_flow_labels_only_heads_with_room_and_names_every_head_in_its_hover():
     assert [c[1] for c in fig.data[0].customdata] == [f"H{h}" for h in range(9)]
 
 
+def test_flow_names_the_top_head_at_the_axes_end_and_no_label_sits_beside_an_unnamed_one():
+    """Gemma 3's edge (小猫坐在垫子上。×2): every weight near 1, the axis's end. H3, the highest, had no place for its
+    name while H1's sat level with it, read as H3's. The axes leave a label's room past the points now."""
+    weight = np.array([0.99362, 0.99842, 0.93964, 0.99989])
+    norm = np.array([172.07, 222.60, 165.72, 242.12])
+    fig = flow.edge_views(weight, norm, np.array([0.024, -0.006, -0.037, -0.058]), title="t", x_title="x",
+                          y_title="y", colour_title="c")  # fmt: skip
+    assert list(fig.data[0].text) == ["H0", "H1", "H2", "H3"]
+    assert fig.layout.xaxis.range[1] > weight.max() and fig.layout.yaxis.range[1] > norm.max()
+
+
 def _short(x: float) -> bool:
     return np.isclose(x, float(f"{x:.2g}"), rtol=1e-9, atol=0)
 
@@ -269,3 +280,17 @@ def test_markup_in_a_title_takes_no_width():
     drawn = margins.text_width("max |yA(word) − yB(word)| per word", style.TITLE_PX)
     assert style.wrap(title, drawn + 1) == title
     assert "<br>" in style.wrap(title, drawn - 20)
+
+
+def test_a_short_tables_text_is_shown_as_it_is(monkeypatch):
+    """st.table reads its cells as Markdown: flow's direct-logit table showed SmolLM2's tokens ▁`_ and ▁` as a code
+    span, their backticks gone. Text cells are escaped; numbers stay numbers."""
+    from tx_explorer.ui import figures
+
+    shown = []
+    monkeypatch.setattr(figures.st, "table", lambda data, **kwargs: shown.append(data))
+    figures.literal_table({"pushes up": ["▁which +0.78, ▁`_ +0.69, ▁` +0.57", "**bold**"], "n": [1, 2]})
+    figures.literal_table([{"tokens": "a*b*c"}])
+    (up, n), (row,) = shown[0].values(), shown[1]
+    assert up == [r"▁which +0.78, ▁\`\_ +0.69, ▁\` +0.57", r"\*\*bold\*\*"] and n == [1, 2]
+    assert row == {"tokens": r"a\*b\*c"}

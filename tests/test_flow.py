@@ -31,6 +31,7 @@ from tx_explorer.models import WEIGHTS_DIR
 from tx_explorer.modules.moe_lm import MoECausalLM, MoEConfig
 from tx_explorer.modules.transformer import CausalLM, Encoder
 from tx_explorer.views import flow as view
+from tx_explorer.views import texts
 
 SMALL = dict(vocab_size=2048, max_len=64, dim=48, num_layers=3, num_heads=6)  # tiny-gpt's tokenizer: 2048 ids
 TEXT = "The function returns a list of the keys in the dictionary, and the list is sorted."
@@ -378,6 +379,14 @@ def test_direct_logit_attribution_adds_up_to_the_logits(name: str) -> None:
     assert (total - logits).abs().max() < 1e-9
     r = flow.node_readout(tm, dec, ("x", dec.num_layers, pos))
     assert r.lens_ids[0] == int(logits.argmax()) and r.parts[-1] == "MLP" and len(r.parts) == 7
+    # Each part's pushes are against its own mean over the vocabulary (a shift of every logit alike is no push):
+    # up ≥ 0 ≥ down, and the values are the centred attribution's extremes
+    block = torch.cat([dec.heads[-1, :, pos], dec.mlp[-1, pos][None]])
+    centred = flow.direct_logits(tm, dec, block, pos)
+    centred = centred - centred.mean(-1, keepdim=True)
+    np.testing.assert_allclose(r.up, centred.topk(r.up.shape[1]).values.numpy(), atol=1e-9)
+    np.testing.assert_allclose(r.down, -(-centred).topk(r.down.shape[1]).values.numpy(), atol=1e-9)
+    assert (r.up >= 0).all() and (r.down <= 0).all()
 
 
 def test_post_norm_models_are_refused_with_a_statement() -> None:
@@ -392,6 +401,13 @@ def test_post_norm_models_are_refused_with_a_statement() -> None:
     assert not flow.frozen_norms(_random("gqa-rotary-rmsnorm-swiglu"))
     with pytest.raises(InputError, match="post-norm"):
         flow.decompose(tm, tm.encode(TEXT).ids)
+    # The advice names the models that have routes, found among those given (not a list typed in the locale,
+    # which had left out the page's own default)
+    loaded = {"post": tm, "pre": _random("gqa-rotary-rmsnorm-swiglu"), "sandwich-rms": rms, "sandwich-ln": other}
+    for lang, sep in (("en", ", "), ("zh", "、")):
+        note = view.undecomposable(tm, "bert", list(loaded), loaded.__getitem__, lang=lang)
+        assert f"pre{sep}sandwich-rms" in note and "sandwich-ln" not in note.replace("sandwich-rms", "")
+        assert note.startswith(texts("flow", lang)("post_norm", model="bert"))
 
 
 @pytest.fixture(scope="module", params=["gemma3_text", "olmo2"])

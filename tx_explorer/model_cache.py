@@ -72,10 +72,9 @@ def preload() -> list[str]:
     page first asks for them, except those marked ``preload`` (SmolLM2, the text pages' default). A model that
     fails to load is skipped here: its page says why when visited.
     """
-    for name in models.available_models():
-        if models.REGISTRY[name].bundled or models.REGISTRY[name].preload:
-            try:
-                shared_model(name)
-            except (models.BundleError, ValueError):  # ValueError: InputError, e.g. a damaged packaged file
-                continue
+    for name in models.shipped():
+        try:
+            shared_model(name)
+        except (models.BundleError, ValueError):  # ValueError: InputError, e.g. a damaged packaged file
+            continue
     return SHARED.loaded()

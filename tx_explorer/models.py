@@ -229,6 +229,12 @@ def available_models(family: Family | None = None, *, kind: str | None = None) -
     return names
 
 
+def shipped(family: Family | None = None, *, kind: str | None = None) -> list[str]:
+    """:func:`available_models` that the server loads at its start (bundles and packaged defaults), so a page may
+    read them all at no cost: not those loaded on demand (Gemma 3, a local cache's)."""
+    return [n for n in available_models(family, kind=kind) if REGISTRY[n].bundled or REGISTRY[n].preload]
+
+
 def load_model(name: str) -> Any:
     """Load a registered model by name; its family's loader verifies the checksums (once) and reads the files.
 

@@ -580,7 +580,7 @@ class NodeReadout:
 @torch.no_grad()
 def node_readout(tm: TextModel, dec: Decomposition, node: Node, k: int = hs.TOP_K) -> NodeReadout:
     """Logit lens (final norm and LM head on the node's residual) and, per head and MLP of the node's block at
-    its position, the tokens it pushes up and down directly (decoders)."""
+    its position, the tokens it pushes up and down directly, against its mean over the vocabulary (decoders)."""
     if tm.kind != "causal":
         raise InputError("flow_decoder_only", model=tm.name)
     kind, layer, pos = node
@@ -595,6 +595,10 @@ def node_readout(tm: TextModel, dec: Decomposition, node: Node, k: int = hs.TOP_
     if block >= 0:
         parts = torch.cat([dec.heads[block, :, pos], dec.mlp[block, pos][None]])  # (H + 1, D)
         dla = direct_logits(tm, dec, parts, pos)  # (H + 1, V)
+        # Centred over the vocabulary: adding the same to every logit changes no probability, so a part pushes a
+        # token up or down only against its own mean (SmolLM2's last MLP adds +2 or more to every token it
+        # "pushed down" before)
+        dla = dla - dla.mean(dim=-1, keepdim=True)
         hi, lo = dla.topk(k, dim=-1), (-dla).topk(k, dim=-1)
         names = (*(f"H{h}" for h in range(parts.shape[0] - 1)), "MLP")
         up_ids, up = hi.indices.cpu().numpy(), hi.values.float().cpu().numpy()

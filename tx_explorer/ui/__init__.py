@@ -24,7 +24,17 @@ import pandas  # noqa: F401
 # first runs, see compat.leave_legacy_multipage_mode).
 from tx_explorer.ui import compat  # noqa: F401
 from tx_explorer.ui.below_fold import DRAW_ALL, REACH, below_fold, fold_again
-from tx_explorer.ui.figures import PAGE_PX, metrics, redraw, row, show, show_clickable, show_figure, show_result
+from tx_explorer.ui.figures import (
+    PAGE_PX,
+    literal_table,
+    metrics,
+    redraw,
+    row,
+    show,
+    show_clickable,
+    show_figure,
+    show_result,
+)
 from tx_explorer.ui.inputs import inputs
 from tx_explorer.ui.jobs import job_on_click, live_training, once_per_server, remembered_job, run_job
 from tx_explorer.ui.pickers import (
@@ -62,6 +72,7 @@ __all__ = [
     "kept_in_url",
     "lang",
     "lazy_section",
+    "literal_table",
     "live_training",
     "metrics",
     "model_description",

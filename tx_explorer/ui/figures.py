@@ -118,11 +118,21 @@ def show_result(result: Result, clickable: bool = False, side_by_side: bool = Fa
     if result.table:
         places = result.decimals  # numbers to sort, each column shown to its places: a grid
         if places is None and len(next(iter(result.table.values()))) <= SHORT_TABLE:
-            st.table(result.table, hide_index=True)
+            literal_table(result.table)
         else:
             config = {c: st.column_config.NumberColumn(format=f"%.{d}f") for c, d in (places or {}).items()}
             st.dataframe(result.table, hide_index=True, column_config=config)
     return picked
+
+
+def literal_table(table: Mapping[str, list] | list[dict]) -> None:
+    """``st.table`` (no index) with its text cells shown as they are: st.table reads cells as Markdown, and
+    tokens hold backticks, asterisks and underscores (a flow row showed ``▁`_`` as code, its backticks gone)."""
+    literal = lambda v: escape_markdown(v) if isinstance(v, str) else v  # noqa: E731
+    if isinstance(table, Mapping):
+        st.table({k: [literal(v) for v in column] for k, column in table.items()}, hide_index=True)
+    else:
+        st.table([{k: literal(v) for k, v in row.items()} for row in table], hide_index=True)
 
 
 PAGE_PX = style.PAGE_PX

@@ -4,7 +4,7 @@ heads (attention weight, write norm, causal effect) and what a node reads and wr
 from __future__ import annotations
 
 import html
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,7 +15,7 @@ from tx_explorer.analysis import flow
 from tx_explorer.analysis import head_science as hs
 from tx_explorer.families.text import TextModel
 from tx_explorer.modules.cache import common_prefix
-from tx_explorer.views import Panel, Result, texts
+from tx_explorer.views import Panel, Result, sentences, texts
 from tx_explorer.viz import bars, charts
 from tx_explorer.viz import flow as vf
 
@@ -29,6 +29,15 @@ def default_model() -> str | None:
     """The preferred model if registered, else the registry's first causal text model (None without one)."""
     causal = models.available_models("text", kind="causal")
     return PREFERRED if PREFERRED in causal else next(iter(causal), None)
+
+
+def undecomposable(tm: TextModel, name: str, shipped: Sequence[str], load: Callable[[str], Any], *, lang="en") -> str:
+    """Why ``tm`` (``name``) has no routes here, and which models do: those of ``shipped`` (the registry's models
+    loaded with the server; ``load`` gives each) whose stream is a sum of writes, found, not listed by hand."""
+    T = texts(PAGE, lang)
+    routable = [n for n in shipped if flow.decomposable(hs.text_model(load(n)))]
+    why = T(f"{flow.undecomposable_norm(tm)}_norm", model=name)
+    return sentences([why, T("pick_decomposable", models=T("list_sep").join(routable))], lang)
 
 
 @dataclass(frozen=True)

@@ -146,6 +146,7 @@ def route_graph(
 # title is the widest)
 EDGE_PLOT_PX = (style.COLUMN_PX - 200, 300)
 EDGE_HEIGHT = 420  # the views' figure; the per-head bars drawn beside them match it
+EDGE_MARKER_PX = 14
 
 
 def edge_views(
@@ -161,16 +162,23 @@ def edge_views(
     """One point per head: attention weight across, write norm up, causal effect as colour (diverging, 0 white)."""
     limit = float(np.abs(effect).max()) or 1.0
     xy = np.stack([np.asarray(weight, dtype=float), np.asarray(norm, dtype=float)], axis=1)  # (H, 2)
-    where = style.label_positions(xy, [f"H{h}" for h in range(len(xy))], EDGE_PLOT_PX, marker_px=14, origin=True)
+    # A label's room past the highest and the rightmost point (weights crowd at 1, the axis's end: Gemma 3's top
+    # head had no place for its name)
+    pad = style.LABEL_HEIGHT_PX + EDGE_MARKER_PX
+    names = [f"H{h}" for h in range(len(xy))]
+    where = style.label_positions(xy, names, EDGE_PLOT_PX, marker_px=EDGE_MARKER_PX, origin=True, pad_px=pad)
+    top = xy.max(0)
+    top = np.where(top > 0, top, 1.0)  # an axis of zeros (no weight on the edge) still spans something
+    span = top * (1 + pad / (np.asarray(EDGE_PLOT_PX) - pad))  # the axes' ends, from 0: ``pad`` past the points
     fig = go.Figure(
         go.Scatter(
             x=np.asarray(weight, dtype=float),
             y=np.asarray(norm, dtype=float),
             mode="markers+text",
-            text=[f"H{h}" if w else "" for h, w in enumerate(where)],
+            text=[n if w else "" for n, w in zip(names, where)],
             textposition=[w or "top center" for w in where],
             marker=dict(
-                size=14,
+                size=EDGE_MARKER_PX,
                 color=np.asarray(effect, dtype=float),
                 colorscale=style.DIVERGING,
                 cmin=-limit,
@@ -187,7 +195,7 @@ def edge_views(
         height=EDGE_HEIGHT,
         margin=dict(l=10, r=10, t=40, b=10),
         font=style.FONT,
-        xaxis=dict(title=dict(text=x_title), rangemode="tozero"),
-        yaxis=dict(title=dict(text=y_title), rangemode="tozero"),
+        xaxis=dict(title=dict(text=x_title), range=[0.0, span[0]]),
+        yaxis=dict(title=dict(text=y_title), range=[0.0, span[1]]),
     )
     return fig

@@ -178,20 +178,43 @@ def label_positions(
     px = low + (xy - lo) / (np.maximum(hi - lo, 1e-12) / inner)  # (K, 2) points in px from the plot's corner, y up
     half_height = LABEL_HEIGHT_PX / 2 + marker_px / 2  # a label's centre sits this far above or below its marker
     r = marker_px / 2  # the markers are taken first: a label over another point hid it (the flow page's H4, H8)
-    boxes: list[tuple[float, float, float, float]] = [(x - r, x + r, y - r, y + r) for x, y in px]
-    out: list[str | None] = [None] * len(xy)
-    for i in np.argsort(-np.hypot(*(px - px.mean(0)).T), kind="stable"):
-        if limit is not None and sum(w is not None for w in out) >= limit:
-            break
+    markers = [(x - r, x + r, y - r, y + r) for x, y in px]
+
+    def apart(box, others) -> bool:
+        return all(box[1] <= b[0] or b[1] <= box[0] or box[3] <= b[2] or b[3] <= box[2] for b in others)
+
+    def clear(box, i: int) -> bool:
+        """Whether ``box`` keeps a gap from every other point: a label beside one reads as its name."""
+        g = LABEL_GAP_PX
+        return apart((box[0] - g, box[1] + g, box[2] - g, box[3] + g), markers[:i] + markers[i + 1 :])
+
+    def places(i: int) -> list[tuple[str, tuple[float, float, float, float]]]:
+        """The places inside the plot whose label lies on no marker, those clear of other points first."""
         width = text_width(names[i], FONT["size"]) + LABEL_GAP_PX
+        found = []
         for where in LABEL_PLACES:
             dy = half_height if where.startswith("top") else -half_height
             x = px[i, 0] + {"center": 0.0, "right": r + width / 2, "left": -r - width / 2}[where.split()[1]]
             y = px[i, 1] + dy
             box = (x - width / 2, x + width / 2, y - LABEL_HEIGHT_PX / 2, y + LABEL_HEIGHT_PX / 2)
             inside = 0 <= box[0] and box[1] <= plot_px[0] and 0 <= box[2] and box[3] <= plot_px[1]
-            if inside and all(box[1] <= b[0] or b[1] <= box[0] or box[3] <= b[2] or b[3] <= box[2] for b in boxes):
-                boxes.append(box)
+            if inside and apart(box, markers):
+                found.append((where, box))
+        return sorted(found, key=lambda place: not clear(place[1], i))  # stable: LABEL_PLACES' order within
+
+    options = [places(i) for i in range(len(xy))]
+    spread = np.hypot(*(px - px.mean(0)).T)
+    # A point with one place left (at the plot's edge) first, lest a neighbour's label take it and, beside it, read
+    # as its name (Gemma 3's H1 was named in H3's one place, H3 not at all); then the far ones
+    order = sorted(range(len(xy)), key=lambda i: (len(options[i]) > 1, -spread[i]))
+    labels: list[tuple[float, float, float, float]] = []
+    out: list[str | None] = [None] * len(xy)
+    for i in order:
+        if limit is not None and len(labels) >= limit:
+            break
+        for where, box in options[i]:
+            if apart(box, labels):
+                labels.append(box)
                 out[i] = where
                 break
     return out
