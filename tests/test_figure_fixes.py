@@ -294,3 +294,16 @@ def test_a_short_tables_text_is_shown_as_it_is(monkeypatch):
     (up, n), (row,) = shown[0].values(), shown[1]
     assert up == [r"▁which +0.78, ▁\`\_ +0.69, ▁\` +0.57", r"\*\*bold\*\*"] and n == [1, 2]
     assert row == {"tokens": r"a\*b\*c"}
+
+
+def test_the_token_strips_colour_bar_has_room_for_its_ticks():
+    """A one-line text (Find the head, "Hi") left the colour bar 64 px for Plotly's six ticks, drawn one on the
+    other: at most a tick per 24 px (two lines of the font) now; a longer text keeps more."""
+    from tx_explorer.viz import heads
+
+    for words, at_least in ((1, 2), (200, 5)):
+        tokens = ["word"] * words
+        fig = heads.token_text(tokens, np.linspace(0, 0.8, words), picked=0, title="t", hover=tokens)
+        plot = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
+        ticks = fig.data[0].marker.colorbar.nticks
+        assert at_least <= ticks and ticks * 2 * style.FONT["size"] <= plot

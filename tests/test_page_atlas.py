@@ -138,6 +138,27 @@ def test_views_report_the_analysis_numbers():
     torch.testing.assert_close(view.compute(copy, ids, window=16).entropy, stats.entropy, rtol=0, atol=0)
 
 
+def test_short_texts_counts_are_said_to_mean_nothing_and_one_token_is_drawn():
+    """A student's review: 28 tokens in a 64-key window gave "270 of 270 heads" local as a finding, and one token
+    drew an empty curve. A count that a head spreading its attention evenly would pass is said to say nothing;
+    the table's statistics are shown to three places."""
+    assert atlas.even_first(1) == 1.0 and atlas.even_first(2) == 0.75 and atlas.even_first(5) < 0.5
+    assert atlas.even_local(28, 64) == 1.0 and atlas.even_local(4096, 64) < 0.1
+    tm = models.load_model("tiny-llama")
+    ids = atlas.corpus_ids(tm, 128)  # its context
+    for n, trivial in ((1, True), (28, True), (128, False)):
+        stats = view.compute(tm, ids[:n], window=8 if n == 128 else 64)
+        sinks, _, local = view.overview(stats, "first").notes
+        assert ("says nothing" in local) == trivial, local
+        assert ("says nothing" in sinks) == (n == 1), sinks
+        assert "spreading its attention evenly" in sinks + local
+    assert view.overview(stats, "first").decimals == dict.fromkeys(
+        [locales.text("atlas", f"stat_{s}") for s in atlas.STATS], 3
+    )
+    one = view.head_along(view.compute(tm, ids[:1]), "first", 0, 0).figure
+    assert all("markers" in trace.mode for trace in one.data)
+
+
 @pytest.mark.parametrize(
     "key", ["grid_first", "grid_entropy", "grid_local", "grid_distance", "grid_received", "needle_title"]
 )

@@ -250,6 +250,19 @@ def dense_bytes(tm: TextModel, n: int, *, itemsize: int = 4) -> int:
     return tm.config.num_layers * tm.config.num_heads * n * n * itemsize
 
 
+def even_first(n: int) -> float:
+    """The first token's share, averaged over ``n`` positions, of a head that spreads its attention evenly over the
+    keys it sees (causal): the bar a sink must clear to say something (a 2-token text gives 0.75 without trying)."""
+    return float(np.mean(1.0 / np.arange(1, n + 1)))
+
+
+def even_local(n: int, window: int) -> float:
+    """The share within the last ``window`` keys, averaged over ``n`` positions, of a head that spreads its attention
+    evenly over the keys it sees: 1 while the text is no longer than the window (every key is within it)."""
+    seen = np.arange(1, n + 1)
+    return float(np.mean(np.minimum(seen, window) / seen))
+
+
 # ---- the text ----------------------------------------------------------------------------------------------------
 def read_upload(data: bytes) -> str:
     """An uploaded ``.txt`` file as text: UTF-8 (a byte-order mark allowed); anything else is refused."""

@@ -22,13 +22,17 @@ def head_grid(values: np.ndarray, *, title: str, x_title: str, y_title: str, zma
     return fig
 
 
+MARKED_UP_TO = 64  # positions up to which the curves' points are marked
+
+
 def along(
     positions: np.ndarray, series: Mapping[str, np.ndarray], *, title: str, x_title: str, y_title: str
 ) -> go.Figure:
     """Curves over token positions (one head's statistic, and its layer's mean beside it): lines only, as a text of
-    thousands of tokens would bury the curves under markers."""
+    thousands of tokens would bury the curves under markers; a short text's few points marked (one token's single
+    point drew nothing as a line)."""
     fig = charts.lines(positions, series, title=title, x_title=x_title, y_title=y_title)
-    fig.update_traces(mode="lines")
+    fig.update_traces(mode="lines" if len(positions) > MARKED_UP_TO else "lines+markers")
     return fig
 
 

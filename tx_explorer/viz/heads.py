@@ -197,6 +197,10 @@ def token_text(
         start[i], x = x, x + w
     w = np.nan_to_num(np.asarray(weights, dtype=np.float64))
     outline = np.where(np.arange(len(tokens)) == picked, 3, 0)
+    height = int(34 * (line[-1] + 1) + 90)
+    plot_px = height - 60  # less the margins: the colour bar's length
+    # A tick per two lines of text at most: on a one-line text Plotly's six ticks were drawn one on the other
+    ticks = max(2, plot_px // (2 * style.FONT["size"]))
     fig = go.Figure(
         go.Bar(
             x=widths - 0.4,
@@ -218,7 +222,7 @@ def token_text(
                 cmax=max(float(w.max()), 1e-6),
                 line=dict(width=outline, color="#d62728"),
                 showscale=True,
-                colorbar=dict(thickness=12),
+                colorbar=dict(thickness=12, nticks=ticks),
             ),
             showlegend=False,
         )
@@ -227,7 +231,7 @@ def token_text(
     fig.update_yaxes(visible=False, autorange="reversed")
     fig.update_layout(
         title=title,
-        height=int(34 * (line[-1] + 1) + 90),
+        height=height,
         margin=dict(l=10, r=10, t=50, b=10),
         font=style.FONT,
         bargap=0.2,
