@@ -109,7 +109,9 @@ def sharing_section(name: str, tm: view.TextModel) -> None:
         c = st.columns(2)
         most = view.limit(tm.config)  # the stepper's tokens: the model's context, or fewer
         tokens = c[0].number_input(T("tokens"), 1, most, min(32, most), key="kv_tokens")
-        window = c[1].number_input(T("window"), 1, 1_000_000, min(8, most), help=T("window_help"), key="kv_window")
+        window = c[1].number_input(
+            T("window"), 1, most, min(8, most), help=view.window_help(tm, lang=LANG), key="kv_window"
+        )
         with ui.friendly_errors():
             args = (name, int(tokens), int(window))  # behind a bar: SmolLM2-sized models take seconds to build
             table = ui.remembered_job(lambda report: sharing(*args), label=T("sharing_working"), key=("kv", *args))
@@ -128,9 +130,7 @@ def published_section() -> None:
 
 
 ui.section(T, "decode")
-causal = models.available_models("text", kind="causal")
-shipped = [n for n in causal if models.REGISTRY[n].bundled or models.REGISTRY[n].preload]
-default = view.first_shared(shipped, ui.cached_model)  # a shipped model whose query heads share K/V heads: SmolLM2
+default = view.first_shared(models.shipped("text", kind="causal"), ui.cached_model)  # K/V heads shared: SmolLM2
 if default is not None:
     st.session_state.setdefault("kv_model", default)
 c = st.columns([2, 4])

@@ -6,7 +6,7 @@ embeddings, the loss and generation open on demand, so a new text computes and r
 import streamlit as st
 
 from tx_explorer import ui
-from tx_explorer.ui.chat import conversation
+from tx_explorer.ui.chat import chat_section
 from tx_explorer.views import language_model as view
 from tx_explorer.views import model_facts
 
@@ -87,7 +87,8 @@ def generate(name: str, text: str, tm) -> None:
         temperature = c[1].slider(T("temperature"), 0.1, 2.0, 0.8, 0.1, key="lm_temp", disabled=method == "greedy")
         top_k = c[2].number_input(T("top_k"), 1, 200, 20, key="lm_topk", disabled=method != "top_k")
         seed = c[3].number_input(ui.texts("common")("seed"), 0, 1_000_000, 0, key="lm_seed")
-        new = c[4].slider(T("new_tokens"), 1, 64, 24, key="lm_new")
+        top, usual = view.new_tokens(tm, *view.GEN_NEW)  # a short context leaves the prompt room
+        new = c[4].slider(T("new_tokens"), 1, top, usual, key="lm_new") if top > 1 else top
         args = (name, text, new, method, float(temperature), int(top_k), int(seed))  # seconds with a larger model
         g = ui.remembered_job(lambda report: generation(*args), label=T("gen_working"), key=("lm_gen", *args))
         if g.prompt_cut:
@@ -96,7 +97,8 @@ def generate(name: str, text: str, tm) -> None:
         shown = tm.decode(g.ids[: g.prompt_len]) + " ⟶ " + tm.decode(g.ids[g.prompt_len :])
         st.code(shown, language=None, wrap_lines=True)
         c = st.columns(3)
-        step = c[0].slider(T("gen_step"), 1, new, 1, key="lm_step") if new > 1 else 1
+        ui.keep_within("lm_step", 1, new)  # the slider has no default of its own: 1, or the value kept here
+        step = c[0].slider(T("gen_step"), 1, new, key="lm_step") if new > 1 else 1
         g_layer = c[1].selectbox(T("layer"), range(g.maps.shape[0]), key="lm_gen_layer")
         g_head = c[2].selectbox(
             T("head"),
@@ -105,14 +107,6 @@ def generate(name: str, text: str, tm) -> None:
             format_func=lambda h: T("mean_heads") if h is None else str(h),
         )
         ui.show(*view.generation(g, step, g_layer, g_head, lang=LANG))
-
-
-@st.fragment
-def chat(name: str, tm) -> None:
-    """Chat with an instruction-tuned model: turns kept in the session, each reply's stop and what it read."""
-    if tm.chat_template and (box := ui.lazy_section(T, "chat", key="lm_open_chat")):
-        with box, ui.friendly_errors():
-            conversation(name, tm)
 
 
 st.title(ui.page_title("language_model"))
@@ -144,4 +138,4 @@ if r is not None:
     loss(r)
 if tm is not None:
     generate(name, text, tm)
-    chat(name, tm)
+    chat_section(name, tm)

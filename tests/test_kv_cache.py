@@ -467,3 +467,31 @@ def test_the_rows_per_layer_past_gemma3s_window_tell_512_from_523():
         assert list(cv.layers.data) == [128, last + 1] and 0 < floor < 128
         assert fig.layout.yaxis.title.text.startswith(said + f"{floor:,}")
         assert fig.data[1].name.endswith("W = 128")
+
+
+def test_one_cached_row_is_a_row_in_every_count():
+    """After step 0 the page said "1 rows per layer" (review B): one row is a row, in the numbers and the maps'
+    titles, for layers alike and for local and global ones; Chinese has one form."""
+    tm = models.load_model("tiny-llama")
+    d = view.decoding(tm, view.PROMPT, 1)
+    labels = tm.labels(d.ids)
+    for step, said, title in ((0, "1 row per layer", "1 row × "), (2, "3 rows per layer", "3 rows × ")):
+        cv = view.cache_view(tm, d.ids, labels, step, 0, decoding=d)
+        assert f"After step {step}: {said};" in cv.numbers and title in cv.keys.figure.layout.title.text
+    zh = view.cache_view(tm, d.ids, labels, 0, 0, lang="zh", decoding=d)
+    assert "每层 1 行；" in zh.numbers and "1 行 × " in zh.values.figure.layout.title.text
+    mixed = _mixed_text_model().config
+    assert view.held(mixed, [1, 1]) == "the 1 local layers hold 1 row each, the 1 global layers 1 row"
+    assert view.held(mixed, [2, 1]) == "the 1 local layers hold 2 rows each, the 1 global layers 1 row"
+    assert view.held(mixed, [1, 1], lang="zh") == "1 个局部层各保留 1 行，1 个全局层各保留 1 行"
+
+
+def test_the_window_box_tops_at_the_sections_tokens_and_says_so():
+    """The window box took up to 1,000,000 and its help said "at most the model's context" (8,192 for SmolLM2), but
+    the table runs only :func:`view.limit` tokens (review B): the help names that number, the model's own."""
+    full = models.load_model("tiny-llama")
+    short = dataclasses.replace(full, model=_model(SHAPES["rotary-window"]))  # a context of 24 tokens
+    for tm in (full, short):
+        most = view.limit(tm.config)
+        assert f"at most {most}, " in view.window_help(tm) and f"最多 {most}，" in view.window_help(tm, lang="zh")
+    assert view.limit(short.config) == 24 and view.limit(full.config) == kv.STEPPER_TOKENS

@@ -552,3 +552,39 @@ def test_weight_tying_is_read_from_the_tensors(tiny: TextModel) -> None:
     assert not tied_output(model(w + 1, w))
     assert not tied_output(model(torch.randn(5, 4), w))
     assert tied_output(tiny) == (tiny.model.head.weight is tiny.model.embed.tok_embed.weight)
+
+
+def test_new_tokens_leave_a_short_context_room_for_the_prompt(tiny: TextModel) -> None:
+    """A model of 16 tokens' context (review B: a Qwen2 checkpoint): the "New tokens" slider tops at 15, starts at
+    8, and a long prompt keeps its last tokens to make room for them; the page's fixed 24 was refused with a message
+    naming ``max_new_tokens``."""
+    import dataclasses
+
+    from tx_explorer.errors import InputError
+    from tx_explorer.views import language_model as view
+
+    short = dataclasses.replace(tiny, max_len=16)
+    top, usual = view.new_tokens(short, *view.GEN_NEW)
+    assert (top, usual) == (15, 8) and view.new_tokens(short, *view.CHAT_NEW) == (15, 8)
+    assert view.new_tokens(tiny, *view.GEN_NEW) == view.GEN_NEW  # 128 tokens: room for the page's own numbers
+    text = "Return a new list containing the files of the folder, sorted by their names. " * 3
+    for new in (top, usual):
+        g = view.generate(short, text, new)
+        assert g.prompt_cut and (g.prompt_len, len(g.ids)) == (16 - new, 16)
+    with pytest.raises(InputError):
+        view.generate(short, text, top + 1)
+
+
+def test_a_model_without_a_chat_template_names_those_that_have_one(tiny: TextModel, chatty: TextModel) -> None:
+    """Gemma 3 270M's chat section vanished without a word (review B): it says the model has no chat template and
+    names the models that have one, read off them, in both languages."""
+    from tx_explorer.views import language_model as view
+
+    load = {"tiny-gpt": tiny, "chatty": chatty, "chatty-2": chatty}.__getitem__
+    chatty_ones = view.chat_models(["tiny-gpt", "chatty", "chatty-2"], load)
+    assert chatty_ones == ["chatty", "chatty-2"]
+    en = view.no_chat(tiny, chatty_ones)
+    assert en.startswith("tiny-gpt has no chat template") and "base model" in en and en.endswith("chatty, chatty-2.")
+    zh = view.no_chat(tiny, chatty_ones, lang="zh")
+    assert zh.startswith("tiny-gpt 没有对话模板") and "基础模型" in zh and zh.endswith("chatty、chatty-2。")
+    assert view.no_chat(tiny, []).endswith("None of the models loaded here has one now.")

@@ -74,6 +74,8 @@ def test_kv_cache_page_decodes_and_shows_the_cache_growing():
     sharing, published = at.table[0].value, at.table[1].value
     assert list(sharing.iloc[:, -1]) == ["✓"] * 4  # formula = tensors for MHA, GQA, MQA, window
     assert len(published) == 8  # Llama 2/3, Mistral, Qwen2, Gemma 2, Gemma 3 (two) and gpt-oss
+    window = at.number_input(key="kv_window")  # tops at the tokens the table runs, and says so (not 1,000,000)
+    assert window.max == 128 and "at most 128, " in window.proto.help
     slider = next(s for s in at.slider if s.label == "Step")
     slider.set_value(2).run()
     assert_clean(at)

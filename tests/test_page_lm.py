@@ -382,6 +382,55 @@ def test_language_model_generation_controls(language_model) -> None:
     assert_clean(at)
 
 
+def test_language_model_generated_token_keeps_its_nearest_value(language_model) -> None:
+    """Lowering "New tokens" below the "Generated token" shown moves it to the nearest one left, and a change that
+    leaves it in range keeps it (review B: both reset it to 1, since a slider whose bounds change starts anew)."""
+    at = language_model
+    at.slider(key="lm_step").set_value(at.slider(key="lm_new").value).run()
+    at.slider(key="lm_new").set_value(5).run()
+    assert_clean(at)
+    assert at.slider(key="lm_step").value == 5
+    at.slider(key="lm_new").set_value(12).run()
+    assert at.slider(key="lm_step").value == 5
+    at.slider(key="lm_new").set_value(24).run()
+
+
+def test_language_model_generation_fits_a_short_context(tmp_path, monkeypatch) -> None:
+    """A checkpoint of 16 tokens' context and a 40-word text (review B): "New tokens" tops at 15 and starts at 8,
+    and the prompt keeps its last 8 tokens to make room, as the page says; no error naming max_new_tokens."""
+    from tests.checkpoints import write_checkpoint
+    from tx_explorer import paths, ui
+
+    folder = tmp_path / "roots" / "qwen-ctx16"
+    write_checkpoint(folder, "qwen2", max_position_embeddings=16)
+    monkeypatch.setenv(paths.ENV_ROOTS, str(tmp_path / "roots"))
+    monkeypatch.setenv(paths.ENV_CONFIG, str(tmp_path / "absent.toml"))
+    text = " ".join(["The cat sat on the mat because it was tired."] * 4)  # 40 words
+    at = open_page("language_model", lm_model=ui.FOLDER, lm_model_folder=str(folder), lm_open_gen=True, lm_text=text)
+    assert_clean(at)
+    new = at.slider(key="lm_new")
+    assert (new.max, new.value) == (15, 8)
+    said = [w.value for w in at.warning]
+    assert any("only the first 16 tokens are used" in w for w in said), said
+    assert any("only the last 8 prompt tokens are kept to make room for 8 new ones" in w for w in said), said
+    new.set_value(15).run()  # the top: one prompt token left
+    assert_clean(at)
+    assert any("to make room for 15 new ones" in w.value for w in at.warning)
+
+
+def test_language_model_says_a_base_model_has_no_chat_and_names_one_that_has() -> None:
+    """Gemma 3 270M has no chat template: the chat section's heading stays, with a line saying why there is no chat
+    and which loaded model has one (review B: the section vanished without a word)."""
+    if "gemma3-270m" not in models.available_models("text", kind="causal"):
+        pytest.skip("Gemma 3 270M is not installed (make run installs it)")
+    at = open_page("language_model", lm_model="gemma3-270m")
+    assert_clean(at)
+    assert locales.text("language_model", "chat_header") in [h.value for h in at.header]
+    said = next(i.value for i in at.info if "no chat template" in i.value)
+    assert said.startswith("gemma3-270m has no chat template") and said.endswith(": smollm2-135m-instruct.")
+    assert "lm_open_chat" not in at.session_state  # no section to open: nothing to chat with
+
+
 # Empty, blank, emoji and every other odd text are rows of tests/test_bad_input.py; these check what only this page
 # shows: the prompt cut to make room for new tokens, markup decoded literally, a one-token prompt.
 @pytest.mark.parametrize("text", [LONG, SCRIPT, "a"])

@@ -59,6 +59,12 @@ class Generation:
     maps: np.ndarray  # [L, H, T, T] over prompt + continuation
 
 
+def token_limit(tm: TextModel) -> int:
+    """Tokens a prompt and its continuation (a generation, or a conversation and its reply) may hold on the page:
+    the context, or fewer so that every step's map can be kept (:func:`max_tokens`; SmolLM2: 373)."""
+    return min(tm.max_len, max_tokens(tm))
+
+
 def generate(
     tm: TextModel,
     prompt: list[int],
@@ -71,7 +77,7 @@ def generate(
 ) -> Generation:
     """Continue ``prompt`` within one context window (so the trace of the result shows every step exactly), with
     our KV cache (:meth:`TextModel.stream`); the prompt's start is dropped if it leaves no room."""
-    limit = min(tm.max_len, max_tokens(tm))  # every step's map is kept: the context, or the maps' budget
+    limit = token_limit(tm)
     if not 1 <= max_new_tokens < limit:
         raise InputError("new_tokens_range", limit=limit - 1, value=max_new_tokens)
     kept = prompt[-(limit - max_new_tokens) :]
@@ -168,12 +174,6 @@ class Prefixes:
             self._kept[tuple(ids[: cache.seen])] = cache
             while len(self._kept) > self._size:
                 self._kept.popitem(last=False)
-
-
-def chat_limit(tm: TextModel) -> int:
-    """Tokens a conversation and its reply may hold on the page: the context, or fewer so that every map of the
-    reply can be kept (:func:`max_tokens`; SmolLM2: 373)."""
-    return min(tm.max_len, max_tokens(tm))
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,15 @@ from tx_explorer.ui.pickers import (
     sidebar,
     text_model_picker,
 )
-from tx_explorer.ui.sections import keep_inputs, keep_open, lazy_section, optional, section, stop_unless
+from tx_explorer.ui.sections import (
+    keep_inputs,
+    keep_open,
+    keep_within,
+    lazy_section,
+    optional,
+    section,
+    stop_unless,
+)
 from tx_explorer.ui.text import escape_markdown, friendly_errors, lang, model_description, page_title, texts
 from tx_explorer.ui.url_state import kept_in_url
 from tx_explorer.ui.visits import first_visit
@@ -69,6 +77,7 @@ __all__ = [
     "job_on_click",
     "keep_inputs",
     "keep_open",
+    "keep_within",
     "kept_in_url",
     "lang",
     "lazy_section",

@@ -7,10 +7,13 @@ from typing import Any
 
 import streamlit as st
 
+from tx_explorer import models
 from tx_explorer.analysis import lm
 from tx_explorer.trace import Trace
 from tx_explorer.ui.figures import metrics, show
-from tx_explorer.ui.text import lang, texts
+from tx_explorer.ui.pickers import cached_model
+from tx_explorer.ui.sections import lazy_section, section
+from tx_explorer.ui.text import friendly_errors, lang, texts
 from tx_explorer.views import language_model as view
 
 MESSAGE = "lm_chat"  # the message box: a new text in it is a new turn
@@ -38,6 +41,20 @@ def _exchange(message: str) -> Any:
     return st.chat_message("assistant")
 
 
+@st.fragment
+def chat_section(name: str, tm: Any) -> None:
+    """The page's chat section: a conversation with an instruction-tuned model, opened on demand; a base model has
+    no turns to chat in, which the section says, naming the loaded models that have them."""
+    T = texts("language_model")
+    if not tm.chat_template:
+        section(T, "chat", intro=False)
+        loaded = models.shipped("text", kind="causal")  # loaded at the server's start: read at no cost
+        st.info(view.no_chat(tm, view.chat_models(loaded, cached_model), lang=lang()))
+    elif box := lazy_section(T, "chat", key="lm_open_chat"):
+        with box, friendly_errors():
+            conversation(name, tm)
+
+
 def conversation(name: str, tm: Any) -> None:
     """The chat's settings, its turns, a new turn when the message box holds a new text, and the last reply's
     attention."""
@@ -46,7 +63,8 @@ def conversation(name: str, tm: Any) -> None:
     message = c[0].text_input(
         T("chat_message"), T("chat_default"), max_chars=2000, key=MESSAGE, help=T("chat_message_help")
     )
-    new = c[1].slider(T("new_tokens"), 1, 128, 48, key="lm_chat_new")
+    top, usual = view.new_tokens(tm, *view.CHAT_NEW)  # a short context leaves the conversation room
+    new = c[1].slider(T("new_tokens"), 1, top, usual, key="lm_chat_new") if top > 1 else top
     c = st.columns(4)
     method = c[0].radio(T("method"), view.METHODS, format_func=lambda m: T(f"method_{m}"), key="lm_chat_method")
     temperature = c[1].slider(T("temperature"), 0.1, 2.0, 0.8, 0.1, key="lm_chat_temp", disabled=method == "greedy")

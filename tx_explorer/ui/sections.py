@@ -78,6 +78,13 @@ def keep_inputs(views: Mapping[str, str], shown: str) -> None:
     keep_open(*(k for k in st.session_state if among(k, every) and not among(k, views[shown])))
 
 
+def keep_within(key: str, low: int, high: int) -> None:
+    """Keep widget ``key``'s value, moved into [low, high] where it fell outside: Streamlit makes a slider whose
+    bounds changed anew, at its default ("Generated token" went back to 1 when "New tokens" went from 64 to 5)."""
+    if key in st.session_state:
+        st.session_state[key] = min(max(st.session_state[key], low), high)
+
+
 def stop_unless(name: str | None, text: str, empty: str) -> None:
     """End the page's run here while no model is chosen (the picker said why) or the text is blank (``empty``)."""
     if name is None:

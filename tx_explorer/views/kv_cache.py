@@ -4,7 +4,7 @@ whose local window lies beyond the stepper's tokens (Gemma 3), a run past that w
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -163,11 +163,17 @@ def decode(
     return decoded(tm, numbers or decoding(tm, prompt, new, past=past), lang=lang)
 
 
+def _rows(counts: Iterable[int], T: Callable[..., str]) -> str:
+    """Row counts in words: "1 row", "5 rows", or "3 / 5 rows" where layers of a kind hold different counts."""
+    shown = sorted(set(counts))
+    return T("rows_one" if shown == [1] else "rows", rows=" / ".join(f"{r:,}" for r in shown))
+
+
 def held(cfg: TransformerConfig, layer_rows: Sequence[int], *, lang: str = "en") -> str:
     """The rows each kind of layer holds (``layer_rows``: read off the cache's tensors), in words: one count for
     layers alike, the local and the global layers' apart (several counts where layers of a kind disagree)."""
     T = texts(PAGE, lang)
-    listed = lambda layers: " / ".join(f"{r:,}" for r in sorted({layer_rows[i] for i in layers}))  # noqa: E731
+    listed = lambda layers: _rows((layer_rows[i] for i in layers), T)  # noqa: E731
     if cfg.layer_types is None:
         return T("rows_uniform", rows=listed(range(cfg.num_layers)))
     local = _local(cfg)
@@ -302,7 +308,7 @@ def cache_view(
             flat,
             rows,
             cols,
-            title=T(f"{which}_title", layer=layer, rows=len(kept), cols=flat.shape[1]),
+            title=T(f"{which}_title", layer=layer, rows=_rows([len(kept)], T), cols=flat.shape[1]),
             x_title=T("axis_kv_dims"),
             y_title=T("axis_cached"),
         )
@@ -377,6 +383,11 @@ def sharing_intro(tm: TextModel, *, lang: str = "en") -> str:
     T = texts(PAGE, lang)
     kinds = kv.sharing_kinds(model_of(tm).cfg)
     return T("sharing_intro", ways=T("ways_own" if "own" in kinds else "ways"))
+
+
+def window_help(tm: TextModel, *, lang: str = "en") -> str:
+    """The window box's help: what W means, and its top, the tokens the section runs (:func:`limit`), and why."""
+    return texts(PAGE, lang)("window_help", limit=f"{limit(tm.config):,}", most=kv.STEPPER_TOKENS)
 
 
 def sharing_rows(

@@ -81,10 +81,25 @@ def split_bytes_note(tokens: Sequence[str], *, lang: str = "en") -> str | None:
     return texts(PAGE, lang)("split_bytes") if any(_SPLIT_BYTES.fullmatch(t) for t in tokens) else None
 
 
+# The "New tokens" sliders' (top, default) before a model's room lowers them (:func:`new_tokens`): a generation's steps
+# are all traced and drawn; a chat reply streams, its rows kept step by step.
+GEN_NEW = (64, 24)
+CHAT_NEW = (128, 48)
+
+
+def new_tokens(tm: TextModel, most: int, usual: int) -> tuple[int, int]:
+    """A "New tokens" slider's top and default on ``tm``: ``most`` and ``usual``, or fewer where the page's token
+    limit (:func:`lm.token_limit`: the context, or the maps' budget) leaves less room: the top one token short of it
+    (the prompt keeps one), the default half of it, so that the prompt keeps as many tokens as the model writes
+    (a Qwen2 of 16 tokens' context: 15 and 8)."""
+    limit = lm.token_limit(tm)
+    return min(most, limit - 1), min(usual, limit // 2)
+
+
 def generate(
     tm: TextModel,
     prompt: str,
-    new: int = 24,
+    new: int = GEN_NEW[1],
     method: str = "greedy",
     temperature: float = 0.8,
     top_k: int = 20,
@@ -107,7 +122,7 @@ class Turn:
 
 def chat_prompt(tm: TextModel, turns: Sequence[Turn], message: str, new: int) -> lm.ChatPrompt:
     """The conversation so far and ``message`` as the model reads them (oldest turns dropped to fit the page's
-    token cap, :func:`lm.chat_limit`). A turn whose reply was empty is left out: a template refuses an empty
+    token cap, :func:`lm.token_limit`). A turn whose reply was empty is left out: a template refuses an empty
     message."""
     history = [
         {"role": role, "content": text}
@@ -115,7 +130,7 @@ def chat_prompt(tm: TextModel, turns: Sequence[Turn], message: str, new: int) ->
         if t.reply.strip()
         for role, text in (("user", t.message), ("assistant", t.reply))
     ]
-    return lm.chat_prompt(tm, history, message, new, lm.chat_limit(tm))
+    return lm.chat_prompt(tm, history, message, new, lm.token_limit(tm))
 
 
 def chat_replies(
@@ -135,6 +150,19 @@ def chat_replies(
     so far, already read (:class:`lm.Prefixes`); ``trace``: for :func:`chat_attention`."""
     sampling = _sampling(method, temperature, top_k, seed)
     return lm.replies(tm, prompt.ids, new, stop=tm.special_ids, cache=cache, trace=trace, **sampling)
+
+
+def chat_models(names: Sequence[str], load: Callable[[str], TextModel]) -> list[str]:
+    """Those of ``names`` whose model (``load(name)``) has a chat template: the ones the chat section can talk to."""
+    return [n for n in names if load(n).chat_template]
+
+
+def no_chat(tm: TextModel, chatty: Sequence[str], *, lang: str = "en") -> str:
+    """Why the chat section has nothing to talk to on ``tm`` (a model without a chat template), and which models
+    have one (``chatty``, :func:`chat_models`)."""
+    T = texts(PAGE, lang)
+    others = T("chat_others", names=T("list_sep").join(chatty)) if chatty else T("chat_others_none")
+    return sentences([T("chat_none", model=tm.name), others], lang)
 
 
 def chat_notices(prompt: lm.ChatPrompt, *, lang: str = "en") -> list[str]:
