@@ -37,10 +37,11 @@ def open_page(page: str, timeout: float = 120, **state: object) -> AppTest:
 
 
 def lazy_sections(page: str) -> list[str]:
-    """The keys of the sections ``pages/<page>.py`` opens on demand (expanders keyed ``<prefix>_open_<name>``), so
-    that tests open them without a table to keep in step with the pages."""
+    """The keys of the sections ``pages/<page>.py`` opens on demand (expanders keyed ``<prefix>_open_<name>``, named
+    in the page: as a ``key=`` or kept open by ``ui.keep_open``, as the language model's chat drawn by ``ui.chat``),
+    so that tests open them without a table to keep in step with the pages."""
     source = (Path(__file__).resolve().parent.parent / "pages" / f"{page}.py").read_text(encoding="utf-8")
-    return list(dict.fromkeys(re.findall(r'key="(\w+_open_\w+)"', source)))
+    return list(dict.fromkeys(re.findall(r'"(\w+_open_\w+)"', source)))
 
 
 def open_sections(at: AppTest, page: str) -> AppTest:

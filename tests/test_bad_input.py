@@ -19,6 +19,7 @@ from __future__ import annotations
 import ast
 import functools
 import io
+import json
 import mimetypes
 import os
 import re
@@ -39,6 +40,7 @@ from streamlit.runtime.state.common import user_key_from_element_id
 from streamlit.testing.v1 import AppTest
 
 from tests.conftest import lazy_sections, open_page, open_sections, plotly_specs
+from tests.test_checkpoint import english_in_chinese
 from tests.test_url_state import arrive, shown
 from tx_explorer import locales, masks, models, paths, ui
 from tx_explorer.analysis import (
@@ -63,6 +65,7 @@ from tx_explorer.analysis import self_attention as sa
 from tx_explorer.analysis import seq2seq_eval as ev
 from tx_explorer.config import TransformerConfig
 from tx_explorer.data import shapes
+from tx_explorer.errors import InputError
 from tx_explorer.modules.moe_lm import MoEConfig
 from tx_explorer.views import circuit as circuit_view
 from tx_explorer.views import cost_of_attention as cost_view
@@ -370,6 +373,11 @@ FOLDERS = {  # name → (typed path, expected outcome)
     "not-a-model": (str(BYOC / "roots" / "empty"), ("error", "config.json is missing")),
     "unsupported": (str(BYOC / "roots" / "t5"), ("error", "'t5' is not supported; supported: bert, gpt2")),
     "corrupt-weights": (str(BYOC / "roots" / "corrupt"), ("error", "model.safetensors is corrupt or truncated")),
+    "bad-config": (str(BYOC / "roots" / "bad-config"), ("error", "(not valid JSON at line 1, column 57)")),
+    "heads-not-dividing": (
+        str(BYOC / "roots" / "five-heads"),
+        ("error", "64/5: our attention splits the model width evenly"),
+    ),
     "gguf": (str(BYOC / "roots" / "tiny.gguf"), ("chart", "8 query heads share 2 key/value heads")),
     "gguf-truncated": (str(BYOC / "roots" / "cut.gguf"), ("error", "cut.gguf is corrupt or truncated")),
     "gguf-not-gguf": (str(BYOC / "roots" / "fake.gguf"), ("error", "not a GGUF file")),
@@ -710,15 +718,15 @@ CASES: list[Case] = [
     *number_cases("position_lab", "rotary_rotation"),
     *declared_cases(pos_view.ROTARY, "rotary_rotation"),
     # KV cache stepper: the prompt (empty, or too long for the model's context) and the new tokens (declared:
-    # kv_view.DECODE), and a window beyond the context
+    # kv_view.DECODE), and a window beyond the stepper's tokens (the box stops there: the value is not taken)
     *declared_cases(
         kv_view.DECODE,
         "kv_growth",
         prompt_empty=("error", "the prompt is empty"),
         prompt_10k=("error", "but the stepper holds"),
     ),
-    Case("kv_cache", "window-beyond-context", ((W("number_input", "kv_window"), 4096),), "error", "sliding window"),
-    *number_cases("kv_cache", "kv_growth", at_max=("error", "sliding window must hold")),
+    Case("kv_cache", "window-beyond-context", ((W("number_input", "kv_window"), 4096),), "chart", "", "kv_growth"),
+    *number_cases("kv_cache", "kv_growth"),
     # head science: the text (importance view), the patching prompts and answers, every number
     *text_cases(
         "head_science",
@@ -765,6 +773,14 @@ CASES: list[Case] = [
         prepare=ATLAS_PASTE,
         empty=("info", "Paste a text to read it"),
         **{"100k": ("error", "exceed the model's context of 8192")},
+    ),
+    Case(
+        "atlas",
+        "one-token",
+        ((W("text_area", "atlas_text"), "Hi"),),
+        "error",
+        "the atlas needs at least 2",
+        prepare=ATLAS_PASTE,
     ),
     *[
         Case(
@@ -895,6 +911,11 @@ def checkpoint_folders():
     (roots / "empty").mkdir()
     (roots / "t5").mkdir()
     (roots / "t5" / "config.json").write_text('{"model_type": "t5"}')
+    shutil.copytree(roots / "qwen2", roots / "bad-config")
+    (roots / "bad-config" / "config.json").write_text('{"model_type": "qwen2", "hidden_size": 64, "vocab_size":')
+    shutil.copytree(roots / "qwen2", roots / "five-heads")
+    config = json.loads((roots / "qwen2" / "config.json").read_text())
+    (roots / "five-heads" / "config.json").write_text(json.dumps(config | {"num_attention_heads": 5}))
     (BYOC / "outside").mkdir()
     (roots / "escape").symlink_to(BYOC / "outside", target_is_directory=True)
     write_gguf(roots / "tiny.gguf", "qwen2", "Q8_0")
@@ -966,6 +987,28 @@ def test_bad_input(pages: Pages, checkpoint_folders: Path, case: Case) -> None:
             at.run()
     if not answered:
         assert_answers(at, case.chart)
+
+
+@pytest.fixture(scope="module")
+def chinese_folder_box(checkpoint_folders: Path) -> AppTest:
+    """The multi-head page in 中文, its model choice on a typed path (one page for every row, as one visitor)."""
+    return open_page("multihead", mh_model=ui.FOLDER, lang="zh")
+
+
+@pytest.mark.parametrize("name", [n for n, (_, outcome) in FOLDERS.items() if outcome[0] == "error"])
+def test_a_refused_path_is_told_wholly_in_chinese(chinese_folder_box: AppTest, name: str) -> None:
+    """Each path of ``FOLDERS`` the page refuses, typed with the interface in 中文: the one error is the refusal's
+    Chinese message, its reason included (a parser's or a reader's English words never inside it)."""
+    at, path = chinese_folder_box, FOLDERS[name][0]
+    with pytest.raises(InputError) as refused:
+        paths.open_checkpoint(path)  # what the page's loader raises
+    assert not english_in_chinese(refused.value), refused.value.message("zh")
+    FOLDER_BOX.find(at).set_value(path)
+    at.session_state["lang"] = "zh"  # AppTest does not send the sidebar's switch back: set it for every run
+    at.run()
+    assert_nothing_rendered(at)
+    message = ui.escape_markdown(refused.value.message("zh"))
+    assert [e.value for e in at.error] == [locales.text("common", "error_input", "zh", message=message)]
 
 
 def test_a_gguf_too_big_even_in_bfloat16_is_refused_from_its_header(checkpoint_folders: Path, monkeypatch) -> None:
@@ -1105,8 +1148,12 @@ OUT_OF_RANGE = [
         ("norms-mlp-no-hidden-unit", lambda: norms.mlp_param_counts(1, 0.5), "no hidden unit"),
         ("model_sizes-no-layers", lambda: TransformerConfig(num_layers=0), "num_layers must be a positive integer"),
         ("model_sizes-heads-not-dividing", lambda: TransformerConfig(dim=768, num_heads=7), "does not divide"),
-        ("language_model-no-new-tokens", lambda: lm.generate(_lm(), [1, 2], 0), "max_new_tokens must lie in"),
-        ("language_model-too-many-new", lambda: lm.generate(_lm(), [1, 2], 10_000), "max_new_tokens must lie in"),
+        ("language_model-no-new-tokens", lambda: lm.generate(_lm(), [1, 2], 0), "“New tokens” must lie between 1 and"),
+        (
+            "language_model-too-many-new",
+            lambda: lm.generate(_lm(), [1, 2], 10_000),
+            "“New tokens” must lie between 1 and",
+        ),
         (
             "language_model-temperature-0",
             lambda: lm.generate(_lm(), [1, 2], 4, temperature=0.0),

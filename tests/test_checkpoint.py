@@ -8,6 +8,7 @@ folder must give a clear :class:`InputError` before any tensor is read.
 from __future__ import annotations
 
 import json
+import pickle
 import struct
 
 import pytest
@@ -15,6 +16,7 @@ import torch
 from safetensors.torch import save_file
 
 from tests.checkpoints import FAMILIES, hf_model, write_checkpoint
+from tests.zh_text import english_words
 from tx_explorer.errors import InputError
 from tx_explorer.families.text import TextModel
 from tx_explorer.interop import checkpoint
@@ -25,6 +27,30 @@ from tx_explorer.trace import Trace
 pytestmark = pytest.mark.usefixtures("one_thread")
 TOL = {"atol": 1e-4, "rtol": 1e-4}
 TEXT = "The cat sat on the mat; rotary heads share their keys."
+
+
+REASONS = ("reason", "missing")  # the fields that hold a message of their own, never a name or a number
+
+
+def _values(exc: InputError) -> list[str]:
+    """The values an error's message quotes (file and tensor names, numbers …), its reason's included."""
+    out = []
+    for key, value in exc.params.items():
+        if isinstance(value, InputError):
+            out += _values(value)
+        elif key not in REASONS:  # a reason given as text is read, not taken out
+            out += [str(value), repr(value)]
+    return out
+
+
+def english_in_chinese(exc: InputError) -> list[str]:
+    """The English words of ``exc``'s Chinese message, once the names and numbers it quotes are taken out: a reason
+    left in English (a parser's words, a raw string) shows up here."""
+    message = exc.message("zh")
+    for value in sorted(_values(exc), key=len, reverse=True):  # "a.gguf" before "a"
+        message = message.replace(value, " ")
+    # A reason goes in full-width brackets ("已损坏或不完整（…）"), which prose lets through as a gloss: read it.
+    return english_words(message.replace("（", " ").replace("）", " "), prose=True)
 
 
 def _reference(hf, family: str, ids: list[int]) -> torch.Tensor:
@@ -82,7 +108,11 @@ def _break(tmp_path, how: str) -> None:
     if how == "no config":
         (tmp_path / "config.json").unlink()
     elif how == "bad config":
-        (tmp_path / "config.json").write_text("{not json")
+        (tmp_path / "config.json").write_text('{"model_type": "llama",\n  "hidden_size": 64,')
+    elif how == "config not utf-8":
+        (tmp_path / "config.json").write_bytes(b'{"model_type": "llama\xff"}')
+    elif how == "config list":
+        (tmp_path / "config.json").write_text("[1, 2]")
     elif how == "t5":
         cfg = json.loads((tmp_path / "config.json").read_text())
         (tmp_path / "config.json").write_text(json.dumps(cfg | {"model_type": "t5"}))
@@ -90,10 +120,15 @@ def _break(tmp_path, how: str) -> None:
         cfg = json.loads((tmp_path / "config.json").read_text())
         cfg["rope_parameters"] = {"rope_type": "llama3", "rope_theta": 500.0, "factor": 8.0}
         (tmp_path / "config.json").write_text(json.dumps(cfg))
+    elif how in CONFIG_EDITS:
+        cfg = json.loads((tmp_path / "config.json").read_text()) | CONFIG_EDITS[how]
+        (tmp_path / "config.json").write_text(json.dumps({k: v for k, v in cfg.items() if v is not DROP}))
     elif how == "no tokenizer":
         (tmp_path / "tokenizer.json").unlink()
     elif how == "bad tokenizer":
         (tmp_path / "tokenizer.json").write_text('{"model": 3}')
+    elif how == "tokenizer not utf-8":
+        (tmp_path / "tokenizer.json").write_bytes(b"\xff\xfe{")
     elif how == "no weights":
         (tmp_path / "model.safetensors").unlink()
     elif how == "pickle only":
@@ -119,21 +154,39 @@ def _break(tmp_path, how: str) -> None:
         (tmp_path / "config.json").write_text(json.dumps(cfg | {"vocab_size": 100}))
 
 
-BROKEN = {  # how → (locale key, a phrase the English message contains)
-    "no config": ("checkpoint_missing_file", "config.json is missing"),
-    "bad config": ("checkpoint_corrupt", "config.json is corrupt"),
-    "t5": ("checkpoint_architecture", "bert, gpt2, llama, qwen2, mistral"),
-    "rope scaling": ("checkpoint_variant", "llama3"),
-    "no tokenizer": ("checkpoint_missing_file", "tokenizer.json is missing"),
-    "bad tokenizer": ("checkpoint_corrupt", "tokenizer.json is corrupt"),
-    "no weights": ("checkpoint_missing_file", "*.safetensors is missing"),
-    "pickle only": ("checkpoint_pickle", "pytorch_model.bin"),
-    "truncated": ("checkpoint_corrupt", "model.safetensors is corrupt"),
-    "garbage": ("checkpoint_corrupt", "no valid safetensors header"),
-    "bad entry": ("checkpoint_corrupt", "bad header entry"),
-    "int8": ("checkpoint_dtype", "I8"),
-    "too few layers": ("checkpoint_weights", "missing"),
-    "small vocab": ("checkpoint_weights", "size mismatch"),
+DROP = object()  # a config field taken out
+CONFIG_EDITS = {  # how → the fields of config.json changed
+    "heads not dividing": {"num_attention_heads": 5},  # 64 wide in heads of 8: not 5 of them
+    "no heads field": {"num_attention_heads": DROP},
+    "zero heads": {"num_attention_heads": 0},
+    "size as text": {"hidden_size": "64"},
+}
+BROKEN = {  # how → (locale key, a phrase the English message contains, one the Chinese message contains)
+    "no config": ("checkpoint_missing_file", "config.json is missing", "缺少 config.json"),
+    "bad config": ("checkpoint_corrupt", "(not valid JSON at line 2, column 21)", "（第 2 行第 21 列不是有效的 JSON）"),
+    "config not utf-8": ("checkpoint_corrupt", "its text is not UTF-8", "不是 UTF-8 编码"),
+    "config list": ("checkpoint_corrupt", "it holds no JSON object", "没有 JSON 对象"),
+    "t5": ("checkpoint_architecture", "bert, gpt2, llama, qwen2, mistral", "不支持 model_type 't5'"),
+    "rope scaling": ("checkpoint_variant", "rotary scaling 'llama3' is not implemented", "未实现旋转位置缩放 'llama3'"),
+    "heads not dividing": (
+        "checkpoint_variant",
+        "head_dim=8 differs from hidden_size / num_attention_heads = 64/5",
+        "64/5：本项目的注意力把模型宽度平均分给各个头",
+    ),
+    "no heads field": ("checkpoint_corrupt", "num_attention_heads is missing", "缺少 num_attention_heads"),
+    "zero heads": ("checkpoint_corrupt", "text, `null` or zero", "文本、`null` 或 0"),
+    "size as text": ("checkpoint_corrupt", "text, `null` or zero", "文本、`null` 或 0"),
+    "no tokenizer": ("checkpoint_missing_file", "tokenizer.json is missing", "缺少 tokenizer.json"),
+    "bad tokenizer": ("checkpoint_corrupt", "at line 1, column 12", "第 1 行第 12 列"),
+    "tokenizer not utf-8": ("checkpoint_corrupt", "cannot read it as a tokenizer", "无法把它读作分词器"),
+    "no weights": ("checkpoint_missing_file", "*.safetensors is missing", "缺少 *.safetensors"),
+    "pickle only": ("checkpoint_pickle", "pytorch_model.bin", "pytorch_model.bin"),
+    "truncated": ("checkpoint_corrupt", "model.safetensors is corrupt", "超出了文件末尾"),
+    "garbage": ("checkpoint_corrupt", "no valid `safetensors` header", "没有有效的 `safetensors` 文件头"),
+    "bad entry": ("checkpoint_corrupt", "bad header entry", "文件头条目有误"),
+    "int8": ("checkpoint_dtype", "I8", "I8"),
+    "too few layers": ("checkpoint_weights", "missing", "缺少模型需要的某些张量"),
+    "small vocab": ("checkpoint_weights", "size mismatch", "的形状不符：文件中的张量为 [300, 64]，模型需要 [100, 64]"),
 }
 
 
@@ -141,12 +194,19 @@ BROKEN = {  # how → (locale key, a phrase the English message contains)
 def test_a_broken_folder_gives_a_clear_message(tmp_path, how, monkeypatch):
     write_checkpoint(tmp_path, "llama")
     _break(tmp_path, how)
-    key, phrase = BROKEN[how]
+    key, phrase, chinese = BROKEN[how]
     with pytest.raises(InputError) as info:
         load_checkpoint(tmp_path)
     assert isinstance(info.value, ValueError) and info.value.key == key
     assert phrase in str(info.value)
-    assert info.value.message("zh") != str(info.value)  # a Chinese message exists
+    assert chinese in info.value.message("zh"), info.value.message("zh")
+    assert not english_in_chinese(info.value), info.value.message("zh")  # the reason in Chinese too
+    again = pickle.loads(pickle.dumps(info.value))  # as a worker process or a cache hands it back
+    assert (type(again), again.message("zh"), str(again)) == (
+        type(info.value),
+        info.value.message("zh"),
+        str(info.value),
+    )
 
 
 def test_a_missing_shard_is_named(tmp_path):

@@ -165,8 +165,35 @@ def test_gguf_files_are_listed_from_the_cache_and_the_roots_and_open_only_inside
     in_root = roots["allowed"] / "model" / "tiny.gguf"
     in_root.write_bytes(in_cache.read_bytes())
     (roots["outside"] / "secret.gguf").write_bytes(in_cache.read_bytes())
-    found = [(c.repo, c.path, c.kind) for c in paths.cached_checkpoints()]
-    assert found == [("Org/Tiny-GGUF/tiny-q8_0.gguf", in_cache, "causal"), ("model/tiny.gguf", in_root, "causal")]
+    found = [(c.repo, c.path, c.kind, c.where) for c in paths.cached_checkpoints()]
+    assert found == [
+        ("Org/Tiny-GGUF/tiny-q8_0.gguf", in_cache, "causal", "hf_cache"),  # labelled by where each one is
+        ("model/tiny.gguf", in_root, "causal", "root"),
+    ]
     assert refusal(str(roots["outside"] / "secret.gguf")) == refusal(str(roots["outside"] / "nothing.gguf"))
     tm = paths.open_checkpoint(str(roots["allowed"] / "model" / "blob"))  # recognised by its magic, not its name
     assert tm.info["model_type"] == "qwen2" and tm.kind == "causal"
+
+
+def test_damaged_gguf_files_are_not_listed_until_they_are_whole(roots):
+    """A GGUF file whose header fails the loader's check (cut short, not GGUF at all) would fail only once picked: it
+    is left out of the list, from its header alone, and listed once it is whole (its size and time checked anew)."""
+    from tests.checkpoints import write_gguf
+    from tx_explorer.interop import gguf
+
+    snapshot = roots["cache"] / "models--Org--Cut-GGUF" / "snapshots" / "r1"
+    snapshot.mkdir(parents=True)
+    good = roots["allowed"] / "good.gguf"
+    write_gguf(good, "qwen2", "Q8_0")
+    whole = good.read_bytes()
+    cut, in_cache, fake = roots["allowed"] / "model" / "cut.gguf", snapshot / "cut.gguf", roots["allowed"] / "fake.gguf"
+    for path in (cut, in_cache):
+        path.write_bytes(whole[: len(whole) // 2])
+    fake.write_bytes(b"PK\x03\x04" + whole[4:])
+    for path in (cut, in_cache, fake):
+        with pytest.raises(InputError) as e:
+            gguf.read_header(path)  # what picking it would have said
+        assert e.value.key == "checkpoint_corrupt"
+    assert [c.path for c in paths.cached_checkpoints()] == [good]
+    cut.write_bytes(whole)  # the copy finished: another size and time, read again
+    assert [c.path for c in paths.cached_checkpoints()] == [good, cut]

@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from tests.checkpoints import write_gguf, write_tokenizer
+from tests.test_checkpoint import english_in_chinese
 from tx_explorer.errors import InputError
 from tx_explorer.interop import gguf as ours
 from tx_explorer.trace import Trace
@@ -159,8 +160,7 @@ def _refused(path: Path, key: str, monkeypatch=None) -> InputError:
     with pytest.raises(InputError) as e:
         ours.load_gguf(path)
     assert e.value.key == key, str(e.value)
-    for lang in ("en", "zh"):
-        assert e.value.message(lang)
+    assert not english_in_chinese(e.value), e.value.message("zh")  # the reason in Chinese too
     return e.value
 
 
@@ -180,6 +180,50 @@ def _replace(b: bytearray, old: bytes, new: bytes) -> bytearray:
     """``old`` → ``new`` once, where both are GGUF strings of the same length (lengths stay valid)."""
     assert len(old) == len(new) and b.count(old) >= 1
     return bytearray(bytes(b).replace(old, new, 1))
+
+
+def _uint32(key: str, value: int):
+    """An edit setting the header's 32-bit unsigned field ``key`` to ``value``."""
+    name = key.encode()
+    entry = struct.pack("<Q", len(name)) + name + struct.pack("<I", 4)  # 4: GGUF's UINT32
+
+    def edit(b: bytearray) -> bytearray:
+        at = bytes(b).index(entry) + len(entry)
+        b[at : at + 4] = struct.pack("<I", value)
+        return b
+
+    return edit
+
+
+@pytest.mark.parametrize(
+    ("edit", "phrase", "chinese"),
+    [
+        (
+            lambda b: _replace(b, b"llama.embedding_length", b"llama.embedding_lengtX"),
+            "its header lacks llama.embedding_length, or it is not a positive number",
+            "文件头缺少 llama.embedding_length，或者它不是正数",
+        ),
+        (
+            _uint32("llama.attention.head_count", 0),  # read as a width / 0 before it was checked
+            "its header lacks llama.attention.head_count, or it is not a positive number",
+            "文件头缺少 llama.attention.head_count，或者它不是正数",
+        ),
+        (
+            lambda b: b[: len(b) // 2],
+            "bad.gguf is corrupt or truncated (tensor ",
+            "bad.gguf 已损坏或不完整（张量 ",
+        ),
+        (
+            lambda b: b"GGML" + b[4:],
+            "bad.gguf is corrupt or truncated (not a GGUF file: it does not begin with the bytes GGUF)",
+            "bad.gguf 已损坏或不完整（不是 GGUF 文件：它不以字节 GGUF 开头）",
+        ),
+    ],
+    ids=["no-width", "zero-heads", "truncated", "magic"],
+)
+def test_a_damaged_header_is_refused_in_either_language_naming_what_is_wrong(good, tmp_path, edit, phrase, chinese):
+    err = _refused(_edited(good, tmp_path, edit), "checkpoint_corrupt")
+    assert phrase in str(err) and chinese in err.message("zh"), (str(err), err.message("zh"))
 
 
 def test_an_unknown_architecture_is_named_with_what_is_supported(good, tmp_path):

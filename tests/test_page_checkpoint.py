@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.checkpoints import write_checkpoint
+from tests.checkpoints import write_checkpoint, write_gguf
 from tests.conftest import assert_clean, open_page
 from tx_explorer import locales, paths, ui
+from tx_explorer.interop import checkpoint, gguf
 from tx_explorer.models import available_models
 from tx_explorer.ui import pickers
 
@@ -18,10 +19,14 @@ OUTSIDE = "the app opens only folders inside the local Hugging Face cache"
 
 @pytest.fixture(scope="module")
 def disk(tmp_path_factory, one_thread) -> dict[str, Path]:
-    """A random Qwen2 (8 query / 2 KV heads) in an allowed root, a Llama in the HF cache, one outside both."""
+    """A random Qwen2 (8 query / 2 KV heads) in an allowed root, a Llama in the HF cache, one outside both; a GGUF
+    file in the root and a copy of it cut short."""
     base = tmp_path_factory.mktemp("byoc")
     qwen = base / "roots" / "my-qwen2"
     write_checkpoint(qwen, "qwen2")
+    write_gguf(base / "roots" / "tiny.gguf", "qwen2", "Q8_0")
+    whole = (base / "roots" / "tiny.gguf").read_bytes()
+    (base / "roots" / "cut.gguf").write_bytes(whole[: len(whole) // 2])
     cache = base / "hf" / "hub"
     llama = cache / "models--someone--tiny-llama-hf" / "snapshots" / "abc123"
     write_checkpoint(llama, "llama")
@@ -90,6 +95,31 @@ def test_the_local_cache_is_listed_and_opens_on_the_language_model_page(env):
     assert_clean(at)
     assert "rotary positions (RoPE, θ = 500)" in captions(at)
     assert at.get("plotly_chart")
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_each_listed_checkpoint_says_where_it_is_and_a_damaged_file_is_not_offered(env, lang):
+    at = open_page("multihead")
+    at.session_state["lang"] = lang
+    at.run()
+    options = at.selectbox(key="mh_model").options
+    assert locales.text("common", "model_cached", lang, repo="someone/tiny-llama-hf") in options, options
+    assert locales.text("common", "model_in_root", lang, repo="tiny.gguf") in options, options  # not "HF cache"
+    assert locales.text("common", "model_cached", lang, repo="tiny.gguf") not in options
+    assert not [o for o in options if "cut.gguf" in o]  # it would fail only once picked
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_path_box_says_what_loads_from_the_loaders_own_lists(env, lang):
+    at = open_page("multihead")
+    at.selectbox(key="mh_model").set_value(ui.FOLDER)
+    at.session_state["lang"] = lang  # AppTest does not send the sidebar's switch back: set it for the run
+    at.run()
+    box = at.text_input(key="mh_model_folder")
+    assert box.label == locales.text("common", "model_folder", lang) and "GGUF" in box.label.upper()
+    assert all(name in box.help for name in [*checkpoint.FAMILIES, *gguf.ARCHITECTURES]), box.help
+    assert [i.value for i in at.info] == [locales.text("common", "model_folder_empty", lang)]
+    assert "GGUF" in at.info[0].value.upper()
 
 
 @pytest.mark.parametrize("where", ["outside", "missing-outside", "dotdot", "symlink"])

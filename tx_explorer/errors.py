@@ -23,8 +23,10 @@ class InputError(ValueError):
         return _rebuild, (type(self), self.key, self.params)
 
     def message(self, lang: str) -> str:
-        """The message in ``lang`` ("en" or "zh")."""
-        return locales.text("errors", self.key, lang, **self.params)
+        """The message in ``lang`` ("en" or "zh"). A value that is an ``InputError`` itself (a checkpoint's reason)
+        is told in the same language: a refusal and its reason never come in two."""
+        told = {k: v.message(lang) if isinstance(v, InputError) else v for k, v in self.params.items()}
+        return locales.text("errors", self.key, lang, **told)
 
 
 def _rebuild(cls: type[InputError], key: str, params: dict[str, object]) -> InputError:

@@ -14,6 +14,7 @@ folders exist on the server. Nothing here downloads.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -106,6 +107,38 @@ class Cached:
     repo: str  # "Qwen/Qwen2-0.5B", or "Qwen/Qwen2-0.5B-GGUF/qwen2-0_5b-q4_0.gguf" for one file of a repository
     path: Path  # the snapshot folder (config.json, *.safetensors, tokenizer.json) or the .gguf file
     kind: str  # "causal" or "encoder"
+    where: str  # "hf_cache" (the Hugging Face cache) or "root" (a folder the operator allows)
+
+
+@functools.lru_cache(maxsize=1024)
+def _damaged_gguf(path: Path, size: int, mtime_ns: int) -> bool:
+    """Whether the GGUF file at ``path`` fails the loader's header check as corrupt or truncated (its magic, version,
+    every length and every tensor's extent against the file's size; no tensor is read). Gemma 3's header, with its
+    262 144-token vocabulary, takes 0.25 s: each file is read once per ``size`` and ``mtime_ns``, so a file replaced
+    or still being copied is read again."""
+    from tx_explorer.interop.gguf import read_header  # imported only once a GGUF file is found
+
+    try:
+        read_header(path)
+    except InputError as e:
+        if e.key != "checkpoint_corrupt":  # an unsupported quantisation: listed, and refused with its reason
+            return False
+        log.warning("not listing %s: %s", path, e)
+        return True
+    return False
+
+
+def _intact_ggufs(files: list[Path]) -> list[Path]:
+    """The files of ``files`` that are GGUF files whose header reads whole (:func:`_damaged_gguf`)."""
+    intact = []
+    for f in files:
+        try:
+            info = f.stat()
+            if f.is_file() and not _damaged_gguf(f, info.st_size, info.st_mtime_ns):
+                intact.append(f)
+        except OSError:  # unreadable, or a dangling link (a blob of the hub cache removed)
+            continue
+    return intact
 
 
 def _snapshots(repo_dir: Path) -> list[Path]:
@@ -118,10 +151,11 @@ def _snapshots(repo_dir: Path) -> list[Path]:
 def cached_checkpoints(cache: Path | None = None) -> list[Cached]:
     """Checkpoints on this machine: snapshots in the hub cache that hold a supported ``config.json``, safetensors
     weights and ``tokenizer.json``, and GGUF files (decoders) in the hub cache's snapshots and directly in, or one
-    folder below, the operator's allowed roots.
+    folder below, the operator's allowed roots, each marked with where it was found.
 
     One snapshot per repository (the revision ``refs/main`` names, else the newest), sorted by name. Reads only
-    small files and names; a folder that cannot be read is skipped.
+    small files, names and GGUF headers; a folder that cannot be read is skipped, and so is a GGUF file whose
+    header shows it corrupt or truncated (the server's log names it), which would only fail once picked.
     """
     cache = hf_hub_cache() if cache is None else cache
     found = []
@@ -129,11 +163,12 @@ def cached_checkpoints(cache: Path | None = None) -> list[Cached]:
         repo = repo_dir.name.removeprefix("models--").replace("--", "/")
         try:
             for folder in _snapshots(repo_dir):
-                found += [Cached(f"{repo}/{f.name}", f, "causal") for f in sorted(folder.glob("*.gguf"))]
+                ggufs = _intact_ggufs(sorted(folder.glob("*.gguf")))
+                found += [Cached(f"{repo}/{f.name}", f, "causal", "hf_cache") for f in ggufs]
                 model_type = json.loads((folder / "config.json").read_text(encoding="utf-8")).get("model_type")
                 has_weights = any(folder.glob("*.safetensors"))
                 if model_type in SUPPORTED and has_weights and (folder / "tokenizer.json").is_file():
-                    found.append(Cached(repo, folder, SUPPORTED[model_type]))
+                    found.append(Cached(repo, folder, SUPPORTED[model_type], "hf_cache"))
         except (OSError, ValueError, AttributeError):  # unreadable, not JSON, not a JSON object
             continue
     for root in model_roots()[1:]:  # the operator's roots (the first is the hub cache, scanned above)
@@ -141,7 +176,7 @@ def cached_checkpoints(cache: Path | None = None) -> list[Cached]:
             files = sorted({*root.glob("*.gguf"), *root.glob("*/*.gguf")})
         except OSError:
             continue
-        found += [Cached(str(f.relative_to(root)), f, "causal") for f in files if f.is_file()]
+        found += [Cached(str(f.relative_to(root)), f, "causal", "root") for f in _intact_ggufs(files)]
     return found
 
 

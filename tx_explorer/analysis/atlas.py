@@ -277,11 +277,17 @@ def read_upload(data: bytes) -> str:
     return text
 
 
+MIN_TOKENS = 2  # one token attends only to itself: every head a "sink", every statistic trivially 1 or 0
+
+
 def encode_text(tm: TextModel, text: str) -> list[int]:
-    """The token ids of ``text``, refused when it is blank or longer than the model's context (never cut)."""
+    """The token ids of ``text``, refused when it is shorter than :data:`MIN_TOKENS` or longer than the model's
+    context (never cut)."""
     enc = tm.encode(text)
     if enc.truncated:
         raise InputError("context_exceeded", count=enc.num_tokens, limit=tm.max_len)
+    if len(enc.ids) < MIN_TOKENS:
+        raise InputError("atlas_too_short", count=len(enc.ids), least=MIN_TOKENS)
     return enc.ids
 
 

@@ -15,6 +15,7 @@ import torch
 from torch import Tensor, nn
 
 from tx_explorer.config import TransformerConfig
+from tx_explorer.errors import InputError
 from tx_explorer.families.text import load_state
 from tx_explorer.interop.common import mlp_ratio
 from tx_explorer.modules.transformer import Encoder
@@ -23,9 +24,9 @@ from tx_explorer.modules.transformer import Encoder
 def config_from_bert(cfg: Mapping[str, Any]) -> TransformerConfig:
     """Our config for a BERT ``config.json`` (or ``hf_model.config.to_dict()``)."""
     if cfg.get("hidden_act", "gelu") != "gelu":
-        raise ValueError(f"only exact GELU is supported, this checkpoint uses {cfg['hidden_act']!r}")
+        raise InputError("variant_activation", found=cfg["hidden_act"], supported="'gelu' (GELU)")
     if cfg.get("position_embedding_type", "absolute") != "absolute":
-        raise ValueError(f"only absolute positions are supported, got {cfg['position_embedding_type']!r}")
+        raise InputError("variant_positions", found=cfg["position_embedding_type"])
     return TransformerConfig(
         vocab_size=cfg["vocab_size"],
         max_len=cfg["max_position_embeddings"],

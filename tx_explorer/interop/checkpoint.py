@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,7 @@ from torch import Tensor
 from tx_explorer.errors import InputError
 from tx_explorer.families.text import TextModel
 from tx_explorer.interop import bert, gemma2, gemma3, gpt2, gpt_oss, llama, olmo2, phi3, qwen3
-from tx_explorer.interop.common import available_memory, cast
+from tx_explorer.interop.common import available_memory, cast, checked_config, corrupt
 from tx_explorer.interop.gguf import PRECISIONS, build_in_place, choose_dtype, load_gguf
 from tx_explorer.modules.transformer import Stack
 
@@ -62,17 +63,29 @@ CONFIG_CHECKS = {  # the rest: llama.config_from_llama
 }
 
 
+# Where the tokenizers library's parser stopped, as it says it: "… at line 1 column 12".
+TOKENIZER_AT = re.compile(r"at line (\d+) column (\d+)")
+
+
+def _json_object(text: bytes | str, file: str) -> dict[str, Any]:
+    """The JSON object ``text`` holds; where it is not one, ``checkpoint_corrupt`` giving the parser's line and
+    column as fields (its own words are English)."""
+    try:
+        data = json.loads(text)
+    except UnicodeDecodeError:
+        raise corrupt(file, InputError("corrupt_not_utf8")) from None
+    except json.JSONDecodeError as e:
+        raise corrupt(file, InputError("corrupt_json", line=e.lineno, column=e.colno)) from None
+    if not isinstance(data, dict):
+        raise corrupt(file, InputError("corrupt_not_object"))
+    return data
+
+
 def _read_json(folder: Path, name: str) -> dict[str, Any]:
     path = folder / name
     if not path.is_file():
         raise InputError("checkpoint_missing_file", file=name, folder=str(folder))
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise InputError("checkpoint_corrupt", file=name, reason=str(e)) from None
-    if not isinstance(data, dict):
-        raise InputError("checkpoint_corrupt", file=name, reason="not a JSON object")
-    return data
+    return _json_object(path.read_bytes(), name)
 
 
 def read_header(path: Path) -> dict[str, dict[str, Any]]:
@@ -84,13 +97,8 @@ def read_header(path: Path) -> dict[str, dict[str, Any]]:
         head = f.read(8)
         n = int.from_bytes(head, "little") if len(head) == 8 else -1
         if not 0 < n <= size - 8:
-            raise InputError("checkpoint_corrupt", file=path.name, reason="no valid safetensors header")
-        try:
-            header = json.loads(f.read(n))
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise InputError("checkpoint_corrupt", file=path.name, reason=f"header: {e}") from None
-    if not isinstance(header, dict):
-        raise InputError("checkpoint_corrupt", file=path.name, reason="the header is not a JSON object")
+            raise corrupt(path.name, InputError("corrupt_no_header"))
+        header = _json_object(f.read(n), path.name)
     header.pop("__metadata__", None)
     data = size - 8 - n
     for name, t in header.items():
@@ -98,11 +106,11 @@ def read_header(path: Path) -> dict[str, dict[str, Any]]:
             dtype, (begin, end), shape = t["dtype"], t["data_offsets"], t["shape"]
             fits = 0 <= begin <= end <= data
         except (KeyError, TypeError, ValueError):
-            raise InputError("checkpoint_corrupt", file=path.name, reason=f"tensor {name}: bad header entry") from None
+            raise corrupt(path.name, InputError("corrupt_tensor_entry", tensor=name)) from None
         if dtype not in DTYPES:
             raise InputError("checkpoint_dtype", file=path.name, tensor=name, dtype=dtype)
         if not fits or end - begin != math.prod(shape) * DTYPES[dtype].itemsize:
-            raise InputError("checkpoint_corrupt", file=path.name, reason=f"tensor {name} runs past the file end")
+            raise corrupt(path.name, InputError("corrupt_past_end", tensor=name))
     return header
 
 
@@ -111,7 +119,7 @@ def weight_files(folder: Path) -> list[Path]:
     if (folder / INDEX).is_file():
         weight_map = _read_json(folder, INDEX).get("weight_map")
         if not isinstance(weight_map, dict) or not weight_map:
-            raise InputError("checkpoint_corrupt", file=INDEX, reason="no weight_map")
+            raise corrupt(INDEX, InputError("field_missing", field="weight_map"))
         shards = sorted(set(weight_map.values()))
         for shard in shards:
             if not (folder / shard).is_file():
@@ -132,7 +140,12 @@ def _tokenizer(folder: Path) -> Tokenizer:
     try:
         tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
     except Exception as e:  # the Rust parser raises its own exception type for any malformed file
-        raise InputError("checkpoint_corrupt", file="tokenizer.json", reason=str(e).splitlines()[0]) from None
+        at = TOKENIZER_AT.search(str(e))  # its words are English: only where it stopped is told
+        if at is None:
+            raise corrupt("tokenizer.json", InputError("corrupt_tokenizer")) from None
+        raise corrupt(
+            "tokenizer.json", InputError("corrupt_tokenizer_at", line=int(at[1]), column=int(at[2]))
+        ) from None
     tok.no_padding()
     tok.no_truncation()  # TextModel.encode truncates to the context and reports it
     return tok
@@ -143,11 +156,7 @@ def _check_config(config: dict[str, Any]) -> str:
     family = config.get("model_type")
     if family not in FAMILIES:
         raise InputError("checkpoint_architecture", found=str(family), supported=", ".join(FAMILIES))
-    try:
-        CONFIG_CHECKS.get(family, llama.config_from_llama)(config)
-    except (KeyError, ValueError, TypeError) as e:
-        reason = f"config.json lacks {e}" if isinstance(e, KeyError) else str(e)
-        raise InputError("checkpoint_variant", family=family, reason=reason) from None
+    checked_config(family, CONFIG_CHECKS.get(family, llama.config_from_llama), config, "config.json")
     return family
 
 
@@ -200,16 +209,12 @@ def load_checkpoint(
     for path in headers:
         try:
             state |= load_file(str(path))
-        except SafetensorError as e:
-            raise InputError("checkpoint_corrupt", file=path.name, reason=str(e)) from None
+        except SafetensorError:  # its words are English; read_header has checked what can be told
+            raise corrupt(path.name, InputError("corrupt_safetensors")) from None
     for key in state:  # one at a time: each stored tensor is freed as its converted copy replaces it
         state[key] = state[key].to(dtype)
     kind, build = FAMILIES[family]
-    try:
-        model = build_in_place(build, config, state)
-    except (KeyError, ValueError, RuntimeError) as e:  # a tensor absent, or of another shape than the config's
-        reason = f"missing {e}" if isinstance(e, KeyError) else " ".join(str(e).split())
-        raise InputError("checkpoint_weights", reason=reason) from None
+    model = build_in_place(build, config, state)
     if tokenizer.get_vocab_size(with_added_tokens=True) > model.cfg.vocab_size:
         raise InputError(
             "checkpoint_vocab", tokens=tokenizer.get_vocab_size(with_added_tokens=True), rows=model.cfg.vocab_size

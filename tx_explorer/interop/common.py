@@ -1,19 +1,41 @@
-"""Helpers shared by the checkpoint importers: widths, memory, precision."""
+"""Helpers shared by the checkpoint importers: refusals with their reasons, widths, memory, precision."""
 
 from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
 
+from tx_explorer.errors import InputError
+
+
+def corrupt(file: str, reason: InputError) -> InputError:
+    """``checkpoint_corrupt``: ``file`` is corrupt or truncated, for ``reason`` (a key of ``errors.json`` and its
+    fields)."""
+    return InputError("checkpoint_corrupt", file=file, reason=reason)
+
+
+def checked_config(family: str, check: Callable[[Mapping[str, Any]], Any], cfg: Mapping[str, Any], file: str) -> Any:
+    """``check(cfg)``, a family's config reader (``llama.config_from_llama`` …). A variant it refuses becomes
+    ``checkpoint_variant`` with its reason; a field the config lacks, or holds as something else than a number where
+    one goes (text, null, zero heads), ``checkpoint_corrupt`` of ``file``."""
+    try:
+        return check(cfg)
+    except InputError as e:
+        raise InputError("checkpoint_variant", family=family, reason=e) from None
+    except KeyError as e:
+        raise corrupt(file, InputError("field_missing", field=e.args[0])) from None
+    except (TypeError, ValueError, ZeroDivisionError):
+        raise corrupt(file, InputError("corrupt_field_type")) from None
+
+
 # GGUF architectures we recognise and refuse from the header, naming the part our modules lack.
-NOT_IMPLEMENTED = {
-    "gpt-oss": "the GGUF layout of its experts (MXFP4 blocks) and YaRN-scaled rotary positions (gpt_oss folders "
-    "with plain rotary positions are read)",
-}
+NOT_IMPLEMENTED = {"gpt-oss": InputError("missing_gpt_oss_gguf")}
 
 
 def mlp_ratio(hidden: int, dim: int) -> float:

@@ -16,6 +16,7 @@ from typing import Any
 from torch import Tensor
 
 from tx_explorer.config import TransformerConfig
+from tx_explorer.errors import InputError
 from tx_explorer.interop import gemma3, llama
 from tx_explorer.modules.transformer import CausalLM
 
@@ -26,7 +27,7 @@ CAPS = ("attn_logit_softcapping", "final_logit_softcapping")
 def config_from_gemma2(cfg: Mapping[str, Any]) -> TransformerConfig:
     """Our config for a Gemma 2 ``config.json`` (or ``hf_model.config.to_dict()``)."""
     if cfg.get("model_type", "gemma2") not in MODEL_TYPES:
-        raise ValueError(f"model_type {cfg.get('model_type')!r} is not one of {', '.join(MODEL_TYPES)}")
+        raise InputError("checkpoint_architecture", found=cfg.get("model_type"), supported=", ".join(MODEL_TYPES))
     rope = {"rope_type": "default", "rope_theta": llama.rope_theta(cfg)}  # one θ, scaled rotary refused
     layers = cfg["num_hidden_layers"]
     pattern = ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(layers)]  # Gemma 2's own

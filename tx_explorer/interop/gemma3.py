@@ -21,6 +21,7 @@ from typing import Any
 from torch import Tensor
 
 from tx_explorer.config import TransformerConfig
+from tx_explorer.errors import InputError
 from tx_explorer.interop import llama
 from tx_explorer.interop.common import mlp_ratio
 from tx_explorer.modules.transformer import CausalLM
@@ -42,7 +43,7 @@ def _thetas(cfg: Mapping[str, Any]) -> tuple[float, float]:
     for kind in ("full_attention", "sliding_attention"):
         p = params.get(kind) or {}
         if p.get("rope_type", p.get("type", "default")) != "default":
-            raise ValueError(f"rotary scaling {p.get('rope_type', p.get('type'))!r} is not implemented")
+            raise InputError("variant_rope_scaling", kind=p.get("rope_type", p.get("type")))
         thetas.append(float(p.get("rope_theta", 1e4)))
     return thetas[0], thetas[1]
 
@@ -50,21 +51,21 @@ def _thetas(cfg: Mapping[str, Any]) -> tuple[float, float]:
 def config_from_gemma3(cfg: Mapping[str, Any]) -> TransformerConfig:
     """Our config for a Gemma 3 text ``config.json`` (or ``hf_model.config.to_dict()``)."""
     if cfg.get("model_type", "gemma3_text") not in MODEL_TYPES:
-        raise ValueError(f"model_type {cfg.get('model_type')!r} is not one of {', '.join(MODEL_TYPES)}")
+        raise InputError("checkpoint_architecture", found=cfg.get("model_type"), supported=", ".join(MODEL_TYPES))
     act = cfg.get("hidden_activation") or cfg.get("hidden_act") or "gelu_pytorch_tanh"
     if act != "gelu_pytorch_tanh":
-        raise ValueError(f"only GeGLU with tanh GELU is implemented, this checkpoint uses {act!r}")
+        raise InputError("variant_activation", found=act, supported="'gelu_pytorch_tanh' (GeGLU)")
     for key in ("attn_logit_softcapping", "final_logit_softcapping"):
         if cfg.get(key) is not None:
-            raise ValueError(f"{key} is not implemented")
-    if cfg.get("use_bidirectional_attention", False):
-        raise ValueError("bidirectional attention (an embedding model) is not implemented")
+            raise InputError("variant_not_implemented", field=key)
+    if cfg.get("use_bidirectional_attention", False):  # an embedding model
+        raise InputError("variant_not_implemented", field="use_bidirectional_attention")
     if cfg.get("attention_bias", False):
-        raise ValueError("attention biases are not implemented")
+        raise InputError("variant_not_implemented", field="attention_bias")
     kinds = list(cfg.get("layer_types") or [])
     unknown = sorted(set(kinds) - set(LAYER_TYPES))
     if unknown or len(kinds) != cfg["num_hidden_layers"]:
-        raise ValueError(f"layer_types must give one of {', '.join(LAYER_TYPES)} per layer, got {kinds}")
+        raise InputError("variant_layer_types", supported=", ".join(LAYER_TYPES), found=kinds)
     theta, local_theta = _thetas(cfg)
     dim, hidden = cfg["hidden_size"], cfg["intermediate_size"]
     ours = TransformerConfig(
@@ -93,7 +94,7 @@ def config_from_gemma3(cfg: Mapping[str, Any]) -> TransformerConfig:
         dropout=0.0,
     )
     if ours.mlp_hidden != hidden:
-        raise ValueError(f"intermediate_size={hidden} cannot be expressed for width {dim}")
+        raise InputError("variant_mlp_width", hidden=hidden, dim=dim)
     return ours
 
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 import importlib.util
 import math
 import mmap
+import re
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -51,7 +52,14 @@ from tx_explorer.errors import InputError
 from tx_explorer.families.text import TextModel
 from tx_explorer.interop import gemma3, llama, qwen3
 from tx_explorer.interop.assemble import GEMMA3_BYTES, GEMMA3_INSTALL, GEMMA3_PATH
-from tx_explorer.interop.common import NOT_IMPLEMENTED, available_memory, cast, gib
+from tx_explorer.interop.common import (
+    NOT_IMPLEMENTED,
+    available_memory,
+    cast,
+    checked_config,
+    corrupt,
+    gib,
+)
 
 MAGIC = b"GGUF"
 VERSIONS = (2, 3)  # version 1 (2023) counted lengths in 32 bits; no maintained tool writes it
@@ -114,12 +122,12 @@ class _Cursor:
     def __init__(self, buf: Any, name: str) -> None:
         self.buf, self.pos, self.name = buf, 0, name
 
-    def corrupt(self, reason: str) -> InputError:
-        return InputError("checkpoint_corrupt", file=self.name, reason=reason)
+    def corrupt(self, reason: InputError) -> InputError:
+        return corrupt(self.name, reason)
 
     def take(self, n: int) -> Any:
         if n < 0 or self.pos + n > len(self.buf):
-            raise self.corrupt(f"the header runs past the file's end at byte {self.pos}")
+            raise self.corrupt(InputError("corrupt_header_past_end", byte=self.pos))
         start, self.pos = self.pos, self.pos + n
         return self.buf[start : self.pos]
 
@@ -143,7 +151,7 @@ class _Cursor:
                 return [self.value(GGUFValueType.ARRAY) for _ in range(n)]
         if vtype in _NUMPY:
             return self.unpack(_STRUCT[vtype])
-        raise self.corrupt(f"unknown value type {vtype} at byte {self.pos}")
+        raise self.corrupt(InputError("corrupt_value_type", type=vtype, byte=self.pos))
 
 
 _STRUCT = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
@@ -193,7 +201,7 @@ def read_header(path: Path) -> Header:
     path = Path(path)
     with open(path, "rb") as f:
         if f.read(4) != MAGIC:
-            raise InputError("checkpoint_corrupt", file=path.name, reason="not a GGUF file (it does not begin 'GGUF')")
+            raise corrupt(path.name, InputError("corrupt_not_gguf"))
         with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
             view = memoryview(buf)  # header values are copied out: no view outlives the map
             try:
@@ -206,10 +214,10 @@ def _parse(cur: _Cursor, path: Path, size: int) -> Header:
     cur.take(4)  # the magic, checked by the caller
     version = cur.unpack("I")
     if version not in VERSIONS:
-        raise cur.corrupt(f"GGUF version {version}; versions {', '.join(map(str, VERSIONS))} are read")
+        raise cur.corrupt(InputError("corrupt_gguf_version", version=version, versions=", ".join(map(str, VERSIONS))))
     n_tensors, n_fields = cur.unpack("Q"), cur.unpack("Q")
     if n_tensors > size or n_fields > size:  # each takes bytes: larger counts are garbage, not a big model
-        raise cur.corrupt(f"it declares {n_tensors} tensors and {n_fields} fields in {size} bytes")
+        raise cur.corrupt(InputError("corrupt_gguf_counts", tensors=n_tensors, fields=n_fields, size=size))
     fields = {}
     for _ in range(n_fields):
         key = cur.string()
@@ -218,7 +226,7 @@ def _parse(cur: _Cursor, path: Path, size: int) -> Header:
     for _ in range(n_tensors):
         name, n_dims = cur.string(), cur.unpack("I")
         if n_dims > 4:
-            raise cur.corrupt(f"tensor {name} has {n_dims} dimensions")
+            raise cur.corrupt(InputError("corrupt_tensor_dims", tensor=name, dims=n_dims))
         ne = [cur.unpack("Q") for _ in range(n_dims)]
         code, offset = cur.unpack("I"), cur.unpack("Q")
         infos.append((name, ne, code, offset))
@@ -234,10 +242,11 @@ def _parse(cur: _Cursor, path: Path, size: int) -> Header:
             raise InputError("gguf_quant", tensor=name, quant=qtype.name, supported=_quant_names())
         block, block_bytes = GGML_QUANT_SIZES[qtype]
         if not ne or ne[0] % block:
-            raise cur.corrupt(f"tensor {name}: {ne[0] if ne else 0} columns are not whole {qtype.name} blocks")
+            columns = ne[0] if ne else 0
+            raise cur.corrupt(InputError("corrupt_tensor_blocks", tensor=name, columns=columns, quant=qtype.name))
         nbytes = math.prod(ne) // block * block_bytes
         if start + offset + nbytes > size:
-            raise cur.corrupt(f"tensor {name} runs past the file's end (the file is truncated)")
+            raise cur.corrupt(InputError("corrupt_past_end", tensor=name))
         tensors[name] = TensorInfo(name, tuple(reversed(ne)), qtype, start + offset, nbytes)
     return Header(path=path, version=version, fields=fields, tensors=tensors)
 
@@ -272,108 +281,109 @@ def unpermute(w: Tensor, heads: int) -> Tensor:
     return w.reshape(heads, rows // heads // 2, 2, *w.shape[1:]).transpose(1, 2).reshape(w.shape)  # (H, 2, Dh/2, …)
 
 
+def _positive(header: Header, key: str, kind: type = int, default: Any = None) -> Any:
+    """``<architecture>.<key>`` as a positive ``kind`` (int or float); a header that lacks it, or holds text, a
+    flag, a list or a fraction where a count goes, is refused as corrupt, the field named."""
+    value = header.arch(key, default)
+    try:
+        number = kind(value)
+        fits = not isinstance(value, bool) and number == value and number > 0
+    except (TypeError, ValueError, OverflowError):  # None, text, an array
+        fits = False
+    if not fits:
+        field = f"{header.architecture}.{key}"
+        raise corrupt(header.path.name, InputError("corrupt_header_field", field=field))
+    return number
+
+
 def config(header: Header) -> dict[str, Any]:
     """The model's configuration in the Hugging Face ``config.json`` form that :mod:`.llama` reads.
 
     Raises:
         InputError: ``gguf_architecture`` for a file of another architecture; ``checkpoint_variant`` for a variant
-            our modules do not implement (scaled or partial rotary, per-layer head counts, a missing size).
+            our modules do not implement (scaled or partial rotary, per-layer head counts); ``checkpoint_corrupt``
+            for a size the header lacks.
     """
     arch = header.architecture
     if arch in NOT_IMPLEMENTED:  # gpt-oss
         raise InputError("checkpoint_missing_part", family=arch, missing=NOT_IMPLEMENTED[arch])
     if arch not in ARCHITECTURES:
         raise InputError("gguf_architecture", found=arch or "none", supported=", ".join(ARCHITECTURES))
-    try:
-        heads = int(header.arch("attention.head_count"))
-        kv = header.arch("attention.head_count_kv", heads)
-        if isinstance(kv, np.ndarray):  # one count per layer (e.g. OpenELM): not one model shape
-            raise ValueError("a different number of key/value heads per layer is not implemented")
-        dim = int(header.arch("embedding_length"))
-        scaling = header.arch("rope.scaling.type", "none")
-        head_dim = int(header.arch("attention.key_length", dim // heads))
-        rotary = int(header.arch("rope.dimension_count", head_dim))
-        tokens = header.fields.get("tokenizer.ggml.tokens") or ()
-        cfg = {
-            "model_type": arch,
-            "hidden_size": dim,
-            "num_attention_heads": heads,
-            "num_key_value_heads": int(kv),
-            "num_hidden_layers": int(header.arch("block_count")),
-            "intermediate_size": int(header.arch("feed_forward_length")),
-            "rms_norm_eps": float(header.arch("attention.layer_norm_rms_epsilon")),
-            "max_position_embeddings": int(header.arch("context_length")),
-            "vocab_size": len(tokens) or int(header.arch("vocab_size")),
-            "head_dim": head_dim,
-            "rope_parameters": {
-                "rope_type": "default" if scaling in ("none", None) else scaling,
-                "rope_theta": float(header.arch("rope.freq_base", 10000.0)),
-                "partial_rotary_factor": rotary / head_dim,
-            },
-            "tie_word_embeddings": "output.weight" not in header.tensors,
-            "attention_bias": False,
-        }
-    except (TypeError, ValueError) as e:
-        raise InputError("checkpoint_variant", family=arch, reason=str(e)) from None
-    if cfg["num_hidden_layers"] is None:
-        raise InputError("checkpoint_variant", family=arch, reason=f"{arch}.block_count is missing")
+    heads = _positive(header, "attention.head_count")
+    if isinstance(header.arch("attention.head_count_kv"), np.ndarray):  # one count per layer (e.g. OpenELM)
+        raise InputError("checkpoint_variant", family=arch, reason=InputError("variant_kv_per_layer"))
+    dim = _positive(header, "embedding_length")
+    scaling = header.arch("rope.scaling.type", "none")
+    head_dim = _positive(header, "attention.key_length", default=dim // heads)
+    tokens = header.fields.get("tokenizer.ggml.tokens") or ()
+    cfg = {
+        "model_type": arch,
+        "hidden_size": dim,
+        "num_attention_heads": heads,
+        "num_key_value_heads": _positive(header, "attention.head_count_kv", default=heads),
+        "num_hidden_layers": _positive(header, "block_count"),
+        "intermediate_size": _positive(header, "feed_forward_length"),
+        "rms_norm_eps": _positive(header, "attention.layer_norm_rms_epsilon", float),
+        "max_position_embeddings": _positive(header, "context_length"),
+        "vocab_size": len(tokens) or _positive(header, "vocab_size"),
+        "head_dim": head_dim,
+        "rope_parameters": {
+            "rope_type": "default" if scaling in ("none", None) else scaling,
+            "rope_theta": _positive(header, "rope.freq_base", float, 10000.0),
+            "partial_rotary_factor": _positive(header, "rope.dimension_count", default=head_dim) / head_dim,
+        },
+        "tie_word_embeddings": "output.weight" not in header.tensors,
+        "attention_bias": False,
+    }
     if arch == "gemma3":
         return _gemma3_config(header, cfg)
     window = header.arch("attention.sliding_window")
     if window:  # llama.cpp writes Mistral as a llama file: a window on every layer is what makes it Mistral
-        cfg |= {"sliding_window": int(window), "use_sliding_window": True}
+        cfg |= {"sliding_window": _positive(header, "attention.sliding_window"), "use_sliding_window": True}
         cfg["model_type"] = "mistral" if arch == "llama" else arch
     if "rope_freqs.weight" in header.tensors:  # Llama 3.1's per-frequency scaling
-        raise InputError("checkpoint_variant", family=arch, reason="scaled rotary frequencies (rope_freqs)")
+        raise InputError("checkpoint_variant", family=arch, reason=InputError("variant_rope_freqs"))
     norms = [f"blk.{i}.{part}.weight" for i in range(cfg["num_hidden_layers"]) for part in QK_NORMS.get(arch, ())]
     missing = next((n for n in norms if n not in header.tensors), None)
     if missing is not None:  # a file without them would otherwise be refused only after every tensor is read
         raise InputError("gguf_missing_tensor", tensor=missing, family=arch)
-    try:
-        CONFIG_CHECKS.get(arch, llama.config_from_llama)(cfg)
-    except (KeyError, TypeError, ValueError) as e:
-        reason = f"{e} is missing" if isinstance(e, KeyError) else str(e)
-        raise InputError("checkpoint_variant", family=arch, reason=reason) from None
+    checked_config(arch, CONFIG_CHECKS.get(arch, llama.config_from_llama), cfg, header.path.name)
     return cfg
 
 
 def _gemma3_config(header: Header, cfg: dict[str, Any]) -> dict[str, Any]:
     """A ``gemma3_text`` config from a gemma3 header and the settings common to every architecture, its tensors
     and vocabulary checked against it (all before any tensor is read)."""
-    layers, window = cfg["num_hidden_layers"], header.arch("attention.sliding_window")
+    layers, window = cfg["num_hidden_layers"], _positive(header, "attention.sliding_window")
     pattern = header.arch("attention.sliding_window_pattern", GEMMA3_GLOBAL_EVERY)
-    if window is None:
-        raise InputError("gguf_layer_pattern", family="gemma3", reason="gemma3.attention.sliding_window is missing")
     if isinstance(pattern, int) and not isinstance(pattern, bool) and pattern >= 1:
         sliding = [(i + 1) % pattern != 0 for i in range(layers)]  # every pattern-th layer global
     elif isinstance(pattern, np.ndarray) and pattern.dtype == bool and pattern.shape == (layers,):
         sliding = pattern.tolist()  # one flag per layer, True = sliding
     else:
-        reason = (
-            f"attention.sliding_window_pattern = {pattern!r}; read are a count n (every n-th layer global) "
-            f"or one true/false per layer ({layers})"
-        )
+        shown = repr(pattern.tolist() if isinstance(pattern, np.ndarray) else pattern)
+        reason = InputError("pattern_unreadable", pattern=shown, layers=layers)
         raise InputError("gguf_layer_pattern", family="gemma3", reason=reason)
-    if cfg["rope_parameters"]["rope_type"] != "default" or cfg["rope_parameters"]["partial_rotary_factor"] != 1:
-        raise InputError("checkpoint_variant", family="gemma3", reason="scaled or partial rotary positions")
-    theta = cfg["rope_parameters"]["rope_theta"]
-    local = float(header.arch("rope.freq_base_swa", GEMMA3_LOCAL_THETA))
+    rope = cfg["rope_parameters"]
+    if rope["rope_type"] != "default":
+        reason = InputError("variant_rope_scaling", kind=rope["rope_type"])
+        raise InputError("checkpoint_variant", family="gemma3", reason=reason)
+    if rope["partial_rotary_factor"] != 1:
+        raise InputError("checkpoint_variant", family="gemma3", reason=InputError("variant_partial_rotary"))
+    local = _positive(header, "rope.freq_base_swa", float, GEMMA3_LOCAL_THETA)
     cfg = cfg | {
         "model_type": "gemma3_text",
-        "sliding_window": int(window),
+        "sliding_window": window,
         "layer_types": ["sliding_attention" if s else "full_attention" for s in sliding],
         "rope_parameters": {
-            "full_attention": {"rope_type": "default", "rope_theta": theta},
+            "full_attention": {"rope_type": "default", "rope_theta": rope["rope_theta"]},
             "sliding_attention": {"rope_type": "default", "rope_theta": local},
         },
         "query_pre_attn_scalar": cfg["head_dim"],  # llama.cpp scales by 1/√D_H (all sizes but 27B)
         "hidden_activation": "gelu_pytorch_tanh",
     }
     _check_gemma3(header, cfg)
-    try:
-        gemma3.config_from_gemma3(cfg)
-    except (KeyError, TypeError, ValueError) as e:
-        raise InputError("checkpoint_variant", family="gemma3", reason=str(e)) from None
+    checked_config("gemma3", gemma3.config_from_gemma3, cfg, header.path.name)
     return cfg
 
 
@@ -448,7 +458,7 @@ def state(header: Header, cfg: Mapping[str, Any], dtype: torch.dtype = torch.flo
         try:
             key = hf_name(name, header.architecture)
         except KeyError:
-            reason = f"tensor {name} is not part of a {header.architecture} model as our modules build it"
+            reason = InputError("variant_extra_tensor", tensor=name)
             raise InputError("checkpoint_variant", family=header.architecture, reason=reason) from None
         t = read_tensor(header.path, info, dtype)
         if header.architecture in PERMUTED and ".q_proj." in key:
@@ -507,17 +517,17 @@ def tokenizer(header: Header) -> tuple[Tokenizer, tuple[str, ...]]:
     if kind == "llama" and header.architecture == "gemma3":
         return sentencepiece(header)
     if kind != "gpt2":
-        reason = f"tokenizer {kind!r}: byte-level BPE ('gpt2'), and SentencePiece ('llama') in gemma3 files, are read"
-        raise InputError("gguf_tokenizer", reason=reason)
+        raise InputError("gguf_tokenizer", reason=InputError("tokenizer_kind", kind=kind))
     if not tokens or merges is None:
-        raise InputError("gguf_tokenizer", reason="the file has no tokens or no merges")
+        raise InputError("gguf_tokenizer", reason=InputError("tokenizer_empty"))
     vocab = {t: i for i, t in enumerate(tokens)}
     if len(vocab) != len(tokens):
-        raise InputError("gguf_tokenizer", reason=f"{len(tokens) - len(vocab)} tokens appear twice")
+        reason = InputError("tokenizer_twice", count=len(tokens) - len(vocab))
+        raise InputError("gguf_tokenizer", reason=reason)
     pairs = [tuple(m.split(" ", 1)) for m in merges]
     bad = next((m for m in pairs if len(m) != 2 or m[0] not in vocab or m[1] not in vocab), None)
     if bad is not None:
-        raise InputError("gguf_tokenizer", reason=f"the merge {' '.join(bad)!r} joins pieces not in the vocabulary")
+        raise InputError("gguf_tokenizer", reason=InputError("tokenizer_merge", merge=" ".join(bad)))
     tok = Tokenizer(models.BPE(vocab=vocab, merges=pairs, ignore_merges=False))
     pre = f.get("tokenizer.ggml.pre", "default")
     if pre in SPLITS:
@@ -642,12 +652,38 @@ class _Sources(TorchFunctionMode):
         return func(*args, **kwargs)
 
 
+# torch's words for a tensor of another shape than the model's (``Module.load_state_dict``): its name and both shapes.
+SIZE_MISMATCH = re.compile(
+    r"size mismatch for (\S+): copying a param with shape torch\.Size\((\[[^\]]*\])\) from checkpoint, "
+    r"the shape in current model is torch\.Size\((\[[^\]]*\])\)"
+)
+
+
+def _weights_reason(e: Exception) -> InputError:
+    """Why the tensors do not make the model, as a key of ``errors.json`` and its fields."""
+    if isinstance(e, InputError):  # a family's own check (a fused matrix of the wrong height …)
+        return e
+    if isinstance(e, KeyError):  # a tensor the family's renaming looks up
+        return InputError("weights_missing", tensor=e.args[0])
+    mismatch = SIZE_MISMATCH.search(str(e))
+    if mismatch is not None:
+        return InputError("weights_shape", tensor=mismatch[1], found=mismatch[2], expected=mismatch[3])
+    return InputError("weights_unmatched")  # tensors missing or left over: load_state names them, in English
+
+
 def build_in_place(build: Any, cfg: Mapping[str, Any], sd: Mapping[str, Tensor]) -> nn.Module:
     """``build(cfg, sd)`` (a family's builder: names mapped, shapes checked by ``load_state_dict``), whose
-    parameters are the very tensors the builder loads, not copies of them; tied parameters stay tied."""
+    parameters are the very tensors the builder loads, not copies of them; tied parameters stay tied.
+
+    Raises:
+        InputError: ``checkpoint_weights`` when the tensors are not the model's (one absent, or of another shape).
+    """
     sources = _Sources()
-    with sources:
-        model = build(cfg, sd)
+    try:
+        with sources:
+            model = build(cfg, sd)
+    except (KeyError, ValueError, RuntimeError) as e:
+        raise InputError("checkpoint_weights", reason=_weights_reason(e)) from None
     adopted: dict[int, nn.Parameter] = {}
     for module in model.modules():
         for key, p in module._parameters.items():
@@ -655,7 +691,8 @@ def build_in_place(build: Any, cfg: Mapping[str, Any], sd: Mapping[str, Tensor])
                 continue
             source = sources.of.get(id(p))
             if source is None:
-                raise RuntimeError(f"the checkpoint gives no weights for {type(module).__name__}.{key}")
+                reason = InputError("weights_no_source", module=f"{type(module).__name__}.{key}")
+                raise InputError("checkpoint_weights", reason=reason)
             if id(p) not in adopted:
                 # contiguous: a transposed view (GPT-2's Conv1D weights) would make a strided parameter
                 adopted[id(p)] = nn.Parameter(source.detach().contiguous(), requires_grad=p.requires_grad)
@@ -697,15 +734,8 @@ def load_gguf(
         raise InputError("checkpoint_vocab", tokens=tok.get_vocab_size(with_added_tokens=True), rows=rows)
     free = available_memory(torch.device("cpu")) if memory is None else memory
     dtype = choose_dtype(header_needs(header), free, dtype)
-    try:
-        model = build_in_place(
-            BUILDERS.get(cfg["model_type"], llama.causal_lm_from_state), cfg, state(header, cfg, dtype)
-        )
-    except (KeyError, ValueError, RuntimeError) as e:  # a tensor absent, or of another shape than the header's
-        if isinstance(e, InputError):
-            raise
-        reason = f"missing {e}" if isinstance(e, KeyError) else " ".join(str(e).split())
-        raise InputError("checkpoint_weights", reason=reason) from None
+    build = BUILDERS.get(cfg["model_type"], llama.causal_lm_from_state)
+    model = build_in_place(build, cfg, state(header, cfg, dtype))
     f = header.fields
     ids = {k: f.get(f"tokenizer.ggml.{k}_token_id") for k in ("bos", "eos")}
     return TextModel(

@@ -23,6 +23,7 @@ from torch import Tensor, nn
 
 from tx_explorer.bundle import BundleError, sha256
 from tx_explorer.config import TransformerConfig
+from tx_explorer.errors import InputError
 from tx_explorer.families.text import TextModel, load_state
 from tx_explorer.interop import gpt2_cache
 from tx_explorer.interop.common import mlp_ratio
@@ -46,9 +47,9 @@ def config_from_gpt2(cfg: Mapping[str, Any]) -> TransformerConfig:
     """Our config for a GPT-2 ``config.json`` (or ``hf_model.config.to_dict()``)."""
     act = cfg.get("activation_function", "gelu_new")
     if act not in ACTIVATIONS:
-        raise ValueError(f"unsupported activation {act!r}; supported: {sorted(ACTIVATIONS)}")
+        raise InputError("variant_activation", found=act, supported=", ".join(map(repr, sorted(ACTIVATIONS))))
     if not cfg.get("scale_attn_weights", True) or cfg.get("scale_attn_by_inverse_layer_idx", False):
-        raise ValueError("only the standard 1/√D_H attention scaling is supported")
+        raise InputError("variant_attn_scale")
     dim = cfg["n_embd"]
     return TransformerConfig(
         vocab_size=cfg["vocab_size"],

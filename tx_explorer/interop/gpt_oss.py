@@ -21,6 +21,7 @@ from typing import Any
 from torch import Tensor
 
 from tx_explorer.config import TransformerConfig
+from tx_explorer.errors import InputError
 from tx_explorer.interop import gemma3, llama
 from tx_explorer.interop.common import mlp_ratio
 from tx_explorer.modules.transformer import CausalLM
@@ -34,9 +35,9 @@ def rotary(cfg: Mapping[str, Any]) -> dict[str, Any]:
     if params.get("rope_type", params.get("type")) != "yarn":
         return {"rope_theta": llama.rope_theta(cfg)}  # plain rotary, or another scaling refused there
     if params.get("attention_factor") is not None or params.get("mscale") or params.get("mscale_all_dim"):
-        raise ValueError("YaRN with its own attention_factor or mscale is not implemented (only 0.1·ln(factor) + 1)")
+        raise InputError("variant_yarn_scale")
     if params.get("partial_rotary_factor", 1.0) != 1.0:
-        raise ValueError("partial rotary embeddings are not implemented (every dimension of a head must turn)")
+        raise InputError("variant_partial_rotary")
     return {
         "rope_theta": float(params["rope_theta"]),
         "yarn_factor": float(params["factor"]),
@@ -50,16 +51,16 @@ def rotary(cfg: Mapping[str, Any]) -> dict[str, Any]:
 def config_from_gpt_oss(cfg: Mapping[str, Any]) -> TransformerConfig:
     """Our config for a gpt-oss ``config.json`` (or ``hf_model.config.to_dict()``)."""
     if cfg.get("model_type", "gpt_oss") not in MODEL_TYPES:
-        raise ValueError(f"model_type {cfg.get('model_type')!r} is not one of {', '.join(MODEL_TYPES)}")
+        raise InputError("checkpoint_architecture", found=cfg.get("model_type"), supported=", ".join(MODEL_TYPES))
     positions = rotary(cfg)
     if cfg.get("hidden_act", "silu") != "silu":
-        raise ValueError(f"only gpt-oss's clamped SwiGLU experts are implemented, not {cfg['hidden_act']!r}")
+        raise InputError("variant_activation", found=cfg["hidden_act"], supported="'silu' (SwiGLU)")
     layers = cfg["num_hidden_layers"]
     kinds = list(
         cfg.get("layer_types") or ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(layers)]
     )
     if set(kinds) - set(gemma3.LAYER_TYPES) or len(kinds) != layers:
-        raise ValueError(f"layer_types must give one of {', '.join(gemma3.LAYER_TYPES)} per layer, got {kinds}")
+        raise InputError("variant_layer_types", supported=", ".join(gemma3.LAYER_TYPES), found=kinds)
     dim, heads, hidden = cfg["hidden_size"], cfg["num_attention_heads"], cfg["intermediate_size"]
     return TransformerConfig(
         vocab_size=cfg["vocab_size"],

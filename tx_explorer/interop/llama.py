@@ -20,6 +20,7 @@ import torch
 from torch import Tensor, nn
 
 from tx_explorer.config import TransformerConfig
+from tx_explorer.errors import InputError
 from tx_explorer.families.text import load_state
 from tx_explorer.modules.init import skip_init
 from tx_explorer.modules.transformer import CausalLM
@@ -32,9 +33,9 @@ def rope_theta(cfg: Mapping[str, Any]) -> float:
     params = cfg.get("rope_parameters") or cfg.get("rope_scaling") or {}
     kind = params.get("rope_type", params.get("type", "default"))
     if kind != "default":
-        raise ValueError(f"rotary scaling {kind!r} is not implemented (only plain rotary positions are)")
+        raise InputError("variant_rope_scaling", kind=kind)
     if params.get("partial_rotary_factor", cfg.get("partial_rotary_factor", 1.0)) != 1.0:
-        raise ValueError("partial rotary embeddings are not implemented (every dimension of a head must turn)")
+        raise InputError("variant_partial_rotary")
     return float(params.get("rope_theta", cfg.get("rope_theta", 10000.0)))
 
 
@@ -47,7 +48,7 @@ def _window(cfg: Mapping[str, Any], model_type: str) -> int | None:
     window = cfg.get("sliding_window")
     kinds = set(cfg.get("layer_types") or [])
     if window is not None and kinds - {"sliding_attention"}:
-        raise ValueError(f"sliding windows on some layers only ({sorted(kinds)}) are not implemented")
+        raise InputError("variant_window_layers", kinds=", ".join(sorted(kinds)))
     return window
 
 
@@ -55,17 +56,14 @@ def config_from_llama(cfg: Mapping[str, Any]) -> TransformerConfig:
     """Our config for a Llama / Qwen2 / Mistral ``config.json`` (or ``hf_model.config.to_dict()``)."""
     model_type = cfg.get("model_type", "llama")
     if model_type not in MODEL_TYPES:
-        raise ValueError(f"model_type {model_type!r} is not one of {', '.join(MODEL_TYPES)}")
+        raise InputError("checkpoint_architecture", found=model_type, supported=", ".join(MODEL_TYPES))
     dim, heads = cfg["hidden_size"], cfg["num_attention_heads"]
     if cfg.get("hidden_act", "silu") != "silu":
-        raise ValueError(f"only SiLU (SwiGLU) MLPs are implemented, this checkpoint uses {cfg['hidden_act']!r}")
+        raise InputError("variant_activation", found=cfg["hidden_act"], supported="'silu' (SiLU, SwiGLU)")
     if dim % heads or (cfg.get("head_dim") or dim // heads) != dim // heads:
-        raise ValueError(
-            f"head_dim={cfg.get('head_dim')} differs from hidden_size / num_attention_heads = {dim}/{heads}: "
-            "our attention splits the model width evenly into heads"
-        )
+        raise InputError("variant_head_dim", head_dim=cfg.get("head_dim"), dim=dim, heads=heads)
     if cfg.get("mlp_bias", False):
-        raise ValueError("MLP biases (mlp_bias=True) are not implemented")
+        raise InputError("variant_not_implemented", field="mlp_bias=True")
     hidden = cfg["intermediate_size"]
     ratio = 1.5 * hidden / dim  # SwiGLU's width keeps 2/3 of ratio·D, rounded: exactly ``hidden`` again
     attention_bias = bool(cfg.get("attention_bias", False))  # Llama's switch: q, k, v and o all biased
@@ -89,7 +87,7 @@ def config_from_llama(cfg: Mapping[str, Any]) -> TransformerConfig:
         dropout=0.0,
     )
     if ours.mlp_hidden != hidden:
-        raise ValueError(f"intermediate_size={hidden} cannot be expressed for width {dim}")
+        raise InputError("variant_mlp_width", hidden=hidden, dim=dim)
     return ours
 
 
@@ -124,7 +122,7 @@ def state_from_llama(
     out = {"embed.tok_embed.weight": sd["embed_tokens.weight"], "norm.weight": shift("norm.weight", sd["norm.weight"])}
     if not cfg.tie_embeddings:
         if head is None:
-            raise ValueError("lm_head.weight is missing and the config does not tie it to the embedding")
+            raise InputError("weights_no_head")
         out["head.weight"] = head
     for i in range(cfg.num_layers):
         src, dst = f"layers.{i}.", f"blocks.{i}."

@@ -15,6 +15,7 @@ from typing import Any
 from torch import Tensor
 
 from tx_explorer.config import TransformerConfig
+from tx_explorer.errors import InputError
 from tx_explorer.interop import llama
 from tx_explorer.modules.transformer import CausalLM
 
@@ -24,7 +25,7 @@ MODEL_TYPES = ("olmo2",)
 def config_from_olmo2(cfg: Mapping[str, Any]) -> TransformerConfig:
     """Our config for an OLMo 2 ``config.json`` (or ``hf_model.config.to_dict()``)."""
     if cfg.get("model_type", "olmo2") not in MODEL_TYPES:
-        raise ValueError(f"model_type {cfg.get('model_type')!r} is not one of {', '.join(MODEL_TYPES)}")
+        raise InputError("checkpoint_architecture", found=cfg.get("model_type"), supported=", ".join(MODEL_TYPES))
     ours = llama.config_from_llama(dict(cfg) | {"model_type": "llama"})
     return ours.replace(norm_position="after", qk_norm=True, qk_norm_width="full")
 

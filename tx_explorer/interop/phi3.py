@@ -15,6 +15,7 @@ from typing import Any
 from torch import Tensor
 
 from tx_explorer.config import TransformerConfig
+from tx_explorer.errors import InputError
 from tx_explorer.interop import llama
 from tx_explorer.modules.transformer import CausalLM
 
@@ -24,7 +25,7 @@ MODEL_TYPES = ("phi3",)
 def config_from_phi3(cfg: Mapping[str, Any]) -> TransformerConfig:
     """Our config for a Phi-3 ``config.json`` (or ``hf_model.config.to_dict()``)."""
     if cfg.get("model_type", "phi3") not in MODEL_TYPES:
-        raise ValueError(f"model_type {cfg.get('model_type')!r} is not one of {', '.join(MODEL_TYPES)}")
+        raise InputError("checkpoint_architecture", found=cfg.get("model_type"), supported=", ".join(MODEL_TYPES))
     # Mistral's reading: a window on every layer if there is one; Phi-3 has no biases on its projections
     return llama.config_from_llama(dict(cfg) | {"model_type": "mistral", "attention_bias": False})
 
@@ -39,13 +40,13 @@ def unfuse(sd: Mapping[str, Tensor], cfg: TransformerConfig) -> dict[str, Tensor
         if stem.endswith("self_attn.qkv_proj"):
             base = stem.removesuffix("qkv_proj")
             if t.shape[0] != q_rows + 2 * kv_rows:
-                raise ValueError(f"{key} has {t.shape[0]} rows, not H·Dh + 2·H_kv·Dh = {q_rows + 2 * kv_rows}")
+                raise InputError("weights_fused_qkv", tensor=key, rows=t.shape[0], need=q_rows + 2 * kv_rows)
             q, k, v = t.split([q_rows, kv_rows, kv_rows])  # (H·Dh, D), (H_kv·Dh, D) × 2
             out |= {f"{base}q_proj.{param}": q, f"{base}k_proj.{param}": k, f"{base}v_proj.{param}": v}
         elif stem.endswith("mlp.gate_up_proj"):
             base = stem.removesuffix("gate_up_proj")
             if t.shape[0] % 2:
-                raise ValueError(f"{key} has an odd number of rows ({t.shape[0]}): it is not [W_gate; W_up]")
+                raise InputError("weights_fused_odd", tensor=key, rows=t.shape[0])
             gate, up = t.chunk(2)  # (I, D) each
             out |= {f"{base}gate_proj.{param}": gate, f"{base}up_proj.{param}": up}
         else:

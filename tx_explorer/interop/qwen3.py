@@ -15,6 +15,7 @@ from typing import Any
 from torch import Tensor
 
 from tx_explorer.config import TransformerConfig
+from tx_explorer.errors import InputError
 from tx_explorer.interop import llama
 from tx_explorer.modules.transformer import CausalLM
 
@@ -24,9 +25,9 @@ MODEL_TYPES = ("qwen3",)
 def config_from_qwen3(cfg: Mapping[str, Any]) -> TransformerConfig:
     """Our config for a Qwen3 ``config.json`` (or ``hf_model.config.to_dict()``)."""
     if cfg.get("model_type", "qwen3") not in MODEL_TYPES:
-        raise ValueError(f"model_type {cfg.get('model_type')!r} is not one of {', '.join(MODEL_TYPES)}")
+        raise InputError("checkpoint_architecture", found=cfg.get("model_type"), supported=", ".join(MODEL_TYPES))
     if cfg.get("use_sliding_window", False):
-        raise ValueError("sliding windows (use_sliding_window) are not implemented for qwen3")
+        raise InputError("variant_not_implemented", field="use_sliding_window")
     heads = cfg["num_attention_heads"]
     even = cfg["hidden_size"] // heads
     # Llama's reading with heads of width D/H, then the two parts Qwen3 adds

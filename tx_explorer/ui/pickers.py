@@ -47,9 +47,13 @@ def _checkpoint(folder: str) -> Any:
 FOLDER = "\0folder"  # the picker's "a checkpoint folder" choice: no registered name or path contains a NUL
 
 
+# Where a listed checkpoint was found (paths.Cached.where) → the words its choice is labelled with.
+FOUND_IN = {"hf_cache": "model_cached", "root": "model_in_root"}
+
+
 @st.cache_data(ttl=30, show_spinner=False)  # a directory scan: cheap, but not on every rerun
-def _cached_checkpoints(kind: str | None) -> dict[str, str]:
-    return {str(c.path): c.repo for c in paths.cached_checkpoints() if kind is None or c.kind == kind}
+def _cached_checkpoints(kind: str | None) -> dict[str, paths.Cached]:
+    return {str(c.path): c for c in paths.cached_checkpoints() if kind is None or c.kind == kind}
 
 
 def text_model_picker(
@@ -61,7 +65,8 @@ def text_model_picker(
     where: Any = st,
     extra: Sequence[str] = (),
 ) -> str | None:
-    """A text page's model choice: registered models, checkpoints in the local Hugging Face cache, or a folder.
+    """A text page's model choice: registered models, checkpoints in the local Hugging Face cache and GGUF files in
+    the operator's folders (each labelled with where it is), or a typed folder or GGUF file.
 
     ``where`` holds the selectbox (a column); the folder's text box goes below. Returns a name for
     :func:`cached_model` (a registered name or a checkpoint folder), or None after a message while the chosen
@@ -71,14 +76,20 @@ def text_model_picker(
     cached = _cached_checkpoints(kind)
     options = [*models.available_models("text", kind=kind), *extra, *cached, FOLDER]  # extra: e.g. tiny-moe
 
-    labels = {folder: T("model_cached", repo=repo) for folder, repo in cached.items()}
+    labels = {path: T(FOUND_IN[c.where], repo=c.repo) for path, c in cached.items()}
     labels[FOLDER] = T("model_folder_option")
     choice = where.selectbox(label, options, key=key, help=help, format_func=lambda o: labels.get(o, o))
     if choice != FOLDER:
         return choice
-    typed = st.text_input(
-        T("model_folder"), key=f"{key}_folder", max_chars=4096, help=T("model_folder_help", variable=paths.ENV_ROOTS)
+    from tx_explorer.interop import checkpoint, gguf  # the loader's own lists, read once a path is to be typed
+
+    what = T(
+        "model_folder_help",
+        types=", ".join(checkpoint.FAMILIES),
+        gguf=", ".join(gguf.ARCHITECTURES),
+        variable=paths.ENV_ROOTS,
     )
+    typed = st.text_input(T("model_folder"), key=f"{key}_folder", max_chars=4096, help=what)
     if not typed.strip():
         st.info(T("model_folder_empty"))
         return None
