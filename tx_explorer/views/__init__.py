@@ -8,7 +8,7 @@ Layering: views import analysis, viz and locales, never Streamlit.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -49,6 +49,11 @@ def texts(page: str, lang: str = "en") -> Text:
 def sentences(parts: Sequence[str], lang: str = "en") -> str:
     """Sentences run on: a space between them in English, none after a Chinese full stop ("。 有" was left)."""
     return ("" if lang == "zh" else " ").join(parts)
+
+
+def listed(names: Iterable[str], lang: str = "en") -> str:
+    """Names run on as a list: "a, b, c" in English, "a、b、c" in Chinese."""
+    return texts("common", lang)("list_sep").join(names)
 
 
 def axes(lang: str = "en") -> dict[str, str]:

@@ -15,7 +15,7 @@ from tx_explorer.analysis import flow
 from tx_explorer.analysis import head_science as hs
 from tx_explorer.families.text import TextModel
 from tx_explorer.modules.cache import common_prefix
-from tx_explorer.views import Panel, Result, sentences, texts
+from tx_explorer.views import Panel, Result, listed, sentences, texts
 from tx_explorer.viz import bars, charts
 from tx_explorer.viz import flow as vf
 
@@ -37,7 +37,7 @@ def undecomposable(tm: TextModel, name: str, shipped: Sequence[str], load: Calla
     T = texts(PAGE, lang)
     routable = [n for n in shipped if flow.decomposable(hs.text_model(load(n)))]
     why = T(f"{flow.undecomposable_norm(tm)}_norm", model=name)
-    return sentences([why, T("pick_decomposable", models=T("list_sep").join(routable))], lang)
+    return sentences([why, T("pick_decomposable", models=listed(routable, lang))], lang)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from tx_explorer.analysis.heads import max_tokens
 from tx_explorer.families.text import TextModel
 from tx_explorer.modules.cache import KVCache
 from tx_explorer.trace import Trace
-from tx_explorer.views import Panel, axes, sentences, texts
+from tx_explorer.views import Panel, axes, listed, sentences, texts
 from tx_explorer.viz import bars as vb
 from tx_explorer.viz import charts, style
 from tx_explorer.viz.heatmap import X_TICKS, heatmap
@@ -161,7 +161,7 @@ def no_chat(tm: TextModel, chatty: Sequence[str], *, lang: str = "en") -> str:
     """Why the chat section has nothing to talk to on ``tm`` (a model without a chat template), and which models
     have one (``chatty``, :func:`chat_models`)."""
     T = texts(PAGE, lang)
-    others = T("chat_others", names=T("list_sep").join(chatty)) if chatty else T("chat_others_none")
+    others = T("chat_others", names=listed(chatty, lang)) if chatty else T("chat_others_none")
     return sentences([T("chat_none", model=tm.name), others], lang)
 
 

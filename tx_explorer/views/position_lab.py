@@ -15,7 +15,7 @@ from tx_explorer.analysis import spread
 from tx_explorer.bundle import BundleError
 from tx_explorer.errors import InputError
 from tx_explorer.families import positions as positions_family
-from tx_explorer.views import Panel, sentences, texts
+from tx_explorer.views import Panel, listed, sentences, texts
 from tx_explorer.views.inputs import Number, Real, Section, Switch
 from tx_explorer.viz import charts
 from tx_explorer.viz import positions as vp
@@ -202,9 +202,9 @@ def verdict_rows(res: Results, *, lang: str = "en") -> list[dict[str, str]]:
         if v.untestable:
             verdict = T(
                 "verdict_partial",
-                tested=T("list_sep").join(label(s, lang) for s in dict.fromkeys(b for _, _, b in v.tested)),
+                tested=listed((label(s, lang) for s in dict.fromkeys(b for _, _, b in v.tested)), lang),
                 verdict=verdict,
-                untested=T("list_sep").join(label(s, lang) for s in v.untestable),
+                untested=listed((label(s, lang) for s in v.untestable), lang),
                 why=T(f"untestable_{v.key}"),
             )
         rows.append(
@@ -231,10 +231,10 @@ def findings(res: Results, *, lang: str = "en") -> str:
         by_key.setdefault(v.key, []).append(v)
 
     def names(vs: Sequence[lab.Verdict]) -> str:
-        return T("list_sep").join(label(v.scheme, lang) for v in vs)
+        return listed((label(v.scheme, lang) for v in vs), lang)
 
     def numbers(vs: Sequence[lab.Verdict]) -> str:
-        return T("list_sep").join(f"{label(v.scheme, lang)} {_number(v.key, v.numbers[v.scheme])}" for v in vs)
+        return listed((f"{label(v.scheme, lang)} {_number(v.key, v.numbers[v.scheme])}" for v in vs), lang)
 
     def none(v: lab.Verdict) -> str:
         return _number(v.key, v.numbers["none"])
