@@ -301,7 +301,7 @@ def test_generated_tokens_attention_equals_the_step_by_step_attention(tm: TextMo
 def test_generation_keeps_within_the_context(tm: TextModel) -> None:
     g = lm.generate(tm, list(range(40)), 10, greedy=True)
     assert g.prompt_cut and g.prompt_len == 14 and len(g.ids) == 24
-    with pytest.raises(ValueError, match="max_new_tokens"):
+    with pytest.raises(ValueError, match="“New tokens” must lie between 1 and 23"):
         lm.generate(tm, [1, 2], 24)
 
 

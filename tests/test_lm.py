@@ -409,7 +409,7 @@ def test_a_message_too_long_alone_keeps_its_start(chatty: TextModel) -> None:
     assert p.dropped == 2 and len(p.messages) == 1 and len(p.ids) + 16 <= 100
     kept = p.messages[0]["content"]
     assert 0 < p.cut < len(chatty.tokenizer.encode(message).ids) and message.startswith(kept)
-    with pytest.raises(ValueError, match="max_new_tokens must lie in"):  # the template alone leaves no room
+    with pytest.raises(ValueError, match="“New tokens” must lie between 1 and"):  # the template alone leaves no room
         lm.chat_prompt(chatty, [], message, 99, 100)
     with pytest.raises(ValueError, match="conversation is empty"):
         lm.chat_prompt(chatty, _turns(1), " ", 16, 100)
