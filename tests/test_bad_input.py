@@ -698,7 +698,10 @@ CASES: list[Case] = [
     ),
     *number_cases("cost_of_attention", "cost_tiles"),
     *declared_cases(  # H must divide D: 8 heads at D = 1, 1,024 heads at D = 512
-        cost_view.MATMULS, "cost_flops", d_min=("error", "must divide the width"), h_max=("error", "must divide")
+        cost_view.MATMULS,
+        "cost_flops",
+        d_min=("error", "does not divide the width"),
+        h_max=("error", "does not divide"),
     ),
     *declared_cases(cost_view.TILES, "cost_tiles"),
     # inside a block: the probe's text (cut to 32 tokens), and a token beyond the text
@@ -1173,7 +1176,7 @@ OUT_OF_RANGE = [
         ),
         ("seq2seq-no-sentences-per-bucket", lambda: ev.eval_set(0), "must be a positive integer"),
         ("cost-n-0", lambda: cost.four_matmuls(0, 512, 8), "must be a positive integer"),
-        ("cost-heads-not-dividing", lambda: cost.four_matmuls(1024, 512, 7), "must divide"),
+        ("cost-heads-not-dividing", lambda: cost.four_matmuls(1024, 512, 7), "does not divide"),
         ("cost-tile-n-beyond", lambda: flash_steps.trace_example(n=flash_steps.MAX_TRACE_N + 1), "at most"),
         ("cost-tile-block-0", lambda: flash_steps.trace_example(block_size=0), "positive integer"),
         ("cost-naive-does-not-fit", lambda: memory.check_naive_fits(10_000_000, 1024, 256), "needs"),

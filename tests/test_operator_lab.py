@@ -56,7 +56,7 @@ def test_parse_matrix_inverts_format_matrix(rows):
     [
         ("", "Q is empty"),
         ("   \n \n", "Q is empty"),
-        ("1 2\n3", "row 2 has 1 entries but row 1 has 2"),
+        ("1 2\n3", "row 2 holds 1, row 1 holds 2"),
         ("1 two", "row 1: 'two' is not a number"),
         ("1 nan", "finite"),
         ("1 inf", "finite"),

@@ -453,3 +453,13 @@ def test_the_eos_step_is_kept_beside_the_word_rows(translators):
         if o.cross is not None:
             assert o.eos_cross.shape == (*o.cross.shape[:2], len(o.source))
     assert view.step_labels(["vediamo", "il"]) == ["<bos> → vediamo", "vediamo → il", "il → <eos>"]
+
+
+def test_unknown_words_are_listed_in_the_pages_language():
+    """A student's review: the Chinese message quoted its suggestions with ASCII brackets, commas and semicolons."""
+    from tx_explorer.views import seq2seq as view
+
+    check = tr.SourceCheck(("cta", "xyzzy"), "unknown", {"cta": ["cat", "car"], "xyzzy": []})
+    en, zh = (view.input_problem(check, lang=lang) for lang in ("en", "zh"))
+    assert "`cta` (`cat`, `car`); `xyzzy` (no close word)" in en
+    assert "`cta`（`cat`、`car`）；`xyzzy`（没有相近的词）" in zh

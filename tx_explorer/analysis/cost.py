@@ -52,7 +52,7 @@ def four_matmuls(n: int, d: int, h: int) -> list[Matmul]:
     for name, value in (("N", n), ("D", d), ("H", h)):
         positive_int(name, value)
     if d % h:
-        raise InputError("heads_divide_width", heads=h, dim=d)
+        raise InputError("heads_divide", heads=h, dim=d)
     dh = d // h
     return [
         Matmul("qkv", "QKV projection", (n, d), (d, 3 * h * dh), (n, 3 * h * dh), 2 * n * d * 3 * h * dh, False),

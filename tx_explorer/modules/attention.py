@@ -22,7 +22,7 @@ from tx_explorer import masks
 from tx_explorer.attention import scaled_dot_product_attention
 from tx_explorer.config import TransformerConfig
 from tx_explorer.edit import Edit
-from tx_explorer.errors import positive_int
+from tx_explorer.errors import InputError, positive_int
 from tx_explorer.modules.cache import LayerCache
 from tx_explorer.modules.linear import Linear, linear
 from tx_explorer.modules.norms import RMSNorm
@@ -124,9 +124,9 @@ class MultiHeadAttention(nn.Module):
         for name, value in (("dim", dim), ("num_heads", num_heads), ("num_kv_heads", num_kv_heads)):
             positive_int(name, value)
         if head_dim is None and dim % num_heads:
-            raise ValueError(f"num_heads={num_heads} does not divide dim={dim}: each head needs D/H dimensions")
+            raise InputError("heads_divide", heads=num_heads, dim=dim)
         if num_heads % num_kv_heads:
-            raise ValueError(f"num_kv_heads={num_kv_heads} must divide num_heads={num_heads}")
+            raise InputError("kv_heads_divide", kv_heads=num_kv_heads, heads=num_heads)
         self.dim, self.num_heads = dim, num_heads
         self.head_dim = dim // num_heads if head_dim is None else positive_int("head_dim", head_dim)
         self.num_kv_heads = num_kv_heads

@@ -15,7 +15,7 @@ from tx_explorer.analysis import seq2seq_claims as claims
 from tx_explorer.analysis import seq2seq_eval as ev
 from tx_explorer.data import translation as tr
 from tx_explorer.families.translation import MAX_WORDS
-from tx_explorer.views import Panel, sentences, texts
+from tx_explorer.views import Panel, listed, sentences, texts
 from tx_explorer.viz import charts
 from tx_explorer.viz import seq2seq as vs
 from tx_explorer.viz.style import safe_labels
@@ -65,8 +65,11 @@ def input_problem(check: tr.SourceCheck, *, lang: str = "en") -> str:
         return T("empty")
     if check.problem == "too_long":
         return T("too_long", n=len(check.tokens), max=MAX_WORDS)
-    words = [f"`{w}` ({', '.join(f'`{s}`' for s in sug) or T('no_suggestion')})" for w, sug in check.unknown.items()]
-    return T("unknown", words="; ".join(words))
+    words = [
+        T("unknown_word", word=f"`{w}`", near=listed((f"`{s}`" for s in sug), lang) or T("no_suggestion"))
+        for w, sug in check.unknown.items()
+    ]
+    return T("unknown", words=T("unknown_sep").join(words))
 
 
 def gold(check: tr.SourceCheck) -> tr.Example | None:
