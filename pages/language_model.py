@@ -8,7 +8,7 @@ import streamlit as st
 from tx_explorer import ui
 from tx_explorer.ui.chat import chat_section
 from tx_explorer.views import language_model as view
-from tx_explorer.views import model_facts
+from tx_explorer.views import model_facts, split_bytes_note
 
 T = ui.texts("language_model")
 LANG = ui.lang()
@@ -129,7 +129,7 @@ with ui.friendly_errors():
     if r.truncated:
         st.warning(model_facts.say("language_model", "truncated", tm, LANG, n=r.num_tokens))
     st.code(" | ".join(r.tokens), language=None, wrap_lines=True)
-    if note := view.split_bytes_note(r.tokens, lang=LANG):
+    if note := split_bytes_note(r.tokens, LANG):
         st.caption(note)
 if r is not None:
     embeddings(r, tm.config.dim, view.embed_intro(tm, lang=LANG))

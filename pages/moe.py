@@ -71,7 +71,7 @@ def typed_section(bundle: view.MoEBundle) -> None:
         if typed.truncated:
             st.warning(typed.truncated)
         ui.show(typed.tokens, typed.gates)
-        st.caption(T("gates_caption"))
+        st.caption(typed.caption)
 
 
 def show_statistics(stats: view.Statistics, *beside: view.Panel) -> None:

@@ -117,15 +117,15 @@ if source == "upload":
         picture = None
         with ui.friendly_errors():
             loaded = view.load_image(upload.getvalue())
-            picture, notes, mask = loaded.image, loaded.notes, None
+            picture, notes, mask = loaded.image, view.image_notes(loaded, lang=LANG), None
             w, h = loaded.original_size
             st.caption(T("loaded", format=loaded.format, mode=loaded.original_mode, w=w, h=h))
         if picture is None:
             st.stop()
 picture, pixels = view.model_input(clf, picture)
 c = st.columns([1, 1, 2])
-c[0].image(picture, caption=T("original", w=picture.width, h=picture.height), width=220)
-c[1].image(*view.received(clf, pixels, lang=LANG), width=220)  # the caption says its scale
+c[0].image(*view.preview(clf, picture, lang=LANG), width=view.PREVIEW_PX)  # the caption says its size
+c[1].image(*view.received(clf, pixels, lang=LANG), width=view.PREVIEW_PX)  # the caption says its scale
 with c[2]:
     st.markdown(view.preprocessing(clf, lang=LANG))
     st.latex(view.normalisation(clf))

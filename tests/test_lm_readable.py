@@ -14,6 +14,7 @@ from conftest import assert_clean, open_page
 from tx_explorer import locales, models
 from tx_explorer.analysis import lm
 from tx_explorer.views import language_model as view
+from tx_explorer.views import split_bytes_note
 
 N = 89  # the reviewed chat's context: two turns in Chinese and the reply's first token
 CHINESE = ["\\xe5\\xae", "\\x83", "的", "人", "\\xe5\\x8f", "\\xa3"]  # 它的人口 as SmolLM2's byte-level BPE labels it
@@ -94,14 +95,14 @@ def test_the_embedding_prose_says_the_models_own_scale_where_it_has_one() -> Non
 
 def test_split_bytes_are_explained_only_where_a_token_is_one() -> None:
     for lang in ("en", "zh"):
-        note = view.split_bytes_note(CHINESE, lang=lang)
-        assert note == locales.text("language_model", "split_bytes", lang) and "`\\xNN`" in note
-    assert view.split_bytes_note(["Return", "▁a", "▁new"]) is None
-    assert view.split_bytes_note(["▁line", "\\x0d", "↵"]) is None  # a carriage return's code: a whole character
+        note = split_bytes_note(CHINESE, lang)
+        assert note == locales.text("common", "split_bytes", lang) and "`\\xNN`" in note
+    assert split_bytes_note(["Return", "▁a", "▁new"]) is None
+    assert split_bytes_note(["▁line", "\\x0d", "↵"]) is None  # a carriage return's code: a whole character
 
 
 def test_the_page_and_the_chat_explain_the_bytes_of_a_chinese_text() -> None:
-    at, note = open_page("language_model"), locales.text("language_model", "split_bytes", "zh")
+    at, note = open_page("language_model"), locales.text("common", "split_bytes", "zh")
 
     def run() -> None:
         at.session_state["lang"] = "zh"  # AppTest does not send the sidebar's switch back: set it for every run

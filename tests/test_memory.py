@@ -72,7 +72,7 @@ def test_guard_refuses_with_the_numbers():
     with pytest.raises(MemoryBudgetError) as info:
         check_naive_fits(65536, 8, 64, free=20 * 10**9)
     message = str(info.value)
-    assert "naive attention at N=65536, H=8 needs 275 GB" in message
+    assert "naive attention at N=65,536, H=8 needs 275 GB" in message
     assert "this machine has 20 GB free" in message
     assert isinstance(info.value, ValueError)  # the page's friendly_errors shows it as a message
 

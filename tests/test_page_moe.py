@@ -140,3 +140,15 @@ def test_typed_text_is_routed_and_html_is_shown_literally():
     assert any(name.endswith("· 训练") for name in _trace_names(at))  # loss curves: "… · 训练"
     about = next(m.value for m in at.markdown if "tiny-gpt" in m.value)  # the training text, named in Chinese
     assert "Python 标准库的文档字符串" in about and "docstrings" not in about
+
+
+def test_a_typed_chinese_sentence_says_what_its_byte_tokens_are():
+    """A student's review: 我爱你 typed on the Chinese page drew \\xe6 \\x88 \\x91 … with no word on what they are."""
+    from tx_explorer import locales
+    from tx_explorer.views import moe as view
+
+    for lang in ("en", "zh"):
+        caption = view.typed(sentence="我爱你 the cat", lang=lang).caption
+        assert caption.startswith(locales.text("moe", "gates_caption", lang))
+        assert locales.text("common", "split_bytes", lang) in caption
+    assert view.typed(sentence="the cat sat").caption == locales.text("moe", "gates_caption")

@@ -191,3 +191,28 @@ def test_every_accuracy_names_its_sample_and_its_standard_error(shapes_model, la
     causal = vit_lab.causal_mask(clf, n=60, batch=30)
     text = view.causal_text(causal, clf, lang=lang)
     assert f"{vit_lab.accuracy_se(causal.accuracy[0], 60):.1%}" in text and se in text
+
+
+def test_a_picture_of_any_shape_is_previewed_in_one_square_and_a_tiny_centre_is_said():
+    """A student's review: a 1 × 1000 upload, drawn 220 px wide, was 220,000 px tall and pushed every section away;
+    its centre square, one pixel, reached the model as one colour without a word."""
+    clf = models.load_model("vit-shapes")
+    strip = Image.new("RGB", (1, 1000), (200, 30, 30))
+    shown, caption = view.preview(clf, strip)
+    assert shown.size == (view.PREVIEW_PX, view.PREVIEW_PX)
+    middle = np.asarray(shown)[view.PREVIEW_PX // 2]  # the middle row: the strip's one column, and the box's fill
+    assert {tuple(p) for p in middle} == {(200, 30, 30), (240, 240, 240)}
+    size = clf.model.cfg.image_size
+    assert caption.startswith("original, 1×1000") and f"1×1 pixels, is enlarged {size}× to the model's" in caption
+    big, big_caption = view.preview(clf, Image.new("RGB", (400, 300)))
+    assert big.size == (view.PREVIEW_PX, view.PREVIEW_PX) and big_caption == "original, 400×300"
+    assert "放大" in view.preview(clf, strip, lang="zh")[1]
+
+
+def test_what_the_loader_did_is_said_in_the_pages_language():
+    """The upload's notes ("transparency composited over white") were English on the Chinese page too."""
+    buffer = io.BytesIO()
+    Image.new("RGBA", (40, 30), (10, 20, 30, 100)).save(buffer, format="PNG")
+    loaded = view.load_image(buffer.getvalue())
+    assert view.image_notes(loaded) == ["transparency composited over white"]
+    assert view.image_notes(loaded, lang="zh") == ["透明部分已合成到白色背景上"]

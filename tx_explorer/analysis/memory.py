@@ -185,7 +185,7 @@ def check_naive_fits(
         The estimate in bytes, when it fits.
 
     Raises:
-        MemoryBudgetError: "naive attention at N=65536, H=8 needs 275 GB; this machine has 20 GB free …".
+        MemoryBudgetError: "naive attention at N=65,536, H=8 needs 275 GB; this machine has 20 GB free …".
     """
     need = naive_bytes(n, heads, head_dim, batch=batch, itemsize=itemsize)
     free = available_bytes(device) if free is None else free

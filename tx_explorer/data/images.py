@@ -3,7 +3,8 @@
 Uploads are untrusted. The loader refuses empty, oversized, unknown and truncated files and decompression
 bombs (a small file declaring a huge canvas), and it normalises the many legal image flavours to 8-bit RGB:
 palette and 16-bit images, CMYK JPEGs, transparency (composited over white), EXIF orientation and animated
-GIF/WebP (first frame). Every conversion is reported in ``notes`` so the page can show the preprocessing.
+GIF/WebP (first frame). Every conversion is reported in ``notes`` (a key of the Vision Transformer page's locale
+and its fields) so the page can show the preprocessing in the visitor's language.
 """
 
 from __future__ import annotations
@@ -23,13 +24,16 @@ MAX_PIXELS = 25_000_000  # e.g. 5000 × 5000; a photo from a phone is ~12 MP
 EXIF_ORIENTATION = 0x0112
 
 
+Note = tuple[str, dict[str, object]]  # ("note_palette", {}), ("note_animated", {"frames": 3}): key and fields
+
+
 @dataclass(frozen=True)
 class LoadedImage:
     image: Image.Image  # 8-bit RGB, upright
     format: str  # "PNG", "JPEG", …
     original_mode: str  # PIL mode before conversion ("P", "RGBA", "I;16", "CMYK", …)
     original_size: tuple[int, int]  # (width, height) as stored
-    notes: tuple[str, ...]  # each conversion applied, in order
+    notes: tuple[Note, ...]  # each conversion applied, in order
 
 
 def _open(data: bytes, max_pixels: int) -> Image.Image:
@@ -52,13 +56,13 @@ def _open(data: bytes, max_pixels: int) -> Image.Image:
     return im
 
 
-def _decode(im: Image.Image) -> list[str]:
+def _decode(im: Image.Image) -> list[Note]:
     """Decode the (first frame's) pixels; truncated or corrupt data becomes a ``ValueError``."""
     notes = []
     frames = getattr(im, "n_frames", 1)
     if frames > 1:
         im.seek(0)
-        notes.append(f"animated image: using the first of {frames} frames")
+        notes.append(("note_animated", {"frames": frames}))
     try:
         im.load()
     except (OSError, SyntaxError, EOFError, ValueError) as exc:
@@ -66,26 +70,26 @@ def _decode(im: Image.Image) -> list[str]:
     return notes
 
 
-def _to_rgb(im: Image.Image) -> tuple[Image.Image, list[str]]:
+def _to_rgb(im: Image.Image) -> tuple[Image.Image, list[Note]]:
     """Any PIL mode → 8-bit RGB, scaling 16-bit data and compositing transparency over white."""
     notes = []
     if im.mode in ("I;16", "I;16L", "I;16B", "I;16N", "I", "F"):
         arr = np.asarray(im, dtype=np.float64)
         top = 65535.0 if im.mode != "F" and arr.max() > 255 else max(float(arr.max()), 1.0)
         im = Image.fromarray(np.clip(arr / top * 255.0 + 0.5, 0, 255).astype(np.uint8), "L")
-        notes.append("high bit depth scaled to 8 bits")
+        notes.append(("note_bit_depth", {}))
     if im.mode == "P":
         im = im.convert("RGBA" if "transparency" in im.info else "RGB")
-        notes.append("palette colours expanded")
+        notes.append(("note_palette", {}))
     if im.mode == "CMYK":
         im = im.convert("RGB")
-        notes.append("CMYK converted to RGB")
+        notes.append(("note_converted", {"mode": "CMYK"}))
     if im.mode in ("RGBA", "LA", "PA", "RGBa", "La"):
         rgba = im.convert("RGBA")
         im = Image.alpha_composite(Image.new("RGBA", rgba.size, (255, 255, 255, 255)), rgba).convert("RGB")
-        notes.append("transparency composited over white")
+        notes.append(("note_transparency", {}))
     if im.mode != "RGB":
-        notes.append(f"{im.mode} converted to RGB")
+        notes.append(("note_converted", {"mode": im.mode}))
         im = im.convert("RGB")
     return im, notes
 
@@ -106,7 +110,7 @@ def load_image(data: bytes, *, max_pixels: int = MAX_PIXELS, max_bytes: int = MA
     orientation = im.getexif().get(EXIF_ORIENTATION, 1)
     if orientation not in (1, None):
         im = ImageOps.exif_transpose(im)
-        notes.append(f"rotated upright (EXIF orientation {orientation})")
+        notes.append(("note_rotated", {"orientation": orientation}))
     rgb, more = _to_rgb(im)
     return LoadedImage(image=rgb, format=fmt, original_mode=mode, original_size=size, notes=tuple(notes + more))
 
@@ -118,6 +122,18 @@ def center_square(image: Image.Image, size: int) -> Image.Image:
     left, top = (w - side) // 2, (h - side) // 2
     square = image.crop((left, top, left + side, top + side))
     return square if square.size == (size, size) else square.resize((size, size), Image.Resampling.BICUBIC)
+
+
+def letterbox(image: Image.Image, side: int, fill: tuple[int, int, int] = (240, 240, 240)) -> Image.Image:
+    """``image`` scaled to fit a ``side × side`` square (its pixels kept sharp when enlarged) and centred on ``fill``:
+    a picture of any shape drawn at one size (a 1 × 1000 strip drawn 220 px wide was 220,000 px tall)."""
+    w, h = image.size
+    scale = side / max(w, h)
+    size = (max(1, round(w * scale)), max(1, round(h * scale)))
+    resample = Image.Resampling.NEAREST if scale > 1 else Image.Resampling.LANCZOS
+    box = Image.new("RGB", (side, side), fill)
+    box.paste(image.convert("RGB").resize(size, resample), ((side - size[0]) // 2, (side - size[1]) // 2))
+    return box
 
 
 def to_image(pixels: np.ndarray) -> Image.Image:

@@ -15,6 +15,7 @@ from tx_explorer.ui.pickers import cached_model
 from tx_explorer.ui.sections import lazy_section, section
 from tx_explorer.ui.text import friendly_errors, lang, texts
 from tx_explorer.views import language_model as view
+from tx_explorer.views import split_bytes_note
 
 MESSAGE = "lm_chat"  # the message box: a new text in it is a new turn
 TURNS = "lm_chat_turns"  # session state: model name → its turns (view.Turn), oldest first
@@ -105,7 +106,7 @@ def _last_reply(tm: Any, prompt: Any, att: Any, served: int) -> None:
     st.caption(view.chat_served(len(prompt.ids), served, lang=language))
     st.code(tm.decode(prompt.ids), language=None, wrap_lines=True)
     st.code(" | ".join(att.tokens[: att.prompt_len]), language=None, wrap_lines=True)
-    if note := view.split_bytes_note(att.tokens[: att.prompt_len], lang=language):
+    if note := split_bytes_note(att.tokens[: att.prompt_len], language):
         st.caption(note)
     st.markdown(T("chat_read_intro"))
     c = st.columns(3)

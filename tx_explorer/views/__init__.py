@@ -8,6 +8,7 @@ Layering: views import analysis, viz and locales, never Streamlit.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -54,6 +55,15 @@ def sentences(parts: Sequence[str], lang: str = "en") -> str:
 def listed(names: Iterable[str], lang: str = "en") -> str:
     """Names run on as a list: "a, b, c" in English, "a、b、c" in Chinese."""
     return texts("common", lang)("list_sep").join(names)
+
+
+_SPLIT_BYTES = re.compile(r"(?:\\x[0-9a-f]{2})*\\x[89a-f][0-9a-f](?:\\x[0-9a-f]{2})*")
+
+
+def split_bytes_note(tokens: Sequence[str], lang: str = "en") -> str | None:
+    """What ``\\xNN`` in a strip of token labels means, where a token is such a byte (None elsewhere): a Chinese
+    text read by a tokenizer trained on English is mostly bytes."""
+    return texts("common", lang)("split_bytes") if any(_SPLIT_BYTES.fullmatch(t) for t in tokens) else None
 
 
 def axes(lang: str = "en") -> dict[str, str]:

@@ -4,7 +4,6 @@ and step-by-step generation with the attention behind each new token."""
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -73,14 +72,6 @@ def _to_its_max(values: np.ndarray, rows: Sequence[str], cols: Sequence[str], *,
 
 # A label made of bytes only, one of them past ASCII: part of a character whose UTF-8 bytes the tokenizer split
 # (tx_explorer.data.tokenizer writes them \xNN). An invisible character alone (\x0d) is not one.
-_SPLIT_BYTES = re.compile(r"(?:\\x[0-9a-f]{2})*\\x[89a-f][0-9a-f](?:\\x[0-9a-f]{2})*")
-
-
-def split_bytes_note(tokens: Sequence[str], *, lang: str = "en") -> str | None:
-    """What ``\\xNN`` in a token strip means, where a token is such a byte (None elsewhere)."""
-    return texts(PAGE, lang)("split_bytes") if any(_SPLIT_BYTES.fullmatch(t) for t in tokens) else None
-
-
 # The "New tokens" sliders' (top, default) before a model's room lowers them (:func:`new_tokens`): a generation's steps
 # are all traced and drawn; a chat reply streams, its rows kept step by step.
 GEN_NEW = (64, 24)

@@ -18,7 +18,7 @@ from tx_explorer.families.moe import RETRAIN as RETRAIN  # how to build the bund
 from tx_explorer.families.moe import MoEBundle
 from tx_explorer.families.text import TextModel
 from tx_explorer.modules.moe_lm import MoEConfig as MoEConfig  # the cost section's default without a bundle
-from tx_explorer.views import Panel, corpus_note, sentences, texts
+from tx_explorer.views import Panel, corpus_note, sentences, split_bytes_note, texts
 from tx_explorer.views.inputs import Choice, Number, Real, Section, Text
 from tx_explorer.viz import moe as vm
 
@@ -225,6 +225,7 @@ class Typed:
     truncated: str | None  # a warning when the text was cut to the context
     tokens: Panel  # each token coloured by its first expert, per layer
     gates: Panel  # gates and router probabilities per layer
+    caption: str  # how to read the gates, and what a token shown as \xNN is (a byte of a split character)
 
 
 def typed(bundle: MoEBundle | None = None, sentence: str = SENTENCE, *, lang: str = "en") -> Typed:
@@ -237,10 +238,12 @@ def typed(bundle: MoEBundle | None = None, sentence: str = SENTENCE, *, lang: st
     words = _words(lang)
     fig = vm.coloured_tokens(enc.tokens, per["first"], cfg.num_experts, title=T("tokens_title"), words=words)
     gates = vm.gate_heatmaps(per["gates"], per["probs"], enc.tokens, title=T("gates_title", k=cfg.top_k), words=words)
+    split = split_bytes_note(bundle.text.labels(enc.ids), lang)  # Chinese typed to an English tokenizer: bytes
     return Typed(
         T("truncated", n=enc.num_tokens, max=bundle.text.max_len) if enc.truncated else None,
         Panel("moe_tokens", fig, per["first"]),
         Panel("moe_gates", gates, {"gates": per["gates"], "probs": per["probs"]}),
+        sentences([T("gates_caption"), *([split] if split else [])], lang),
     )
 
 

@@ -31,6 +31,12 @@ LATEX = {
 load_image = images.load_image  # bytes of an upload -> LoadedImage (clear errors for broken or huge files)
 
 
+def image_notes(loaded: images.LoadedImage, *, lang: str = "en") -> list[str]:
+    """What the loader did to an upload (palette expanded, transparency over white, …), in the page's language."""
+    T = texts(PAGE, lang)
+    return [T(key, **fields) for key, fields in loaded.notes]
+
+
 def _words(lang: str) -> dict[str, str]:
     return locales.words(PAGE, vitviz.WORDS, lang)
 
@@ -122,6 +128,22 @@ def model_input(clf: ImageClassifier, picture: Image.Image | np.ndarray | str) -
     elif isinstance(picture, np.ndarray):
         picture = images.to_image(picture)
     return picture, clf.seen(images.to_array(images.center_square(picture, clf.model.cfg.image_size)))
+
+
+PREVIEW_PX = 220  # the picture's square on the page, beside what the model receives
+
+
+def preview(clf: ImageClassifier, picture: Image.Image, *, lang: str = "en") -> tuple[Image.Image, str]:
+    """The picture as the page shows it, fitted into a :data:`PREVIEW_PX` square, and its caption: its size, and
+    where its centre square is smaller than the model's input, that the model sees it enlarged (a 1 × 1000 strip
+    leaves one pixel: one colour)."""
+    T = texts(PAGE, lang)
+    (w, h), size = picture.size, clf.model.cfg.image_size
+    caption = T("original", w=w, h=h)
+    if min(w, h) < size:
+        side = min(w, h)
+        caption = sentences([caption, T("original_enlarged", side=side, size=size, factor=f"{size / side:.3g}")], lang)
+    return images.letterbox(picture, PREVIEW_PX), caption
 
 
 def received(clf: ImageClassifier, pixels: np.ndarray, *, lang: str = "en") -> tuple[np.ndarray, str]:
