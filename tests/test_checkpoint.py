@@ -185,7 +185,7 @@ BROKEN = {  # how → (locale key, a phrase the English message contains, one th
     "garbage": ("checkpoint_corrupt", "no valid `safetensors` header", "没有有效的 `safetensors` 文件头"),
     "bad entry": ("checkpoint_corrupt", "bad header entry", "文件头条目有误"),
     "int8": ("checkpoint_dtype", "I8", "I8"),
-    "too few layers": ("checkpoint_weights", "missing", "缺少模型需要的某些张量"),
+    "too few layers": ("checkpoint_weights", "tensors missing: blocks.2.attn", "缺少的张量：blocks.2.attn"),
     "small vocab": ("checkpoint_weights", "size mismatch", "的形状不符：文件中的张量为 [300, 64]，模型需要 [100, 64]"),
 }
 

@@ -11,7 +11,7 @@ lenses that need value vectors (norm-weighted attention, the query/key inspector
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -258,13 +258,21 @@ def unique_state(model: nn.Module) -> dict[str, Tensor]:
     return out
 
 
+TENSORS_NAMED = 5  # a refusal names this many missing or left-over tensors, then "…"
+
+
 def load_state(model: nn.Module, state: dict[str, Tensor]) -> None:
     """Load ``state`` strictly, except for weights tied to one that was loaded (the LM head)."""
     missing, unexpected = model.load_state_dict(state, strict=False)
     tied = {"head.weight"} if getattr(getattr(model, "cfg", None), "tie_embeddings", False) else set()
     if unexpected or set(missing) - tied:
-        absent = sorted(set(missing) - tied)
-        raise ValueError(f"weights do not fit the model: missing {absent}, unexpected {unexpected}")
+        raise InputError("weights_not_fit", absent=_named(set(missing) - tied), extra=_named(unexpected))
+
+
+def _named(tensors: Collection[str]) -> str:
+    """A refusal's list of tensor names: the first :data:`TENSORS_NAMED`, then "…"; "—" for none."""
+    found = sorted(tensors)
+    return ", ".join(found[:TENSORS_NAMED]) + (" …" if len(found) > TENSORS_NAMED else "") if found else "—"
 
 
 def write_runs(out: Path, summary: dict, runs: dict[str, dict], weights: dict[str, Tensor]) -> None:

@@ -668,7 +668,7 @@ def _weights_reason(e: Exception) -> InputError:
     mismatch = SIZE_MISMATCH.search(str(e))
     if mismatch is not None:
         return InputError("weights_shape", tensor=mismatch[1], found=mismatch[2], expected=mismatch[3])
-    return InputError("weights_unmatched")  # tensors missing or left over: load_state names them, in English
+    return InputError("weights_unmatched")  # any other refusal of the tensors by torch (its words are English)
 
 
 def build_in_place(build: Any, cfg: Mapping[str, Any], sd: Mapping[str, Tensor]) -> nn.Module:
