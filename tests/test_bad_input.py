@@ -685,7 +685,7 @@ CASES: list[Case] = [
         "guard-10M-tokens-1024-heads",
         tuple(zip(GUARD, (10_000_000, 1024))),
         "warning",
-        "naive attention at N=10000000, H=1024 needs",
+        "naive attention at N=10,000,000, H=1024 needs",
         chart="cost_memory",
     ),
     Case(

@@ -57,6 +57,8 @@ def chart(page, text: str):
 def click_point(plot, x: float, y: float) -> None:
     """Click where the data point (x, y) is drawn, from Plotly's own axes."""
     plot.scroll_into_view_if_needed()  # the mouse clicks in the viewport's coordinates
+    plot.page.wait_for_timeout(500)  # a section drawn once scrolled near can move the plot (a CI run's click missed):
+    idle(plot.page)  # its place is read once that rerun has begun and ended
     px, py = plot.evaluate(
         """(gd, [x, y]) => {
             const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis, box = gd.getBoundingClientRect();
