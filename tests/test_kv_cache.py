@@ -276,7 +276,7 @@ def test_a_run_past_the_window_keeps_it_on_the_local_layer_only(monkeypatch):
     assert all(s.nbytes == s.formula for s in d.steps) and d.steps[-1].nbytes == 2 * 1 * 8 * 4 * (window + tokens)
     assert d.identical and d.max_diff <= kv.tolerance(tm.config, d.logit_scale)
     decoded = view.decoded(tm, d)
-    assert decoded.ok and f"hold {window} rows each, the 1 global layers {tokens}" in decoded.check
+    assert decoded.ok and f"hold {window} rows each, the global layers (1) {tokens}" in decoded.check
     assert f"{fill} tokens of the bundled text" in decoded.prompt_note
     cv = view.cache_view(tm, d.ids, decoded.labels, tokens - 1, 0, decoding=d)
     assert cv.keys.data.shape[0] == window and f"({1} · {window} + {1} · {tokens})" in cv.numbers
@@ -481,8 +481,8 @@ def test_one_cached_row_is_a_row_in_every_count():
     zh = view.cache_view(tm, d.ids, labels, 0, 0, lang="zh", decoding=d)
     assert "每层 1 行；" in zh.numbers and "1 行 × " in zh.values.figure.layout.title.text
     mixed = _mixed_text_model().config
-    assert view.held(mixed, [1, 1]) == "the 1 local layers hold 1 row each, the 1 global layers 1 row"
-    assert view.held(mixed, [2, 1]) == "the 1 local layers hold 2 rows each, the 1 global layers 1 row"
+    assert view.held(mixed, [1, 1]) == "the local layers (1) hold 1 row each, the global layers (1) 1 row"
+    assert view.held(mixed, [2, 1]) == "the local layers (1) hold 2 rows each, the global layers (1) 1 row"
     assert view.held(mixed, [1, 1], lang="zh") == "1 个局部层各保留 1 行，1 个全局层各保留 1 行"
 
 

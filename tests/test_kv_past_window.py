@@ -46,7 +46,7 @@ def test_a_run_past_the_window_keeps_512_rows_on_the_local_layers_of_gemma3_270m
         assert s.nbytes == s.formula == 2 * 1 * 256 * 4 * (15 * min(t, WINDOW) + 3 * t)
     assert d.identical and d.max_diff <= kv.tolerance(cfg, d.logit_scale)
     decoded = view.decoded(gemma3_270m, d)
-    assert decoded.ok and f"the 15 local layers hold 512 rows each, the 3 global layers {TOKENS}" in decoded.check
+    assert decoded.ok and f"the local layers (15) hold 512 rows each, the global layers (3) {TOKENS}" in decoded.check
     last = d.steps[-1].position
     local, global_ = (view.cache_view(gemma3_270m, d.ids, decoded.labels, last, i, decoding=d) for i in (0, 5))
     assert local.keys.data.shape == (WINDOW, 256) and global_.keys.data.shape == (TOKENS, 256)
@@ -63,7 +63,7 @@ def test_the_kv_cache_page_draws_the_run_past_the_window_on_gemma3_270m(gemma3_2
     assert_clean(at)
     check = at.success[0].value
     assert check.startswith("Past the window")
-    assert f"the 15 local layers hold 512 rows each, the 3 global layers {TOKENS}" in check
+    assert f"the local layers (15) hold 512 rows each, the global layers (3) {TOKENS}" in check
     assert any("tokens of the bundled text" in c.value for c in at.caption)
     numbers = next(m.value for m in at.markdown if "tensors hold" in m.value)
     assert f"(15 · 512 + 3 · {TOKENS})" in numbers
@@ -80,7 +80,7 @@ def test_the_kv_cache_page_draws_the_run_past_the_window_on_gemma3_270m(gemma3_2
     assert slider.max == TOKENS - 1 and first < WINDOW - 1  # from the prefill's last token, across the window's edge
     slider.set_value(first).run()  # replayed from the cache the prefill left
     assert_clean(at)
-    assert any(f"After step {first}: the 15 local layers hold {first + 1} rows each" in m.value for m in at.markdown)
+    assert any(f"After step {first}: the local layers (15) hold {first + 1} rows each" in m.value for m in at.markdown)
     at.session_state["lang"] = "zh"
     at.run()
     assert_clean(at)

@@ -63,7 +63,7 @@ def test_kv_cache_page_decodes_and_shows_the_cache_growing():
     at = open_page("kv_cache")
     assert_clean(at)
     ok = at.success[0].value
-    assert "agree at all" in ok and "equal the formula at every step: yes" in ok
+    assert "agree at every step" in ok and "equal the formula at every step: yes" in ok
     titles = _titles(at)
     assert any(t.startswith("Cached keys") for t in titles) and any("Which KV head" in t for t in titles)
     assert any("128k" in t or "context length" in t for t in titles)
@@ -86,7 +86,7 @@ def test_kv_cache_page_decodes_and_shows_the_cache_growing():
     at.text_input(key="kv_prompt").set_value("Zebras graze on the open plain at dusk").run()
     assert_clean(at)
     note = next(c.value for c in at.caption if "were not run again" in c.value)
-    assert "opens with the same" in note and "agree at all" in at.success[0].value
+    assert "opens with the same" in note and "agree at every step" in at.success[0].value
     assert "一致" in _in_chinese(at).success[0].value
 
 
