@@ -3,12 +3,14 @@ into Streamlit, so every page shows a number, a choice, a switch or a line of te
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
 import streamlit as st
 
 from tx_explorer.views import Text as Texts
+from tx_explorer.views import listed, texts
 from tx_explorer.views.inputs import Choice, Input, Number, Real, Section, Switch, label_key, option_key
 
 
@@ -39,3 +41,31 @@ def _widget(box: Any, inp: Input, key: str, T: Texts) -> Any:
         return (box.toggle if inp.widget == "toggle" else box.checkbox)(label, inp.default, key=key, help=help_)
     placeholder = T(inp.placeholder) if inp.placeholder else None  # a Text: the last kind
     return box.text_input(label, inp.default, inp.max_chars, key=key, help=help_, placeholder=placeholder)
+
+
+# Streamlit writes its uploader's button ("Upload") and limits ("20MB per file • PNG, JPG") in English whatever the
+# page's language, and takes no words for them. A style scoped to the widget's key hides those texts' glyphs and
+# draws the locale's words in their place; the DOM keeps Streamlit's text (what a screen reader reads).
+_UPLOADER_STYLE = """<style>
+.st-key-{key} [data-testid="stFileUploaderDropzone"] button [data-testid="stMarkdownContainer"] p,
+.st-key-{key} [data-testid="stFileUploaderDropzoneInstructions"] span {{ font-size: 0; }}
+.st-key-{key} [data-testid="stFileUploaderDropzone"] button [data-testid="stMarkdownContainer"] p::after
+  {{ content: {button}; font-size: 0.875rem; }}
+.st-key-{key} [data-testid="stFileUploaderDropzoneInstructions"] span::after
+  {{ content: {limit}; font-size: 0.875rem; }}
+</style>"""
+
+
+def uploader_words(types: Sequence[str], lang: str) -> tuple[str, str]:
+    """The uploader's button and limits in ``lang``: the size Streamlit enforces (``server.maxUploadSize``) and the
+    file types as Streamlit lists them (upper case, JPEG folded into JPG)."""
+    T = texts("common", lang)
+    shown = list(dict.fromkeys("JPG" if t.upper() == "JPEG" else t.upper() for t in types))
+    return T("upload_button"), T("upload_limit", mb=st.get_option("server.maxUploadSize"), types=listed(shown, lang))
+
+
+def file_uploader(label: str, *, types: Sequence[str], key: str, lang: str, help: str | None = None) -> Any:
+    """``st.file_uploader`` whose own words are in ``lang`` (see :data:`_UPLOADER_STYLE`)."""
+    button, limit = (json.dumps(w, ensure_ascii=False) for w in uploader_words(types, lang))  # CSS strings
+    st.html(_UPLOADER_STYLE.format(key=key, button=button, limit=limit))  # a style alone: no room on the page
+    return st.file_uploader(label, type=list(types), key=key, help=help)
