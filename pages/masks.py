@@ -47,8 +47,9 @@ def options(kind: str, toks: list[str]) -> dict:
     if kind == "block_diagonal":
         c = st.columns(2)
         default = ", ".join(str(s) for s in mg.even_split(n))
-        sizes = mg.parse_sizes(c[0].text_input(T("sizes"), default, key=f"sizes_{n}", help=T("sizes_help")), n)
-        return dict(sizes=sizes, causal=c[1].checkbox(T("with_causal"), key="blocks_causal"))
+        text = c[0].text_input(T("sizes"), default, key=f"sizes_{n}", help=T("sizes_help"))
+        causal = c[1].checkbox(T("with_causal"), key="blocks_causal")  # drawn before the sizes can be refused
+        return dict(sizes=mg.parse_sizes(text, n), causal=causal)
     if kind == "custom":
         st.markdown(T("custom_intro"))
         start = st.selectbox(
@@ -114,16 +115,18 @@ def model_section() -> None:
             st.session_state["masks_model"] = default
     name = ui.text_model_picker(T("model"), "masks_model", kind="causal", where=c[0])
     limit = mg.MAX_MODEL_TOKENS
-    n = c[1].number_input(
-        T("model_tokens"), 1, limit, mg.MODEL_TOKENS, key="masks_tokens", help=T("model_tokens_help", limit=limit)
+    n = c[1].number_input(  # from 2: one token hides no key, and there would be nothing to check
+        T("model_tokens"), 2, limit, mg.MODEL_TOKENS, key="masks_tokens", help=T("model_tokens_help", limit=limit)
     )
     if name is None:
         return
     with ui.friendly_errors():
         tm = ui.cached_model(name)
-        args = (name, min(int(n), tm.max_len))
+        args = (name, view.model_tokens(tm, n))
         found = ui.remembered_job(lambda report: layer_masks(*args), label=T("model_working"), key=("masks", *args))
-        m = view.model_masks(tm, found, lang=LANG)
+        m = view.model_masks(tm, found, int(n), lang=LANG)
+        if m.cut:
+            st.info(m.cut)
         (st.success if m.ok else st.error)(m.check)
         if m.short:
             st.info(m.short)

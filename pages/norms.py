@@ -97,10 +97,12 @@ def pair_section(res: view.Results) -> None:
             layers, heads = view.shared_shape(tm_a, tm_b)
             layer = c[2].slider(T("layer"), 0, layers - 1, 0) if layers > 1 else 0
             head = c[3].slider(T("head"), 0, heads - 1, 0) if heads > 1 else 0
-            panel, truncated = view.pair(res, tm_a, tm_b, sentence, layer, head, lang=LANG)
-            if truncated:
-                st.info(T("truncated", n=tm_a.max_len))
+            panel, notes = view.pair(res, tm_a, tm_b, sentence, layer, head, lang=LANG)
+            if notes.truncated:
+                st.info(notes.truncated)
             ui.show(panel)
+            if notes.split:
+                st.caption(notes.split)
 
 
 def live_section(res: view.Results) -> None:  # no fragment: a click in one waits for its run, Stop must not

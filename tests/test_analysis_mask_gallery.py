@@ -6,11 +6,18 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
+from tokenizers import Tokenizer
 from torch.nn import functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from tx_explorer.analysis import mask_gallery as mg
 from tx_explorer.analysis.seeding import generator
+from tx_explorer.config import TransformerConfig
+from tx_explorer.errors import InputError
+from tx_explorer.families.text import TextModel
+from tx_explorer.models import WEIGHTS_DIR
+from tx_explorer.modules.transformer import CausalLM
+from tx_explorer.views import masks as view
 
 
 def reference(kind: str, n: int, **p) -> torch.Tensor:
@@ -78,6 +85,12 @@ def test_tokens_split_on_whitespace():
 
 def test_parse_sizes():
     assert mg.parse_sizes(" 3, 4;3 ", 10) == [3, 4, 3]
+
+
+@pytest.mark.parametrize("text", ["3，4，3", "3；4；3", "3、4、3", "3\u30004\u30003", "3， 4、 3"])
+def test_parse_sizes_takes_a_chinese_keyboards_separators(text):
+    """Full-width comma, semicolon, enumeration comma and space, as a Chinese keyboard types them."""
+    assert mg.parse_sizes(text, 10) == [3, 4, 3]
 
 
 @pytest.mark.parametrize(
@@ -170,3 +183,41 @@ def test_attention_is_very():
     ]
     with pytest.raises(ValueError, match="labels"):
         mg.visible_keys(mask, ["Attention", "is"])
+
+
+# A model's own masks, layer by layer -------------------------------------------------------------------------------
+CONTEXT = 32
+
+
+@pytest.fixture(scope="module")
+def small_lm() -> TextModel:
+    """A random two-layer causal model with tiny-gpt's tokenizer and a context of 32 tokens (tiny-gpt's is 128)."""
+    torch.manual_seed(0)
+    cfg = TransformerConfig(vocab_size=2048, max_len=CONTEXT, dim=32, num_layers=2, num_heads=4)
+    tokenizer = Tokenizer.from_file(str(WEIGHTS_DIR / "tiny-gpt" / "tokenizer.json"))
+    return TextModel(name="small", model=CausalLM(cfg).eval(), tokenizer=tokenizer, kind="causal", max_len=CONTEXT)
+
+
+def test_one_token_has_nothing_to_check_and_is_refused(small_lm):
+    """One token sees only itself: no layer hides a key, so "the largest hidden weight is 0" would pass unchecked."""
+    for ids in ([5], []):
+        with pytest.raises(InputError, match="at least 2 tokens") as refused:
+            mg.model_masks(small_lm, ids)
+        assert "至少需要 2 个 token" in refused.value.message("zh")
+
+
+def test_two_tokens_hide_a_key_and_the_check_passes(small_lm):
+    found = view.read_layers(small_lm, 2)
+    assert [layer.hidden for layer in found.layers] == [1, 1] and all(layer.max_hidden == 0.0 for layer in found.layers)
+    shown = view.model_masks(small_lm, found, 2)
+    assert shown.ok and "exactly 0" in shown.check and shown.cut is None
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_more_tokens_than_the_context_are_said_to_be_cut(small_lm, lang):
+    """Asked for 640 tokens, a model of context 32 reads 32: the page says so, naming both counts and the context."""
+    n = view.model_tokens(small_lm, 640)
+    assert n == CONTEXT and view.model_tokens(small_lm, 20) == 20
+    shown = view.model_masks(small_lm, view.read_layers(small_lm, n), 640, lang=lang)
+    assert shown.ok and all(str(v) in shown.cut for v in ("small", CONTEXT, 640)), shown.cut
+    assert view.model_masks(small_lm, view.read_layers(small_lm, 20), 20, lang=lang).cut is None

@@ -491,6 +491,14 @@ CASES: list[Case] = [
         empty=("error", "write the document lengths"),
         **{p: SIZES for p in ("100k", "control", "html", "markdown")},
     ),
+    Case(  # a Chinese keyboard's full-width comma, semicolon, enumeration comma and space separate the lengths
+        "masks",
+        "sizes-full-width",
+        ((W("text_input", "sizes_10"), "3，2；2、1\u30002"),),
+        "chart",
+        chart="block_diagonal_weights",
+        prepare=mask_tab("block_diagonal"),
+    ),
     *[  # each tab's numbers (only the open tab draws its inputs)
         Case("masks", f"{kind}-numbers-{n}", n, "chart", chart=f"{kind}_weights", prepare=mask_tab(kind))
         for kind in ("causal", "padding", "sliding_window", "prefix_lm")
@@ -570,6 +578,7 @@ CASES: list[Case] = [
         },
     ),
     Case("norms", "vector-arabic-digits", ((NORM_X, "٤ ٦ ٥ ٩ ٣ ٧"),), "chart", chart="norms_ln"),
+    Case("norms", "vector-full-width-separators", ((NORM_X, "4，6；5、9\u30003，7"),), "chart", chart="norms_ln"),
     *declared_cases(norms_view.IDENTITY, "norms_identity"),
     *declared_cases(norms_view.MLP, "norms_mlp_counts"),
     *text_cases(
@@ -1133,6 +1142,7 @@ OUT_OF_RANGE = [
         ("masks-prefix-beyond-n", lambda: mg.build_mask("prefix_lm", 10, prefix=11), "prefix must be an integer in"),
         ("masks-padding-beyond-n", lambda: mg.build_mask("padding", 10, length=11), "every length must lie in"),
         ("masks-no-tokens", lambda: masks.causal(0), "positive integer"),
+        ("masks-model-one-token", lambda: mg.model_masks(_lm(), [1]), "the check needs at least 2 tokens"),
         ("moe-top-k-above-experts", lambda: MoEConfig().replace(num_experts=4, top_k=5), "top_k must be between"),
         (
             "moe-no-experts",

@@ -21,6 +21,7 @@ def test_stacked_parts_are_shares_that_sum_to_one_and_keep_the_counts_for_hovers
     assert list(fig.data[1].customdata) == [3, 6] and fig.layout.barmode == "stack"
     raw = bars.stacked_parts(["m"], {"x": [1], "y": [3]}, share=False)
     assert [list(t.x) for t in raw.data] == [[1.0], [3.0]]
+    assert raw.layout.xaxis.tickformat is None and raw.layout.xaxis.exponentformat == "B"  # 1.5B, as the page writes
 
 
 def test_log_bars_use_a_log_axis_and_labelled_bars_keep_every_series():

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -13,6 +12,7 @@ from torch import Tensor
 
 from tx_explorer import masks
 from tx_explorer.analysis import heads
+from tx_explorer.analysis.norm_lab import list_items
 from tx_explorer.analysis.seeding import generator
 from tx_explorer.attention import AttentionSteps, attention_steps
 from tx_explorer.config import TransformerConfig
@@ -38,8 +38,8 @@ def tokens(text: str, max_tokens: int = MAX_TOKENS) -> list[str]:
 
 
 def parse_sizes(text: str, n: int) -> list[int]:
-    """Block sizes such as ``"3, 4, 3"``; they must be positive integers summing to ``n``."""
-    cells = [c for c in re.split(r"[,;\s]+", str(text)) if c]
+    """Block sizes such as ``"3, 4, 3"`` (or ``"3，4，3"``); they must be positive integers summing to ``n``."""
+    cells = list_items(text)
     if not cells:
         raise InputError("sizes_missing", n=n)
     try:
@@ -209,12 +209,18 @@ def model_masks(tm: TextModel, ids: Sequence[int]) -> ModelMasks:
     """Run ``tm`` (a causal text model) on ``ids`` one block at a time, through its own modules, and measure each
     layer's weights against the mask that layer applies: the stack's causal mask and the layer's own window.
 
-    One layer's maps are held at a time (memory linear in the layers)."""
+    One layer's maps are held at a time (memory linear in the layers).
+
+    Raises:
+        InputError: for fewer than 2 tokens (nothing hidden to check) or more than the model's context.
+    """
     model, cfg = tm.model, tm.config
     if tm.kind != "causal":
         raise ValueError(f"{tm.name} is not a causal language model")
     n = len(ids)
-    if not 1 <= n <= min(MAX_MODEL_TOKENS, tm.max_len):
+    if n < 2:  # one token sees only itself: no layer hides a key, and a verdict on no hidden key would pass vacuously
+        raise InputError("mask_check_tokens", count=n)
+    if n > min(MAX_MODEL_TOKENS, tm.max_len):
         raise InputError("context_exceeded", count=n, limit=min(MAX_MODEL_TOKENS, tm.max_len))
     device = next(model.parameters()).device
     x = model.embed(torch.tensor([list(ids)], device=device))  # (1, N, D)
@@ -236,7 +242,7 @@ def model_masks(tm: TextModel, ids: Sequence[int]) -> ModelMasks:
                 window=window,
                 theta=cfg.layer_theta(i) if cfg.positions == "rotary" else None,
                 reach=int(back[(a > 0).any(dim=0)].max()),
-                max_hidden=float(a[:, hidden].max()) if bool(hidden.any()) else 0.0,
+                max_hidden=float(a[:, hidden].max()),  # two tokens or more: the causal mask hides a key
                 hidden=int(hidden.sum()),
                 row_mean=float(sums.mean()),
                 row_min=float(sums.min()),

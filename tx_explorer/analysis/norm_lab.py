@@ -8,6 +8,7 @@ step, and MLP vs SwiGLU parameter counts.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -17,7 +18,7 @@ from torch import Tensor, nn
 
 from tx_explorer import masks
 from tx_explorer.analysis import params
-from tx_explorer.analysis.operator_lab import parse_matrix
+from tx_explorer.analysis.operator_lab import MAX_ABS
 from tx_explorer.analysis.seeding import randn, seeded_init
 from tx_explorer.config import TransformerConfig
 from tx_explorer.errors import InputError
@@ -149,13 +150,41 @@ class NormSteps:
     rms_out: Tensor  # γ ⊙ rms_hat (RMSNorm has no β)
 
 
+# What separates the numbers of a typed list: commas, semicolons and whitespace (the full-width space included), and
+# the full-width comma, semicolon and enumeration comma a Chinese keyboard types in their place.
+LIST_SEPARATORS = re.compile(r"[,;，；、\s]+")
+
+
+def list_items(text: str) -> list[str]:
+    """The items of a typed list such as ``"1, 2; 3"`` or ``"1，2、3"``."""
+    return [c for c in LIST_SEPARATORS.split(str(text)) if c]
+
+
 def parse_vector(text: str, name: str = "x", max_len: int = 64) -> Tensor:
-    """Numbers separated by spaces, commas or semicolons (one line or several) → ``[D]``.
+    """Numbers separated by spaces, commas or semicolons (ASCII or full-width, one line or several) → ``[D]``.
 
     Raises:
-        ValueError: naming the problem (empty, not a number, not finite, too long).
+        InputError: naming the vector and the number at fault (empty, not a number, not finite, too large, too
+            many numbers).
     """
-    return parse_matrix(" ".join(str(text).split()), name, max_side=max_len)[0]
+    items = list_items(text)
+    if not items:
+        raise InputError("vector_empty", name=name)
+    if len(items) > max_len:
+        raise InputError("vector_long", name=name, count=len(items), limit=max_len)
+    return torch.tensor([_entry(item, name, i) for i, item in enumerate(items, start=1)], dtype=torch.float64)
+
+
+def _entry(item: str, name: str, index: int) -> float:
+    try:
+        value = float(item)
+    except ValueError:
+        raise InputError("vector_not_a_number", name=name, index=index, cell=item[:20]) from None
+    if not math.isfinite(value):
+        raise InputError("vector_entry_not_finite", name=name, index=index)
+    if abs(value) > MAX_ABS:  # the operator's bound on a typed number: the box kept it when it read matrix rows
+        raise InputError("vector_too_large", name=name, index=index, limit=MAX_ABS, value=value)
+    return value
 
 
 def norm_steps(

@@ -218,7 +218,7 @@ KEPT: dict[str, tuple[Kept | Declared, ...]] = {
         Kept("sentence", Text(500), fragment=True),
         Kept("mask_seed", Whole(0, 10_000), fragment=True),
         Kept("masks_model", MODEL, fragment=True),
-        Kept("masks_tokens", Whole(1, 1024), fragment=True),  # mask_gallery.MAX_MODEL_TOKENS
+        Kept("masks_tokens", Whole(2, 1024), fragment=True),  # mask_gallery.MAX_MODEL_TOKENS
     ),
     "multihead": (
         Kept("mh_model", MODEL),

@@ -84,6 +84,11 @@ def first_windowed(names: Sequence[str], load: Callable[[str], TextModel]) -> st
     return next((n for n in names if load(n).config.layer_types is not None), None)
 
 
+def model_tokens(tm: TextModel, asked: int) -> int:
+    """How many of the ``asked`` tokens ``tm`` reads: no more than its context."""
+    return min(int(asked), tm.max_len)
+
+
 def read_layers(tm: TextModel, n: int) -> mg.ModelMasks:
     """:func:`mask_gallery.model_masks` on the first ``n`` tokens of the bundled held-out text."""
     return mg.model_masks(tm, atlas.corpus_ids(tm, n))
@@ -94,13 +99,15 @@ class ModelMasksView:
     ok: bool  # every hidden weight exactly 0, and no local layer reaching past its window
     check: str  # that verdict with its numbers
     short: str | None  # the text is too short to reach a window: said, with the window
+    cut: str | None  # fewer tokens read than asked (the model's context is shorter): said, with both counts
     sinks: str | None  # a model with learned sinks: its rows' sums measured, and the sink's share, in words
     panels: list[Panel]  # the shown layers' weights (the largest over heads, pooled)
     table: list[dict[str, str]]  # one row per layer
 
 
-def model_masks(tm: TextModel, r: mg.ModelMasks, *, lang: str = "en") -> ModelMasksView:
-    """:func:`mask_gallery.model_masks`' numbers for ``tm`` as the page shows them."""
+def model_masks(tm: TextModel, r: mg.ModelMasks, asked: int | None = None, *, lang: str = "en") -> ModelMasksView:
+    """:func:`mask_gallery.model_masks`' numbers for ``tm`` as the page shows them; ``asked``: the tokens the visitor
+    asked for, said when the model read fewer (:func:`model_tokens`)."""
     T, ax = texts(PAGE, lang), axes(lang)
     worst = max(layer.max_hidden for layer in r.layers)
     windowed = [layer for layer in r.layers if layer.window is not None]
@@ -126,6 +133,9 @@ def model_masks(tm: TextModel, r: mg.ModelMasks, *, lang: str = "en") -> ModelMa
     short = None
     if windowed and r.n <= windowed[0].window:
         short = T("model_short", n=r.n, window=windowed[0].window)
+    cut = None
+    if asked is not None and asked > r.n:
+        cut = T("model_cut", model=tm.name, context=f"{tm.max_len:,}", asked=f"{asked:,}", n=f"{r.n:,}")
     sinks = None
     if r.sinks:
         mean = sum(layer.row_mean for layer in r.layers) / len(r.layers)
@@ -169,4 +179,4 @@ def model_masks(tm: TextModel, r: mg.ModelMasks, *, lang: str = "en") -> ModelMa
         }
         for layer in r.layers
     ]
-    return ModelMasksView(ok, check, short, sinks, panels, table)
+    return ModelMasksView(ok, check, short, cut, sinks, panels, table)

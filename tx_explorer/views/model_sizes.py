@@ -63,8 +63,17 @@ def counted(cfg: dict, kind: str = "causal", decoder_layers: int | None = None) 
     return params.count_params(c, kind, decoder_layers), params.measure(params.build_on_meta(c, kind, decoder_layers))
 
 
+# A parameter count's units, largest first: M, B, T in both languages, as the lecture's table, the page's notes and the
+# comparison chart's logarithmic axis write them. (size, letter, decimals kept)
+UNITS = ((1e12, "T", 2), (1e9, "B", 2), (1e6, "M", 1))
+
+
 def fmt(n: float) -> str:
-    return f"{n / 1e9:.2f}B" if n >= 1e9 else f"{n / 1e6:.1f}M"
+    """A parameter count to read at a glance: ``"29"``, ``"124,439"``, ``"124.4M"``, ``"1.56B"``, ``"13.19T"``."""
+    for size, unit, decimals in UNITS:
+        if round(n / size, decimals) >= 1:  # 999,960,000 is 1.00B, not 1000.0M
+            return f"{n / size:.{decimals}f}{unit}"
+    return f"{round(n):,}"  # under a million: every digit
 
 
 def latex(lang: str = "en") -> str:
@@ -100,7 +109,7 @@ def lecture_table(count: Counter = counted, *, lang: str = "en") -> tuple[list[d
                     context=p.lecture_context,
                     params=fmt(p.lecture_params),
                 ),
-                T("col_published"): f"{fmt(p.published_params)} ({T(f'source_{row}')})",
+                T("col_published"): T("published_cell", params=fmt(p.published_params), source=T(f"source_{row}")),
                 T("col_config"): T(
                     f"config_{p.kind}",
                     layers=p.config.num_layers,

@@ -16,7 +16,7 @@ from tx_explorer.config import TransformerConfig
 from tx_explorer.families import variants as variants_family
 from tx_explorer.families.text import TextModel
 from tx_explorer.train import variants
-from tx_explorer.views import Panel, axes, corpus_note, texts
+from tx_explorer.views import Panel, axes, corpus_note, split_bytes_note, texts
 from tx_explorer.views.inputs import Choice, Number, Real, Section, Switch, Text
 from tx_explorer.viz import charts
 from tx_explorer.viz import norm_figures as vn
@@ -240,15 +240,25 @@ def identity(
     return demo, Panel("norms_identity", fig, np.stack(list(maps.values())))
 
 
+@dataclass(frozen=True)
+class PairNotes:
+    truncated: str | None  # the text was cut to the models' context: said, with the context
+    split: str | None  # what a token shown as \xNN is (a byte of a character the English tokenizer split)
+
+
 def pair(
     res: Results, a: TextModel, b: TextModel, sentence: str, layer: int = 0, head: int = 0, *, lang: str = "en"
-) -> tuple[Panel, bool]:
-    """One head of two trained variants (text models ``a``, ``b``) on the same sentence; (panel, truncated)."""
+) -> tuple[Panel, PairNotes]:
+    """One head of two trained variants (text models ``a``, ``b``) on the same sentence, and what to say under it."""
     T = texts(PAGE, lang)
     p = norm_lab.attention_pair(a, b, sentence, layer=layer, head=head)
     maps = {res.label(a.name, lang): p.a.numpy(), res.label(b.name, lang): p.b.numpy(), T("difference"): p.diff.numpy()}
     fig = vn.side_by_side(maps, row_labels=p.tokens, col_labels=p.tokens, diverging=[T("difference")], **axes(lang))
-    return Panel("norms_pair", fig, np.stack(list(maps.values()))), p.truncated
+    notes = PairNotes(
+        T("truncated", n=a.max_len) if p.truncated else None,
+        split_bytes_note(p.tokens, lang),  # Chinese typed to the variants' byte-level English tokenizer
+    )
+    return Panel("norms_pair", fig, np.stack(list(maps.values()))), notes
 
 
 def live_curves(res: Results, records: Records, *, lang: str = "en") -> tuple[Panel, str]:

@@ -85,7 +85,8 @@ def stacked_parts(
         )
     fig.update_xaxes(
         title=x_title or ("share of parameters" if share else "parameters"),
-        tickformat=".0%" if share else "~s",
+        tickformat=".0%" if share else None,
+        exponentformat="B",  # counts as 1.5B, the page's own notation (SI's "~s" writes 1.5G)
         automargin=True,
     )
     fig.update_yaxes(automargin=True)
