@@ -62,6 +62,8 @@ def test_a_reload_and_a_shared_link_keep_the_language_and_the_head(server, brows
         assert query(page).get("mh_model", "").startswith("smollm2")  # the page's default, written to the URL
         page.locator(".st-key-lang").get_by_text("中文", exact=True).click()
         wait_until_idle(page)
+        # A select box drawn in English shows its choice in 中文 now (it kept "Documentation sentence")
+        expect(page.locator(".st-key-mh_example input")).to_have_value(zh("multihead", "example_code"))
         page.locator(".st-key-mh_view").get_by_text(zh("multihead", "tab_head"), exact=True).click()
         wait_until_idle(page)
         pick(page, "mh_layer", LAYER)

@@ -156,6 +156,20 @@ def _window(T: Any, cfg: Any) -> str:
     return T("arch_window_local", window=cfg.sliding_window, n=len(local), full=full)
 
 
+def _relabel_choices() -> None:
+    """Every kept choice assigned its own value again, as the language changes.
+
+    A selectbox or multiselect keeps showing the labels it was drawn with when only its ``format_func`` changes (a
+    page switched to 中文 still read "None" where its options said 无); a value assigned through Session State is sent
+    to the browser again, in the new labels. Only plain values are assigned: a button's, an upload's or a data
+    editor's state cannot be (Streamlit refuses it), and it has no label to change."""
+    plain = (str, int, float)
+    for key, value in list(st.session_state.items()):
+        items = value if isinstance(value, list | tuple) else [value]
+        if key != "lang" and all(isinstance(v, plain) and not isinstance(v, bool) for v in items):
+            st.session_state[key] = value
+
+
 def sidebar() -> None:
     """Language switch, compute device and torch version (shown on every page). The language comes from the URL
     when a reload or a shared link brings one (:mod:`~tx_explorer.ui.url_state`)."""
@@ -168,6 +182,7 @@ def sidebar() -> None:
             format_func=locales.LANGUAGES.get,
             key="lang",
             horizontal=True,
+            on_change=_relabel_choices,
         )
         dev = device()
         name = f"CUDA ({torch.cuda.get_device_name(dev)})" if dev.type == "cuda" else "CPU"
