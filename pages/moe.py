@@ -116,22 +116,24 @@ def heldout_section(bundle: view.MoEBundle) -> None:
 
 @st.fragment
 def checkpoint_section() -> None:
-    """5. A checkpoint with routed experts (gpt-oss): the held-out section's statistics on one text."""
+    """5. A model with routed experts (tiny-moe, gpt-oss): the held-out section's statistics on one text."""
     if not (box := ui.lazy_section(T, "ckpt", key="moe_open_ckpt", intro=False)):
         return
     with box, ui.friendly_errors():
         st.markdown(T("ckpt_intro", tokens=view.CHECKPOINT_TOKENS))
         if not (routed := view.routed_checkpoints()):
             st.info(T("ckpt_none"))
-        st.session_state.setdefault("moe_ckpt_model", next(iter(routed), ui.FOLDER))  # the first with experts
-        if (name := ui.text_model_picker(T("ckpt_model"), "moe_ckpt_model", kind="causal")) is None:
+        bundled = models.available_models("moe")  # tiny-moe: routed experts at no download, the first choice
+        st.session_state.setdefault("moe_ckpt_model", next(iter([*bundled, *routed]), ui.FOLDER))
+        name = ui.text_model_picker(T("ckpt_model"), "moe_ckpt_model", kind="causal", extra=bundled)
+        if name is None:
             return
-        tm = ui.cached_model(name)
-        if not view.has_experts(tm):
+        model = ui.cached_model(name)
+        if not view.has_experts(model):
             st.info(T("ckpt_dense"))
             return
         text = st.text_area(T("ckpt_text", tokens=view.CHECKPOINT_TOKENS), key="moe_ckpt_text", max_chars=20_000)
-        job = lambda report: view.checkpoint(tm, text, lang=LANG)  # noqa: E731
+        job = lambda report: view.checkpoint(model, text, lang=LANG)  # noqa: E731
         shown = ui.remembered_job(job, label=T("ckpt_working"), key=("moe_ckpt", name, text, LANG))
         st.markdown(shown.about)
         show_statistics(shown.statistics)

@@ -110,7 +110,9 @@ if source == "sample":
 picture, mask = view.sample(clf, label, seed)
 notes = ()
 if source == "upload":
-    upload = st.file_uploader(T("upload"), type=view.UPLOAD_TYPES, help=T("upload_help", **view.UPLOAD_LIMITS))
+    upload = ui.file_uploader(
+        T("upload"), types=view.UPLOAD_TYPES, key="vit_upload", lang=LANG, help=T("upload_help", **view.UPLOAD_LIMITS)
+    )
     if upload is None:
         st.info(T("upload_hint"))
     else:
@@ -118,8 +120,7 @@ if source == "upload":
         with ui.friendly_errors():
             loaded = view.load_image(upload.getvalue())
             picture, notes, mask = loaded.image, view.image_notes(loaded, lang=LANG), None
-            w, h = loaded.original_size
-            st.caption(T("loaded", format=loaded.format, mode=loaded.original_mode, w=w, h=h))
+            st.caption(view.loaded_caption(loaded, lang=LANG))
         if picture is None:
             st.stop()
 picture, pixels = view.model_input(clf, picture)
@@ -134,7 +135,7 @@ with c[2]:
 if source == "upload":  # an upload measured against held-out shapes before its answer is read
     ref = ui.once_per_server(lambda _: view.reference(clf), label=T("reference_working"), key=("vit_reference", name))
     if verdict := view.familiar(clf, ref, pixels, lang=LANG):  # None for a model of other classes
-        (st.warning if verdict.far else st.info)(verdict.text)
+        (st.warning if verdict.warn else st.info)(verdict.text)
 c = st.columns(2)  # the patch shown in section 2 and queried in section 3
 row = c[0].slider(T("patch_row"), 0, cfg.grid - 1, cfg.grid // 2)
 col = c[1].slider(T("patch_col"), 0, cfg.grid - 1, cfg.grid // 2)

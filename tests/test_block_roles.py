@@ -82,3 +82,17 @@ def test_the_default_token_to_change_is_a_whole_word(tiny):
     assert tokens[2] == "at"
     assert tokens[view.whole_word(tiny, text)] == "▁on"
     assert view.whole_word(tiny, "The module", start=1) == 1  # "▁module" ends the text: a whole word
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_changed_token_and_the_block_are_counted_from_zero_in_words(tiny, lang):
+    """A student's review: "改动第 3 个 token" and "第 5 个 block" read as the third and the fifth, but the indices
+    count from 0 (token 3 of "<bos> 今天 天气 很好" is the fourth)."""
+    pv = view.probe(tiny, "The cat sat on the mat.", 3, 1, lang=lang)
+    title = pv.bars.figure.layout.title.text
+    said = {
+        "en": ("the token at position 3", "block 1", "counted from 0"),
+        "zh": ("位置 3 的 token", "block 1", "从 0 数起"),
+    }[lang]
+    assert all(s in title for s in said), title
+    assert said[0 if lang == "en" else 2] in pv.verdict and "第 3 个" not in pv.verdict and "第 1 个" not in title

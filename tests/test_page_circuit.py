@@ -4,6 +4,7 @@ a recomputation from the shipped weights, the checkpoint slider, and the live ru
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import pytest
 import torch
@@ -125,3 +126,38 @@ def test_a_previous_token_score_the_same_to_the_digits_shown_is_said_to_stay(lan
     record["previous"][2] = 0.3
     moved = view._phase_words(T, record, 100)
     assert T("previous_moved", before="0.18", after="0.30") in moved
+
+
+def _replayed(bundle: circuit.CircuitBundle, every: float = 0.5) -> view.Records:
+    """The shipped record as a live run's records, one every ``every`` seconds."""
+    r = bundle.record
+    fields = ("step", "loss_first", "loss_second", "induction", "previous")
+    return [(every * i, trainer.Record(train_loss=0.0, **{k: r[k][i] for k in fields})) for i in range(len(r["step"]))]
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_live_caption_says_the_phase_change_once_and_its_label_clears_the_curves(bundle, lang):
+    """A student's review of seed 5: "相变出现在 25 秒时（第 1350 步）。 相变出现在第 1350 步：…", ending "see
+    below" where nothing followed, and the chart's label "相变：第 1350 步" sat on the first copy's loss curve."""
+    records = _replayed(bundle)
+    panel, caption = view.live_curves(records, lang=lang)
+    phase = view.live_phase(records)
+    seconds = f"{next(t for t, r in records if r.step == phase):.0f}"
+    said = {
+        "en": f"Phase change after {seconds} s, at step {phase}: ",
+        "zh": f"相变出现在训练 {seconds} 秒时（第 {phase} 步）：",
+    }
+    assert caption.startswith(said[lang]) and caption.count({"en": "Phase change", "zh": "相变出现在"}[lang]) == 1
+    assert "see below" not in caption and "见下文" not in caption and "。 " not in caption
+    assert {"en": "see section 2", "zh": "见第 2 节"}[lang] in view.formation(bundle, lang=lang).verdict
+    (label,) = panel.figure.layout.annotations
+    assert label.yref == "paper" and label.y == 1 and label.yanchor == "bottom"  # above the plot area
+    assert panel.figure.layout.margin.t >= 30  # room for it
+
+
+def test_chinese_per_cent_has_no_space_before_the_sign(bundle):
+    """ "（低于 50 %）" and "0 % 的窗口": the Chinese locale writes 50%."""
+    f = view.formation(bundle, lang="zh")
+    shown = [f.verdict, f.settings, view.k_composition(bundle, lang="zh").verdict]
+    assert all("%" in s and not re.search(r"\d %", s) for s in shown), shown
+    assert re.search(r"\d %", view.k_composition(bundle).verdict)  # English keeps its space

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import assert_clean, open_page, plotly_specs
-from tx_explorer import models
+from tx_explorer import locales, models
 from tx_explorer.analysis import spread
 from tx_explorer.bundle import WEIGHTS_DIR
 
@@ -152,3 +152,33 @@ def test_a_typed_chinese_sentence_says_what_its_byte_tokens_are():
         assert caption.startswith(locales.text("moe", "gates_caption", lang))
         assert locales.text("common", "split_bytes", lang) in caption
     assert view.typed(sentence="the cat sat").caption == locales.text("moe", "gates_caption")
+
+
+@needs_model
+def test_the_checkpoint_section_offers_tiny_moe_first_and_routes_it():
+    """A student's review: the picker "model with routed experts" offered only dense models (smollm2, gemma3,
+    tiny-gpt); the bundled tiny-moe (E = 8, k = 2) was missing."""
+    at = open_page("moe", moe_open_ckpt=True)
+    assert_clean(at)
+    picker = at.selectbox(key="moe_ckpt_model")
+    assert "tiny-moe" in picker.options and picker.value == "tiny-moe"
+    assert locales.text("moe", "ckpt_dense") not in [i.value for i in at.info]
+    about = next(m.value for m in at.markdown if "experts per block" in m.value)
+    cfg = models.load_model("tiny-moe").config
+    assert f"E = {cfg.num_experts} experts per block, k = {cfg.top_k} per token" in about
+    assert f"trained with capacity factor {cfg.capacity_factor:g}" in about
+    titles = [s["layout"].get("title", {}).get("text", "") for s in plotly_specs(at)]
+    assert locales.text("moe", "cooc_title") in titles and locales.text("moe", "load_title") in titles
+
+
+@needs_model
+def test_chinese_brackets_and_commas_are_full_width():
+    """ "ln E = 2.08 (均匀)" and "(第一, 第二) 专家对的计数" mixed ASCII punctuation into Chinese."""
+    from tx_explorer.views import moe as view
+
+    shown = view.checkpoint(models.load_model("tiny-moe"), "The cat sat on the mat.", lang="zh")
+    line = next(a.text for a in shown.statistics.entropy.figure.layout.annotations if a.text.startswith("ln E"))
+    assert line == f"ln E = {np.log(models.load_model('tiny-moe').config.num_experts):.2f}（均匀）"
+    assert locales.text("moe", "cooc_caption", "zh").startswith("（第一，第二）专家对")
+    english = view.checkpoint(models.load_model("tiny-moe"), "The cat sat on the mat.").statistics.entropy.figure
+    assert any(a.text.endswith(" (uniform)") for a in english.layout.annotations)

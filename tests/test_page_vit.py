@@ -13,12 +13,13 @@ import pytest
 from PIL import Image
 
 from tests.conftest import assert_clean, open_page, plotly_specs
-from tx_explorer import models
+from tx_explorer import locales, models
 from tx_explorer.analysis import vit_lab
 from tx_explorer.bundle import WEIGHTS_DIR
 from tx_explorer.views import vision_transformer as view
 
 SECTIONS = ("vit_open_patch", "vit_open_pos", "vit_open_shuffle")  # open on demand (lazy expanders)
+SECTION_ORDER = ("input", "patch", "attn", "pool", "pos", "shuffle")  # as pages/vision_transformer.py draws them
 
 
 @pytest.fixture(scope="module")
@@ -148,10 +149,10 @@ def test_an_upload_far_from_the_shapes_is_flagged_and_a_shape_is_not(shapes_mode
     clf, ref = shapes_model
     _, photo = view.model_input(clf, _photo_like(64))
     far = view.familiar(clf, ref, photo, lang=lang)
-    assert far.far and f"{vit_lab.familiarity(clf, ref, photo).half_tones:.0%}" in far.text
+    assert far.warn and f"{vit_lab.familiarity(clf, ref, photo).half_tones:.0%}" in far.text
     _, shape = view.model_input(clf, view.sample(clf, 3, 7)[0])
     near = view.familiar(clf, ref, shape, lang=lang)
-    assert not near.far and str(ref.images) in near.text
+    assert not near.warn and str(ref.images) in near.text
     assert view.familiar(clf, None, photo) is None  # a model of other classes has no shapes to compare with
 
 
@@ -216,3 +217,101 @@ def test_what_the_loader_did_is_said_in_the_pages_language():
     loaded = view.load_image(buffer.getvalue())
     assert view.image_notes(loaded) == ["transparency composited over white"]
     assert view.image_notes(loaded, lang="zh") == ["透明部分已合成到白色背景上"]
+
+
+def _png(image: Image.Image) -> bytes:
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def _around(value: float, below: int, n: int = 100) -> np.ndarray:
+    """``n`` made-up held-out values, ``below`` of them just under ``value`` and the rest just over."""
+    return np.concatenate([np.full(below, value - 0.01), np.full(n - below, value + 0.01)])
+
+
+def _reference(f: vit_lab.Familiarity, top_below: int = 50) -> vit_lab.Reference:
+    """Held-out shapes made up around a picture's measures (none classified): the verdict's bounds known."""
+    return vit_lab.Reference(100, _around(f.top, top_below), _around(f.entropy, 50), _around(f.half_tones, 50))
+
+
+@pytest.fixture(scope="module")
+def avg_model():
+    return models.load_model("vit-shapes-avg")
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_picture_without_contrast_is_said_to_show_nothing(avg_model, lang):
+    """A student's review: a solid red upload reached vit-shapes-avg as an all-black input, 26 % top probability and
+    1.71 nats (max ln 6 = 1.79), and was called "within what these models know"."""
+    _, pixels = view.model_input(avg_model, view.load_image(_png(Image.new("RGB", (3, 2), (255, 0, 0)))).image)
+    f = vit_lab.familiarity(avg_model, _reference_of_one(), pixels)
+    assert f.blank and f.contrast == 0.0 and f.half_tones == 0.0
+    verdict = view.familiar(avg_model, _reference(f), pixels, lang=lang)  # its confidence that of a shape here
+    assert verdict.warn and {"en": "**Nothing to see.**", "zh": "**没有可看的内容**"}[lang] in verdict.text
+    assert {"en": "Within what", "zh": "范围之内"}[lang] not in verdict.text
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_confidence_in_the_outer_tail_is_unusual_and_the_bounds_are_stated(avg_model, lang):
+    """A picture less confident than 97 % of the held-out shapes is not called familiar: it is unusual (beyond their
+    95 %, within their 99 %), and each measure's bounds are in the text with their numbers."""
+    _, pixels = view.model_input(avg_model, view.sample(avg_model, 3, 7)[0])
+    f = vit_lab.familiarity(avg_model, _reference_of_one(), pixels)
+    ref = _reference(f, top_below=3)
+    g = vit_lab.familiarity(avg_model, ref, pixels)
+    assert g.below["top"] == 0.03 and g.beyond(vit_lab.USUAL) == ["top"] and not g.beyond(vit_lab.FAR)
+    verdict = view.familiar(avg_model, ref, pixels, lang=lang)
+    assert (
+        verdict.warn and {"en": "**Unusual for these models**", "zh": "**对这些模型来说不寻常**"}[lang] in verdict.text
+    )
+    assert {"en": "shapes in top probability.", "zh": "：最高概率超出了 95% 的"}[lang] in verdict.text
+    assert (
+        f"{np.quantile(ref.top, 0.05):.0%}" in verdict.text and f"{np.quantile(ref.entropy, 0.99):.2f}" in verdict.text
+    )
+    assert not view.familiar(avg_model, _reference(f), pixels, lang=lang).warn  # in the middle of the shapes' range
+
+
+def _reference_of_one() -> vit_lab.Reference:
+    return vit_lab.Reference(1, np.ones(1), np.zeros(1), np.zeros(1))
+
+
+@pytest.mark.parametrize("name", ["vit-shapes", "vit-shapes-avg"])
+def test_the_causal_mask_sentence_orders_the_tokens_of_the_chosen_model(name):
+    """vit-shapes-avg has no [CLS]: its sentence said "[CLS] first, then the patches row by row"."""
+    clf = models.load_model(name)
+    result = vit_lab.CausalMask(images=300, chance=1 / 6, accuracy=(0.9, 0.5), agree=0.6)
+    has_cls = bool(clf.model.num_prefix)
+    for lang, cls_first, rows in (("en", "[CLS] first", "row by row"), ("zh", "[CLS] 在前", "逐行排列")):
+        text = view.causal_text(result, clf, lang=lang)
+        assert (cls_first in text) == has_cls and rows in text
+    assert "the model it never trained with" not in view.causal_text(result, clf)
+
+
+MODE_WORDS = {  # PIL's code → what the page says, in English and Chinese
+    "L": ("greyscale", "灰度"),
+    "LA": ("greyscale with transparency", "带透明度的灰度"),
+    "RGBA": ("RGB with transparency", "带透明度的 RGB 彩色"),
+    "P": ("palette (a table of up to 256 colours)", "调色板（最多 256 种颜色的色表）"),
+    "1": ("black and white (1 bit per pixel)", "黑白二值（每像素 1 位）"),
+}
+
+
+@pytest.mark.parametrize("mode", sorted(MODE_WORDS))
+def test_colour_modes_are_named_in_words(mode):
+    """PIL's codes ("mode L", "- L converted to RGB") meant nothing to a student."""
+    loaded = view.load_image(_png(Image.new(mode, (8, 8))))
+    en, zh = MODE_WORDS[mode]
+    assert view.loaded_caption(loaded) == f"Read a PNG file: 8×8 pixels, mode {en}."
+    assert view.loaded_caption(loaded, lang="zh") == f"读取到 PNG 文件：8×8 像素；颜色模式：{zh}。"
+    if mode in ("L", "1"):  # converted without a note of its own
+        assert view.image_notes(loaded) == [f"{en} converted to RGB"]
+        assert view.image_notes(loaded, lang="zh") == [f"{zh}已转换为 RGB"]
+    assert view.loaded_caption(view.load_image(_png(Image.new("I;16", (8, 8))))).endswith("mode 16-bit greyscale.")
+
+
+def test_the_sections_are_numbered_in_page_order_in_both_languages():
+    """Pooling sat unnumbered between 3 and "4 · Position embeddings"."""
+    for lang in ("en", "zh"):
+        headers = [locales.text("vision_transformer", f"{s}_header", lang) for s in SECTION_ORDER]
+        assert [h.split(" · ")[0] for h in headers] == [str(i) for i in range(1, len(headers) + 1)], headers

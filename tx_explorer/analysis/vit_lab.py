@@ -203,7 +203,10 @@ def shuffle_held_out(classifier: ImageClassifier, n: int = 300, batch: int = 100
 
 
 HALF_TONE = (0.2, 0.8)  # contrast with the paper: below is paper, above is ink, between is neither
-FAR = 0.99  # a picture beyond this quantile of the held-out shapes (or below 1 − it, for the top probability) is far
+# A picture beyond these quantiles of the held-out shapes on any measure (the top probability: below 1 − them) is
+# unusual, resp. far: 5 % of real shapes are unusual on each measure by construction, 1 % far.
+USUAL = 0.95
+FAR = 0.99
 
 
 @dataclass(frozen=True)
@@ -217,15 +220,16 @@ class Reference:
     half_tones: np.ndarray  # [n]
 
 
-def _scores(classifier: ImageClassifier, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """(top probability, entropy, half-tone share) of each normalised picture in ``x [B, 3, S, S]``."""
+def _scores(classifier: ImageClassifier, x: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """(top probability, entropy, half-tone share, strongest contrast) of each normalised picture in
+    ``x [B, 3, S, S]``."""
     p = torch.softmax(classifier.model(x).float(), -1)
     entropy = -(p * p.clamp_min(1e-12).log()).sum(-1)
     mean = torch.tensor(classifier.mean, device=x.device)[:, None, None]
     std = torch.tensor(classifier.std, device=x.device)[:, None, None]
     v = (x * std + mean).amax(dim=1)  # (B, S, S): the strongest channel's contrast, 0 paper … 1 ink
     half = ((v > HALF_TONE[0]) & (v < HALF_TONE[1])).float().mean(dim=(1, 2))
-    return p.amax(-1).cpu(), entropy.cpu(), half.cpu()
+    return p.amax(-1).cpu(), entropy.cpu(), half.cpu(), v.amax(dim=(1, 2)).cpu()
 
 
 @torch.no_grad()
@@ -233,7 +237,7 @@ def reference(classifier: ImageClassifier, n: int = 300, batch: int = 100) -> Re
     """:class:`Reference` over ``n`` held-out shapes (seconds: the page computes it once per server)."""
     images, _ = held_out_shapes(n, classifier.model.cfg.image_size)
     parts = [_scores(classifier, classifier.to_tensor(images[i : i + batch])) for i in range(0, n, batch)]
-    top, entropy, half = (torch.cat(t).numpy() for t in zip(*parts))
+    top, entropy, half, _ = (torch.cat(t).numpy() for t in zip(*parts))
     return Reference(n, top, entropy, half)
 
 
@@ -244,21 +248,35 @@ class Familiarity:
     top: float
     entropy: float
     half_tones: float
+    contrast: float  # the strongest contrast with the paper in the model's input, 0 … 1
     below: dict[str, float]  # "top", "entropy", "half_tones" → share of the reference ≤ the picture's value
-    far: bool  # beyond the held-out pictures' FAR quantile on any of the three (top probability: below 1 − FAR)
+
+    @property
+    def blank(self) -> bool:
+        """No pixel stands out from the paper even as a half-tone: the model receives nothing to see."""
+        return self.contrast <= HALF_TONE[0]
+
+    def beyond(self, quantile: float) -> list[str]:
+        """The measures on which the picture lies beyond the held-out pictures' ``quantile`` (top probability:
+        below their ``1 − quantile``), in the order "half_tones", "top", "entropy"."""
+        out = {
+            "half_tones": self.below["half_tones"] > quantile,
+            "top": self.below["top"] < 1 - quantile,
+            "entropy": self.below["entropy"] > quantile,
+        }
+        return [m for m, flagged in out.items() if flagged]
 
 
 @torch.no_grad()
 def familiarity(classifier: ImageClassifier, ref: Reference, pixels: np.ndarray) -> Familiarity:
     """How unlike the held-out shapes a picture (``[S, S, 3]`` uint8 at the model's size) is, measured three ways."""
-    top, entropy, half = (float(t[0]) for t in _scores(classifier, classifier.to_tensor(pixels)))
+    top, entropy, half, contrast = (float(t[0]) for t in _scores(classifier, classifier.to_tensor(pixels)))
     below = {
         "top": float(np.mean(ref.top <= top)),
         "entropy": float(np.mean(ref.entropy <= entropy)),
         "half_tones": float(np.mean(ref.half_tones <= half)),
     }
-    far = below["top"] < 1 - FAR or below["entropy"] > FAR or below["half_tones"] > FAR
-    return Familiarity(top, entropy, half, below, far)
+    return Familiarity(top, entropy, half, contrast, below)
 
 
 @dataclass(frozen=True)
@@ -358,7 +376,7 @@ class CausalMask:
 @torch.no_grad()
 def causal_mask(classifier: ImageClassifier, n: int = 300, seed: int = CAUSAL_SEED, batch: int = 100) -> CausalMask:
     """§7.2 "a ViT needs no causal mask": the trained model evaluated with a lower-triangular mask over its tokens
-    ([CLS] first, then patches row by row), which it never saw in training."""
+    ([CLS] first where the model has one, then the patches row by row), which it never saw in training."""
     model = classifier.model
     images, _, labels = shapes.make_dataset(n, seed=seed, size=model.cfg.image_size)
     causal = masks.causal(model.num_prefix + model.cfg.num_patches)  # (T, T)

@@ -24,7 +24,7 @@ MAX_PIXELS = 25_000_000  # e.g. 5000 × 5000; a photo from a phone is ~12 MP
 EXIF_ORIENTATION = 0x0112
 
 
-Note = tuple[str, dict[str, object]]  # ("note_palette", {}), ("note_animated", {"frames": 3}): key and fields
+Note = tuple[str, dict[str, object]]  # ("note_palette", {}), ("note_converted", {"mode": "L"}): key and fields
 
 
 @dataclass(frozen=True)

@@ -70,6 +70,7 @@ __all__ = [
     "cached_model",
     "device",
     "escape_markdown",
+    "file_uploader",
     "first_visit",
     "fold_again",
     "friendly_errors",

@@ -85,15 +85,21 @@ def formation(bundle: CircuitBundle, *, lang: str = "en") -> Formation:
     return Formation(panel, _phase_words(T, record, phase), settings)
 
 
-def _phase_words(T: Callable[..., str], record: dict[str, list], phase: int | None) -> str:
+def _phase_words(
+    T: Callable[..., str], record: dict[str, list], phase: int | None, seconds: float | None = None
+) -> str:
+    """Where the phase change is and what moved there; ``seconds``: a live run's time to it, said in the same
+    sentence."""
     if phase is None:
         return T("no_phase", ratio=f"{100 * ind.PHASE_RATIO:.0f}")
     i = record["step"].index(phase)
+    when = T("phase_at", step=phase) if seconds is None else T("phase_after", step=phase, seconds=f"{seconds:.0f}")
     before = max(0, i - 1)
     # "from 0.18 to 0.18" read as a change: a score the same to the digits shown is said to stay
     prev_before, prev_after = (f"{record['previous'][j]:.2f}" for j in (before, i))
     return T(
         "phase_verdict",
+        when=when,
         step=phase,
         first=f"{record['loss_first'][i]:.2f}",
         second=f"{record['loss_second'][i]:.2f}",
@@ -141,9 +147,10 @@ def step_maps(bundle: CircuitBundle, step: int, *, lang: str = "en") -> StepMaps
     return StepMaps(Panel("circuit_maps", fig, np.stack(list(names.values()))), caption)
 
 
-def _percent(change: float) -> str:
-    """A signed change in per cent, with a real minus sign: "−96 %", "+4 %"."""
-    return f"{100 * change:+.0f} %".replace("-", "−")
+def _percent(change: float, lang: str) -> str:
+    """A signed change in per cent, with a real minus sign: "−96 %", "+4 %" ("−96%" in Chinese, as its locale
+    writes per cent)."""
+    return f"{100 * change:+.0f}{'' if lang == 'zh' else ' '}%".replace("-", "−")
 
 
 @dataclass(frozen=True)
@@ -178,7 +185,7 @@ def k_composition(bundle: CircuitBundle, *, lang: str = "en") -> Composition:
         induction=f"L{il}H{ih}",
         before=f"{k.induction_before:.2f}",
         after=f"{k.induction_after:.2f}",
-        change=_percent(-k.induction_drop),
+        change=_percent(-k.induction_drop, lang),
         second=f"{k.clean.loss_second:.2f}",
         second_after=f"{k.ablated.loss_second:.2f}",
         first=f"{k.clean.loss_first:.2f}",
@@ -288,7 +295,7 @@ def live_curves(records: Records, *, lang: str = "en") -> tuple[Panel, str]:
     if phase is None:
         return panel, T("live_waiting", step=record["step"][-1], seconds=f"{records[-1][0]:.0f}")
     seconds = next(t for t, r in records if r.step == phase)
-    return panel, T("live_phase", step=phase, seconds=f"{seconds:.0f}") + " " + _phase_words(T, record, phase)
+    return panel, _phase_words(T, record, phase, seconds)
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """Mixture of Experts page (lecture §8.4): cost (parameters ×E, compute ×k), dense vs MoE curves, the experts of
 typed text, held-out routing statistics per layer, and the same statistics for a checkpoint with routed experts
-(gpt-oss)."""
+(tiny-moe, gpt-oss)."""
 
 from __future__ import annotations
 
@@ -346,7 +346,7 @@ def layer(bundle: MoEBundle, table: routing.RoutingTable, *, lang: str = "en") -
     return cooccurrence(table, lang=lang), rows
 
 
-# ---- a checkpoint's routed experts (gpt-oss): the held-out section's statistics on one text --------------------------
+# ---- a model's routed experts (tiny-moe, gpt-oss): the held-out section's statistics on one text --------------------
 CHECKPOINT_TOKENS = 128  # the default text: the bundled corpus's first tokens
 CHECKPOINT_LIMIT = 512  # tokens of a typed text routed at most (a real gpt-oss is billions of parameters on a CPU)
 CHECKPOINT_KEY = "moe_ckpt"  # its panels' keys, apart from the held-out section's
@@ -366,10 +366,10 @@ def routed_checkpoints() -> dict[str, str]:
     return found
 
 
-def has_experts(tm: TextModel) -> bool:
-    """Whether the model's MLPs are routed experts (its config's ``mlp``, as :func:`~tx_explorer.modules.block.make_mlp`
-    builds them)."""
-    return tm.config.mlp == "experts"
+def has_experts(model: TextModel | MoEBundle) -> bool:
+    """Whether the model's MLPs are routed experts: the bundled MoE, or a checkpoint whose config's ``mlp`` is
+    ``"experts"`` (as :func:`~tx_explorer.modules.block.make_mlp` builds them, gpt-oss)."""
+    return isinstance(model, MoEBundle) or model.config.mlp == "experts"
 
 
 @dataclass(frozen=True)
@@ -379,11 +379,12 @@ class Checkpoint:
     statistics: Statistics
 
 
-def checkpoint(tm: TextModel, text: str = "", *, lang: str = "en") -> Checkpoint:
+def checkpoint(model: TextModel | MoEBundle, text: str = "", *, lang: str = "en") -> Checkpoint:
     """Route ``text`` (empty: the first :data:`CHECKPOINT_TOKENS` tokens of the bundled corpus) through a model with
     routed experts (:func:`has_experts`; another has no router records, a LookupError), and every layer's statistics
     as the held-out section computes them, without a drop rate: the model routes without a capacity."""
-    T, cfg = texts(PAGE, lang), tm.config
+    T = texts(PAGE, lang)
+    tm = model.text if isinstance(model, MoEBundle) else model
     words = []
     if text.strip():
         enc = tm.encode(text, limit=CHECKPOINT_LIMIT)
@@ -393,8 +394,10 @@ def checkpoint(tm: TextModel, text: str = "", *, lang: str = "en") -> Checkpoint
     else:
         ids = atlas.corpus_ids(tm, min(CHECKPOINT_TOKENS, tm.max_len))
     tables = routing.routing_tables(tm.maps(ids))
-    k = cfg.experts_per_token
-    words.append(T("ckpt_about", e=cfg.num_experts, k=k, layers=len(tables), tokens=len(ids), assignments=len(ids) * k))
+    e, k = tables[0].num_experts, tables[0].top_k  # as routed: the bundle's TextModel config holds no experts
+    words.append(T("ckpt_about", e=e, k=k, layers=len(tables), tokens=len(ids), assignments=len(ids) * k))
+    if isinstance(model, MoEBundle) and model.config.capacity_factor is not None:  # trained with one, run without
+        words.append(T("ckpt_trained_capacity", factor=f"{model.config.capacity_factor:g}"))
     about = sentences(words, lang)
     return Checkpoint(about, tables, statistics(tables, key=CHECKPOINT_KEY, lang=lang))
 
@@ -402,7 +405,7 @@ def checkpoint(tm: TextModel, text: str = "", *, lang: str = "en") -> Checkpoint
 # The sections with a fixed set of inputs (widget keys <prefix>_<name>): the cost of E experts with top-k (on the
 # page, of the bundled model's config), the training curves' axis, the typed text, the held-out statistics' capacity
 # factor. The held-out section's layer picker stays plain: its options are the bundle's layers; so does the checkpoint
-# section: its model is the visitor's pick, none by default.
+# section: its model is the visitor's pick, tiny-moe by default.
 COST = Section(
     PAGE,
     "moe_cost",

@@ -13,7 +13,7 @@ from tx_explorer.analysis import vit_lab
 from tx_explorer.data import images, shapes
 from tx_explorer.families.images import FRAME_FILL, Classification, ImageClassifier, frame_object
 from tx_explorer.modules.vit import sincos_2d_table
-from tx_explorer.views import Panel, sentences, texts
+from tx_explorer.views import Panel, listed, sentences, texts
 from tx_explorer.viz import vit as vitviz
 
 PAGE = "vision_transformer"
@@ -31,10 +31,42 @@ LATEX = {
 load_image = images.load_image  # bytes of an upload -> LoadedImage (clear errors for broken or huge files)
 
 
+# PIL's mode codes ("L", "P", "I;16", …) → the words the page names them with (its locale's mode_<word>)
+MODES = {
+    "1": "bilevel",
+    "L": "grey",
+    "LA": "grey_alpha",
+    "La": "grey_alpha",
+    "I;16": "grey16",
+    "I;16L": "grey16",
+    "I;16B": "grey16",
+    "I;16N": "grey16",
+    "I": "grey32",
+    "F": "float",
+    "P": "palette",
+    "PA": "palette_alpha",
+    "RGB": "rgb",
+    "RGBA": "rgba",
+    "RGBa": "rgba",
+    "CMYK": "cmyk",
+}
+
+
+def _mode(code: str, T) -> str:
+    """A PIL mode in words ("L": greyscale); a code without words, as PIL names it."""
+    return T(f"mode_{MODES[code]}") if code in MODES else T("mode_other", mode=code)
+
+
+def loaded_caption(loaded: images.LoadedImage, *, lang: str = "en") -> str:
+    """What was read: the format, the size as stored and the colour mode in words."""
+    T, (w, h) = texts(PAGE, lang), loaded.original_size
+    return T("loaded", format=loaded.format, w=w, h=h, mode=_mode(loaded.original_mode, T))
+
+
 def image_notes(loaded: images.LoadedImage, *, lang: str = "en") -> list[str]:
     """What the loader did to an upload (palette expanded, transparency over white, …), in the page's language."""
     T = texts(PAGE, lang)
-    return [T(key, **fields) for key, fields in loaded.notes]
+    return [T(key, **{k: _mode(v, T) if k == "mode" else v for k, v in fields.items()}) for key, fields in loaded.notes]
 
 
 def _words(lang: str) -> dict[str, str]:
@@ -82,37 +114,58 @@ def reference(clf: ImageClassifier) -> vit_lab.Reference | None:
 
 @dataclass(frozen=True)
 class Familiar:
-    far: bool  # outside the held-out shapes' range on a measure: the page warns
-    text: str  # the three measures against the held-out shapes', and what to make of the answer
+    warn: bool  # nothing to see, or beyond the held-out shapes' usual range on a measure: the page warns
+    text: str  # the three measures against the held-out shapes', their bounds, and what to make of the answer
 
 
 def familiar(
     clf: ImageClassifier, ref: vit_lab.Reference | None, pixels: np.ndarray, *, lang: str = "en"
 ) -> Familiar | None:
     """How unlike the held-out shapes a picture is, by its half-tones, top probability and entropy, each against
-    the held-out shapes' distribution (:func:`reference`'s; None without one)."""
+    the held-out shapes' distribution (:func:`reference`'s; None without one): blank (no contrast), far (beyond
+    :data:`~tx_explorer.analysis.vit_lab.FAR` on a measure), unusual (beyond ``USUAL``) or within their range."""
     if ref is None:
         return None
     T, f = texts(PAGE, lang), vit_lab.familiarity(clf, ref, pixels)
     pct = lambda x: f"{x:.0%}"  # noqa: E731
+    at = lambda values, q: float(np.quantile(values, q))  # noqa: E731
+    classes = len(clf.labels)
     measures = T(
         "familiar_measures",
         n=ref.images,
         half=pct(f.half_tones),
         pct_half=pct(f.below["half_tones"]),
-        q=pct(vit_lab.FAR),
-        half99=pct(float(np.quantile(ref.half_tones, vit_lab.FAR))),
         top=pct(f.top),
         pct_top=pct(f.below["top"]),
         entropy=f"{f.entropy:.2f}",
         pct_ent=pct(f.below["entropy"]),
+        classes=classes,
+        max_ent=f"{np.log(classes):.2f}",
     )
-    if not f.far:
-        return Familiar(False, T("familiar_near", measures=measures))
-    confident = f.below["top"] >= 1 - vit_lab.FAR and f.below["entropy"] <= vit_lab.FAR  # flagged by its pixels alone
-    if confident:
-        measures = sentences([measures, T("familiar_quiet")], lang)
-    return Familiar(True, T("familiar_far", measures=measures))
+    usual, far = vit_lab.USUAL, vit_lab.FAR
+    bounds = T(  # each measure's bound alone: the top probability's is a lower one
+        "familiar_bounds",
+        usual=pct(usual),
+        far=pct(far),
+        half_usual=pct(at(ref.half_tones, usual)),
+        top_usual=pct(at(ref.top, 1 - usual)),
+        ent_usual=f"{at(ref.entropy, usual):.2f}",
+        half_far=pct(at(ref.half_tones, far)),
+        top_far=pct(at(ref.top, 1 - far)),
+        ent_far=f"{at(ref.entropy, far):.2f}",
+    )
+    parts = [measures, bounds]
+    if f.blank:  # every pixel is paper: whatever it answers, it answers about nothing
+        blank = T("familiar_blank", contrast=f"{f.contrast:.2f}", paper=f"{vit_lab.HALF_TONE[0]:g}")
+        return Familiar(True, sentences([blank, *parts], lang))
+    beyond_far, beyond_usual = f.beyond(far), f.beyond(usual)
+    if not beyond_usual:
+        return Familiar(False, T("familiar_near", measures=sentences(parts, lang)))
+    if beyond_usual == ["half_tones"]:  # its confidence is that of a shape: flagged by its pixels alone
+        parts.append(T("familiar_quiet"))
+    key, q = ("familiar_far", far) if beyond_far else ("familiar_unusual", usual)
+    which = listed([T(f"measure_{m}") for m in (beyond_far or beyond_usual)], lang)
+    return Familiar(True, T(key, measures=sentences(parts, lang), which=which, q=pct(q)))
 
 
 def sample(clf: ImageClassifier, label: int = 0, seed: int = 7) -> tuple[Image.Image, np.ndarray]:
@@ -446,8 +499,17 @@ def causal_text(result: vit_lab.CausalMask, clf: ImageClassifier, *, lang: str =
     pct = lambda x: f"{x:.1%}"  # noqa: E731
     acc, acc0 = result.accuracy
     se = pct(vit_lab.accuracy_se(acc, result.images))
+    order = T("causal_order_cls" if clf.model.num_prefix else "causal_order_patches")  # the mask follows it
     parts = [
-        T("causal_result", n=result.images, acc=pct(acc), acc0=pct(acc0), chance=pct(result.chance), se=se),
+        T(
+            "causal_result",
+            n=result.images,
+            order=order,
+            acc=pct(acc),
+            acc0=pct(acc0),
+            chance=pct(result.chance),
+            se=se,
+        ),
         T("causal_agree", agree=pct(result.agree)),
     ]
     return sentences(parts + ([T("causal_cls")] if clf.model.num_prefix else []), lang)

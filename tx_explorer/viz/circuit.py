@@ -25,8 +25,9 @@ def formation(
     score_title: str = "score",
     height: int = 460,
 ) -> go.Figure:
-    """Losses (top) and scores (bottom) over the training steps, one x axis; a dotted line at ``phase`` (labelled)
-    and small ticks at the ``marks`` (e.g. the shipped checkpoints)."""
+    """Losses (top) and scores (bottom) over the training steps, one x axis; a dotted line at ``phase``, labelled
+    above the plot area (inside it, the label sat on the first copy's loss), and small ticks at the ``marks`` (e.g.
+    the shipped checkpoints)."""
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.06, row_heights=[0.55, 0.45])
     for i, (row, series) in enumerate(((1, losses), (2, scores))):
         for j, (name, y) in enumerate(series.items()):
@@ -44,15 +45,24 @@ def formation(
     if phase is not None:
         for row in (1, 2):
             fig.add_vline(x=phase, line_dash="dot", line_color="grey", row=row, col=1)
+        # the label runs away from the nearer end of the axis, so a late phase change is not cut off on the right
+        late = phase > (min(steps) + max(steps)) / 2
         fig.add_annotation(
-            x=phase, y=1, xref="x", yref="y domain", text=phase_label, showarrow=False, xanchor="left", yanchor="top"
+            x=phase,
+            y=1,
+            xref="x",
+            yref="paper",
+            text=phase_label,
+            showarrow=False,
+            xanchor="right" if late else "left",
+            yanchor="bottom",
         )
     for step in marks:
         fig.add_vline(x=step, line_width=1, line_color="rgba(0,0,0,0.15)", row=2, col=1)
     fig.update_xaxes(title=x_title, row=2, col=1)
     fig.update_yaxes(title=loss_title, row=1, col=1)
     fig.update_yaxes(title=score_title, range=[0, 1], row=2, col=1)
-    fig.update_layout(height=height, margin=dict(l=60, r=10, t=10, b=40), font=style.FONT)
+    fig.update_layout(height=height, margin=dict(l=60, r=10, t=30, b=40), font=style.FONT)  # t: the phase's label
     return fig
 
 

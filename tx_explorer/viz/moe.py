@@ -31,7 +31,7 @@ WORDS = {
     "dropped": "dropped assignments (%)",
     "token_entropy": "per-token router entropy (mean)",
     "marginal_entropy": "entropy of the marginal expert distribution",
-    "uniform": "uniform",
+    "uniform_line": "ln E = {value} (uniform)",
     "nats": "nats",
     "experts_axis": "experts per block E",
     "total_params": "total parameters",
@@ -236,7 +236,9 @@ def entropy_bars(
             go.Bar(x=layers, y=list(marginal_entropy), name=w["marginal_entropy"]),
         ]
     )
-    fig.add_hline(y=ln_e, line_dash="dash", line_color="grey", annotation_text=f"ln E = {ln_e:.2f} ({w['uniform']})")
+    fig.add_hline(
+        y=ln_e, line_dash="dash", line_color="grey", annotation_text=w["uniform_line"].format(value=f"{ln_e:.2f}")
+    )
     fig.update_yaxes(title=w["nats"], rangemode="tozero")
     return _layout(fig, title, 380, barmode="group", legend=dict(orientation="h", y=-0.2))
 
