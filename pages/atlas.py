@@ -56,7 +56,7 @@ def text_ids(name: str, tm) -> tuple[list[int], int]:
             return view.source_ids(tm, "paste", text=text), window
         st.info(T("paste_hint", n=tokens))
     else:
-        upload = ui.file_uploader(T("upload"), types=["txt"], key="atlas_upload", lang=LANG, help=T("text_help"))
+        upload = ui.file_uploader(T("upload"), types=["txt"], key="atlas_upload", help=T("text_help"))
         if upload is not None:
             return view.source_ids(tm, "upload", upload=upload.getvalue()), window
         st.info(T("upload_hint", n=tokens))

@@ -125,11 +125,9 @@ def checkpoint_section() -> None:
             st.info(T("ckpt_none"))
         bundled = models.available_models("moe")  # tiny-moe: routed experts at no download, the first choice
         st.session_state.setdefault("moe_ckpt_model", next(iter([*bundled, *routed]), ui.FOLDER))
-        name = ui.text_model_picker(T("ckpt_model"), "moe_ckpt_model", kind="causal", extra=bundled)
-        if name is None:
+        if (name := ui.text_model_picker(T("ckpt_model"), "moe_ckpt_model", kind="causal", extra=bundled)) is None:
             return
-        model = ui.cached_model(name)
-        if not view.has_experts(model):
+        if not view.has_experts(model := ui.cached_model(name)):
             st.info(T("ckpt_dense"))
             return
         text = st.text_area(T("ckpt_text", tokens=view.CHECKPOINT_TOKENS), key="moe_ckpt_text", max_chars=20_000)

@@ -23,14 +23,11 @@ def loss_section(res: view.Results) -> None:
     """1. Loss by position, inside and beyond the training context."""
     ui.section(T, "loss")
     c = st.columns([3, 2])
-    # Keyed per language: a multiselect keeps the labels its chips were first drawn with.
-    picked = c[0].multiselect(
-        T("schemes"), res.schemes, default=res.schemes, format_func=fmt, key=f"loss_schemes_{LANG}"
-    )
+    picked = schemes(c[0], res, "loss")
     width = c[1].slider(T("smoothing"), 1, 32, 8, help=T("smoothing_help"), key="loss_smoothing")
     with ui.friendly_errors():
         ui.show(view.loss_by_position(res, picked, width, lang=LANG))
-        st.table(view.loss_table(res, lang=LANG))
+    st.table(view.loss_table(res, lang=LANG))  # every scheme's numbers, whichever the chart shows
     st.markdown(T("loss_note"))
     st.markdown(view.sinusoidal_scale(res, lang=LANG))
 
@@ -40,9 +37,7 @@ def attention_section(res: view.Results) -> None:
     """2. Attention against distance."""
     ui.section(T, "attn", *view.LATEX["alibi"])
     c = st.columns([3, 2])
-    chosen = c[0].multiselect(
-        T("schemes"), res.schemes, default=res.schemes, format_func=fmt, key=f"attn_schemes_{LANG}"
-    )
+    chosen = schemes(c[0], res, "attn")
     layers = view.layers(res)
     layer = c[1].radio(T("layer"), range(layers), horizontal=True, key="attn_layer")
     with ui.friendly_errors():
@@ -74,6 +69,20 @@ def rotary_section() -> None:
 
 def fmt(scheme: str) -> str:
     return view.label(scheme, LANG)
+
+
+def schemes(box, res: view.Results, section: str) -> list[str]:
+    """A section's scheme picker, every scheme at first; in the page's language down to its placeholder (no
+    "Select all": every scheme is one click each, and Streamlit writes that option in English)."""
+    return box.multiselect(
+        T("schemes"),
+        res.schemes,
+        default=res.schemes,
+        format_func=fmt,
+        key=f"{section}_schemes",  # kept across a language switch, relabelled (ui.sidebar)
+        placeholder=T("schemes_placeholder"),
+        select_all=False,
+    )
 
 
 st.title(ui.page_title("position_lab"))

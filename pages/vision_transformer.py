@@ -103,15 +103,13 @@ source = st.radio(T("source"), ["sample", "upload"], format_func=lambda s: T(f"s
 label, seed = 0, 7  # the sample shown until a file is uploaded
 if source == "sample":
     c = st.columns(2)
-    label = c[0].selectbox(
-        T("sample_class"), range(len(view.CLASSES)), format_func=lambda i: T(f"class_{view.CLASSES[i]}")
-    )
+    label = view.CLASSES.index(c[0].selectbox(T("sample_class"), view.CLASSES, format_func=lambda k: T(f"class_{k}")))
     seed = c[1].number_input(ui.texts("common")("seed"), 0, 1_000_000, seed)
 picture, mask = view.sample(clf, label, seed)
 notes = ()
 if source == "upload":
     upload = ui.file_uploader(
-        T("upload"), types=view.UPLOAD_TYPES, key="vit_upload", lang=LANG, help=T("upload_help", **view.UPLOAD_LIMITS)
+        T("upload"), types=view.UPLOAD_TYPES, key="vit_up", help=T("upload_help", **view.UPLOAD_LIMITS)
     )
     if upload is None:
         st.info(T("upload_hint"))

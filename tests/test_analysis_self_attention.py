@@ -98,6 +98,20 @@ def test_tokenize_words_lowercases_and_splits_punctuation():
     assert self_attention.tokenize_words("Dog bites man!") == ["dog", "bites", "man", "!"]
 
 
+def test_each_han_character_is_a_word_and_a_latin_word_stays_whole():
+    assert self_attention.tokenize_words("狗咬人") == ["狗", "咬", "人"]
+    assert self_attention.tokenize_words("我爱Python，好") == ["我", "爱", "python", "，", "好"]
+    r = self_attention.word_order("狗咬人", "人咬狗", 16, 4, "none", seed=0)  # refused as different words before
+    assert r.words_b == ["人", "咬", "狗"] and r.max_diff < TOL
+
+
+def test_an_odd_width_is_refused_for_sinusoidal_positions_in_the_pages_terms():
+    with pytest.raises(ValueError, match="the width D must be even; D = 15 is odd") as refused:
+        self_attention.position_table("sinusoidal", 3, 15)
+    assert "n=" not in str(refused.value)  # the table's own n never appears on the page
+    assert self_attention.position_table("learned", 3, 15).shape == (3, 15)  # the other kinds take any width
+
+
 @pytest.mark.parametrize(
     ("split", "limit", "unit"),
     [

@@ -422,6 +422,14 @@ CASES: list[Case] = [
     ),
     Case(
         "operator",
+        "text_Q-fullwidth-separators",  # a Chinese keyboard's comma, enumeration comma, semicolon and space
+        ((W("text_area", "text_Q"), "2，0、0\n0；2\u30002"),),
+        "chart",
+        chart="weights",
+        prepare=OPERATOR_EDIT,
+    ),
+    Case(
+        "operator",
         "text_Q-arabic-digits",
         ((W("text_area", "text_Q"), "٢ ٠ ٠\n٠ ٢ ٢"),),
         "chart",
@@ -452,7 +460,7 @@ CASES: list[Case] = [
     # self-attention: the layer's settings and each sentence alone (declared: sa_view.LAYER, sa_view.ORDER; a sentence
     # alone is no longer the other's words); then both sentences the same odd text (same words, so only the input
     # itself can fail); every number at once
-    *declared_cases(sa_view.LAYER, "perm_out", dim_min=("error", "does not divide")),  # D = 1 with 4 heads
+    *declared_cases(sa_view.LAYER, "perm_out", dim_min=("error", "does not divide")),  # D = 2 with 4 heads
     *declared_cases(
         sa_view.ORDER,
         "word_order",
@@ -470,7 +478,15 @@ CASES: list[Case] = [
         html=("error", "at most 16 are allowed"),
         markdown=("error", "at most 16 are allowed"),
     ),
-    *number_cases("self_attention", "word_order", at_min=("error", "even dim")),  # width 1: no sinusoids
+    *number_cases("self_attention", "word_order"),  # the width steps through even values: sinusoids at every one
+    Case(  # an odd width typed all the same: refused in the student's terms, not the table's "n=3"
+        "self_attention",
+        "width-odd-sinusoidal",
+        ((W("number_input", "dim"), 15), (W("number_input", "heads"), 3), (W("selectbox", "positions"), "sinusoidal")),
+        "error",
+        "the width D must be even; D = 15 is odd",
+        chart="perm_out",
+    ),
     # masks: the sentence, the block sizes, every number
     *text_cases(
         "masks",
@@ -1138,6 +1154,7 @@ OUT_OF_RANGE = [
         ("operator-cross-heads-0", lambda: op.cross_attention(3, 7, 16, 0, 0), "num_heads must be a positive integer"),
         ("self_attention-tokens-0", lambda: sa.permutation_check(0, 16, 4, 0, 1, "none"), "positive integer"),
         ("self_attention-positions-0", lambda: sa.position_table("sinusoidal", 0, 64), "positive integer"),
+        ("self_attention-odd-width", lambda: sa.position_table("sinusoidal", 3, 15), "the width D must be even"),
         ("masks-window-0", lambda: mg.build_mask("sliding_window", 10, window=0), "window must be a positive integer"),
         ("masks-prefix-beyond-n", lambda: mg.build_mask("prefix_lm", 10, prefix=11), "prefix must be an integer in"),
         ("masks-padding-beyond-n", lambda: mg.build_mask("padding", 10, length=11), "every length must lie in"),

@@ -44,6 +44,11 @@ def test_parse_matrix_reads_rows_with_any_separator():
     assert torch.equal(m, torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]))
 
 
+def test_parse_matrix_reads_a_chinese_keyboards_separators():
+    m = op.parse_matrix("1，2、3\n4；5\u30006")  # full-width comma, enumeration comma, semicolon and space
+    assert torch.equal(m, torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]))
+
+
 @given(st.lists(st.lists(st.floats(-999, 999), min_size=3, max_size=3), min_size=1, max_size=16))
 @settings(max_examples=40, deadline=None)
 def test_parse_matrix_inverts_format_matrix(rows):

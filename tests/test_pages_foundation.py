@@ -189,7 +189,7 @@ def test_self_attention_bad_input_reaches_the_user_as_messages():
     at.number_input(key="dim").set_value(15).run()  # 3 heads divide 15, but sinusoids need an even width
     at.selectbox(key="positions").set_value("sinusoidal").run()
     assert not at.exception
-    assert any("even dim" in e.value for e in at.error)
+    assert any("the width D must be even; D = 15 is odd" in e.value for e in at.error)
 
 
 # Masks ---------------------------------------------------------------------------------------------------------

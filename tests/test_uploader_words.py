@@ -10,9 +10,12 @@ from tx_explorer.ui.inputs import uploader_words
 
 
 def _page() -> None:
+    import streamlit as st
+
     from tx_explorer import ui
 
-    ui.file_uploader("Image", types=["png", "jpg", "jpeg"], key="pic", lang="zh")
+    st.session_state["lang"] = "zh"
+    ui.file_uploader("Image", types=["png", "jpg", "jpeg"], key="pic")
 
 
 @pytest.mark.parametrize(

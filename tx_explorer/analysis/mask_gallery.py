@@ -12,7 +12,7 @@ from torch import Tensor
 
 from tx_explorer import masks
 from tx_explorer.analysis import heads
-from tx_explorer.analysis.norm_lab import list_items
+from tx_explorer.analysis.operator_lab import list_items
 from tx_explorer.analysis.seeding import generator
 from tx_explorer.attention import AttentionSteps, attention_steps
 from tx_explorer.config import TransformerConfig

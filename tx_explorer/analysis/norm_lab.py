@@ -8,7 +8,6 @@ step, and MLP vs SwiGLU parameter counts.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -18,7 +17,7 @@ from torch import Tensor, nn
 
 from tx_explorer import masks
 from tx_explorer.analysis import params
-from tx_explorer.analysis.operator_lab import MAX_ABS
+from tx_explorer.analysis.operator_lab import MAX_ABS, list_items
 from tx_explorer.analysis.seeding import randn, seeded_init
 from tx_explorer.config import TransformerConfig
 from tx_explorer.errors import InputError
@@ -148,16 +147,6 @@ class NormSteps:
     rms: float  # √(mean(x²) + ε) — of x itself, not centred
     rms_hat: Tensor  # x / RMS(x)
     rms_out: Tensor  # γ ⊙ rms_hat (RMSNorm has no β)
-
-
-# What separates the numbers of a typed list: commas, semicolons and whitespace (the full-width space included), and
-# the full-width comma, semicolon and enumeration comma a Chinese keyboard types in their place.
-LIST_SEPARATORS = re.compile(r"[,;，；、\s]+")
-
-
-def list_items(text: str) -> list[str]:
-    """The items of a typed list such as ``"1, 2; 3"`` or ``"1，2、3"``."""
-    return [c for c in LIST_SEPARATORS.split(str(text)) if c]
 
 
 def parse_vector(text: str, name: str = "x", max_len: int = 64) -> Tensor:

@@ -24,7 +24,9 @@ from tx_explorer.trace import Trace
 MAX_SIDE = 16  # editable matrices stay small enough to read every number
 MAX_ABS = 1000.0  # keeps every product in QKᵀ far from float32 overflow (inf, then NaN weights)
 MAX_SAMPLES = 1 << 23  # trials · n_keys · max(dims) numbers the saturation curve draws (64 MiB in float64)
-_NUMBER = re.compile(r"[,;\s]+")
+# What separates the numbers of a typed list: commas, semicolons and whitespace (the full-width space included), and
+# the full-width comma, semicolon and enumeration comma a Chinese keyboard types in their place.
+LIST_SEPARATORS = re.compile(r"[,;，；、\s]+")
 
 # A readable starting point for hand-edited inputs: three one-hot keys ("topics"), the first query asks for
 # topic 1, the second for topics 2 and 3; each value row is what its key hands back.
@@ -43,8 +45,14 @@ def random_qkv(nq: int, nk: int, d: int, dv: int, seed: int) -> tuple[Tensor, Te
     return torch.randn(nq, d, generator=g), torch.randn(nk, d, generator=g), torch.randn(nk, dv, generator=g)
 
 
+def list_items(text: str) -> list[str]:
+    """The items of a typed list such as ``"1, 2; 3"`` or ``"1，2、3"`` (a matrix row, a vector, a list of lengths)."""
+    return [c for c in LIST_SEPARATORS.split(str(text)) if c]
+
+
 def parse_matrix(text: str, name: str = "matrix", max_side: int = MAX_SIDE) -> Tensor:
-    """Parse one row per line, numbers separated by spaces, commas or semicolons, into ``[rows, cols]``.
+    """Parse one row per line, numbers separated by spaces, commas or semicolons (ASCII or full-width, as
+    :func:`list_items` reads them), into ``[rows, cols]``.
 
     Raises:
         ValueError: with a message naming the matrix and the offending line, when the text is empty,
@@ -58,7 +66,7 @@ def parse_matrix(text: str, name: str = "matrix", max_side: int = MAX_SIDE) -> T
         raise InputError("matrix_rows", name=name, count=len(lines), limit=max_side)
     rows: list[list[float]] = []
     for i, line in enumerate(lines, start=1):
-        cells = [c for c in _NUMBER.split(line) if c]
+        cells = list_items(line)
         if len(cells) > max_side:
             raise InputError("matrix_cols", name=name, row=i, count=len(cells), limit=max_side)
         values = [_number(c, name, i) for c in cells]

@@ -23,7 +23,10 @@ POSITION_KINDS: tuple[str, ...] = ("none", "sinusoidal", "learned")
 MAX_WORDS = 16
 MAX_WORD_CHARS = 32  # longer "words" would only stretch the axis labels
 EQUIVARIANCE_TOL = 1e-5  # float32 rounding of a reordered sum stays orders of magnitude below this
-_TOKEN = re.compile(r"\w+|[^\w\s]")
+# Chinese is written without spaces, so a run of Han characters is a phrase, not a word: each Han character counts as
+# one word (狗咬人 and 人咬狗 hold the same three), while a Latin, Cyrillic … word stays whole.
+_HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002fa1f"
+_TOKEN = re.compile(rf"[{_HAN}]|[^\W{_HAN}]+|[^\w\s]")
 
 
 def position_table(kind: PositionKind, n: int, dim: int, seed: int = 0) -> Tensor:
@@ -36,6 +39,8 @@ def position_table(kind: PositionKind, n: int, dim: int, seed: int = 0) -> Tenso
     if kind == "none":
         return torch.zeros(n, dim)
     if kind == "sinusoidal":
+        if dim % 2:  # refused here in the page's words (width D), not the table's (n, dim)
+            raise InputError("sinusoidal_odd_width", dim=dim)
         return sinusoidal_table(n, dim)
     if kind == "learned":
         return randn(n, dim, seed=seed)
@@ -112,7 +117,7 @@ def permutation_check(
 
 
 def tokenize_words(text: str, max_words: int = MAX_WORDS) -> list[str]:
-    """Lower-cased words and punctuation marks of ``text``.
+    """Lower-cased words and punctuation marks of ``text``; each Han character is a word of its own.
 
     Raises:
         ValueError: when there are none, more than ``max_words``, or one longer than ``MAX_WORD_CHARS``.

@@ -36,8 +36,15 @@ class Stat:
     def plus_minus(self, digits: int = 3) -> str:
         """``mean ± std`` with ``digits`` decimals (the bare mean when no spread was measured: one seed)."""
         if math.isnan(self.std):
-            return f"{self.mean:.{digits}f}"
-        return f"{self.mean:.{digits}f} ± {self.std:.{digits}f}"
+            return fixed(self.mean, digits)
+        return f"{fixed(self.mean, digits)} ± {fixed(self.std, digits)}"
+
+
+def fixed(x: float, digits: int = 3) -> str:
+    """``x`` with ``digits`` decimals, a value that rounds to zero written 0 whatever its sign (not "-0.0000": a rise
+    of −0.00001 is no fall)."""
+    text = f"{x:.{digits}f}"
+    return text[1:] if text.startswith("-") and float(text) == 0 else text
 
 
 def stat(values: float | Iterable[float | None]) -> Stat:

@@ -9,6 +9,7 @@ from typing import Any
 
 import streamlit as st
 
+from tx_explorer.ui.text import lang as visitor_lang
 from tx_explorer.views import Text as Texts
 from tx_explorer.views import listed, texts
 from tx_explorer.views.inputs import Choice, Input, Number, Real, Section, Switch, label_key, option_key
@@ -64,8 +65,8 @@ def uploader_words(types: Sequence[str], lang: str) -> tuple[str, str]:
     return T("upload_button"), T("upload_limit", mb=st.get_option("server.maxUploadSize"), types=listed(shown, lang))
 
 
-def file_uploader(label: str, *, types: Sequence[str], key: str, lang: str, help: str | None = None) -> Any:
-    """``st.file_uploader`` whose own words are in ``lang`` (see :data:`_UPLOADER_STYLE`)."""
-    button, limit = (json.dumps(w, ensure_ascii=False) for w in uploader_words(types, lang))  # CSS strings
+def file_uploader(label: str, *, types: Sequence[str], key: str, help: str | None = None) -> Any:
+    """``st.file_uploader`` whose own words are in the visitor's language (see :data:`_UPLOADER_STYLE`)."""
+    button, limit = (json.dumps(w, ensure_ascii=False) for w in uploader_words(types, visitor_lang()))  # CSS strings
     st.html(_UPLOADER_STYLE.format(key=key, button=button, limit=limit))  # a style alone: no room on the page
     return st.file_uploader(label, type=list(types), key=key, help=help)

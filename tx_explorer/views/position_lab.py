@@ -94,6 +94,11 @@ def bigram_curve(res: Results) -> list[float]:
     return res.summary["bigram"]["loss_by_position"]
 
 
+def colours(schemes: Sequence[str], lang: str = "en") -> dict[str, str]:
+    """Each scheme's fixed colour by its label: the same in every chart, whichever schemes are picked."""
+    return {label(s, lang): vp.SCHEME_COLOURS[s] for s in schemes}
+
+
 def loss_by_position(res: Results, schemes: Sequence[str], smoothing: int = 1, *, lang: str = "en") -> Panel:
     """Loss at each position 0 … 4N − 1 per scheme and a bigram model's, the training length marked."""
     T = texts(PAGE, lang)
@@ -110,6 +115,7 @@ def loss_by_position(res: Results, schemes: Sequence[str], smoothing: int = 1, *
         title=T("loss_title"),
         x_title=T("axis_position"),
         y_title=T("axis_loss"),
+        colours=colours([*schemes, "bigram"], lang),
     )
     return Panel("position_loss", fig, {k: np.array(v) for k, v in series.items()})
 
@@ -160,6 +166,7 @@ def attention_by_distance(res: Results, schemes: Sequence[str], layer: int, *, l
         x_title=T("axis_distance"),
         y_title=T("axis_weight"),
         log_y=True,
+        colours=colours(schemes, lang),
     )
     return Panel("position_attention", fig, series)
 
@@ -170,7 +177,7 @@ def _number(key: str, x: spread.Stat) -> str:
     if key == "rotary_relative":
         return f"{max(x.values):.2e}"
     digits = 4 if key == "orders" else 3
-    return f"{x.mean:.{digits}f}" if x.std == 0 else x.plus_minus(digits)
+    return spread.fixed(x.mean, digits) if x.std == 0 else x.plus_minus(digits)
 
 
 def verdict_rows(res: Results, *, lang: str = "en") -> list[dict[str, str]]:
@@ -290,7 +297,14 @@ def rotary_demo(
     shown = sorted({round(i * (head_dim // 2 - 1) / max(1, pairs - 1)) for i in range(pairs)})
     path = lab.rotation_path(q, torch.arange(positions), theta)[shown].numpy()  # (pairs, P, 2)
     names = [T("pair_name", i=i, j=i + head_dim // 2) for i in shown]
-    rot = vp.rotation(path, names, title=T("rotation_title", p=positions - 1), axis=T("axis_pair"))
+    rot = vp.rotation(
+        path,
+        names,
+        title=T("rotation_title", p=positions - 1),
+        start=T("rotation_start"),
+        axis=T("axis_pair"),
+        position=T("axis_position"),
+    )
     check = lab.rotary_relative_check(
         head_dim, positions, theta=theta, seed=seed, dtype=torch.float64 if double else torch.float32
     )
@@ -327,7 +341,7 @@ ROTARY = Section(
     "rot",
     (
         Number("dh", 2, MAX_HEAD_DIM, 16, step=2, label="head_dim", help="head_dim_help"),
-        Real("theta", 2.0, 1e7, 10_000.0, 1000.0, widget="number", help="theta_help"),
+        Real("theta", 2.0, 1e7, 10_000.0, 1000.0, widget="number", help="theta_help", format="%.0f"),  # 10000000 fits
         Number("pos", 2, MAX_POSITIONS, 64, label="positions", help="positions_help"),
         Number("pairs", 1, 8, 4, widget="slider"),
         Number("seed", 0, 10_000, 0),

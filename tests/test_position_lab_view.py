@@ -1,0 +1,93 @@
+"""The position lab's views and figures read alike in both languages: fixed colours, a rotary figure whose every
+mark is named, numbers with no negative zero, one way of counting layers; and one run of the page for its pickers."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.conftest import assert_clean, open_page
+from tx_explorer import locales
+from tx_explorer.analysis import spread
+from tx_explorer.families import positions as positions_family
+from tx_explorer.views import position_lab as view
+from tx_explorer.viz import style
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # small tensors: see conftest.one_thread
+
+
+@pytest.fixture(scope="module")
+def results() -> positions_family.Results:
+    return positions_family.load_results(positions_family.BUNDLE)
+
+
+def _colours(fig) -> dict[str, str]:
+    return {t.name: t.line.color for t in fig.data}
+
+
+def test_a_scheme_keeps_its_colour_whichever_schemes_are_picked(results):
+    full = _colours(view.loss_by_position(results, results.schemes).figure)
+    assert len(set(full.values())) == len(full)  # five schemes and the bigram, each its own colour
+    for picked in (["learned"], ["alibi", "none"]):
+        assert _colours(view.loss_by_position(results, picked).figure).items() <= full.items()
+        assert _colours(view.attention_by_distance(results, picked, 0).figure).items() <= full.items()
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_each_rotary_pair_has_one_colour_its_own_and_every_mark_is_named(lang):
+    fig = view.rotary_demo(256, 10_000.0, 256, 8, 0, True, lang=lang).rotation.figure
+    arcs, starts = fig.data[0::2], fig.data[1::2]
+    assert len(arcs) == len(starts) == 8
+    assert len({a.line.color for a in arcs}) == 8  # no two pairs share a colour
+    position = locales.text("position_lab", "axis_position", lang)
+    for arc, start in zip(arcs, starts, strict=True):
+        assert arc.line.color == arc.marker.color == start.marker.color  # the ◆ in its pair's colour
+        assert start.name == arc.name and start.legendgroup == arc.legendgroup == arc.name
+        assert start.hoverinfo == "skip" and start.showlegend is False  # no "trace 1": the arc's point 0 tells it
+        assert arc.hovertemplate.startswith(f"{position} %{{customdata}}") and arc.customdata[0] == 0
+
+
+@pytest.mark.parametrize("width_px", [style.COLUMN_PX, style.PAGE_PX, 300])
+def test_the_rotary_title_breaks_nowhere_inside_its_diamond_note(width_px):
+    fig = view.rotary_demo(256, 10_000.0, 256, 2, 0, True, lang="zh").rotation.figure
+    lines = style.tidy(fig, width_px).layout.title.text.split("<br>")
+    assert lines[-1] == locales.text("position_lab", "rotation_start", "zh")  # "◆ = 位置 0" whole, on its line
+    assert fig.layout.margin.t >= 40 + 1.3 * style.TITLE_PX * (len(lines) - 1)  # room for every line
+
+
+def test_a_rise_that_rounds_to_zero_is_written_without_a_minus(results):
+    assert spread.stat([-1e-6, -3e-6, -2e-6]).plus_minus(4) == "0.0000 ± 0.0000"
+    assert spread.fixed(-0.00004, 4) == "0.0000" and spread.fixed(-0.0004, 4) == "-0.0004"
+    assert view._number("orders", spread.stat(-1e-6)) == "0.0000"  # an exact number, bare
+    shown = str(view.loss_table(results)) + str(view.verdict_rows(results)) + view.findings(results)
+    assert not re.search(r"-0\.0+(?!\d*[1-9])\b", shown), shown
+
+
+def test_theta_fits_its_box_at_its_largest():
+    (theta,) = [inp for inp in view.ROTARY.inputs if inp.name == "theta"]
+    assert theta.format % theta.high == "10000000"  # no "10000000.00" cut to "10000000." in a sixth of the page
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_layers_are_counted_from_0_as_the_layer_picker_counts_them(lang):
+    table = locales.table("position_lab")
+    assert not [k for k, entry in table.items() if re.search(r"first layer|第一层", entry[lang], re.I)]
+    assert ("layer 0" if lang == "en" else "第 0 层") in table["numbers_rotary_relative"][lang]
+
+
+def test_the_pickers_speak_chinese_and_the_loss_table_outlives_an_empty_picker():
+    at = open_page("position_lab")
+    at.session_state["lang"] = "zh"  # AppTest does not send the sidebar's switch back: set it for every run
+    at.run()
+    assert_clean(at)
+    pickers = at.multiselect
+    assert pickers and all(m.placeholder == locales.text("position_lab", "schemes_placeholder", "zh") for m in pickers)
+    assert all(m.proto.select_all == 0 for m in pickers)  # no English "Select all" in the list
+    tables = len(at.table)
+    at.multiselect(key="loss_schemes").set_value([])
+    at.session_state["lang"] = "zh"
+    at.run()
+    assert any("请至少选择一种位置方案" in e.value for e in at.error)  # the chart asks for a scheme
+    assert len(at.table) == tables  # the loss table stays
+    assert any(locales.text("position_lab", "loss_note", "zh") == m.value for m in at.markdown)
