@@ -5,6 +5,8 @@ faults; these tests name the function at fault without a browser.)"""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import plotly.graph_objects as go
 import pytest
@@ -263,6 +265,16 @@ def test_a_wrapped_cjk_title_leaves_no_character_alone_and_starts_no_line_with_c
             assert all(not line.startswith(tuple("）、。，：")) for line in lines[1:]), lines
             assert len(lines) == 1 or len(lines[-1]) >= 3, lines
     assert style.wrap("Weights of head 0 for the shuffled sentence", 120).split("<br>")[-1] == "sentence"
+
+
+def test_a_cjk_title_breaks_at_its_punctuation_or_spaces_where_one_is_near():
+    """Chinese leaves no space between words: a break between any two characters split 位置 ("（◆ = 位<br>置 0）");
+    a line now ends at a near space or punctuation, or before an opening bracket."""
+    title = "旋转后的二维向量（◆ = 位置 0）"
+    for width in range(150, 300, 2):
+        lines = style.wrap(title, width).split("<br>")
+        assert not any(a.endswith("位") and b.startswith("置") for a, b in itertools.pairwise(lines)), (width, lines)
+    assert style.wrap(title, 150).split("<br>") == ["旋转后的二维向量", "（◆ = 位置 0）"]
 
 
 def test_a_title_wrapped_to_more_lines_grows_a_figure_of_fixed_height_not_squeezes_its_plot():

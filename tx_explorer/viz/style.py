@@ -96,8 +96,9 @@ def wrap(text: str, width_px: float, font_px: float = TITLE_PX) -> str:
         for piece in re.findall(r"[\u2e80-\u9fff\uff00-\uffef]|[^\s\u2e80-\u9fff\uff00-\uffef]+\s*|\s+", line):
             drawn = margins.plain((current + piece).rstrip())[0]  # y<sub>A</sub> is drawn as yA
             if current.strip() and text_width(drawn, font_px) > width_px:
-                wrapped.append(current.rstrip())
-                current = piece.lstrip()
+                cut = _cjk_break(current, piece, width_px / 2, font_px) if _CJK.match(piece) else len(current)
+                wrapped.append(current[:cut].rstrip())
+                current = (current[cut:] + piece).lstrip()
             else:
                 current += piece
         lines += _kept_together([*wrapped, current.rstrip()])
@@ -106,6 +107,21 @@ def wrap(text: str, width_px: float, font_px: float = TITLE_PX) -> str:
 
 _CJK = re.compile(r"[\u2e80-\u9fff\uff00-\uffef]")
 _CLOSING = "）」』】》〉、。，：；！？"  # CJK punctuation that never starts a line
+_OPENING = "（「『【《〈“"  # … and that never ends one
+_LOOK_BACK = 6  # characters a CJK line may hand down to end at punctuation or a space
+
+
+def _cjk_break(line: str, piece: str, room_px: float, font_px: float) -> int:
+    """Where ``line`` ends when CJK text must break before ``piece``: after its nearest punctuation or space among
+    the last :data:`_LOOK_BACK` characters, or before an opening bracket, when what moves down with ``piece`` takes
+    at most ``room_px``; else at its end. Chinese leaves no space between words, so a break between any two
+    characters may split one ("位<br>置"); punctuation and spaces are the breaks that never do."""
+    text = line + piece
+    for j in range(len(line), max(1, len(line) - _LOOK_BACK) - 1, -1):
+        if text[j - 1] in _CLOSING + " " or text[j] in _OPENING:
+            moved = margins.plain(text[j:].strip())[0]
+            return j if j == len(line) or text_width(moved, font_px) <= room_px else len(line)
+    return len(line)
 
 
 def _kept_together(lines: list[str]) -> list[str]:
