@@ -54,3 +54,12 @@ def test_the_width_is_even_and_an_odd_one_is_refused_in_the_students_terms():
     with pytest.raises(InputError) as refused:  # typed odd all the same: section 2 runs sinusoidal positions too
         view.word_order(a="dog bites man", b="man bites dog", dim=15, heads=3)
     assert refused.value.key == "sinusoidal_odd_width" and "width D must be even" in refused.value.message("en")
+
+
+def test_a_chinese_page_s_sentences_are_chinese_and_told_apart_by_position():
+    """The sentences' default in 中文 is 狗咬人 / 人咬狗 (it was "dog bites man" on a Chinese page)."""
+    at = open_page("self_attention", lang="zh", sa_open_order=True)
+    assert_clean(at)
+    keys = [view.ORDER.key(inp) for inp in view.ORDER.inputs]
+    assert [at.text_input(key=k).value for k in keys] == ["狗咬人", "人咬狗"]
+    assert locales.text("self_attention", "order_conclusion", "zh") in [m.value for m in at.markdown]

@@ -41,7 +41,8 @@ def _widget(box: Any, inp: Input, key: str, T: Texts) -> Any:
     if isinstance(inp, Switch):
         return (box.toggle if inp.widget == "toggle" else box.checkbox)(label, inp.default, key=key, help=help_)
     placeholder = T(inp.placeholder) if inp.placeholder else None  # a Text: the last kind
-    return box.text_input(label, inp.default, inp.max_chars, key=key, help=help_, placeholder=placeholder)
+    default = T(inp.localized) if inp.localized else inp.default
+    return box.text_input(label, default, inp.max_chars, key=key, help=help_, placeholder=placeholder)
 
 
 # Streamlit writes its uploader's button ("Upload") and limits ("20MB per file • PNG, JPG") in English whatever the

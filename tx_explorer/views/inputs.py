@@ -92,6 +92,8 @@ class Text(_Input):
     default: str
     max_chars: int
     placeholder: str = ""  # text key of the placeholder, if any
+    localized: str = ""  # text key of the default in the visitor's language, where it has its own (狗咬人, not
+    # "dog bites man"); ``default`` stays the compute's and the tests' default
 
 
 Input = Number | Real | Choice | Switch | Text

@@ -195,6 +195,9 @@ LAYER = Section(
 ORDER = Section(  # keys sentence_a, sentence_b; at most 16 words (analysis.self_attention.MAX_WORDS) fit in 200
     PAGE,
     "sentence",
-    (Text("a", "dog bites man", 200, label="sentence_a"), Text("b", "man bites dog", 200, label="sentence_b")),
+    (
+        Text("a", "dog bites man", 200, label="sentence_a", localized="sentence_a_default"),
+        Text("b", "man bites dog", 200, label="sentence_b", localized="sentence_b_default"),
+    ),
     compute=word_order,
 )
