@@ -41,7 +41,7 @@ def attention_section(clf, name: str, pixels, mask, row: int, col: int) -> None:
         )
         layer = c[1].slider(T("layer"), 0, clf.model.cfg.num_layers - 1, clf.model.cfg.num_layers - 1)
         att = view.attention(clf, result, pixels, query, row * clf.model.cfg.grid + col, layer, mask, lang=LANG)
-        ui.show(att.overlays)
+        ui.show(att.overlays, width_px=ui.PAGE_PX)  # the page's width: its title wrapped at half of it
         c = st.columns([3, 2])
         with c[0]:
             ui.show(att.mosaic, width_px=ui.PAGE_PX * 3 / 5)

@@ -39,6 +39,7 @@ def test_first_visit_computes_and_sends_the_attention_section_only():
     assert_clean(page)
     titles = [s["layout"].get("title", {}).get("text", "") for s in plotly_specs(page)]
     assert len(titles) == 4 and "Layer" in titles[0]  # per-head overlays, layers × heads, prediction, rollout
+    assert "<br>" not in titles[0]  # the overlays span the page: their title wrapped at half its width
     assert len(page.get("expander")) == 3 and not any(e.children for e in page.get("expander"))
 
 
