@@ -213,7 +213,7 @@ def taxonomy(tm: TextModel, text: str, score: str = "induction", *, lang: str = 
     notes.append(verdict)
     for kind in ("induction", "previous", "duplicate") if found else ("previous", "duplicate"):  # with their scores
         heads = ", ".join(f"L{layer} H{head} ({value:.2f})" for layer, head, value in hs.strongest(r.scores[kind]))
-        notes.append(T("strongest", kind=T(f"score_{kind}"), heads=heads))
+        notes.append(T(f"strongest_{kind}", heads=heads))  # a sentence a kind: 中文 spaces "token 头", not "归纳 头"
     if r.sink_effect is None:
         notes.append(T("no_sinks", threshold=f"{hs.SINK_THRESHOLD:.0%}"))
     elif tm.kind == "encoder":
