@@ -59,7 +59,7 @@ def routes(name: str) -> None:
             st.info(view.undecomposable(tm, name, shipped, ui.cached_model, lang=LANG))
             return
         if flow.frozen_norms(tm):  # sandwich norms: a linearisation of this run, said before the routes
-            st.info(T("frozen_norms", model=name))
+            st.info(view.frozen_norms(tm, name, lang=LANG))
         text = st.text_area(T("text"), T("text_default"), max_chars=20_000, key="flow_text", height=80)
         if not text.strip():
             st.warning(T("empty"))

@@ -501,3 +501,19 @@ def test_the_node_tables_cells_show_every_token_found_strongest_first() -> None:
             assert len(items) == r.up_ids.shape[1] == hs.TOP_K
             assert all(len(i.rsplit(" ", 1)[0]) <= view.CELL_CHARS for i in items)
             assert [float(i.rsplit(" ", 1)[1]) for i in items] == [float(f"{v:+.2f}") for v in row_values]
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_the_notes_name_w_os_bias_only_where_the_model_has_one(bias: bool) -> None:
+    """Gemma 3 (no biases) was told each head's, token's, bias's and MLP's write passes through the frozen norm,
+    under a formula with + b_O; the check under the graph added "bias's" writes too."""
+    torch.manual_seed(0)
+    cfg = TransformerConfig(**SMALL, norm="rmsnorm", norm_position="sandwich", bias=bias)
+    tm = _text_model(CausalLM(cfg))
+    assert flow.frozen_norms(tm) and tm.config.attention_bias[1] == bias
+    an = view.analyse(tm, TEXT)
+    for lang, word in (("en", "bias"), ("zh", "偏置")):
+        frozen, exactness = view.frozen_norms(tm, "m", lang=lang), view.route(tm, an, lang=lang).notes[-1]
+        assert ("b_O" in frozen) == (word in frozen) == bias, frozen
+        assert exactness.startswith(texts("flow", lang)("exactness").split("{")[0][:10])  # the check's note
+        assert (word in exactness) == bias, exactness

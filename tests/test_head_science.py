@@ -412,3 +412,36 @@ def test_the_maps_axes_name_their_heaviest_scores_and_the_table_its_places(llama
         assert f"{r.explained[axis]:.0%}" in title and f"{weight} × {T(f'score_{hs.SCORES[heaviest]}')}" in title
     assert result.decimals == {T(f"score_{k}"): 3 for k in hs.SCORES} and set(result.decimals) < set(result.table)
     assert any("+1.950" in n and "1.907" in n for n in result.notes)  # the change and the loss to 3 places
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_pattern_opens_at_the_largest_effect_either_way_and_says_its_number(lang, monkeypatch):
+    """Gemma 3 on "猫": "it opens at the head with the largest effect" opened L6 H1 (Δ loss +1.6) while L11 H3's
+    −2.5 was the darkest cell of the map. The focus is the largest |Δ loss|, named with its number, and where its
+    removal lowers the loss the head whose removal raises it most is named too."""
+    T, run_on = texts("head_science", lang), "" if lang == "zh" else " "
+    delta = np.array([[0.1, 0.0], [1.6, -0.2], [0.3, -2.5]])
+    lowers = T("focus_lowers", layer=2, head=1, delta="-2.500")
+    assert view.focus_note(delta, lang=lang) == lowers + run_on + T("raise_most", layer=1, head=0, delta="+1.600")
+    assert view.focus_note(-np.abs(delta), lang=lang).endswith(T("raise_none"))
+    assert view.focus_note(np.abs(delta), lang=lang) == T("focus_raises", layer=2, head=1, delta="+2.500")
+    # The view on a real ablation: L1 H1 made to lower the loss by more than any head raises it opens the pattern
+    llama = _text_model("llama")
+    real = hs.head_importance(llama, hs.encode(llama, TEXT))
+    changed = real.delta_loss.copy()
+    changed[1, 1] = -2 * np.abs(changed).max()
+    monkeypatch.setattr(hs, "head_importance", lambda *a, **k: dataclasses.replace(real, delta_loss=changed))
+    result = view.importance(llama, TEXT, lang=lang)
+    assert result.focus == (1, 1) and result.notes[-1] == view.focus_note(changed, lang=lang)
+    assert result.notes[-1].startswith(T("focus_lowers", layer=1, head=1, delta=f"{changed[1, 1]:+.3f}"))
+
+
+def test_the_layer_head_maps_end_at_their_cells():
+    """The clickable markers made autorange pad Gemma 3's Δ loss map with grey bands above L0 and below L17."""
+    from tx_explorer.viz import head_science as vhs
+
+    for clickable in (True, False):
+        fig = vhs.layer_head_map(np.zeros((18, 4)), title="", x_title="", y_title="", clickable=clickable)
+        if clickable:
+            assert tuple(fig.layout.yaxis.range) == (17.5, -0.5) and tuple(fig.layout.xaxis.range) == (-0.5, 3.5)
+        assert fig.layout.yaxis.autorange in ("reversed", False)  # L0 at the top either way

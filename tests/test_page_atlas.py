@@ -247,3 +247,47 @@ def test_local_and_global_layers_say_which_mean_distance_they_report():
         assert "table's mean distance is each head's average over all its queries" in en
         assert f"单个查询的平均距离最大为 {single}" in zh
         assert "表格中的平均距离是每个头对其全部查询取的平均" in zh
+
+
+def test_the_even_baselines_count_the_keys_each_layer_sees():
+    """Gemma 3 on 793 tokens: "spread evenly over all the keys it sees, entropy would average 5.68 nats", counted
+    as if every layer saw every key, where its 15 local layers see 512 at most (5.60 counted with the window); the
+    locality and sink baselines likewise. Each baseline is counted with each layer's window, against a loop."""
+    window, n, local = 16, 96, 8
+    for w in (None, window, 200):  # a window longer than the text hides nothing
+        seen = [min(q + 1, w or n) for q in range(n)]
+        assert atlas.even_entropy(n, w) == pytest.approx(np.mean(np.log(seen)))
+        assert atlas.even_local(n, local, w) == pytest.approx(np.mean([min(s, local) / s for s in seen]))
+        first = [1 / s if q < (w or n) else 0.0 for q, s in enumerate(seen)]  # key 0 leaves a window behind
+        assert atlas.even_first(n, w) == pytest.approx(np.mean(first))
+    assert atlas.even_first(2) == 0.75 and atlas.even_entropy(n, window) < atlas.even_entropy(n)
+    torch.manual_seed(0)
+    tokenizer = models.load_model("tiny-llama").tokenizer
+    ids = torch.randint(0, 300, (n,), generator=torch.Generator().manual_seed(1)).tolist()
+    baselines = {"entropy": lambda w: atlas.even_entropy(n, w), "local": lambda w: atlas.even_local(n, local, w)}
+    kinds = ("sliding", "full") * 2
+    for layer_types, windows in ((kinds, (window, None) * 2), (None, (window,) * 4)):  # Gemma 3's; Mistral's
+        cfg = PRESETS["tiny-llama"].replace(max_len=n, sliding_window=window, layer_types=layer_types)
+        tm = TextModel(name="random", model=CausalLM(cfg), tokenizer=tokenizer, kind="causal", max_len=n)
+        stats = view.compute(tm, ids, window=local)
+        assert stats.windows == windows
+        for lang in locales.LANGUAGES:
+            _, entropy, near = view.overview(stats, "first", lang=lang).notes
+            said = {
+                "entropy": lambda v, lang=lang: locales.text("atlas", "nats", lang, value=f"{v:.2f}"),
+                "local": lambda v: f"{v:.2f}",
+            }
+            notes = {"entropy": entropy, "local": near}
+            for name, base in baselines.items():
+                form, note = said[name], notes[name]
+                if layer_types is None:  # every layer sees the window: one number, counted with it
+                    assert form(base(window)) in note and form(base(None)) not in note, note
+                else:  # the local layers and the global ones, each with its own
+                    assert form(base(window)) != form(base(None))
+                    kinds_said = locales.text(
+                        "atlas", "even_kinds", lang, local=form(base(window)), window=window, full=form(base(None))
+                    )
+                    assert kinds_said in note, note
+            # locality: over half in the local layers alone, 0.29 in the global ones: a count, not "says nothing"
+            assert (atlas.even_local(n, local, window) > 0.5) and (atlas.even_local(n, local) < 0.5)
+            assert ("says nothing" in near) == (layer_types is None and lang == "en"), near

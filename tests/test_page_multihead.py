@@ -137,3 +137,72 @@ def test_the_inspectors_axes_say_keys_as_the_other_maps_do_and_titles_clear_thei
         fig = style.tidy(panel.figure, style.COLUMN_PX)
         lines = fig.layout.title.text.count("<br>") + 1
         assert fig.layout.margin.t >= 10 + lines * 1.3 * style.TITLE_PX, (panel.key, fig.layout.title.text)
+
+
+def _flat(layers: int, num_heads: int, n: int, rows: np.ndarray | None = None) -> view.Shown:
+    """Causal maps of ``layers`` × ``num_heads`` heads on ``n`` tokens, uniform over what each query sees, with
+    ``rows [L, H, n]`` (the last query's row of each head) when given."""
+    m = np.tril(np.ones((n, n)))
+    m = np.broadcast_to(m / m.sum(-1, keepdims=True), (layers, num_heads, n, n)).copy()
+    if rows is not None:
+        m[:, :, -1] = rows
+    labels = ["<bos>", *(f"t{i}" for i in range(1, n))]
+    names = heads.head_labels(layers, num_heads)
+    return view.Shown(m, labels, [True] * n, names, False, list(range(n)), True)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_ranking_where_every_head_ties_names_no_best_head(lang: str) -> None:
+    """Gemma 3 on "猫" (<bos>, 猫), query 1, key 1, the first token left out: key 1 was the only key left, every
+    head scored 1.000, and the page named "Best head: layer 0, head 0" beside three identical maps."""
+    T = lambda key, **f: locales.text("multihead", key, lang, **f)  # noqa: E731
+    rng = np.random.default_rng(0)
+    sink = rng.uniform(0.5, 0.99, (3, 4))  # every head a different share on <bos>: the raw weights differ
+    s = _flat(3, 4, 2, np.stack([sink, 1 - sink], -1))
+    only = view.search_pair(s, 1, 1, skip_first=True, lang=lang)
+    assert only.notes == (T("pair_only_key_skip", q=1, k=1, weight=1.0),) and not only.best and not only.panels
+    assert "1.000" in only.notes[0]
+    first = view.search_pair(s, 0, 0, lang=lang)  # a causal model's first query sees only itself
+    assert first.notes == (T("pair_only_key", q=0, k=0, weight=1.0),) and not first.best
+    # the raw weights rank: the heads differ (the sink's share), and the best is named
+    raw = view.search_pair(s, 1, 1, lang=lang)
+    layer, head = np.unravel_index(np.argmax(1 - sink), sink.shape)
+    assert raw.best[0] == (layer, head) and len(raw.panels) == 1 + view.TOP
+    assert raw.notes[0] == T("pair_best", layer=layer, head=head, q=1, k=1, weight=1 - sink[layer, head])
+    # three keys, every head's row alike: a tie of all 12, said with its count and no best head
+    even = view.search_pair(_flat(3, 4, 3), 2, 1, lang=lang)
+    assert even.notes == (T("pair_tie_all", count=12, q=2, k=1, weight=1 / 3),) and not even.panels
+    pattern = view.search_pattern(_flat(3, 4, 3), "previous", lang=lang)
+    score = (1 / 2 + 1 / 3) / 2  # queries 1 and 2, each even over the keys it sees
+    assert pattern.notes == (T("pattern_tie_all", count=12, pattern=T("metric_previous"), score=score),)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_top_shared_by_several_heads_is_said_to_be_a_tie_with_its_count(lang: str) -> None:
+    """Five of twelve heads put all of query 2's weight on key 1: no one of them is "the best head"."""
+    T = lambda key, **f: locales.text("multihead", key, lang, **f)  # noqa: E731
+    rows = np.tile([0.5, 0.3, 0.2], (3, 4, 1))
+    rows.reshape(-1, 3)[[1, 4, 6, 7, 11]] = [0.0, 1.0, 0.0]
+    found = view.search_pair(_flat(3, 4, 3, rows), 2, 1, lang=lang)
+    assert found.best == [(0, 1), (1, 0), (1, 2)]  # the first three of the tie, in the model's order
+    assert found.notes[0] == T("pair_tie", count=5, total=12, q=2, k=1, weight=1.0, layer=0, head=1)
+    assert "5" in found.notes[0] and "12" in found.notes[0]
+    alone = rows.copy()
+    alone[2, 3] = [0.0, 0.0, 1.0]  # one head alone on top: a best head again
+    alone.reshape(-1, 3)[[1, 4, 6, 7]] = [0.1, 0.9, 0.0]
+    clear = view.search_pair(_flat(3, 4, 3, alone), 2, 2, lang=lang)
+    assert clear.best[0] == (2, 3) and clear.notes[0] == T("pair_best", layer=2, head=3, q=2, k=2, weight=1.0)
+
+
+def test_the_projection_check_names_a_bias_only_where_the_model_has_one() -> None:
+    """Gemma 3 (no biases) was told its keys were rebuilt "plus their bias"; GPT-2-style models have one."""
+    from tests.test_heads import TEXTS, _random_text_model
+
+    for bias in (True, False):
+        tm = _random_text_model(num_heads=4, bias=bias)
+        assert tm.config.attention_bias[0] == bias
+        tokens = tm.labels(tm.encode(TEXTS[0], heads.MAX_TOKENS).ids)
+        for lang in ("en", "zh"):
+            said = view.inspector(tm, TEXTS[0], tokens, 1, 0, 0, lang=lang).projection
+            assert (locales.text("multihead", "projection_bias", lang) in said) == bias, said
+            assert ("bias" in said or "偏置" in said) == bias, said

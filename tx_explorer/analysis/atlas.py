@@ -62,6 +62,7 @@ class HeadStats:
     span: Tensor | None
     window: int
     hidden: Tensor
+    windows: tuple[int | None, ...]  # per layer, the keys back it sees (its sliding window), None: all
 
     def stat(self, name: str) -> Tensor:
         """One statistic by name (``STATS`` or "span")."""
@@ -241,6 +242,7 @@ def head_stats(
         span=stack("span") if span is not None else None,
         window=window,
         hidden=model.norm(x)[0].float().cpu(),
+        windows=tuple(_window(model, i) for i in range(len(model.blocks))),
     )
 
 
@@ -250,17 +252,33 @@ def dense_bytes(tm: TextModel, n: int, *, itemsize: int = 4) -> int:
     return tm.config.num_layers * tm.config.num_heads * n * n * itemsize
 
 
-def even_first(n: int) -> float:
-    """The first token's share, averaged over ``n`` positions, of a head that spreads its attention evenly over the
-    keys it sees (causal): the bar a sink must clear to say something (a 2-token text gives 0.75 without trying)."""
-    return float(np.mean(1.0 / np.arange(1, n + 1)))
-
-
-def even_local(n: int, window: int) -> float:
-    """The share within the last ``window`` keys, averaged over ``n`` positions, of a head that spreads its attention
-    evenly over the keys it sees: 1 while the text is no longer than the window (every key is within it)."""
+def keys_seen(n: int, window: int | None = None) -> np.ndarray:
+    """``[n]``: how many keys each position sees in a causal layer: itself and every earlier key, or at most the
+    last ``window`` of them (a sliding window: Gemma 3's local layers see 512)."""
     seen = np.arange(1, n + 1)
-    return float(np.mean(np.minimum(seen, window) / seen))
+    return seen if window is None else np.minimum(seen, window)
+
+
+def even_first(n: int, window: int | None = None) -> float:
+    """The first token's share, averaged over ``n`` positions, of a head that spreads its attention evenly over the
+    keys it sees (causal; ``window``: its layer's sliding window, past which the first token is out of sight): the
+    bar a sink must clear to say something (a 2-token text gives 0.75 without trying)."""
+    seen = keys_seen(n, window)
+    return float(np.mean(np.where(np.arange(n) < seen, 1.0 / seen, 0.0)))  # position i sees key 0 while i < seen
+
+
+def even_local(n: int, local: int, window: int | None = None) -> float:
+    """The share within the last ``local`` keys, averaged over ``n`` positions, of a head that spreads its attention
+    evenly over the keys it sees (``window``: its layer's sliding window): 1 while the text is no longer than
+    ``local`` (every key is within it)."""
+    seen = keys_seen(n, window)
+    return float(np.mean(np.minimum(seen, local) / seen))
+
+
+def even_entropy(n: int, window: int | None = None) -> float:
+    """The entropy in nats, averaged over ``n`` positions, of a head that spreads its attention evenly over the keys
+    it sees (``window``: its layer's sliding window): log of their number, the most a row of weights can have."""
+    return float(np.mean(np.log(keys_seen(n, window))))
 
 
 # ---- the text ----------------------------------------------------------------------------------------------------

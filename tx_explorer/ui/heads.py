@@ -106,10 +106,11 @@ def head_search(T: Callable[..., str], lang: str, tm: TextModel, s: view.Shown, 
     if mode == "pair":
         click = c[1].radio(T("click"), view.CLICKS, format_func=lambda k: T(f"click_{k}"), key="mh_click")
     chosen = (st.session_state.get("mh_layer", len(s.maps) - 1), st.session_state.get("mh_head", 0))
-    best = result.best if result is not None and result.best else [chosen]  # no ranking: the head last opened
-    through = c[2].selectbox(  # the best heads together, or one of them
+    ranked = result is not None and bool(result.best)
+    best = result.best if ranked else [chosen]  # no ranking (a tie, no pattern): the head last opened
+    through = c[2].selectbox(  # the best heads together, or one of them; unranked, "the 1 best-ranked" was false
         T("through"),
-        [None, *best],
+        [None, *best] if ranked else best,
         format_func=lambda h: (
             T("through_best", n=len(best)) if h is None else s.head_names[h[0] * s.maps.shape[1] + h[1]]
         ),

@@ -102,18 +102,17 @@ def overview(stats: atlas.HeadStats, statistic: str = "first", *, lang: str = "e
     n = stats.first.shape[-1]
     # Each count beside what a head spreading its attention evenly would score: on a short text that alone passes
     # the bar (28 tokens lie within a 64-key window: "270 of 270 heads local" said nothing)
-    even_first, even_local = atlas.even_first(n), atlas.even_local(n, stats.window)
-    sinks = dict(count=int((first > SINK).sum()), heads=heads, n=n, even=f"{even_first:.2f}")
-    near = dict(count=int((local > SINK).sum()), heads=heads, window=stats.window, n=n, even=f"{even_local:.2f}")
+    share = lambda v: f"{v:.2f}"  # noqa: E731
+    even_first, even_first_said = _even(stats, lambda w: atlas.even_first(n, w), share, lang)
+    even_local, even_local_said = _even(stats, lambda w: atlas.even_local(n, stats.window, w), share, lang)
+    _, uniform = _even(stats, lambda w: atlas.even_entropy(n, w), lambda v: T("nats", value=f"{v:.2f}"), lang)
+    sinks = dict(count=int((first > SINK).sum()), heads=heads, n=n, even=even_first_said)
+    near = dict(count=int((local > SINK).sum()), heads=heads, window=stats.window, n=n, even=even_local_said)
     notes = (
         T("note_sinks_trivial", **sinks)
         if even_first > SINK
         else T("note_sinks", **sinks, layer=sink_l, head=sink_h, share=f"{first.max():.2f}"),
-        T(
-            "note_entropy",
-            median=f"{np.median(entropy):.2f}",
-            uniform=f"{float(np.mean(np.log(np.arange(1, n + 1)))):.2f}",
-        ),
+        T("note_entropy", median=f"{np.median(entropy):.2f}", uniform=uniform),
         T("note_local_trivial" if even_local > SINK else "note_local", **near),
     )
     columns = {s: T(f"stat_{s}") for s in atlas.STATS}
@@ -122,6 +121,25 @@ def overview(stats: atlas.HeadStats, statistic: str = "first", *, lang: str = "e
     # Every statistic to three places (a grid drops trailing zeros: 0.11 beside 0.131)
     decimals = dict.fromkeys(columns.values(), TABLE_DECIMALS)
     return Result((Panel(f"atlas_grid_{statistic}", fig, values),), notes, table, decimals)
+
+
+def _even(
+    stats: atlas.HeadStats, baseline: Callable[[int | None], float], form: Callable[[float], str], lang: str
+) -> tuple[float, str]:
+    """A head spreading its attention evenly, scored by ``baseline(window)`` over what each layer sees: a sliding
+    window hides keys from a local layer (Gemma 3's see 512 of 793 tokens), so the local and global layers are said
+    apart where their numbers, written by ``form``, differ. Returns the smallest layer's score (a count is said to
+    say nothing only where every layer passes it without trying; the words show where some do) and the words."""
+    n = stats.first.shape[-1]
+    # a window no shorter than the text hides nothing: such a layer sees what a global one does
+    seen = [w if w is not None and w < n else None for w in stats.windows]
+    scores = {w: baseline(w) for w in dict.fromkeys(seen)}  # one per kind of layer, in the layers' order
+    said = {w: form(v) for w, v in scores.items()}
+    if len(set(said.values())) == 1:
+        return min(scores.values()), next(iter(said.values()))
+    window = next(w for w in said if w is not None)
+    words = texts(PAGE, lang)("even_kinds", local=said[window], window=f"{window:,}", full=said[None])
+    return min(scores.values()), words
 
 
 def layer_kinds(tm: TextModel, stats: atlas.HeadStats, *, lang: str = "en") -> str | None:

@@ -31,6 +31,17 @@ def default_model() -> str | None:
     return PREFERRED if PREFERRED in causal else next(iter(causal), None)
 
 
+def frozen_norms(tm: TextModel, name: str, *, lang: str = "en") -> str:
+    """How the page freezes ``tm``'s output norms (``name``: as the picker shows it); its formula and its parts name
+    W_O's bias only where the model has one (Gemma 2/3 and OLMo 2 have none)."""
+    return texts(PAGE, lang)(f"frozen_norms{_unbiased(tm)}", model=name)
+
+
+def _unbiased(tm: TextModel) -> str:
+    """The suffix of the locale keys that leave W_O's bias out, "" where the model has one."""
+    return "" if tm.config.attention_bias[1] else "_unbiased"
+
+
 def undecomposable(tm: TextModel, name: str, shipped: Sequence[str], load: Callable[[str], Any], *, lang="en") -> str:
     """Why ``tm`` (``name``) has no routes here, and which models do: those of ``shipped`` (the registry's models
     loaded with the server; ``load`` gives each) whose stream is a sum of writes, found, not listed by hand."""
@@ -134,7 +145,7 @@ def route(tm: TextModel, an: Analysis, target: int = -1, threshold: float = flow
     notes += [
         T("graph_counts", nodes=len(g.nodes), attn=kinds["attn"], residual=kinds["residual"], mlp=kinds["mlp"] // 2),
         T(
-            "exactness",
+            f"exactness{_unbiased(tm)}",
             error=f"{an.exactness:.1e}",
             relative=f"{an.relative:.1e}",
             layers=an.dec.num_layers,

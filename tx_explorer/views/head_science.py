@@ -11,7 +11,7 @@ import numpy as np
 from tx_explorer.analysis import head_science as hs
 from tx_explorer.analysis.heads import head_labels
 from tx_explorer.families.text import TextModel
-from tx_explorer.views import Panel, Result, texts
+from tx_explorer.views import Panel, Result, sentences, texts
 from tx_explorer.viz import charts
 from tx_explorer.viz import head_science as vhs
 from tx_explorer.viz import heads as vh
@@ -26,16 +26,33 @@ SCORE_DECIMALS = 3  # every score column of the taxonomy's table, so that 7.2 re
 class Ranked(Result):
     """A layer × head map's result and the head to open first."""
 
-    focus: tuple[int, int] = (0, 0)  # (layer, head): the largest effect
+    focus: tuple[int, int] = (0, 0)  # (layer, head): the largest effect in either direction
 
 
 def _tokens(tm: TextModel, ids: list[int]) -> list[str]:
     return tm.labels(ids)
 
 
-def _largest(values: np.ndarray) -> tuple[int, int]:
-    layer, head = np.unravel_index(int(np.argmax(values)), values.shape)
+def _strongest(values: np.ndarray) -> tuple[int, int]:
+    """The cell of the largest |value|: the darkest of a signed map (a head whose removal lowers the loss by 2.5
+    nats outweighs one that raises it by 1.6)."""
+    layer, head = np.unravel_index(int(np.argmax(np.abs(values))), values.shape)
     return int(layer), int(head)
+
+
+def focus_note(delta_loss: np.ndarray, *, lang: str = "en") -> str:
+    """The head the pattern opens at (:func:`_strongest` of ``delta_loss [L, H]``) with its Δ loss, and, where
+    removing it lowers the loss, the head whose removal raises it most."""
+    T = texts(PAGE, lang)
+    layer, head = _strongest(delta_loss)
+    value = float(delta_loss[layer, head])
+    said = T("focus_raises" if value >= 0 else "focus_lowers", layer=layer, head=head, delta=f"{value:+.3f}")
+    if value >= 0:
+        return said
+    up_layer, up_head = np.unravel_index(int(np.argmax(delta_loss)), delta_loss.shape)
+    up = float(delta_loss[up_layer, up_head])
+    also = T("raise_most", layer=int(up_layer), head=int(up_head), delta=f"{up:+.3f}") if up > 0 else T("raise_none")
+    return sentences([said, also], lang)
 
 
 def _encode(tm: TextModel, text: str, lang: str) -> tuple[list[int], list[str]]:
@@ -70,9 +87,10 @@ def importance(
         notes.append(T("mean_reference", source=reference.source, count=reference.count))
     if tm.kind == "encoder":
         fig = vhs.layer_head_map(r.cosine_change, title=T("title_cosine"), clickable=True, **axes)
-        return Ranked(
-            (Panel("hs_importance_cos", fig, r.cosine_change),), tuple(notes), focus=_largest(r.cosine_change)
-        )
+        layer, head = _strongest(r.cosine_change)
+        delta = f"{r.cosine_change[layer, head]:.4f}"
+        notes.append(T("focus_cosine", layer=layer, head=head, delta=delta))
+        return Ranked((Panel("hs_importance_cos", fig, r.cosine_change),), tuple(notes), focus=(layer, head))
     notes.append(T("base_numbers", loss=f"{r.base_loss:.3f}", logit=f"{r.base_logit:.2f}"))
     panels = (
         Panel(
@@ -86,7 +104,8 @@ def importance(
             r.delta_logit,
         ),
     )
-    return Ranked(panels, tuple(notes), focus=_largest(r.delta_loss))
+    notes.append(focus_note(r.delta_loss, lang=lang))
+    return Ranked(panels, tuple(notes), focus=_strongest(r.delta_loss))
 
 
 def pattern(tm: TextModel, text: str, layer: int, head: int, *, lang: str = "en") -> Panel:

@@ -26,6 +26,7 @@ DIRECTIONS = ("to", "from")  # the text coloured by what the token attends to, o
 CLICKS = ("query", "key")  # what a click on a token of the text picks
 TOP = 3  # the best-ranked heads whose maps are shown beside the ranking, and that colour the text
 TABLE_ROWS = 10
+TIE = 1e-6  # scores this close to the top one tie it: float32 weights of at most 1, rounding apart
 LENSES = ("raw", "norm", "rollout")
 SMALL_SIDE = 256  # maps shown side by side: half the detail view's resolution
 QK_X_TICKS = 16  # the inspector's half-width Q, K, V maps: every 4th of 64 dimensions labelled
@@ -285,6 +286,12 @@ def _ranked(
     return panels, table, best
 
 
+def _tied(values: np.ndarray) -> int:
+    """How many heads score within :data:`TIE` of the top score of ``values [L, H]`` (NaN: no score)."""
+    finite = values[np.isfinite(values)]
+    return int((finite >= finite.max() - TIE).sum()) if finite.size else 0
+
+
 def search_pair(
     s: Shown,
     query: int,
@@ -296,13 +303,21 @@ def search_pair(
     lang: str = "en",
 ) -> Search:
     """Every head ranked by the weight ``query`` puts on ``key`` (:func:`heads.rank`; ``skip_first``: rows
-    renormalised without the first token), the best heads' maps beside it."""
+    renormalised without the first token), the best heads' maps beside it. Where every head ties (the only key the
+    query sees gets all its weight) there is no ranking, and the notes say so: no best head, no maps."""
     T, labels = texts(PAGE, lang), safe_labels(s.labels)
     weights = heads.query_key_weights(s.maps, query, key, skip_first=skip_first, causal=causal)  # (L, H)
+    count, top = _tied(weights), float(np.nanmax(weights))
+    seen = (query + 1 if causal else len(s.labels)) - skip_first  # keys the query's row is spread over
+    words = dict(q=query, k=key, weight=top, count=count, total=weights.size)
+    # A lone head ties with itself: said as ranked, unless its query sees one key (learned sinks keep rows apart)
+    if count == weights.size and (seen == 1 or count > 1):
+        only = "pair_only_key_skip" if skip_first else "pair_only_key"
+        return Search((), (T(only if seen == 1 else "pair_tie_all", **words),), None, [])
     title = T("pair_title", q=f"{query}: {labels[query]}", k=f"{key}: {labels[key]}")
     panels, table, best = _ranked("mh_rank", weights, title, s, groups, lang, skip_first)
-    (layer, head), top = best[0], float(weights[best[0]])
-    notes = [T("pair_best", layer=layer, head=head, weight=top, q=query, k=key)]
+    layer, head = best[0]
+    notes = [T("pair_tie" if count > 1 else "pair_best", layer=layer, head=head, **words)]
     if skip_first:
         notes.append(T("skip_note"))
     return Search(tuple(panels), tuple(notes), table, best)
@@ -323,11 +338,15 @@ def search_pattern(
     scores = heads.pattern_scores(s.maps, s.ids, skip_first=skip_first, queries=queries)[pattern]  # (L, H)
     if np.isnan(scores).all():  # no query has such a key: no token repeats
         return Search((), (T("pattern_none", pattern=T(f"metric_{pattern}")),), None, [])
-    title = T("pattern_title", pattern=T(f"metric_{pattern}"))
+    count, name = _tied(scores), T(f"metric_{pattern}")
+    words = dict(pattern=name, score=float(np.nanmax(scores)), count=count, total=scores.size)
+    if count == scores.size > 1:
+        return Search((), (T("pattern_tie_all", **words),), None, [])
+    title = T("pattern_title", pattern=name)
     # the first token's share is scored raw (pattern_scores), so its heads' maps are drawn raw too
     panels, table, best = _ranked("mh_rank", scores, title, s, groups, lang, skip_first and pattern != "first")
-    (layer, head), top = best[0], float(scores[best[0]])
-    notes = [T("pattern_best", pattern=T(f"metric_{pattern}"), layer=layer, head=head, score=top)]
+    layer, head = best[0]
+    notes = [T("pattern_tie" if count > 1 else "pattern_best", layer=layer, head=head, **words)]
     if queries is not None:
         notes.append(T("repeat_note", count=len(queries)))
     if skip_first and pattern != "first":
@@ -446,6 +465,7 @@ def inspector(
             k_diff=f"{check.k_diff:.1e}",
             v_diff=f"{check.v_diff:.1e}",
             scale=f"{check.scale:.3g}",
+            bias=T("projection_bias") if tm.config.attention_bias[0] else "",  # Llama, Gemma: x·W alone
         )
         + (" " + T("projection_qk_norm") if check.qk_norm else "")
         + " "

@@ -37,6 +37,10 @@ def layer_head_map(values: np.ndarray, *, title: str, x_title: str, y_title: str
                 showlegend=False,
             )
         )
+        # The axes end at the cells' edges: autorange gave the markers room as well, grey bands above L0 and below
+        # the last layer that looked like rows of the map
+        fig.update_xaxes(range=[-0.5, heads - 0.5], autorange=False)
+        fig.update_yaxes(range=[layers - 0.5, -0.5], autorange=False)  # reversed: L0 at the top
     return fig
 
 
