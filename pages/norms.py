@@ -6,6 +6,7 @@ import streamlit as st
 
 from tx_explorer import ui
 from tx_explorer.views import norms as view
+from tx_explorer.views import sentences
 
 T, LANG = ui.texts("norms"), ui.lang()
 
@@ -28,8 +29,10 @@ def runs_section(res: view.Results) -> None:
     smoothing = c[2].slider(T("smoothing"), 0.0, 0.95, 0.8, 0.05, help=T("smoothing_help"), key="runs_smoothing")
     with ui.friendly_errors():
         runs = view.runs(res, chosen, metric, smoothing, lang=LANG)
-        st.caption(view.corpus(res, lang=LANG) + " " + runs.caption)  # the text learnt from, then the recipe
+        st.caption(sentences([view.corpus(res, lang=LANG), runs.caption], LANG))  # the text learnt from, the recipe
         ui.show(runs.curves)
+        if runs.empty:
+            st.info(runs.empty)
         ui.section(T, "claims", level="subheader")
         st.table(runs.claims)
     st.markdown(T("claims_note"))
@@ -48,7 +51,7 @@ def depth_section(res: view.Results) -> None:
     with ui.friendly_errors():
         profiles, numbers = view.depth(res, picked, quantity, lang=LANG)
         ui.show(profiles)
-        st.caption(numbers)
+        (st.caption if profiles else st.info)(numbers)  # no profiles: what to pick instead
     st.markdown(view.depth_note(res, lang=LANG))
     one = st.selectbox(
         T("layer_step_variant"), res.names, index=res.names.index(deep[0]), format_func=partial(res.label, lang=LANG)
@@ -109,11 +112,8 @@ def live_section(res: view.Results) -> None:  # no fragment: a click in one wait
     if not (box := ui.lazy_section(T, "live", key="norms_open_live")):
         return
     with box:
-        c, pick = (
-            st.columns([3, 1, 1, 1]),
-            dict(max_selections=3, format_func=partial(res.label, lang=LANG), key="live_variants"),
-        )
-        names = c[0].multiselect(T("variants"), res.names, view.defaults(res)["live"], **pick)
+        c, pick = st.columns([3, 1, 1, 1]), dict(max_selections=3, format_func=partial(res.label, lang=LANG))
+        names = c[0].multiselect(T("variants"), res.names, view.defaults(res)["live"], key="live_variants", **pick)
         steps = c[1].slider(T("steps"), 10, 400, 200, 10)
         lr = c[2].select_slider(T("lr"), [3e-4, 1e-3, 2e-3, 5e-3, 1e-2], 2e-3)
         budget = c[3].slider(T("budget"), 5, 30, 30)

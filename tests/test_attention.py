@@ -12,6 +12,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from tx_explorer import masks
 from tx_explorer.attention import attention_steps, broadcast_shape, scaled_dot_product_attention
+from tx_explorer.errors import InputError
 from tx_explorer.modules.attention import MultiHeadAttention
 
 MASKS = {
@@ -78,6 +79,21 @@ def test_fully_masked_row_gives_zero_weights_and_output():
 def test_bad_shapes_are_explained(args, message):
     with pytest.raises(ValueError, match=message):
         scaled_dot_product_attention(*args)
+
+
+@pytest.mark.parametrize(
+    ("q", "k", "v", "key", "en", "zh"),
+    [
+        ((1, 2), (2, 3), (2, 2), "qk_width", "Q and K must share their last dimension D", "Q 有 2 列，K 有 3 列"),
+        ((1, 3), (2, 3), (3, 2), "kv_rows", "K and V must have the same number of rows", "K 有 2 行，V 有 3 行"),
+    ],
+)
+def test_shapes_that_do_not_fit_are_told_in_the_users_language(q, k, v, key, en, zh):
+    """The operator page's typed matrices: the refusal was an English f-string after a Chinese prefix in 中文."""
+    with pytest.raises(InputError) as refused:
+        attention_steps(torch.ones(q), torch.ones(k), torch.ones(v))
+    assert refused.value.key == key and en in str(refused.value)
+    assert zh in refused.value.message("zh") and "must" not in refused.value.message("zh")
 
 
 def test_bad_masks_are_explained():

@@ -436,6 +436,32 @@ CASES: list[Case] = [
         chart="weights",
         prepare=OPERATOR_EDIT,
     ),
+    Case(
+        "operator",
+        "text_Q-unicode-minus",  # the minus the app's own axes print, and a Chinese keyboard's full-width one
+        ((W("text_area", "text_Q"), "\u22122 0 0\n0 \uff0d2 2"),),
+        "chart",
+        chart="weights",
+        prepare=OPERATOR_EDIT,
+    ),
+    Case(
+        "operator",
+        "text_Q-width-unlike-K",  # D = 2 against the example K's D = 3
+        ((W("text_area", "text_Q"), "1 2"),),
+        "error",
+        "Q and K must share their last dimension D",
+        chart="weights",
+        prepare=OPERATOR_EDIT,
+    ),
+    Case(
+        "operator",
+        "text_V-rows-unlike-K",  # 2 value rows for the example's 3 keys
+        ((W("text_area", "text_V"), "1 2\n3 4"),),
+        "error",
+        "K and V must have the same number of rows",
+        chart="weights",
+        prepare=OPERATOR_EDIT,
+    ),
     *text_cases(
         "operator",
         (W("text_area", "text_K"),),
@@ -568,6 +594,8 @@ CASES: list[Case] = [
     ),
     *declared_cases(moe_view.HELDOUT, "moe_drop"),
     *number_cases("moe", "moe_tokens"),
+    # the checkpoint section's text, routed through tiny-moe (its default): blank reads the bundled corpus instead
+    *text_cases("moe", (W("text_area", "moe_ckpt_text"),), f"{moe_view.CHECKPOINT_KEY}_load", name="ckpt-text"),
     # the checkpoint section's folder box (no checkpoint with routed experts is cached here): a dense model is told what
     # the section needs, an empty box asks for a path, a folder outside the roots is refused as on the multi-head page
     *[
@@ -703,6 +731,14 @@ CASES: list[Case] = [
             ("html-comment", "we see <!-- --> the sky"),
         )
     ],
+    Case(
+        "seq2seq",
+        "sentence-punctuation-only",  # characters typed, but no word among them
+        ((W("text_input", "s2s_text"), "?!..."),),
+        "warning",
+        "No words found",
+        chart="s2s_align_attention",
+    ),
     *number_cases("seq2seq", "s2s_align_attention"),
     # cost of attention: sizes whose naive attention cannot fit are estimated and refused with the number
     Case(
@@ -710,7 +746,7 @@ CASES: list[Case] = [
         "guard-10M-tokens-1024-heads",
         tuple(zip(GUARD, (10_000_000, 1024))),
         "warning",
-        "naive attention at N=10,000,000, H=1024 needs",
+        "Naive attention at N=10,000,000, H=1024 needs",
         chart="cost_memory",
     ),
     Case(
@@ -718,7 +754,7 @@ CASES: list[Case] = [
         "guard-128k-tokens",
         tuple(zip(GUARD, (131_072, 64))),
         "warning",
-        "so it was not run",
+        "so it would not run",
         chart="cost_memory",
     ),
     *number_cases("cost_of_attention", "cost_tiles"),

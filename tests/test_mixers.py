@@ -94,3 +94,11 @@ def test_cost_page_shows_the_three_mixers_and_measures_on_a_click(lang):
     assert_clean(at)
     assert [s for s in plotly_specs(at) if len(s["data"]) >= 12]  # with time and memory: 4 subplots × 3 mixers
     assert any(("%" in m.value and "§4.3" in m.value) for m in at.markdown)
+
+
+@pytest.mark.parametrize(("lang", "steps"), [("en", "sequential steps at N = 8,192"), ("zh", "N = 8,192 时的顺序步数")])
+def test_the_tables_headers_write_n_as_its_cells_do(lang, steps):
+    """The headers said "N = 8192" above cells that say "8,192"."""
+    table = view.compare(None, max_n=256, dim=32, lang=lang).table
+    assert steps in table[0] and table[0][steps] == "8,192"  # the GRU's steps
+    assert not any("8192" in column for column in table[0]), list(table[0])

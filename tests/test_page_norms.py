@@ -105,3 +105,15 @@ def test_chinese_page_names_its_variants_slider_and_corpus_in_chinese(at):
     assert any(s.label == "层（block）" for s in at.slider), [s.label for s in at.slider]
     captions = " ".join(c.value for c in at.caption)
     assert "Python 标准库的文档字符串" in captions and "docstrings" not in captions
+
+
+def test_an_empty_pick_of_variants_says_what_to_pick_instead_of_empty_axes():
+    at = open_page("norms")  # its own page: the module's is shared by tests that run in order
+    picker = at.multiselect(key="runs_variants")
+    before, charts = picker.value, len(plotly_specs(at))
+    picker.set_value([]).run()
+    assert_clean(at)
+    assert any(i.value.startswith("Pick at least one variant") for i in at.info)
+    assert len(plotly_specs(at)) == charts - 1  # the curves, not drawn as empty axes
+    at.multiselect(key="runs_variants").set_value(before).run()
+    assert not at.info and len(plotly_specs(at)) == charts

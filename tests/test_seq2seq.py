@@ -10,7 +10,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tx_explorer import models
+from tx_explorer import locales, models
 from tx_explorer.analysis import seq2seq_eval as ev
 from tx_explorer.config import TransformerConfig
 from tx_explorer.data import translation as tr
@@ -152,6 +152,18 @@ def test_source_checks_name_the_problem():
     assert check.problem == "unknown" and check.unknown == {"skyy": ["sky"]}
     assert "skyy" in source_message(check) and "sky" in source_message(check)
     assert tr.check_source("We see the sky.", words, 40).tokens == ("we", "see", "the", "sky")
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_punctuation_alone_is_told_as_no_words_not_as_an_empty_box(lang):
+    """A student typed "?!...": the page asked for a sentence as if the box were empty."""
+    from tx_explorer.views import seq2seq as view
+
+    check = tr.check_source("?!...", ["we", "see"], 40)
+    assert check.problem == "no_words" and "no words" in source_message(check)
+    said = view.input_problem(check, lang=lang)
+    assert said == locales.text("seq2seq", "no_words", lang) != locales.text("seq2seq", "empty", lang)
+    assert tr.check_source(" \t", ["we"], 40).problem == "empty"
 
 
 # ---------------------------------------------------------------- model maths

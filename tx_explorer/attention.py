@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 import torch
 from torch import Tensor
 
-from tx_explorer.errors import positive_int
+from tx_explorer.errors import InputError, positive_int
 
 
 def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...] | None:
@@ -43,9 +43,9 @@ def _check_qkv(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, bias: Tenso
     if q.dim() < 2 or k.dim() < 2 or v.dim() < 2:
         raise ValueError("q, k and v need at least two dimensions: [..., N, D]")
     if q.shape[-1] != k.shape[-1]:
-        raise ValueError(f"q and k must share their last dimension D, got {q.shape[-1]} and {k.shape[-1]}")
+        raise InputError("qk_width", q=q.shape[-1], k=k.shape[-1])
     if k.shape[-2] != v.shape[-2]:
-        raise ValueError(f"k and v must have the same number of rows Nk, got {k.shape[-2]} and {v.shape[-2]}")
+        raise InputError("kv_rows", k=k.shape[-2], v=v.shape[-2])
     if mask is not None and mask.dtype != torch.bool:
         raise TypeError(f"mask must be boolean (True = may attend), got {mask.dtype}")
     if bias is not None and not bias.is_floating_point():

@@ -17,7 +17,7 @@ from torch import Tensor, nn
 
 from tx_explorer import masks
 from tx_explorer.analysis import params
-from tx_explorer.analysis.operator_lab import MAX_ABS, list_items
+from tx_explorer.analysis.operator_lab import MAX_ABS, list_items, read_number
 from tx_explorer.analysis.seeding import randn, seeded_init
 from tx_explorer.config import TransformerConfig
 from tx_explorer.errors import InputError
@@ -166,7 +166,7 @@ def parse_vector(text: str, name: str = "x", max_len: int = 64) -> Tensor:
 
 def _entry(item: str, name: str, index: int) -> float:
     try:
-        value = float(item)
+        value = read_number(item)
     except ValueError:
         raise InputError("vector_not_a_number", name=name, index=index, cell=item[:20]) from None
     if not math.isfinite(value):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -27,6 +28,9 @@ MAX_SAMPLES = 1 << 23  # trials · n_keys · max(dims) numbers the saturation cu
 # What separates the numbers of a typed list: commas, semicolons and whitespace (the full-width space included), and
 # the full-width comma, semicolon and enumeration comma a Chinese keyboard types in their place.
 LIST_SEPARATORS = re.compile(r"[,;，；、\s]+")
+# Signs a typed number may carry that float() refuses: the minus sign the app's own axes print (U+2212), and the
+# hyphen, figure dash and en dash a word processor turns "-" into; NFKC reads the full-width "－" and "＋" first.
+MINUS_SIGNS = str.maketrans(dict.fromkeys("\u2212\u2010\u2011\u2012\u2013", "-"))
 
 # A readable starting point for hand-edited inputs: three one-hot keys ("topics"), the first query asks for
 # topic 1, the second for topics 2 and 3; each value row is what its key hands back.
@@ -76,9 +80,15 @@ def parse_matrix(text: str, name: str = "matrix", max_side: int = MAX_SIDE) -> T
     return torch.tensor(rows, dtype=torch.float32)
 
 
+def read_number(cell: str) -> float:
+    """One typed number, as every typed list and matrix reads it: "−1" (U+2212) and "－１" are -1; raises
+    ``ValueError`` as ``float`` does for what is not a number."""
+    return float(unicodedata.normalize("NFKC", cell).translate(MINUS_SIGNS))
+
+
 def _number(cell: str, name: str, row: int) -> float:
     try:
-        value = float(cell)
+        value = read_number(cell)
     except ValueError:
         raise InputError("not_a_number", name=name, row=row, cell=cell[:20]) from None
     if not math.isfinite(value):

@@ -632,7 +632,7 @@ class SourceCheck:
     """What is wrong with a typed sentence, if anything (pages phrase the message in their language)."""
 
     tokens: tuple[str, ...]
-    problem: Literal["ok", "empty", "too_long", "unknown"]
+    problem: Literal["ok", "empty", "no_words", "too_long", "unknown"]  # no_words: typed, but punctuation only
     unknown: dict[str, list[str]]  # unknown word → up to 3 close vocabulary words
 
     @property
@@ -641,10 +641,11 @@ class SourceCheck:
 
 
 def check_source(text: str, vocabulary: Sequence[str], max_words: int) -> SourceCheck:
-    """Tokenise ``text`` and report emptiness, excess length or words outside ``vocabulary``."""
+    """Tokenise ``text`` and report emptiness (nothing typed, or no word among what was), excess length or words
+    outside ``vocabulary``."""
     tokens = tuple(tokenize(text))
     if not tokens:
-        return SourceCheck(tokens, "empty", {})
+        return SourceCheck(tokens, "no_words" if text.strip() else "empty", {})
     if len(tokens) > max_words:
         return SourceCheck(tokens, "too_long", {})
     known = set(vocabulary)

@@ -58,6 +58,8 @@ def source_message(check: SourceCheck) -> str:
     """An English sentence describing what is wrong with the input (pages use their own locale text)."""
     if check.problem == "empty":
         return "type an English sentence"
+    if check.problem == "no_words":
+        return "no words found: punctuation and symbols are dropped"
     if check.problem == "too_long":
         return f"{len(check.tokens)} words is longer than the {MAX_WORDS} the models were trained on"
     parts = [f"{w!r} (did you mean {', '.join(s)}?)" if s else repr(w) for w, s in check.unknown.items()]

@@ -77,14 +77,18 @@ def figures(*panels: Panel | None) -> dict[str, go.Figure]:
     return {p.key: p.figure for p in panels if p is not None}
 
 
-def corpus_note(model: str, corpus: Mapping, vocab: Mapping[str, int], reference: str, *, lang: str = "en") -> str:
+def corpus_note(
+    model: str, corpus: Mapping, vocab: Mapping[str, int], reference: str, *, lang: str = "en", page: str = "common"
+) -> str:
     """Which text and tokenizer a bundled model was trained on, read from its own training record (``corpus`` of
-    training.json or summary.json) against ``reference``'s (tiny-gpt's): never a sentence typed about it."""
+    training.json or summary.json) against ``reference``'s (tiny-gpt's): never a sentence typed about it.
+    ``page``: the locale whose ``corpus_same``, ``corpus_other``, ``tokenizer_same`` and ``tokenizer_own`` say it
+    (the norms page names its bundle of six models in words: "`variants` was trained" read as a slip)."""
     from tx_explorer import model_cache  # the registry loads every family: imported when a note is asked for
     from tx_explorer.data.corpus import SOURCE_WORDS
 
     ref = model_cache.shared_model(reference)
-    T, theirs = texts("common", lang), ref.info["corpus"]
+    T, say, theirs = texts("common", lang), texts(page, lang), ref.info["corpus"]
     mb = lambda c: f"{c['characters'] / 1e6:.2f}"  # noqa: E731
     fields = {"model": model, "reference": reference, "mb": mb(corpus), "documents": f"{corpus['documents']:,}"}
     same = corpus["sha256"] == theirs["sha256"]
@@ -92,5 +96,6 @@ def corpus_note(model: str, corpus: Mapping, vocab: Mapping[str, int], reference
     if source.startswith(SOURCE_WORDS):
         source = T("corpus_source") + source[len(SOURCE_WORDS) :]
     other = {"ref_mb": mb(theirs), "source": source}
-    text = T("corpus_same", **fields) if same else T("corpus_other", **fields, **other)
-    return text + " " + T("tokenizer_same" if vocab == ref.tokenizer.get_vocab() else "tokenizer_own", **fields)
+    text = say("corpus_same", **fields) if same else say("corpus_other", **fields, **other)
+    tokenizer = say("tokenizer_same" if vocab == ref.tokenizer.get_vocab() else "tokenizer_own", **fields)
+    return sentences([text, tokenizer], lang)  # no space after a Chinese full stop

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from tx_explorer.analysis import cost, flash_steps, memory
-from tx_explorer.views import Panel, axes, texts
+from tx_explorer.views import Panel, axes, sentences, texts
 from tx_explorer.views.inputs import Number, Section, Switch
 from tx_explorer.viz import cost as vcost
 from tx_explorer.viz import style
@@ -43,25 +43,17 @@ def matmuls(n: int, d: int, h: int, *, lang: str = "en") -> Matmuls:
         T("col_step"): [T(f"mm_{mm.key}") for mm in products],
         T("col_product"): [f"{list(mm.left)} · {list(mm.right)} → {list(mm.out)}" for mm in products],
         T("col_flops"): [f"{mm.flops:,}" for mm in products],
-        T("col_share"): [f"{100 * mm.flops / total:.1f}%" for mm in products],
+        T("col_share"): [_percent(mm.flops, total, T, decimals=1) for mm in products],
     }
+    share, relation = _n2_against_projections(n, d, h, T)
+    words = [T("flops_summary", n=f"{n:,}", total=_count(total), share=share, relation=relation)]
     cross = int(cost.crossover_n(d))
-    (share, relation), (share_cross, at_cross), (share_beyond, at_beyond) = (
-        _n2_against_projections(m, d, h, T) for m in (n, cross, 2 * cross)
-    )
-    summary = T(
-        "flops_summary",
-        n=f"{n:,}",
-        total=memory.format_si(total),
-        share=share,
-        relation=relation,
-        cross=f"{cross:,}",
-        share_cross=share_cross,
-        at_cross=at_cross,
-        beyond=f"{2 * cross:,}",
-        share_beyond=share_beyond,
-        at_beyond=at_beyond,
-    )
+    # the crossover and twice it, for comparison: not the N asked about, whose sentence is already said
+    for key, m in (("flops_at_2d", cross), ("flops_at_4d", 2 * cross)):
+        if m != n:
+            share_m, relation_m = _n2_against_projections(m, d, h, T)
+            words.append(T(key, n=f"{m:,}", share=share_m, relation=relation_m))
+    summary = sentences(words, lang)
     flops = cost.flops_by_n(FLOPS_NS, d, h)
     fig = vcost.flops_bars(
         FLOPS_NS,
@@ -82,7 +74,29 @@ def _n2_against_projections(n: int, d: int, h: int, T) -> tuple[str, str]:
     quad = sum(mm.flops for mm in products if mm.quadratic)
     proj = sum(mm.flops for mm in products if not mm.quadratic)
     relation = "rel_less" if quad < proj else "rel_equal" if quad == proj else "rel_more"
-    return f"{100 * quad / (quad + proj):.0f}%", T(relation)
+    return _percent(quad, quad + proj, T), T(relation)
+
+
+def _percent(part: int, whole: int, T, *, decimals: int = 0) -> str:
+    """``part`` as a share of ``whole`` to ``decimals`` places, never rounded to 0% or 100% when it is neither:
+    "under 1%" (2,048 of 2,099,200 FLOPs is 0.098%), "over 99%"."""
+    share, step = 100 * part / whole, 10.0**-decimals
+    if 0 < share < step:
+        return T("share_under", share=f"{step:.{decimals}f}%")
+    if 100 - step < share < 100:
+        return T("share_over", share=f"{100 - step:.{decimals}f}%")
+    return f"{share:.{decimals}f}%"
+
+
+SUPERSCRIPT = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def _count(value: int) -> str:
+    """A FLOP count as students read it: with separators up to a million, then "2.66 × 10¹⁹" (no "26.6 E")."""
+    if value < 1_000_000:
+        return f"{value:,}"
+    mantissa, exponent = f"{value:.2e}".split("e")
+    return f"{mantissa} × 10{str(int(exponent)).translate(SUPERSCRIPT)}"
 
 
 @dataclass(frozen=True)
@@ -247,8 +261,10 @@ def guard(n: int, h: int, head_dim: int, dtype: str, device: torch.device, *, la
     T = texts(PAGE, lang)
     try:
         need = memory.check_naive_fits(n, h, head_dim, itemsize=ITEMSIZE[dtype], device=device)
-    except memory.MemoryBudgetError as exc:
-        return False, exc.message(lang)
+    except memory.MemoryBudgetError as exc:  # a question, not a run: its own verdict, not the run's refusal
+        p = exc.params
+        words = dict(need=p["need"], free=p["free"], fraction=f"{p['fraction']:.0%}", limit=p["limit"])
+        return False, T("guard_no", n=f"{n:,}", h=h, **words)
     free = memory.format_bytes(memory.available_bytes(device))
     return True, T("guard_ok", n=f"{n:,}", h=h, need=memory.format_bytes(need), free=free)
 
@@ -271,7 +287,7 @@ def tiles(n: int, b: int, *, causal: bool = True, seed: int = 0, lang: str = "en
         [T("status_skipped"), T("status_partial"), T("status_full")],
         block_q=tr.block_q,
         block_k=tr.block_k,
-        title=T("grid_title", computed=tr.computed_tiles, total=tr.status.size),
+        title=T("grid_title", computed=f"{tr.computed_tiles:,}", total=f"{tr.status.size:,}"),
         x_title=T("axis_key_tile"),
         y_title=T("axis_query_tile"),
     )

@@ -120,8 +120,8 @@ def compare(found: Found | None, *, max_n: int, dim: int, lang: str = "en") -> C
             T("col_input"): T(f"input_{k}"),
             T("col_pro"): T(f"pro_{k}"),
             T("col_con"): T(f"con_{k}"),
-            T("col_steps"): f"{mixers.sequential_steps(k, max(NS), conv_layers=CONV_LAYERS):,}",
-            T("col_reach"): f"{reach[k][-1]:,}",
+            T("col_steps", n=f"{max(NS):,}"): f"{mixers.sequential_steps(k, max(NS), conv_layers=CONV_LAYERS):,}",
+            T("col_reach", n=f"{max(NS):,}"): f"{reach[k][-1]:,}",
             T("col_measured"): T(
                 "measured_at",
                 n=f"{top[k].n:,}",

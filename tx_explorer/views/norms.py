@@ -80,14 +80,15 @@ def curve_series(res: Results, names: Sequence[str], metric: str, smoothing: flo
 def corpus(res: Results, *, lang: str = "en") -> str:
     """The text and tokenizer the shipped runs learnt from, read from the bundle's summary against tiny-gpt's."""
     vocab = Tokenizer.from_file(str(res.folder / "tokenizer.json")).get_vocab()
-    return corpus_note(res.folder.name, res.summary["corpus"], vocab, "tiny-gpt", lang=lang)
+    return corpus_note(res.folder.name, res.summary["corpus"], vocab, "tiny-gpt", lang=lang, page=PAGE)
 
 
 @dataclass(frozen=True)
 class Runs:
     caption: str  # the recipe every shipped run shared
-    curves: Panel
+    curves: Panel | None  # None when no variant is picked: no empty axes
     claims: list[dict[str, str]]  # claim, verdict, the numbers behind it (translated columns)
+    empty: str | None = None  # what to do instead, when no variant is picked
 
 
 def runs(
@@ -104,8 +105,6 @@ def runs(
         minutes=res.summary["minutes"],
         threads=res.summary["threads"],
     )
-    series = curve_series(res, names, metric, smoothing, lang)
-    fig = vn.curves(series, x_title=T("axis_step"), y_title=T(f"metric_{metric}"), log_y=metric == "grad_norm")
     rows = []
     for cl in variant_claims.claims(res.summary):  # computed here from every seed's shipped numbers
         numbers = [
@@ -118,14 +117,14 @@ def runs(
             for n in cl["variants"]
         ]
         c = cl["comparison"]
-        gap = T("gap_spread", gap=f"{c.gap:.3g}", spread=f"{c.spread:.3g}")
+        gap = T("gap_spread", gap=_signed(f"{c.gap:.3g}"), spread=f"{c.spread:.3g}")
         if cl["tolerance"] is not None:  # the gap is the room left within the tolerance: show what it is made of
             fmt = (lambda v: f"{v:,.0f}") if cl["key"] == "swiglu_same_params" else (lambda v: f"{v:.3g}")
             gap = T(
                 "margin_spread",
-                difference=fmt(cl["difference"]),
+                difference=_signed(fmt(cl["difference"])),
                 tolerance=fmt(cl["tolerance"]),
-                gap=fmt(c.gap),
+                gap=_signed(fmt(c.gap)),
                 spread=f"{c.spread:.3g}",
             )
         rows.append(
@@ -135,12 +134,26 @@ def runs(
                 T("numbers"): " · ".join(numbers),
             }
         )
+    if not names:
+        return Runs(caption, None, rows, T("pick_variant"))
+    series = curve_series(res, names, metric, smoothing, lang)
+    fig = vn.curves(series, x_title=T("axis_step"), y_title=T(f"metric_{metric}"), log_y=metric == "grad_norm")
     return Runs(caption, Panel("norms_curves", fig, norm_lab.pad_rows([y for _, y in series.values()])), rows)
 
 
-def depth(res: Results, names: Sequence[str], quantity: str = "grad_norm", *, lang: str = "en") -> tuple[Panel, str]:
-    """Gradient norm or residual RMS against depth, at initialisation and after training; the numbers in words."""
+def _signed(number: str) -> str:
+    """A formatted number with a true minus ("gap −0.236"): a hyphen read as a dash."""
+    return number.replace("-", "−")
+
+
+def depth(
+    res: Results, names: Sequence[str], quantity: str = "grad_norm", *, lang: str = "en"
+) -> tuple[Panel | None, str]:
+    """Gradient norm or residual RMS against depth, at initialisation and after training; the numbers in words
+    (with no variant picked: no panel, and what to do instead)."""
     T = texts(PAGE, lang)
+    if not names:
+        return None, T("pick_variant")
     panels = {
         T(f"panel_{when}"): {res.label(n, lang): res.profiles[n][when][quantity] for n in names}
         for when in ("init", "final")

@@ -16,7 +16,7 @@ from tx_explorer.families.text import TextModel
 from tx_explorer.views import Panel, axes, texts
 from tx_explorer.views.inputs import Number, Section
 from tx_explorer.viz import charts
-from tx_explorer.viz.heatmap import heatmap
+from tx_explorer.viz.heatmap import heatmap, number
 
 PAGE = "operator"
 DIMS = [2**i for i in range(11)]  # D = 1 … 1024 for the saturation curve
@@ -82,7 +82,7 @@ def steps(q: Tensor, k: Tensor, v: Tensor, scaled: bool = True, *, lang: str = "
     numbers = T(
         "steps_numbers",
         scale=f"{summary.scale:.3f}",
-        std=f"{summary.score_std:.2f}",
+        std=number(summary.score_std),  # as E's cells write it: 2.45e6 for typed entries of 1000
         peak=f"{summary.mean_peak:.2f}",
         rowsum=f"{summary.max_row_error:.1e}",
     )

@@ -59,10 +59,11 @@ def load_translators(load: Callable[[str], Any], *, lang: str = "en") -> tuple[d
 
 
 def input_problem(check: tr.SourceCheck, *, lang: str = "en") -> str:
-    """Why a sentence cannot be translated: empty, too long, or words outside the vocabulary (with suggestions)."""
+    """Why a sentence cannot be translated: empty, no words in it, too long, or words outside the vocabulary (with
+    suggestions)."""
     T = texts(PAGE, lang)
-    if check.problem == "empty":
-        return T("empty")
+    if check.problem in ("empty", "no_words"):
+        return T(check.problem)
     if check.problem == "too_long":
         return T("too_long", n=len(check.tokens), max=MAX_WORDS)
     words = [

@@ -10,7 +10,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from tx_explorer.viz import style
-from tx_explorer.viz.heatmap import heatmap, thinned_ticks
+from tx_explorer.viz.heatmap import PLAIN, heatmap, number, round_ticks, thinned_ticks
 
 
 def signed_heatmap(
@@ -19,12 +19,29 @@ def signed_heatmap(
     """A heatmap of signed values (Q, K, V, scores, outputs) on the diverging scale, symmetric around 0; ``options``
     are :func:`~tx_explorer.viz.heatmap.heatmap`'s (titles, height).
 
-    Non-finite entries (−∞ where a mask hides a key) are gaps labelled "−∞".
+    Non-finite entries (−∞ where a mask hides a key) are gaps labelled "−∞". Values beyond
+    :data:`~tx_explorer.viz.heatmap.PLAIN` get colour bar ticks written as the cells write them ("−5e−31", "1e6"):
+    Plotly's own "−0.5×10⁻³⁰" took a typed Q of 1e-30 most of its figure's width. Within it, Plotly's ticks are
+    short already, and as many as the bar's length holds.
     """
     z = np.asarray(values, dtype=np.float64)
     finite = z[np.isfinite(z)]
     limit = float(np.abs(finite).max()) if finite.size and np.abs(finite).max() > 0 else 1.0
-    return heatmap(z, row_labels, col_labels, colorscale=style.DIVERGING, zmin=-limit, zmax=limit, zmid=0.0, **options)
+    bar = None
+    if not PLAIN[0] <= limit < PLAIN[1]:
+        ticks = round_ticks(-limit, limit)
+        bar = dict(tickvals=ticks, ticktext=[number(t, limit).replace("-", "−") for t in ticks])
+    return heatmap(
+        z,
+        row_labels,
+        col_labels,
+        colorscale=style.DIVERGING,
+        zmin=-limit,
+        zmax=limit,
+        zmid=0.0,
+        colorbar=bar,
+        **options,
+    )
 
 
 def _frame(title: str, height: int) -> dict[str, Any]:

@@ -21,6 +21,9 @@ _EXTRA = ["#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]
 MATMUL_COLORS = ["#9ecae1", "#fd8d3c", "#e6550d", "#3182bd"]  # projections blue, N² products orange
 TILE_COLORS = ["#f0f0f0", "#fdae6b", "#3182bd", "#31a354"]  # skipped, partly masked, computed, …
 SERIES_OFFSET = 0.04  # decades of N between neighbouring series of ratio_bands: about 15 px on the page's chart
+MAX_TILE_TICKS = 16  # tile indices labelled at most along each side of the tile grid
+SI_PREFIXES = {-12: "p", -9: "n", -6: "µ", -3: "m", 0: "", 3: "k", 6: "M", 9: "G", 12: "T", 15: "P", 18: "E"}
+LOG_PAD = 0.05  # decades a log axis extends past its outermost ticks: a marker on one is drawn whole
 X_MARGIN = 0.15  # decades of N the ratio chart's x axis extends past the outermost points
 Series = Mapping[str, tuple[np.ndarray, np.ndarray]]  # name -> (N values, y values)
 
@@ -194,6 +197,16 @@ def time_curves(
             hoverinfo="skip",
         )
     _log_axes(fig, x_title, y_title, title)
+    log_ticks(fig, np.concatenate([np.asarray(tr.y, dtype=float) for tr in fig.data]), "s")
+    # N labelled where it was measured (powers of two, evenly spaced on the log axis): less than a decade of N got
+    # Plotly's linear-looking 130, 140, … 260 on a log axis
+    ns = sorted({int(n) for points, _ in measured.values() for n in points})
+    fig.update_xaxes(
+        tickmode="array",
+        tickvals=ns,
+        ticktext=[f"{n:,}" for n in ns],
+        range=[np.log10(ns[0]) - LOG_PAD, np.log10(ns[-1]) + LOG_PAD],
+    )
     return fig
 
 
@@ -224,8 +237,8 @@ def tile_grid(
             zmax=k - 0.5,
             colorscale=scale,
             showscale=False,
-            xgap=3,
-            ygap=3,
+            xgap=3 if max(tr, tc) <= MAX_TILE_TICKS else 1,  # 64 tiles of 8 px: 3 px gaps would hide them
+            ygap=3 if max(tr, tc) <= MAX_TILE_TICKS else 1,
             text=np.array(names, dtype=object)[status],
             texttemplate="%{text}" if max(tr, tc) <= 8 else None,
             textfont=dict(size=11),
@@ -236,8 +249,8 @@ def tile_grid(
         )
     )
     axis = dict(tickmode="array", showgrid=False, zeroline=False, constrain="domain")
-    fig.update_xaxes(title=x_title, tickvals=list(range(tc)), side="top", **axis)
-    fig.update_yaxes(title=y_title, tickvals=list(range(tr)), autorange="reversed", scaleanchor="x", **axis)
+    fig.update_xaxes(title=x_title, tickvals=_every_kth(tc), side="top", **axis)
+    fig.update_yaxes(title=y_title, tickvals=_every_kth(tr), autorange="reversed", scaleanchor="x", **axis)
     fig.update_layout(
         title=dict(text=title, y=0.98, yanchor="top"),
         height=min(640, max(300, 60 * tr + 160)),
@@ -246,6 +259,12 @@ def tile_grid(
         plot_bgcolor="white",
     )
     return fig
+
+
+def _every_kth(count: int) -> list[int]:
+    """Tile indices to label: all of them up to :data:`MAX_TILE_TICKS`, else every k-th so that at most that many
+    are (64 labels of 1-token tiles ran together into one black stack)."""
+    return list(range(0, count, -(-count // MAX_TILE_TICKS)))
 
 
 def running_stat_map(
@@ -358,15 +377,27 @@ def ratio_bands(
     return fig
 
 
-def byte_ticks(fig: go.Figure, values: Sequence[float]) -> go.Figure:
-    """Label a log y axis of bytes like the peak-memory chart (100kB, 1MB, 1GB: Plotly's own "B" means billion,
-    which reads as bytes here), at every decade the ``values`` span, or at 1, 2 and 5 of each decade when they span
-    less than three (one label was all a short axis had)."""
+def log_ticks(fig: go.Figure, values: Sequence[float], unit: str) -> go.Figure:
+    """Label a log y axis in one style throughout, an SI prefix on ``unit`` (100kB, 1GB; 100µs, 5ms: Plotly's own
+    mixed "100μ" with "0.001" on one axis, and its "B" means billion, which reads as bytes here), at every decade
+    the ``values`` span, or at 1, 2 and 5 of each decade when they span less than three (one label was all a short
+    axis had). The axis runs from the last label at or below the smallest value to the first at or above the
+    largest, so no point lies beyond the labels."""
     v = np.asarray(values, dtype=float).ravel()
     v = v[np.isfinite(v) & (v > 0)]
     lo, hi = int(np.floor(np.log10(v.min()))), int(np.ceil(np.log10(v.max())))
     steps = (1,) if hi - lo > 3 else (1, 2, 5)
-    ticks = [(m, e) for e in range(lo, hi + 1) for m in steps if v.min() / 2 <= m * 10.0**e <= 2 * v.max()]
-    text = [f"{m * 10 ** (e % 3)}{['', 'k', 'M', 'G', 'T', 'P', 'E'][e // 3]}B" for m, e in ticks]
-    fig.update_yaxes(tickmode="array", tickvals=[m * 10.0**e for m, e in ticks], ticktext=text)
+    every = [(m, e) for e in range(lo - 1, hi + 2) for m in steps]  # a decade spare each side: log10's rounding
+    first = max(i for i, (m, e) in enumerate(every) if m * 10.0**e <= v.min())
+    last = min(i for i, (m, e) in enumerate(every) if m * 10.0**e >= v.max())
+    ticks = every[first : last + 1]
+    vals = [m * 10.0**e for m, e in ticks]
+    text = [f"{m * 10 ** (e % 3)}{SI_PREFIXES[e - e % 3]}{unit}" for m, e in ticks]
+    span = [np.log10(vals[0]) - LOG_PAD, np.log10(vals[-1]) + LOG_PAD]
+    fig.update_yaxes(tickmode="array", tickvals=vals, ticktext=text, range=span)
     return fig
+
+
+def byte_ticks(fig: go.Figure, values: Sequence[float]) -> go.Figure:
+    """Label a log y axis of bytes like the peak-memory chart (:func:`log_ticks` in bytes)."""
+    return log_ticks(fig, values, "B")

@@ -24,6 +24,24 @@ X_TICKS = 28  # labels a half-width chart's x axis holds upright without overlap
 TICK_PX = 15  # a y-axis label's height with its gap, at our 12 px font
 
 
+# The sizes of numbers written with decimals: under 0.01 two decimals print "0.00", from 10 000 on "1732050.75" overruns
+# its cell; beyond, three significant figures and a power of ten ("1.73e6", "5e-31").
+PLAIN = (0.01, 1e4)
+
+
+def number(v: float, scale: float | None = None) -> str:
+    """``v`` short enough for a cell, a colour bar's tick or a sentence, its form chosen by ``scale`` (the largest
+    size among the numbers written beside it, so that they read alike; ``|v|`` by default): two decimals where
+    ``scale`` is 0 or within :data:`PLAIN`, else three significant figures and a power of ten, 0 as "0"."""
+    scale = abs(v) if scale is None else scale
+    if scale == 0 or PLAIN[0] <= scale < PLAIN[1]:
+        return f"{v:.2f}"
+    if v == 0:
+        return "0"
+    mantissa, exponent = f"{v:.2e}".split("e")
+    return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
+
+
 def _y_ticks(height: int) -> int:
     """How many labels a y axis ``height`` px tall (margins included) holds without overlap."""
     return max(4, (height - 120) // TICK_PX)
@@ -67,8 +85,8 @@ def heatmap(
     zmid: float | None = None,
     show_values: bool | None = None,
     height: int | None = None,
-    value_format: str = ".2f",
     x_ticks: int = X_TICKS,
+    colorbar: dict | None = None,
 ) -> go.Figure:
     """A labelled heatmap of a 2-D array (rows top to bottom), light enough for 512 × 512 maps.
 
@@ -78,8 +96,9 @@ def heatmap(
     Args:
         values: ``[R, C]``; ±inf and NaN are drawn as gaps (masked positions).
         show_values: write the numbers in the cells (default: when the map is at most 16 × 16 and they fit their
-            cells at a legible size in a column-wide figure).
+            cells at a legible size in a column-wide figure), all in one form (:func:`number`, by the largest).
         x_ticks: the most x labels drawn (every k-th beyond): fewer where the plot is narrower than a column's.
+        colorbar: Plotly's colour bar settings (its ticks).
     """
     z = np.asarray(values, dtype=np.float64)
     if z.ndim != 2:
@@ -88,7 +107,7 @@ def heatmap(
     finite = np.where(np.isfinite(z), z, np.nan)
     rl = style.safe_labels(row_labels if row_labels is not None else range(rows))
     cl = style.safe_labels(col_labels if col_labels is not None else range(cols))
-    common = dict(colorscale=colorscale, zmin=zmin, zmax=zmax, zmid=zmid)
+    common = dict(colorscale=colorscale, zmin=zmin, zmax=zmax, zmid=zmid, colorbar=colorbar)
     axes = dict(automargin=True, zeroline=False, showgrid=False)
     # The hover names a cell by the axis titles, so it speaks the caller's language: "queries (rows) 3: the".
     x_name, y_name = (_hover_name(t) for t in (x_title, y_title))
@@ -109,8 +128,9 @@ def heatmap(
     else:
         text = None
         if show_values or (show_values is None and rows <= 16 and cols <= 16):
+            scale = float(np.nanmax(np.abs(finite))) if np.isfinite(z).any() else 0.0
             text = np.vectorize(
-                lambda v: format(v, value_format) if np.isfinite(v) else ("−∞" if v == -np.inf else "")
+                lambda v: number(v, scale) if np.isfinite(v) else ("−∞" if v == -np.inf else ""), otypes=[object]
             )(z)
             if show_values is None:
                 text = style.fitted_numbers(text, CELL_AREA_PX / cols)
@@ -186,7 +206,8 @@ def round_ticks(lo: float, hi: float, most: int = 6) -> np.ndarray:
     power = 10.0 ** np.floor(np.log10(span / most))
     step = next(m * power for m in (1, 2, 2.5, 5, 10) if span / (m * power) < most)
     ticks = np.arange(np.ceil(lo / step - 1e-9), np.floor(hi / step + 1e-9) + 1) * step
-    return np.round(ticks, 12) + 0.0  # + 0.0: no "-0" label
+    # rounded below the step (not to fixed places, which make 5e-31 0) to drop float noise: 0.30000000000000004
+    return np.round(ticks, 12 - int(np.floor(np.log10(step)))) + 0.0  # + 0.0: no "-0" label
 
 
 def mosaic(
