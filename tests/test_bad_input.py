@@ -243,7 +243,7 @@ def labelled(kind: str, page: str, key: str) -> W:
     return W(kind, label=locales.text(page, key))
 
 
-UPLOAD = W("file_uploader", label=locales.text("vision_transformer", "upload"))
+UPLOAD = W("file_uploader", "vit_up")
 NUMBERS = ("at-min", "at-max", "below-min", "above-max")
 
 
@@ -1328,13 +1328,25 @@ def test_a_declared_section_beyond_its_bounds_answers_or_refuses_clearly(section
 
 
 # ---- no page renders user content as HTML ----------------------------------------------------------------------------
+def _uploader_style(call: ast.Call) -> bool:
+    """``st.html(_UPLOADER_STYLE.format(...))``: ui.file_uploader's style, the locale's words and Streamlit's limit
+    as CSS strings (json.dumps), no user content (test_uploader_words)."""
+    arg = call.args[0] if call.args else None
+    return (
+        isinstance(arg, ast.Call)
+        and isinstance(arg.func, ast.Attribute)
+        and arg.func.attr == "format"
+        and getattr(arg.func.value, "id", "") == "_UPLOADER_STYLE"
+    )
+
+
 def _html_calls(path: Path) -> list[str]:
     found = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if not isinstance(node, ast.Call):
             continue
         name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
-        if name == "html":  # st.html, components.v1.html
+        if name == "html" and not _uploader_style(node):  # st.html, components.v1.html
             found.append(f"{path.name}:{node.lineno} {name}(...)")
         for kw in node.keywords:
             if kw.arg == "unsafe_allow_html" and not (isinstance(kw.value, ast.Constant) and kw.value.value is False):
@@ -1348,5 +1360,9 @@ def test_no_page_renders_html(tmp_path: Path) -> None:
     assert len(files) == len(PAGES) + 1 + len(ui_modules) and len(ui_modules) > 1
     assert [hit for f in files for hit in _html_calls(f)] == []
     probe = tmp_path / "probe.py"  # the check itself finds both forms
-    probe.write_text("import streamlit as st\nst.markdown(x, unsafe_allow_html=True)\nst.html(y)\n", encoding="utf-8")
-    assert len(_html_calls(probe)) == 2
+    probe.write_text(
+        "import streamlit as st\nst.markdown(x, unsafe_allow_html=True)\nst.html(y)\n"
+        "st.html(_UPLOADER_STYLE.format(key=k))\nst.html(OTHER.format(key=k))\n",  # the uploader's style alone passes
+        encoding="utf-8",
+    )
+    assert len(_html_calls(probe)) == 3
