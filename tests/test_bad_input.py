@@ -595,7 +595,13 @@ CASES: list[Case] = [
     *declared_cases(moe_view.HELDOUT, "moe_drop"),
     *number_cases("moe", "moe_tokens"),
     # the checkpoint section's text, routed through tiny-moe (its default): blank reads the bundled corpus instead
-    *text_cases("moe", (W("text_area", "moe_ckpt_text"),), f"{moe_view.CHECKPOINT_KEY}_load", name="ckpt-text"),
+    *text_cases(  # the same tokenizer as the typed section's, which meets every payload: its own three here
+        "moe",
+        (W("text_area", "moe_ckpt_text"),),
+        f"{moe_view.CHECKPOINT_KEY}_load",
+        "ckpt-text",
+        only=("blank", "100k", "html"),
+    ),
     # the checkpoint section's folder box (no checkpoint with routed experts is cached here): a dense model is told what
     # the section needs, an empty box asks for a path, a folder outside the roots is refused as on the multi-head page
     *[
