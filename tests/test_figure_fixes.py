@@ -108,6 +108,8 @@ def test_cell_numbers_too_small_for_the_width_a_figure_is_drawn_at_are_dropped()
     assert narrow.texttemplate is None and narrow.text is None and "%{z:.4f}" in narrow.hovertemplate
     v = style.tidy(charts.signed_heatmap(values[:, :4]), style.PAGE_PX / 3).data[0]  # V's four columns fit
     assert v.texttemplate == "%{text}"
+    tiny = charts.signed_heatmap(values * 1e-30).data[0]  # a typed 1e-30 hovered as 0.0000
+    assert "%{z:.3~g}" in tiny.hovertemplate and "%{z:.4f}" not in tiny.hovertemplate
 
 
 def test_point_labels_lie_on_no_other_label_and_no_marker():

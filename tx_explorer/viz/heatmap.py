@@ -114,6 +114,8 @@ def heatmap(
     xaxis = dict(axes, title=dict(text=x_title))  # tick angle: the template turns crowded labels
     yaxis = dict(axes, title=dict(text=y_title), autorange="reversed")
     side = height or max(260, min(760, 32 * max(rows, cols) + 140))
+    scale = float(np.nanmax(np.abs(finite))) if np.isfinite(z).any() else 0.0  # the numbers' size: their form
+    value = "%{z:.4f}" if scale == 0 or PLAIN[0] <= scale < PLAIN[1] else "%{z:.3~g}"  # 1e-30 hovered as 0.0000
     if z.size > LABELLED_CELLS:
         x, y = _unique_names(cl), _unique_names(rl)
         trace = go.Heatmap(
@@ -121,14 +123,13 @@ def heatmap(
             x=x,
             y=y,
             **common,
-            hovertemplate=f"{y_name}%{{y}}<br>{x_name}%{{x}}<br>%{{z:.4f}}<extra></extra>",
+            hovertemplate=f"{y_name}%{{y}}<br>{x_name}%{{x}}<br>{value}<extra></extra>",
         )
         for names, axis, most in ((x, xaxis, x_ticks), (y, yaxis, _y_ticks(side))):
             axis.update(type="category", tickmode="array", tickvals=names[:: max(1, int(np.ceil(len(names) / most)))])
     else:
         text = None
         if show_values or (show_values is None and rows <= 16 and cols <= 16):
-            scale = float(np.nanmax(np.abs(finite))) if np.isfinite(z).any() else 0.0
             text = np.vectorize(
                 lambda v: number(v, scale) if np.isfinite(v) else ("−∞" if v == -np.inf else ""), otypes=[object]
             )(z)
@@ -146,7 +147,7 @@ def heatmap(
             text=text,
             texttemplate="%{text}" if show_values else None,
             customdata=custom,
-            hovertemplate=f"{y_name}%{{y}}: %{{customdata[0]}}<br>{x_name}%{{x}}: %{{customdata[1]}}<br>%{{z:.4f}}"
+            hovertemplate=f"{y_name}%{{y}}: %{{customdata[0]}}<br>{x_name}%{{x}}: %{{customdata[1]}}<br>{value}"
             "<extra></extra>",
         )
         xaxis.update(thinned_ticks(cl, cols, x_ticks))
