@@ -20,8 +20,8 @@ def trained_variant(name: str):  # a name of its own: cached functions with the 
 def runs_section(res: view.Results) -> None:
     ui.section(T, "runs")
     c, shallow = st.columns([3, 2, 2]), view.defaults(res)["runs"]
-    chosen = c[0].multiselect(
-        T("variants"), res.names, shallow, format_func=partial(res.label, lang=LANG), key="runs_variants"
+    chosen = ui.multiselect(
+        c[0], T("variants"), res.names, shallow, format_func=partial(res.label, lang=LANG), key="runs_variants"
     )
     metric = c[1].radio(
         T("metric"), view.METRICS, format_func=lambda m: T(f"metric_{m}"), horizontal=True, key="runs_metric"
@@ -42,8 +42,8 @@ def runs_section(res: view.Results) -> None:
 def depth_section(res: view.Results) -> None:
     ui.section(T, "depth")
     c, deep = st.columns([3, 2]), view.defaults(res)["depth"]
-    picked = c[0].multiselect(
-        T("variants"), res.names, default=deep, format_func=partial(res.label, lang=LANG), key="depth_variants"
+    picked = ui.multiselect(
+        c[0], T("variants"), res.names, deep, format_func=partial(res.label, lang=LANG), key="depth_variants"
     )
     quantity = c[1].radio(
         T("quantity"), view.QUANTITIES, format_func=lambda q: T(f"quantity_{q}"), horizontal=True, key="depth_quantity"
@@ -113,7 +113,7 @@ def live_section(res: view.Results) -> None:  # no fragment: a click in one wait
         return
     with box:
         c, pick = st.columns([3, 1, 1, 1]), dict(max_selections=3, format_func=partial(res.label, lang=LANG))
-        names = c[0].multiselect(T("variants"), res.names, view.defaults(res)["live"], key="live_variants", **pick)
+        names = ui.multiselect(c[0], T("variants"), res.names, view.defaults(res)["live"], key="live_variants", **pick)
         steps = c[1].slider(T("steps"), 10, 400, 200, 10)
         lr = c[2].select_slider(T("lr"), [3e-4, 1e-3, 2e-3, 5e-3, 1e-2], 2e-3)
         budget = c[3].slider(T("budget"), 5, 30, 30)

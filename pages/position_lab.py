@@ -72,16 +72,15 @@ def fmt(scheme: str) -> str:
 
 
 def schemes(box, res: view.Results, section: str) -> list[str]:
-    """A section's scheme picker, every scheme at first; in the page's language down to its placeholder (no
-    "Select all": every scheme is one click each, and Streamlit writes that option in English)."""
-    return box.multiselect(
+    """A section's scheme picker, every scheme at first (:func:`ui.multiselect`: in the page's language)."""
+    return ui.multiselect(
+        box,
         T("schemes"),
         res.schemes,
-        default=res.schemes,
+        res.schemes,
+        key=f"{section}_schemes",
         format_func=fmt,
-        key=f"{section}_schemes",  # kept across a language switch, relabelled (ui.sidebar)
         placeholder=T("schemes_placeholder"),
-        select_all=False,
     )
 
 

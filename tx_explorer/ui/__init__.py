@@ -35,7 +35,7 @@ from tx_explorer.ui.figures import (
     show_figure,
     show_result,
 )
-from tx_explorer.ui.inputs import file_uploader, inputs
+from tx_explorer.ui.inputs import file_uploader, inputs, multiselect
 from tx_explorer.ui.jobs import job_on_click, live_training, once_per_server, remembered_job, run_job
 from tx_explorer.ui.pickers import (
     FOLDER,
@@ -86,6 +86,7 @@ __all__ = [
     "live_training",
     "metrics",
     "model_description",
+    "multiselect",
     "once_per_server",
     "optional",
     "page_title",

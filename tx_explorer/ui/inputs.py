@@ -45,6 +45,27 @@ def _widget(box: Any, inp: Input, key: str, T: Texts) -> Any:
     return box.text_input(label, default, inp.max_chars, key=key, help=help_, placeholder=placeholder)
 
 
+def multiselect(
+    box: Any,
+    label: str,
+    options: Sequence[Any],
+    default: Sequence[Any],
+    *,
+    key: str,
+    format_func: Any,
+    placeholder: str | None = None,
+    **kwargs: Any,
+) -> list[Any]:
+    """``box.multiselect`` in the visitor's language to its last word: Streamlit writes its empty box's placeholder
+    ("Choose options") and a "Select all" option in English, so the placeholder comes from the locale (``placeholder``,
+    else common.json's) and there is no "Select all" (every option is one click). A language switch relabels the
+    chips (:func:`~tx_explorer.ui.pickers.sidebar`)."""
+    placeholder = placeholder or texts("common", visitor_lang())("choose_placeholder")
+    return box.multiselect(
+        label, options, default, format_func, key=key, placeholder=placeholder, select_all=False, **kwargs
+    )
+
+
 # Streamlit writes its uploader's button ("Upload") and limits ("20MB per file • PNG, JPG") in English whatever the
 # page's language, and takes no words for them. A style scoped to the widget's key hides those texts' glyphs and
 # draws the locale's words in their place; the DOM keeps Streamlit's text (what a screen reader reads).
