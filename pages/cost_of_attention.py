@@ -98,7 +98,7 @@ def tile_section() -> None:
 
 @st.fragment
 def io_section() -> None:  # FlashAttention's IO argument (§4.4)
-    if box := ui.lazy_section(F, "io", *io_view.LATEX, key="cost_open_io"):
+    if box := ui.lazy_section(F, "io", *io_view.latex(LANG), key="cost_open_io"):
         with box:
             c = st.columns(3)
             io_d = c[0].selectbox(F("head_dim"), [32, 64, 128], index=1, key="io_d")
@@ -108,10 +108,11 @@ def io_section() -> None:  # FlashAttention's IO argument (§4.4)
                 fio = io_view.io(io_d, io_tile, io_n, measure=None, lang=LANG)  # the counts: drawn at once
                 ui.row(fio.by_n, fio.by_tile)
                 st.markdown(fio.note + "\n\n" + F("measured_intro"))
-                peaks = functools.partial(io_view.measured_rows, io_d, io_tile, measure=measured, lang=LANG)
-                key = (io_d, io_tile, LANG)  # the rows' words are in the page's language
-                if rows := ui.job_on_click(F("measure"), peaks, F("measuring", n=""), key=key, widget="io_measure"):
-                    st.dataframe(pd.DataFrame(rows), hide_index=True)
+                run = functools.partial(io_view.measure_peaks, io_d, io_tile, measure=measured, lang=LANG)
+                key = (io_d, io_tile)  # numbers only: worded below in the language shown, so a switch keeps them
+                if peaks := ui.job_on_click(F("measure"), run, F("measuring", n=""), key=key, widget="io_measure"):
+                    st.dataframe(pd.DataFrame(io_view.measured_rows(peaks, lang=LANG)), hide_index=True)
+                    st.markdown(io_view.measured_note(peaks, lang=LANG))
             st.markdown(F("cpu_note"))
 
 

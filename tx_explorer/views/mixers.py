@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from tx_explorer.analysis import cost, memory, mixers, spread
-from tx_explorer.views import Panel, sentences, texts
+from tx_explorer.views import Panel, listed, sentences, texts
 from tx_explorer.viz import cost as vcost
 
 PAGE = "mixers"
@@ -21,7 +21,7 @@ DIMS = (32, 64, 128)
 HEADS = 4
 CONV_LAYERS = 4  # the measured stack's depth (its time and memory); the reach panel counts what N needs
 CHECK_NS = tuple(range(2, 18))  # lengths at which the gradient check finds the layers needed
-PROFILE_N, PROFILE_DIM = 256, 256  # the profiled block
+PROFILE_N, PROFILE_DIMS = 256, (64, 256)  # the profiled block, at two widths: how the matmul share moves with D
 COLORS = {"rnn": "#9467bd", "conv": "#ff7f0e", "attention": "#1f77b4"}
 
 
@@ -32,7 +32,9 @@ class Found:
     max_n: int
     dim: int
     runs: list[mixers.MixerRun]
-    share: mixers.MatmulShare
+    shares: list[mixers.MatmulShare]  # the block profiled at each of PROFILE_DIMS
+    device: str  # where the runs were timed
+    threads: int  # PyTorch's CPU threads there: the times depend on them
     over_budget: int | None = None  # the first N skipped: it would end after the time budget
     refused: int | None = None  # the first N where attention's N × N weights would not fit in memory
 
@@ -66,8 +68,8 @@ def measure_all(
             last[kind] = measure(kind, n, dim=dim, heads=HEADS, conv_layers=CONV_LAYERS, repeats=repeats, device=device)
             runs.append(last[kind])
         progress((i + 1) / (len(ns) + 1))
-    share = mixers.matmul_share(PROFILE_N, dim=PROFILE_DIM, heads=HEADS)
-    return Found(max_n, dim, runs, share, over, refused)
+    shares = [mixers.matmul_share(PROFILE_N, dim=d, heads=HEADS) for d in PROFILE_DIMS]
+    return Found(max_n, dim, runs, shares, str(torch.device(device)), torch.get_num_threads(), over, refused)
 
 
 def measure_job(report: Callable[[float, str], None], *, max_n: int, lang: str = "en", **kwargs) -> Found:
@@ -109,7 +111,8 @@ def compare(found: Found | None, *, max_n: int, dim: int, lang: str = "en") -> C
         T("panel_reach"): {name[k]: (ns, v) for k, v in reach.items()},
     }
     colors = {name[k]: c for k, c in COLORS.items()}
-    fig = vcost.mixer_grid(panels, colors=colors, title=T("grid_title"), x_title=T("axis_n"))
+    units = {T("panel_time"): "s", T("panel_memory"): "B"}
+    fig = vcost.mixer_grid(panels, colors=colors, units=units, title=T("grid_title"), x_title=T("axis_n"))
     data = {"analytic": np.column_stack([ns, *steps_of, *reach.values()])}  # N, steps ×3, layers ×3
     if runs:  # one row a run: mixer (index into KINDS), N, seconds, peak bytes
         data["measured"] = np.array([[mixers.KINDS.index(r.kind), r.n, r.seconds, r.peak_bytes] for r in runs])
@@ -143,12 +146,13 @@ def compare(found: Found | None, *, max_n: int, dim: int, lang: str = "en") -> C
         layers=checked["conv"][-1],
     )
     return Comparison(
-        Panel("cost_mixers", fig, data), table, check, _note(found, top, T) if found else T("measure_first")
+        Panel("cost_mixers", fig, data), table, check, _note(found, top, lang) if found else T("measure_first")
     )
 
 
-def _note(found: Found, top: dict[str, mixers.MixerRun], T) -> str:
-    lines = []
+def _note(found: Found, top: dict[str, mixers.MixerRun], lang: str) -> str:
+    T = texts(PAGE, lang)
+    lines = [T("measured_where", device=found.device, threads=found.threads)]
     if "attention" in top and "rnn" in top and top["attention"].n == top["rnn"].n:
         a, r = top["attention"], top["rnn"]
         ms = {"rnn": f"{1000 * r.seconds:.3g}", "attention": f"{1000 * a.seconds:.3g}"}
@@ -157,9 +161,18 @@ def _note(found: Found, top: dict[str, mixers.MixerRun], T) -> str:
         lines.append(T("over_budget", n=f"{found.over_budget:,}", seconds=cost.MEASURE_BUDGET_S))
     if found.refused:
         lines.append(T("refused", n=f"{found.refused:,}"))
-    s = found.share
-    ops = ", ".join(f"{k.removeprefix('aten::')} {t / 1000:.2g} ms" for k, t in s.top[:5])
-    lines.append(T("profile_note", n=PROFILE_N, dim=PROFILE_DIM, share=f"{100 * s.share:.0f}", ops=ops))
+    small, s = found.shares[0], found.shares[-1]
+    ops = listed((f"{k.removeprefix('aten::')} {t / 1000:.2g} ms" for k, t in s.top[:5]), lang)
+    profile = T("profile_note", n=PROFILE_N, dim=PROFILE_DIMS[-1], share=f"{100 * s.share:.0f}", ops=ops)
+    # "matmuls take a larger share as D grows", read from the two profiles rather than asserted
+    trend = T(
+        "profile_grew" if s.share > small.share else "profile_not_grew",
+        small=PROFILE_DIMS[0],
+        large=PROFILE_DIMS[-1],
+        lo=f"{100 * small.share:.0f}",
+        hi=f"{100 * s.share:.0f}",
+    )
+    lines.append(sentences([profile, trend], lang))
     return "\n\n".join(lines)
 
 

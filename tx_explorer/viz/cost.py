@@ -198,16 +198,7 @@ def time_curves(
         )
     _log_axes(fig, x_title, y_title, title)
     log_ticks(fig, np.concatenate([np.asarray(tr.y, dtype=float) for tr in fig.data]), "s")
-    # N labelled where it was measured (powers of two, evenly spaced on the log axis): less than a decade of N got
-    # Plotly's linear-looking 130, 140, … 260 on a log axis
-    ns = sorted({int(n) for points, _ in measured.values() for n in points})
-    fig.update_xaxes(
-        tickmode="array",
-        tickvals=ns,
-        ticktext=[f"{n:,}" for n in ns],
-        range=[np.log10(ns[0]) - LOG_PAD, np.log10(ns[-1]) + LOG_PAD],
-    )
-    return fig
+    return n_ticks(fig, [n for points, _ in measured.values() for n in points])
 
 
 def tile_grid(
@@ -294,41 +285,53 @@ def running_stat_map(
     )
 
 
+def _count(value: float) -> str:
+    return f"{int(value):,}" if float(value).is_integer() else f"{value:.3g}"
+
+
 def mixer_grid(
     panels: Mapping[str, Series],
     *,
     colors: Mapping[str, str],
+    units: Mapping[str, str] | None = None,
     title: str = "",
     x_title: str = "N (tokens)",
 ) -> go.Figure:
     """Log–log curves against N two to a row, one subplot per ``{subplot title: {mixer: (N, values)}}`` that has
     values (one still to be measured is left out, not drawn as empty axes), the mixers coloured alike in every
-    subplot (each in the legend once)."""
+    subplot (each in the legend once). ``units``: a subplot title → the unit of its values ("s", "B"), labelled and
+    hovered with SI prefixes (10ms, 1.31MB); the others are counts (labelled 1k, hovered 1,024). N is labelled
+    where it was drawn."""
+    units = units or {}
     names = [name for name, curves in panels.items() if any(len(ns) for ns, _ in curves.values())]
     rows = max(1, -(-len(names) // 2))
-    fig = make_subplots(rows=rows, cols=2, subplot_titles=names, horizontal_spacing=0.12, vertical_spacing=0.16)
+    # rows apart by more than an x-axis title and the next row's subplot title (0.16 let them touch)
+    fig = make_subplots(rows=rows, cols=2, subplot_titles=names, horizontal_spacing=0.12, vertical_spacing=0.24)
     named: set[str] = set()
     for p, name in enumerate(names):
-        row, col = divmod(p, 2)
-        for mixer, (ns, ys) in panels[name].items():
-            if not len(ns):
-                continue
+        where = dict(row=p // 2 + 1, col=p % 2 + 1)
+        drawn = {mixer: (ns, ys) for mixer, (ns, ys) in panels[name].items() if len(ns)}
+        unit = units.get(name)
+        for mixer, (ns, ys) in drawn.items():
             fig.add_scatter(
                 x=ns,
                 y=ys,
+                customdata=[si(y, unit) if unit else _count(y) for y in ys],
                 mode="lines+markers",
                 name=mixer,
                 legendgroup=mixer,
                 showlegend=mixer not in named,
                 line=dict(color=colors.get(mixer)),
-                hovertemplate=f"N=%{{x:,}}<br>%{{y:.3g}}<extra>{mixer}</extra>",
-                row=row + 1,
-                col=col + 1,
+                hovertemplate=f"N = %{{x:,}}<br>%{{customdata}}<extra>{mixer}</extra>",
+                **where,
             )
             named.add(mixer)
-    fig.update_xaxes(type="log", title=x_title, minorloglabels="none")  # no "2 5" between the decades
+        n_ticks(fig, [n for ns, _ in drawn.values() for n in ns], most=5, **where)
+        # a count's axis too: Plotly's own labels mixed "1000" with "10k"
+        log_ticks(fig, np.concatenate([np.asarray(ys, dtype=float) for _, ys in drawn.values()]), unit or "", **where)
+    fig.update_xaxes(type="log", title=x_title)
     fig.update_yaxes(type="log", minorloglabels="none")
-    fig.update_layout(title=title, font=style.FONT, height=140 + 250 * rows, legend=dict(orientation="h", y=-0.12))
+    fig.update_layout(title=title, font=style.FONT, height=140 + 270 * rows, legend=dict(orientation="h", y=-0.12))
     return fig
 
 
@@ -377,12 +380,46 @@ def ratio_bands(
     return fig
 
 
-def log_ticks(fig: go.Figure, values: Sequence[float], unit: str) -> go.Figure:
+def n_ticks(fig: go.Figure, values: Sequence[float], *, most: int = 8, **where: Any) -> go.Figure:
+    """Label a log x axis at the values drawn (N, a tile size: powers of two, evenly spaced on it), with thousands
+    separators, every second one where there are more than ``most``: Plotly's own labels mixed "1000" with "10k",
+    gave less than a decade of N its linear-looking 130, 140, … 260, or a whole axis one label. ``where``: the
+    subplot (``row=``, ``col=``)."""
+    ns = sorted({int(n) for n in values})
+    shown = ns[:: -(-len(ns) // most)]
+    fig.update_xaxes(
+        tickmode="array",
+        tickvals=shown,
+        ticktext=[f"{n:,}" for n in shown],
+        range=[np.log10(ns[0]) - LOG_PAD, np.log10(ns[-1]) + LOG_PAD],
+        **where,
+    )
+    return fig
+
+
+def si(value: float, unit: str) -> str:
+    """``value`` in ``unit`` with an SI prefix and three significant figures (1.31MB, 12.5ms), as :func:`log_ticks`
+    labels its axis: a hover in the axis's own units."""
+    e = 3 * int(np.floor(np.log10(abs(value)) / 3)) if value else 0
+    e = min(max(e, min(SI_PREFIXES)), max(SI_PREFIXES))
+    return f"{value / 10.0**e:.3g}{SI_PREFIXES[e]}{unit}"
+
+
+def si_hover(fig: go.Figure, unit: str, x_name: str) -> go.Figure:
+    """Every trace's hover in the units its axis is labelled in (:func:`si`): "N = 1,024", then "4.19MB", not
+    Plotly's "(1024, 4194304)"."""
+    for trace in fig.data:
+        trace.customdata = [si(float(y), unit) for y in trace.y]
+        trace.hovertemplate = f"{x_name} = %{{x:,}}<br>%{{customdata}}<extra>{trace.name}</extra>"
+    return fig
+
+
+def log_ticks(fig: go.Figure, values: Sequence[float], unit: str, **where: Any) -> go.Figure:
     """Label a log y axis in one style throughout, an SI prefix on ``unit`` (100kB, 1GB; 100µs, 5ms: Plotly's own
     mixed "100μ" with "0.001" on one axis, and its "B" means billion, which reads as bytes here), at every decade
     the ``values`` span, or at 1, 2 and 5 of each decade when they span less than three (one label was all a short
     axis had). The axis runs from the last label at or below the smallest value to the first at or above the
-    largest, so no point lies beyond the labels."""
+    largest, so no point lies beyond the labels. ``where``: the subplot (``row=``, ``col=``)."""
     v = np.asarray(values, dtype=float).ravel()
     v = v[np.isfinite(v) & (v > 0)]
     lo, hi = int(np.floor(np.log10(v.min()))), int(np.ceil(np.log10(v.max())))
@@ -394,10 +431,10 @@ def log_ticks(fig: go.Figure, values: Sequence[float], unit: str) -> go.Figure:
     vals = [m * 10.0**e for m, e in ticks]
     text = [f"{m * 10 ** (e % 3)}{SI_PREFIXES[e - e % 3]}{unit}" for m, e in ticks]
     span = [np.log10(vals[0]) - LOG_PAD, np.log10(vals[-1]) + LOG_PAD]
-    fig.update_yaxes(tickmode="array", tickvals=vals, ticktext=text, range=span)
+    fig.update_yaxes(tickmode="array", tickvals=vals, ticktext=text, range=span, **where)
     return fig
 
 
-def byte_ticks(fig: go.Figure, values: Sequence[float]) -> go.Figure:
+def byte_ticks(fig: go.Figure, values: Sequence[float], **where: Any) -> go.Figure:
     """Label a log y axis of bytes like the peak-memory chart (:func:`log_ticks` in bytes)."""
-    return log_ticks(fig, values, "B")
+    return log_ticks(fig, values, "B", **where)
