@@ -16,6 +16,12 @@ def trained_variant(name: str):  # a name of its own: cached functions with the 
     return ui.cached_model(view.BUNDLE).text_model(name)  # the registry's loader, once per server process
 
 
+def variant(where, label: str, res: view.Results, default: str, key: str) -> str:
+    """One of the bundle's variants, named in the page's language."""
+    labels = partial(res.label, lang=LANG)
+    return where.selectbox(T(label), res.names, index=view.index_of(res, default), format_func=labels, key=key)
+
+
 @st.fragment
 def runs_section(res: view.Results) -> None:
     ui.section(T, "runs")
@@ -53,9 +59,7 @@ def depth_section(res: view.Results) -> None:
         ui.show(profiles)
         (st.caption if profiles else st.info)(numbers)  # no profiles: what to pick instead
     st.markdown(view.depth_note(res, lang=LANG))
-    one = st.selectbox(
-        T("layer_step_variant"), res.names, index=res.names.index(deep[0]), format_func=partial(res.label, lang=LANG)
-    )
+    one = variant(st, "layer_step_variant", res, deep[0], "norms_depth_variant")
     with ui.friendly_errors():
         ui.show(view.layer_steps(res, one, quantity, lang=LANG))
 
@@ -87,19 +91,15 @@ def pair_section(res: view.Results) -> None:
     if not (box := ui.lazy_section(T, "pair", key="norms_open_pair")):
         return
     with box:
-        sentence = st.text_input(T("sentence"), T("sentence_default"), max_chars=2000)
+        sentence = st.text_input(T("sentence"), T("sentence_default"), max_chars=2000, key="norms_pair_text")
         c = st.columns(4)
-        name_a = c[0].selectbox(
-            T("variant_a"), res.names, index=view.index_of(res, "pre-ln"), format_func=partial(res.label, lang=LANG)
-        )
-        name_b = c[1].selectbox(
-            T("variant_b"), res.names, index=view.index_of(res, "post-ln"), format_func=partial(res.label, lang=LANG)
-        )
+        name_a = variant(c[0], "variant_a", res, "pre-ln", "norms_pair_a")
+        name_b = variant(c[1], "variant_b", res, "post-ln", "norms_pair_b")
         with ui.friendly_errors():
             tm_a, tm_b = trained_variant(name_a), trained_variant(name_b)
             layers, heads = view.shared_shape(tm_a, tm_b)
-            layer = c[2].slider(T("layer"), 0, layers - 1, 0) if layers > 1 else 0
-            head = c[3].slider(T("head"), 0, heads - 1, 0) if heads > 1 else 0
+            layer = c[2].slider(T("layer"), 0, layers - 1, 0, key="norms_pair_layer") if layers > 1 else 0
+            head = c[3].slider(T("head"), 0, heads - 1, 0, key="norms_pair_head") if heads > 1 else 0
             panel, notes = view.pair(res, tm_a, tm_b, sentence, layer, head, lang=LANG)
             if notes.truncated:
                 st.info(notes.truncated)
@@ -114,16 +114,14 @@ def live_section(res: view.Results) -> None:  # no fragment: a click in one wait
     with box:
         c, pick = st.columns([3, 1, 1, 1]), dict(max_selections=3, format_func=partial(res.label, lang=LANG))
         names = ui.multiselect(c[0], T("variants"), res.names, view.defaults(res)["live"], key="live_variants", **pick)
-        steps = c[1].slider(T("steps"), 10, 400, 200, 10)
-        lr = c[2].select_slider(T("lr"), [3e-4, 1e-3, 2e-3, 5e-3, 1e-2], 2e-3)
-        budget = c[3].slider(T("budget"), 5, 30, 30)
-        ui.live_training(
-            st.columns(2),
-            lambda: view.LiveRun(res, names, steps=steps, lr=lr, budget=budget, lang=LANG),
-            lambda live: view.live_curves(res, live, lang=LANG),
-            key="norms_live",
-            T=T,
-        )
+        steps = c[1].slider(T("steps"), 10, 400, 200, 10, key="norms_live_steps")
+        lr = c[2].select_slider(T("lr"), [3e-4, 1e-3, 2e-3, 5e-3, 1e-2], 2e-3, key="norms_live_lr")
+        budget = c[3].slider(T("budget"), 5, 30, 30, key="norms_live_budget")
+        if empty := view.live_pick(names, lang=LANG):
+            st.info(empty)
+            return
+        run = partial(view.LiveRun, res, names, steps=steps, lr=lr, budget=budget, lang=LANG)
+        ui.live_training(st.columns(2), run, partial(view.live_curves, res, lang=LANG), key="norms_live", T=T)
 
 
 @ui.below_fold("norms_mlp", height=1340)

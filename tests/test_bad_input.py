@@ -633,7 +633,7 @@ CASES: list[Case] = [
     *declared_cases(norms_view.MLP, "norms_mlp_counts"),
     *text_cases(
         "norms",
-        (labelled("text_input", "norms", "sentence"),),
+        (W("text_input", "norms_pair_text"),),
         "norms_pair",
         name="sentence",
         empty=("error", "text is empty"),
@@ -657,12 +657,12 @@ CASES: list[Case] = [
         empty=("warning", "The text is empty"),
         **{"100k": MH_LONG},  # the same maps budget as the multi-head page
     ),
-    *text_cases(  # the chat message (SmolLM2's template): any text is a new turn; an empty one is refused
+    *text_cases(  # the chat message (SmolLM2's template): any text is a new turn; an empty one asks for a message
         "language_model",
         (W("text_input", "lm_chat"),),
         "lm_chat_read",
         prepare=((W("slider", "lm_chat_new"), 2),),
-        empty=("error", "the conversation is empty"),
+        empty=("info", "Write a message"),
         **{"100k": CHAT_CUT},  # the box keeps 2,000 characters, still more than the page's 373 tokens
     ),
     *[  # the chat: 10,000 characters, a history longer than the page's tokens, sampling at its bounds
@@ -1266,7 +1266,7 @@ OUT_OF_RANGE = [
         ("multihead-key-after-query", lambda: heads.rank(np.full((1, 1, 3, 3), 1 / 3), 0, 2), "cannot look ahead"),
         ("head_science-layer-beyond", lambda: hs.check_head(hs.text_model(_lm()), 4, 0), "does not exist"),
         ("head_science-head-negative", lambda: hs.check_head(hs.text_model(_lm()), 0, -1), "does not exist"),
-        ("head_science-one-token", lambda: hs.encode(_lm(), "a"), "needs at least 2"),
+        ("head_science-one-token", lambda: hs.encode(_lm(), "a"), "at least 2 tokens are needed"),
         ("head_science-unequal", lambda: hs.activation_patching(_lm(), [1, 2], [1]), "equal token length"),
         ("cost-io-tile-0", lambda: flash_io.tiled_io(1024, 64, 0), "tile must be a positive integer"),
         ("position_lab-one-position", lambda: position_lab.rotary_relative_check(8, 1), "at least 2 positions"),

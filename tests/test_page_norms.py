@@ -87,6 +87,18 @@ def test_live_mini_run_draws_its_curves(at):
     assert live and any(len(t.get("x", [])) >= 1 for t in live[0]["data"])  # at least one step within 5 s
 
 
+def test_an_empty_live_pick_says_what_to_pick_and_offers_no_train(at):
+    """Train with the picker cleared answered "choose at least one variant to train" in English, over empty axes."""
+    picker = at.multiselect(key="live_variants")
+    before = picker.value
+    picker.set_value([]).run()
+    assert_clean(at)
+    assert any(i.value.startswith("Pick one to three variants") for i in at.info)
+    assert not [b for b in at.button if b.label == "Train"]
+    at.multiselect(key="live_variants").set_value(before).run()
+    assert [b for b in at.button if b.label == "Train"]
+
+
 def test_chinese_page_renders_cleanly(at):
     at.session_state["lang"] = "zh"
     at.run()

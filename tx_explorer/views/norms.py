@@ -4,8 +4,10 @@ identity argument, one sentence through two variants, a live mini-run, MLP vs Sw
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 from tokenizers import Tokenizer
@@ -16,7 +18,7 @@ from tx_explorer.config import TransformerConfig
 from tx_explorer.families import variants as variants_family
 from tx_explorer.families.text import TextModel
 from tx_explorer.train import variants
-from tx_explorer.views import Panel, axes, corpus_note, split_bytes_note, texts
+from tx_explorer.views import Panel, axes, corpus_note, listed, sentences, split_bytes_note, texts
 from tx_explorer.views.inputs import Choice, Number, Real, Section, Switch, Text
 from tx_explorer.viz import charts
 from tx_explorer.viz import norm_figures as vn
@@ -159,9 +161,11 @@ def depth(
         for when in ("init", "final")
     }
     fig = vn.depth_profiles(panels, x_title=T(f"x_{quantity}"), y_title=T(f"quantity_{quantity}"))
+    # Plotly's default SI ticks write 1e-4 as "100μ", on the page where μ is LayerNorm's mean: powers of ten instead
+    fig.update_yaxes(exponentformat="power")
     data = norm_lab.pad_rows([res.profiles[n][w][quantity] for n in names for w in ("init", "final")])
     words = " · ".join(
-        f"{res.label(n, lang)}: {g[0]:.2g} → {g[-1]:.2g}"
+        T("name_value", name=res.label(n, lang), value=f"{g[0]:.2g} → {g[-1]:.2g}")  # 中文: a full-width colon
         for n in names
         for g in [res.profiles[n]["final"]["grad_norm"]]
     )
@@ -200,7 +204,7 @@ def layer_steps(res: Results, name: str, quantity: str = "grad_norm", *, lang: s
         title=res.label(name, lang),
         z_title=T(f"quantity_{quantity}"),
         x_title=T("axis_step"),
-        y_title=T("x_grad_norm"),
+        y_title=T(f"x_{quantity}"),  # the residual RMS has one row more: row 0 is after the embeddings
     )
     return Panel("norms_layer_step", fig, grid)
 
@@ -229,8 +233,38 @@ def normalise(x: str, gamma: str = "", beta: str = "", eps: float = 1e-5, *, lan
         ns,
         Panel("norms_ln", charts.bars(dims, ln, y_title=T("value")), norm_lab.pad_rows(list(ln.values()))),
         Panel("norms_rms", charts.bars(dims, rms, y_title=T("value")), norm_lab.pad_rows(list(rms.values()))),
-        T("ln_note", mean=f"{ns.mean:.3g}"),
+        _norm_note(ns, eps, T),
     )
+
+
+def _norm_note(ns: norm_lab.NormSteps, eps: float, T: Callable[..., str]) -> str:
+    """What the two normalised vectors measure here; where ε is not small beside x's own scale (the ε box goes to
+    1), why the variance or mean square is below 1 (a note saying "≈ 1" read false on x = 0.001, 0.002)."""
+    ln_var, rms_ms = float(ns.ln_hat.pow(2).mean()), float(ns.rms_hat.pow(2).mean())
+    var, ms = float(ns.centred.pow(2).mean()), float(ns.x.pow(2).mean())
+    below = ""
+    if ln_var < NEAR_ONE:
+        below += T("eps_not_small_ln", eps=_signed(f"{eps:.3g}"), var=_signed(f"{var:.3g}"))
+    if rms_ms < NEAR_ONE:
+        below += T("eps_not_small_rms", eps=_signed(f"{eps:.3g}"), ms=_signed(f"{ms:.3g}"))
+    return T(
+        "ln_note",
+        mean=_signed(f"{ns.mean:.3g}"),  # x's own scale: a typed 1e-15 is no rounding error
+        ln_mean=_g3(float(ns.ln_hat.mean())),
+        ln_var=_g3(ln_var),
+        rms_ms=_g3(rms_ms),
+        rms_mean=_g3(float(ns.rms_hat.mean())),
+        below_one=below,
+    )
+
+
+NEAR_ONE = 0.99  # a variance or mean square this close to 1 is what the norms promise; below it ε is explained
+
+
+def _g3(value: float) -> str:
+    """A normalised vector's statistic (of order 1) to three significant figures, float64 rounding shown as the 0 it
+    is (x̂'s mean is 1e-17, not "1.48e-17")."""
+    return _signed(f"{round(value, 12) + 0.0:.3g}")
 
 
 def identity(
@@ -274,14 +308,65 @@ def pair(
     return Panel("norms_pair", fig, np.stack(list(maps.values()))), notes
 
 
-def live_curves(res: Results, records: Records, *, lang: str = "en") -> tuple[Panel, str]:
-    """The live run's training-loss curves and how many steps each variant did."""
+LIVE_LAST = 10  # the live run's final loss: the mean of its last this many steps (one step's batch is noisy)
+
+
+@dataclass
+class LiveLog:
+    """A live run's losses (filled in place while it trains: a stop keeps them) and how it ended."""
+
+    losses: Records
+    steps: int  # asked for
+    budget: float  # seconds
+    seconds: float = 0.0  # spent
+    ended: str | None = None  # "steps", "budget" or "diverged"; None: stopped before its end (Stop, an input changed)
+
+
+def ending(log: LiveLog) -> str:
+    """Why a finished run stopped, from its losses: every step done, a non-finite loss (that variant stops), or else
+    the time budget."""
+    if any(r and not math.isfinite(r[-1][1]) for r in log.losses.values()):
+        return "diverged"
+    return "steps" if all(len(r) >= log.steps for r in log.losses.values()) else "budget"
+
+
+def live_curves(res: Results, log: LiveLog, *, lang: str = "en") -> tuple[Panel, str]:
+    """The live run's training-loss curves, and in words how many steps each variant did, why the run stopped and
+    each one's final loss (no verdict: one seed on training batches, the claims table reads three)."""
     T = texts(PAGE, lang)
-    kept = {n: r for n, r in records.items() if n in res.names}
-    series = {res.label(n, lang): ([s for s, _ in r], [v for _, v in r]) for n, r in kept.items()}
-    done = ", ".join(f"{res.label(n, lang)}: {len(r)}" for n, r in kept.items())
+    kept = {n: r for n, r in log.losses.items() if n in res.names}
+    named = partial(listed, lang=lang)
+    done = named(T("name_value", name=res.label(n, lang), value=len(r)) for n, r in kept.items())
+    words = [T("live_done", steps=done)]
+    if log.ended == "diverged":
+        failed = {n: r[-1][0] for n, r in kept.items() if r and not math.isfinite(r[-1][1])}
+        at = named(T("name_value", name=res.label(n, lang), value=T("at_step", step=k)) for n, k in failed.items())
+        words.append(T("live_diverged", at=at))
+    elif log.ended is not None:
+        words.append(T(f"live_ended_{log.ended}", steps=log.steps, budget=f"{log.budget:g}", s=f"{log.seconds:.1f}"))
+    else:
+        words.append(T("live_stopped", steps=log.steps))
+    last = min(LIVE_LAST, max((len(r) for r in kept.values()), default=0))
+    finals = {n: [v for _, v in r[-last:] if math.isfinite(v)] for n, r in kept.items()}
+    if any(finals.values()):
+        losses = named(
+            T("name_value", name=res.label(n, lang), value=f"{np.mean(v):.3f}" if v else T("diverged"))
+            for n, v in finals.items()
+        )
+        words.append(T("live_final", last=last, losses=losses))
+    return _live_panel(res, kept, lang), sentences(words, lang)
+
+
+def _live_panel(res: Results, records: Records, lang: str) -> Panel:
+    T = texts(PAGE, lang)
+    series = {res.label(n, lang): ([s for s, _ in r], [v for _, v in r]) for n, r in records.items()}
     fig = vn.curves(series, x_title=T("axis_step"), y_title=T("metric_train_loss"))
-    return Panel("norms_live", fig, norm_lab.pad_rows([y for _, y in series.values()])), T("live_done", steps=done)
+    return Panel("norms_live", fig, norm_lab.pad_rows([y for _, y in series.values()]))
+
+
+def live_pick(names: Sequence[str], *, lang: str = "en") -> str | None:
+    """What to do instead of training, when no variant is picked (the run would refuse in English, on empty axes)."""
+    return None if names else texts(PAGE, lang)("pick_live")
 
 
 def live_train(
@@ -306,7 +391,7 @@ def live_train(
         records[name].append((rec.step, rec.train_loss))
         on_step(min(1.0, i / total), text=T("progress", name=res.label(name, lang), step=rec.step, loss=rec.train_loss))
         if i % (4 * len(names)) == 0:
-            on_curves(live_curves(res, records, lang=lang)[0])
+            on_curves(_live_panel(res, records, lang))
     return records
 
 
@@ -321,13 +406,21 @@ class LiveRun:
     lr: float = 2e-3
     budget: float = 30.0
     lang: str = "en"
-    records: Records = field(default_factory=dict)  # filled in place: a stop keeps what was trained
+    records: LiveLog = field(init=False)  # filled in place: a stop keeps what was trained
     latest: Panel | None = None  # curves not drawn yet
 
-    def __call__(self, report: Callable[[float, str], None]) -> Records:
-        self.records.update({n: [] for n in self.names})
-        kw = dict(steps=self.steps, lr=self.lr, budget=self.budget, records=self.records, lang=self.lang)
-        return live_train(self.res, self.names, **kw, on_step=report, on_curves=self._keep)
+    def __post_init__(self) -> None:
+        self.records = LiveLog({n: [] for n in self.names}, self.steps, self.budget)
+
+    def __call__(self, report: Callable[[float, str], None]) -> LiveLog:
+        log, start = self.records, time.monotonic()
+        kw = dict(steps=self.steps, lr=self.lr, budget=self.budget, records=log.losses, lang=self.lang)
+        try:
+            live_train(self.res, self.names, **kw, on_step=report, on_curves=self._keep)
+        finally:  # a stop raises out of report: the time spent is still the run's
+            log.seconds = time.monotonic() - start
+        log.ended = ending(log)  # not reached on a stop: ended stays None
+        return log
 
     def _keep(self, panel: Panel) -> None:
         self.latest = panel
