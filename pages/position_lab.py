@@ -86,6 +86,7 @@ def schemes(box, res: view.Results, section: str) -> list[str]:
 
 st.title(ui.page_title("position_lab"))
 st.markdown(T("intro"))
+st.caption(T("notation"))  # one meaning per symbol, for every formula and chart below
 
 res = ui.optional(results, view.BundleError, lambda exc: T("no_bundle", message=str(exc)))
 if res is not None:

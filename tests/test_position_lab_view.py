@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pytest
 
 from tests.conftest import assert_clean, open_page
@@ -64,9 +65,9 @@ def test_a_rise_that_rounds_to_zero_is_written_without_a_minus(results):
     assert not re.search(r"-0\.0+(?!\d*[1-9])\b", shown), shown
 
 
-def test_theta_fits_its_box_at_its_largest():
-    (theta,) = [inp for inp in view.ROTARY.inputs if inp.name == "theta"]
-    assert theta.format % theta.high == "10000000"  # no "10000000.00" cut to "10000000." in a sixth of the page
+def test_the_base_fits_its_box_at_its_largest():
+    (base,) = [inp for inp in view.ROTARY.inputs if inp.name == "base"]
+    assert base.format % base.high == "10000000"  # no "10000000.00" cut to "10000000." in a sixth of the page
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
@@ -91,3 +92,28 @@ def test_the_pickers_speak_chinese_and_the_loss_table_outlives_an_empty_picker()
     assert any("请至少选择一种位置方案" in e.value for e in at.error)  # the chart asks for a scheme
     assert len(at.table) == tables  # the loss table stays
     assert any(locales.text("position_lab", "loss_note", "zh") == m.value for m in at.markdown)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_positions_are_named_as_the_loss_axis_counts_them_from_0(results, lang):
+    """The learned table's last row is position 63 on the axis: "no row past position 64" and "第 64 个位置之后" (after
+    the 64th, which is position 63) each put the first missing row one position off."""
+    curve = view._mean_curve(results, "learned", "loss_by_position")
+    assert np.isfinite(curve[results.context - 1]) and np.isnan(curve[results.context])
+    table = locales.table("position_lab")
+    assert not [k for k, e in table.items() if re.search(r"第 ?(\{\w+\}|\d+)[–\d]* ?个位置|past position", e[lang])]
+    learned = next(
+        r for r in view.loss_table(results, lang=lang) if r[table["col_scheme"][lang]] == view.label("learned", lang)
+    )
+    first = "position 64 or later" if lang == "en" else "位置 64 及之后"
+    assert first in learned[table["col_beyond"][lang]]
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_pairs_slider_says_a_small_head_has_fewer_pairs_than_it_asks(lang):
+    """Eight pairs asked of a head of 2 or 4 dimensions draw 1 or 2: the slider's help says why (it said nothing)."""
+    for dh, drawn in ((2, 1), (4, 2), (16, 8)):
+        fig = view.rotary_demo(dh, 10_000.0, 8, 8, 0, True, lang=lang).rotation.figure
+        assert len([t for t in fig.data if t.showlegend is not False]) == drawn
+    (pairs,) = [inp for inp in view.ROTARY.inputs if inp.name == "pairs"]
+    assert pairs.help and "$D_h/2$" in locales.text("position_lab", pairs.help, lang)

@@ -161,16 +161,16 @@ def test_one_layer_without_positions_is_blind_to_the_order_of_its_context():
 
 
 # Rotary: the relative property --------------------------------------------------------------------------------
-@pytest.mark.parametrize("head_dim, theta", [(2, 10000.0), (16, 10000.0), (64, 500000.0)])
-def test_rotary_score_depends_only_on_distance(head_dim, theta):
-    check = lab.rotary_relative_check(head_dim, 40, theta=theta, seed=1)
+@pytest.mark.parametrize("head_dim, base", [(2, 10000.0), (16, 10000.0), (64, 500000.0)])
+def test_rotary_score_depends_only_on_distance(head_dim, base):
+    check = lab.rotary_relative_check(head_dim, 40, base=base, seed=1)
     assert check.max_deviation < 1e-10 * max(1.0, check.scale)
     assert check.scores.shape == (40, 40) and check.by_distance.shape == (79,)
     # an independent reference: the complex-number form of the same rotation, pairs (i, i + Dh/2)
     gen = torch.Generator().manual_seed(1)
     q, k = torch.randn(2, head_dim, generator=gen, dtype=torch.float64)
     h = head_dim // 2
-    freq = theta ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)  # θ^(−2i/Dh), float64
+    freq = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)  # θᵢ = b^(−2i/Dh), float64
     zq, zk = torch.complex(q[:h], q[h:]), torch.complex(k[:h], k[h:])
     m, n = 17, 5
     ref = (zq * torch.exp(1j * m * freq) * (zk * torch.exp(1j * n * freq)).conj()).real.sum()
@@ -185,7 +185,7 @@ def test_rotary_check_rejects_odd_head_dims():
 def test_rotation_path_turns_each_pair_at_its_frequency():
     q = torch.randn(8, dtype=torch.float64)
     pos = torch.arange(5)
-    path = lab.rotation_path(q, pos, theta=100.0)  # (4, 5, 2)
+    path = lab.rotation_path(q, pos, base=100.0)  # (4, 5, 2)
     assert path.shape == (4, 5, 2)
     torch.testing.assert_close(path.norm(dim=-1), path[:, :1].norm(dim=-1).expand(4, 5))  # lengths kept
     angle = torch.atan2(path[..., 1], path[..., 0]) - torch.atan2(path[:, :1, 1], path[:, :1, 0])

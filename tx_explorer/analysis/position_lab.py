@@ -102,7 +102,7 @@ def first_layer_scores(model: CausalLM, token: int, n: int) -> Tensor:
 
 
 def diagonal_spread(scores: Tensor) -> float:
-    """Largest (max − min) along any causal diagonal i − j = d of ``scores [..., n, n]``."""
+    """Largest (max − min) along any causal diagonal m − n = d of ``scores [..., n, n]``."""
     n = scores.shape[-1]
     spread = [torch.diagonal(scores, offset=-d, dim1=-2, dim2=-1) for d in range(n - 1)]
     return max(float((t.amax(-1) - t.amin(-1)).max()) for t in spread)
@@ -152,7 +152,7 @@ def rise(r: Mapping, context: int) -> float:
 
 
 def relative(r: Mapping) -> float:
-    """The first layer's worst diagonal spread over its largest |score| (0: scores depend only on i − j)."""
+    """The first layer's worst diagonal spread over its largest |score| (0: scores depend only on m − n)."""
     return r["relative"]["spread"] / r["relative"]["scale"]
 
 
@@ -246,11 +246,12 @@ def _verdict(
 # Rotary made visible
 
 
-def rotation_path(q: Tensor, positions: Tensor, theta: float = 10000.0) -> Tensor:
+def rotation_path(q: Tensor, positions: Tensor, base: float = 10000.0) -> Tensor:
     """Where each 2-D pair (i, i + Dh/2) of one head vector ``q [Dh]`` lands at ``positions [P]`` → ``[Dh/2, P, 2]``.
 
-    Pair i turns by position·θ^(−2i/Dh): the first pairs spin fast, the last barely move."""
-    rot = Rotary(q.numel(), theta).double()
+    Pair i turns by m·θᵢ at position m, θᵢ = b^(−2i/Dh) with ``base`` b (the page's notation; Rotary calls b
+    theta, as Llama's config does): the first pairs spin fast, the last barely move."""
+    rot = Rotary(q.numel(), base).double()
     turned = rot.rotate(q.double().expand(len(positions), -1)[None, None], positions)[0, 0]  # (P, Dh)
     half = q.numel() // 2
     return torch.stack([turned[:, :half], turned[:, half:]], dim=-1).transpose(0, 1)  # (Dh/2, P, 2)
@@ -265,7 +266,7 @@ class RelativeCheck:
 
 
 def rotary_relative_check(
-    head_dim: int, positions: int, *, theta: float = 10000.0, seed: int = 0, dtype: torch.dtype = torch.float64
+    head_dim: int, positions: int, *, base: float = 10000.0, seed: int = 0, dtype: torch.dtype = torch.float64
 ) -> RelativeCheck:
     """Turn one random (q, k) pair to every position m, n < ``positions`` and check ⟨R(m)q, R(n)k⟩ = f(m − n)."""
     if head_dim < 2 or head_dim % 2:
@@ -274,7 +275,7 @@ def rotary_relative_check(
         raise ValueError(f"need at least 2 positions, got {positions}")
     gen = torch.Generator().manual_seed(seed)
     q, k = torch.randn(2, head_dim, generator=gen, dtype=torch.float64).to(dtype)
-    rot = Rotary(head_dim, theta).to(dtype)
+    rot = Rotary(head_dim, base).to(dtype)
     pos = torch.arange(positions)
     rq = rot.rotate(q.expand(positions, -1)[None, None], pos)[0, 0]  # (P, Dh)
     rk = rot.rotate(k.expand(positions, -1)[None, None], pos)[0, 0]

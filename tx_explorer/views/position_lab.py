@@ -26,14 +26,17 @@ Results = positions_family.Results
 BUNDLE = "positions"  # the shipped runs' registry name
 MAX_HEAD_DIM = 256
 MAX_POSITIONS = 256
+# The page's symbols, one meaning each (its "notation" line says them): m, n the query's and key's positions, d = m − n;
+# i a rotary pair, θ_i its angle per position, b the base (RoFormer's notation); s_h ALiBi's slope of head h (the
+# ALiBi paper's m, renamed here because m is a position); z a score before the softmax.
 LATEX = {
     "rotary": (
         r"R(m)\begin{pmatrix}x_i\\x_{i+D_h/2}\end{pmatrix}=\begin{pmatrix}\cos m\theta_i&-\sin m\theta_i\\"
         r"\sin m\theta_i&\cos m\theta_i\end{pmatrix}\begin{pmatrix}x_i\\x_{i+D_h/2}\end{pmatrix},"
-        r"\quad\theta_i=\theta^{-2i/D_h}",
+        r"\quad\theta_i=b^{-2i/D_h}",
         r"\langle R(m)q,\,R(n)k\rangle=\langle q,\,R(n-m)k\rangle=f(m-n)",
     ),
-    "alibi": (r"s_{ij}=\frac{q_i\cdot k_j}{\sqrt{D_h}}-m_h\,(i-j),\quad m_h=2^{-8h/H}",),
+    "alibi": (r"z_{mn}=\frac{q_m\cdot k_n}{\sqrt{D_h}}-s_h\,(m-n),\quad s_h=2^{-8h/H},\ h=1,\dots,H",),
 }
 
 
@@ -280,9 +283,7 @@ class RotaryDemo:
     check: str  # the live check in words: the max deviation
 
 
-def rotary_demo(
-    dh: int, theta: float, pos: int, pairs: int, seed: int, double: bool, *, lang: str = "en"
-) -> RotaryDemo:
+def rotary_demo(dh: int, base: float, pos: int, pairs: int, seed: int, double: bool, *, lang: str = "en") -> RotaryDemo:
     """Turn one random vector of ``dh`` dimensions through ``pos`` positions, and check the relative property."""
     T = texts(PAGE, lang)
     head_dim, positions = dh, pos  # the widgets' short names (rot_dh, rot_pos), the formulas' long ones
@@ -290,12 +291,12 @@ def rotary_demo(
         raise InputError("rotary_head_dim", value=head_dim, limit=MAX_HEAD_DIM)
     if not 2 <= positions <= MAX_POSITIONS:
         raise InputError("rotary_positions", value=positions, limit=MAX_POSITIONS)
-    if not (theta > 1 and math.isfinite(theta)):
-        raise InputError("rotary_theta", value=theta)
+    if not (base > 1 and math.isfinite(base)):
+        raise InputError("rotary_theta", value=base)
     gen = torch.Generator().manual_seed(seed)
     q = torch.randn(head_dim, generator=gen, dtype=torch.float64)
     shown = sorted({round(i * (head_dim // 2 - 1) / max(1, pairs - 1)) for i in range(pairs)})
-    path = lab.rotation_path(q, torch.arange(positions), theta)[shown].numpy()  # (pairs, P, 2)
+    path = lab.rotation_path(q, torch.arange(positions), base)[shown].numpy()  # (pairs, P, 2)
     names = [T("pair_name", i=i, j=i + head_dim // 2) for i in shown]
     rot = vp.rotation(
         path,
@@ -306,7 +307,7 @@ def rotary_demo(
         position=T("axis_position"),
     )
     check = lab.rotary_relative_check(
-        head_dim, positions, theta=theta, seed=seed, dtype=torch.float64 if double else torch.float32
+        head_dim, positions, base=base, seed=seed, dtype=torch.float64 if double else torch.float32
     )
     scores = check.scores.numpy()
     heat = charts.signed_heatmap(scores, title=T("scores_title"), x_title=T("axis_n"), y_title=T("axis_m"), height=420)
@@ -341,9 +342,9 @@ ROTARY = Section(
     "rot",
     (
         Number("dh", 2, MAX_HEAD_DIM, 16, step=2, label="head_dim", help="head_dim_help"),
-        Real("theta", 2.0, 1e7, 10_000.0, 1000.0, widget="number", help="theta_help", format="%.0f"),  # 10000000 fits
+        Real("base", 2.0, 1e7, 10_000.0, 1000.0, widget="number", help="base_help", format="%.0f"),  # 10000000 fits
         Number("pos", 2, MAX_POSITIONS, 64, label="positions", help="positions_help"),
-        Number("pairs", 1, 8, 4, widget="slider"),
+        Number("pairs", 1, 8, 4, widget="slider", help="pairs_help"),
         Number("seed", 0, 10_000, 0),
         Switch("double", True, label="float64", help="dtype_help"),
     ),
