@@ -22,10 +22,11 @@ def load_bundle():
 
 st.title(ui.page_title("moe"))
 st.markdown(T("intro"))
-st.latex(view.LATEX[0])
+routing_tex, capacity_tex, losses_tex = view.formulas(lang=LANG)
+st.latex(routing_tex)
 st.markdown(T("capacity_intro"))
-st.latex(view.LATEX[1])
-st.latex(view.LATEX[2])
+st.latex(capacity_tex)
+st.latex(losses_tex)
 bundle = load_bundle()
 if bundle is not None:
     st.markdown(view.about(bundle, lang=LANG))
@@ -86,8 +87,7 @@ def show_statistics(stats: view.Statistics, *beside: view.Panel) -> None:
 @st.fragment
 def heldout_section(bundle: view.MoEBundle) -> None:
     """4. Held-out statistics per layer, computed when opened."""
-    box = ui.lazy_section(T, "heldout", key="moe_open_heldout", intro=False)
-    if box is None:
+    if not (box := ui.lazy_section(T, "heldout", key="moe_open_heldout", intro=False)):
         return
     with box:
         st.markdown(T("heldout_intro", tokens=f"{bundle.heldout.numel():,}", group=bundle.group_size))
@@ -101,7 +101,7 @@ def heldout_section(bundle: view.MoEBundle) -> None:
             held = view.HELDOUT.compute(bundle, routed, **values, lang=LANG)
             show_statistics(held.statistics, held.drops)
             layers = held.statistics.layers
-            layer = st.selectbox(T("layer_select"), range(len(layers)), format_func=layers.__getitem__)
+            layer = st.selectbox(T("layer_select"), range(len(layers)), format_func=layers.__getitem__, key="moe_layer")
             cooc, experts = view.layer(bundle, routed[0][layer], lang=LANG)
             c = st.columns(2)
             with c[0]:

@@ -7,8 +7,7 @@ import streamlit as st
 from tx_explorer import models, ui
 from tx_explorer.views import vision_transformer as view
 
-T = ui.texts("vision_transformer")
-LANG = ui.lang()
+T, LANG = ui.texts("vision_transformer"), ui.lang()
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
@@ -36,10 +35,10 @@ def attention_section(clf, name: str, pixels, mask, row: int, col: int) -> None:
     with ui.friendly_errors():
         result = classified(name, pixels)
         c = st.columns([2, 1])
-        query = c[0].radio(
-            T("query"), view.queries(clf), horizontal=True, format_func=lambda q: T(f"query_{q}", row=row, col=col)
-        )
-        layer = c[1].slider(T("layer"), 0, clf.model.cfg.num_layers - 1, clf.model.cfg.num_layers - 1)
+        last, label = clf.model.cfg.num_layers - 1, lambda q: T(f"query_{q}", row=row, col=col)
+        # keyed per model: their queries ([CLS] or not) and depths differ
+        query = c[0].radio(T("query"), view.queries(clf), horizontal=True, format_func=label, key=f"vit_query_{name}")
+        layer = c[1].slider(T("layer"), 0, last, last, key=f"vit_layer_{name}")
         att = view.attention(clf, result, pixels, query, row * clf.model.cfg.grid + col, layer, mask, lang=LANG)
         ui.show(att.overlays, width_px=ui.PAGE_PX)  # the page's width: its title wrapped at half of it
         c = st.columns([3, 2])
@@ -69,7 +68,7 @@ def positions_section(clf) -> None:
 def shuffle_section(clf, name: str, pixels) -> None:
     if box := ui.lazy_section(T, "shuffle", key="vit_open_shuffle"):
         with box:
-            shuffle_seed = st.number_input(T("shuffle_seed"), 0, 1_000_000, 0)
+            shuffle_seed = st.number_input(T("shuffle_seed"), 0, 1_000_000, 0, key="vit_shuffle_seed")
             with ui.friendly_errors():
                 # held-out shapes shuffled and under a causal mask (§7.1, §7.2): seconds, once per server
                 held = ui.once_per_server(lambda _: view.held_out(clf), label=T("causal_working"), key=("vit_ho", name))
@@ -90,7 +89,7 @@ names = models.available_models("image")
 if not names:
     st.error(T("no_model"))
     st.stop()
-name = st.selectbox(T("model"), names, format_func=ui.model_description)
+name = st.selectbox(T("model"), names, format_func=ui.model_description, key="vit_model")
 if (clf := ui.optional(lambda: ui.cached_model(name), models.BundleError, str)) is None:
     st.stop()
 cfg = clf.model.cfg
@@ -99,12 +98,14 @@ if known := view.knows(clf, lang=LANG):  # before any answer: the six shapes are
     st.info(known)
 
 st.header(T("input_header"))
-source = st.radio(T("source"), ["sample", "upload"], format_func=lambda s: T(f"source_{s}"), horizontal=True)
+sources = {s: T(f"source_{s}") for s in ("sample", "upload")}
+source = st.radio(T("source"), list(sources), format_func=sources.get, horizontal=True, key="vit_source")
 label, seed = 0, 7  # the sample shown until a file is uploaded
 if source == "sample":
     c = st.columns(2)
-    label = view.CLASSES.index(c[0].selectbox(T("sample_class"), view.CLASSES, format_func=lambda k: T(f"class_{k}")))
-    seed = c[1].number_input(ui.texts("common")("seed"), 0, 1_000_000, seed)
+    kind = c[0].selectbox(T("sample_class"), view.CLASSES, format_func=lambda k: T(f"class_{k}"), key="vit_class")
+    label = view.CLASSES.index(kind)
+    seed = c[1].number_input(ui.texts("common")("seed"), 0, 1_000_000, seed, key="vit_seed")
 picture, mask = view.sample(clf, label, seed)
 notes = ()
 if source == "upload":
@@ -135,8 +136,8 @@ if source == "upload":  # an upload measured against held-out shapes before its 
     if verdict := view.familiar(clf, ref, pixels, lang=LANG):  # None for a model of other classes
         (st.warning if verdict.warn else st.info)(verdict.text)
 c = st.columns(2)  # the patch shown in section 2 and queried in section 3
-row = c[0].slider(T("patch_row"), 0, cfg.grid - 1, cfg.grid // 2)
-col = c[1].slider(T("patch_col"), 0, cfg.grid - 1, cfg.grid // 2)
+row = c[0].slider(T("patch_row"), 0, cfg.grid - 1, cfg.grid // 2, key=f"vit_row_{name}")
+col = c[1].slider(T("patch_col"), 0, cfg.grid - 1, cfg.grid // 2, key=f"vit_col_{name}")
 
 patch_section(clf, picture, row, col, name)
 attention_section(clf, name, pixels, mask, row, col)

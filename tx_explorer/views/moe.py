@@ -27,10 +27,19 @@ FACTORS = [round(0.25 + 0.125 * i, 3) for i in range(23)]  # capacity factors 0.
 LATEX = (
     r"p(x)=\operatorname{softmax}(W_r x),\qquad \mathcal{T}=\operatorname{top}_k\,p(x),\qquad "
     r"y=\sum_{i\in\mathcal{T}} \frac{p_i(x)}{\sum_{j\in\mathcal{T}}p_j(x)}\;\mathrm{FFN}_i(x)",
-    r"\text{capacity}=\left\lceil \frac{k\cdot\text{tokens}}{E}\times\text{factor}\right\rceil",
-    r"\mathcal{L}_{\text{bal}}=E\sum_{i=1}^{E} f_i P_i\;(=1\text{ uniform}),\qquad "
-    r"\mathcal{L}_z=\frac{1}{N}\sum_{n}\Big(\log\sum_{i} e^{\ell_{n,i}}\Big)^2",
-)
+    r"\text{{{capacity}}}=\left\lceil \frac{{k\cdot\text{{{tokens}}}}}{{E}}\times\text{{{factor}}}\right\rceil",
+    r"\mathcal{{L}}_{{\text{{bal}}}}=E\sum_{{i=1}}^{{E}} f_i P_i\;(=1\text{{ {uniform}}}),\qquad "
+    r"\mathcal{{L}}_z=\frac{{1}}{{N}}\sum_{{n}}\Big(\log\sum_{{i}} e^{{\ell_{{n,i}}}}\Big)^2",
+)  # the last two name their quantities in words, the page's language (formulas())
+
+
+def formulas(*, lang: str = "en") -> tuple[str, ...]:
+    """:data:`LATEX` with its words (capacity, tokens, factor, uniform) in ``lang``."""
+    T = texts(PAGE, lang)
+    words = {w: T(f"tex_{w}") for w in ("capacity", "tokens", "factor", "uniform")}
+    return (LATEX[0], *(f.format(**words) for f in LATEX[1:]))
+
+
 SHIPPED = MoEConfig()  # the bundled model's shape (tiny-moe trains on the defaults): the inputs' defaults
 AXES = ("step", "flops", "seconds")  # what the training curves can be drawn against
 SENTENCE = locales.text(PAGE, "sentence_default", "en")  # the typed text's default (English in both languages)
@@ -395,7 +404,14 @@ def checkpoint(model: TextModel | MoEBundle, text: str = "", *, lang: str = "en"
         ids = atlas.corpus_ids(tm, min(CHECKPOINT_TOKENS, tm.max_len))
     tables = routing.routing_tables(tm.maps(ids))
     e, k = tables[0].num_experts, tables[0].top_k  # as routed: the bundle's TextModel config holds no experts
-    words.append(T("ckpt_about", e=e, k=k, layers=len(tables), tokens=len(ids), assignments=len(ids) * k))
+    assigned = len(ids) * k
+    counts = {
+        what: T(f"ckpt_{what}" + ("_one" if v == 1 else ""), n=v)
+        for what, v in (("layers", len(tables)), ("tokens", len(ids)), ("assignments", assigned))
+    }
+    words.append(T("ckpt_about", e=e, k=k, **counts))
+    if assigned < e:  # some experts must be idle: the load columns then measure the text's length, not the router
+        words.append(T("ckpt_few", assignments=counts["assignments"], e=e, idle=e - assigned))
     if isinstance(model, MoEBundle) and model.config.capacity_factor is not None:  # trained with one, run without
         words.append(T("ckpt_trained_capacity", factor=f"{model.config.capacity_factor:g}"))
     about = sentences(words, lang)

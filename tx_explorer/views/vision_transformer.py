@@ -129,16 +129,18 @@ def familiar(
     T, f = texts(PAGE, lang), vit_lab.familiarity(clf, ref, pixels)
     pct = lambda x: f"{x:.0%}"  # noqa: E731
     at = lambda values, q: float(np.quantile(values, q))  # noqa: E731
+    # the share of held-out shapes at or below the picture on each measure; none: "more than in 0 %" said nothing
+    rank = lambda m: T("familiar_rank", pct=pct(f.below[m])) if f.below[m] > 0 else T("familiar_rank_none")  # noqa: E731
     classes = len(clf.labels)
     measures = T(
         "familiar_measures",
         n=ref.images,
         half=pct(f.half_tones),
-        pct_half=pct(f.below["half_tones"]),
+        rank_half=rank("half_tones"),
         top=pct(f.top),
-        pct_top=pct(f.below["top"]),
+        rank_top=rank("top"),
         entropy=f"{f.entropy:.2f}",
-        pct_ent=pct(f.below["entropy"]),
+        rank_ent=rank("entropy"),
         classes=classes,
         max_ent=f"{np.log(classes):.2f}",
     )
@@ -162,7 +164,8 @@ def familiar(
     if not beyond_usual:
         return Familiar(False, T("familiar_near", measures=sentences(parts, lang)))
     if beyond_usual == ["half_tones"]:  # its confidence is that of a shape: flagged by its pixels alone
-        parts.append(T("familiar_quiet"))
+        # "a confident answer" only where it is one: above the median held-out shape's top probability
+        parts.append(T("familiar_quiet" if f.below["top"] >= 0.5 else "familiar_quiet_unsure"))
     key, q = ("familiar_far", far) if beyond_far else ("familiar_unusual", usual)
     which = listed([T(f"measure_{m}") for m in (beyond_far or beyond_usual)], lang)
     return Familiar(True, T(key, measures=sentences(parts, lang), which=which, q=pct(q)))
