@@ -58,7 +58,8 @@ def decode_section(name: str, tm: view.TextModel) -> None:
         decoded = view.DECODE.compute(tm, **values, numbers=found, lang=LANG)
         if decoded.prompt_note:
             st.caption(decoded.prompt_note)
-        st.markdown(T("continuation", text=ui.escape_markdown(decoded.text)))
+        new = len(decoded.decoding.ids) > decoded.decoding.prompt_len  # else "New tokens" 0: the prompt alone
+        st.markdown(T("continuation", text=ui.escape_markdown(decoded.text)) if new else T("continuation_none"))
         (st.success if decoded.ok else st.error)(decoded.check)
         ui.section(T, "same")  # the verdict's evidence, step by step, beside it
         ui.show(decoded.diff)
@@ -120,8 +121,7 @@ def sharing_section(name: str, tm: view.TextModel) -> None:
 
 
 @ui.below_fold("kv_cache_published", height=900)
-def published_section() -> None:
-    """4. Published configurations, out to 128k tokens."""
+def published_section() -> None:  # 4. Published configurations, out to 128k tokens
     ui.section(T, "published")
     panel, rows = view.published(lang=LANG)
     ui.show(panel)

@@ -49,8 +49,9 @@ def causal_mask(r) -> None:
             ui.show(mask.mask, width_px=ui.PAGE_PX / 2)
         with c[1]:
             ui.show(mask.weights, width_px=ui.PAGE_PX / 2)
-        st.success(mask.check)
-        st.success(mask.prefix)
+        box = st.success if mask.checked else st.info  # one token: nothing was checked
+        box(mask.check)
+        box(mask.prefix)
 
 
 @ui.below_fold("language_model_next", height=770)

@@ -221,7 +221,7 @@ def decode(
         sizes.append((len(cache), tuple(cache.rows(layer) for layer in range(len(cache.keys))), cache.nbytes))
         if end == prefill:
             start = copy.deepcopy(cache)  # a copy: the steps go on appending to ``cache``; replays start here
-        if end == len(ids):
+        if end == len(ids) and new_tokens:  # none asked: the prompt's last step is checked, nothing is written
             ids.append(int(cached[-1].argmax()))
         if progress is not None:
             progress(len(cached), len(ends) + 1)

@@ -76,8 +76,11 @@ def conversation(name: str, tm: Any) -> None:
         with _exchange(turn.message):
             st.code(turn.reply, language=None, wrap_lines=True)
             st.caption(view.chat_stop(turn, lang=language))
-    if message != st.session_state.get(SENT):
-        st.session_state[SENT] = message  # answered once, even when refused (an empty message says so once)
+    if not message.strip():  # nothing to answer: what to do next, not an error
+        st.session_state[SENT] = message  # the last message typed again after it is a new turn
+        st.info(T("chat_write"))
+    elif message != st.session_state.get(SENT):
+        st.session_state[SENT] = message  # answered once: a rerun for another widget writes no new turn
         prompt = view.chat_prompt(tm, turns, message, new)
         kept, steps = _prefixes(name), Trace()
         cache = kept.cache_for(prompt.ids)

@@ -15,7 +15,7 @@ from tx_explorer.analysis import flow
 from tx_explorer.analysis import head_science as hs
 from tx_explorer.families.text import TextModel
 from tx_explorer.modules.cache import common_prefix
-from tx_explorer.views import Panel, Result, listed, sentences, texts
+from tx_explorer.views import Panel, Result, listed, sentences, split_bytes_note, texts
 from tx_explorer.viz import bars, charts
 from tx_explorer.viz import flow as vf
 
@@ -112,6 +112,11 @@ def _node_name(T, node: flow.Node, an: Analysis) -> str:
     return T("node_final" if final else f"node_{kind}", layer=layer, pos=pos, token=an.tokens[pos])
 
 
+def _count(T, noun: str, n: int) -> str:
+    """``n`` and its noun, singular for one ("1 attention edge")."""
+    return T(f"count_{noun}_one" if n == 1 else f"count_{noun}", n=n)
+
+
 def route(tm: TextModel, an: Analysis, target: int = -1, threshold: float = flow.THRESHOLD, *, lang="en") -> Route:
     """The graph of parts whose share passes ``threshold`` on the way to ``target``'s final residual."""
     T = texts(PAGE, lang)
@@ -132,6 +137,8 @@ def route(tm: TextModel, an: Analysis, target: int = -1, threshold: float = flow
     ]
     title = T("title_graph", pos=g.target, token=tokens[g.target], threshold=f"{threshold:.2f}")
     notes = [T("truncated", n=an.cut, limit=LIMIT)] if an.cut else []
+    if split := split_bytes_note(tokens, lang):  # a Chinese text in SmolLM2: the axis is mostly \xNN bytes
+        notes.append(split)
     if tm.kind == "causal":
         predicted = tm.labels([_predicted(tm, an, g.target)])[0]
         title = T(
@@ -142,8 +149,10 @@ def route(tm: TextModel, an: Analysis, target: int = -1, threshold: float = flow
             threshold=f"{threshold:.2f}",
         )
     kinds = {k: sum(e.kind == k for e in g.edges) for k in ("attn", "residual", "mlp")}
+    kinds["mlp"] //= 2  # an MLP node has an edge in and one out
+    counted = {k: _count(T, k, n) for k, n in (("nodes", len(g.nodes)), *kinds.items())}
     notes += [
-        T("graph_counts", nodes=len(g.nodes), attn=kinds["attn"], residual=kinds["residual"], mlp=kinds["mlp"] // 2),
+        T("graph_counts", **counted),
         T(
             f"exactness{_unbiased(tm)}",
             error=f"{an.exactness:.1e}",
@@ -200,17 +209,9 @@ def edge(
         colour_title=html.escape(e.metric, quote=False),
     )
     rho = {k: "—" if np.isnan(v) else f"{v:+.2f}" for k, v in e.correlations.items()}
-    top = {k: int(np.argmax(np.abs(v))) for k, v in (("weight", e.weight), ("norm", e.norm), ("effect", e.effect))}
     notes = [
         T("correlations", heads=len(heads), wn=rho["weight~norm"], we=rho["weight~effect"], ne=rho["norm~effect"]),
-        T(
-            "agree" if top["weight"] == top["effect"] else "disagree",
-            weight_head=top["weight"],
-            weight=f"{e.weight[top['weight']]:.3f}",
-            effect_head=top["effect"],
-            effect=f"{e.effect[top['effect']]:+.3f}",
-            metric=e.metric,
-        ),
+        _verdict(T, e.weight, e.effect, e.metric),
     ]
     table = {
         T("col_head"): heads,
@@ -222,6 +223,25 @@ def edge(
     }
     data = {"weight": e.weight, "norm": e.norm, "share": e.share, "effect": e.effect}
     return Result((Panel("flow_edge", split, data), Panel("flow_views", scatter, data)), tuple(notes), table)
+
+
+def _leaders(values: np.ndarray) -> np.ndarray:
+    """The heads whose |value| is the largest, within float32 rounding: at query 0 every head's weight is 1."""
+    size = np.abs(values)
+    return np.flatnonzero(np.isclose(size, size.max(), rtol=1e-5, atol=1e-9))
+
+
+def _verdict(T, weight: np.ndarray, effect: np.ndarray, metric: str) -> str:
+    """Whether the head with the largest weight also has the largest causal effect; no verdict where either
+    ranking is tied at its top (argmax would name the first of the tied heads as if it led alone)."""
+    heads, top_w, top_e = len(weight), _leaders(weight), _leaders(effect)
+    w, e = int(top_w[0]), int(top_e[0])
+    said = dict(heads=heads, weight_head=w, weight=f"{weight[w]:.3f}", effect_head=e, effect=f"{effect[e]:+.3f}")
+    if len(top_e) > 1:
+        return T("tied_effect", tied=len(top_e), metric=metric, **said)
+    if len(top_w) > 1:
+        return T("tied_weight", tied=len(top_w), metric=metric, **said)
+    return T("agree" if w == e else "disagree", metric=metric, **said)
 
 
 def node(tm: TextModel, an: Analysis, kind: str, layer: int, pos: int, *, lang: str = "en") -> Result:

@@ -226,7 +226,9 @@ def decoded(tm: TextModel, d: kv.Decoding, *, lang: str = "en") -> Decoded:
     else:
         check = T("check_ok" if ok else "check_bad", **found)
         if d.reused:
-            prompt_note = T("reused_prompt", n=d.reused, last=d.reused - 1, first=d.reused)
+            prompt_note = T(
+                "reused_prompt_one" if d.reused == 1 else "reused_prompt", n=d.reused, last=d.reused - 1, first=d.reused
+            )
     data = {
         "step": np.array(x),
         "bytes": np.array([s.nbytes for s in steps]),

@@ -249,7 +249,7 @@ def embeddings(r: lm.Reading, dim: int, *, lang: str = "en") -> Panel:
         r.embeddings,
         rows,
         [str(d) for d in range(r.embeddings.shape[1])],
-        title=T("embed_title", n=len(r.tokens), dim=dim),
+        title=T("embed_title_one" if len(r.tokens) == 1 else "embed_title", n=len(r.tokens), dim=dim),
         x_title=T("dims"),
         y_title=T("tokens_axis"),
         colorscale=style.DIVERGING,
@@ -267,6 +267,7 @@ class Causal:
     weights: Panel  # one head's weights: zero above the diagonal
     check: str  # the largest weight above the diagonal over every layer and head
     prefix: str  # the prefix's logits alone vs inside the whole text (§6: training and inference agree)
+    checked: bool  # False for a one-token text: no future token to hide, nothing appended to a prefix
 
 
 def causal(r: lm.Reading, layer: int = 0, head: int = 0, *, lang: str = "en") -> Causal:
@@ -275,17 +276,25 @@ def causal(r: lm.Reading, layer: int = 0, head: int = 0, *, lang: str = "en") ->
     mask = masks.causal(len(r.tokens)).float().numpy()
     w = r.maps[layer, head]
     leak = lm.above_diagonal_max(r.maps)
-    return Causal(
+    panels = (
         Panel("lm_mask", heatmap(mask, toks, toks, title=T("mask_title"), **ax), mask),
         Panel("lm_weights", heatmap(w, toks, toks, title=T("weights_title", layer=layer, head=head), **ax), w),
+    )
+    if len(toks) == 1:  # a verdict here would rest on no evidence: an empty triangle, a prefix that is the text
+        return Causal(*panels, T("mask_check_one"), T("prefix_single"), checked=False)
+    one = "_one" if r.prefix_len == 1 else ""
+    return Causal(
+        *panels,
         T("mask_check", value=f"{leak:.1e}", layers=r.maps.shape[0], heads=r.maps.shape[1]),
         T(
             prefix_verdict(r.prefix_delta, r.prefix_scale, r.maps.shape[0]),
-            k=r.prefix_len,
+            part=T(f"prefix_part{one}", k=r.prefix_len),
+            positions=T(f"prefix_positions{one}", k=r.prefix_len),
             n=len(r.tokens),
             value=f"{r.prefix_delta:.1e}",
             relative=f"{r.prefix_delta / max(r.prefix_scale, 1e-30):.1e}",
         ),
+        checked=True,
     )
 
 
