@@ -29,10 +29,10 @@ def steps_section() -> None:
     with ui.friendly_errors():
         if source == "random":
             c = st.columns(5)
-            nq = c[0].slider("$N_Q$", 1, 12, 4, help=T("help_nq"))
-            nk = c[1].slider("$N_K$", 1, 12, 6, help=T("help_nk"))
+            nq = c[0].slider("$N_Q$", 1, 12, 4, help=T("help_nq"), key="op_nq")
+            nk = c[1].slider("$N_K$", 1, 12, 6, help=T("help_nk"), key="op_nk")
             d = c[2].slider("D", 1, 64, 8, help=T("help_d"), key="d")
-            dv = c[3].slider("$D_V$", 1, 12, 4, help=T("help_dv"))
+            dv = c[3].slider("$D_V$", 1, 12, 4, help=T("help_dv"), key="op_dv")
             seed = c[4].number_input(SEED, 0, 10_000, 0, key="seed")
             qkv = view.random_qkv(nq, nk, d, dv, seed)
         else:
@@ -87,7 +87,7 @@ def cross_section() -> None:
         with box:
             values = ui.inputs(view.CROSS, T, columns=5)
             with ui.friendly_errors():
-                head = st.selectbox(T("head"), range(values["heads"]))
+                head = st.selectbox(T("head"), range(values["heads"]), key="op_cross_head")
                 panel, shapes = view.CROSS.compute(**values, head=head, lang=LANG)
                 ui.show(panel)
                 st.markdown(shapes)

@@ -23,9 +23,11 @@ def alignments(translators: dict, out: dict, gold) -> None:
     with ui.friendly_errors():
         tfm, cross = translators["transformer"], out["transformer"].cross  # (L, H, T_out, T_in)
         c = st.columns(2)
-        layer = c[0].selectbox(T("layer"), range(cross.shape[0]), index=tfm.align_layer or 0)
+        layer = c[0].selectbox(T("layer"), range(cross.shape[0]), index=tfm.align_layer or 0, key="s2s_layer")
         heads = [None, *range(cross.shape[1])]
-        head = c[1].selectbox(T("head"), heads, format_func=lambda h: T("head_mean") if h is None else str(h))
+        head = c[1].selectbox(
+            T("head"), heads, format_func=lambda h: T("head_mean") if h is None else str(h), key="s2s_head"
+        )
         al = view.alignments(out, gold, layer, head, lang=LANG, mosaic=False)  # the mosaic: on demand, below
         for col, panel, off in zip(st.columns(2), (al.bahdanau, al.transformer), al.off_gold):
             with col:
@@ -47,7 +49,7 @@ def decoder_step(translator, o) -> None:
         box.info(T("no_output"))
     elif box:
         with box, ui.friendly_errors():
-            t = st.slider(T("step"), 1, len(o.tokens) + 1, 1) - 1  # the last step writes <eos>
+            t = st.slider(T("step"), 1, len(o.tokens) + 1, 1, key="s2s_step") - 1  # the last step writes <eos>
             query = view.step_query(translator, o, t, lang=LANG)
             ui.row(query.state, query.scores, headings=query.formulas)
             ui.show(view.decoder_step(o, t, lang=LANG))
@@ -75,7 +77,7 @@ def bottleneck(translators: dict) -> None:
         return
     with box:
         shipped = {k: t.results for k, t in translators.items() if t.results}
-        per_bucket = st.slider(T("rerun_size"), 2, 50, 10, help=T("rerun_help"))
+        per_bucket = st.slider(T("rerun_size"), 2, 50, 10, help=T("rerun_help"), key="s2s_rerun_size")
         if st.button(T("rerun")):
             with ui.friendly_errors():
                 bar = st.progress(0.0)
@@ -114,7 +116,7 @@ st.selectbox(
 )
 c = st.columns([3, 1])
 text = c[0].text_input(T("sentence"), key="s2s_text", max_chars=400)
-beam = c[1].slider(T("beam"), 1, 5, 1, help=T("beam_help"))
+beam = c[1].slider(T("beam"), 1, 5, 1, help=T("beam_help"), key="s2s_beam")
 with st.expander(T("vocabulary", n=len(translators["attention"].src_vocab.words))):
     st.markdown(T("grammar_hint"))
     st.text(" · ".join(translators["attention"].src_vocab.words))
