@@ -104,3 +104,9 @@ def test_two_token_prefix_is_one_position(llama) -> None:
     assert (len(r.tokens), r.prefix_len) == (2, 1)
     c = lmv.causal(r)
     assert c.checked and "the first position's logits" in c.prefix and not ONE_PLURAL.search(c.prefix), c.prefix
+
+
+@pytest.mark.parametrize(("reply", "shown"), [("\n\n", "↵↵"), ("  ", "␣␣"), (" the keys\n", "the keys↵")])
+def test_a_continuation_of_blanks_is_shown_not_emptied(reply, shown) -> None:
+    """A continuation of newlines was stripped before they became ↵, so the page printed "****" (empty bold)."""
+    assert kvv._one_line(reply) == shown

@@ -393,11 +393,12 @@ def test_a_cache_prefix_is_what_feeding_the_prefix_leaves():
 
 def test_a_continuation_with_line_breaks_is_one_line(monkeypatch):
     """The page sets the continuation in bold Markdown, which a line break ends (Gemma 3 continues "the cache.↵The
-    cache is a": the page showed the asterisks): newlines become ↵ (as in the token labels) on one line."""
+    cache is a": the page showed the asterisks): newlines become ↵ (as in the token labels) on one line, a last one
+    too (it is a token the model wrote)."""
     tm = models.load_model("tiny-llama")
     d = view.decoding(tm, view.PROMPT, 2)
     monkeypatch.setattr(tm, "decode", lambda ids: " the cache.\n\nThe cache is a\n")
-    assert view.decoded(tm, d).text == "the cache.↵↵The cache is a"
+    assert view.decoded(tm, d).text == "the cache.↵↵The cache is a↵"
 
 
 def test_the_sharing_section_counts_its_rows_and_words_the_models_own_layout():

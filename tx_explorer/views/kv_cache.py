@@ -183,6 +183,13 @@ def held(cfg: TransformerConfig, layer_rows: Sequence[int], *, lang: str = "en")
     )
 
 
+def _one_line(text: str) -> str:
+    """A continuation on one line, every token of it visible: a newline as ↵ (as the token labels show it), and
+    spaces as ␣ where there is nothing else (stripped, a reply of blanks or newlines printed as empty bold, "****")."""
+    shown = text.replace("\n", "↵")
+    return shown.strip() or shown.replace(" ", "␣")
+
+
 def decoded(tm: TextModel, d: kv.Decoding, *, lang: str = "en") -> Decoded:
     """:func:`decoding`'s numbers shown: the verdict, the cache's growth beside the formula, the logit gaps."""
     T = texts(PAGE, lang)
@@ -237,7 +244,7 @@ def decoded(tm: TextModel, d: kv.Decoding, *, lang: str = "en") -> Decoded:
     return Decoded(
         decoding=d,
         labels=tm.labels(d.ids),
-        text=tm.decode(d.ids[d.prompt_len :]).strip().replace("\n", "↵"),  # as the token labels show a newline
+        text=_one_line(tm.decode(d.ids[d.prompt_len :])),
         prompt_note=prompt_note,
         check=check,
         ok=ok,
