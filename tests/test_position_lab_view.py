@@ -117,3 +117,11 @@ def test_the_pairs_slider_says_a_small_head_has_fewer_pairs_than_it_asks(lang):
         assert len([t for t in fig.data if t.showlegend is not False]) == drawn
     (pairs,) = [inp for inp in view.ROTARY.inputs if inp.name == "pairs"]
     assert pairs.help and "$D_h/2$" in locales.text("position_lab", pairs.help, lang)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_verdicts_write_a_negative_gap_with_a_true_minus(results, lang):
+    """"gap -0.000517" beside prose that writes −: a hyphen reads as a dash."""
+    verdicts = [row[locales.text("position_lab", "col_verdict", lang)] for row in view.verdict_rows(results, lang=lang)]
+    assert any("−" in v for v in verdicts)  # the shipped claims have negative gaps
+    assert not [v for v in verdicts if re.search(r"(?<![\w.])-\d", v)]

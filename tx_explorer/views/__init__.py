@@ -52,6 +52,11 @@ def sentences(parts: Sequence[str], lang: str = "en") -> str:
     return ("" if lang == "zh" else " ").join(parts)
 
 
+def signed(number: str) -> str:
+    """A formatted number with a true minus ("gap −0.236"): a hyphen reads as a dash, and the prose writes −."""
+    return number.replace("-", "−")
+
+
 def listed(names: Iterable[str], lang: str = "en") -> str:
     """Names run on as a list: "a, b, c" in English, "a、b、c" in Chinese."""
     return texts("common", lang)("list_sep").join(names)

@@ -18,7 +18,7 @@ from tx_explorer.config import TransformerConfig
 from tx_explorer.families import variants as variants_family
 from tx_explorer.families.text import TextModel
 from tx_explorer.train import variants
-from tx_explorer.views import Panel, axes, corpus_note, listed, sentences, split_bytes_note, texts
+from tx_explorer.views import Panel, axes, corpus_note, listed, sentences, signed, split_bytes_note, texts
 from tx_explorer.views.inputs import Choice, Number, Real, Section, Switch, Text
 from tx_explorer.viz import charts
 from tx_explorer.viz import norm_figures as vn
@@ -119,14 +119,14 @@ def runs(
             for n in cl["variants"]
         ]
         c = cl["comparison"]
-        gap = T("gap_spread", gap=_signed(f"{c.gap:.3g}"), spread=f"{c.spread:.3g}")
+        gap = T("gap_spread", gap=signed(f"{c.gap:.3g}"), spread=f"{c.spread:.3g}")
         if cl["tolerance"] is not None:  # the gap is the room left within the tolerance: show what it is made of
             fmt = (lambda v: f"{v:,.0f}") if cl["key"] == "swiglu_same_params" else (lambda v: f"{v:.3g}")
             gap = T(
                 "margin_spread",
-                difference=_signed(fmt(cl["difference"])),
+                difference=signed(fmt(cl["difference"])),
                 tolerance=fmt(cl["tolerance"]),
-                gap=_signed(fmt(c.gap)),
+                gap=signed(fmt(c.gap)),
                 spread=f"{c.spread:.3g}",
             )
         rows.append(
@@ -141,11 +141,6 @@ def runs(
     series = curve_series(res, names, metric, smoothing, lang)
     fig = vn.curves(series, x_title=T("axis_step"), y_title=T(f"metric_{metric}"), log_y=metric == "grad_norm")
     return Runs(caption, Panel("norms_curves", fig, norm_lab.pad_rows([y for _, y in series.values()])), rows)
-
-
-def _signed(number: str) -> str:
-    """A formatted number with a true minus ("gap −0.236"): a hyphen read as a dash."""
-    return number.replace("-", "−")
 
 
 def depth(
@@ -244,12 +239,12 @@ def _norm_note(ns: norm_lab.NormSteps, eps: float, T: Callable[..., str]) -> str
     var, ms = float(ns.centred.pow(2).mean()), float(ns.x.pow(2).mean())
     below = ""
     if ln_var < NEAR_ONE:
-        below += T("eps_not_small_ln", eps=_signed(f"{eps:.3g}"), var=_signed(f"{var:.3g}"))
+        below += T("eps_not_small_ln", eps=signed(f"{eps:.3g}"), var=signed(f"{var:.3g}"))
     if rms_ms < NEAR_ONE:
-        below += T("eps_not_small_rms", eps=_signed(f"{eps:.3g}"), ms=_signed(f"{ms:.3g}"))
+        below += T("eps_not_small_rms", eps=signed(f"{eps:.3g}"), ms=signed(f"{ms:.3g}"))
     return T(
         "ln_note",
-        mean=_signed(f"{ns.mean:.3g}"),  # x's own scale: a typed 1e-15 is no rounding error
+        mean=signed(f"{ns.mean:.3g}"),  # x's own scale: a typed 1e-15 is no rounding error
         ln_mean=_g3(float(ns.ln_hat.mean())),
         ln_var=_g3(ln_var),
         rms_ms=_g3(rms_ms),
@@ -264,7 +259,7 @@ NEAR_ONE = 0.99  # a variance or mean square this close to 1 is what the norms p
 def _g3(value: float) -> str:
     """A normalised vector's statistic (of order 1) to three significant figures, float64 rounding shown as the 0 it
     is (x̂'s mean is 1e-17, not "1.48e-17")."""
-    return _signed(f"{round(value, 12) + 0.0:.3g}")
+    return signed(f"{round(value, 12) + 0.0:.3g}")
 
 
 def identity(

@@ -15,7 +15,7 @@ from tx_explorer.analysis import spread
 from tx_explorer.bundle import BundleError
 from tx_explorer.errors import InputError
 from tx_explorer.families import positions as positions_family
-from tx_explorer.views import Panel, listed, sentences, texts
+from tx_explorer.views import Panel, listed, sentences, signed, texts
 from tx_explorer.views.inputs import Number, Real, Section, Switch
 from tx_explorer.viz import charts
 from tx_explorer.viz import positions as vp
@@ -194,7 +194,7 @@ def verdict_rows(res: Results, *, lang: str = "en") -> list[dict[str, str]]:
             f"{label(s, lang)} " + (_number(v.key, x) if math.isfinite(x.mean) else T("cannot_run"))
             for s, x in v.numbers.items()
         )
-        gaps = [T("gap_spread", gap=f"{c.gap:.3g}", spread=f"{c.spread:.3g}") for c in v.comparisons]
+        gaps = [T("gap_spread", gap=signed(f"{c.gap:.3g}"), spread=f"{c.spread:.3g}") for c in v.comparisons]
         if v.tested:  # several quantities in one claim: each gap says what it compares
             gaps = [
                 T(
