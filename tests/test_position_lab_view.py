@@ -121,7 +121,7 @@ def test_the_pairs_slider_says_a_small_head_has_fewer_pairs_than_it_asks(lang):
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_the_verdicts_write_a_negative_gap_with_a_true_minus(results, lang):
-    """"gap -0.000517" beside prose that writes −: a hyphen reads as a dash."""
+    """A gap written "-0.000517" beside prose that writes −: a hyphen reads as a dash."""
     verdicts = [row[locales.text("position_lab", "col_verdict", lang)] for row in view.verdict_rows(results, lang=lang)]
     assert any("−" in v for v in verdicts)  # the shipped claims have negative gaps
     assert not [v for v in verdicts if re.search(r"(?<![\w.])-\d", v)]
