@@ -26,7 +26,8 @@ def text_model(name: str):
 
 @st.cache_resource(show_spinner=False)
 def _results() -> dict:
-    """Results shared by every session (st.cache_data would replay the progress bar's calls on a hit)."""
+    """Each view's numbers, shared by every session and both languages: keyed without the language, so that a
+    switch only rewords them (st.cache_data would replay the progress bar's calls on a hit)."""
     return {}
 
 
@@ -79,8 +80,8 @@ def views(name: str) -> None:
                 )
                 b = c[1].text_input(T("answer_corrupt"), default[1], max_chars=50, key=f"hs_b_{name}_{k}")
                 answers = (a, b) if a.strip() and b.strip() else None
-            run = lambda tick: view.patching(tm, clean, corrupt, answers, lang=LANG, progress=tick)  # noqa: E731
-            ui.show_result(pooled(("patching", name, clean, corrupt, answers, LANG), run))
+            run = lambda tick: view.patching_numbers(tm, clean, corrupt, answers, progress=tick)  # noqa: E731
+            ui.show_result(view.patching_words(tm, pooled(("patching", name, clean, corrupt, answers), run), lang=LANG))
         else:
             text = st.text_area(T("text"), T("text_default"), max_chars=20_000, key="hs_text", height=80)
             if not text.strip():
@@ -97,8 +98,9 @@ def views(name: str) -> None:
                     horizontal=True,
                     key="hs_mode",
                 )
-                run = lambda tick: view.importance(tm, text, heldout=heldout, mode=mode, lang=LANG, progress=tick)  # noqa: E731
-                result = pooled(("importance", name, text, heldout, mode, LANG), run)
+                run = lambda tick: view.importance_numbers(tm, text, heldout=heldout, mode=mode, progress=tick)  # noqa: E731
+                numbers = pooled(("importance", name, text, heldout, mode), run)
+                result = view.importance_words(tm, numbers, lang=LANG)
                 picked = ui.show_result(result, clickable=True)
                 keys = (f"hs_layer_{name}", f"hs_head_{name}")
                 if picked and picked != st.session_state.get("hs_picked"):  # a new click opens that cell's head
@@ -118,15 +120,17 @@ def views(name: str) -> None:
                 option = st.radio(
                     T("quantity"), options, format_func=lambda q: T(f"quantity_{q}"), horizontal=True, key="hs_quantity"
                 )
-                ui.show_result(memo(("lens", name, text, option, LANG), lambda: view.lens(tm, text, option, lang=LANG)))
+                numbers = memo(("lens", name, text), lambda: view.lens_numbers(tm, text))  # every quantity's
+                ui.show_result(view.lens_words(tm, numbers, option, lang=LANG))
             elif choice == "taxonomy":
                 option = st.radio(
                     T("score"), hs.SCORES, format_func=lambda s: T(f"score_{s}"), horizontal=True, key="hs_score"
                 )
-                key = ("taxonomy", name, text, option, LANG)
-                ui.show_result(memo(key, lambda: view.taxonomy(tm, text, option, lang=LANG)))
+                numbers = memo(("taxonomy", name, text), lambda: view.taxonomy_numbers(tm, text))  # every score's
+                ui.show_result(view.taxonomy_words(tm, numbers, option, lang=LANG))
             else:
-                ui.show_result(memo(("attribution", name, text, LANG), lambda: view.attribution(tm, text, lang=LANG)))
+                numbers = memo(("attribution", name, text), lambda: view.attribution_numbers(tm, text))
+                ui.show_result(view.attribution_words(tm, numbers, lang=LANG))
 
 
 st.title(ui.page_title("head_science"))

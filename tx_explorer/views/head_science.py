@@ -10,6 +10,7 @@ import numpy as np
 
 from tx_explorer.analysis import head_science as hs
 from tx_explorer.analysis.heads import head_labels
+from tx_explorer.edit import HeadMeans
 from tx_explorer.families.text import TextModel
 from tx_explorer.views import Panel, Result, sentences, texts
 from tx_explorer.viz import charts
@@ -55,36 +56,54 @@ def focus_note(delta_loss: np.ndarray, *, lang: str = "en") -> str:
     return sentences([said, also], lang)
 
 
-def _encode(tm: TextModel, text: str, lang: str) -> tuple[list[int], list[str]]:
-    """The ids of ``text`` (at most :data:`LIMIT`) and a note when its end was cut."""
+def _encode(tm: TextModel, text: str) -> tuple[list[int], int | None]:
+    """The ids of ``text`` (at most :data:`LIMIT`) and, where its end was cut, its whole token count."""
     ids, enc = hs.encode(tm, text, LIMIT), tm.encode(text, limit=LIMIT)
-    return ids, [texts(PAGE, lang)("truncated", n=enc.num_tokens, limit=len(ids))] if enc.truncated else []
+    return ids, enc.num_tokens if enc.truncated else None
 
 
-def importance(
-    tm: TextModel,
-    text: str,
-    *,
-    heldout: bool = False,
-    mode: str = "zero",
-    lang: str = "en",
-    progress: hs.Progress = hs.no_progress,
-) -> Ranked:
-    """The layer × head map of the change when each head is ablated (text or held-out windows)."""
-    T = texts(PAGE, lang)
+def _cut(whole: int | None, kept: int, lang: str) -> list[str]:
+    """The note that only ``kept`` of the text's ``whole`` tokens were analysed (none where nothing was cut)."""
+    return [] if whole is None else [texts(PAGE, lang)("truncated", n=whole, limit=kept)]
+
+
+# Each view is two steps: its numbers, in no language (the model's work, memoised once for both languages), and
+# their wording in ``lang`` (figures, notes, tables: cheap), so that a language switch only rewords.
+@dataclass(frozen=True)
+class Ablated:
+    """Head importance's numbers."""
+
+    r: hs.HeadImportance
+    shape: tuple[int, int]  # (sequences, tokens) ablated over: (1, N) for the text, else the held-out windows
+    heldout: bool
+    cut: int | None  # the text's whole token count, where its end was cut
+    reference: HeadMeans | None  # mean ablation's per-head means and the set they were taken over
+
+
+def importance_numbers(
+    tm: TextModel, text: str, *, heldout: bool = False, mode: str = "zero", progress: hs.Progress = hs.no_progress
+) -> Ablated:
+    """Every head ablated in turn on the text or the held-out windows (the long job: a pass per layer)."""
     reference = hs.reference_means(tm) if mode == "mean" else None
     if heldout:
-        windows, _ = hs.heldout_windows(tm)
-        ids, source = windows, T("source_heldout", count=windows.shape[0], length=windows.shape[1])
-        cut = []
+        ids, cut = hs.heldout_windows(tm)[0], None
+        shape = tuple(ids.shape)
     else:
-        ids, cut = _encode(tm, text, lang)
-        source = T("source_text", n=len(ids))
-    r = hs.head_importance(tm, ids, mode=mode, reference=reference, source=source, progress=progress)
+        ids, cut = _encode(tm, text)
+        shape = (1, len(ids))
+    r = hs.head_importance(tm, ids, mode=mode, reference=reference, progress=progress)
+    return Ablated(r, shape, heldout, cut, reference)
+
+
+def importance_words(tm: TextModel, m: Ablated, *, lang: str = "en") -> Ranked:
+    """The layer × head map of the change when each head is ablated, with its notes, in ``lang``."""
+    T = texts(PAGE, lang)
+    r, (count, length) = m.r, m.shape
+    source = T("source_heldout", count=count, length=length) if m.heldout else T("source_text", n=length)
     axes = dict(x_title=T("axis_head"), y_title=T("axis_layer"))
-    notes = [*cut, T("importance_source", source=source, mode=T(f"mode_{mode}"))]
-    if reference is not None:
-        notes.append(T("mean_reference", source=reference.source, count=reference.count))
+    notes = [*_cut(m.cut, length, lang), T("importance_source", source=source, mode=T(f"mode_{r.mode}"))]
+    if m.reference is not None:
+        notes.append(T("mean_reference", source=m.reference.source, count=m.reference.count))
     if tm.kind == "encoder":
         fig = vhs.layer_head_map(r.cosine_change, title=T("title_cosine"), clickable=True, **axes)
         layer, head = _strongest(r.cosine_change)
@@ -108,6 +127,19 @@ def importance(
     return Ranked(panels, tuple(notes), focus=_strongest(r.delta_loss))
 
 
+def importance(
+    tm: TextModel,
+    text: str,
+    *,
+    heldout: bool = False,
+    mode: str = "zero",
+    lang: str = "en",
+    progress: hs.Progress = hs.no_progress,
+) -> Ranked:
+    """The layer × head map of the change when each head is ablated (text or held-out windows)."""
+    return importance_words(tm, importance_numbers(tm, text, heldout=heldout, mode=mode, progress=progress), lang=lang)
+
+
 def pattern(tm: TextModel, text: str, layer: int, head: int, *, lang: str = "en") -> Panel:
     """One head's attention on the text (the cell chosen under the importance map)."""
     T = texts(PAGE, lang)
@@ -127,22 +159,35 @@ def pattern(tm: TextModel, text: str, layer: int, head: int, *, lang: str = "en"
     return Panel("hs_pattern", fig, weights)
 
 
-def patching(
+@dataclass(frozen=True)
+class Patched:
+    """Activation patching's numbers and the two prompts' ids."""
+
+    p: hs.Patching
+    clean: list[int]
+    corrupt: list[int]
+
+
+def patching_numbers(
     tm: TextModel,
     clean: str,
     corrupt: str,
     answers: tuple[str, str] | None = None,
     *,
-    lang: str = "en",
     progress: hs.Progress = hs.no_progress,
-) -> Result:
-    """Logit difference recovered by patching the residual stream (layer × position) and each head."""
-    T = texts(PAGE, lang)
+) -> Patched:
+    """The residual stream at every layer and position, then every head, patched from the clean run (the long job)."""
     a, b = hs.encode(tm, clean, LIMIT), hs.encode(tm, corrupt, LIMIT)
     ids = hs.answer_ids(tm, answers) if answers and tm.kind == "causal" else None
-    p = hs.activation_patching(tm, a, b, answers=ids, progress=progress)
+    return Patched(hs.activation_patching(tm, a, b, answers=ids, progress=progress), a, b)
+
+
+def patching_words(tm: TextModel, m: Patched, *, lang: str = "en") -> Result:
+    """The logit difference recovered as two maps, residual (layer × position) and heads, in ``lang``."""
+    T = texts(PAGE, lang)
+    p = m.p
     rows = [f"L{i}" for i in range(p.residual.shape[0])]
-    tokens = [f"{x} → {y}" if x != y else x for x, y in zip(_tokens(tm, a), _tokens(tm, b))]
+    tokens = [f"{x} → {y}" if x != y else x for x, y in zip(_tokens(tm, m.clean), _tokens(tm, m.corrupt))]
     residual = vhs.position_map(
         p.residual,
         rows,
@@ -157,16 +202,33 @@ def patching(
     return Result((Panel("hs_patch_residual", residual, p.residual), Panel("hs_patch_heads", heads, p.heads)), (note,))
 
 
-def lens(tm: TextModel, text: str, quantity: str = "kl", *, lang: str = "en") -> Result:
-    """The read-out after every attention and MLP sub-layer, one quantity as a map, top-5 tokens on hover."""
-    T = texts(PAGE, lang)
-    if quantity not in LENS_QUANTITIES:
-        raise ValueError(f"unknown lens quantity {quantity!r}; choose one of {LENS_QUANTITIES}")
-    ids, cut = _encode(tm, text, lang)
+def patching(
+    tm: TextModel,
+    clean: str,
+    corrupt: str,
+    answers: tuple[str, str] | None = None,
+    *,
+    lang: str = "en",
+    progress: hs.Progress = hs.no_progress,
+) -> Result:
+    """Logit difference recovered by patching the residual stream (layer × position) and each head."""
+    return patching_words(tm, patching_numbers(tm, clean, corrupt, answers, progress=progress), lang=lang)
+
+
+@dataclass(frozen=True)
+class Lensed:
+    """The sub-layer logit lens's numbers, and (decoder) each read-out's top tokens as hover text."""
+
+    r: hs.LogitLens
+    ids: list[int]
+    cut: int | None  # the text's whole token count, where its end was cut
+    hover: np.ndarray | None  # [2L, N] "token p, …" (decoder): the whole vocabulary's labels are the costly part
+
+
+def lens_numbers(tm: TextModel, text: str) -> Lensed:
+    """The read-out after every attention and MLP sub-layer, every quantity at once."""
+    ids, cut = _encode(tm, text)
     r = hs.logit_lens(tm, ids)
-    if tm.kind == "encoder":
-        quantity = "cosine"  # an encoder has no vocabulary head: how close each read-out is to the final one
-    values = {"kl": r.kl_to_final, "entropy": r.entropy, "cosine": r.cosine_to_final}.get(quantity)
     hover = None
     if tm.kind == "causal":
         vocab = np.array(tm.labels(list(range(tm.config.vocab_size))), dtype=object)
@@ -177,28 +239,64 @@ def lens(tm: TextModel, text: str, quantity: str = "kl", *, lang: str = "en") ->
                 for i in range(len(r.rows))
             ]
         )
-        if quantity == "top1":
-            values = r.top_probs[..., 0]
+    return Lensed(r, ids, cut, hover)
+
+
+def lens_words(tm: TextModel, m: Lensed, quantity: str = "kl", *, lang: str = "en") -> Result:
+    """One quantity of the lens as a map, top-5 tokens on hover, in ``lang``."""
+    T = texts(PAGE, lang)
+    if quantity not in LENS_QUANTITIES:
+        raise ValueError(f"unknown lens quantity {quantity!r}; choose one of {LENS_QUANTITIES}")
+    r = m.r
+    if tm.kind == "encoder":
+        quantity = "cosine"  # an encoder has no vocabulary head: how close each read-out is to the final one
+    values = {"kl": r.kl_to_final, "entropy": r.entropy, "cosine": r.cosine_to_final}.get(quantity)
+    if tm.kind == "causal" and quantity == "top1":
+        values = r.top_probs[..., 0]
     fig = vhs.position_map(
         values,
         [T(f"row_{part}", layer=layer) for layer in range(len(r.rows) // 2) for part in ("attn", "mlp")],
-        _tokens(tm, ids),
+        _tokens(tm, m.ids),
         title=T(f"title_lens_{quantity}"),
         x_title=T("axis_position"),
         y_title=T("axis_readout"),
-        hover=hover,
+        hover=m.hover,
         signed=False,
     )
-    return Result((Panel("hs_lens", fig, values),), (*cut, T("lens_exact", diff=f"{r.final_max_diff:.2e}")))
+    notes = (*_cut(m.cut, len(m.ids), lang), T("lens_exact", diff=f"{r.final_max_diff:.2e}"))
+    return Result((Panel("hs_lens", fig, values),), notes)
 
 
-def taxonomy(tm: TextModel, text: str, score: str = "induction", *, lang: str = "en") -> Result:
-    """Per-head scores: a table, one score's bars (sinks in red), the 2-D map, and the sink renormalisation."""
+def lens(tm: TextModel, text: str, quantity: str = "kl", *, lang: str = "en") -> Result:
+    """The read-out after every attention and MLP sub-layer, one quantity as a map, top-5 tokens on hover."""
+    return lens_words(tm, lens_numbers(tm, text), quantity, lang=lang)
+
+
+@dataclass(frozen=True)
+class Scored:
+    """The taxonomy's per-head scores and, for a decoder's text of 8 tokens or more, the sink three ways."""
+
+    r: hs.Taxonomy
+    ids: list[int]
+    cut: int | None  # the text's whole token count, where its end was cut
+    windows: hs.SinkWindows | None
+
+
+def taxonomy_numbers(tm: TextModel, text: str) -> Scored:
+    """Every head's six scores, the attention sinks, and the sink per layer, dropped and under windowed eviction."""
+    ids, cut = _encode(tm, text)
+    windows = None
+    if tm.kind == "causal" and len(ids) >= 8:
+        windows = hs.sink_windows(tm, ids, window=max(2, len(ids) // 4))
+    return Scored(hs.taxonomy(tm, ids), ids, cut, windows)
+
+
+def taxonomy_words(tm: TextModel, m: Scored, score: str = "induction", *, lang: str = "en") -> Result:
+    """A table, one score's bars (sinks in red), the 2-D map, and the sink renormalisation, in ``lang``."""
     T = texts(PAGE, lang)
     if score not in hs.SCORES:
         raise ValueError(f"unknown score {score!r}; choose one of {hs.SCORES}")
-    ids, notes = _encode(tm, text, lang)
-    r = hs.taxonomy(tm, ids)
+    r, notes = m.r, _cut(m.cut, len(m.ids), lang)
     layers, heads = r.sinks.shape
     names = head_labels(layers, heads)
     columns = {k: T(f"score_{k}") for k in hs.SCORES}
@@ -243,8 +341,7 @@ def taxonomy(tm: TextModel, text: str, score: str = "induction", *, lang: str = 
         )
     data = np.stack([r.scores[k].ravel() for k in hs.SCORES], axis=1)
     panels = [Panel("hs_scores", bars, r.scores[score]), Panel("hs_map", scatter, data)]
-    if tm.kind == "causal" and len(ids) >= 8:  # the sink three ways: per layer, first token dropped, windows
-        w = hs.sink_windows(tm, ids, window=max(2, len(ids) // 4))
+    if (w := m.windows) is not None:  # the sink three ways: per layer, first token dropped, windows
         series = {T("sink_as_is"): w.share, T("sink_dropped"): w.share_dropped}
         fig = charts.bars(
             [str(i) for i in range(len(w.share))],
@@ -259,6 +356,11 @@ def taxonomy(tm: TextModel, text: str, score: str = "induction", *, lang: str = 
             T("sink_windows", window=w.window, scored=w.scored, full=full, window_loss=evicted, window_sink=kept)
         )
     return Result(tuple(panels), tuple(notes), table, decimals=dict.fromkeys(columns.values(), SCORE_DECIMALS))
+
+
+def taxonomy(tm: TextModel, text: str, score: str = "induction", *, lang: str = "en") -> Result:
+    """Per-head scores: a table, one score's bars (sinks in red), the 2-D map, and the sink renormalisation."""
+    return taxonomy_words(tm, taxonomy_numbers(tm, text), score, lang=lang)
 
 
 def _axis_words(r: hs.Taxonomy, axis: int, columns: dict[str, str]) -> dict[str, str]:
@@ -290,11 +392,25 @@ def induction_verdict(tm: TextModel, scores: np.ndarray, n: int, *, lang: str = 
     )
 
 
-def attribution(tm: TextModel, text: str, *, lang: str = "en") -> Result:
-    """Gradient × input, integrated gradients, attention and rollout per token, and their deletion curves."""
+@dataclass(frozen=True)
+class Attributed:
+    """Attribution's numbers and the tokens they score."""
+
+    r: hs.Attribution
+    ids: list[int]
+    cut: int | None  # the text's whole token count, where its end was cut
+
+
+def attribution_numbers(tm: TextModel, text: str) -> Attributed:
+    """Every method's per-token scores and deletion curve, and the integrated-gradients check."""
+    ids, cut = _encode(tm, text)
+    return Attributed(hs.attribution(tm, ids), ids, cut)
+
+
+def attribution_words(tm: TextModel, m: Attributed, *, lang: str = "en") -> Result:
+    """The attribution bars, the deletion curves and the faithfulness table, in ``lang``."""
     T = texts(PAGE, lang)
-    ids, cut = _encode(tm, text, lang)
-    r = hs.attribution(tm, ids)
+    r, ids = m.r, m.ids
     methods = {m: T(f"method_{m}") for m in hs.ATTRIBUTION_METHODS}
     if not r.converged:  # its bars and faithfulness stay, named for what they are
         methods["integrated_gradients"] = T("not_converged", method=methods["integrated_gradients"])
@@ -319,7 +435,12 @@ def attribution(tm: TextModel, text: str, *, lang: str = "en") -> Result:
     }
     data = {"scores": np.stack(list(r.scores.values())), "deletion": np.stack(list(r.deletion.values()))}
     panels = (Panel("hs_attribution", bars, data["scores"]), Panel("hs_deletion", curves, data))
-    return Result(panels, (*cut, completeness_verdict(r, lang=lang)), table)
+    return Result(panels, (*_cut(m.cut, len(ids), lang), completeness_verdict(r, lang=lang)), table)
+
+
+def attribution(tm: TextModel, text: str, *, lang: str = "en") -> Result:
+    """Gradient × input, integrated gradients, attention and rollout per token, and their deletion curves."""
+    return attribution_words(tm, attribution_numbers(tm, text), lang=lang)
 
 
 def completeness_verdict(r: hs.Attribution, *, lang: str = "en") -> str:
