@@ -4,8 +4,11 @@ diverged loss), in both languages."""
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import math
 import re
+import statistics
 
 import pytest
 
@@ -95,3 +98,68 @@ def test_a_live_run_records_how_it_ended(res):
     assert run.records.ended is None  # what the page keeps before the run: a stop leaves it so
     log = run(lambda fraction, text: None)
     assert log is run.records and log.ended == "steps" and len(log.losses["pre-ln"]) == 2 and log.seconds > 0
+
+
+def _number(pattern: str, text: str) -> float:
+    found = re.search(pattern, text)
+    assert found, (pattern, text)
+    return float(found.group(1).replace(",", ""))
+
+
+def test_the_depth_note_measures_initialisation_the_patterns_first_step_and_the_residual_rms(res):
+    """The note typed "all Post-LN blocks above the first receive the same gradient", "it appears within the first
+    10–20 steps" and "Post-Norm re-normalises to ≈ 1": each is now a number recomputed here from the shipped data."""
+    note, post, pre = view.depth_note(res), res.label("deep-post-ln"), res.label("deep-pre-ln")
+    at_init = note.split(f"{post} at initialisation")[1].split(pre)[0]
+    g = res.profiles["deep-post-ln"]["init"]["grad_norm"]
+    assert _number(r"span ([\d.,]+)× \(max/min\)", at_init) == pytest.approx(max(g[1:]) / min(g[1:]), rel=0.01)
+    assert _number(r"block 1's is ([\d.,]+)×", at_init) == pytest.approx(g[0] / statistics.median(g[1:]), rel=0.05)
+    h = res.history["deep-post-ln"]
+    onset = next(s for s, r in zip(h["step"], h["layer_grad_norm"]) if r[-1] >= view.PATTERN_FACTOR * r[0])
+    assert _number(r"first appears at logged step (\d+)", at_init) == onset
+    never = note.split(f"{pre} at initialisation")[1]
+    assert f"appears at none of the {len(res.history['deep-pre-ln']['step'])} logged steps" in never, never
+    residuals = note.split("after the last: ")[1]
+    for name in ("deep-post-ln", "deep-pre-ln"):
+        rms = res.profiles[name]["final"]["residual_rms"]
+        first, last = (
+            _number(rf"{re.escape(res.label(name))} {p}", residuals) for p in (r"([\d.]+) →", r"[\d.]+ → ([\d.]+)")
+        )
+        assert (first, last) == (pytest.approx(rms[1], rel=0.005), pytest.approx(rms[-1], rel=0.005))
+
+
+def _doctored(res, *, init=None, rows=None):
+    """``res`` with Deep Post-LN's gradient norms at initialisation, or its logged per-block ones, replaced."""
+    profiles, history = copy.deepcopy(res.profiles), copy.deepcopy(res.history)
+    if init is not None:
+        profiles["deep-post-ln"]["init"]["grad_norm"] = init
+    if rows is not None:
+        history["deep-post-ln"]["layer_grad_norm"] = rows
+    return dataclasses.replace(res, profiles=profiles, history=history)
+
+
+@pytest.mark.parametrize(
+    ("case", "en", "zh"),
+    [
+        ("at_init", "is already there (2,800×)", "已经存在（2,800×）"),
+        ("never", "appears at none of the 160 logged steps", "在全部 160 个记录步中都未出现"),
+        ("late", "first appears at logged step {step}", "首次出现在记录的第 {step} 步"),
+    ],
+)
+def test_the_depth_notes_words_follow_the_data_when_the_pattern_is_there_at_once_never_or_later(res, case, en, zh):
+    """Deep Post-LN with its trained profile as the one at initialisation, with every logged step as flat as
+    initialisation, or with the first 40 logged steps flat: the words say so, in both languages."""
+    flat = res.profiles["deep-post-ln"]["init"]["grad_norm"]
+    rows = res.history["deep-post-ln"]["layer_grad_norm"]
+    doctored = {
+        "at_init": lambda: _doctored(res, init=res.profiles["deep-post-ln"]["final"]["grad_norm"]),
+        "never": lambda: _doctored(res, rows=[flat] * len(rows)),
+        "late": lambda: _doctored(res, rows=[flat] * 40 + rows[40:]),
+    }[case]()
+    steps = res.history["deep-post-ln"]["step"][40:]
+    step = next(s for s, r in zip(steps, rows[40:]) if r[-1] >= view.PATTERN_FACTOR * r[0])
+    for lang, words in (("en", en), ("zh", zh)):
+        note = view.depth_note(doctored, lang=lang)
+        sentence = note.split(res.label("deep-pre-ln", lang))[0]  # Deep Post-LN's sentence comes first
+        assert words.format(step=step) in sentence, sentence
+        assert ("first appears" in sentence or "首次出现" in sentence) == (case == "late"), sentence

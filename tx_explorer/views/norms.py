@@ -167,25 +167,89 @@ def depth(
     return Panel("norms_depth", fig, data), T("depth_numbers", values=words)
 
 
+# The Post-Norm pattern the paper plots: the last block's gradient norm at least this many times the first's. An
+# order of magnitude, since one batch's noise moves a block's gradient norm by far less: crossing it is the trend.
+PATTERN_FACTOR = 10.0
+
+
 def depth_note(res: Results, *, lang: str = "en") -> str:
-    """The depth section's "what to look for", with how far the deep runs' trained gradient norm moves from the
-    first block to the last (the caption's two numbers per variant) measured, not described."""
-    T = texts(PAGE, lang)
-    spreads = []
-    for n in defaults(res)["depth"]:
-        g = res.profiles[n]["final"]["grad_norm"]
-        factor = max(g[0], g[-1]) / min(g[0], g[-1])
-        spreads.append(
-            T(
-                "depth_spread",
-                name=res.label(n, lang),
-                direction=T("depth_rises" if g[-1] > g[0] else "depth_falls"),
-                factor=f"{float(f'{factor:.2g}'):,.0f}" if factor >= 10 else f"{factor:.2g}",  # 2,800, not 2.8e+03
-                orders=f"{math.log10(factor):.1f}",
-                layers=len(g),
-            )
-        )
-    return T("depth_note", spreads=T("depth_spread_sep").join(spreads))
+    """The depth section's "what to look for", every fact in it measured on the deep runs: their gradient norms at
+    initialisation and the first logged step with the Post-Norm pattern, how far the trained gradient norm moves from
+    the first block to the last (the caption's two numbers per variant), and the trained residual RMS."""
+    T, names = texts(PAGE, lang), defaults(res)["depth"]
+    return T(
+        "depth_note",
+        init=sentences([_at_init(res, n, T, lang) for n in names], lang),
+        spreads=T("depth_spread_sep").join(_spread(res, n, T, lang) for n in names),
+        residuals=T("depth_spread_sep").join(_residual(res, n, T, lang) for n in names),
+    )
+
+
+def _times(ratio: float) -> str:
+    """A ratio in prose: 2,800 rather than 2.8e+03, three digits below ten (1.02, not 1)."""
+    return f"{float(f'{ratio:.2g}'):,.0f}" if ratio >= 10 else f"{ratio:.3g}"
+
+
+def _rise(g: Sequence[float | None]) -> float:
+    """The last block's gradient norm over the first's; nan where a step's norms were not finite (stored as None)."""
+    if g[0] is None or g[-1] is None:
+        return math.nan
+    return g[-1] / g[0] if g[0] else math.inf
+
+
+def _at_init(res: Results, name: str, T: Callable[..., str], lang: str) -> str:
+    """One variant at initialisation: the spread of the blocks above the first, the first against them, and when
+    (whether) the Post-Norm pattern is there."""
+    g = res.profiles[name]["init"]["grad_norm"]
+    above = g[1:]
+    return T(
+        "depth_init",
+        name=res.label(name, lang),
+        layers=len(g),
+        spread=_times(max(above) / min(above)),
+        first=_times(g[0] / float(np.median(above))),
+        pattern=_pattern(res, name, T),
+    )
+
+
+def _pattern(res: Results, name: str, T: Callable[..., str]) -> str:
+    """Whether the Post-Norm pattern is there at initialisation, else the first logged step it is, else its peak."""
+    factor, at_init = _times(PATTERN_FACTOR), _rise(res.profiles[name]["init"]["grad_norm"])
+    if at_init >= PATTERN_FACTOR:
+        return T("depth_pattern_init", factor=factor, rise=_times(at_init))
+    h = res.history[name]
+    rises = [(_rise(g), step) for step, g in zip(h["step"], h["layer_grad_norm"])]
+    onset = next(((r, step) for r, step in rises if r >= PATTERN_FACTOR), None)
+    if onset:
+        return T("depth_pattern_step", factor=factor, init=_times(at_init), rise=_times(onset[0]), step=onset[1])
+    peak, step = max((r, step) for r, step in rises if not math.isnan(r))
+    return T("depth_pattern_never", factor=factor, init=_times(at_init), count=len(rises), peak=_times(peak), step=step)
+
+
+def _spread(res: Results, name: str, T: Callable[..., str], lang: str) -> str:
+    """How far the trained gradient norm moves from the first block to the last, and which way."""
+    g = res.profiles[name]["final"]["grad_norm"]
+    factor = max(g[0], g[-1]) / min(g[0], g[-1])
+    return T(
+        "depth_spread",
+        name=res.label(name, lang),
+        direction=T("depth_rises" if g[-1] > g[0] else "depth_falls"),
+        factor=_times(factor),
+        orders=f"{math.log10(factor):.1f}",
+        layers=len(g),
+    )
+
+
+def _residual(res: Results, name: str, T: Callable[..., str], lang: str) -> str:
+    """The trained residual RMS after the first block and after the last, and its spread over all blocks."""
+    r = res.profiles[name]["final"]["residual_rms"][1:]  # row 0 is after the embeddings, before any block
+    return T(
+        "depth_residual",
+        name=res.label(name, lang),
+        first=f"{r[0]:.3g}",
+        last=f"{r[-1]:.3g}",
+        spread=_times(max(r) / min(r)),
+    )
 
 
 def layer_steps(res: Results, name: str, quantity: str = "grad_norm", *, lang: str = "en") -> Panel:
