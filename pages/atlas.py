@@ -107,8 +107,9 @@ def atlas_page(name: str) -> None:
                 side = int(c[2].number_input(T("size"), 1, atlas.MAX_DENSE, min(64, len(ids)), key="atlas_size"))
                 r0 = int(c[0].number_input(T("row_start"), 0, len(ids) - 1, max(0, len(ids) - side), key="atlas_r0"))
                 c0 = int(c[1].number_input(T("col_start"), 0, len(ids) - 1, 0, key="atlas_c0"))
-                run = lambda report: view.block(tm, ids, stats, layer, head, r0, c0, side, lang=LANG)  # noqa: E731
-                ui.show_result(pooled(("atlas_block", *key, layer, head, r0, c0, side, LANG), run))
+                run = lambda report: view.exact_block(tm, ids, stats, layer, head, r0, c0, side)  # noqa: E731
+                found = pooled(("atlas_block", *key, layer, head, r0, c0, side), run)  # numbers, worded per run
+                ui.show_result(view.block(found, lang=LANG))
 
         if box := ui.lazy_section(T, "needle", key="atlas_open_needle"):
             with box:
@@ -118,12 +119,12 @@ def atlas_page(name: str) -> None:
                 question = c[0].text_input(T("needle_question"), T("question_default"), max_chars=500, key="atlas_q")
                 answer = c[1].text_input(T("needle_answer"), T("answer_default"), max_chars=100, key="atlas_a")
                 depth = c[2].slider(T("depth"), 0, 100, 50, step=5, format="%d%%", key="atlas_depth") / 100
-                needle_key = ("atlas_needle", *key, sentence, question, answer, depth, LANG)
+                asked = (sentence, question, answer, depth)
                 clicked = st.button(T("needle_run"), key="atlas_needle_run")
-                run = lambda report: view.needle(tm, ids, sentence, question, answer, depth, lang=LANG, report=report)  # noqa: E731
-                found = pooled(needle_key, run, run=clicked)
-                if found is not None:
-                    ui.show_result(found)
+                run = lambda report: view.plant_needle(tm, ids, *asked, lang=LANG, report=report)  # noqa: E731
+                # numbers under a key without the language: a switch re-words the result, no click needed again
+                if (found := pooled(("atlas_needle", *key, *asked), run, run=clicked)) is not None:
+                    ui.show_result(view.needle(found, lang=LANG))
 
 
 st.title(ui.page_title("atlas"))

@@ -38,10 +38,11 @@ def composition_section(bundle) -> None:
 
 
 @st.cache_data(max_entries=2, show_spinner=False)
-def compared(names: tuple[str, ...], lang: str) -> view.Comparison:
-    """The pretrained LLMs' heads scored once per server and language: every rerun of the page (opening the live
-    run) would otherwise score SmolLM2's 270 heads and Gemma 3's 72 again."""
-    return view.compare(ui.cached_model(view.BUNDLE), *map(ui.cached_model, names), lang=lang)
+def scored(names: tuple[str, ...]) -> view.Scores:
+    """The pretrained LLMs' heads scored once per server, for both languages (worded on each run): every rerun of
+    the page (opening the live run, switching language) would otherwise score SmolLM2's 270 heads and Gemma 3's 72
+    again."""
+    return view.score_heads(ui.cached_model(view.BUNDLE), *map(ui.cached_model, names))
 
 
 @ui.below_fold("circuit_compare", height=640)
@@ -52,7 +53,7 @@ def compare_section() -> None:
         st.info(T("compare_absent", model=", ".join(view.pretrained(installed=False))))
         return
     with ui.friendly_errors():
-        c = compared(names, LANG)
+        c = view.comparison(scored(names), lang=LANG)
         ui.show(c.scatter)
         for caption in c.captions:
             st.caption(caption)

@@ -55,7 +55,8 @@ def memory_section() -> None:
         kw = dict(heads=heads, head_dim=head_dim, repeats=repeats, block=block, dtype=dtype, device=DEV)
         sweep = functools.partial(view.sweep, methods=methods, max_n=max_n, measure=measured, lang=LANG, **kw)
         with ui.friendly_errors():
-            found = ui.run_job(sweep, label=T("measure"), key=("cost_sweep", *params, *methods, LANG))
+            # numbers only (worded below): sessions in either language pressing at once share one sweep
+            found = ui.run_job(sweep, label=T("measure"), key=("cost_sweep", *params, *methods))
             st.session_state["cost_results"] = {"params": params, "found": found}
 
     result = st.session_state.get("cost_results")

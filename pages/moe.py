@@ -31,8 +31,7 @@ bundle = load_bundle()
 if bundle is not None:
     st.markdown(view.about(bundle, lang=LANG))
 
-# Each section is a fragment: its widgets rerun only that section. The held-out statistics (every held-out window
-# routed) open on demand.
+# Each section is a fragment: its widgets rerun only it. The held-out statistics (every window routed): on demand.
 
 
 @st.fragment
@@ -131,8 +130,9 @@ def checkpoint_section() -> None:
             st.info(T("ckpt_dense"))
             return
         text = st.text_area(T("ckpt_text", tokens=view.CHECKPOINT_TOKENS), key="moe_ckpt_text", max_chars=20_000)
-        job = lambda report: view.checkpoint(model, text, lang=LANG)  # noqa: E731
-        shown = ui.remembered_job(job, label=T("ckpt_working"), key=("moe_ckpt", name, text, LANG))
+        job = lambda report: view.route_text(model, text)  # noqa: E731
+        found = ui.remembered_job(job, label=T("ckpt_working"), key=("moe_ckpt", name, text))  # numbers: kept
+        shown = view.routed_statistics(found, lang=LANG)  # worded on every run: a language switch keeps them
         st.markdown(shown.about)
         show_statistics(shown.statistics)
         layers = shown.statistics.layers

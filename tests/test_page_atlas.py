@@ -131,7 +131,7 @@ def test_views_report_the_analysis_numbers():
     reports = []
     view.compute(tm, ids[:100], report=lambda f, text: reports.append((f, text)))
     assert reports[-1][0] == 1.0 and reports[-1][1] == "layer 3 (layers 0–3) · 100 of 100 tokens"  # from 0
-    block = view.block(tm, ids, stats, 3, 1, 100, 0, 28)
+    block = view.block(view.exact_block(tm, ids, stats, 3, 1, 100, 0, 28))
     assert block.panels[0].data.shape == (28, 28)
     copy = view.moved(tm, torch.device("cpu"))  # the page's GPU copy, here on the CPU: a new model, same numbers
     assert copy.model is not tm.model and copy.tokenizer is tm.tokenizer

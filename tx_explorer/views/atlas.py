@@ -187,7 +187,21 @@ def head_along(stats: atlas.HeadStats, statistic: str, layer: int, head: int, *,
     return Panel("atlas_along", fig, t[layer, head].numpy())
 
 
-def block(
+@dataclasses.dataclass(frozen=True)
+class Block:
+    """The exact weights of one head on a block of queries × keys, and how far the atlas's tiled statistics of
+    those rows lie from their dense ones: numbers only, worded by :func:`block` in the language shown."""
+
+    layer: int
+    head: int
+    rows: tuple[int, int]  # [first, end) query positions
+    cols: tuple[int, int]  # [first, end) key positions
+    weights: np.ndarray  # (rows, cols)
+    diff: float  # the largest |tiled − dense| statistic over these rows
+    row_sums: tuple[float, float]  # the smallest and largest row sum of the head's dense weights over every key
+
+
+def exact_block(
     tm: TextModel,
     ids: Sequence[int],
     stats: atlas.HeadStats,
@@ -196,46 +210,57 @@ def block(
     row_start: int,
     col_start: int,
     size: int,
-    *,
-    lang: str = "en",
-) -> Result:
+) -> Block:
     """The exact weights of one head on ``size`` queries from ``row_start`` × ``size`` keys from ``col_start`` (cut
-    at the text's end; at most 512 each), from a dense pass over those rows, and how far the atlas's tiled numbers
-    lie from the same rows' dense statistics."""
-    T = texts(PAGE, lang)
+    at the text's end; at most 512 each), from a dense pass over those rows, checked against ``stats``."""
     n = len(ids)
     rows, cols = (row_start, min(row_start + size, n)), (col_start, min(col_start + size, n))
     if not 0 <= cols[0] < cols[1] <= len(ids) or cols[1] - cols[0] > atlas.MAX_DENSE:
         raise InputError("atlas_rows", start=cols[0], end=cols[1], n=len(ids), limit=atlas.MAX_DENSE)
     dense = atlas.dense_rows(tm, ids, layer, rows, window=stats.window)
-    weights = dense.weights[head, :, cols[0] : cols[1]].numpy()
     diff = max(
         float((v - stats.stat(k)[layer, :, rows[0] : rows[1]]).abs().max())
         for k, v in dense.stats.items()
         if k != "distance"
     )
+    sums = dense.weights[head].sum(-1)
+    weights = dense.weights[head, :, cols[0] : cols[1]].numpy()
+    return Block(layer, head, rows, cols, weights, diff, (float(sums.min()), float(sums.max())))
+
+
+def block(found: Block, *, lang: str = "en") -> Result:
+    """The block's weights drawn, how far the atlas lies from them, and how much of each row's attention it holds."""
+    T = texts(PAGE, lang)
     fig = va.weights_block(
-        weights,
-        range(*rows),
-        range(*cols),
-        title=T("block_title", layer=layer, head=head),
+        found.weights,
+        range(*found.rows),
+        range(*found.cols),
+        title=T("block_title", layer=found.layer, head=found.head),
         x_title=T("axis_key"),
         y_title=T("axis_query"),
     )
-    sums = dense.weights[head].sum(-1)
+    low, high = found.row_sums
     notes = (
-        T("block_check", diff=f"{diff:.1e}", rows=rows[1] - rows[0]),
-        T(
-            "block_mass",
-            share=f"{float(weights.sum(-1).mean()):.3f}",
-            low=f"{float(sums.min()):.6f}",
-            high=f"{float(sums.max()):.6f}",
-        ),
+        T("block_check", diff=f"{found.diff:.1e}", rows=found.rows[1] - found.rows[0]),
+        T("block_mass", share=f"{float(found.weights.sum(-1).mean()):.3f}", low=f"{low:.6f}", high=f"{high:.6f}"),
     )
-    return Result((Panel("atlas_block", fig, weights),), notes)
+    return Result((Panel("atlas_block", fig, found.weights),), notes)
 
 
-def needle(
+@dataclasses.dataclass(frozen=True)
+class NeedleTest:
+    """A needle test's numbers (:func:`plant_needle`), worded by :func:`needle` in the language shown."""
+
+    depth: float
+    tokens: int  # the planted text's length
+    span: tuple[int, int]  # [first, end) positions of the planted sentence
+    share: np.ndarray  # (L, H): the last query's attention on the planted sentence
+    reply: str  # the model's greedy answer
+    answer: str  # what it should contain
+    answered: bool
+
+
+def plant_needle(
     tm: TextModel,
     ids: Sequence[int],
     sentence: str,
@@ -246,26 +271,39 @@ def needle(
     new_tokens: int = 16,
     lang: str = "en",
     report: Report | None = None,
-) -> Result:
+) -> NeedleTest:
     """Plant ``sentence`` at ``depth`` of the text, ask ``question`` at its end: which heads look at the sentence
-    from the last position (where the answer starts), and whether the model's greedy answer contains ``answer``."""
-    T = texts(PAGE, lang)
+    from the last position (where the answer starts), and whether the model's greedy answer contains ``answer``
+    (``lang``: the progress's words only)."""
     probe = atlas.plant(tm, [], sentence, question, answer, 0.0)  # how many tokens the sentence and question take
     room = tm.max_len - len(probe.ids)
     planted = atlas.plant(tm, list(ids)[: max(room, 0)], sentence, question, answer, depth)
     stats = atlas.head_stats(
         tm, planted.ids, span=planted.span, progress=_reporter(report, len(tm.model.blocks), len(planted.ids), lang)
     )
-    share = stats.span[:, :, -1].numpy()  # (L, H): the last query's attention on the planted sentence
     reply = tm.decode(atlas.greedy(tm, planted.ids, new_tokens))
+    return NeedleTest(
+        depth,
+        len(planted.ids),
+        planted.span,
+        stats.span[:, :, -1].numpy(),
+        reply,
+        planted.answer,
+        atlas.answered(reply, planted.answer),
+    )
+
+
+def needle(found: NeedleTest, *, lang: str = "en") -> Result:
+    """The heads' attention on the planted sentence as a grid, where it lies, and the model's answer judged."""
+    T = texts(PAGE, lang)
+    share = found.share
     fig = va.head_grid(
-        share, title=T("needle_title", depth=f"{depth:.0%}", n=len(planted.ids)), zmax=1.0, **_axes(lang)
+        share, title=T("needle_title", depth=f"{found.depth:.0%}", n=found.tokens), zmax=1.0, **_axes(lang)
     )
     best_l, best_h = _largest(share)
-    a, b = planted.span
-    verdict = T("needle_yes" if atlas.answered(reply, planted.answer) else "needle_no", answer=planted.answer)
+    a, b = found.span
     notes = (
-        T("needle_where", start=a, end=b, fair=f"{(b - a) / len(planted.ids):.4f}"),
+        T("needle_where", start=a, end=b, fair=f"{(b - a) / found.tokens:.4f}"),
         T(
             "needle_heads",
             count=int((share > 0.5).sum()),
@@ -274,7 +312,7 @@ def needle(
             head=best_h,
             share=f"{share.max():.2f}",
         ),
-        T("needle_reply", reply=reply.strip() or "∅"),
-        verdict,
+        T("needle_reply", reply=found.reply.strip() or "∅"),
+        T("needle_yes" if found.answered else "needle_no", answer=found.answer),
     )
     return Result((Panel("atlas_needle", fig, share),), notes)

@@ -202,20 +202,21 @@ def pretrained(*, installed: bool = True) -> list[str]:
 
 
 @dataclass(frozen=True)
-class Comparison:
-    scatter: Panel  # every head of every model: previous-token vs induction score
-    captions: list[str]  # one per compared model, in the order given
+class Scores:
+    """Every head's previous-token and induction scores of the shipped model and of each compared LLM: numbers
+    only, worded by :func:`comparison` in the language shown."""
+
+    ours_name: str
+    ours: ind.Circuit  # the shipped model's clean circuit
+    theirs: dict[str, ind.Circuit]  # per compared model, in the order given
+    length: int  # n: each sequence's tokens, repeated once
 
 
-def compare(bundle: CircuitBundle, *others: TextModel, lang: str = "en") -> Comparison:
+def score_heads(bundle: CircuitBundle, *others: TextModel) -> Scores:
     """The same two scores for every head of each of ``others`` (SmolLM2, Gemma 3 270M), on repeated random
-    sequences of its own vocabulary of the same length, beside the shipped model's."""
-    T = texts(PAGE, lang)
+    sequences of its own vocabulary of the same length, beside the shipped model's (seconds per LLM)."""
     s = bundle.training["settings"]
-    ours = ind.bundle_k_composition(bundle).clean
-    points = {bundle.text.name: (ours.previous, ours.induction)}
-    data = {"ours_previous": ours.previous, "ours_induction": ours.induction}
-    captions = []
+    theirs = {}
     for other in others:
         batch = ind.random_repeats(
             other.config.vocab_size,
@@ -224,14 +225,31 @@ def compare(bundle: CircuitBundle, *others: TextModel, lang: str = "en") -> Comp
             count=COMPARE_SEQUENCES,
             seed=s["eval_seed"],
         )
-        theirs = ind.measure(other.model, batch)
-        points[other.name] = (theirs.previous, theirs.induction)
-        data |= {f"{other.name}_previous": theirs.previous, f"{other.name}_induction": theirs.induction}
+        theirs[other.name] = ind.measure(other.model, batch)
+    return Scores(bundle.text.name, ind.bundle_k_composition(bundle).clean, theirs, s["eval_length"])
+
+
+@dataclass(frozen=True)
+class Comparison:
+    scatter: Panel  # every head of every model: previous-token vs induction score
+    captions: list[str]  # one per compared model, in the order given
+
+
+def comparison(scores: Scores, *, lang: str = "en") -> Comparison:
+    """The scores as one scatter of every head, and a caption per compared model: its best heads and losses."""
+    T = texts(PAGE, lang)
+    ours = scores.ours
+    points = {scores.ours_name: (ours.previous, ours.induction)}
+    data = {"ours_previous": ours.previous, "ours_induction": ours.induction}
+    captions = []
+    for name, theirs in scores.theirs.items():
+        points[name] = (theirs.previous, theirs.induction)
+        data |= {f"{name}_previous": theirs.previous, f"{name}_induction": theirs.induction}
         (il, ih), (pl, ph) = theirs.best("induction"), theirs.best("previous")
         captions.append(
             T(
                 "compare_caption",
-                model=other.name,
+                model=name,
                 heads=theirs.induction.size,
                 ind_head=f"L{il}H{ih}",
                 ind=f"{theirs.induction[il, ih]:.2f}",
@@ -242,12 +260,17 @@ def compare(bundle: CircuitBundle, *others: TextModel, lang: str = "en") -> Comp
                 ours=f"{ours.induction.max():.2f}",
                 second=f"{theirs.loss_second:.2f}",
                 first=f"{theirs.loss_first:.2f}",
-                n=s["eval_length"],
+                n=scores.length,
                 count=COMPARE_SEQUENCES,
             )
         )
     fig = vc.head_scores(points, x_title=T("score_previous"), y_title=T("score_induction"))
     return Comparison(Panel("circuit_compare", fig, data), captions)
+
+
+def compare(bundle: CircuitBundle, *others: TextModel, lang: str = "en") -> Comparison:
+    """:func:`score_heads` worded by :func:`comparison` (the page keeps the scores and words them per run)."""
+    return comparison(score_heads(bundle, *others), lang=lang)
 
 
 # --- the live run ---------------------------------------------------------------------------------------------

@@ -158,7 +158,8 @@ def sweep(
     report: Callable[[float, str], None], *, methods: Sequence[str], max_n: int, lang: str = "en", **kwargs
 ) -> Measured:
     """The page's button as one job for the pool: :func:`measure_all` at N = 128 … ``max_n`` (powers of two),
-    each run reported in words (``report(fraction, text)``); ``kwargs`` go to :func:`measure_all`."""
+    each run reported in words (``report(fraction, text)``, in ``lang``: the result itself is numbers, worded by
+    :func:`curves` and :func:`found_notes` in the language shown); ``kwargs`` go to :func:`measure_all`."""
     T = texts(PAGE, lang)
     ns = [2**p for p in range(7, int(np.log2(max_n)) + 1)]
 

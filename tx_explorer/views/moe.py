@@ -382,40 +382,60 @@ def has_experts(model: TextModel | MoEBundle) -> bool:
 
 
 @dataclass(frozen=True)
+class RoutedText:
+    """A text routed through a model with routed experts (:func:`route_text`): numbers only, worded by
+    :func:`routed_statistics` in the language shown."""
+
+    tables: list[routing.RoutingTable]  # one per layer, the text as one sequence
+    tokens: int  # routed
+    typed: int | None  # the typed text's tokens when it was cut to CHECKPOINT_LIMIT, else None
+    capacity_factor: float | None  # the bundle's training capacity (it is routed here without one)
+
+
+def route_text(model: TextModel | MoEBundle, text: str = "") -> RoutedText:
+    """Route ``text`` (empty: the first :data:`CHECKPOINT_TOKENS` tokens of the bundled corpus) through a model with
+    routed experts (:func:`has_experts`; another has no router records, a LookupError)."""
+    tm = model.text if isinstance(model, MoEBundle) else model
+    typed = None
+    if text.strip():
+        enc = tm.encode(text, limit=CHECKPOINT_LIMIT)
+        ids = enc.ids
+        typed = enc.num_tokens if enc.truncated else None
+    else:
+        ids = atlas.corpus_ids(tm, min(CHECKPOINT_TOKENS, tm.max_len))
+    capacity = model.config.capacity_factor if isinstance(model, MoEBundle) else None
+    return RoutedText(routing.routing_tables(tm.maps(ids)), len(ids), typed, capacity)
+
+
+@dataclass(frozen=True)
 class Checkpoint:
     about: str  # E, k, layers and tokens routed (and whether the text was cut); no capacity
     tables: list[routing.RoutingTable]  # one per layer, the text as one sequence
     statistics: Statistics
 
 
-def checkpoint(model: TextModel | MoEBundle, text: str = "", *, lang: str = "en") -> Checkpoint:
-    """Route ``text`` (empty: the first :data:`CHECKPOINT_TOKENS` tokens of the bundled corpus) through a model with
-    routed experts (:func:`has_experts`; another has no router records, a LookupError), and every layer's statistics
-    as the held-out section computes them, without a drop rate: the model routes without a capacity."""
-    T = texts(PAGE, lang)
-    tm = model.text if isinstance(model, MoEBundle) else model
-    words = []
-    if text.strip():
-        enc = tm.encode(text, limit=CHECKPOINT_LIMIT)
-        ids = enc.ids
-        if enc.truncated:
-            words.append(T("truncated", n=enc.num_tokens, max=len(ids)))
-    else:
-        ids = atlas.corpus_ids(tm, min(CHECKPOINT_TOKENS, tm.max_len))
-    tables = routing.routing_tables(tm.maps(ids))
+def routed_statistics(routed: RoutedText, *, lang: str = "en") -> Checkpoint:
+    """Every layer's statistics of a routed text as the held-out section computes them, without a drop rate (the
+    model routes without a capacity), and what was routed in words."""
+    T, tables = texts(PAGE, lang), routed.tables
+    words = [T("truncated", n=routed.typed, max=routed.tokens)] if routed.typed is not None else []
     e, k = tables[0].num_experts, tables[0].top_k  # as routed: the bundle's TextModel config holds no experts
-    assigned = len(ids) * k
+    assigned = routed.tokens * k
     counts = {
         what: T(f"ckpt_{what}" + ("_one" if v == 1 else ""), n=v)
-        for what, v in (("layers", len(tables)), ("tokens", len(ids)), ("assignments", assigned))
+        for what, v in (("layers", len(tables)), ("tokens", routed.tokens), ("assignments", assigned))
     }
     words.append(T("ckpt_about", e=e, k=k, **counts))
     if assigned < e:  # some experts must be idle: the load columns then measure the text's length, not the router
         words.append(T("ckpt_few", assignments=counts["assignments"], e=e, idle=e - assigned))
-    if isinstance(model, MoEBundle) and model.config.capacity_factor is not None:  # trained with one, run without
-        words.append(T("ckpt_trained_capacity", factor=f"{model.config.capacity_factor:g}"))
-    about = sentences(words, lang)
-    return Checkpoint(about, tables, statistics(tables, key=CHECKPOINT_KEY, lang=lang))
+    if routed.capacity_factor is not None:  # trained with one, run without
+        words.append(T("ckpt_trained_capacity", factor=f"{routed.capacity_factor:g}"))
+    return Checkpoint(sentences(words, lang), tables, statistics(tables, key=CHECKPOINT_KEY, lang=lang))
+
+
+def checkpoint(model: TextModel | MoEBundle, text: str = "", *, lang: str = "en") -> Checkpoint:
+    """:func:`route_text` worded by :func:`routed_statistics` (the page keeps the routing and words it per run)."""
+    return routed_statistics(route_text(model, text), lang=lang)
 
 
 # The sections with a fixed set of inputs (widget keys <prefix>_<name>): the cost of E experts with top-k (on the
