@@ -262,3 +262,25 @@ def test_a_long_text_is_analysed_on_the_pool_and_a_short_one_at_once(monkeypatch
     monkeypatch.setattr(DeltaGenerator, "progress", lambda *a, **k: pytest.fail("a short text must not queue"))
     at.text_area(key="mh_text_example_code").set_value("short one").run()
     assert_clean(at)
+
+
+def test_a_joiner_in_another_language_reads_its_own_label_not_the_starters_reports() -> None:
+    """A 中文 visitor who joined a job an English visitor started (same key) saw its English reports on the bar."""
+    from tx_explorer.ui.jobs import progress_text
+
+    pool, at_step, go_on = jobs.Pool(1), threading.Event(), threading.Event()
+
+    def work(report: jobs.Report) -> str:
+        report(0.5, "layer 3 of 30")
+        at_step.set()
+        assert go_on.wait(WAIT)
+        return "done"
+
+    first = pool.submit(work, key="atlas", tag="en")
+    joined = pool.submit(work, key="atlas", tag="zh")  # the same task: its reports are in the starter's words
+    assert at_step.wait(WAIT)
+    assert joined.tag == first.tag == "en"
+    assert progress_text(first, "working", "en") == "layer 3 of 30"
+    assert progress_text(joined, "计算中", "zh") == "计算中"
+    go_on.set()
+    assert joined.result(WAIT) == first.result(WAIT) == "done"

@@ -31,6 +31,7 @@ class _Task:
 
     fn: Callable[[Report], Any]
     key: Hashable | None
+    tag: Hashable = None  # what its report texts are written for (the page's language): a joiner may need others
     holders: int = 1  # handles not cancelled: the work is cancelled only when the last one lets go
     fraction: float = 0.0  # the last report
     text: str = ""
@@ -66,6 +67,11 @@ class Job:
     def progress(self) -> tuple[float, str]:
         """The fraction and text the job last reported."""
         return self._task.fraction, self._task.text
+
+    @property
+    def tag(self) -> Hashable:
+        """The tag of the request that started the job (an identical later request joins it, tag and all)."""
+        return self._task.tag
 
     @property
     def done(self) -> bool:
@@ -105,14 +111,15 @@ class Pool:
         for i in range(workers):  # daemons: a server stopping does not wait for a half-done job
             threading.Thread(target=self._work, name=f"tx-job-{i}", daemon=True).start()
 
-    def submit(self, fn: Callable[[Report], Any], *, key: Hashable | None = None) -> Job:
-        """Queue ``fn(report)``; with ``key``, join a queued or running job of the same key instead."""
+    def submit(self, fn: Callable[[Report], Any], *, key: Hashable | None = None, tag: Hashable = None) -> Job:
+        """Queue ``fn(report)``; with ``key``, join a queued or running job of the same key instead. ``tag``: what
+        its reports' texts are written for (:attr:`Job.tag`)."""
         with self._lock:
             task = self._shared.get(key) if key is not None else None
             if task is not None:
                 task.holders += 1
             else:
-                task = _Task(fn, key)
+                task = _Task(fn, key, tag)
                 self._queue.append(task)
                 if key is not None:
                     self._shared[key] = task
@@ -198,6 +205,6 @@ def pool() -> Pool:
         return _pool
 
 
-def submit(fn: Callable[[Report], Any], *, key: Hashable | None = None) -> Job:
+def submit(fn: Callable[[Report], Any], *, key: Hashable | None = None, tag: Hashable = None) -> Job:
     """:meth:`Pool.submit` on the process-wide pool."""
-    return pool().submit(fn, key=key)
+    return pool().submit(fn, key=key, tag=tag)

@@ -9,7 +9,7 @@ import streamlit as st
 
 from tx_explorer import jobs
 from tx_explorer.ui.figures import redraw, show
-from tx_explorer.ui.text import friendly_errors, texts
+from tx_explorer.ui.text import friendly_errors, lang, texts
 from tx_explorer.views import Panel
 
 JOB_POLL_S = 0.2  # how often a waiting page looks at its job; each look is where Streamlit can stop the script
@@ -34,11 +34,11 @@ def run_job(
     # The bar's place exists whether or not the job is quick enough to need a bar: inside an st.fragment, an element
     # that comes and goes shifts the ones after it, and Streamlit then leaves their old copies on the page.
     slot = st.empty()
-    job, bar = jobs.submit(fn, key=key), None
+    job, bar = jobs.submit(fn, key=key, tag=lang()), None
     try:
         while not job.wait(JOB_POLL_S):
-            fraction, text = job.progress
-            message = (text or label) if job.started else T("job_queued", n=job.ahead())
+            fraction = job.progress[0]
+            message = progress_text(job, label, lang()) if job.started else T("job_queued", n=job.ahead())
             bar = slot.progress(fraction, text=message) if bar is None else bar.progress(fraction, text=message)
             if each is not None:
                 each()
@@ -46,6 +46,13 @@ def run_job(
     finally:
         job.cancel()  # a no-op once done
         slot.empty()
+
+
+def progress_text(job: jobs.Job, label: str, language: str) -> str:
+    """What a bar says of a running job: its last report, where written in the page's language; else ``label``
+    (a visitor in 中文 who joined a job an English visitor started saw its English reports)."""
+    text = job.progress[1]
+    return text if text and job.tag == language else label
 
 
 @st.cache_resource(show_spinner=False)
