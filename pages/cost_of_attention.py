@@ -45,7 +45,8 @@ def memory_section() -> None:
     dtype = c[5].selectbox(T("dtype"), ["float32", "float16", "bfloat16"] if ON_GPU else ["float32"], key="cost_dtype")
     with ui.friendly_errors():
         methods, usable = view.backends(DEV, dtype, lang=LANG)
-        with st.expander(T("backends_header"), expanded=ON_GPU):
+        ui.keep_open("cost_backends")  # keyed: its label changes with the language, an opened list stays open
+        with st.expander(T("backends_header"), expanded=ON_GPU, key="cost_backends", on_change="rerun"):
             st.markdown(T("backends_intro"))
             st.dataframe(pd.DataFrame(usable), hide_index=True)
 

@@ -78,6 +78,7 @@ class Ablated:
     heldout: bool
     cut: int | None  # the text's whole token count, where its end was cut
     reference: HeadMeans | None  # mean ablation's per-head means and the set they were taken over
+    reference_shape: tuple[int, int] = (0, 0)  # its (windows, tokens), worded in the language shown
 
 
 def importance_numbers(
@@ -85,6 +86,7 @@ def importance_numbers(
 ) -> Ablated:
     """Every head ablated in turn on the text or the held-out windows (the long job: a pass per layer)."""
     reference = hs.reference_means(tm) if mode == "mean" else None
+    windows = tuple(hs.heldout_windows(tm)[0].shape) if reference is not None else (0, 0)  # the means' set
     if heldout:
         ids, cut = hs.heldout_windows(tm)[0], None
         shape = tuple(ids.shape)
@@ -92,7 +94,7 @@ def importance_numbers(
         ids, cut = _encode(tm, text)
         shape = (1, len(ids))
     r = hs.head_importance(tm, ids, mode=mode, reference=reference, progress=progress)
-    return Ablated(r, shape, heldout, cut, reference)
+    return Ablated(r, shape, heldout, cut, reference, windows)
 
 
 def importance_words(tm: TextModel, m: Ablated, *, lang: str = "en") -> Ranked:
@@ -103,7 +105,9 @@ def importance_words(tm: TextModel, m: Ablated, *, lang: str = "en") -> Ranked:
     axes = dict(x_title=T("axis_head"), y_title=T("axis_layer"))
     notes = [*_cut(m.cut, length, lang), T("importance_source", source=source, mode=T(f"mode_{r.mode}"))]
     if m.reference is not None:
-        notes.append(T("mean_reference", source=m.reference.source, count=m.reference.count))
+        # the set named here, not the analysis's English description of it (m.reference.source)
+        windows = T("source_heldout", count=m.reference_shape[0], length=m.reference_shape[1])
+        notes.append(T("mean_reference", source=windows, count=m.reference.count))
     if tm.kind == "encoder":
         fig = vhs.layer_head_map(r.cosine_change, title=T("title_cosine"), clickable=True, **axes)
         layer, head = _strongest(r.cosine_change)
