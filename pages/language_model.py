@@ -103,11 +103,11 @@ def generate(name: str, text: str, tm) -> None:
         g_layer = c[1].selectbox(T("layer"), range(g.maps.shape[0]), key="lm_gen_layer")
         g_head = c[2].selectbox(
             T("head"),
-            [None, *range(g.maps.shape[1])],
+            [-1, *range(g.maps.shape[1])],  # -1, the mean: a number, relabelled on a language switch (None is not)
             key="lm_gen_head",
-            format_func=lambda h: T("mean_heads") if h is None else str(h),
+            format_func=lambda h: T("mean_heads") if h < 0 else str(h),
         )
-        ui.show(*view.generation(g, step, g_layer, g_head, lang=LANG))
+        ui.show(*view.generation(g, step, g_layer, None if g_head < 0 else g_head, lang=LANG))
 
 
 st.title(ui.page_title("language_model"))

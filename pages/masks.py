@@ -75,6 +75,8 @@ def gallery() -> None:
     with ui.friendly_errors():
         toks = mg.tokens(sentence)
     if toks is not None:
+        if isinstance(chosen := st.session_state.get("mask_kind"), str):  # the open tab, named in this language
+            st.session_state["mask_kind"] = view.kind_tab(chosen, LANG)
         tabs = st.tabs([T(f"kind_{k}") for k in mg.MASK_KINDS], key="mask_kind", on_change="rerun")
         for tab, kind in zip(tabs, mg.MASK_KINDS):
             if tab.open:  # the other kinds compute nothing and send nothing until their tab is chosen

@@ -73,12 +73,12 @@ def views(name: str, text: str, shown: view.Shown, hide_special: bool, single: s
             ui.show(view.detail(shown, layer, head, lens, both, lang=LANG))
             focus = st.selectbox(
                 T("focus"),
-                [None, *range(len(shown.labels))],
+                [-1, *range(len(shown.labels))],  # -1, every token: a number, relabelled on a language switch
                 key="mh_focus",
-                format_func=lambda i: T("focus_all") if i is None else f"{i}: {shown.labels[i]}",
+                format_func=lambda i: T("focus_all") if i < 0 else f"{i}: {shown.labels[i]}",
             )
             st.markdown(T("lines_intro"))
-            ui.show(view.lines(shown, layer, head, lens, both, focus, lang=LANG))
+            ui.show(view.lines(shown, layer, head, lens, both, None if focus < 0 else focus, lang=LANG))
         elif tab == "compare":
             ui.section(T, "metrics", level="subheader")
             metric = st.radio(

@@ -24,11 +24,11 @@ def alignments(translators: dict, out: dict, gold) -> None:
         tfm, cross = translators["transformer"], out["transformer"].cross  # (L, H, T_out, T_in)
         c = st.columns(2)
         layer = c[0].selectbox(T("layer"), range(cross.shape[0]), index=tfm.align_layer or 0, key="s2s_layer")
-        heads = [None, *range(cross.shape[1])]
+        heads = [-1, *range(cross.shape[1])]  # -1, the mean: a number, relabelled on a language switch (None is not)
         head = c[1].selectbox(
-            T("head"), heads, format_func=lambda h: T("head_mean") if h is None else str(h), key="s2s_head"
+            T("head"), heads, format_func=lambda h: T("head_mean") if h < 0 else str(h), key="s2s_head"
         )
-        al = view.alignments(out, gold, layer, head, lang=LANG, mosaic=False)  # the mosaic: on demand, below
+        al = view.alignments(out, gold, layer, None if head < 0 else head, lang=LANG, mosaic=False)  # mosaic: below
         for col, panel, off in zip(st.columns(2), (al.bahdanau, al.transformer), al.off_gold):
             with col:
                 ui.show(panel, width_px=ui.PAGE_PX / 2)
@@ -117,7 +117,7 @@ st.selectbox(
 c = st.columns([3, 1])
 text = c[0].text_input(T("sentence"), key="s2s_text", max_chars=400)
 beam = c[1].slider(T("beam"), 1, 5, 1, help=T("beam_help"), key="s2s_beam")
-with st.expander(T("vocabulary", n=len(translators["attention"].src_vocab.words))):
+with st.expander(T("vocabulary", n=len(translators["attention"].src_vocab.words)), key="s2s_vocab", on_change="rerun"):
     st.markdown(T("grammar_hint"))
     st.text(" · ".join(translators["attention"].src_vocab.words))
 

@@ -9,12 +9,14 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = sorted([*ROOT.glob("pages/*.py"), *ROOT.glob("tx_explorer/ui/*.py")])
-# Streamlit's widgets that keep a value between runs (a button's click lasts one run only)
+# Streamlit's widgets that keep a value between runs (a button's click lasts one run only), and the expander, whose
+# open state is known by its label too
 WIDGETS = {
     "checkbox",
     "color_picker",
     "data_editor",
     "date_input",
+    "expander",
     "file_uploader",
     "multiselect",
     "number_input",

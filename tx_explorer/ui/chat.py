@@ -120,10 +120,10 @@ def _last_reply(tm: Any, prompt: Any, att: Any, served: int) -> None:
     layer = c[1].selectbox(T("layer"), range(att.rows.shape[0]), key="lm_chat_layer")
     head = c[2].selectbox(
         T("head"),
-        [None, *range(att.rows.shape[1])],
+        [-1, *range(att.rows.shape[1])],  # -1, the mean: a number, relabelled on a language switch (None is not)
         key="lm_chat_head",
-        format_func=lambda h: T("mean_heads") if h is None else str(h),
+        format_func=lambda h: T("mean_heads") if h < 0 else str(h),
     )
-    read = view.chat_read(att, token, layer, head, lang=language)
+    read = view.chat_read(att, token, layer, None if head < 0 else head, lang=language)
     metrics(read.shares)
     show(read.step, read.rows)

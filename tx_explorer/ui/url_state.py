@@ -196,8 +196,8 @@ LANGUAGE = Kept("lang", Word(tuple(locales.LANGUAGES)))  # every page's; checked
 WORD, FLAG, INDEX, MODEL = Word(), Flag(), Whole(), Model()
 
 # page (pages/<page>.py) → what it keeps, in the order restored. Main choices only: a URL a teacher pastes stays
-# short. Left out: widgets without a key (the vision page's, the seq2seq maps' layer and head), multiselects, and
-# sliders whose bounds depend on the text or the model (a token position, a decoding step).
+# short. Left out: the vision page's choices and the seq2seq maps' layer and head (details of one view), multiselects,
+# and sliders whose bounds depend on the text or the model (a token position, a decoding step).
 KEPT: dict[str, tuple[Kept | Declared, ...]] = {
     "seq2seq": (Kept("s2s_text", Text(400)),),
     "operator": (

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from torch import Tensor
 
-from tx_explorer import masks
+from tx_explorer import locales, masks
 from tx_explorer.analysis import atlas
 from tx_explorer.analysis import mask_gallery as mg
 from tx_explorer.families.text import TextModel
@@ -16,6 +16,17 @@ from tx_explorer.viz import charts
 from tx_explorer.viz.heatmap import heatmap
 
 PAGE = "masks"
+
+
+def kind_tab(label: str, lang: str = "en") -> str:
+    """The mask-kind tab named ``label`` in either language, named in ``lang``: a tab's value is its label, and after
+    a switch of the sidebar's language the old label would open the first tab instead; another label as it is."""
+    for kind in mg.MASK_KINDS:
+        if label in {locales.text(PAGE, f"kind_{kind}", other) for other in locales.LANGUAGES}:
+            return texts(PAGE, lang)(f"kind_{kind}")
+    return label
+
+
 EXAMPLE = ["Attention", "is", "very"]
 LATEX = (
     r"E_{ij}=\begin{cases}q_i\cdot k_j/\sqrt{D} & M_{ij}=1\\ -\infty & M_{ij}=0\end{cases}"
