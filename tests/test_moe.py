@@ -359,6 +359,25 @@ def test_figures_escape_tokens_and_place_validation_points_at_their_steps():
     assert list(fig.data[1].x) == [30] and list(fig.data[1].y) == [1.5]
 
 
+def test_chinese_figures_name_a_layer_as_the_tables_do():
+    """第 0 层, not 层 0 (the words put the number inside the phrase): subplot titles, hovers and legend entries."""
+    import numpy as np
+
+    from tx_explorer.views import moe as view
+    from tx_explorer.viz import moe as vm
+
+    words = view._words("zh")
+    gates = np.array([[[0.7, 0.3]], [[0.2, 0.8]]])  # (L=2, T=1, E=2)
+    heat = vm.gate_heatmaps(gates, gates, ["a"], words=words)
+    assert [a.text for a in heat.layout.annotations] == ["第 0 层", "第 1 层"]
+    assert heat.data[1].hovertemplate.endswith("<extra>第 1 层</extra>")
+    strip = vm.coloured_tokens(["a"], np.array([[0], [1]]), 2, words=words)
+    load = vm.load_heatmap(np.ones((2, 2)), words=words)
+    assert all(f.data[0].hovertemplate.startswith("第 %{y} 层") for f in (strip, load))
+    drops = vm.drop_curves([1.0, 2.0], np.zeros((2, 2)), current=1.0, words=words)
+    assert [t.name for t in drops.data if t.name][:2] == ["第 0 层", "第 1 层"]
+
+
 def test_per_layer_views_load_matrix_and_cost_sweep():
     torch.manual_seed(0)
     cfg = MoEConfig(transformer=SMALL, num_experts=4, top_k=2)

@@ -21,6 +21,7 @@ WORDS = {
     "expert": "expert",
     "token": "token",
     "layer": "layer",
+    "layer_i": "layer {i}",  # one layer by its number (中文 puts the number inside: 第 {i} 层)
     "gate": "gate",
     "router_p": "router p",
     "first_choice": "first choice",
@@ -91,7 +92,7 @@ def gate_heatmaps(
         cols=n_layers,
         shared_yaxes=True,
         horizontal_spacing=0.02,
-        subplot_titles=[f"{w['layer']} {i}" for i in range(n_layers)],
+        subplot_titles=[w["layer_i"].format(i=i) for i in range(n_layers)],
     )
     labels = _escape(tokens)
     tok = np.array(labels, dtype=object)[:, None].repeat(e, axis=1)
@@ -108,7 +109,7 @@ def gate_heatmaps(
                 showscale=layer == n_layers - 1,
                 hovertemplate=f"{w['token']} %{{y}}: %{{customdata[0]}}<br>{w['expert']} %{{x}}<br>"
                 f"{w['gate']} %{{z:.3f}}<br>"
-                f"{w['router_p']} %{{customdata[1]:.3f}}<extra>{w['layer']} {layer}</extra>",
+                f"{w['router_p']} %{{customdata[1]:.3f}}<extra>{w['layer_i'].format(i=layer)}</extra>",
             ),
             row=1,
             col=layer + 1,
@@ -152,7 +153,7 @@ def coloured_tokens(
             customdata=first,
             xgap=2,
             ygap=4,
-            hovertemplate=f"{w['layer']} %{{y}}<br>{w['token']} %{{x}}: %{{text}}<br>{w['first_choice']}: "
+            hovertemplate=w["layer_i"].format(i="%{y}") + f"<br>{w['token']} %{{x}}: %{{text}}<br>{w['first_choice']}: "
             f"{w['expert']} %{{customdata}}<extra></extra>",
             colorbar=dict(
                 title=w["expert"],
@@ -182,7 +183,8 @@ def load_heatmap(load: np.ndarray, *, title: str = "", words: Mapping[str, str] 
             zmax=max(2.0, float(load.max())),
             text=np.round(load, 2),
             texttemplate="%{text}",
-            hovertemplate=f"{w['layer']} %{{y}}, {w['expert']} %{{x}}<br>%{{z:.2f}} {w['load']}<extra></extra>",
+            hovertemplate=w["layer_i"].format(i="%{y}")
+            + f", {w['expert']} %{{x}}<br>%{{z:.2f}} {w['load']}<extra></extra>",
             colorbar=dict(title=w["load"]),
         )
     )
@@ -208,7 +210,7 @@ def drop_curves(
                 x=list(factors),
                 y=100 * row,
                 mode="lines",
-                name=f"{w['layer']} {layer}",
+                name=w["layer_i"].format(i=layer),
                 line=dict(color=EXPERT_COLOURS[layer % len(EXPERT_COLOURS)]),
             )
         )
@@ -229,7 +231,7 @@ def entropy_bars(
 ) -> go.Figure:
     """Per layer: mean per-token router entropy and the marginal expert distribution's entropy, against ln E."""
     w = _words(words)
-    layers = [f"{w['layer']} {i}" for i in range(len(token_entropy))]
+    layers = [w["layer_i"].format(i=i) for i in range(len(token_entropy))]
     fig = go.Figure(
         [
             go.Bar(x=layers, y=list(token_entropy), name=w["token_entropy"]),
