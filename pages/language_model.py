@@ -101,13 +101,8 @@ def generate(name: str, text: str, tm) -> None:
         ui.keep_within("lm_step", 1, new)  # the slider has no default of its own: 1, or the value kept here
         step = c[0].slider(T("gen_step"), 1, new, key="lm_step") if new > 1 else 1
         g_layer = c[1].selectbox(T("layer"), range(g.maps.shape[0]), key="lm_gen_layer")
-        g_head = c[2].selectbox(
-            T("head"),
-            [-1, *range(g.maps.shape[1])],  # -1, the mean: a number, relabelled on a language switch (None is not)
-            key="lm_gen_head",
-            format_func=lambda h: T("mean_heads") if h < 0 else str(h),
-        )
-        ui.show(*view.generation(g, step, g_layer, None if g_head < 0 else g_head, lang=LANG))
+        g_head = ui.select_or_none(c[2], T("head"), g.maps.shape[1], T("mean_heads"), key="lm_gen_head")
+        ui.show(*view.generation(g, step, g_layer, g_head, lang=LANG))
 
 
 st.title(ui.page_title("language_model"))

@@ -71,14 +71,16 @@ def views(name: str, text: str, shown: view.Shown, hide_special: bool, single: s
             st.markdown(T(f"lens_{lens}_help"))
             both = lenses(name, text) if lens != "raw" else None
             ui.show(view.detail(shown, layer, head, lens, both, lang=LANG))
-            focus = st.selectbox(
+            focus = ui.select_or_none(
+                st,
                 T("focus"),
-                [-1, *range(len(shown.labels))],  # -1, every token: a number, relabelled on a language switch
+                len(shown.labels),
+                T("focus_all"),
                 key="mh_focus",
-                format_func=lambda i: T("focus_all") if i < 0 else f"{i}: {shown.labels[i]}",
+                format_func=lambda i: f"{i}: {shown.labels[i]}",
             )
             st.markdown(T("lines_intro"))
-            ui.show(view.lines(shown, layer, head, lens, both, None if focus < 0 else focus, lang=LANG))
+            ui.show(view.lines(shown, layer, head, lens, both, focus, lang=LANG))
         elif tab == "compare":
             ui.section(T, "metrics", level="subheader")
             metric = st.radio(

@@ -24,11 +24,8 @@ def alignments(translators: dict, out: dict, gold) -> None:
         tfm, cross = translators["transformer"], out["transformer"].cross  # (L, H, T_out, T_in)
         c = st.columns(2)
         layer = c[0].selectbox(T("layer"), range(cross.shape[0]), index=tfm.align_layer or 0, key="s2s_layer")
-        heads = [-1, *range(cross.shape[1])]  # -1, the mean: a number, relabelled on a language switch (None is not)
-        head = c[1].selectbox(
-            T("head"), heads, format_func=lambda h: T("head_mean") if h < 0 else str(h), key="s2s_head"
-        )
-        al = view.alignments(out, gold, layer, None if head < 0 else head, lang=LANG, mosaic=False)  # mosaic: below
+        head = ui.select_or_none(c[1], T("head"), cross.shape[1], T("head_mean"), key="s2s_head")
+        al = view.alignments(out, gold, layer, head, lang=LANG, mosaic=False)  # mosaic: below
         for col, panel, off in zip(st.columns(2), (al.bahdanau, al.transformer), al.off_gold):
             with col:
                 ui.show(panel, width_px=ui.PAGE_PX / 2)

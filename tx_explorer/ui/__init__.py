@@ -35,7 +35,7 @@ from tx_explorer.ui.figures import (
     show_figure,
     show_result,
 )
-from tx_explorer.ui.inputs import file_uploader, inputs, multiselect
+from tx_explorer.ui.inputs import file_uploader, inputs, multiselect, select_or_none
 from tx_explorer.ui.jobs import job_on_click, live_training, once_per_server, remembered_job, run_job
 from tx_explorer.ui.pickers import (
     FOLDER,
@@ -95,6 +95,7 @@ __all__ = [
     "row",
     "run_job",
     "section",
+    "select_or_none",
     "show",
     "show_clickable",
     "show_figure",

@@ -11,6 +11,7 @@ from tx_explorer import models
 from tx_explorer.analysis import lm
 from tx_explorer.trace import Trace
 from tx_explorer.ui.figures import metrics, show
+from tx_explorer.ui.inputs import select_or_none
 from tx_explorer.ui.pickers import cached_model
 from tx_explorer.ui.sections import lazy_section, section
 from tx_explorer.ui.text import friendly_errors, lang, texts
@@ -118,12 +119,7 @@ def _last_reply(tm: Any, prompt: Any, att: Any, served: int) -> None:
         T("chat_token"), range(len(produced)), format_func=lambda i: f"{i}: {produced[i]}", key="lm_chat_token"
     )
     layer = c[1].selectbox(T("layer"), range(att.rows.shape[0]), key="lm_chat_layer")
-    head = c[2].selectbox(
-        T("head"),
-        [-1, *range(att.rows.shape[1])],  # -1, the mean: a number, relabelled on a language switch (None is not)
-        key="lm_chat_head",
-        format_func=lambda h: T("mean_heads") if h < 0 else str(h),
-    )
-    read = view.chat_read(att, token, layer, None if head < 0 else head, lang=language)
+    head = select_or_none(c[2], T("head"), att.rows.shape[1], T("mean_heads"), key="lm_chat_head")
+    read = view.chat_read(att, token, layer, head, lang=language)
     metrics(read.shares)
     show(read.step, read.rows)

@@ -66,6 +66,17 @@ def multiselect(
     )
 
 
+def select_or_none(
+    box: Any, label: str, count: int, none: str, *, key: str, format_func: Any = str, **kwargs: Any
+) -> int | None:
+    """``box.selectbox`` of None (labelled ``none``: "mean of the heads", "every token") then 0 … count − 1; the
+    widget holds -1 for None: the sidebar re-sends a plain value after a language switch so that the box relabels
+    (:func:`~tx_explorer.ui.pickers.sidebar`), and None is not one it can send."""
+    shown = lambda i: none if i < 0 else format_func(i)  # noqa: E731
+    chosen = box.selectbox(label, [-1, *range(count)], format_func=shown, key=key, **kwargs)
+    return None if chosen < 0 else chosen
+
+
 # Streamlit writes its uploader's button ("Upload") and limits ("20MB per file • PNG, JPG") in English whatever the
 # page's language, and takes no words for them. A style scoped to the widget's key hides those texts' glyphs and
 # draws the locale's words in their place; the DOM keeps Streamlit's text (what a screen reader reads).
