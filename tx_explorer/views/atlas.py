@@ -15,7 +15,7 @@ from tx_explorer.analysis.heads import head_labels
 from tx_explorer.analysis.memory import format_bytes
 from tx_explorer.errors import InputError
 from tx_explorer.families.text import TextModel
-from tx_explorer.views import Panel, Result, model_facts, texts
+from tx_explorer.views import Panel, Result, listed, model_facts, texts
 from tx_explorer.viz import atlas as va
 
 PAGE = "atlas"
@@ -158,7 +158,7 @@ def layer_kinds(tm: TextModel, stats: atlas.HeadStats, *, lang: str = "en") -> s
         window=f"{cfg.sliding_window:,}",
         cap=f"{cfg.sliding_window - 1:,}",
         reach=f"{distance[local].max():,.0f}",
-        full=", ".join(map(str, full)),
+        full=listed(map(str, full), lang),  # 5、11、17 in 中文
         full_reach=f"{distance[full].max():,.0f}",
         local_first=f"{first[local].max():.2f}",
         full_first=f"{first[full].max():.2f}",
@@ -303,7 +303,7 @@ def needle(found: NeedleTest, *, lang: str = "en") -> Result:
     best_l, best_h = _largest(share)
     a, b = found.span
     notes = (
-        T("needle_where", start=a, end=b, fair=f"{(b - a) / found.tokens:.4f}"),
+        T("needle_where", start=a, end=b - 1, fair=f"{(b - a) / found.tokens:.4f}"),  # the span ends before b
         T(
             "needle_heads",
             count=int((share > 0.5).sum()),

@@ -64,13 +64,18 @@ def probe(tm: TextModel, text: str, token: int, layer: int = 0, *, lang: str = "
         for part, s in (("attention", "attention"), ("mlp", "mlp"), ("norm", "norm"), ("residual", None))
     ]
     ok = p.exact["norm"] and p.exact["mlp"] and p.others("attention", before=True) == 0.0
-    if token < len(enc.ids) - 1:
+    # the last token: no later token to move ("later tokens by up to 0", said as a confirmation, read as a failure)
+    last = token == len(enc.ids) - 1
+    if last:
+        ok = ok and p.exact["attention"] and p.others("block", before=True) == 0.0
+    else:
         ok = ok and p.others("attention", before=False) > 0
+    earlier = last and ok  # verdict_last gives the earlier tokens' numbers, the others the later tokens'
     verdict = T(
-        "verdict_ok" if ok else "verdict_bad",
+        ("verdict_last" if last else "verdict_ok") if ok else "verdict_bad",
         token=token,
-        attention=f"{p.others('attention', before=False):.3g}",
-        block=f"{p.others('block', before=False):.3g}",
+        attention=f"{p.others('attention', before=earlier):.3g}",
+        block=f"{p.others('block', before=earlier):.3g}",
         **facts,
     )
     data = np.column_stack([p.delta[s] for s in block_roles.STAGES])  # (N, 4): one column per stage

@@ -75,7 +75,8 @@ def formation(bundle: CircuitBundle, *, lang: str = "en") -> Formation:
         seq=s["seq_len"],
         seed=s["seed"],
         share=f"{100 * s['repeat_share']:.0f}",
-        text=f"{100 * s['text_share']:.0f}",
+        # "0 % of the windows from tiny-gpt's corpus, the others random" for a run of random windows only
+        windows=T("windows_text", text=f"{100 * s['text_share']:.0f}") if s["text_share"] else T("windows_random"),
         min_len=s["min_segment"],
         max_len=s["max_segment"],
         count=s["eval_count"],

@@ -74,7 +74,8 @@ def head_scores(
     height: int = 420,
 ) -> go.Figure:
     """Every head of each model as a point: previous-token score (x) against induction score (y);
-    ``models[name] = (previous [L, H], induction [L, H])``. The hover names the head (L layer, H head)."""
+    ``models[name] = (previous [L, H], induction [L, H])``. The hover names the head (L layer, H head) and each
+    score by its axis's title."""
     fig = go.Figure()
     for i, (name, (previous, induction)) in enumerate(models.items()):
         layers, heads = np.indices(np.shape(previous))
@@ -85,7 +86,10 @@ def head_scores(
                 mode="markers",
                 name=name,
                 text=[f"L{a}H{b}" for a, b in zip(layers.ravel(), heads.ravel(), strict=True)],
-                hovertemplate="%{text}<br>%{x:.3f}, %{y:.3f}<extra>" + style.safe_labels([name])[0] + "</extra>",
+                # each score named: "0.012, 0.917" left the reader to guess which axis was which
+                hovertemplate=f"%{{text}}<br>{x_title} %{{x:.3f}}<br>{y_title} %{{y:.3f}}<extra>"
+                + style.safe_labels([name])[0]
+                + "</extra>",
                 marker=dict(color=PALETTE[i % len(PALETTE)], size=9, opacity=0.8, line=dict(width=0.5, color="white")),
             )
         )
