@@ -125,6 +125,7 @@ def model_masks(tm: TextModel, r: mg.ModelMasks, asked: int | None = None, *, la
     beyond = [layer.layer for layer in windowed if layer.reach >= layer.window]
     ok = worst == 0.0 and not beyond
     numbers = dict(layers=len(r.layers), heads=r.heads, n=r.n, max=f"{worst:.3g}", model=tm.name)
+    back = lambda k: T("model_back_one" if k == 1 else "model_back", n=f"{k:,}")  # noqa: E731 ("1 position back")
     if not ok:
         check = T("model_failed", **numbers, beyond=", ".join(map(str, beyond)) or "—")
     elif windowed:
@@ -135,12 +136,12 @@ def model_masks(tm: TextModel, r: mg.ModelMasks, asked: int | None = None, *, la
             **numbers,
             local=len(windowed),
             window=windowed[0].window,
-            reach=reach,
+            reach=back(reach),
             full=len(full),
-            full_reach=max((layer.reach for layer in full), default=0),
+            full_reach=back(max((layer.reach for layer in full), default=0)),
         )
     else:
-        check = T("model_ok_causal", **numbers, reach=max(layer.reach for layer in r.layers))
+        check = T("model_ok_causal", **numbers, reach=back(max(layer.reach for layer in r.layers)))
     short = None
     if windowed and r.n <= windowed[0].window:
         short = T("model_short", n=r.n, window=windowed[0].window)
@@ -170,7 +171,12 @@ def model_masks(tm: TextModel, r: mg.ModelMasks, asked: int | None = None, *, la
                 w,
                 labels,
                 keys,
-                title=T("model_map_title", layer=i, kind=kind(r.layers[i]), pool=r.pool),
+                title=T(
+                    "model_map_title_one" if r.pool == 1 else "model_map_title",
+                    layer=i,
+                    kind=kind(r.layers[i]),
+                    pool=r.pool,
+                ),
                 **ax,
             ),
             w,

@@ -220,6 +220,9 @@ def qk_norm_numbers(tm: TextModel) -> list[qk.QKNormLayer]:
     return qk.qk_norm_effect(tm, atlas.corpus_ids(tm, min(qk.QK_TOKENS, tm.max_len)))
 
 
+ONE_KEY_NATS = 0.1  # a row's entropy below this puts ≥ 98 % of its weight on one key (a row of 0.98 and 0.02: 0.098)
+
+
 def qk_norm(tm: TextModel, found: Sequence[qk.QKNormLayer], *, lang: str = "en") -> tuple[list[Panel], str]:
     """The scores' spread and the rows' entropy per layer, with and without the norm, and what they show."""
     T = texts(PAGE, lang)
@@ -240,6 +243,14 @@ def qk_norm(tm: TextModel, found: Sequence[qk.QKNormLayer], *, lang: str = "en")
     low = lambda side: min(getattr(r, side).spread for r in found)  # noqa: E731
     high = lambda side: max(getattr(r, side).spread for r in found)  # noqa: E731
     peaked = min(found, key=lambda r: r.raw.entropy)
+    falls = peaked.raw.entropy < peaked.normed.entropy  # the sharpest layer without the norm: sharper than with it?
+    sharpest = T(
+        "qk_sharpest_falls" if falls else "qk_sharpest_rises",
+        layer=peaked.layer,
+        entropy=f"{peaked.normed.entropy:.2f}",
+        raw_entropy=f"{peaked.raw.entropy:.3f}",
+        one_key=T("qk_one_key") if peaked.raw.entropy < ONE_KEY_NATS else "",
+    )
     words = T(
         "qk_reading",
         model=tm.name,
@@ -250,9 +261,7 @@ def qk_norm(tm: TextModel, found: Sequence[qk.QKNormLayer], *, lang: str = "en")
         raw_high=f"{high('raw'):.3g}",
         largest=f"{max(r.normed.largest for r in found):.3g}",
         raw_largest=f"{max(r.raw.largest for r in found):.3g}",
-        layer=peaked.layer,
-        entropy=f"{peaked.normed.entropy:.2f}",
-        raw_entropy=f"{peaked.raw.entropy:.3f}",
+        sharpest=sharpest,
         sharper=sum(r.raw.entropy < r.normed.entropy for r in found),
         layers=len(found),
     )

@@ -255,7 +255,11 @@ def step_query(translator, o, t: int = 0, *, lang: str = "en") -> StepQuery:
         Panel("s2s_state", state, steps.states[t]),
         Panel("s2s_scores", scores, steps.scores[t]),
         step_formulas(t),
-        T("recurrence_check", delta=f"{delta:.1e}", n=len(o.source))
+        T(
+            "recurrence_check",
+            delta=f"{delta:.1e}",
+            words=T("source_words_one" if len(o.source) == 1 else "source_words", n=len(o.source)),
+        )
         + "\n\n"
         + T("state_check", delta=f"{steps.state_gap:.1e}", n=len(steps.scores))
         + "\n\n"
