@@ -80,13 +80,16 @@ def forward(tm: TextModel, ids: Tensor, edit: Edit | None = None, trace: Trace |
     return tm.model(ids, trace=trace, edit=edit)
 
 
-def rerun(tm: TextModel, layer: int, x: Tensor, edit: Edit | None = None, *, last_only: bool = False) -> Tensor:
+def rerun(
+    tm: TextModel, layer: int, x: Tensor, edit: Edit | None = None, *, last_only: bool = False, hidden: bool = False
+) -> Tensor:
     """The model's output from ``x [B, N, D]``, the residual entering block ``layer`` (earlier blocks skipped):
-    logits ``[B, N, V]`` (``[B, 1, V]`` with ``last_only``) or an encoder's hidden states."""
-    hidden = tm.model.hidden(x, tm.mask(x.shape[1]), None, edit=edit, start=layer)
-    if tm.kind == "encoder":
-        return hidden
-    return tm.model.logits(hidden[:, -1:] if last_only else hidden)
+    logits ``[B, N, V]`` (``[B, 1, V]`` with ``last_only``) or an encoder's hidden states (a decoder's too, before
+    its LM head, with ``hidden``)."""
+    states = tm.model.hidden(x, tm.mask(x.shape[1]), None, edit=edit, start=layer)
+    if tm.kind == "encoder" or hidden:
+        return states
+    return tm.model.logits(states[:, -1:] if last_only else states)
 
 
 def one_head_per_block(layer: int, base: Tensor, replace: Tensor) -> Edit:
@@ -123,6 +126,15 @@ def score(tm: TextModel, ids: Tensor, out: Tensor) -> Scores:
     ce = F.cross_entropy(out[:, :-1].transpose(1, 2), ids[:, 1:], reduction="none").mean(dim=1)  # (B,)
     target = out[:, -2].gather(1, ids[:, -1:])[:, 0]  # (B,)
     return Scores(ce, target, None)
+
+
+def _rescore(tm: TextModel, ids: Tensor, hidden: Tensor) -> Scores:
+    """:func:`score` of a rerun's final hidden states ``[B, N, D]``, a decoder's logits one sequence at a time:
+    Gemma 3's held-out ablation held 4 heads × 8 windows × 64 tokens × 262 144 logits at once (over 6 GB)."""
+    if tm.kind == "encoder":
+        return score(tm, ids, hidden)
+    rows = [score(tm, ids[i : i + 1], tm.model.logits(hidden[i : i + 1])) for i in range(hidden.shape[0])]
+    return Scores(torch.cat([r.loss for r in rows]), torch.cat([r.target_logit for r in rows]), None)
 
 
 # --- held-out reference windows ---------------------------------------------------------------------------------
@@ -192,7 +204,9 @@ def head_importance(
             raise ValueError(f"ablation mode must be 'zero' or 'mean', got {mode!r}")
         edit = one_head_per_block(layer, base, replace)
         xs = x.repeat(heads, 1)  # (H·B, N)
-        s = score(tm, xs, rerun(tm, layer, rec.captured.get_site("pre", layer).repeat(heads, 1, 1), edit))
+        s = _rescore(
+            tm, xs, rerun(tm, layer, rec.captured.get_site("pre", layer).repeat(heads, 1, 1), edit, hidden=True)
+        )
         if tm.kind == "encoder":
             change = 1 - F.cosine_similarity(s.embedding, clean.embedding.repeat(heads, 1), dim=-1)  # (H·B,)
             cosine[layer] = change.view(heads, b).mean(1).cpu().numpy()
@@ -375,20 +389,28 @@ def logit_lens(tm: TextModel, ids: Sequence[int]) -> LogitLens:
         none, top = np.zeros((2 * layers, x.shape[1])), np.zeros((2 * layers, x.shape[1], 0))
         diff = (normed[-1] - out[0]).abs().max().item()
         return LogitLens(rows, top.astype(int), top, none, none, cosine, diff)
-    logits = tm.model.logits(normed)  # (2L, N, V): capped as the output is, so the last row is the output
-    logp = logits.log_softmax(dim=-1)
     final_logp = out[0].log_softmax(dim=-1)  # (N, V)
-    entropy = -(logp.exp() * logp).sum(dim=-1)
-    kl = (final_logp.exp() * (final_logp - logp)).sum(dim=-1)
-    top = logp.exp().topk(TOP_K, dim=-1)
+    final_p = final_logp.exp()
+    entropy, kl, top_ids, top_probs = [], [], [], []
+    # One read-out [N, V] at a time: all 2L at once held several [2L, N, V] tensors, 18 GB for Gemma 3's 262 144
+    # tokens × 36 read-outs × 128 positions (the server was killed)
+    for row in normed:
+        logits = tm.model.logits(row)  # (N, V): capped as the output is, so the last row is the output
+        logp = logits.log_softmax(dim=-1)
+        p = logp.exp()
+        entropy.append(-(p * logp).sum(dim=-1))
+        kl.append((final_p * (final_logp - logp)).sum(dim=-1))
+        top = p.topk(TOP_K, dim=-1)
+        top_ids.append(top.indices)
+        top_probs.append(top.values)
     return LogitLens(
         rows=rows,
-        top_ids=top.indices.cpu().numpy(),
-        top_probs=top.values.cpu().numpy(),
-        entropy=entropy.cpu().numpy(),
-        kl_to_final=kl.clamp_min(0).cpu().numpy(),
+        top_ids=torch.stack(top_ids).cpu().numpy(),
+        top_probs=torch.stack(top_probs).cpu().numpy(),
+        entropy=torch.stack(entropy).cpu().numpy(),
+        kl_to_final=torch.stack(kl).clamp_min(0).cpu().numpy(),
         cosine_to_final=cosine,
-        final_max_diff=(logits[-1] - out[0]).abs().max().item(),
+        final_max_diff=(logits - out[0]).abs().max().item(),
     )
 
 

@@ -12,7 +12,7 @@ from tx_explorer.analysis import head_science as hs
 from tx_explorer.analysis.heads import head_labels
 from tx_explorer.edit import HeadMeans
 from tx_explorer.families.text import TextModel
-from tx_explorer.views import Panel, Result, sentences, texts
+from tx_explorer.views import Panel, Result, listed, sentences, split_bytes_note, texts
 from tx_explorer.viz import charts
 from tx_explorer.viz import head_science as vhs
 from tx_explorer.viz import heads as vh
@@ -60,6 +60,12 @@ def _encode(tm: TextModel, text: str) -> tuple[list[int], int | None]:
     """The ids of ``text`` (at most :data:`LIMIT`) and, where its end was cut, its whole token count."""
     ids, enc = hs.encode(tm, text, LIMIT), tm.encode(text, limit=LIMIT)
     return ids, enc.num_tokens if enc.truncated else None
+
+
+def _bytes(tokens: list[str], lang: str) -> list[str]:
+    """What a ``\\xNN`` token on an axis is, where there is one: a Chinese text in SmolLM2 is mostly bytes."""
+    note = split_bytes_note(tokens, lang)
+    return [] if note is None else [note]
 
 
 def _cut(whole: int | None, kept: int, lang: str) -> list[str]:
@@ -191,7 +197,8 @@ def patching_words(tm: TextModel, m: Patched, *, lang: str = "en") -> Result:
     T = texts(PAGE, lang)
     p = m.p
     rows = [f"L{i}" for i in range(p.residual.shape[0])]
-    tokens = [f"{x} → {y}" if x != y else x for x, y in zip(_tokens(tm, m.clean), _tokens(tm, m.corrupt))]
+    pairs = list(zip(_tokens(tm, m.clean), _tokens(tm, m.corrupt)))
+    tokens = [f"{x} → {y}" if x != y else x for x, y in pairs]
     residual = vhs.position_map(
         p.residual,
         rows,
@@ -203,7 +210,8 @@ def patching_words(tm: TextModel, m: Patched, *, lang: str = "en") -> Result:
     heads = vhs.layer_head_map(p.heads, title=T("title_patch_heads"), x_title=T("axis_head"), y_title=T("axis_layer"))
     metric = p.metric if tm.kind == "causal" else T("metric_cosine")  # a decoder's names two tokens
     note = T("patch_numbers", metric=metric, clean=f"{p.clean_metric:.3f}", corrupt=f"{p.corrupt_metric:.3f}")
-    return Result((Panel("hs_patch_residual", residual, p.residual), Panel("hs_patch_heads", heads, p.heads)), (note,))
+    notes = (*_bytes([t for pair in pairs for t in pair], lang), note)
+    return Result((Panel("hs_patch_residual", residual, p.residual), Panel("hs_patch_heads", heads, p.heads)), notes)
 
 
 def patching(
@@ -226,7 +234,7 @@ class Lensed:
     r: hs.LogitLens
     ids: list[int]
     cut: int | None  # the text's whole token count, where its end was cut
-    hover: np.ndarray | None  # [2L, N] "token p, …" (decoder): the whole vocabulary's labels are the costly part
+    hover: np.ndarray | None  # [2L, N] "token p, …" (decoder)
 
 
 def lens_numbers(tm: TextModel, text: str) -> Lensed:
@@ -235,8 +243,9 @@ def lens_numbers(tm: TextModel, text: str) -> Lensed:
     r = hs.logit_lens(tm, ids)
     hover = None
     if tm.kind == "causal":
-        vocab = np.array(tm.labels(list(range(tm.config.vocab_size))), dtype=object)
-        words = vocab[r.top_ids]  # (2L, N, 5)
+        # only the tokens on show labelled: Gemma 3's 262 144 labels took longer than the lens itself
+        shown, where = np.unique(r.top_ids, return_inverse=True)
+        words = np.array(tm.labels(shown.tolist()), dtype=object)[where.reshape(r.top_ids.shape)]  # (2L, N, 5)
         hover = np.array(
             [
                 [", ".join(f"{w} {p:.2f}" for w, p in zip(words[i, j], r.top_probs[i, j])) for j in range(len(ids))]
@@ -257,17 +266,18 @@ def lens_words(tm: TextModel, m: Lensed, quantity: str = "kl", *, lang: str = "e
     values = {"kl": r.kl_to_final, "entropy": r.entropy, "cosine": r.cosine_to_final}.get(quantity)
     if tm.kind == "causal" and quantity == "top1":
         values = r.top_probs[..., 0]
+    tokens = _tokens(tm, m.ids)
     fig = vhs.position_map(
         values,
         [T(f"row_{part}", layer=layer) for layer in range(len(r.rows) // 2) for part in ("attn", "mlp")],
-        _tokens(tm, m.ids),
+        tokens,
         title=T(f"title_lens_{quantity}"),
         x_title=T("axis_position"),
         y_title=T("axis_readout"),
         hover=m.hover,
         signed=False,
     )
-    notes = (*_cut(m.cut, len(m.ids), lang), T("lens_exact", diff=f"{r.final_max_diff:.2e}"))
+    notes = (*_cut(m.cut, len(m.ids), lang), *_bytes(tokens, lang), T("lens_exact", diff=f"{r.final_max_diff:.2e}"))
     return Result((Panel("hs_lens", fig, values),), notes)
 
 
@@ -333,16 +343,18 @@ def taxonomy_words(tm: TextModel, m: Scored, score: str = "induction", *, lang: 
     found, verdict = induction_verdict(tm, r.scores["induction"], r.repeat_length, lang=lang)
     notes.append(verdict)
     for kind in ("induction", "previous", "duplicate") if found else ("previous", "duplicate"):  # with their scores
-        heads = ", ".join(f"L{layer} H{head} ({value:.2f})" for layer, head, value in hs.strongest(r.scores[kind]))
+        best = hs.strongest(r.scores[kind])  # 中文 lists them as "L5 H1（0.91）、…", not "L5 H1 (0.91), …"
+        heads = listed(
+            (T("head_score", layer=layer, head=head, score=f"{value:.2f}") for layer, head, value in best), lang
+        )
         notes.append(T(f"strongest_{kind}", heads=heads))  # a sentence a kind: 中文 spaces "token 头", not "归纳 头"
     if r.sink_effect is None:
         notes.append(T("no_sinks", threshold=f"{hs.SINK_THRESHOLD:.0%}"))
-    elif tm.kind == "encoder":
-        notes.append(T("sink_effect_cos", count=int(r.sinks.sum()), effect=f"{r.sink_effect:.4f}"))
-    else:
-        notes.append(
-            T("sink_effect_loss", count=int(r.sinks.sum()), effect=f"{r.sink_effect:+.3f}", loss=f"{r.base_loss:.3f}")
-        )
+    else:  # "the 1 sink head(s)" was the English of one
+        count = int(r.sinks.sum())
+        key = ("sink_effect_cos" if tm.kind == "encoder" else "sink_effect_loss") + ("_one" if count == 1 else "")
+        effect = f"{r.sink_effect:.4f}" if tm.kind == "encoder" else f"{r.sink_effect:+.3f}"
+        notes.append(T(key, count=count, effect=effect, loss=f"{r.base_loss:.3f}" if r.base_loss is not None else ""))
     data = np.stack([r.scores[k].ravel() for k in hs.SCORES], axis=1)
     panels = [Panel("hs_scores", bars, r.scores[score]), Panel("hs_map", scatter, data)]
     if (w := m.windows) is not None:  # the sink three ways: per layer, first token dropped, windows
@@ -419,9 +431,10 @@ def attribution_words(tm: TextModel, m: Attributed, *, lang: str = "en") -> Resu
     if not r.converged:  # its bars and faithfulness stay, named for what they are
         methods["integrated_gradients"] = T("not_converged", method=methods["integrated_gradients"])
     target = html.escape(r.target, quote=False) if tm.kind == "causal" else T("target_encoder")  # Plotly markup
+    tokens = _tokens(tm, ids)
     bars = vhs.attribution_bars(
         {methods[m]: s for m, s in r.scores.items()},
-        _tokens(tm, ids),
+        tokens,
         title=T("title_attribution", target=target),
         x_title=T("axis_position"),
         y_title=T("axis_scaled"),
@@ -439,7 +452,8 @@ def attribution_words(tm: TextModel, m: Attributed, *, lang: str = "en") -> Resu
     }
     data = {"scores": np.stack(list(r.scores.values())), "deletion": np.stack(list(r.deletion.values()))}
     panels = (Panel("hs_attribution", bars, data["scores"]), Panel("hs_deletion", curves, data))
-    return Result(panels, (*_cut(m.cut, len(ids), lang), completeness_verdict(r, lang=lang)), table)
+    notes = (*_cut(m.cut, len(ids), lang), *_bytes(tokens, lang), completeness_verdict(r, lang=lang))
+    return Result(panels, notes, table)
 
 
 def attribution(tm: TextModel, text: str, *, lang: str = "en") -> Result:
