@@ -46,6 +46,7 @@ def sections() -> dict[str, list[st.Page]]:
 ui.sidebar()
 # expanded=True: Streamlit otherwise folds a menu of more than twelve pages after ten ("View N more")
 nav = st.navigation(sections(), expanded=True)
+ui.leave_live_runs(nav.url_path)  # a live training run goes on through its page's reruns, and stops when left
 # a class arriving at once: first pages in order of arrival, each visitor told their place; the page's main choices
 # restored from the URL before its widgets are built and written back after (a reload or a shared link keeps them)
 with ui.first_visit(), ui.kept_in_url(nav.url_path):

@@ -204,12 +204,17 @@ def moe(page, tmp: Path) -> None:
 
 
 def norms(page, tmp: Path) -> None:
-    """Open the live mini-training (on demand), start it, then stop it: what was trained so far is kept and drawn."""
+    """Open the live mini-training (on demand), start it, switch to 中文 during it: the run goes on, its bar now in
+    中文 (a switch used to stop it); then stop it: what was trained so far is kept and drawn, in 中文."""
     page.get_by_text(label("norms", "live_header"), exact=True).click()
     page.get_by_role("button", name=label("norms", "train")).click()
-    expect(page.locator('[data-testid="stProgress"]').first).to_be_attached(timeout=LONG)
-    page.get_by_role("button", name=label("norms", "stop")).click()
-    expect(page.get_by_text(label("norms", "live_done").split("{")[0].strip())).to_be_visible(timeout=LONG)
+    bar = page.locator('[data-testid="stProgress"]').first
+    expect(bar).to_be_attached(timeout=LONG)
+    page.locator(".st-key-lang").get_by_text("中文", exact=True).click()
+    expect(bar).to_contain_text(locales.text("norms", "training", "zh"), timeout=LONG)  # the same run, waited on
+    page.get_by_role("button", name=locales.text("norms", "stop", "zh")).click()
+    done = locales.text("norms", "live_done", "zh").split("{")[0].strip()
+    expect(page.get_by_text(done).first).to_be_visible(timeout=LONG)
 
 
 def block_roles(page, tmp: Path) -> None:

@@ -36,7 +36,7 @@ from tx_explorer.ui.figures import (
     show_result,
 )
 from tx_explorer.ui.inputs import file_uploader, inputs, multiselect, select_or_none
-from tx_explorer.ui.jobs import job_on_click, live_training, once_per_server, remembered_job, run_job
+from tx_explorer.ui.jobs import job_on_click, leave_live_runs, live_training, once_per_server, remembered_job, run_job
 from tx_explorer.ui.pickers import (
     FOLDER,
     architecture_caption,
@@ -82,6 +82,7 @@ __all__ = [
     "kept_in_url",
     "lang",
     "lazy_section",
+    "leave_live_runs",
     "literal_table",
     "live_training",
     "metrics",

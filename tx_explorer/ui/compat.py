@@ -20,7 +20,7 @@ from streamlit import config, delta_generator, file_util
 from streamlit.runtime import Runtime, RuntimeState
 from streamlit.runtime.pages_manager import PagesManager
 from streamlit.runtime.scriptrunner_utils.script_requests import RerunData
-from streamlit.runtime.scriptrunner_utils.script_run_context import SCRIPT_RUN_CONTEXT_ATTR_NAME
+from streamlit.runtime.scriptrunner_utils.script_run_context import SCRIPT_RUN_CONTEXT_ATTR_NAME, get_script_run_ctx
 from streamlit.web import cli
 from streamlit.web.server.starlette.starlette_server_config import STATIC_ASSET_CACHE_MAX_AGE_SECONDS
 
@@ -33,7 +33,8 @@ def check_version(version: str = st.__version__) -> None:
         raise RuntimeError(
             f"tx_explorer.ui.compat was written for Streamlit {WRITTEN_FOR}x and found {version}: check each "
             "function in it against the new release (PagesManager.uses_pages_directory and intended_page_*, a script "
-            "thread's run context and its script_requests.request_rerun(RerunData), "
+            "thread's run context and its script_requests.request_rerun(RerunData), get_script_run_ctx().session_id, "
+            "Runtime.is_active_session, "
             "delta_generator._use_warning_has_been_displayed, Runtime.state, streamlit.web.cli.main, "
             "starlette_server.create_starlette_app and the static files' folder and cache lifetime), then update "
             "WRITTEN_FOR and requirements.txt together"
@@ -90,6 +91,18 @@ def skip_first_run_detours() -> None:
     """
     PagesManager.uses_pages_directory = False
     delta_generator._use_warning_has_been_displayed = True
+
+
+def session_id() -> str | None:
+    """The id of the session whose script run calls this (None outside one)."""
+    ctx = get_script_run_ctx(suppress_warning=True)
+    return None if ctx is None else ctx.session_id
+
+
+def session_alive(session: str | None) -> bool:
+    """Whether ``session`` (:func:`session_id`) is still connected, from any thread: a closed tab's is not. True
+    outside a server (AppTest runs no Runtime)."""
+    return not Runtime.exists() or Runtime.instance().is_active_session(session)
 
 
 STATIC_CACHE = f"public, immutable, max-age={STATIC_ASSET_CACHE_MAX_AGE_SECONDS}".encode()  # as Streamlit's

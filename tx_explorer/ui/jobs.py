@@ -8,6 +8,7 @@ from typing import Any, Protocol
 import streamlit as st
 
 from tx_explorer import jobs
+from tx_explorer.ui import compat
 from tx_explorer.ui.figures import redraw, show
 from tx_explorer.ui.text import friendly_errors, lang, texts
 from tx_explorer.views import Panel
@@ -24,17 +25,24 @@ def run_job(
 ) -> Any:
     """``fn(report)`` on the process-wide job pool (:mod:`tx_explorer.jobs`), waited for here; its result.
 
-    A bar appears if the job is not done at the first look: "queued (n ahead)" while it waits for a worker, then
-    what it last reported (``label`` until then). ``key``: identical concurrent requests share one job. ``each``
-    runs in this, the script's, thread at every look (e.g. to redraw curves the job fills in). A visitor who
-    leaves or changes an input stops this run: Streamlit raises out of the bar's update, and the ``finally``
-    cancels the job (queued, it never runs; running, it stops at its next report).
+    ``key``: identical concurrent requests share one job. ``label`` and ``each``: see :func:`wait`. A visitor who
+    leaves or changes an input stops this run, and with it the job (queued, it never runs; running, it stops at its
+    next report).
     """
+    return wait(jobs.submit(fn, key=key, tag=lang()), label=label, each=each)
+
+
+def wait(job: jobs.Job, *, label: str, each: Callable[[], None] | None = None, detach: bool = False) -> Any:
+    """``job``'s result, waited for here. A bar appears if it is not done at the first look: "queued (n ahead)"
+    while it waits for a worker, then what it last reported (``label`` until then). ``each`` runs in this, the
+    script's, thread at every look (e.g. to redraw curves the job fills in).
+
+    Streamlit ends the run by raising out of the bar's update; the ``finally`` then cancels the job, unless
+    ``detach``: the caller cancels it when it should end (:func:`live_training`)."""
     T = texts("common")
     # The bar's place exists whether or not the job is quick enough to need a bar: inside an st.fragment, an element
     # that comes and goes shifts the ones after it, and Streamlit then leaves their old copies on the page.
-    slot = st.empty()
-    job, bar = jobs.submit(fn, key=key, tag=lang()), None
+    slot, bar = st.empty(), None
     try:
         while not job.wait(JOB_POLL_S):
             fraction = job.progress[0]
@@ -44,7 +52,8 @@ def run_job(
                 each()
         return job.result()
     finally:
-        job.cancel()  # a no-op once done
+        if not detach:
+            job.cancel()  # a no-op once done
         slot.empty()
 
 
@@ -97,13 +106,51 @@ def remembered_job(fn: Callable[[jobs.Report], Any], *, label: str, key: tuple) 
 
 class LiveJob(Protocol):
     """A training run as a job (e.g. ``views.norms.LiveRun``): a worker trains, filling ``records`` in place and
-    leaving its latest curves for the page's thread to draw (Streamlit draws only from the page's thread)."""
+    leaving its latest curves for the page's thread to draw (Streamlit draws only from the page's thread), in the
+    language ``lang`` holds when it draws them (a visitor may switch during the run)."""
 
     records: Any
+    lang: str
 
     def __call__(self, report: jobs.Report) -> Any: ...
 
     def draw_latest(self, draw: Callable[[Any], None]) -> None: ...
+
+
+LIVE = "live_runs"  # session state: a live run's key → (page, run, job), while the run goes on
+
+
+def _live() -> dict[str, tuple[str, LiveJob, jobs.Job]]:
+    return st.session_state.setdefault(LIVE, {})
+
+
+def stop_live(key: str) -> None:
+    """Cancel this session's live run ``key``, if one goes on (Stop's click; a new Train)."""
+    if (going := _live().pop(key, None)) is not None:
+        going[2].cancel()
+
+
+def leave_live_runs(page: str) -> None:
+    """This session's live runs started on another page than ``page`` (this run's) are cancelled: a run goes on
+    through its own page's reruns (a language switch, another input) and stops when its visitor leaves the page."""
+    st.session_state["live_page"] = page
+    for key in [key for key, (started_on, _, _) in _live().items() if started_on != page]:
+        stop_live(key)
+
+
+def while_connected(run: LiveJob, session: str | None) -> Callable[[jobs.Report], Any]:
+    """``run`` as a job that stops at its next report once the visitor's session has gone (a closed tab): a live
+    run outlives its script runs (:func:`live_training`), so the end of a run is no sign that its visitor left."""
+
+    def job(report: jobs.Report) -> Any:
+        def checked(fraction: float, text: str = "") -> None:
+            if not compat.session_alive(session):
+                raise jobs.Cancelled
+            report(fraction, text)
+
+        return run(checked)
+
+    return job
 
 
 def live_training(
@@ -116,15 +163,31 @@ def live_training(
 ) -> None:
     """A live training run's Train and Stop buttons (in ``cells``), the run (``make()``) once Train is clicked, its
     curves redrawn as they grow, then what it trained: ``curves(records)`` → (panel, caption). The records are kept
-    under ``key``, so a stop keeps what was trained. Stop needs no handler: its click reruns the page, which cancels
-    the running job. (No fragment around this: a click in one would wait for the run, and Stop must not.)"""
+    under ``key``, so a stop keeps what was trained.
+
+    The run goes on through the page's reruns: a language switch or another input ends this script run (Streamlit
+    stops it and starts the next at once), not the job, and the next run waits on the same job, in its language.
+    Stop cancels it (its click's callback runs before the page's next run), as leaving the page
+    (:func:`leave_live_runs`) or closing it (:func:`while_connected`) does. (No fragment around this: a click in one
+    would wait for the run, and Stop must not.)"""
     start = cells[0].button(T("train"), type="primary", icon=":material/play_arrow:")
-    cells[1].button(T("stop"), icon=":material/stop:", help=T("stop_help"))
+    cells[1].button(T("stop"), icon=":material/stop:", help=T("stop_help"), on_click=stop_live, args=(key,))
     if start:
+        stop_live(key)  # one run at a time: a second Train starts afresh
         run = make()
-        st.session_state[key], chart = run.records, st.empty()
+        st.session_state[key] = run.records
+        job = jobs.submit(while_connected(run, compat.session_id()), tag=lang())
+        _live()[key] = (st.session_state.get("live_page", ""), run, job)
+    if (going := _live().get(key)) is not None:
+        _, run, job = going
+        run.lang, chart = lang(), st.empty()  # the worker's next curves in this run's language
         with friendly_errors():
-            run_job(run, label=T("training"), each=lambda: run.draw_latest(lambda panel: redraw(chart, panel)))
+            draw = lambda: run.draw_latest(lambda panel: redraw(chart, panel))  # noqa: E731
+            try:
+                wait(job, label=T("training"), each=draw, detach=True)
+            finally:
+                if job.done:  # over (trained, failed or stopped); else this script run was stopped, not the job
+                    _live().pop(key, None)
         chart.empty()
     if (records := st.session_state.get(key)) is not None:
         panel, caption = curves(records)

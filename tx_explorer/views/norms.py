@@ -437,11 +437,12 @@ def live_train(
     budget: float = 30.0,
     records: Records | None = None,
     on_step: Callable[..., None] = lambda fraction, text: None,
-    on_curves: Callable[[Panel], None] = lambda panel: None,
+    on_curves: Callable[[Records], None] = lambda records: None,
     lang: str = "en",
 ) -> Records:
     """Train fresh copies of ``names`` in lock-step on the shipped tokens; ``records`` is filled in place (a stop
-    keeps what was trained). ``on_step`` gets progress in words, ``on_curves`` the curves every few steps."""
+    keeps what was trained). ``on_step`` gets progress in words, ``on_curves`` the records every few steps, to
+    draw (:class:`LiveRun` draws them in the language its visitor reads then)."""
     T = texts(PAGE, lang)
     settings = variants.Settings(steps=steps, batch_size=8, seq_len=32, lr=lr, warmup=0)
     records = {n: [] for n in names} if records is None else records
@@ -450,7 +451,7 @@ def live_train(
         records[name].append((rec.step, rec.train_loss))
         on_step(min(1.0, i / total), text=T("progress", name=res.label(name, lang), step=rec.step, loss=rec.train_loss))
         if i % (4 * len(names)) == 0:
-            on_curves(_live_panel(res, records, lang))
+            on_curves(records)
     return records
 
 
@@ -464,7 +465,7 @@ class LiveRun:
     steps: int = 200
     lr: float = 2e-3
     budget: float = 30.0
-    lang: str = "en"
+    lang: str = "en"  # the curves' language: the page sets it on each of its runs
     records: LiveLog = field(init=False)  # filled in place: a stop keeps what was trained
     latest: Panel | None = None  # curves not drawn yet
 
@@ -481,8 +482,8 @@ class LiveRun:
         log.ended = ending(log)  # not reached on a stop: ended stays None
         return log
 
-    def _keep(self, panel: Panel) -> None:
-        self.latest = panel
+    def _keep(self, records: Records) -> None:
+        self.latest = _live_panel(self.res, records, self.lang)  # ``lang`` read now: the page may have switched
 
     def draw_latest(self, draw: Callable[[Panel], None]) -> None:
         """``draw`` the curves the worker left, if any since the last call."""
