@@ -214,7 +214,7 @@ def test_the_prose_about_the_model_is_the_selected_model_s():
         assert size == known.get(name, size)
         for lang in locales.LANGUAGES:
             maps, reads = view.dense_maps(tm, lang=lang), view.needle_reads(tm, lang=lang)
-            assert f"{cfg.num_layers} " in maps and f"{cfg.num_heads} " in maps and f"{tm.max_len}²" in maps, maps
+            assert f"{cfg.num_layers} " in maps and f"{cfg.num_heads} " in maps and f"{tm.max_len:,}²" in maps, maps
             assert size in maps and tm.name in maps and tm.name in reads
             assert reads == locales.text(
                 "atlas", "needle_chat" if tm.chat_template else "needle_plain", lang, model=name

@@ -101,13 +101,13 @@ def test_the_cap_said_is_the_cap_applied_with_its_reason(name):
     facts = model_facts.facts(tm)
     long_text = "the quick brown fox jumps over the lazy dog " * 2000  # far beyond every context
     kept = len(tm.encode(long_text, max_tokens(tm)).ids)  # what analysis.heads and analysis.lm keep
-    assert facts.cap == str(kept)
+    assert facts.cap == f"{kept:,}"  # 8,192: separated as every count on the pages
     said = model_facts.say("multihead", "truncated", tm, n=20_000)
-    assert f"at most {kept} fit" in said
+    assert f"at most {kept:,} fit" in said
     if kept < tm.max_len:  # cut below the context: the context is said, and the reason is not the context
-        assert f"context is {tm.max_len}" in said and model_facts.cap(tm)[1] != "cap_context"
+        assert f"context is {tm.max_len:,}" in said and model_facts.cap(tm)[1] != "cap_context"
     else:
-        assert model_facts.cap(tm)[1] == "cap_context" and "512" not in said.replace(str(kept), "")
+        assert model_facts.cap(tm)[1] == "cap_context" and "512" not in said.replace(f"{kept:,}", "")
 
 
 def test_the_checks_catch_the_sentences_issue_40_found():

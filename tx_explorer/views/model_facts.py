@@ -71,7 +71,7 @@ def facts(tm: TextModel, lang: str = "en") -> Facts:
     base = {"model": tm.name, "layers": str(cfg.num_layers), "heads": str(heads), "kv": str(kv)}
     limit, reason = cap(tm)
     budget = f"{MAP_BUDGET * 4 / 1e6:.0f}"  # float32 maps
-    why = T(reason, **base, context=str(tm.max_len), cap=str(limit), most=str(MAX_TOKENS), mb=budget)
+    why = T(reason, **base, context=f"{tm.max_len:,}", cap=f"{limit:,}", most=f"{MAX_TOKENS:,}", mb=budget)
     corpus = tm.info.get("corpus")
     if corpus:
         packages = T("comma").join(re.findall(r"\b([a-z][\w-]*) \d[\w.]*", corpus["source"]))  # "torch 2.14.1, …"
@@ -89,8 +89,8 @@ def facts(tm: TextModel, lang: str = "en") -> Facts:
     return Facts(
         **base,
         norm=NORMS[cfg.norm],
-        context=str(tm.max_len),
-        cap=str(limit),
+        context=f"{tm.max_len:,}",  # 8,192 and 32,768: separated as every count on the pages
+        cap=f"{limit:,}",
         why=why,
         corpus=said,
         heldout=T("heldout_own" if own else "heldout_other", **base),
