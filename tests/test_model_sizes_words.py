@@ -36,6 +36,7 @@ def test_the_breakdown_names_each_model_not_its_preset_key(lang):
         (124_439_808, "124.4M"),
         (1_557_611_200, "1.56B"),
         (13_325_430_000_000, "13.33T"),  # L 256, D 65,536: was 13325.43B
+        (174_591_744_000, "174.6B"),  # GPT-3 by the rule: 4 significant digits, as 124.4M beside it (was 174.59B)
     ],
 )
 def test_a_count_reads_well_at_every_scale(n, shown):

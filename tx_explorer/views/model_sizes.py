@@ -69,10 +69,12 @@ UNITS = ((1e12, "T", 2), (1e9, "B", 2), (1e6, "M", 1))
 
 
 def fmt(n: float) -> str:
-    """A parameter count to read at a glance: ``"29"``, ``"124,439"``, ``"124.4M"``, ``"1.56B"``, ``"13.19T"``."""
+    """A parameter count to read at a glance: ``"29"``, ``"124,439"``, ``"124.4M"``, ``"1.56B"``, ``"175.0B"``,
+    ``"13.19T"``."""
     for size, unit, decimals in UNITS:
-        if round(n / size, decimals) >= 1:  # 999,960,000 is 1.00B, not 1000.0M
-            return f"{n / size:.{decimals}f}{unit}"
+        if (v := round(n / size, decimals)) >= 1:  # 999,960,000 is 1.00B, not 1000.0M
+            digits = len(str(int(v)))  # at most 4 significant digits: 175.0B beside 213.0M, not 175.00B
+            return f"{n / size:.{max(1, min(decimals, 4 - digits))}f}{unit}"
     return f"{round(n):,}"  # under a million: every digit
 
 
