@@ -80,7 +80,7 @@ def encodings(seed: int) -> None:
             if note:
                 st.caption(note)
             ui.row(table, similarity)
-            st.markdown(T(f"enc_reading_{'trained' if source in tables else source}"))
+            st.markdown(view.encoding_reading(source, table.data, similarity.data, trained=source in tables, lang=LANG))
 
 
 st.title(ui.page_title("self_attention"))

@@ -54,6 +54,51 @@ def position_similarity(table: Tensor) -> Tensor:
     return F.cosine_similarity(table[:, None, :], table[None, :, :], dim=-1)
 
 
+NEAR = 2  # "nearby": positions 1 or 2 apart
+BAND_MARGIN = 0.1  # a band along the diagonal: nearby pairs more alike than far ones by at least this (cosine)
+TOEPLITZ_TOL = 1e-4  # float32 rounding of the sinusoidal table's cosines stays far below this
+
+
+@dataclass(frozen=True)
+class DistanceProfile:
+    """How alike a table's positions are near and far apart: its similarity map measured (§3.3, §9.3)."""
+
+    n: int  # positions
+    near: float | None  # mean cosine similarity of the pairs 1 … NEAR apart; None for one position
+    far: float | None  # of the pairs at least ``far_from`` apart; None when no pair lies that far
+    far_from: int  # max(NEAR + 1, ⌈n / 2⌉): far pairs never overlap the near ones
+    diagonal_spread: float  # the largest max − min along one diagonal: 0 when the similarity depends on i − j alone
+
+    @property
+    def band(self) -> str:
+        """``"band"``: nearby positions more alike than far ones by at least :data:`BAND_MARGIN`; ``"inverse"``: less
+        alike by that much; ``"none"``: within it; ``"short"``: too few positions for a far pair."""
+        if self.near is None or self.far is None:
+            return "short"
+        diff = self.near - self.far
+        return "band" if diff >= BAND_MARGIN else "inverse" if diff <= -BAND_MARGIN else "none"
+
+
+def distance_profile(similarity: Tensor) -> DistanceProfile:
+    """Nearby against distant pairs of a cosine-similarity map ``[n, n]`` (:func:`position_similarity`)."""
+    sim = torch.as_tensor(similarity, dtype=torch.float64)
+    if sim.dim() != 2 or sim.shape[0] != sim.shape[1]:
+        raise ValueError(f"a similarity map is [n, n], got shape {tuple(sim.shape)}")
+    n = sim.shape[0]
+    i = torch.arange(n)
+    apart = (i[:, None] - i[None, :]).abs()
+    far_from = max(NEAR + 1, -(-n // 2))
+    near, far = (apart >= 1) & (apart <= NEAR), apart >= far_from
+    spread = max((float(d.max() - d.min()) for k in range(1, n) for d in (torch.diagonal(sim, k),)), default=0.0)
+    return DistanceProfile(
+        n=n,
+        near=float(sim[near].mean()) if near.any() else None,
+        far=float(sim[far].mean()) if far.any() else None,
+        far_from=far_from,
+        diagonal_spread=spread,
+    )
+
+
 def bundled_position_tables() -> tuple[dict[str, Tensor], dict[str, str]]:
     """Trained learned-position tables of the bundled models that have one (``*pos_embed.weight``, ``[n, D]``).
 

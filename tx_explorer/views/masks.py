@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import plotly.graph_objects as go
 from torch import Tensor
 
 from tx_explorer import locales, masks
@@ -105,6 +107,38 @@ def read_layers(tm: TextModel, n: int) -> mg.ModelMasks:
     return mg.model_masks(tm, atlas.corpus_ids(tm, n))
 
 
+TICKS = 6  # the most x labels a pooled map (about 280 px across in its column) writes upright
+NICE = (1, 2, 2.5, 5)  # × 10^k: the steps its tick labels may go by
+WINDOW_SHADE = "rgba(220, 220, 220, 0.6)"  # over Viridis' dark 0: the hidden keys greyed, the map still seen
+WINDOW_EDGE = "rgb(255, 127, 14)"  # Plotly's orange: seen on the map and in the legend's white
+# The legend in the map's top right corner: the future keys, which the causal mask hides on every layer, so it covers
+# no weight, and the maps side by side keep the same plot height (a legend below would shorten this one's)
+WINDOW_LEGEND = dict(x=0.98, xanchor="right", y=0.98, yanchor="top", yref="paper", bgcolor="rgba(255, 255, 255, 0.9)")
+
+
+def tick_cells(cells: int, pool: int, most: int = TICKS) -> list[int]:
+    """The columns of a map of ``cells`` blocks of ``pool`` positions whose labels (their first positions) the x axis
+    writes: at most ``most``, at a round step that is a multiple of ``pool`` (0, 200, 400 … on 640 tokens in blocks
+    of 5), else at the least common multiple of one and ``pool`` (0, 150, 300 … in blocks of 6)."""
+    n = cells * pool
+    nice = [int(m * 10**k) for k in range(7) for m in NICE if float(m * 10**k).is_integer()]
+    steps = [s for s in nice if s % pool == 0] + [math.lcm(s, pool) for s in nice]
+    step = next(s for s in steps if -(-n // s) <= most)  # the last nice step, 5 000 000, leaves one label
+    return [k for k in range(cells) if (k * pool) % step == 0]
+
+
+def mark_window(fig: go.Figure, n: int, window: int, pool: int, name: str) -> None:
+    """Shade, on a map of ``n`` positions in blocks of ``pool``, the keys a window of ``window`` hides (j ≤ i − window,
+    a triangle under the band the layer sees), edged with a dashed line, and name it in a legend in the
+    top right corner (the shape's own entry)."""
+    c = lambda p: p / pool - 0.5  # noqa: E731 (a position's place on the axes: block k spans k − ½ … k + ½)
+    path = f"M {c(0)},{c(window)} L {c(0)},{c(n)} L {c(n - window)},{c(n)} Z"
+    style = dict(fillcolor=WINDOW_SHADE, line=dict(color=WINDOW_EDGE, width=1.5, dash="dash"))
+    fig.add_shape(type="path", path=path, xref="x", yref="y", layer="above", name=name, showlegend=True, **style)
+    fig.update_traces(showlegend=False)  # the map itself is no entry: style.tidy then leaves this legend in place
+    fig.update_layout(legend=WINDOW_LEGEND, showlegend=True)
+
+
 @dataclass(frozen=True)
 class ModelMasksView:
     ok: bool  # every hidden weight exactly 0, and no local layer reaching past its window
@@ -164,25 +198,16 @@ def model_masks(tm: TextModel, r: mg.ModelMasks, asked: int | None = None, *, la
     labels = [str(k * r.pool) for k in range(-(-r.n // r.pool))]
     keys = [*labels, T("model_sink_key")] if r.sinks else labels  # the sink's column is the last key
     kind = lambda layer: T("model_local" if layer.window is not None else "model_global")  # noqa: E731
-    panels = [
-        Panel(
-            f"model_mask_layer_{i}",
-            heatmap(
-                w,
-                labels,
-                keys,
-                title=T(
-                    "model_map_title_one" if r.pool == 1 else "model_map_title",
-                    layer=i,
-                    kind=kind(r.layers[i]),
-                    pool=r.pool,
-                ),
-                **ax,
-            ),
-            w,
+    ticks = tick_cells(len(labels), r.pool) + ([len(labels)] if r.sinks else [])  # the sink's column named
+    panels = []
+    for i, w in r.shown.items():
+        title = T(
+            "model_map_title_one" if r.pool == 1 else "model_map_title", layer=i, kind=kind(r.layers[i]), pool=r.pool
         )
-        for i, w in r.shown.items()
-    ]
+        fig = heatmap(w, labels, keys, title=title, **ax, x_tick_cells=ticks)
+        if (window := r.layers[i].window) is not None and r.n > window:  # a window that hides some key here
+            mark_window(fig, r.n, window, r.pool, T("model_window_hidden", window=f"{window:,}"))
+        panels.append(Panel(f"model_mask_layer_{i}", fig, w))
     table = [
         {
             T("col_layer"): str(layer.layer),

@@ -13,7 +13,7 @@ from tx_explorer.analysis import self_attention
 from tx_explorer.views import Panel, axes, texts
 from tx_explorer.views.inputs import Choice, Number, Section, Text
 from tx_explorer.viz import charts
-from tx_explorer.viz.heatmap import heatmap
+from tx_explorer.viz.heatmap import heatmap, number
 
 PAGE = "self_attention"
 LATEX = {
@@ -158,6 +158,35 @@ def encodings(
         sim, pos, pos, title=T("enc_similarity"), x_title=T("axis_positions_cols"), y_title=T("axis_positions")
     )
     return Panel("pos_table", fig, table), Panel("pos_similarity", sim_fig, sim), note
+
+
+def encoding_reading(source: str, table: Any, similarity: Any, *, trained: bool = False, lang: str = "en") -> str:
+    """What section 3's similarity map shows, measured on the table and map drawn (:func:`encodings`' panels): how
+    the table is built, then nearby against distant positions (a band along the diagonal or not) and whether the
+    similarity depends on the offset i − j alone, each with its numbers. A band (or its reverse) in a table of
+    independent random rows is said to be chance, with the spread of a random cosine in that width, 1/√D."""
+    T = texts(PAGE, lang)
+    p = self_attention.distance_profile(torch.as_tensor(similarity))
+    intro = T(f"enc_reading_{'trained' if trained else source}")
+    if p.band == "short":
+        return f"{intro}\n\n{T('enc_band_short', n=p.n, far_from=p.far_from)}"
+    f3 = lambda v: f"{v:.3f}"  # noqa: E731
+    diff = p.near - p.far
+    sentences = [
+        T("enc_measured", n=p.n, near=f3(p.near), far=f3(p.far), far_from=p.far_from),
+        T(
+            f"enc_band_{p.band}",
+            diff=f"{diff:+.3f}" if p.band == "none" else f3(abs(diff)),
+            margin=self_attention.BAND_MARGIN,
+        ),
+    ]
+    if source == "learned" and not trained and p.band != "none":
+        dim = torch.as_tensor(table).shape[1]
+        sentences.append(T("enc_band_chance", dim=dim, sd=f"{dim**-0.5:.2f}"))
+    spread, tol = p.diagonal_spread, self_attention.TOEPLITZ_TOL
+    sentences.append(T("enc_offset_only" if spread <= tol else "enc_offset_not", spread=number(spread)))
+    sep = "" if lang == "zh" else " "  # 中文 sentences follow one another without a space
+    return f"{intro}\n\n{sep.join(sentences)}"
 
 
 def source_label(source: str, *, lang: str = "en") -> str:

@@ -87,6 +87,7 @@ def heatmap(
     height: int | None = None,
     x_ticks: int = X_TICKS,
     colorbar: dict | None = None,
+    x_tick_cells: Sequence[int] | None = None,
 ) -> go.Figure:
     """A labelled heatmap of a 2-D array (rows top to bottom), light enough for 512 × 512 maps.
 
@@ -99,6 +100,8 @@ def heatmap(
             cells at a legible size in a column-wide figure), all in one form (:func:`number`, by the largest).
         x_ticks: the most x labels drawn (every k-th beyond): fewer where the plot is narrower than a column's.
         colorbar: Plotly's colour bar settings (its ticks).
+        x_tick_cells: the columns whose labels the x axis writes, upright (default: every k-th, as many as
+            ``x_ticks`` allows, turned by the template where they crowd).
     """
     z = np.asarray(values, dtype=np.float64)
     if z.ndim != 2:
@@ -127,6 +130,8 @@ def heatmap(
         )
         for names, axis, most in ((x, xaxis, x_ticks), (y, yaxis, _y_ticks(side))):
             axis.update(type="category", tickmode="array", tickvals=names[:: max(1, int(np.ceil(len(names) / most)))])
+        if x_tick_cells is not None:
+            xaxis.update(tickvals=[x[j] for j in x_tick_cells])
     else:
         text = None
         if show_values or (show_values is None and rows <= 16 and cols <= 16):
@@ -151,7 +156,11 @@ def heatmap(
             "<extra></extra>",
         )
         xaxis.update(thinned_ticks(cl, cols, x_ticks))
+        if x_tick_cells is not None:
+            xaxis.update(tickvals=list(x_tick_cells), ticktext=[str(cl[j]) for j in x_tick_cells])
         yaxis.update(thinned_ticks(rl, rows, _y_ticks(side)))
+    if x_tick_cells is not None:
+        xaxis.update(tickangle=0)
     # One constructor call: each update_* call re-validates, and together they cost 3× the figure itself.
     layout = dict(
         title=dict(text=title),
