@@ -68,7 +68,7 @@ def views(name: str, text: str, shown: view.Shown, hide_special: bool, single: s
             lens = c[2].radio(
                 T("lens"), view.LENSES, format_func=lambda k: T(f"lens_{k}"), key="mh_lens", horizontal=True
             )
-            st.markdown(T(f"lens_{lens}_help"))
+            st.markdown(view.lens_help(tm, lens, lang=LANG))
             both = lenses(name, text) if lens != "raw" else None
             ui.show(view.detail(shown, layer, head, lens, both, lang=LANG))
             focus = ui.select_or_none(
@@ -87,7 +87,10 @@ def views(name: str, text: str, shown: view.Shown, hide_special: bool, single: s
                 T("metric"), view.METRICS, format_func=lambda m: T(f"metric_{m}"), horizontal=True, key="mh_metric"
             )
             st.caption(T("click_hint"))
-            panel = view.metric(metrics(name, text), metric, view.kv_groups(tm), lang=LANG)
+            per_head = metrics(name, text)
+            if note := view.metric_note(per_head, metric, shown, lang=LANG):
+                st.info(note)  # no query of this text has what the metric needs: an empty heatmap, said why
+            panel = view.metric(per_head, metric, view.kv_groups(tm), lang=LANG)
             ui.heads.open_head(ui.show_clickable(panel), "metric")
             ui.heads.similar(T, lambda: view.similarity(similarity(name, text), shown, lang=LANG))
             ui.heads.pair(T, LANG, shown)
@@ -103,8 +106,8 @@ st.latex(view.LATEX["multihead"])
 c = st.columns([2, 2, 1])
 example = c[1].selectbox(T("example"), view.EXAMPLES, format_func=T, key="mh_example")
 hide_special = c[2].toggle(T("hide_special"), value=False, key="mh_hide", help=T("hide_special_help"))
-repeat = c[2].toggle(T("repeat"), value=False, key="mh_repeat", help=T("repeat_help"))
-name = ui.text_model_picker(T("model"), "mh_model", help=T("model_help"), where=c[0])
+repeat = c[2].toggle(T("repeat"), value=False, key="mh_repeat", help=view.repeat_help(lang=LANG))
+name = ui.text_model_picker(T("model"), "mh_model", help=ui.heads.model_help(T), where=c[0])
 text = st.text_area(T("text"), T(f"{example}_text"), max_chars=20_000, key=f"mh_text_{example}", height=90)
 ui.stop_unless(name, text, T("empty"))
 single, text = (text, view.repeated(text)) if repeat else (None, text)  # the typed text, then the one analysed

@@ -21,9 +21,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from tx_explorer import masks
 from tx_explorer.analysis.information import entropy
 from tx_explorer.analysis.rollout import rollout
-from tx_explorer.attention import attention_steps
 from tx_explorer.errors import InputError
 from tx_explorer.families.text import TextModel
 from tx_explorer.modules.attention import MultiHeadAttention
@@ -153,10 +153,13 @@ def _product(a: tuple[int, ...], b: tuple[int, ...], out: tuple[int, ...]) -> st
 def inspect_query(
     mha: MultiHeadAttention, x: Tensor, head: int, query: int, mask: Tensor | None = None
 ) -> QueryKeyView:
-    """The query/key inspector for ``x [1, N, D]``; ``mask`` as the model uses it (``[N, N]`` or None).
+    """The query/key inspector for ``x [1, N, D]``; ``mask`` as the stack hands it to the layer (``[N, N]`` or None).
 
     Under grouped-query (or multi-query) attention query head h reads key/value head g(h) (``mha.groups``), as
-    the model's forward does; the shapes are read from the projection weights, which hold H_kv key heads."""
+    the model's forward does; the shapes are read from the projection weights, which hold H_kv key heads. The
+    weights are the layer's own (:meth:`MultiHeadAttention.attend`): its scale on QKᵀ where it is not 1/√D_H, its
+    soft cap (Gemma 2), its learned sinks (gpt-oss: the row sums to less than 1) and its sliding window all count,
+    so that they equal the map the other views show."""
     n = x.shape[1]
     if not 0 <= head < mha.num_heads:
         raise ValueError(f"head must lie in [0, {mha.num_heads - 1}], got {head}")
@@ -164,18 +167,29 @@ def inspect_query(
         raise ValueError(f"query must lie in [0, {n - 1}], got {query}")
     g = mha.groups[head]
     q_all, k_all, v_all = mha.project_qkv(x)  # (1, H, N, Dh), (1, H_kv, N, Dh) twice
-    q, k, v = q_all[0, head], k_all[0, g], v_all[0, g]  # each (N, Dh)
+    # each (N, Dh), in float32 at least, as the layer computes its scores and weights (a bfloat16 model's too)
+    q, k, v = (
+        t[0, i].to(torch.promote_types(t.dtype, torch.float32)) for t, i in ((q_all, head), (k_all, g), (v_all, g))
+    )
+    pos = torch.arange(n, device=x.device)
+    window = getattr(mha, "window", None)  # a sliding-window layer hides keys that lie too far back, as its forward
+    if window is not None:
+        band = masks.causal_between(pos, pos, window)
+        mask = band if mask is None else mask & band
+    row = None if mask is None else mask[query : query + 1]  # (1, N)
     bias = None
     if mha.position is not None:  # ALiBi adds its per-head bias to the scores (rotary already turned q and k)
-        pos = torch.arange(n, device=x.device)
         bias = mha.position.score_bias(pos, pos)  # (H, N, N) or None
-    steps = attention_steps(
-        q[query : query + 1],
-        k,
-        v,
-        mask=None if mask is None else mask[query : query + 1],
-        bias=None if bias is None else bias[head, query : query + 1],
-    )
+    bias_row = None if bias is None else bias[:, query : query + 1]  # (H, 1, N)
+    scale = 1.0 / math.sqrt(q.shape[-1]) if mha.scale is None else mha.scale
+    scores = (q[query] @ k.T) * scale  # (N,): e_ij as the layer computes it, before its softmax
+    if mha.softcap is not None:
+        scores = mha.softcap(scores)
+    if bias_row is not None:
+        scores = scores + bias_row[head, 0]
+    masked = scores if row is None else scores.masked_fill(~row[0], float("-inf"))
+    _, weights = mha.attend(q_all[:, :, query : query + 1], mha.expand_kv(k_all), mha.expand_kv(v_all), row, bias_row)
+    w = weights[0, head, 0].to(v.dtype)  # (N,): the layer's own weights, which the other views show
     (h, _, dh), h_kv = q_all.shape[1:], k_all.shape[1]
     w_qkv, w_o = mha.qkv.weight, mha.proj.weight  # (D + 2·H_kv·Dh, D), (D, H·Dh): nn.Linear stores (out, in)
     shapes = [
@@ -184,15 +198,14 @@ def inspect_query(
         ("av", _product((h, n, n), (h_kv, n, dh), (h, n, dh))),
         ("out", _product((n, w_o.shape[1]), tuple(w_o.shape[::-1]), (n, w_o.shape[0]))),
     ]
-    w = steps.weights[0]
     return QueryKeyView(
         q=q[query].numpy(),
         k=k.numpy(),
-        scores=steps.masked[0].numpy(),
+        scores=masked.numpy(),
         weights=w.numpy(),
         v=v.numpy(),
         weighted=(w[:, None] * v).numpy(),
-        out=steps.out[0].numpy(),
+        out=(w @ v).numpy(),
         shapes=shapes,
         kv_head=g,
     )
@@ -383,8 +396,10 @@ def pattern_scores(
         raise ValueError(f"{len(ids)} token ids for maps of {n} tokens")
     rows = np.zeros(n, dtype=bool)
     rows[np.arange(n) if queries is None else np.asarray(queries, dtype=int)] = True
-    if skip_first:  # what a row gives keys 1…: its own sum less token 0's (learned sinks leave rows below 1)
-        kept = np.clip(a.sum(-1).astype(np.float64) - a[..., :, 0], 0.0, None)  # (L, H, N); float32 sums: 3× faster
+    if skip_first:  # what a row gives keys 1…, summed over them (learned sinks leave rows below 1); float32 sums: 3×
+        # faster. Not the row's sum less token 0's: where the sink takes 0.9999, float32's rounding of the sum (6e-8)
+        # is a part in a thousand of the 1e-4 left, and a row all on key 1 scored 1.001 above heads that tied at 1.
+        kept = a[..., :, 1:].sum(-1).astype(np.float64)  # (L, H, N)
     out = {}
     for name, keys in pattern_keys(ids).items():
         keys = keys & rows[:, None]
@@ -400,6 +415,22 @@ def pattern_scores(
             share = np.divide(share, left, out=np.zeros_like(share), where=left > 1e-12)
         out[name] = share.mean(-1)
     return out
+
+
+def uniform_scores(
+    ids: Sequence[int],
+    *,
+    causal: bool = True,
+    skip_first: bool = False,
+    queries: Sequence[int] | None = None,
+) -> dict[str, float]:
+    """What each pattern of :func:`pattern_scores` scores for a head that spreads every row evenly over the keys its
+    query sees (every key for an encoder, keys 0…i under a causal mask): the chance level a head's score is read
+    against (NaN where no query is scored)."""
+    n = len(ids)
+    seen = np.tril(np.ones((n, n))) if causal else np.ones((n, n))
+    even = (seen / seen.sum(-1, keepdims=True))[None, None]  # (1, 1, N, N)
+    return {k: float(v[0, 0]) for k, v in pattern_scores(even, ids, skip_first=skip_first, queries=queries).items()}
 
 
 def top_heads(scores: np.ndarray, k: int | None = None) -> list[tuple[int, int, float]]:

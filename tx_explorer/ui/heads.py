@@ -14,12 +14,13 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from tx_explorer import models
 from tx_explorer.analysis.heads import PATTERNS, TextAttention
 from tx_explorer.families.text import TextModel
 from tx_explorer.ui.below_fold import below_fold
 from tx_explorer.ui.figures import PAGE_PX, row, show, show_figure
 from tx_explorer.ui.sections import section
-from tx_explorer.ui.text import escape_markdown, friendly_errors
+from tx_explorer.ui.text import escape_markdown, friendly_errors, model_description
 from tx_explorer.views import Panel, model_facts
 from tx_explorer.views import multihead as view
 
@@ -29,6 +30,13 @@ LAST = "mh_last_click"  # (chart, point) of the click last followed: a chart kee
 # of "Find the head", and below the metric heatmap of "Compare heads" the three that follow it. Both views open below
 # the first screen, after an 820 px heatmap on SmolLM2.
 FOLDED = ("multihead_best", "multihead_similarity", "multihead_pair", "multihead_sentences")
+
+
+def model_help(T: Callable[..., str]) -> str:
+    """The model picker's help: each model it offers, in the words of its own description (so that a model added
+    to the registry is named too), then checkpoints of one's own."""
+    described = "\n".join(f"- {model_description(name)}" for name in models.available_models("text"))
+    return T("model_help", models=described)
 
 
 def apply_asked() -> None:
@@ -94,8 +102,12 @@ def head_search(T: Callable[..., str], lang: str, tm: TextModel, s: view.Shown, 
                 format_func=lambda p: T(f"metric_{p}"),
                 key="mh_pattern",
             )
-            queries = view.repeat_queries(tm, single, s) if single else None
-            result = view.search_pattern(s, pattern, skip_first=skip, queries=queries, groups=groups, lang=lang)
+            queries, copy = (
+                (view.repeat_queries(tm, single, s), view.copy_tokens(tm, single)) if single else (None, None)
+            )
+            result = view.search_pattern(
+                s, pattern, skip_first=skip, queries=queries, groups=groups, lang=lang, copy=copy
+            )
     st.subheader(T("text_header"))
     st.caption(T("text_intro"))
     c = st.columns(3)
@@ -133,8 +145,9 @@ def head_search(T: Callable[..., str], lang: str, tm: TextModel, s: view.Shown, 
 def best_heads(T: Callable[..., str], result: view.Search) -> None:
     """The best heads' maps, side by side, and the ranking's table."""
     row(*result.panels[1:])
-    # Static, ranked by its index: a data grid took the browser about a second to mount beside five charts.
-    st.table(pd.DataFrame(result.table).set_index(T("rank")))
+    # Static, ranked by its index: a data grid took the browser about a second to mount beside five charts. The index
+    # shown: pandas makes ranks 1…10 a RangeIndex, which st.table hides by default.
+    st.table(pd.DataFrame(result.table).set_index(T("rank")), hide_index=False)
 
 
 def _pick_head(where: Any, label: str, key: str, s: view.Shown, index: int = 0) -> int:

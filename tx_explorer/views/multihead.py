@@ -10,7 +10,7 @@ import numpy as np
 
 from tx_explorer import locales
 from tx_explorer.analysis import heads
-from tx_explorer.analysis.head_science import SINK_THRESHOLD
+from tx_explorer.analysis.head_science import INDUCTION_THRESHOLD, SINK_THRESHOLD
 from tx_explorer.errors import InputError
 from tx_explorer.families.text import TextModel
 from tx_explorer.views import Panel, axes, texts
@@ -105,8 +105,11 @@ def grid(s: Shown, groups: Sequence[int] | None = None, *, lang: str = "en") -> 
     layers, num_heads = s.maps.shape[:2]
     title = T("grid_title", layers=layers, heads=num_heads)
     first = heads.pattern_scores(s.maps, s.ids)["first"]  # (L, H)
-    hover = [
-        [f"{name}<br>{T('first_share', value=first[i, h])}" for h, name in enumerate(row)]
+    hover = [  # a one-token text has no query after the first token: no share to say
+        [
+            name + (f"<br>{T('first_share', value=first[i, h])}" if np.isfinite(first[i, h]) else "")
+            for h, name in enumerate(row)
+        ]
         for i, row in enumerate(names(s, groups, lang=lang))
     ]
     return Panel("mh_grid", vh.head_grid(s.maps, title=title, words=w, groups=groups, hover=hover), s.maps)
@@ -122,6 +125,18 @@ def lens_map(
         raise ValueError(f"lens {lens!r} needs the norm-weighted maps and the rollout (see lens_maps)")
     norm_maps, roll = lenses
     return heads.keep_tokens(norm_maps[layer, head] if lens == "norm" else roll[layer], s.keep)
+
+
+def lens_help(tm: TextModel, lens: str, *, lang: str = "en") -> str:
+    """What lens ``lens`` shows; for the norm-weighted lens what the chosen model changes in it: values read from a
+    shared key/value head, and a norm after the attention block that the lens leaves out (Gemma 3, OLMo 2)."""
+    T = texts(PAGE, lang)
+    said = [T(f"lens_{lens}_help")]
+    if lens == "norm" and tm.config.kv_heads < tm.config.num_heads:
+        said.append(T("lens_norm_shared", model=tm.name))
+    if lens == "norm" and tm.config.norm_position in ("sandwich", "after"):
+        said.append(T("lens_norm_after", model=tm.name))
+    return " ".join(said)
 
 
 def lens_maps(tm: TextModel, text: str, data: heads.TextAttention) -> tuple[np.ndarray, np.ndarray]:
@@ -183,13 +198,33 @@ def metric(
     return _heatmap("mh_metric", v, title, vh.head_names(*v.shape, groups, _words(lang)), lang)
 
 
+def metric_note(per_head: dict[str, np.ndarray], name: str, s: Shown, *, lang: str = "en") -> str | None:
+    """Why the heatmap of metric ``name`` is empty, where no query of the text has what it needs; else None."""
+    if np.isfinite(per_head[name]).any():
+        return None
+    return _nothing_scored(texts(PAGE, lang), name, s, skip_first=False)
+
+
+def _nothing_scored(T, pattern: str, s: Shown, *, skip_first: bool, repeated: bool = False) -> str:
+    """Why no query of the text is scored on ``pattern``: no earlier copy of its token (duplicate, induction; with
+    the text written twice, one left out with the first token), or a text too short for a query after the first
+    token (previous, first, self; previous from token 2 with the first token left out)."""
+    name = T(f"metric_{pattern}")
+    if pattern in ("duplicate", "induction"):
+        return T("pattern_none_skip" if repeated and skip_first else "pattern_none", pattern=name)
+    start = 2 if skip_first and pattern == "previous" else 1
+    return T(
+        "pattern_none_short" if start == 1 else "pattern_none_short_skip", pattern=name, start=start, n=len(s.labels)
+    )
+
+
 @dataclass(frozen=True)
 class Sink:
     """How much the model parks on the first token of this text (Xiao et al. 2023's attention sink)."""
 
     heads: int  # heads whose mean share on token 0 is at least SINK_THRESHOLD
     total: int
-    mean: float  # mean share on token 0 over every head and query 1…
+    mean: float  # mean share on token 0 over every head and query 1…; NaN for a one-token text (no query 1)
 
     @property
     def used(self) -> bool:
@@ -198,14 +233,15 @@ class Sink:
 
 def sink(s: Shown) -> Sink:
     """The first token's share per head, counted against :data:`SINK_THRESHOLD`."""
-    first = heads.pattern_scores(s.maps, s.ids)["first"]  # (L, H)
-    return Sink(int((first >= SINK_THRESHOLD).sum()), first.size, float(np.nanmean(first)) if first.size else 0.0)
+    first = heads.pattern_scores(s.maps, s.ids)["first"]  # (L, H), NaN when only the first token is shown
+    mean = float(first.mean()) if np.isfinite(first).all() and first.size else float("nan")
+    return Sink(int((first >= SINK_THRESHOLD).sum()), first.size, mean)
 
 
 def sink_note(found: Sink, token: str, *, lang: str = "en") -> str:
-    """The verdict on the first token, with its numbers."""
+    """The verdict on the first token, with its numbers (a one-token text: that there is none to measure)."""
     T = texts(PAGE, lang)
-    key = "sink_used" if found.used else "sink_unused"
+    key = "sink_used" if found.used else "sink_unused" if np.isfinite(found.mean) else "sink_alone"
     return T(key, heads=found.heads, total=found.total, mean=found.mean, threshold=SINK_THRESHOLD, token=token)
 
 
@@ -237,6 +273,24 @@ def learned_sinks(
 def repeated(text: str) -> str:
     """The typed text written twice, on two lines: the second copy repeats the first one's tokens."""
     return f"{text.strip()}\n{text.strip()}"
+
+
+def repeat_help(*, lang: str = "en") -> str:
+    """The help of "Repeat my text": the induction bar and the pages that set it, by their titles."""
+    return texts(PAGE, lang)("repeat_help", threshold=INDUCTION_THRESHOLD, **_bar_pages(lang))
+
+
+def _bar_pages(lang: str) -> dict[str, str]:
+    """The titles of the pages that count induction heads at :data:`INDUCTION_THRESHOLD`."""
+    return {
+        k: texts("common", lang)(f"page_{page}") for k, page in (("science", "head_science"), ("circuit", "circuit"))
+    }
+
+
+def copy_tokens(tm: TextModel, text: str) -> int:
+    """The tokens of one copy of ``text`` (its own, special tokens aside), however many the page keeps."""
+    enc = tm.encode(text)
+    return enc.num_tokens - sum(enc.special)
 
 
 def repeat_queries(tm: TextModel, text: str, s: Shown) -> list[int]:
@@ -331,13 +385,21 @@ def search_pattern(
     queries: Sequence[int] | None = None,
     groups: Sequence[int] | None = None,
     lang: str = "en",
+    copy: int | None = None,
 ) -> Search:
     """Every head ranked by a pattern's score on this text (:func:`heads.pattern_scores`; ``queries``: the rows
-    scored, e.g. the second copy of a repeated text)."""
+    scored, e.g. the second copy of a repeated text, whose copy holds ``copy`` tokens (:func:`copy_tokens`)).
+
+    The verdict carries its numbers: the best score, what a head spreading its weight evenly would score
+    (:func:`heads.uniform_scores`) and, for induction, how many heads reach :data:`INDUCTION_THRESHOLD`."""
     T = texts(PAGE, lang)
     scores = heads.pattern_scores(s.maps, s.ids, skip_first=skip_first, queries=queries)[pattern]  # (L, H)
-    if np.isnan(scores).all():  # no query has such a key: no token repeats
-        return Search((), (T("pattern_none", pattern=T(f"metric_{pattern}")),), None, [])
+    if queries is not None and not len(queries):  # the first copy fills every token kept: no second copy to score
+        said = T("repeat_past_cap_plain" if copy is None else "repeat_past_cap", copy=copy, kept=len(s.labels))
+        return Search((), (said,), None, [])
+    if np.isnan(scores).all():  # no query has such a key: no token repeats, or too few tokens
+        why = _nothing_scored(T, pattern, s, skip_first=skip_first, repeated=queries is not None)
+        return Search((), (why,), None, [])
     count, name = _tied(scores), T(f"metric_{pattern}")
     words = dict(pattern=name, score=float(np.nanmax(scores)), count=count, total=scores.size)
     if count == scores.size > 1:
@@ -347,8 +409,16 @@ def search_pattern(
     panels, table, best = _ranked("mh_rank", scores, title, s, groups, lang, skip_first and pattern != "first")
     layer, head = best[0]
     notes = [T("pattern_tie" if count > 1 else "pattern_best", layer=layer, head=head, **words)]
+    even = heads.uniform_scores(s.ids, causal=s.causal, skip_first=skip_first, queries=queries)[pattern]
+    notes.append(T("pattern_uniform", score=even))
+    if pattern == "induction":
+        above = int((scores >= INDUCTION_THRESHOLD).sum())
+        notes.append(
+            T("induction_count", count=above, total=scores.size, threshold=INDUCTION_THRESHOLD, **_bar_pages(lang))
+        )
     if queries is not None:
-        notes.append(T("repeat_note", count=len(queries)))
+        cut = copy is not None and len(queries) < copy
+        notes.append(T("repeat_note_cut" if cut else "repeat_note", count=len(queries), copy=copy, kept=len(s.labels)))
     if skip_first and pattern != "first":
         notes.append(T("skip_note"))
     return Search(tuple(panels), tuple(notes), table, best)
@@ -470,9 +540,14 @@ def inspector(
         + (" " + T("projection_qk_norm") if check.qk_norm else "")
         + " "
         + T(
-            "projection_shared" if len(check.readers) > 1 else "projection_own",
+            "projection_own"
+            if len(check.readers) == 1
+            else "projection_shared_all"  # multi-query attention (Gemma 3): one key/value head for the layer
+            if tm.config.kv_heads == 1
+            else "projection_shared",
             head=head,
             g=check.kv_head,
+            n=len(check.readers),
             heads=", ".join(map(str, check.readers)),
         )
     )

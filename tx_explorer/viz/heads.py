@@ -30,6 +30,7 @@ SEARCH_WORDS = {  # the head search's words; the multi-head page passes its tran
     "cell": "layer {layer}, head {head}",
     "cell_kv": "layer {layer}, head {head} (key/value head {g})",
     "value": "{value:.3f}",
+    "no_value": "no score on this text",  # NaN: no query of the text has what the number needs
     "layers": "layer",
 }
 DETAIL_SIDE = 512  # a detail map larger than this is pooled: 512² float32 is already 1.4 MB of chart data
@@ -167,7 +168,8 @@ def head_heatmap(
         height=max(300, min(900, 22 * layers + 160)),
     )
     fig.data[0].hoverinfo = "skip"  # the markers below name the head
-    hover = [[f"{names[i][h]}<br>" + words["value"].format(value=v[i, h]) for h in range(heads)] for i in range(layers)]
+    said = lambda x: words["value"].format(value=x) if np.isfinite(x) else words["no_value"]  # noqa: E731
+    hover = [[f"{names[i][h]}<br>" + said(v[i, h]) for h in range(heads)] for i in range(layers)]
     fig.add_trace(_cell_markers(hover, x=lambda h: h, y=lambda i: i))
     fig.update_xaxes(range=[-0.5, heads - 0.5])  # the cells' edges: the markers must not widen the axes
     fig.update_yaxes(range=[layers - 0.5, -0.5], autorange=False)
