@@ -145,3 +145,30 @@ def test_a_replay_runs_the_blocks_alone_and_gives_the_same_cache(monkeypatch, pr
     import copy
 
     assert _same(cache, _replayed(model, d.ids, step, None if start is None else copy.deepcopy(d.start)))
+
+
+def test_a_prefill_makes_the_logits_of_its_last_position_alone(monkeypatch) -> None:
+    """A run past the window read its 516-token prefill's logits [516, V] (half a GB on Gemma 3) to keep one row;
+    the steps of one token are the whole model's pass, bit for bit."""
+    model = _model(WINDOWLESS)
+    prompt = [3, 1, 4, 1, 5, 9, 2, 6]
+    before = kv.decode(model, prompt, 4, prefill=6)
+    rows = _spy_rows(monkeypatch, model)
+    after = kv.decode(model, prompt, 4, prefill=6)
+    assert rows[:-1] == [1] * (len(rows) - 1)  # every cached step one position; the last call: the uncached check
+    assert (
+        after.ids == before.ids and [s.logit_diff for s in after.steps][1:] == [s.logit_diff for s in before.steps][1:]
+    )
+
+
+def test_generation_reads_its_prompt_without_the_lm_head_but_for_its_last_row(monkeypatch) -> None:
+    """TextModel.stream read its prompt 256 tokens a pass, each pass's logits [256, V] (268 MB on Gemma 3) for the
+    last row alone."""
+    from tx_explorer.families import text
+
+    tm = models.load_model("tiny-gpt")
+    monkeypatch.setattr(text, "PREFILL", 8)  # its prompt of 30-odd tokens read in several pieces
+    ids = tm.encode(TEXT).ids
+    rows = _spy_rows(monkeypatch, tm.model)
+    out = list(tm.stream(ids, 3))
+    assert max(rows) == 1 and len(out) == 3

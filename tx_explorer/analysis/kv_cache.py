@@ -216,8 +216,10 @@ def decode(
     last = len(prompt) + new_tokens - 1 if new_tokens else len(prompt)
     ends = range(max(prefill, shared + 1), last + 1)
     for begin, end in zip([shared, *ends], ends):  # the prefill's tokens at once, then one token a pass
-        # (V,): the last position's logits, copied out of the prefill's [prefill, V] (half a GB at Gemma 3's 500)
-        cached.append(model(torch.tensor([ids[begin:end]], device=device), cache=cache)[0, -1].clone())
+        # The last position's logits alone (V,): the prefill's [prefill, V] were half a GB at Gemma 3's 500 (a step of
+        # one token is the same product as the whole model's pass, bit for bit)
+        states = model.states(torch.tensor([ids[begin:end]], device=device), cache=cache)  # (1, n, D)
+        cached.append(model.logits(states[:, -1:])[0, 0])
         sizes.append((len(cache), tuple(cache.rows(layer) for layer in range(len(cache.keys))), cache.nbytes))
         if end == prefill:
             start = copy.deepcopy(cache)  # a copy: the steps go on appending to ``cache``; replays start here

@@ -163,10 +163,13 @@ class TextModel:
         device = next(self.model.parameters()).device
         gen = torch.Generator(device=device).manual_seed(seed)
         end = len(ids) - (trace is not None)  # the prompt's tokens read untraced
-        for start in range(cache.seen, end, PREFILL):  # in pieces: logits [piece, V], never [N, V] at 8k
-            logits = self.model(self._batch(ids[start : min(start + PREFILL, end)]), cache=cache)[:, -1]  # (1, V)
+        hidden = None
+        for start in range(cache.seen, end, PREFILL):  # in pieces (never 8k tokens' scores at once), no LM head:
+            hidden = self.model.states(self._batch(ids[start : min(start + PREFILL, end)]), cache=cache)
         if trace is not None:
             logits = self.model(self._batch(ids[-1:]), cache=cache, trace=trace)[:, -1]
+        else:  # the last row's logits alone: a piece's [256, V] were 268 MB for Gemma 3, one row read
+            logits = self.model.logits(hidden[:, -1:])[:, -1]  # (1, V)
         for step in range(max_new_tokens):
             token = next_token(logits, greedy=greedy, temperature=temperature, top_k=top_k, generator=gen)  # (1, 1)
             yield int(token)
