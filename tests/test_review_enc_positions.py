@@ -80,3 +80,10 @@ def test_the_page_reads_a_trained_table_without_a_band_as_none(lang):
     none = locales.text("self_attention", "enc_band_none", lang, diff=f"{near - far:+.3f}", margin=0.1)
     assert none in text and f"{near:.3f}" in text, text[-800:]
     assert "bands along the diagonal mean" not in text and "沿对角线的条带说明" not in text
+
+
+def test_the_table_s_dimension_axis_writes_a_few_round_labels_upright() -> None:
+    """The table's x axis wrote every 5th of 128 dimensions (0, 5, … 125), turned on its side and crowded."""
+    table, _, _ = view.encodings("sinusoidal", 16, 128, 0)
+    x = table.figure.layout.xaxis
+    assert list(x.ticktext) == ["0", "20", "40", "60", "80", "100", "120"] and x.tickangle == 0

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -15,7 +14,7 @@ from tx_explorer.analysis import mask_gallery as mg
 from tx_explorer.families.text import TextModel
 from tx_explorer.views import Panel, axes, texts
 from tx_explorer.viz import charts
-from tx_explorer.viz.heatmap import heatmap
+from tx_explorer.viz.heatmap import heatmap, tick_cells
 
 PAGE = "masks"
 
@@ -108,23 +107,11 @@ def read_layers(tm: TextModel, n: int) -> mg.ModelMasks:
 
 
 TICKS = 6  # the most x labels a pooled map (about 280 px across in its column) writes upright
-NICE = (1, 2, 2.5, 5)  # × 10^k: the steps its tick labels may go by
 WINDOW_SHADE = "rgba(220, 220, 220, 0.6)"  # over Viridis' dark 0: the hidden keys greyed, the map still seen
 WINDOW_EDGE = "rgb(255, 127, 14)"  # Plotly's orange: seen on the map and in the legend's white
 # The legend in the map's top right corner: the future keys, which the causal mask hides on every layer, so it covers
 # no weight, and the maps side by side keep the same plot height (a legend below would shorten this one's)
 WINDOW_LEGEND = dict(x=0.98, xanchor="right", y=0.98, yanchor="top", yref="paper", bgcolor="rgba(255, 255, 255, 0.9)")
-
-
-def tick_cells(cells: int, pool: int, most: int = TICKS) -> list[int]:
-    """The columns of a map of ``cells`` blocks of ``pool`` positions whose labels (their first positions) the x axis
-    writes: at most ``most``, at a round step that is a multiple of ``pool`` (0, 200, 400 … on 640 tokens in blocks
-    of 5), else at the least common multiple of one and ``pool`` (0, 150, 300 … in blocks of 6)."""
-    n = cells * pool
-    nice = [int(m * 10**k) for k in range(7) for m in NICE if float(m * 10**k).is_integer()]
-    steps = [s for s in nice if s % pool == 0] + [math.lcm(s, pool) for s in nice]
-    step = next(s for s in steps if -(-n // s) <= most)  # the last nice step, 5 000 000, leaves one label
-    return [k for k in range(cells) if (k * pool) % step == 0]
 
 
 def mark_window(fig: go.Figure, n: int, window: int, pool: int, name: str) -> None:
@@ -198,7 +185,7 @@ def model_masks(tm: TextModel, r: mg.ModelMasks, asked: int | None = None, *, la
     labels = [str(k * r.pool) for k in range(-(-r.n // r.pool))]
     keys = [*labels, T("model_sink_key")] if r.sinks else labels  # the sink's column is the last key
     kind = lambda layer: T("model_local" if layer.window is not None else "model_global")  # noqa: E731
-    ticks = tick_cells(len(labels), r.pool) + ([len(labels)] if r.sinks else [])  # the sink's column named
+    ticks = tick_cells(len(labels), r.pool, TICKS) + ([len(labels)] if r.sinks else [])  # the sink's column named
     panels = []
     for i, w in r.shown.items():
         title = T(

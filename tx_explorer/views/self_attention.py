@@ -13,7 +13,7 @@ from tx_explorer.analysis import self_attention
 from tx_explorer.views import Panel, axes, texts
 from tx_explorer.views.inputs import Choice, Number, Section, Text
 from tx_explorer.viz import charts
-from tx_explorer.viz.heatmap import heatmap, number
+from tx_explorer.viz.heatmap import heatmap, number, tick_cells
 
 PAGE = "self_attention"
 LATEX = {
@@ -153,6 +153,7 @@ def encodings(
         title=T("enc_matrix"),
         x_title=T("axis_dims"),
         y_title=T("axis_positions"),
+        x_tick_cells=tick_cells(table.shape[1], most=8),  # 0, 20, 40 … upright (every 5th of 128 stood crowded)
     )
     sim_fig = charts.signed_heatmap(
         sim, pos, pos, title=T("enc_similarity"), x_title=T("axis_positions_cols"), y_title=T("axis_positions")

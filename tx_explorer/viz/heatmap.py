@@ -7,6 +7,7 @@ with the labels as tick text.
 from __future__ import annotations
 
 import base64
+import math
 import struct
 import zlib
 from collections.abc import Sequence
@@ -21,6 +22,7 @@ LABELLED_CELLS = 48 * 48  # up to this many cells each carries its labels; beyon
 
 
 X_TICKS = 28  # labels a half-width chart's x axis holds upright without overlap (about 13 px each)
+NICE = (1, 2, 2.5, 5)  # × 10^k: the steps round tick labels go by (tick_cells)
 TICK_PX = 15  # a y-axis label's height with its gap, at our 12 px font
 
 
@@ -69,6 +71,18 @@ def _hover_name(axis_title: str) -> str:
 # A column-wide figure's plot where the figure does not know its width: less the row labels and title (55 px) and
 # the colour bar (about 105 px), the margins style.tidy gives a heatmap.
 CELL_AREA_PX = style.COLUMN_PX - 160
+
+
+def tick_cells(cells: int, pool: int = 1, most: int = 6) -> list[int]:
+    """The columns of a map of ``cells`` blocks of ``pool`` positions whose labels (their first positions) the x axis
+    writes upright (``heatmap(x_tick_cells=…)``): at most ``most``, at a round step that is a multiple of ``pool``
+    (0, 200, 400 … on 640 tokens in blocks of 5), else at the least common multiple of one and ``pool`` (0, 150,
+    300 … in blocks of 6)."""
+    n = cells * pool
+    nice = [int(m * 10**k) for k in range(7) for m in NICE if float(m * 10**k).is_integer()]
+    steps = [s for s in nice if s % pool == 0] + [math.lcm(s, pool) for s in nice]
+    step = next(s for s in steps if -(-n // s) <= most)  # the last nice step, 5 000 000, leaves one label
+    return [k for k in range(cells) if (k * pool) % step == 0]
 
 
 def heatmap(
