@@ -25,16 +25,17 @@ def text_model(name: str):
 
 
 @st.cache_resource(show_spinner=False)
-def _results() -> dict:
-    """Each view's numbers, shared by every session and both languages: keyed without the language, so that a
-    switch only rewords them (st.cache_data would replay the progress bar's calls on a hit)."""
+def _store(kind: str) -> dict:
+    """Each view's numbers, or ("patterns") one head's pattern per model, text and head, kept apart so that clicks
+    through heads never evict an ablation; shared by every session and both languages: keyed without the language,
+    so that a switch only rewords them (st.cache_data would replay the progress bar's calls on a hit)."""
     return {}
 
 
-def memo(key: tuple, compute):
-    store = _results()
+def memo(key: tuple, compute, kind: str = "results", most: int = 24):
+    store = _store(kind)
     if key not in store:
-        if len(store) >= 24:
+        if len(store) >= most:
             store.pop(next(iter(store)))  # the oldest first
         store[key] = compute()
     return store[key]
@@ -113,7 +114,9 @@ def views(name: str) -> None:
                 c = st.columns(2)
                 layer = c[0].number_input(T("layer"), 0, len(tm.model.blocks) - 1, key=keys[0])
                 head = c[1].number_input(T("head"), 0, tm.config.num_heads - 1, key=keys[1])
-                panel = view.pattern(tm, text, int(layer), int(head), lang=LANG)
+                at = (name, text, int(layer), int(head))  # 64 KB at 128 tokens: a language switch only redraws
+                pattern = memo(at, lambda: view.pattern_numbers(tm, *at[1:]), "patterns", 64)
+                panel = view.pattern_words(pattern, lang=LANG)
                 ui.show_figure(panel.figure, panel.key, panel.data)
             elif choice == "lens":
                 options = view.LENS_QUANTITIES if tm.kind == "causal" else ("cosine",)

@@ -179,7 +179,7 @@ def test_a_whole_path_check_that_passes_by_cancelling_is_not_read_as_completenes
     errors have opposite signs: the verdict says so with both sums, and that the per-piece sum decides."""
     cancelling = _attribution([0.0439, -0.05, 0.04, -0.0279], f_input=0.4886)  # Σ = 6.0e-03, Σ |·| = 0.1618
     verdict = view.completeness_verdict(cancelling, lang=lang)
-    assert "+8.39e-02" in verdict and "-7.79e-02" in verdict and "6.00e-03" in verdict and "1%" in verdict
+    assert "+8.39e−02" in verdict and "−7.79e−02" in verdict and "6.00e−03" in verdict and "1%" in verdict
     assert ("only because the pieces' errors have opposite signs" if lang == "en" else "相互抵消") in verdict
     assert ("the per-piece sum decides" if lang == "en" else "由逐段误差之和来判定") in verdict
     one_sided = view.completeness_verdict(_attribution([0.05, 0.04, 0.03], f_input=0.4886), lang=lang)
@@ -421,7 +421,7 @@ def test_the_pattern_opens_at_the_largest_effect_either_way_and_says_its_number(
     removal lowers the loss the head whose removal raises it most is named too."""
     T, run_on = texts("head_science", lang), "" if lang == "zh" else " "
     delta = np.array([[0.1, 0.0], [1.6, -0.2], [0.3, -2.5]])
-    lowers = T("focus_lowers", layer=2, head=1, delta="-2.500")
+    lowers = T("focus_lowers", layer=2, head=1, delta="−2.500")
     assert view.focus_note(delta, lang=lang) == lowers + run_on + T("raise_most", layer=1, head=0, delta="+1.600")
     assert view.focus_note(-np.abs(delta), lang=lang).endswith(T("raise_none"))
     assert view.focus_note(np.abs(delta), lang=lang) == T("focus_raises", layer=2, head=1, delta="+2.500")
@@ -433,7 +433,9 @@ def test_the_pattern_opens_at_the_largest_effect_either_way_and_says_its_number(
     monkeypatch.setattr(hs, "head_importance", lambda *a, **k: dataclasses.replace(real, delta_loss=changed))
     result = view.importance(llama, TEXT, lang=lang)
     assert result.focus == (1, 1) and result.notes[-1] == view.focus_note(changed, lang=lang)
-    assert result.notes[-1].startswith(T("focus_lowers", layer=1, head=1, delta=f"{changed[1, 1]:+.3f}"))
+    assert result.notes[-1].startswith(
+        T("focus_lowers", layer=1, head=1, delta=f"{changed[1, 1]:+.3f}".replace("-", "−"))
+    )
 
 
 def test_the_layer_head_maps_end_at_their_cells():

@@ -97,7 +97,7 @@ def test_one_sink_head_is_named_in_the_singular(kind, tm) -> None:
         assert "head(s)" not in said
         assert ("the one sink head " if count == 1 else "the 3 sink heads ") in said, said
         if kind == "causal":
-            assert "by -0.250 nats (from 2.000 nats)" in said, said  # the loss before, with its unit
+            assert "by −0.250 nats (from 2.000 nats)" in said, said  # the loss before, with its unit
 
 
 def test_a_chinese_text_in_a_byte_level_tokenizer_explains_its_byte_tokens(tm) -> None:

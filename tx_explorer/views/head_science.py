@@ -12,7 +12,7 @@ from tx_explorer.analysis import head_science as hs
 from tx_explorer.analysis.heads import head_labels
 from tx_explorer.edit import HeadMeans
 from tx_explorer.families.text import TextModel
-from tx_explorer.views import Panel, Result, listed, sentences, split_bytes_note, texts
+from tx_explorer.views import Panel, Result, listed, sentences, signed, split_bytes_note, texts
 from tx_explorer.viz import charts
 from tx_explorer.viz import head_science as vhs
 from tx_explorer.viz import heads as vh
@@ -47,12 +47,17 @@ def focus_note(delta_loss: np.ndarray, *, lang: str = "en") -> str:
     T = texts(PAGE, lang)
     layer, head = _strongest(delta_loss)
     value = float(delta_loss[layer, head])
-    said = T("focus_raises" if value >= 0 else "focus_lowers", layer=layer, head=head, delta=f"{value:+.3f}")
+    delta = signed(f"{value:+.3f}")  # "−2.500 nats": a true minus, as the prose writes it
+    said = T("focus_raises" if value >= 0 else "focus_lowers", layer=layer, head=head, delta=delta)
     if value >= 0:
         return said
     up_layer, up_head = np.unravel_index(int(np.argmax(delta_loss)), delta_loss.shape)
     up = float(delta_loss[up_layer, up_head])
-    also = T("raise_most", layer=int(up_layer), head=int(up_head), delta=f"{up:+.3f}") if up > 0 else T("raise_none")
+    also = (
+        T("raise_most", layer=int(up_layer), head=int(up_head), delta=signed(f"{up:+.3f}"))
+        if up > 0
+        else T("raise_none")
+    )
     return sentences([said, also], lang)
 
 
@@ -109,7 +114,9 @@ def importance_words(tm: TextModel, m: Ablated, *, lang: str = "en") -> Ranked:
     r, (count, length) = m.r, m.shape
     source = T("source_heldout", count=count, length=length) if m.heldout else T("source_text", n=length)
     axes = dict(x_title=T("axis_head"), y_title=T("axis_layer"))
-    notes = [*_cut(m.cut, length, lang), T("importance_source", source=source, mode=T(f"mode_{r.mode}"))]
+    # 中文 spaces "在 8 个留出窗口 × 64 个 token 上测量", not "在你的文本（34 个 token）上测量"
+    said = T("importance_source_heldout" if m.heldout else "importance_source", source=source, mode=T(f"mode_{r.mode}"))
+    notes = [*_cut(m.cut, length, lang), said]
     if m.reference is not None:
         # the set named here, not the analysis's English description of it (m.reference.source)
         windows = T("source_heldout", count=m.reference_shape[0], length=m.reference_shape[1])
@@ -117,10 +124,10 @@ def importance_words(tm: TextModel, m: Ablated, *, lang: str = "en") -> Ranked:
     if tm.kind == "encoder":
         fig = vhs.layer_head_map(r.cosine_change, title=T("title_cosine"), clickable=True, **axes)
         layer, head = _strongest(r.cosine_change)
-        delta = f"{r.cosine_change[layer, head]:.4f}"
+        delta = signed(f"{r.cosine_change[layer, head]:.4f}")
         notes.append(T("focus_cosine", layer=layer, head=head, delta=delta))
         return Ranked((Panel("hs_importance_cos", fig, r.cosine_change),), tuple(notes), focus=(layer, head))
-    notes.append(T("base_numbers", loss=f"{r.base_loss:.3f}", logit=f"{r.base_logit:.2f}"))
+    notes.append(T("base_numbers", loss=signed(f"{r.base_loss:.3f}"), logit=signed(f"{r.base_logit:.2f}")))
     panels = (
         Panel(
             "hs_importance_loss",
@@ -150,23 +157,42 @@ def importance(
     return importance_words(tm, importance_numbers(tm, text, heldout=heldout, mode=mode, progress=progress), lang=lang)
 
 
-def pattern(tm: TextModel, text: str, layer: int, head: int, *, lang: str = "en") -> Panel:
-    """One head's attention on the text (the cell chosen under the importance map)."""
-    T = texts(PAGE, lang)
+@dataclass(frozen=True)
+class Pattern:
+    """One head's attention on the text, and the tokens it is drawn over."""
+
+    layer: int
+    head: int
+    weights: np.ndarray  # [N, N]
+    tokens: list[str]
+
+
+def pattern_numbers(tm: TextModel, text: str, layer: int, head: int) -> Pattern:
+    """One head's attention weights on the text (a forward pass: 0.5 s on SmolLM2 at 128 tokens, so the page keeps
+    them per model, text and head, and a language switch or a click elsewhere only redraws)."""
     hs.check_head(tm, layer, head)
     ids = hs.encode(tm, text, LIMIT)
     weights = tm.maps(ids).stack(name_contains="attn")[layer, 0, head].numpy()
-    tokens = _tokens(tm, ids)
-    axes = texts("common", lang)
+    return Pattern(layer, head, weights, _tokens(tm, ids))
+
+
+def pattern_words(m: Pattern, *, lang: str = "en") -> Panel:
+    """The pattern's map, titled and labelled in ``lang``."""
+    T, axes = texts(PAGE, lang), texts("common", lang)
     fig = vh.attention_map(
-        weights,
-        tokens,
-        tokens,
-        title=T("pattern_title", layer=layer, head=head),
+        m.weights,
+        m.tokens,
+        m.tokens,
+        title=T("pattern_title", layer=m.layer, head=m.head),
         x_title=axes("axis_keys"),
         y_title=axes("axis_queries"),
     )
-    return Panel("hs_pattern", fig, weights)
+    return Panel("hs_pattern", fig, m.weights)
+
+
+def pattern(tm: TextModel, text: str, layer: int, head: int, *, lang: str = "en") -> Panel:
+    """One head's attention on the text (the cell chosen under the importance map)."""
+    return pattern_words(pattern_numbers(tm, text, layer, head), lang=lang)
 
 
 @dataclass(frozen=True)
@@ -206,10 +232,12 @@ def patching_words(tm: TextModel, m: Patched, *, lang: str = "en") -> Result:
         title=T("title_patch_residual"),
         x_title=T("axis_position"),
         y_title=T("axis_layer_input"),
+        sep=T("hover_sep"),
     )
     heads = vhs.layer_head_map(p.heads, title=T("title_patch_heads"), x_title=T("axis_head"), y_title=T("axis_layer"))
     metric = p.metric if tm.kind == "causal" else T("metric_cosine")  # a decoder's names two tokens
-    note = T("patch_numbers", metric=metric, clean=f"{p.clean_metric:.3f}", corrupt=f"{p.corrupt_metric:.3f}")
+    clean, corrupt = (signed(f"{v:.3f}") for v in (p.clean_metric, p.corrupt_metric))  # "corrupted −9.238"
+    note = T("patch_numbers", metric=metric, clean=clean, corrupt=corrupt)
     notes = (*_bytes([t for pair in pairs for t in pair], lang), note)
     return Result((Panel("hs_patch_residual", residual, p.residual), Panel("hs_patch_heads", heads, p.heads)), notes)
 
@@ -276,8 +304,13 @@ def lens_words(tm: TextModel, m: Lensed, quantity: str = "kl", *, lang: str = "e
         y_title=T("axis_readout"),
         hover=m.hover,
         signed=False,
+        sep=T("hover_sep"),
     )
-    notes = (*_cut(m.cut, len(m.ids), lang), *_bytes(tokens, lang), T("lens_exact", diff=f"{r.final_max_diff:.2e}"))
+    notes = (
+        *_cut(m.cut, len(m.ids), lang),
+        *_bytes(tokens, lang),
+        T("lens_exact", diff=signed(f"{r.final_max_diff:.2e}")),
+    )
     return Result((Panel("hs_lens", fig, values),), notes)
 
 
@@ -353,8 +386,9 @@ def taxonomy_words(tm: TextModel, m: Scored, score: str = "induction", *, lang: 
     else:  # "the 1 sink head(s)" was the English of one
         count = int(r.sinks.sum())
         key = ("sink_effect_cos" if tm.kind == "encoder" else "sink_effect_loss") + ("_one" if count == 1 else "")
-        effect = f"{r.sink_effect:.4f}" if tm.kind == "encoder" else f"{r.sink_effect:+.3f}"
-        notes.append(T(key, count=count, effect=effect, loss=f"{r.base_loss:.3f}" if r.base_loss is not None else ""))
+        effect = signed(f"{r.sink_effect:.4f}" if tm.kind == "encoder" else f"{r.sink_effect:+.3f}")
+        loss = signed(f"{r.base_loss:.3f}") if r.base_loss is not None else ""
+        notes.append(T(key, count=count, effect=effect, loss=loss))
     data = np.stack([r.scores[k].ravel() for k in hs.SCORES], axis=1)
     panels = [Panel("hs_scores", bars, r.scores[score]), Panel("hs_map", scatter, data)]
     if (w := m.windows) is not None:  # the sink three ways: per layer, first token dropped, windows
@@ -367,7 +401,7 @@ def taxonomy_words(tm: TextModel, m: Scored, score: str = "induction", *, lang: 
             y_title=T("sink_axis"),
         )
         panels.append(Panel("hs_sink_layers", fig, np.stack([w.share, w.share_dropped], axis=1)))
-        full, evicted, kept = (f"{w.losses[k]:.2f}" for k in ("full", "window", "window_sink"))
+        full, evicted, kept = (signed(f"{w.losses[k]:.2f}") for k in ("full", "window", "window_sink"))
         notes.append(
             T("sink_windows", window=w.window, scored=w.scored, full=full, window_loss=evicted, window_sink=kept)
         )
@@ -384,7 +418,7 @@ def _axis_words(r: hs.Taxonomy, axis: int, columns: dict[str, str]) -> dict[str,
     (a principal axis alone did not say what it measures)."""
     weights = r.loadings[axis]
     first, second = (
-        f"{weights[i]:+.2f}".replace("-", "−") + f" × {columns[hs.SCORES[i]]}" for i in np.argsort(-np.abs(weights))[:2]
+        signed(f"{weights[i]:+.2f}") + f" × {columns[hs.SCORES[i]]}" for i in np.argsort(-np.abs(weights))[:2]
     )
     return dict(share=f"{r.explained[axis]:.0%}", first=first, second=second)
 
@@ -448,7 +482,8 @@ def attribution_words(tm: TextModel, m: Attributed, *, lang: str = "en") -> Resu
     )
     table = {
         T("col_method"): [*methods.values(), T("method_random")],
-        T("col_auc"): [*(round(r.faithfulness[m], 4) for m in methods), round(r.random_auc, 4)],
+        # written out, each to 4 decimals with a true minus (an encoder's projection may fall below 0)
+        T("col_auc"): [signed(f"{v:.4f}") for v in (*(r.faithfulness[m] for m in methods), r.random_auc)],
     }
     data = {"scores": np.stack(list(r.scores.values())), "deletion": np.stack(list(r.deletion.values()))}
     panels = (Panel("hs_attribution", bars, data["scores"]), Panel("hs_deletion", curves, data))
@@ -472,24 +507,26 @@ def completeness_verdict(r: hs.Attribution, *, lang: str = "en") -> str:
     share = lambda e: f"{e / change:.0%}" if change else "∞"  # noqa: E731
     worst = int(np.argmax(sizes))
     gap = r.completeness_gap
-    whole = dict(gap=f"{gap:.2e}", gap_ratio=share(gap), fx=f"{r.f_input:.4f}", f0=f"{r.f_baseline:.4f}")
+    whole = dict(  # "−7.79e−02": a true minus in the exponent too
+        gap=signed(f"{gap:.2e}"), gap_ratio=share(gap), fx=signed(f"{r.f_input:.4f}"), f0=signed(f"{r.f_baseline:.4f}")
+    )
     if r.converged:
         overall = ""
     elif gap <= hs.IG_TOLERANCE * change:
         over, under = r.piece_errors[r.piece_errors > 0].sum(), r.piece_errors[r.piece_errors < 0].sum()
-        overall = T("ig_overall_cancels", over=f"{over:+.2e}", under=f"{under:+.2e}", **whole)
+        overall = T("ig_overall_cancels", over=signed(f"{over:+.2e}"), under=signed(f"{under:+.2e}"), **whole)
     else:
         overall = T("ig_overall_fails", **whole)
     return T(
         "ig_converged" if r.converged else "ig_not_converged",
         gradients=r.gradients,
         pieces=len(sizes),
-        error=f"{error:.2e}",
+        error=signed(f"{error:.2e}"),
         ratio=share(error),
         tolerance=f"{hs.IG_TOLERANCE:.0%}",
-        a=f"{r.path[worst]:.4g}",
-        b=f"{r.path[worst + 1]:.4g}",
-        worst=f"{sizes[worst]:.2e}",
+        a=signed(f"{r.path[worst]:.4g}"),
+        b=signed(f"{r.path[worst + 1]:.4g}"),
+        worst=signed(f"{sizes[worst]:.2e}"),
         overall=overall,
         **whole,
     )

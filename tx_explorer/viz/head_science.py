@@ -22,6 +22,12 @@ def layer_head_map(values: np.ndarray, *, title: str, x_title: str, y_title: str
     layers, heads = values.shape
     rows, cols = [f"L{i}" for i in range(layers)], [f"H{h}" for h in range(heads)]
     fig = charts.signed_heatmap(values, rows, cols, title=title, x_title=x_title, y_title=y_title)
+    # each cell's hover, "L11, H3<br>−0.141": a true minus, as the sentences beside the map write it (the heatmap's
+    # own read "layer L17: L17<br>head H1: H1")
+    words = [
+        [f"{rows[i]}, {cols[h]}<br>{v:.3f}".replace("-", "−") for h, v in enumerate(r)] for i, r in enumerate(values)
+    ]
+    fig.data[0].update(customdata=words, hovertemplate="%{customdata}<extra></extra>")
     if clickable:
         layer, head = np.divmod(np.arange(layers * heads), heads)  # (L·H,) each: the cell of every marker
         fig.data[0].hoverinfo = "skip"
@@ -30,10 +36,12 @@ def layer_head_map(values: np.ndarray, *, title: str, x_title: str, y_title: str
                 x=head,  # the heatmap's cells sit at integer positions, named by its tick labels
                 y=layer,
                 customdata=np.stack([layer, head], axis=1),
-                text=[f"{rows[i]}, {cols[h]}<br>{np.asarray(values)[i, h]:.3f}" for i, h in zip(layer, head)],
+                text=[words[i][h] for i, h in zip(layer, head)],
                 mode="markers",
                 marker=dict(size=max(8, min(40, 400 // max(layers, heads))), opacity=0, symbol="square"),
                 hovertemplate="%{text}<extra></extra>",
+                # a label of its own colour: the invisible markers' default, red, boxed a blue cell's −0.141
+                hoverlabel=dict(bgcolor="white", bordercolor="#888", font=dict(color="#262730")),
                 showlegend=False,
             )
         )
@@ -58,6 +66,7 @@ def position_map(
     y_title: str,
     hover: np.ndarray | None = None,
     signed: bool = True,
+    sep: str = ", ",
 ) -> go.Figure:
     """A ``[R, N]`` map over token positions (columns "i: token"); ``hover`` ``[R, N]`` adds a line per cell. Rows
     too many to label each (:data:`ROW_LABEL_PX`) are labelled every second or more; the hover names each."""
@@ -72,9 +81,12 @@ def position_map(
         z=z,
         x=list(range(len(cols))),
         y=list(range(len(rows))),
-        text=[[f"{row}, {col}" for col in cols] for row in rows],  # every cell named, labelled row or not
+        # every cell named ("，" after 中文 rows), labelled row or not, its value with a true minus
+        text=[
+            [f"{row}{sep}{col}<br>{f'{v:.3f}'.replace('-', '−')}" for col, v in zip(cols, r)] for row, r in zip(rows, z)
+        ],
         customdata=custom,
-        hovertemplate="%{text}<br>%{z:.3f}%{customdata}<extra></extra>",
+        hovertemplate="%{text}%{customdata}<extra></extra>",
         **(scale or dict(colorscale=style.WEIGHTS)),
     )
     ticks = dict(tickmode="array", tickvals=list(range(len(cols))), ticktext=cols)
