@@ -205,3 +205,21 @@ def test_bad_inputs_are_clear_messages(tiny_llama):
         encoder = TextModel(name="enc", model=CausalLM(TransformerConfig()), tokenizer=tiny_llama.tokenizer,
                             kind="encoder", max_len=128)  # fmt: skip
         atlas.head_stats(encoder, [1, 2])
+
+
+def test_a_needle_at_depth_0_goes_after_the_texts_opening_special_token(tiny_llama, monkeypatch):
+    """Gemma 3's haystack opens with <bos> (corpus_ids): at depth 0 the needle went before it, and the model read a
+    <bos> in the middle of its text."""
+    bos = min(tiny_llama.special_ids)
+    hay = [bos, *atlas.corpus_ids(tiny_llama, 60)]
+    needle = atlas.plant(tiny_llama, hay, "The code is 4417.", "What is the code?", "4417", 0.0)
+    assert needle.ids[0] == bos and needle.span[0] == 1 and bos not in needle.ids[1:]
+
+
+def test_greedy_reads_the_logits_of_the_prompt_s_last_row_alone(tiny_llama, monkeypatch):
+    """A chunk's logits [chunk, V] (0.5 GB for Gemma 3 at 512 tokens) were made to read one row."""
+    model, rows = tiny_llama.model, []
+    logits = model.logits
+    monkeypatch.setattr(model, "logits", lambda h, *a, **k: rows.append(h.numel() // h.shape[-1]) or logits(h, *a, **k))
+    atlas.greedy(tiny_llama, atlas.corpus_ids(tiny_llama, 60), 3, chunk=16)
+    assert rows and max(rows) == 1

@@ -414,7 +414,8 @@ def plant(tm: TextModel, haystack: Sequence[int], needle: str, question: str, an
     if chats(tm):
         before, after = tm.chat_prompt([{"role": "user", "content": CONTENT}]).split(CONTENT)
     head, planted, asked = encode(before), encode(" " + needle.strip() + " "), encode("\n" + question.strip())
-    cut = round(depth * len(haystack))
+    opening = next((i for i, t in enumerate(haystack) if t not in tm.special_ids), len(haystack))
+    cut = max(round(depth * len(haystack)), opening)  # after the text's opening <bos> (Gemma 3), even at depth 0
     ids = [*head, *haystack[:cut], *planted, *haystack[cut:], *asked, *encode(after)]
     if len(ids) > tm.max_len:
         raise InputError("context_exceeded", count=len(ids), limit=tm.max_len)
@@ -425,12 +426,13 @@ def plant(tm: TextModel, haystack: Sequence[int], needle: str, question: str, an
 @torch.no_grad()
 def greedy(tm: TextModel, ids: Sequence[int], new_tokens: int, *, chunk: int = TILE) -> list[int]:
     """Up to ``new_tokens`` greedy tokens after ``ids`` (fewer when a special token ends the text): the prompt fed
-    through our KV cache ``chunk`` tokens at a time (logits of a whole 8k prompt would be 1.6 GB for SmolLM2's
-    vocabulary), then one token per step."""
+    through our KV cache ``chunk`` tokens at a time, its last row's logits alone read (a whole 8k prompt's would be
+    1.6 GB for SmolLM2's vocabulary), then one token per step."""
     model, cache = _check_model(tm), KVCache()
     x = _ids(tm, ids)  # (1, N)
-    for c0 in range(0, x.shape[1], chunk):
-        logits = model(x[:, c0 : c0 + chunk], cache=cache)[:, -1]  # (1, V)
+    for c0 in range(0, x.shape[1], chunk):  # no LM head but on the last row: a chunk's [chunk, V] is 0.5 GB (Gemma 3)
+        hidden = model.states(x[:, c0 : c0 + chunk], cache=cache)
+    logits = model.logits(hidden[:, -1:])[:, -1]  # (1, V)
     out: list[int] = []
     for _ in range(positive_int("new_tokens", new_tokens)):
         nxt = logits.argmax(dim=-1, keepdim=True)  # (1, 1)

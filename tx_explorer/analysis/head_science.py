@@ -144,12 +144,26 @@ def heldout_windows(tm: TextModel, *, length: int = 64, count: int = 8) -> tuple
     The documents are text (``data/heldout_text.json``), so every tokenizer cuts its own windows."""
     data = json.loads(HELDOUT_FILE.read_text(encoding="utf-8"))
     length = min(length, tm.max_len)
+    head, tail = framing(tm)
+    body = length - len(head) - len(tail)
     ids: list[int] = []
     for doc in data["documents"]:
         ids += tm.tokenizer.encode(doc, add_special_tokens=False).ids
-    count = min(count, len(ids) // length)
-    windows = torch.tensor(ids[: count * length], dtype=torch.long).view(count, length)  # (S, T)
+    count = min(count, len(ids) // body)
+    cut = torch.tensor(ids[: count * body], dtype=torch.long).view(count, body)  # (S, body)
+    framed = [torch.tensor([t], dtype=torch.long).expand(count, len(t)) for t in (head, tail)]  # (S, n) each
+    windows = torch.cat([framed[0], cut, framed[1]], dim=1)  # (S, T)
     return windows, f"{count} held-out windows × {length} tokens"
+
+
+def framing(tm: TextModel) -> tuple[list[int], list[int]]:
+    """The special tokens ``tm``'s tokenizer puts before and after a text (Gemma 3: ``<bos>`` and none; MiniLM:
+    ``[CLS]`` and ``[SEP]``; SmolLM2: none): a window read without them is not what the model was trained on
+    (Gemma 3's held-out loss: 5.62 nats without its ``<bos>``, 3.72 with it)."""
+    plain = tm.tokenizer.encode("text", add_special_tokens=False).ids
+    full = tm.tokenizer.encode("text").ids
+    start = next(i for i in range(len(full) - len(plain) + 1) if full[i : i + len(plain)] == plain)
+    return full[:start], full[start + len(plain) :]
 
 
 def reference_means(tm: TextModel, *, length: int = 64, count: int = 8) -> HeadMeans:
