@@ -175,7 +175,7 @@ def _leave(work: Callable[[jobs.Report], object]) -> None:
     closed or reran: AppTest stops a run that outlasts its timeout."""
     at = AppTest.from_function(_page, args=(work,))
     with pytest.raises(RuntimeError, match="timed out"):
-        at.run(timeout=5)
+        at.run(timeout=2)
 
 
 def test_a_page_that_stops_cancels_its_running_job() -> None:

@@ -137,7 +137,7 @@ def test_a_stopped_script_run_leaves_the_job_and_a_closed_session_ends_it(monkey
     def stopped() -> Run:
         run = Run(lambda steps, state: None, hold=1)
         with pytest.raises(RuntimeError, match="timed out"):
-            _started(run).run(timeout=3)
+            _started(run).run(timeout=1.5)
         assert run.started.wait(WAIT)  # then it waits for go
         return run
 
