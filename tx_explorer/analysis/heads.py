@@ -181,13 +181,8 @@ def inspect_query(
     if mha.position is not None:  # ALiBi adds its per-head bias to the scores (rotary already turned q and k)
         bias = mha.position.score_bias(pos, pos)  # (H, N, N) or None
     bias_row = None if bias is None else bias[:, query : query + 1]  # (H, 1, N)
-    scale = 1.0 / math.sqrt(q.shape[-1]) if mha.scale is None else mha.scale
-    scores = (q[query] @ k.T) * scale  # (N,): e_ij as the layer computes it, before its softmax
-    if mha.softcap is not None:
-        scores = mha.softcap(scores)
-    if bias_row is not None:
-        scores = scores + bias_row[head, 0]
-    masked = scores if row is None else scores.masked_fill(~row[0], float("-inf"))
+    # (N,): e_ij as the layer computes it, before its softmax (−∞ where hidden)
+    masked = mha.masked_scores(q[query : query + 1], k, row, None if bias_row is None else bias_row[head])[0]
     _, weights = mha.attend(q_all[:, :, query : query + 1], mha.expand_kv(k_all), mha.expand_kv(v_all), row, bias_row)
     w = weights[0, head, 0].to(v.dtype)  # (N,): the layer's own weights, which the other views show
     (h, _, dh), h_kv = q_all.shape[1:], k_all.shape[1]

@@ -192,6 +192,19 @@ class MultiHeadAttention(nn.Module):
         rep = self.num_heads // self.num_kv_heads
         return t[:, :, None].expand(b, self.num_kv_heads, rep, n, dh).reshape(b, self.num_heads, n, dh)
 
+    def masked_scores(self, q: Tensor, k: Tensor, mask: Tensor | None, bias: Tensor | None) -> Tensor:
+        """The scores ``[..., Nq, Nk]`` each row's softmax takes: QKᵀ scaled (1/√D_h unless the layer has its own
+        scale), capped (Gemma 2), the bias added, −∞ where the mask hides a key; 16-bit inputs upcast as the operator
+        does, float64 kept."""
+        scale = 1.0 / math.sqrt(q.shape[-1]) if self.scale is None else self.scale
+        wide = torch.promote_types(q.dtype, torch.float32)
+        scores = (q.to(wide) @ k.to(wide).transpose(-2, -1)) * scale
+        if self.softcap is not None:
+            scores = self.softcap(scores)
+        if bias is not None:
+            scores = scores + bias
+        return scores if mask is None else scores.masked_fill(~mask, float("-inf"))
+
     def attend(
         self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, bias: Tensor | None
     ) -> tuple[Tensor, Tensor]:
@@ -201,20 +214,13 @@ class MultiHeadAttention(nn.Module):
         and the mask, and with sinks each row's softmax takes the head's sink logit too (rows then sum to < 1)."""
         if self.softcap is None and self.sinks is None:
             return scaled_dot_product_attention(q, k, v, mask=mask, scale=self.scale, bias=bias)
-        scale = 1.0 / math.sqrt(q.shape[-1]) if self.scale is None else self.scale
-        wide = torch.promote_types(q.dtype, torch.float32)  # 16-bit inputs upcast as the operator does; float64 kept
-        scores = (q.to(wide) @ k.to(wide).transpose(-2, -1)) * scale  # (B, H, Nq, Nk)
-        if self.softcap is not None:
-            scores = self.softcap(scores)
-        if bias is not None:
-            scores = scores + bias
-        masked = scores if mask is None else scores.masked_fill(~mask, float("-inf"))
+        masked = self.masked_scores(q, k, mask, bias)  # (B, H, Nq, Nk)
         if self.sinks is not None:
             weights = self.sinks.softmax(masked)  # a fully masked row holds only the sink: zero weights
         else:
             weights = torch.softmax(masked, dim=-1)
             weights = weights if mask is None else weights.masked_fill(~mask, 0.0)  # a fully masked row: zeros
-        return (weights @ v.to(wide)).to(v.dtype), weights  # (B, H, Nq, Dh), (B, H, Nq, Nk)
+        return (weights @ v.to(masked.dtype)).to(v.dtype), weights  # (B, H, Nq, Dh), (B, H, Nq, Nk)
 
     def forward(
         self,
