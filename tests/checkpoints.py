@@ -323,3 +323,31 @@ def write_gguf(path: Path, family: str, quant: str = "F32", *, seed: int = 0, **
     w.write_tensors_to_file()
     w.close()
     return model
+
+
+def transformers_gguf(path: Path, auto: Any = None, **kwargs: Any) -> Any:
+    """``auto.from_pretrained`` (default: AutoModelForCausalLM, float32, eager attention) on the GGUF file ``path``:
+    transformers' own reading, the parity reference. transformers opens the file twice (its config, then its
+    tensors) and gguf's reader parses every metadata field each time, the whole vocabulary included (Gemma 3's
+    262,144 pieces: 19 s a parse on 2 cores); here the second opening gets the first one's reader, so the file is
+    parsed once and every number still comes from their code."""
+    import gguf
+    from transformers import AutoModelForCausalLM
+
+    auto = AutoModelForCausalLM if auto is None else auto
+    if auto is AutoModelForCausalLM:
+        kwargs = {"dtype": torch.float32, "attn_implementation": "eager"} | kwargs
+    opened: dict[str, Any] = {}
+    reader = gguf.GGUFReader
+
+    def once(file: Any, *args: Any, **kw: Any) -> Any:
+        key = str(Path(file).resolve())
+        if key not in opened:
+            opened[key] = reader(file, *args, **kw)
+        return opened[key]
+
+    gguf.GGUFReader = once  # transformers imports it from gguf inside each call, so it finds this one
+    try:
+        return auto.from_pretrained(str(path.parent), gguf_file=path.name, **kwargs)
+    finally:
+        gguf.GGUFReader = reader

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.checkpoints import perturb, quantize, write_tokenizer
+from tests.checkpoints import perturb, quantize, transformers_gguf, write_tokenizer
 from tx_explorer.interop.checkpoint import load_checkpoint
 from tx_explorer.trace import Trace
 
@@ -292,8 +292,7 @@ def gemma3_270m():
 def _gemma3_270m_transformers(auto):
     from tx_explorer.interop.assemble import GEMMA3_PATH
 
-    kwargs = {"dtype": torch.float32, "attn_implementation": "eager"} if auto.__name__ != "AutoTokenizer" else {}
-    return auto.from_pretrained(str(GEMMA3_PATH.parent), gguf_file=GEMMA3_PATH.name, **kwargs)
+    return transformers_gguf(GEMMA3_PATH, auto)
 
 
 # The ids transformers' GGUF tokenizer gives on SAMPLES, recorded by `python -m tests.test_gemma3` from the same file:

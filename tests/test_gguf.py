@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.checkpoints import write_gguf, write_tokenizer
+from tests.checkpoints import transformers_gguf, write_gguf, write_tokenizer
 from tests.test_checkpoint import english_in_chinese
 from tx_explorer.errors import InputError
 from tx_explorer.interop import gguf as ours
@@ -26,11 +26,7 @@ TEXT = "Attention heads copy tokens; the cat sat on the mat."
 
 def _transformers(path: Path):
     """transformers' own reading of the same file: its dequantisation, its un-permutation, its model."""
-    from transformers import AutoModelForCausalLM
-
-    return AutoModelForCausalLM.from_pretrained(
-        str(path.parent), gguf_file=path.name, dtype=torch.float32, attn_implementation="eager"
-    ).eval()
+    return transformers_gguf(path).eval()
 
 
 def _compare(hf, tm, ids: list[int]) -> None:
@@ -313,7 +309,7 @@ def test_smollm2_matches_transformers_gguf_loader_logits_and_every_map(smollm2):
     _compare(hf, tm, ids)
     from transformers import AutoTokenizer
 
-    theirs = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+    theirs = transformers_gguf(path, AutoTokenizer)
     for text in (TEXT, "What is the capital of France?", "Grouped heads share keys and values."):
         assert tm.tokenizer.encode(text).ids == theirs(text)["input_ids"]
 
