@@ -97,6 +97,8 @@ def generate(name: str, text: str, tm) -> None:
         st.markdown(T("gen_result"))
         shown = tm.decode(g.ids[: g.prompt_len]) + " ⟶ " + tm.decode(g.ids[g.prompt_len :])
         st.code(shown, language=None, wrap_lines=True)
+        if loop := view.loop_check(g, lang=LANG, escape=ui.escape_markdown):
+            st.markdown(loop)
         c = st.columns(3)
         ui.keep_within("lm_step", 1, new)  # the slider has no default of its own: 1, or the value kept here
         step = c[0].slider(T("gen_step"), 1, new, key="lm_step") if new > 1 else 1
@@ -112,7 +114,7 @@ st.latex(view.LATEX)
 ui.keep_open("lm_open_embed", "lm_open_loss", "lm_open_gen", "lm_open_chat")  # through a blank text too
 name = ui.text_model_picker(T("model"), "lm_model", kind="causal")
 text = st.text_area(T("text"), T("default_text"), max_chars=20_000, key="lm_text", height=80)
-ui.stop_unless(name, text, T("empty"))
+ui.stop_unless(name, text, T("empty", model=name))
 
 r = tm = None
 with ui.friendly_errors():

@@ -672,7 +672,7 @@ CASES: list[Case] = [
             "chat-history-beyond-the-context",
             ((W("text_input", "lm_chat"), HUGE[10:810]),),  # ~180 tokens after a turn of as many and its reply
             "warning",
-            "turn(s) are left out of what it read",
+            "turns are left out of what it read",
             "lm_chat_read",
             prepare=((W("slider", "lm_chat_new"), 64), (W("text_input", "lm_chat"), HUGE[:800])),
         ),

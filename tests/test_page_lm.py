@@ -352,7 +352,7 @@ def test_language_model_chat_drops_the_oldest_turns_and_says_so() -> None:
     at.text_input(key="lm_chat").set_value("Which ship came last?").run()
     assert_clean(at)
     said = [w.value for w in at.warning]
-    assert any("the oldest 2 turn(s) are left out" in w for w in said), said
+    assert any("the oldest 2 turns are left out" in w for w in said), said
     prompt = _codes(at)[-2]
     assert "Story 2" in prompt and "Story 1" not in prompt and len(_turns(at)) == 8  # all four shown, two read
 

@@ -94,6 +94,40 @@ def generate(
     )
 
 
+@dataclass(frozen=True)
+class Repeats:
+    """How much a continuation repeats itself (the loop greedy decoding can fall into, §6.3)."""
+
+    tokens: int  # the continuation's length
+    n: int  # the run length counted
+    copied: int  # tokens that end a run of ``n`` tokens the continuation had already written
+    span: tuple[int, int] | None  # (start, length) of its longest run written twice without overlap, if copied
+
+
+def repeats(ids: Sequence[int], n: int = 4) -> Repeats:
+    """Count the tokens of the continuation ``ids`` that end an ``n``-token run it had written before, and find
+    its longest run written twice without overlapping (where any ``n``-token run repeats)."""
+    ids = list(ids)
+    seen: set[tuple[int, ...]] = set()
+    copied = 0
+    for end in range(n, len(ids) + 1):
+        run = tuple(ids[end - n : end])
+        copied += run in seen
+        seen.add(run)
+    span = None
+    if copied:
+        for length in range(len(ids) // 2, 1, -1):  # the longest first
+            first: dict[tuple[int, ...], int] = {}
+            for i in range(len(ids) - length + 1):
+                start = first.setdefault(tuple(ids[i : i + length]), i)
+                if i - start >= length:  # written again after its first copy ended
+                    span = (start, length)
+                    break
+            if span:
+                break
+    return Repeats(len(ids), n, copied, span)
+
+
 END_OF_TURN, LIMIT = "end_of_turn", "limit"  # why a reply stopped
 
 

@@ -101,6 +101,25 @@ def generate(
     return lm.generate(tm, tm.encode(prompt, max_tokens(tm)).ids, new, **sampling)
 
 
+LOOP_RUN = 4  # the loop check counts repeated runs of this many tokens (a repeated word pair is common prose)
+
+
+def loop_check(g: lm.Generation, *, lang: str = "en", escape: Callable[[str], str] = lambda s: s) -> str | None:
+    """Whether the continuation repeats itself, measured (:func:`lm.repeats`): how many of its tokens end a run of
+    :data:`LOOP_RUN` tokens it had already written, and its longest span written twice; None for a continuation
+    too short to hold a run twice. ``escape``: the page's Markdown escape for the span's tokens."""
+    new = g.ids[g.prompt_len :]
+    if len(new) <= LOOP_RUN:
+        return None
+    T, found = texts(PAGE, lang), lm.repeats(new, LOOP_RUN)
+    if not found.copied:
+        return T("gen_loop_none", n=LOOP_RUN, new=len(new))
+    start, length = found.span
+    span = escape(" | ".join(g.tokens[g.prompt_len + start : g.prompt_len + start + length]))
+    key = "gen_loop_one" if found.copied == 1 else "gen_loop"
+    return T(key, copied=found.copied, new=len(new), n=LOOP_RUN, span=span, k=length)
+
+
 @dataclass(frozen=True)
 class Turn:
     """One exchange of a conversation, as the session keeps it."""
@@ -159,7 +178,8 @@ def no_chat(tm: TextModel, chatty: Sequence[str], *, lang: str = "en") -> str:
 def chat_notices(prompt: lm.ChatPrompt, *, lang: str = "en") -> list[str]:
     """What was left out of what the model reads: the oldest turns, or the end of a message too long alone."""
     T = texts(PAGE, lang)
-    notes = [T("chat_dropped", n=prompt.dropped, limit=prompt.limit)] if prompt.dropped else []
+    dropped = "chat_dropped_one" if prompt.dropped == 1 else "chat_dropped"
+    notes = [T(dropped, n=prompt.dropped, limit=prompt.limit)] if prompt.dropped else []
     return notes + ([T("chat_cut", kept=prompt.cut, limit=prompt.limit)] if prompt.cut is not None else [])
 
 

@@ -141,7 +141,9 @@ def loss_table(res: Results, *, lang: str = "en") -> list[dict[str, str]]:
                 T("col_scheme"): label(s, lang),
                 T("col_inside"): inside.plus_minus(),
                 T("col_beyond"): beyond.plus_minus() if math.isfinite(beyond.mean) else T("no_rows", n=res.context),
-                T("col_order"): T("order_cell", original=f"{original:.3f}", rise=spread.stat(harm[s]).plus_minus(4)),
+                T("col_order"): T(
+                    "order_cell", original=f"{original:.3f}", rise=signed(spread.stat(harm[s]).plus_minus(4))
+                ),
             }
         )
     inside, beyond = lab.inside_beyond(bigram_curve(res), res.context)
@@ -176,11 +178,11 @@ def attention_by_distance(res: Results, schemes: Sequence[str], layer: int, *, l
 
 def _number(key: str, x: spread.Stat) -> str:
     """A verdict's number: rotary's rounding-sized spread as the largest over the seeds, a counted one (the
-    bigram's: no spread) bare, the others mean ± std."""
+    bigram's: no spread) bare, the others mean ± std; a negative one with a true minus, as the prose writes it."""
     if key == "rotary_relative":
         return f"{max(x.values):.2e}"
     digits = 4 if key == "orders" else 3
-    return spread.fixed(x.mean, digits) if x.std == 0 else x.plus_minus(digits)
+    return signed(spread.fixed(x.mean, digits) if x.std == 0 else x.plus_minus(digits))
 
 
 def verdict_rows(res: Results, *, lang: str = "en") -> list[dict[str, str]]:
