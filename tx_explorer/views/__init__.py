@@ -57,9 +57,13 @@ def signed(number: str) -> str:
     return number.replace("-", "−")
 
 
-def listed(names: Iterable[str], lang: str = "en") -> str:
-    """Names run on as a list: "a, b, c" in English, "a、b、c" in Chinese."""
-    return texts("common", lang)("list_sep").join(names)
+def listed(names: Iterable[str], lang: str = "en", last: str | None = None) -> str:
+    """Names run on as a list: "a, b, c" in English, "a、b、c" in Chinese. ``last="and"`` or ``"or"`` joins the
+    last two in words, for a list inside a sentence: "a, b and c", "a、b和c"."""
+    T, names = texts("common", lang), [str(n) for n in names]
+    if last is None or len(names) < 2:
+        return T("list_sep").join(names)
+    return T(f"list_{last}", names=T("list_sep").join(names[:-1]), name=names[-1])
 
 
 _SPLIT_BYTES = re.compile(r"(?:\\x[0-9a-f]{2})*\\x[89a-f][0-9a-f](?:\\x[0-9a-f]{2})*")

@@ -214,9 +214,9 @@ def verdict_rows(res: Results, *, lang: str = "en") -> list[dict[str, str]]:
         if v.untestable:
             verdict = T(
                 "verdict_partial",
-                tested=listed((label(s, lang) for s in dict.fromkeys(b for _, _, b in v.tested)), lang),
+                tested=listed((label(s, lang) for s in dict.fromkeys(b for _, _, b in v.tested)), lang, "and"),
                 verdict=verdict,
-                untested=listed((label(s, lang) for s in v.untestable), lang),
+                untested=listed((label(s, lang) for s in v.untestable), lang, "and"),
                 why=T(f"untestable_{v.key}"),
             )
         rows.append(
@@ -243,10 +243,10 @@ def findings(res: Results, *, lang: str = "en") -> str:
         by_key.setdefault(v.key, []).append(v)
 
     def names(vs: Sequence[lab.Verdict]) -> str:
-        return listed((label(v.scheme, lang) for v in vs), lang)
+        return listed((label(v.scheme, lang) for v in vs), lang, "and")
 
     def numbers(vs: Sequence[lab.Verdict]) -> str:
-        return listed((f"{label(v.scheme, lang)} {_number(v.key, v.numbers[v.scheme])}" for v in vs), lang)
+        return listed((f"{label(v.scheme, lang)} {_number(v.key, v.numbers[v.scheme])}" for v in vs), lang, "and")
 
     def none(v: lab.Verdict) -> str:
         return _number(v.key, v.numbers["none"])

@@ -67,7 +67,7 @@ def input_problem(check: tr.SourceCheck, *, lang: str = "en") -> str:
     if check.problem == "too_long":
         return T("too_long", n=len(check.tokens), max=MAX_WORDS)
     words = [
-        T("unknown_word", word=f"`{w}`", near=listed((f"`{s}`" for s in sug), lang) or T("no_suggestion"))
+        T("unknown_word", word=f"`{w}`", near=listed((f"`{s}`" for s in sug), lang, "or") or T("no_suggestion"))
         for w, sug in check.unknown.items()
     ]
     return T("unknown", words=T("unknown_sep").join(words))

@@ -167,7 +167,7 @@ def familiar(
         # "a confident answer" only where it is one: above the median held-out shape's top probability
         parts.append(T("familiar_quiet" if f.below["top"] >= 0.5 else "familiar_quiet_unsure"))
     key, q = ("familiar_far", far) if beyond_far else ("familiar_unusual", usual)
-    which = listed([T(f"measure_{m}") for m in (beyond_far or beyond_usual)], lang)
+    which = listed([T(f"measure_{m}") for m in (beyond_far or beyond_usual)], lang, "and")
     return Familiar(True, T(key, measures=sentences(parts, lang), which=which, q=pct(q)))
 
 
