@@ -134,7 +134,14 @@ def _spied_states(tm: TextModel) -> list[int]:
 
 def _assert_same_decomposition(a: flow.Decomposition, b: flow.Decomposition, atol: float) -> None:
     for f in dataclasses.fields(flow.Decomposition):
-        torch.testing.assert_close(getattr(a, f.name), getattr(b, f.name), rtol=0, atol=atol, msg=f.name)
+        if f.name != "cache":
+            torch.testing.assert_close(getattr(a, f.name), getattr(b, f.name), rtol=0, atol=atol, msg=f.name)
+    assert (a.cache is None) == (b.cache is None)
+    if a.cache is not None:  # a joined run's keys and values: the whole run's, every layer and position
+        assert a.cache.seen == b.cache.seen == a.num_tokens
+        for kind in ("keys", "values"):
+            for layer, (x, y) in enumerate(zip(getattr(a.cache, kind), getattr(b.cache, kind), strict=True)):
+                torch.testing.assert_close(x, y, rtol=0, atol=atol, msg=f"{kind} {layer}")
 
 
 @pytest.mark.parametrize("name", [*CONFIGS, "moe", "encoder-pre-norm"])
@@ -161,6 +168,26 @@ def test_a_shared_start_is_taken_from_an_earlier_text(name: str) -> None:
         got = flow.importance(tm, dec, reuse=(flow.importance(tm, earlier), shared))
         for f in dataclasses.fields(flow.Importance):
             np.testing.assert_allclose(getattr(got, f.name), getattr(imp, f.name), rtol=0, atol=1e-6, err_msg=f.name)
+
+
+@pytest.mark.parametrize("name", ["gqa-rotary-rmsnorm-swiglu", "sliding-window-qkv-bias"])
+def test_a_shared_start_reads_the_earlier_runs_own_keys_and_values(name: str) -> None:
+    """The earlier run kept its keys and values (``Decomposition.cache``): an edit at the text's end projects none of
+    the shared positions again, and an edge's rerun neither; a window that has dropped rows (4 keys, a text of more)
+    leaves them to be projected from the residuals, as before."""
+    tm = _random(name)
+    ids = tm.encode(TEXT).ids
+    earlier = flow.decompose(tm, ids[:-1] + ids[:1])
+    projected: list[int] = []  # token counts given to the blocks' key/value projections
+    for block in tm.model.blocks:
+        qkv = block.attn.project_qkv
+        block.attn.project_qkv = lambda x, *a, _f=qkv, **k: projected.append(x.shape[1]) or _f(x, *a, **k)
+    dec = flow.decompose(tm, ids, reuse=(earlier, len(ids) - 1))
+    flow.rerun_without_pieces(tm, dec, 1, 3, len(ids) - 1, torch.zeros(dec.heads.shape[1], tm.config.head_dim).double())
+    windowed = tm.config.sliding_window is not None
+    assert earlier.cache.complete() is not windowed
+    assert (len(ids) - 1 in projected) is windowed, projected  # the shared positions projected again
+    assert (3 in projected) is windowed, projected  # the edge's prefix: the positions before its query
 
 
 def test_the_page_reruns_a_text_from_its_edit() -> None:
@@ -473,6 +500,16 @@ def test_the_graph_reaches_the_target_on_tiny_llama(one_thread) -> None:
         reached.add(e.source)
     assert reached == set(g.nodes)
     assert len(flow.graph(tm, ids, threshold=0.01).edges) > len(g.edges)
+
+
+def test_the_graphs_lines_carry_their_own_alpha_not_a_trace_opacity(one_thread) -> None:
+    """A trace's ``opacity`` makes the browser paint it into a layer of its own and blend it at every redraw; the
+    lines are drawn translucent by their colour's alpha instead (the same 0.75)."""
+    tm = hs.text_model(models.load_model("tiny-llama"))
+    fig = view.route(tm, view.analyse(tm, TEXT), -1, 0.02).panels[0].figure
+    lines = [t for t in fig.data if t.mode == "lines"]
+    assert lines and all(t.opacity is None and t.line.color.startswith("rgba(") for t in lines)
+    assert {t.line.color.rsplit(",", 1)[1] for t in lines} == {" 0.75)"}
 
 
 def test_a_pre_norm_encoder_has_routes_and_effects_but_no_lens() -> None:

@@ -17,6 +17,13 @@ WIDTHS = (1.0, 2.5, 4.5, 7.0, 10.0)  # one line trace per kind and width class: 
 MLP_OFFSET = 0.3  # an MLP node sits right of its position, half-way between the attention and the next layer
 
 
+def _translucent(colour: str, alpha: float) -> str:
+    """``#rrggbb`` as ``rgba(r, g, b, alpha)``: the lines' own alpha, not the trace's ``opacity``, with which the
+    browser paints each trace into a layer of its own to blend at every redraw (a tenth of the graph's redraw)."""
+    r, g, b = (int(colour[i : i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({r}, {g}, {b}, {alpha})"
+
+
 def node_xy(kind: str, layer: int, pos: int) -> tuple[float, float]:
     """Where a node sits: x = its position (an MLP a little right), y = 2·layer (input), + 1 (after attention),
     + 1.5 (MLP); the final residual is at 2·L."""
@@ -62,8 +69,7 @@ def route_graph(
                         x=np.stack([chosen[:, 0], chosen[:, 2], gaps], axis=1).ravel(),  # x0, x1, NaN per edge
                         y=np.stack([chosen[:, 1], chosen[:, 3], gaps], axis=1).ravel(),
                         mode="lines",
-                        line=dict(color=COLOURS[kind], width=width),
-                        opacity=0.75,
+                        line=dict(color=_translucent(COLOURS[kind], 0.75), width=width),
                         name=names[kind],
                         legendgroup=kind,
                         showlegend=first,
