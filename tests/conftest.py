@@ -139,10 +139,57 @@ def tier(item: pytest.Item) -> str:
     return "unit"
 
 
+# ---- the order the files are handed out in ------------------------------------------------------------------------
+# pytest-xdist hands a file to a worker as one frees up, by default the files with the most tests first. A file of
+# few slow tests (transformers' reference loads, Gemma 3's pages) then started near the end and ran on alone while
+# the other worker waited. The slowest files go first instead, longest first (as a scheduler of jobs of known length
+# does): their seconds in one run of tier 1 and of the browser tier (--durations=0, summed per file, 2 workers on a
+# busy machine): an order, not a budget, so a number that drifts costs a little balance, never a failure. The other
+# files follow, most tests first, as before.
+SLOW_FILES_S = {
+    "test_bad_input.py": 368,
+    "test_browser.py": 176,
+    "test_gemma_pages.py": 156,
+    "test_page_lm.py": 101,
+    "test_gemma3.py": 90,
+    "test_zh_interface.py": 77,
+    "test_serve.py": 59,
+    "test_lm.py": 58,
+    "test_gguf.py": 45,
+    "test_kv_past_window.py": 43,
+    "test_page_kv_positions.py": 26,
+    "test_page_vit.py": 21,
+    "test_review_heads.py": 18,
+    "test_browser_url.py": 18,
+    "test_page_flow.py": 17,
+    "test_smollm2.py": 17,
+    "test_layout.py": 14,  # each of its tests alone (SPREAD): about 14 s a page
+    "test_browser_chat.py": 16,
+    "test_pages_foundation.py": 16,
+    "test_flow.py": 14,
+    "test_layering.py": 14,
+    "test_head_science.py": 13,
+    "test_browser_heads.py": 13,
+    "test_atlas.py": 12,
+    "test_page_moe.py": 12,
+}
+
+
+def slowest_first(items: list[pytest.Item]) -> list[pytest.Item]:
+    """``items`` with their files in the order of :data:`SLOW_FILES_S`, then the others by their test count (most
+    first); each file's tests keep their order."""
+    counts: dict[str, int] = {}
+    for item in items:
+        counts[item.path.name] = counts.get(item.path.name, 0) + 1
+    return sorted(items, key=lambda item: (-SLOW_FILES_S.get(item.path.name, 0), -counts[item.path.name]))
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test with its tier, so ``-m unit`` (``make check``) or ``-m "not load"`` picks a tier."""
+    """Mark every test with its tier, so ``-m unit`` (``make check``) or ``-m "not load"`` picks a tier; put the
+    slowest files first (:func:`slowest_first`)."""
     for item in items:
         item.add_marker(tier(item))
+    items[:] = slowest_first(items)
 
 
 # make test runs the browser tier and the load tier each on its own, and each needs a few modules, known from their
@@ -191,6 +238,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
     if config.getvalue("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling
+
+    config.option.loadscopereorder = False  # the collection's order (slowest_first), not xdist's by test count
 
     class SpreadScheduling(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
