@@ -106,7 +106,13 @@ st.latex(view.LATEX["multihead"])
 c = st.columns([2, 2, 1])
 example = c[1].selectbox(T("example"), view.EXAMPLES, format_func=T, key="mh_example")
 hide_special = c[2].toggle(T("hide_special"), value=False, key="mh_hide", help=T("hide_special_help"))
-repeat = c[2].toggle(T("repeat"), value=False, key="mh_repeat", help=view.repeat_help(lang=LANG))
+repeat = c[2].toggle(
+    T("repeat"),
+    value=False,
+    key="mh_repeat",
+    help=view.repeat_help(lang=LANG),
+    on_change=lambda: st.session_state.update(mh_requery=True),  # the query follows the text: below
+)
 name = ui.text_model_picker(T("model"), "mh_model", help=ui.heads.model_help(T), where=c[0])
 text = st.text_area(T("text"), T(f"{example}_text"), max_chars=20_000, key=f"mh_text_{example}", height=90)
 ui.stop_unless(name, text, T("empty"))
@@ -126,6 +132,11 @@ with ui.friendly_errors():
         st.info(sinks.note)
         ui.show(sinks.panel)
     shown = view.shown(data, hide_special, causal=tm.kind == "causal")
+    if st.session_state.pop("mh_requery", False) and "mh_query" in st.session_state:
+        # the text was just written twice (or once again): the query picked moves to the same token of the other
+        # copy, so that induction is looked for on the second copy; a query picked after the switch is left alone
+        typed, asked = single if repeat else text, st.session_state["mh_query"]
+        st.session_state["mh_query"] = view.query_on_repeat(tm, typed, asked, repeat=repeat, hide_special=hide_special)
     if shown.no_special:
         st.caption(T("no_special"))
     ui.heads.apply_asked()  # a click on a head's cell (grid, heatmaps) opens it: view, layer and head

@@ -20,6 +20,7 @@ from tx_explorer.viz import heads as vh
 PAGE = "head_science"
 LIMIT = 128  # tokens analysed: the budget of the all-head jobs (MiniLM at 128 tokens takes seconds)
 LENS_QUANTITIES = ("kl", "entropy", "top1", "cosine")
+KL_FLOOR = 0.01  # nats: the logit lens's KL drawn on a log scale from here (below it a read-out agrees with the output)
 SCORE_DECIMALS = 3  # every score column of the taxonomy's table, so that 7.2 reads 7.200 beside 9.922
 
 
@@ -295,9 +296,11 @@ def lens_words(tm: TextModel, m: Lensed, quantity: str = "kl", *, lang: str = "e
     if tm.kind == "causal" and quantity == "top1":
         values = r.top_probs[..., 0]
     tokens = _tokens(tm, m.ids)
+    rows = [T(f"row_{part}", layer=layer) for layer in range(len(r.rows) // 2) for part in ("attn", "mlp")]
+    log = quantity == "kl"
     fig = vhs.position_map(
         values,
-        [T(f"row_{part}", layer=layer) for layer in range(len(r.rows) // 2) for part in ("attn", "mlp")],
+        rows,
         tokens,
         title=T(f"title_lens_{quantity}"),
         x_title=T("axis_position"),
@@ -305,13 +308,36 @@ def lens_words(tm: TextModel, m: Lensed, quantity: str = "kl", *, lang: str = "e
         hover=m.hover,
         signed=False,
         sep=T("hover_sep"),
+        log_floor=KL_FLOOR if log else None,
+        colorbar_title=T("lens_log_bar") if log else "",
     )
     notes = (
         *_cut(m.cut, len(m.ids), lang),
         *_bytes(tokens, lang),
+        *((_log_scale(values, rows, tokens, lang),) if log else ()),
         T("lens_exact", diff=signed(f"{r.final_max_diff:.2e}")),
     )
     return Result((Panel("hs_lens", fig, values),), notes)
+
+
+def _log_scale(kl: np.ndarray, rows: list[str], tokens: list[str], lang: str) -> str:
+    """Why the KL map's colours are on a log scale, from this map's numbers: its range, where its largest value is,
+    and how many cells a linear scale would have drawn in its lowest tenth (one colour)."""
+    T = texts(PAGE, lang)
+    row, col = np.unravel_index(int(np.argmax(kl)), kl.shape)
+    top = float(kl[row, col])
+    return T(
+        "lens_log",
+        low=f"{float(kl.min()):.3g}",
+        high=f"{top:.3g}",
+        row=rows[row],
+        position=str(col),
+        token="`" + tokens[col].replace("`", "'") + "`",  # a code span: "<bos>" stays text
+        median=f"{float(np.median(kl)):.3g}",
+        tenth=f"{top / 10:.3g}",
+        share=f"{float(np.mean(kl < top / 10)):.0%}",
+        floor=f"{KL_FLOOR:g}",
+    )
 
 
 def lens(tm: TextModel, text: str, quantity: str = "kl", *, lang: str = "en") -> Result:

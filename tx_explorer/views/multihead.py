@@ -295,13 +295,46 @@ def copy_tokens(tm: TextModel, text: str) -> int:
 
 def repeat_queries(tm: TextModel, text: str, s: Shown) -> list[int]:
     """The queries of the second copy of ``text`` in :func:`repeated` ``(text)``, as indices of the kept tokens."""
+    return _copies(tm, text, s.keep)[1]
+
+
+def _copies(tm: TextModel, text: str, keep: Sequence[bool]) -> tuple[list[int], list[int]]:
+    """The first and the second copy of ``text`` in :func:`repeated` ``(text)`` whose tokens are kept as ``keep``
+    says, each as indices of the kept tokens (the second cut short where the page's token limit cuts it)."""
     enc = tm.encode(text, heads.max_tokens(tm))
     specials = sum(enc.special)  # an encoder's [CLS] … [SEP] wrap the whole text once, not each copy
     plain, lead = len(enc) - specials, next((i for i, sp in enumerate(enc.special) if not sp), 0)
-    last = len(s.keep) - (specials - lead)  # the closing special tokens are no copy's
+    last = len(keep) - (specials - lead)  # the closing special tokens are no copy's
     between = max(0, tm.encode(repeated(text)).num_tokens - 2 * plain - specials)  # the line break, unless merged
-    kept = np.cumsum(s.keep) - 1  # (N,): each token's index among the kept ones
-    return sorted({int(kept[i]) for i in range(lead + plain + between, last) if s.keep[i]})
+    kept = np.cumsum(keep) - 1  # (N,): each token's index among the kept ones
+    first = sorted({int(kept[i]) for i in range(lead, min(lead + plain, last)) if keep[i]})
+    return first, sorted({int(kept[i]) for i in range(lead + plain + between, last) if keep[i]})
+
+
+def _kept(tm: TextModel, text: str, hide_special: bool) -> list[bool]:
+    """Which tokens of ``text`` the page keeps (:func:`shown`), from its tokens alone."""
+    special = tm.encode(text, heads.max_tokens(tm)).special
+    return [not sp for sp in special] if hide_special and any(special) else [True] * len(special)
+
+
+def query_on_repeat(tm: TextModel, text: str, query: int, *, repeat: bool, hide_special: bool = False) -> int:
+    """Where the query picked on the typed ``text`` (``repeat``) or on it written twice (not ``repeat``) goes when
+    "write my text twice" is switched: a token of one copy to the same token of the other copy (the student looking
+    for induction finds it on the second copy, where induction heads act), a closing special token ([SEP]) to the
+    closing one, a leading one (<bos>, [CLS]) where it is. Indices are of the kept tokens."""
+    once, twice = _kept(tm, text, hide_special), _kept(tm, repeated(text), hide_special)
+    first, second = _copies(tm, text, twice)
+    typed = _copies(tm, text, once)[0]  # the typed text's own tokens, between its specials
+    n_once, n_twice = sum(once), sum(twice)
+    closing = n_once - 1 - typed[-1] if typed else 0  # [SEP] after the text (and after the second copy)
+    old, new, n_old, n_new = (typed, second, n_once, n_twice) if repeat else (second, first, n_twice, n_once)
+    if query >= n_old - closing:
+        return max(0, n_new - (n_old - query))
+    if query in old and new:
+        return new[min(old.index(query), len(new) - 1)]
+    if not repeat and first and query > first[-1]:  # the line break between the copies: the first copy's end
+        return first[-1]
+    return min(query, n_new - 1)
 
 
 @dataclass(frozen=True)

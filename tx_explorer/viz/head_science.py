@@ -23,7 +23,7 @@ def layer_head_map(values: np.ndarray, *, title: str, x_title: str, y_title: str
     rows, cols = [f"L{i}" for i in range(layers)], [f"H{h}" for h in range(heads)]
     fig = charts.signed_heatmap(values, rows, cols, title=title, x_title=x_title, y_title=y_title)
     # each cell's hover, "L11, H3<br>−0.141": a true minus, as the sentences beside the map write it (the heatmap's
-    # own read "layer L17: L17<br>head H1: H1")
+    # own, "layer L11<br>head H3<br>-0.1410", writes Plotly's hyphen), and the words the click markers carry
     words = [
         [f"{rows[i]}, {cols[h]}<br>{v:.3f}".replace("-", "−") for h, v in enumerate(r)] for i, r in enumerate(values)
     ]
@@ -67,18 +67,36 @@ def position_map(
     hover: np.ndarray | None = None,
     signed: bool = True,
     sep: str = ", ",
+    log_floor: float | None = None,
+    colorbar_title: str = "",
 ) -> go.Figure:
     """A ``[R, N]`` map over token positions (columns "i: token"); ``hover`` ``[R, N]`` adds a line per cell. Rows
-    too many to label each (:data:`ROW_LABEL_PX`) are labelled every second or more; the hover names each."""
+    too many to label each (:data:`ROW_LABEL_PX`) are labelled every second or more; the hover names each.
+
+    ``log_floor`` (unsigned values): colours on a log scale, values below the floor drawn as it, the colour bar's
+    ticks at powers of ten written as numbers ("≤ 0.01", "0.1", "1", "10", "100"), the hover each cell's own
+    value: Gemma 3's KL of about 200 nats after layer 0 drew every later row of the logit lens in one colour on a
+    linear scale."""
     z = np.asarray(values, dtype=np.float64)
     cols = [f"{i}: {t}" for i, t in enumerate(style.safe_labels(tokens))]
     limit = float(np.abs(z[np.isfinite(z)]).max()) if np.isfinite(z).any() and np.abs(z).max() > 0 else 1.0
     scale = dict(colorscale=style.DIVERGING, zmin=-limit, zmax=limit, zmid=0.0) if signed else {}
+    colour = z
+    if log_floor is not None and not signed:
+        colour = np.log10(np.maximum(np.where(np.isfinite(z), z, np.nan), log_floor))
+        low, high = math.log10(log_floor), max(math.log10(limit), math.log10(log_floor) + 1)
+        decades = np.arange(math.ceil(low), math.floor(high) + 1)
+        words = [_power_of_ten(k) for k in decades]
+        words[0] = ("≤ " if decades[0] == low else "") + words[0]
+        bar = dict(tickmode="array", tickvals=decades.tolist(), ticktext=words)
+        if colorbar_title:
+            bar["title"] = dict(text=colorbar_title)
+        scale = dict(colorscale=style.WEIGHTS, zmin=low, zmax=high, colorbar=bar)
     custom = np.empty(z.shape, dtype=object)
     # the hover's words are text: Plotly would read a top-5 token "<bos>" as a tag and drop it
     custom[:] = "" if hover is None else np.vectorize(lambda s: "<br>" + html.escape(s, quote=False))(hover)
     trace = go.Heatmap(
-        z=z,
+        z=colour,
         x=list(range(len(cols))),
         y=list(range(len(rows))),
         # every cell named ("，" after 中文 rows), labelled row or not, its value with a true minus
@@ -107,6 +125,11 @@ def position_map(
         ),
     )
     return go.Figure(trace, layout=layout)
+
+
+def _power_of_ten(k: int) -> str:
+    """10^k as a colour bar writes it: "0.01", "1", "100", "1e5" beyond."""
+    return f"{10.0**k:g}" if -4 <= k < 5 else f"1e{k}"
 
 
 def score_bars(

@@ -68,6 +68,19 @@ def _hover_name(axis_title: str) -> str:
     return f"{axis_title} " if axis_title else ""
 
 
+def names_cells(labels: Sequence[str]) -> bool:
+    """Whether an axis's labels name their cells themselves, so that a hover writes the label alone: distinct labels
+    that carry a number (positions "300", pooled ranges "8–15", "12: the", "L3", "x1", "g0·5"), all of them or all
+    but one (a sink's column beside positions) on three or more. Elsewhere (a text's tokens, which repeat) the hover
+    writes the cell's index before its label, "queries (rows) 7: the": before numbered labels that index read
+    "layer 17: L17", "cached positions 0: 500: the" (a cache of positions 500 on) or "keys 2: 8–15" (a pooled map)."""
+    labels = [str(t) for t in labels]
+    if len(set(labels)) != len(labels):
+        return False
+    bare = sum(not any(c.isdigit() for c in t) for t in labels)
+    return bare == 0 or (bare == 1 and len(labels) >= 3)
+
+
 # A column-wide figure's plot where the figure does not know its width: less the row labels and title (55 px) and
 # the colour bar (about 105 px), the margins style.tidy gives a heatmap.
 CELL_AREA_PX = style.COLUMN_PX - 160
@@ -102,6 +115,7 @@ def heatmap(
     x_ticks: int = X_TICKS,
     colorbar: dict | None = None,
     x_tick_cells: Sequence[int] | None = None,
+    hover_index: tuple[bool, bool] | None = None,
 ) -> go.Figure:
     """A labelled heatmap of a 2-D array (rows top to bottom), light enough for 512 × 512 maps.
 
@@ -116,6 +130,9 @@ def heatmap(
         colorbar: Plotly's colour bar settings (its ticks).
         x_tick_cells: the columns whose labels the x axis writes, upright (default: every k-th, as many as
             ``x_ticks`` allows, turned by the template where they crowd).
+        hover_index: whether a cell's hover writes its (row, column) index before its labels, "queries (rows) 7: the"
+            (default: on an axis whose labels do not name their cells, :func:`names_cells`; never where a label is
+            its own index, "dims 5: 5").
     """
     z = np.asarray(values, dtype=np.float64)
     if z.ndim != 2:
@@ -158,6 +175,17 @@ def heatmap(
         custom = np.empty((rows, cols, 2), dtype=object)
         custom[:, :, 0] = np.array(rl, dtype=object)[:, None]
         custom[:, :, 1] = np.array(cl, dtype=object)[None, :]
+        if hover_index is None:
+            hover_index = (not names_cells(rl), not names_cells(cl))
+        # labels that open with the axis's title ("query head 5" under "query head") are written without it
+        y_name, x_name = (
+            "" if title and all(str(t).startswith(title) for t in labels) else name
+            for name, title, labels in ((y_name, y_title, rl), (x_name, x_title, cl))
+        )
+        y_at, x_at = (
+            f"{name}%{{{axis}}}: %{{customdata[{k}]}}" if indexed else f"{name}%{{customdata[{k}]}}"
+            for name, axis, k, indexed in ((y_name, "y", 0, hover_index[0]), (x_name, "x", 1, hover_index[1]))
+        )
         trace = go.Heatmap(
             z=finite,
             x=np.arange(cols),
@@ -166,8 +194,7 @@ def heatmap(
             text=text,
             texttemplate="%{text}" if show_values else None,
             customdata=custom,
-            hovertemplate=f"{y_name}%{{y}}: %{{customdata[0]}}<br>{x_name}%{{x}}: %{{customdata[1]}}<br>{value}"
-            "<extra></extra>",
+            hovertemplate=f"{y_at}<br>{x_at}<br>{value}<extra></extra>",
         )
         xaxis.update(thinned_ticks(cl, cols, x_ticks))
         if x_tick_cells is not None:
