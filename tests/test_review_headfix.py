@@ -108,3 +108,17 @@ def test_logit_lens_kl_colours_every_row_not_only_layer_0() -> None:
         said = " ".join(r.notes)
         assert f"{kl.max():.3g}" in said and ("log scale" in said or "对数刻度" in said), lang
     assert "（" in results["zh"].notes[-2] and "，" in results["zh"].notes[-2]
+
+
+def test_the_kv_cache_groups_hover_names_a_kv_head_once():
+    """The groups map's columns are "KV head 1" under the axis "KV head": its hover reads "KV head 1", not
+    "key/value head KV head 1"."""
+    from tx_explorer import models
+    from tx_explorer.views import kv_cache as kv_view
+
+    tm = models.load_model("tiny-llama")
+    for lang, head in (("en", "KV head"), ("zh", "KV 头")):
+        d = kv_view.decoding(tm, "the cat sat", 2)
+        cv = kv_view.cache_view(tm, d.ids, tm.labels(d.ids), d.steps[-1].position, 0, lang=lang, decoding=d)
+        template = cv.groups.figure.data[0].hovertemplate
+        assert template.count(head) == 0 and "key/value" not in template, template  # the label alone carries it
