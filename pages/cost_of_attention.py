@@ -25,12 +25,18 @@ def measured(method: str, n: int, **kwargs) -> cost.Measurement:
 @st.fragment
 def matmul_section() -> None:
     ui.section(T, "matmul")
-    values = ui.inputs(view.MATMULS, T, columns=3)
+    source = st.selectbox(T("shape_from"), view.shape_sources(), format_func=view.shape_label(LANG), key="cost_shape")
+    cfg = None
+    with ui.friendly_errors(), st.spinner(T("shape_loading")):  # a model's config: the loaded model's, once a server
+        cfg = view.read_shape(source, st.session_state, lambda name: ui.cached_model(name).config)
+    values = ui.inputs(view.MATMULS, T, columns=5)
     with ui.friendly_errors():
-        mm = view.MATMULS.compute(**values, lang=LANG)
+        mm = view.MATMULS.compute(**values, model=(source, cfg) if cfg else None, lang=LANG)
         st.dataframe(pd.DataFrame(mm.rows), hide_index=True)
         st.markdown(mm.summary)
         ui.show(mm.flops)
+        st.markdown(mm.sharing_note)  # under its own heading
+        st.dataframe(pd.DataFrame(mm.sharing), hide_index=True)
 
 
 @ui.below_fold("cost_memory", height=1360)
@@ -49,7 +55,6 @@ def memory_section() -> None:
         with st.expander(T("backends_header"), expanded=ON_GPU, key="cost_backends", on_change="rerun"):
             st.markdown(T("backends_intro"))
             st.dataframe(pd.DataFrame(usable), hide_index=True)
-
     params = (heads, head_dim, block, max_n, repeats, dtype, str(DEV))
     st.caption(T("measure_hint", max_n=f"{max_n:,}"))
     if st.button(T("measure"), type="primary", key="cost_measure"):
@@ -60,8 +65,7 @@ def memory_section() -> None:
             found = ui.run_job(sweep, label=T("measure"), key=("cost_sweep", *params, *methods))
             st.session_state["cost_results"] = {"params": params, "found": found}
 
-    result = st.session_state.get("cost_results")
-    found = result["found"] if result and result["params"] == params else None
+    found = r["found"] if (r := st.session_state.get("cost_results")) and r["params"] == params else None
     with ui.friendly_errors():
         cv = view.curves(heads, head_dim, block, dtype, DEV, found.runs if found else (), lang=LANG)
         ui.show(cv.memory)

@@ -95,8 +95,7 @@ def generate(name: str, text: str, tm) -> None:
         if g.prompt_cut:
             st.warning(T("prompt_cut", kept=g.prompt_len, limit=g.limit, new=new))
         st.markdown(T("gen_result"))
-        shown = tm.decode(g.ids[: g.prompt_len]) + " ⟶ " + tm.decode(g.ids[g.prompt_len :])
-        st.code(shown, language=None, wrap_lines=True)
+        st.code(view.continuation(tm, g), language=None, wrap_lines=True)
         if loop := view.loop_check(g, lang=LANG, escape=ui.escape_markdown):
             st.markdown(loop)
         c = st.columns(3)

@@ -769,6 +769,7 @@ CASES: list[Case] = [
         "cost_flops",
         d_min=("error", "does not divide the width"),
         h_max=("error", "does not divide"),
+        kv_max=("error", "must divide the number of query heads"),  # 1,024 K/V heads with H = 8
     ),
     *declared_cases(cost_view.TILES, "cost_tiles"),
     # inside a block: the probe's text (cut to 32 tokens), and a token beyond the text

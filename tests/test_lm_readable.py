@@ -98,7 +98,7 @@ def test_split_bytes_are_explained_only_where_a_token_is_one() -> None:
         note = split_bytes_note(CHINESE, lang)
         assert note == locales.text("common", "split_bytes", lang) and "`\\xNN`" in note
     assert split_bytes_note(["Return", "▁a", "▁new"]) is None
-    assert split_bytes_note(["▁line", "\\x0d", "↵"]) is None  # a carriage return's code: a whole character
+    assert split_bytes_note(["▁line", "\\x00", "↵"]) is None  # a control character's code: a whole character
 
 
 def test_the_page_and_the_chat_explain_the_bytes_of_a_chinese_text() -> None:

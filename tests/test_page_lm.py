@@ -457,7 +457,8 @@ def test_model_sizes_speaks_chinese_in_its_formula_chart_and_prose() -> None:
     _, compare = sizes.lecture_table(lang="zh")
     assert compare.figure.data[0].x[0] == "原始 Transformer"
     _, words = sizes.since_2017(lang="zh")
-    assert "有偏差的（实际计数 ÷ 公式）有：" in words and "SmolLM2-135M（2024）：0.889。" in words
+    assert "有偏差的（实际计数 ÷ 公式）有：" in words
+    assert "SmolLM2-135M（2024）：0.889；Gemma 3 270M（2025）：1.133。" in words
     assert "对Transformer" not in words
     assert "blocks: " in sizes.latex("en")
 
@@ -471,7 +472,7 @@ def test_model_sizes_page() -> None:
     assert list(table.iloc[:, -1]) == ["✓", "✓", "✓"] and "Our exact count" in table.columns
     blocks, fits = at.dataframe[0].value, at.dataframe[1].value  # §5.4: identical blocks; one formula since 2017
     assert len(set(blocks.iloc[:, 1])) == 1 and set(blocks.iloc[:, 2]) == {"✓"} and float(blocks.iloc[1, 3]) > 0
-    assert list(fits.iloc[:, -1]) == ["1.000", "1.333", "1.000", "1.000", "0.889"]
+    assert list(fits.iloc[:, -1]) == ["1.000", "1.333", "1.000", "1.000", "0.889", "1.133"]
     at.number_input(key="sizes_heads").set_value(7).run()  # 768 is not divisible by 7
     assert not at.exception
     assert any("divide" in e.value for e in at.error)

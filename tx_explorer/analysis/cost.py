@@ -22,9 +22,11 @@ from torch import Tensor
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from tx_explorer.analysis.memory import naive_bytes, peak_memory
+from tx_explorer.analysis.params import attention_weights
 from tx_explorer.analysis.seeding import generator
 from tx_explorer.attention import flash_attention, scaled_dot_product_attention
-from tx_explorer.errors import InputError, positive_int
+from tx_explorer.config import TransformerConfig
+from tx_explorer.errors import positive_int
 
 LECTURE_N, LECTURE_H = 100_000, 64  # the lecture's example (§4.4): terabytes for the weights alone
 MEASURE_BUDGET_S = 60.0  # one press of the page's button starts no run predicted to end later (shared server)
@@ -43,29 +45,40 @@ class Matmul:
     quadratic: bool  # grows with N² (the token-mixing products) rather than N
 
 
-def four_matmuls(n: int, d: int, h: int) -> list[Matmul]:
-    """Shapes and FLOPs of the four products for ``n`` tokens, model width ``d``, ``h`` heads (D_H = d / h).
+def attention_shape(d: int, h: int, kv: int | None = None, dh: int | None = None) -> TransformerConfig:
+    """One attention layer's shape as a config: width ``d``, ``h`` query heads, ``kv`` key/value heads (None: ``h``,
+    multi-head) of width ``dh`` (None: ``d / h``), checked as a model's config is (H_kv must divide H, D/H whole)."""
+    return TransformerConfig(dim=d, num_heads=h, num_kv_heads=kv, head_width=dh, num_layers=1, vocab_size=1)
 
-    QKV projection ``[N, D]·[D, 3·H·D_H]``, similarity ``[H, N, D_H]·[H, D_H, N]``, V-weighting
-    ``[H, N, N]·[H, N, D_H]`` and output projection ``[N, H·D_H]·[H·D_H, D]``.
+
+def four_matmuls(n: int, d: int, h: int, kv: int | None = None, dh: int | None = None) -> list[Matmul]:
+    """Shapes and FLOPs of the four products for ``n`` tokens, model width ``d``, ``h`` query heads sharing ``kv``
+    key/value heads (None: ``h``), each ``dh`` wide (None: D_H = d / h); :func:`attention_shape` checks them.
+
+    QKV projection ``[N, D]·[D, (H + 2·H_kv)·D_H]``, similarity ``[H, N, D_H]·[H, D_H, N]`` (each query head
+    scores its group's keys), V-weighting ``[H, N, N]·[H, N, D_H]`` and output projection ``[N, H·D_H]·[H·D_H, D]``.
     """
-    for name, value in (("N", n), ("D", d), ("H", h)):
+    positive_int("N", n)
+    for name, value in (("D", d), ("H", h)):
         positive_int(name, value)
-    if d % h:
-        raise InputError("heads_divide", heads=h, dim=d)
-    dh = d // h
+    cfg = attention_shape(d, h, kv, dh)
+    dh, q = cfg.head_dim, h * cfg.head_dim
+    qkv = q + 2 * cfg.kv_heads * dh  # the columns of [W_Q W_K W_V]
     return [
-        Matmul("qkv", "QKV projection", (n, d), (d, 3 * h * dh), (n, 3 * h * dh), 2 * n * d * 3 * h * dh, False),
+        Matmul("qkv", "QKV projection", (n, d), (d, qkv), (n, qkv), 2 * n * d * qkv, False),
         Matmul("qk", "QK similarity", (h, n, dh), (h, dh, n), (h, n, n), 2 * h * n * dh * n, True),
         Matmul("av", "V-weighting", (h, n, n), (h, n, dh), (h, n, dh), 2 * h * n * n * dh, True),
-        Matmul("out", "output projection", (n, h * dh), (h * dh, d), (n, d), 2 * n * h * dh * d, False),
+        Matmul("out", "output projection", (n, q), (q, d), (n, d), 2 * n * q * d, False),
     ]
 
 
-def crossover_n(d: int) -> float:
-    """The N where the two N² products (4·N²·D FLOPs) equal the two projections (8·N·D²): N = 2·D."""
+def crossover_n(d: int, h: int = 1, kv: int | None = None, dh: int | None = None) -> float:
+    """The N where the two N² products (4·N²·H·D_H FLOPs) equal the two projections (2·N FLOPs per weight of
+    :func:`~tx_explorer.analysis.params.attention_weights`): N = weights / (2·H·D_H), which is 2·D when
+    D_H = D/H and H_kv = H (4D² weights)."""
     positive_int("D", d)
-    return 2.0 * d
+    cfg = attention_shape(d, h, kv, dh)
+    return attention_weights(cfg) / (2 * h * cfg.head_dim)
 
 
 def flash_bytes(n: int, heads: int, head_dim: int, *, block_size: int = 64, batch: int = 1, itemsize: int = 4) -> int:
@@ -85,9 +98,11 @@ def sdpa_bytes(n: int, heads: int, head_dim: int, *, batch: int = 1, itemsize: i
     return itemsize * batch * heads * (n * head_dim + n)
 
 
-def flops_by_n(ns: Sequence[int], d: int, h: int) -> dict[str, np.ndarray]:
+def flops_by_n(
+    ns: Sequence[int], d: int, h: int, kv: int | None = None, dh: int | None = None
+) -> dict[str, np.ndarray]:
     """FLOPs of each of the four products (by key) for every N in ``ns`` (for a stacked bar)."""
-    rows = [four_matmuls(n, d, h) for n in ns]
+    rows = [four_matmuls(n, d, h, kv, dh) for n in ns]
     return {mm.key: np.array([r[i].flops for r in rows], dtype=np.float64) for i, mm in enumerate(rows[0])}
 
 

@@ -7,9 +7,9 @@ encoder–decoder Transformer also has cross-attention: 16D². Grouped-query att
 D × H_kv·D_H each, so attention holds D·(D + 2·H_kv·D_H) + D·D.
 
 A token's forward pass costs 2 FLOPs per weight it meets (one multiply-add) plus the two N-dependent products
-QKᵀ and AV, 2·2·N·D over N keys. The formulas are checked against ``sum(p.numel())`` of the real modules
-instantiated on the ``meta`` device: shapes without memory, so even GPT-3's 175B parameters count exactly
-in milliseconds.
+QKᵀ and AV, 2·2·N·H·D_H over N keys (2·2·N·D when D_H = D/H). The formulas are checked against
+``sum(p.numel())`` of the real modules instantiated on the ``meta`` device: shapes without memory, so even GPT-3's
+175B parameters count exactly in milliseconds.
 """
 
 from __future__ import annotations
@@ -35,8 +35,13 @@ PARTS = ("embeddings", "attention", "mlp", "norms", "head")
 def attention_weights(cfg: TransformerConfig) -> int:
     """Matrix entries of one attention layer: W_Q is D × H·D_H and W_O H·D_H × D (D × D unless the heads are wider
     or narrower than D / H: Gemma 3's 4 × 256 on D = 640), W_K and W_V D × H_kv·D_H each."""
-    q, kv = cfg.num_heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim
-    return cfg.dim * (q + 2 * kv) + q * cfg.dim
+    q = cfg.num_heads * cfg.head_dim
+    return cfg.dim * q + kv_weights(cfg) + q * cfg.dim
+
+
+def kv_weights(cfg: TransformerConfig) -> int:
+    """Matrix entries of W_K and W_V together: D × H_kv·D_H each, what sharing key/value heads shrinks."""
+    return 2 * cfg.dim * cfg.kv_heads * cfg.head_dim
 
 
 def attention_params(cfg: TransformerConfig) -> int:
@@ -125,7 +130,9 @@ def flops_per_token(
     """
     n = cfg.max_len if context is None else context
     mlp_flops = 2 * (mlp_weights(cfg) if mlp is None else mlp)
-    attention = 2 * attention_weights(cfg) + 2 * 2 * n * cfg.dim  # Q, K, V, O projections; QKᵀ and AV over n keys
+    # Q, K, V, O projections; QKᵀ and AV over n keys in each of the H heads of width D_H (H·D_H = D unless the heads
+    # are wider or narrower: Gemma 3's 4 × 256 on D = 640)
+    attention = 2 * attention_weights(cfg) + 2 * 2 * n * cfg.num_heads * cfg.head_dim
     head = 2 * cfg.dim * cfg.vocab_size
     return {
         "mlp": cfg.num_layers * mlp_flops,
@@ -272,6 +279,16 @@ class BlockFit:
     def ratio(self) -> float:
         return (self.attention + self.mlp) / self.rule
 
+    @property
+    def attention_ratio(self) -> float:
+        """The attention matrices against the rule's 4D² (a third of 12·D²)."""
+        return 3 * self.attention / self.rule
+
+    @property
+    def mlp_ratio(self) -> float:
+        """The MLP matrices against the rule's 8D² (two thirds of 12·D²)."""
+        return 3 * self.mlp / (2 * self.rule)
+
 
 def block_fit(cfg: TransformerConfig, *, cross: bool = False) -> BlockFit:
     """Count one block's matrices (``cross``: a decoder block with cross-attention) on the meta device."""
@@ -284,16 +301,20 @@ def block_fit(cfg: TransformerConfig, *, cross: bool = False) -> BlockFit:
     return BlockFit(parts["attention"], parts["mlp"], 12 * cfg.dim**2)
 
 
-ARCHITECTURE = ("norm_position", "norm", "positions", "mlp", "activation", "bias", "kv_heads")  # what a block is
+# what a block is; head_width: the query heads' total width H·D_H against D (1 when D_H = D/H)
+ARCHITECTURE = ("norm_position", "norm", "positions", "mlp", "activation", "bias", "kv_heads", "head_width")
 
 
 def architecture_changes(before: TransformerConfig, after: TransformerConfig) -> dict[str, tuple[object, object]]:
     """The fields of :data:`ARCHITECTURE` in which two configs differ: ``{field: (before, after)}`` (key/value
-    heads as a share of the query heads, so that widths do not count as a change)."""
+    heads as a share of the query heads and the heads' width as a share of D, so that sizes do not count as a
+    change)."""
 
     def read(cfg: TransformerConfig, field: str) -> object:
         if field == "activation" and cfg.mlp == "swiglu":
             return "silu"  # SwiGLU's gate is SiLU whatever the config's activation field says
+        if field == "head_width":
+            return f"{cfg.num_heads * cfg.head_dim / cfg.dim:g}"  # Gemma 3: 4 × 256 on D = 640, 1.6
         return f"{cfg.kv_heads}/{cfg.num_heads}" if field == "kv_heads" else getattr(cfg, field)
 
     return {

@@ -74,14 +74,14 @@ def piece_label(token: str) -> str:
     return _shown(_BYTE_PIECE.sub(byte, token))
 
 
-_MARKS = {" ": "▁", "\n": "↵", "\t": "⇥"}
+_MARKS = {" ": "▁", "\n": "↵", "\t": "⇥", "\r": "␍"}  # a carriage return's code read like a byte's (\xf0)
 # Characters a label would draw blank or not at all (SmolLM2 has tokens of \r, \x00…\x1f, \x7f and a no-break
 # space): control and format characters and spaces other than " ", written as their code instead.
 _UNSEEN = re.compile(r"[\x00-\x20\x7f-\xa0\u1680\u2000-\u200f\u2028-\u202f\u205f-\u206f\u3000\ufeff]")
 
 
 def _shown(text: str) -> str:
-    """Whitespace a label must show: a space as ``▁``, a newline as ``↵``, a tab as ``⇥``; another invisible
-    character as its code (``\\x0d``, ``\\xa0``, ``\\u200b``)."""
+    """Whitespace a label must show: a space as ``▁``, a newline as ``↵``, a tab as ``⇥``, a carriage return as
+    ``␍``; another invisible character as its code (``\\x00``, ``\\xa0``, ``\\u200b``)."""
     code = lambda c: f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}"  # noqa: E731
     return _UNSEEN.sub(lambda m: _MARKS.get(m.group()) or code(m.group()), text)

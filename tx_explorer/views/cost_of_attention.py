@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, MutableMapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
 
-from tx_explorer.analysis import cost, flash_steps, memory
-from tx_explorer.views import Panel, axes, sentences, texts
+from tx_explorer.analysis import cost, flash_steps, memory, params
+from tx_explorer.config import TransformerConfig
+from tx_explorer.views import Panel, axes, listed, sentences, texts
 from tx_explorer.views.inputs import Number, Section, Switch
 from tx_explorer.viz import cost as vcost
 from tx_explorer.viz import style
@@ -32,12 +34,75 @@ class Matmuls:
     rows: dict[str, list[str]]  # the table, by translated column
     summary: str
     flops: Panel
+    sharing: dict[str, list[str]]  # K/V weights, FLOPs and cache bytes: this shape, multi-head, multi-query
+    sharing_note: str  # under a heading: what sharing key/value heads (and a head width other than D/H) changed
 
 
-def matmuls(n: int, d: int, h: int, *, lang: str = "en") -> Matmuls:
-    """The four products for N tokens, width D, H heads: table, one-line summary and FLOPs-by-N bars."""
+OWN = "own"  # the shape source "numbers of your own" (the others: registered causal text models)
+KV_ITEMSIZE = 2  # a KV cache's numbers in 16 bits, as models are served
+SHAPE_READ = "cost_shape_read"  # session state: the model whose numbers the boxes were last filled with
+
+
+def shape_sources() -> list[str]:
+    """What the FLOP table's shape can be read from: numbers of your own, or a registered causal text model."""
+    from tx_explorer import models  # the registry: imported when the page asks
+
+    return [OWN, *models.available_models("text", kind="causal")]
+
+
+def shape_label(lang: str = "en") -> Callable[[str], str]:
+    """How the shape choice names its options: a model by its registered name."""
+    return lambda source: texts(PAGE, lang)("shape_own") if source == OWN else source
+
+
+def read_shape(
+    source: str, state: MutableMapping[str, Any], config_of: Callable[[str], TransformerConfig]
+) -> TransformerConfig | None:
+    """The chosen model's config (``config_of``: the loaded model's), None for numbers of your own. A new choice
+    writes the model's numbers into ``state`` (the widgets' values, before they are drawn) once: the visitor may
+    then change them."""
+    cfg = None if source == OWN else config_of(source)
+    if cfg and state.get(SHAPE_READ) != source:
+        state.update(shape_values(cfg))
+    state[SHAPE_READ] = source
+    return cfg
+
+
+def _read(cfg: TransformerConfig) -> dict[str, int]:
+    return {"d": cfg.dim, "h": cfg.num_heads, "kv": cfg.kv_heads, "dh": cfg.head_dim}  # by the inputs' names
+
+
+def shape_values(cfg: TransformerConfig) -> dict[str, int]:
+    """A model's attention shape as the FLOP table's widget values, by widget key: D, H, H_kv and D_H."""
+    return {MATMULS.key(inp): v for inp in MATMULS.inputs if (v := _read(cfg).get(inp.name)) is not None}
+
+
+def shape_note(name: str, cfg: TransformerConfig, shown: TransformerConfig, *, lang: str = "en") -> str:
+    """The numbers read from model ``name``'s config, and which of them the boxes' shape (``shown``) no longer
+    holds (H_kv = 0 holds H, D_H = 0 holds D/H)."""
     T = texts(PAGE, lang)
-    products = cost.four_matmuls(n, d, h)
+    words = [T("shape_read", model=name, d=cfg.dim, h=cfg.num_heads, kv=cfg.kv_heads, dh=cfg.head_dim)]
+    if changed := [T(f"shape_{k}") for k, v in _read(cfg).items() if _read(shown)[k] != v]:
+        words.append(T("shape_changed", names=listed(changed, lang, last="and")))
+    return sentences(words, lang)
+
+
+def matmuls(
+    n: int,
+    d: int,
+    h: int,
+    kv: int = 0,
+    dh: int = 0,
+    *,
+    model: tuple[str, TransformerConfig] | None = None,
+    lang: str = "en",
+) -> Matmuls:
+    """The four products for N tokens, width D, H query heads sharing H_kv key/value heads of width D_H (0: H and
+    D/H): table, summary, FLOPs-by-N bars, and what sharing the key/value heads changed. ``model``: (name, config)
+    of the model the numbers were read from, said first in the summary."""
+    T = texts(PAGE, lang)
+    kv_, dh_ = kv or None, dh or None  # the widgets' 0: as many as H, and D / H
+    products = cost.four_matmuls(n, d, h, kv_, dh_)
     total = sum(mm.flops for mm in products)
     rows = {
         T("col_step"): [T(f"mm_{mm.key}") for mm in products],
@@ -45,32 +110,97 @@ def matmuls(n: int, d: int, h: int, *, lang: str = "en") -> Matmuls:
         T("col_flops"): [f"{mm.flops:,}" for mm in products],
         T("col_share"): [_percent(mm.flops, total, T, decimals=1) for mm in products],
     }
-    share, relation = _n2_against_projections(n, d, h, T)
-    words = [T("flops_summary", n=f"{n:,}", total=_count(total), share=share, relation=relation)]
-    cross = int(cost.crossover_n(d))
+    shape = (d, h, kv_, dh_)
+    cfg = cost.attention_shape(*shape)
+    share, relation = _n2_against_projections(n, shape, T)
+    words = [shape_note(*model, cfg, lang=lang)] if model else []
+    words.append(T("flops_summary", n=f"{n:,}", total=_count(total), share=share, relation=relation))
+    cross = cost.crossover_n(*shape)
+    standard = cfg.kv_heads == h and cfg.head_dim * h == d  # the lecture's shape: the crossover is N = 2D
+    keys = ("flops_at_2d", "flops_at_4d") if standard else ("flops_at_cross", "flops_at_twice")
     # the crossover and twice it, for comparison: not the N asked about, whose sentence is already said
-    for key, m in (("flops_at_2d", cross), ("flops_at_4d", 2 * cross)):
+    for key, m in zip(keys, (round(cross), 2 * round(cross)), strict=True):
         if m != n:
-            share_m, relation_m = _n2_against_projections(m, d, h, T)
-            words.append(T(key, n=f"{m:,}", share=share_m, relation=relation_m))
+            share_m, relation_m = _n2_against_projections(m, shape, T)
+            weights = f"{params.attention_weights(cfg):,}"
+            words.append(T(key, n=f"{m:,}", share=share_m, relation=relation_m, weights=weights, cross=_about(cross)))
     summary = sentences(words, lang)
-    flops = cost.flops_by_n(FLOPS_NS, d, h)
+    flops = cost.flops_by_n(FLOPS_NS, *shape)
     fig = vcost.flops_bars(
         FLOPS_NS,
         {T(f"mm_{k}"): v for k, v in flops.items()},
-        cost.crossover_n(d),
+        cross,
         title=T("flops_title"),
-        crossover_label=T("crossover_label"),
+        crossover_label=T("crossover_label") if standard else T("crossover_at", n=_about(cross)),
         x_title=T("axis_n"),
         y_title=T("axis_share"),
     )
-    return Matmuls(rows, summary, Panel("cost_flops", fig, np.column_stack([FLOPS_NS, *flops.values()])))
+    table, note = _sharing(n, cfg, T, lang)
+    panel = Panel("cost_flops", fig, np.column_stack([FLOPS_NS, *flops.values()]))
+    return Matmuls(rows, summary, panel, table, note)
 
 
-def _n2_against_projections(n: int, d: int, h: int, T) -> tuple[str, str]:
+def _about(x: float) -> str:
+    """A crossover N: "768", or "≈ 768.5" between two whole numbers."""
+    return f"= {x:,.0f}" if float(x).is_integer() else f"≈ {x:,.1f}"
+
+
+def _sharing(n: int, cfg: TransformerConfig, T, lang: str) -> tuple[dict[str, list[str]], str]:
+    """This shape beside multi-head (H_kv = H) and multi-query (H_kv = 1) attention of the same D, H and D_H: the
+    K/V weights, all four matrices' weights, the K/V projection's FLOPs at N tokens and one layer's KV cache per
+    token; and the sentence saying what changed."""
+    h, kv, dh = cfg.num_heads, cfg.kv_heads, cfg.head_dim
+    shapes = (cfg, cfg.replace(num_kv_heads=None), cfg.replace(num_kv_heads=1))
+
+    def numbers(c: TransformerConfig) -> tuple[int, int, int, int]:  # per token: 2 FLOPs a weight
+        kv_w = params.kv_weights(c)
+        return kv_w, params.attention_weights(c), 2 * n * kv_w, memory.kv_cache_bytes(c, 1, KV_ITEMSIZE)
+
+    mine, mha, mqa = (numbers(c) for c in shapes)
+    table = {
+        T("col_quantity"): [T("row_kv_weights"), T("row_weights"), T("row_kv_flops", n=f"{n:,}"), T("row_cache")],
+        **{
+            T(col, h=h, kv=kv): [f"{v:,}" for v in vals[:3]] + [memory.format_bytes(vals[3])]
+            for col, vals in (("col_this", mine), ("col_mha", mha), ("col_mqa", mqa))
+        },
+    }
+    kind = "mha" if kv == h else "mqa" if kv == 1 else "gqa"
+    words = [T(f"share_{kind}", h=h, kv=kv, group=h // kv)]
+    if kv != h:
+        words.append(
+            T(
+                "share_saves",
+                kv_w=f"{mine[0]:,}",
+                kv_w_mha=f"{mha[0]:,}",
+                times=f"{h // kv}",
+                flops=_count(mine[2]),
+                flops_mha=_count(mha[2]),
+                cache=memory.format_bytes(mine[3]),
+                cache_mha=memory.format_bytes(mha[3]),
+                bits=8 * KV_ITEMSIZE,
+            )
+        )
+    if dh * h != cfg.dim:
+        four = 4 * cfg.dim**2
+        words.append(
+            T(
+                "share_width",
+                dh=dh,
+                d_over_h=f"{cfg.dim / h:g}",
+                d=cfg.dim,
+                q=f"{h * dh:,}",
+                weights=f"{mine[1]:,}",
+                ratio=f"{mine[1] / four:.3f}",
+            )
+        )
+    words.append(T("share_same_n2"))
+    return table, f"#### {T('sharing_header')}\n\n{sentences(words, lang)}"
+
+
+def _n2_against_projections(n: int, shape: tuple, T) -> tuple[str, str]:
     """(the N² products' share of the FLOPs, and whether they take fewer, as many or more than the projections)
-    at N tokens, read from the same four products as the table."""
-    products = cost.four_matmuls(n, d, h)
+    at N tokens, read from the same four products as the table (``shape``: D, H, H_kv, D_H)."""
+    products = cost.four_matmuls(n, *shape)
     quad = sum(mm.flops for mm in products if mm.quadratic)
     proj = sum(mm.flops for mm in products if not mm.quadratic)
     relation = "rel_less" if quad < proj else "rel_equal" if quad == proj else "rel_more"
@@ -309,7 +439,13 @@ def tiles(n: int, b: int, *, causal: bool = True, seed: int = 0, lang: str = "en
 MATMULS = Section(
     PAGE,
     "cost",
-    (Number("n", 1, 10_000_000, 1024), Number("d", 1, 65_536, 512), Number("h", 1, 1024, 8)),
+    (
+        Number("n", 1, 10_000_000, 1024),
+        Number("d", 1, 65_536, 512),
+        Number("h", 1, 1024, 8),
+        Number("kv", 0, 1024, 0, help="kv_help"),  # 0: as many as H (multi-head)
+        Number("dh", 0, 65_536, 0, help="dh_help"),  # 0: D / H
+    ),
     compute=matmuls,
 )
 TILES = Section(

@@ -101,6 +101,13 @@ def generate(
     return lm.generate(tm, tm.encode(prompt, max_tokens(tm)).ids, new, **sampling)
 
 
+def continuation(tm: TextModel, g: lm.Generation) -> str:
+    """ "prompt ⟶ continuation" as text: the prompt as it was typed, without the special tokens its encoding added
+    (Gemma 3's ``<bos>``; the token lists show them), the continuation as generated."""
+    prompt = [i for i in g.ids[: g.prompt_len] if i not in tm.special_ids]
+    return tm.decode(prompt) + " ⟶ " + tm.decode(g.ids[g.prompt_len :])
+
+
 LOOP_RUN = 4  # the loop check counts repeated runs of this many tokens (a repeated word pair is common prose)
 
 

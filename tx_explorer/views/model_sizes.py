@@ -206,12 +206,14 @@ FIT_MODELS = (  # (name, config, a decoder block with cross-attention)
     ("gpt2", params.LECTURE_TABLE[1].config, False),
     ("gpt3", params.LECTURE_TABLE[2].config, False),
     ("smollm2", SMOLLM2, False),
+    ("gemma3", GEMMA3, False),
 )
 
 
 def since_2017(*, lang: str = "en") -> tuple[list[dict[str, str]], str]:
     """§5.4's "the architecture has stayed the same": one formula, 12·D² per block, against every block's counted
-    matrices from 2017 to SmolLM2 (2024), and the fields of the block that changed in between."""
+    matrices from 2017 to SmolLM2 (2024) and Gemma 3 (2025), each off block's attention against 4D² and MLP against
+    8D², and the fields of the block that changed in between."""
     T = texts(PAGE, lang)
     fits = {name: params.block_fit(cfg, cross=cross) for name, cfg, cross in FIT_MODELS}
     table = [
@@ -230,11 +232,25 @@ def since_2017(*, lang: str = "en") -> tuple[list[dict[str, str]], str]:
     def value(v: object) -> str:
         return T(f"value_{str(v).lower()}") if isinstance(v, bool) or not str(v)[0].isdigit() else str(v)
 
-    changes = T("list_sep").join(
-        T("change", field=T(f"field_{k}"), before=value(a), after=value(b))
-        for k, (a, b) in params.architecture_changes(params.TRANSFORMER_BIG, SMOLLM2).items()
+    def changes(after: TransformerConfig) -> str:
+        return T("list_sep").join(
+            T("change", field=T(f"field_{k}"), before=value(a), after=value(b))
+            for k, (a, b) in params.architecture_changes(params.TRANSFORMER_BIG, after).items()
+        )
+
+    parts = T("model_sep").join(
+        T("fit_part", model=T(f"fit_{n}"), attention=f"{f.attention_ratio:.3f}", mlp=f"{f.mlp_ratio:.3f}")
+        for n, f in fits.items()
+        if f.ratio != 1
     )
-    words = T("fit_verdict", exact=T("model_sep").join(exact), off=T("model_sep").join(off), changes=changes)
+    words = T(
+        "fit_verdict",
+        exact=T("model_sep").join(exact),
+        off=T("model_sep").join(off),
+        changes=changes(SMOLLM2),
+        gemma=changes(GEMMA3),
+        parts=parts,
+    )
     return table, words
 
 
