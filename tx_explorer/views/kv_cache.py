@@ -18,7 +18,7 @@ from tx_explorer.errors import InputError
 from tx_explorer.families.text import TextModel
 from tx_explorer.jobs import Report
 from tx_explorer.modules.transformer import CausalLM
-from tx_explorer.views import Panel, texts
+from tx_explorer.views import Panel, sentences, texts
 from tx_explorer.views.inputs import Number, Section, Text
 from tx_explorer.viz import charts
 from tx_explorer.viz import kv_cache as vk
@@ -330,10 +330,11 @@ def cache_view(
         m,
         [T("q_head", h=h) for h in range(cfg.num_heads)],
         [T("kv_head", g=g) for g in range(cfg.kv_heads)],
-        title=T("groups_title", h=cfg.num_heads, g=cfg.kv_heads),
+        title=T("groups_title_one" if cfg.kv_heads == 1 else "groups_title", h=cfg.num_heads, g=cfg.kv_heads),
         x_title=T("axis_kv_heads"),
         y_title=T("axis_q_heads"),
     )
+    _reads_words(gfig, m, T)
     b = cache.keys[0].element_size()
     numbers = T(
         "cache_numbers",
@@ -348,6 +349,19 @@ def cache_view(
     )
     layers = _layer_rows(tm, layer_rows, step, lang)
     return CacheView(panels[0], panels[1], Panel("kv_groups", gfig, m), numbers, layers)
+
+
+def _reads_words(fig: go.Figure, reads: np.ndarray, T: Callable[..., str]) -> None:
+    """The query → KV head map in words: a ✓ in each cell a query head reads (not "1.00" and "0.00" on a colour
+    scale), and each cell's hover saying whether it reads that KV head (not a bare "1.0000")."""
+    trace = fig.data[0]
+    trace.update(text=np.where(reads > 0, "✓", "").astype(object), showscale=False)
+    if trace.customdata is None:  # a map too large for labelled cells: its axes name the heads
+        return
+    names = np.asarray(trace.customdata, dtype=object)  # [H, H_kv, 2]: query head, KV head
+    words = np.where(reads > 0, T("reads_yes"), T("reads_no"))[..., None].astype(object)
+    hover = T("reads_hover", q="%{customdata[0]}", kv="%{customdata[1]}", verdict="%{customdata[2]}")
+    trace.update(customdata=np.concatenate([names, words], axis=-1), hovertemplate=hover + "<extra></extra>")
 
 
 def _layer_rows(tm: TextModel, layer_rows: Sequence[int], step: int, lang: str) -> Panel | None:
@@ -481,7 +495,7 @@ def published_note(*, lang: str = "en") -> str:
         gib=f"{kv.kv_cache_bytes(gemma.cfg, longest, 2) / 2**30:.2f}",
         full=f"{gemma.per_token() * longest / 2**30:.2f}",
     )
-    return f"{note} {mixed}"
+    return sentences([note, mixed], lang)  # no space after a Chinese full stop
 
 
 # The section with a fixed set of inputs (widget keys kv_prompt, kv_new): the prompt and how many tokens to decode,

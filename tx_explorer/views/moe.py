@@ -108,7 +108,7 @@ def about(bundle: MoEBundle, *, lang: str = "en") -> str:
     """The bundled model in its own record's terms: experts, top-k, and the text and tokenizer it learnt from."""
     cfg, tm = bundle.config, bundle.text
     note = corpus_note(tm.name, bundle.summary["corpus"], tm.tokenizer.get_vocab(), "tiny-gpt", lang=lang)
-    return texts(PAGE, lang)("about", e=cfg.num_experts, k=cfg.top_k) + " " + note
+    return sentences([texts(PAGE, lang)("about", e=cfg.num_experts, k=cfg.top_k), note], lang)  # "。 " in 中文
 
 
 STACK_CHECK_TOKENS = 16  # random vectors run through the stacked experts and through each expert module

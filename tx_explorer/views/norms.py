@@ -290,8 +290,16 @@ def normalise(x: str, gamma: str = "", beta: str = "", eps: float = 1e-5, *, lan
     rms = {"x": ns.x, "x / RMS(x)": ns.rms_hat, "γ ⊙ x̂": ns.rms_out}
     return Normalised(
         ns,
-        Panel("norms_ln", charts.bars(dims, ln, y_title=T("value")), norm_lab.pad_rows(list(ln.values()))),
-        Panel("norms_rms", charts.bars(dims, rms, y_title=T("value")), norm_lab.pad_rows(list(rms.values()))),
+        Panel(
+            "norms_ln",
+            charts.bars(dims, ln, x_title=T("axis_element"), y_title=T("value")),
+            norm_lab.pad_rows(list(ln.values())),
+        ),
+        Panel(
+            "norms_rms",
+            charts.bars(dims, rms, x_title=T("axis_element"), y_title=T("value")),
+            norm_lab.pad_rows(list(rms.values())),
+        ),
         _norm_note(ns, eps, T),
     )
 
