@@ -67,3 +67,12 @@ def test_depth_intro_has_no_space_before_chinese():
     from tx_explorer import locales
 
     assert "） 的" not in locales.text("norms", "depth_intro", "zh")
+
+
+def test_the_published_table_and_note_write_gemma_3s_cache_alike():
+    """Gemma-3-270M's cache at 128k tokens: the table read 0.4 GiB beside the note's 0.38 GiB; both write one
+    number now, and the log axis writes powers of ten, not SI's "100μ" GiB."""
+    panel, rows = kv_view.published(lang="en")
+    cell = next(r for r in rows if r["model"] == "Gemma-3-270M")["at 131,072 tokens"]
+    assert cell.removesuffix(" GiB") in kv_view.published_note(lang="en"), (cell, kv_view.published_note(lang="en"))
+    assert panel.figure.layout.yaxis.exponentformat == "power"
