@@ -31,6 +31,7 @@ TYPED = {
     # page's to format from analysis.params (outside this pass)
     ("model_sizes", "table_notes"): "published counts beside our counts (ours still typed: see the comment)",
     ("common", "model_gemma3-270m"): "the model's published name, Gemma 3 270M, not a count of ours",
+    ("model_sizes", "fit_gemma3"): "the model's published name, Gemma 3 270M, not a count of ours",
     ("vision_transformer", "pooled_token"): "shape notation N×D → 1×D",
     ("vision_transformer", "pooled_avg"): "shape notation N×D → 1×D",
     ("vision_transformer", "pool_header"): "shape notation N×D → 1×D (§7.3)",
