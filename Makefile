@@ -47,21 +47,22 @@ chromium:
 	        || echo "$$missing could not be installed: browser tests will fail"; \
 	    else echo "missing $$missing and apt is not usable: install it for the browser tests"; fi; fi
 
-# The tests without a browser run in two pytest-xdist workers, one per core (most are single-threaded Python: AppTest
-# runs, small tensors). The browser tests then run in two workers too, each file with its own server and Chromium
-# (the machine was 87 % busy with two). The load tests run last and alone: run beside the browser tests (and other
-# jobs), the burst of 30 protocol sessions left a page's deferred section undrawn for 3 minutes. Every tier runs
-# even when one before it failed, so one CI run reports every failure. A test file stays in one worker (--dist
-# loadfile), since a module's tests may share one AppTest session or one server and run in order; the layout check's
-# tests, independent of each other, are handed out one by one (tests/conftest.py's SPREAD). (Not --dist
-# loadgroup: pytest-xdist 3.8 renames a grouped test through an attribute that pytest 9 no longer reads, so every
-# test would go its own way.)
+# Every test but the load tests runs in two pytest-xdist workers, one per core, the browser tests among the others:
+# one run, its files handed out slowest first (tests/conftest.py's SLOW_FILES_S), so neither worker waits at the end
+# of a tier for the other (two runs, one without and one with a browser, each ended on one worker's last file and
+# each paid its own collection: about 45 s more). A browser test beside a test without one is lighter than two
+# browser tests side by side (each file has its own server and Chromium). The load tests run last and alone: run
+# beside the browser tests (and other jobs), the burst of 30 protocol sessions left a page's deferred section undrawn
+# for 3 minutes. Both runs go on even when the first failed, so one CI run reports every failure. A test file stays in
+# one worker (--dist loadfile), since a module's tests may share one AppTest session or one server and run in order;
+# the layout check's tests, independent of each other, are handed out one by one (tests/conftest.py's SPREAD). (Not
+# --dist loadgroup: pytest-xdist 3.8 renames a grouped test through an attribute that pytest 9 no longer reads, so
+# every test would go its own way.)
 test: $(VENV)/.stamp-dev $(GEMMA3) chromium
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
-	$(PY) -m pytest -m "not browser and not load" -n 2 --dist loadfile; a=$$?; \
-	  $(PY) -m pytest -m "browser and not load" -n 2 --dist loadfile; b=$$?; \
+	$(PY) -m pytest -m "not load" -n 2 --dist loadfile; a=$$?; \
 	  $(PY) -m pytest -m load; c=$$?; \
-	  test $$a = 0 && test $$b = 0 && test $$c = 0
+	  test $$a = 0 && test $$c = 0
 
 # The fast tier: lint and the unit tests (no page, no browser, no real LLM; tiers are assigned in tests/conftest.py).
 check: $(VENV)/.stamp-dev

@@ -143,35 +143,31 @@ def tier(item: pytest.Item) -> str:
 # pytest-xdist hands a file to a worker as one frees up, by default the files with the most tests first. A file of
 # few slow tests (transformers' reference loads, Gemma 3's pages) then started near the end and ran on alone while
 # the other worker waited. The slowest files go first instead, longest first (as a scheduler of jobs of known length
-# does): their seconds in one run of tier 1 and of the browser tier (--durations=0, summed per file, 2 workers on a
-# busy machine): an order, not a budget, so a number that drifts costs a little balance, never a failure. The other
-# files follow, most tests first, as before.
+# does): their seconds in one run of the tests without a browser and one of the browser tests (--durations=0, summed
+# per file, 2 workers on a quiet machine, 2026-12-06): an order, not a budget, so a number that drifts costs a little
+# balance, never a failure. The other files follow, most tests first, as before.
 SLOW_FILES_S = {
-    "test_bad_input.py": 368,
-    "test_browser.py": 176,
-    "test_gemma_pages.py": 156,
-    "test_page_lm.py": 101,
-    "test_gemma3.py": 90,
-    "test_zh_interface.py": 77,
-    "test_serve.py": 59,
-    "test_lm.py": 58,
-    "test_gguf.py": 45,
-    "test_kv_past_window.py": 43,
-    "test_page_kv_positions.py": 26,
-    "test_page_vit.py": 21,
-    "test_review_heads.py": 18,
-    "test_browser_url.py": 18,
-    "test_page_flow.py": 17,
-    "test_smollm2.py": 17,
-    "test_layout.py": 14,  # each of its tests alone (SPREAD): about 14 s a page
-    "test_browser_chat.py": 16,
-    "test_pages_foundation.py": 16,
-    "test_flow.py": 14,
-    "test_layering.py": 14,
-    "test_head_science.py": 13,
-    "test_browser_heads.py": 13,
-    "test_atlas.py": 12,
-    "test_page_moe.py": 12,
+    "test_bad_input.py": 233,
+    "test_browser.py": 223,
+    "test_gemma_pages.py": 70,
+    "test_page_lm.py": 62,
+    "test_browser_heads.py": 48,
+    "test_lm.py": 46,
+    "test_gemma3.py": 46,
+    "test_zh_interface.py": 39,
+    "test_serve.py": 28,
+    "test_browser_url.py": 27,
+    "test_gguf.py": 25,
+    "test_browser_chat.py": 24,
+    "test_atlas.py": 20,
+    "test_layout.py": 17,  # each of its tests alone (SPREAD): about 17 s a page
+    "test_review_heads.py": 14,
+    "test_kv_past_window.py": 11,
+    "test_pages_foundation.py": 10,
+    "test_page_atlas.py": 9,
+    "test_head_science.py": 9,
+    "test_page_vit.py": 8,
+    "test_layering.py": 8,
 }
 
 
@@ -192,24 +188,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items[:] = slowest_first(items)
 
 
-# make test runs the browser tier and the load tier each on its own, and each needs a few modules, known from their
-# source before they are imported: a load module is named in LOAD_MODULES, a browser module names the marker (on the
-# module or on a test). Collecting the others would import torch, transformers and timm (15 s a process) only to
-# deselect all their tests.
-TIER_MODULES: dict[str, Callable[[Path], bool]] = {
-    "load": lambda path: path.stem in LOAD_MODULES,
-    "browser and not load": lambda path: (
-        path.stem not in LOAD_MODULES and "pytest.mark.browser" in path.read_text(encoding="utf-8")
-    ),
-}
-
-
+# make test runs the load tier on its own, and it needs a few modules, named in LOAD_MODULES. Collecting the others
+# would import torch, transformers and timm (15 s a process) only to deselect all their tests.
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
-    """For ``-m load`` or ``-m "browser and not load"``, leave out the test modules that hold none of those tests."""
-    needed = TIER_MODULES.get(config.getoption("markexpr"))
-    if needed is None or collection_path.suffix != ".py" or not collection_path.name.startswith("test_"):
+    """For ``-m load``, leave out the test modules that hold none of its tests."""
+    if config.getoption("markexpr") != "load" or collection_path.suffix != ".py":
         return None
-    return not needed(collection_path) or None
+    return (collection_path.name.startswith("test_") and collection_path.stem not in LOAD_MODULES) or None
 
 
 @pytest.fixture(scope="module")

@@ -42,6 +42,7 @@ from harness.browser import (
     CHROMIUM,
     IDLE,
     LONG,
+    PAINTED,
     PLOT,
     app_pages,
     draw_below_fold,
@@ -442,8 +443,9 @@ def check_page(browser, server: str, slug: str, langs: Iterable[str] = LANGS) ->
             if lang == "zh":
                 found += english_shown(page, slug)
             # Streamlit scrolls its main area inside the window: a window as tall as the page shows all of it at once.
+            # A taller window changes no width, so nothing is laid out again: two frames painted suffice.
             page.set_viewport_size({**VIEWPORT, "height": min(page.evaluate(PAGE_HEIGHT), 30_000)})
-            page.wait_for_timeout(500)
+            page.evaluate(PAINTED)
             page.screenshot(path=str(SHOTS / f"{lang}-{slug}.png"))
         return found
     finally:

@@ -54,22 +54,23 @@ def model_root(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def app(model_root):
-    """One server (``serve.py``, as ``make run`` starts it) for the whole module: (url, server process)."""
-    srv = Server(env={"TX_EXPLORER_MODEL_ROOTS": str(model_root)})
+def app(request, model_root) -> Server:
+    """One server (``serve.py``, as ``make run`` starts it) for the whole module; a module's ``SERVER_ENV`` adds to
+    its environment."""
+    srv = Server(env={"TX_EXPLORER_MODEL_ROOTS": str(model_root), **getattr(request.module, "SERVER_ENV", {})})
     srv.start()
     try:
         srv.wait_healthy()
     except RuntimeError as exc:
         srv.stop()
         pytest.fail(str(exc))
-    yield srv.url, srv.proc
+    yield srv
     srv.stop()
 
 
 @pytest.fixture(scope="module")
 def server(app) -> str:
-    return app[0]
+    return app.url
 
 
 @pytest.fixture(scope="module")

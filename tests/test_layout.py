@@ -6,10 +6,18 @@ the way a user makes it: legends clear of titles, titles within their charts, ti
 full, no raw TeX, Markdown or HTML entities, axis titles inside their figure, point labels apart, round colour-bar
 ticks, no empty panel, margins that held the labels at the first draw. A first test shows the check fails on a
 page built with each of those faults.
+
+The same visits prove that no page imports torch's compiler: the server logs every import (``-X importtime``), and
+after each page its log names neither TorchDynamo nor SymPy (hundreds of modules, seconds alone). torch imports them
+on the first call of some Python functions (``torch.broadcast_shapes``; ``normal_``, ``randn`` and ``empty_like`` on
+the meta device): the home chart, which serve.py's warm-up draws, would make the first visitor wait, and a visitor's
+run doing so under a class's load once held every other session up for minutes.
 """
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import plotly.graph_objects as go
@@ -22,10 +30,27 @@ from tests.test_browser import (  # noqa: F401  (fixtures: the one server and br
     app_pages,
     browser,
     model_root,
-    server,
 )
 
 pytestmark = pytest.mark.browser
+SERVER_ENV = {"PYTHONPROFILEIMPORTTIME": "1"}  # the module's server (tests/test_browser.py's app) logs each import
+HEAVY = ("torch._dynamo", "sympy")
+
+
+def heavy_imports(log: str) -> list[str]:
+    """The modules of :data:`HEAVY` that ``-X importtime``'s lines in ``log`` name."""
+    names = [line.rsplit("|", 1)[-1].strip() for line in log.splitlines() if line.startswith("import time:")]
+    return [n for n in names if any(n == m or n.startswith(m + ".") for m in HEAVY)]
+
+
+def test_the_import_log_names_a_heavy_import():
+    """A fresh interpreter that imports SymPy, as torch's compiler does: :func:`heavy_imports` finds it."""
+    run = subprocess.run([sys.executable, "-X", "importtime", "-c", "import sympy"], capture_output=True, text=True)
+    assert "sympy" in heavy_imports(run.stderr)
+    assert not heavy_imports(
+        subprocess.run([sys.executable, "-X", "importtime", "-c", "import json"], capture_output=True, text=True).stderr
+    )
+
 
 # Pages whose check still fails (in either language), with the reason; empty when every page passes.
 KNOWN: dict[str, str] = {}
@@ -123,6 +148,8 @@ def test_the_check_finds_each_fault_it_looks_for(browser, tmp_path):  # noqa: F8
         for path in app_pages()
     ],
 )
-def test_page_layout(server, browser, path):  # noqa: F811
-    found = check_page(browser, server, Path(path).stem, LANGS)
+def test_page_layout(app, browser, path):  # noqa: F811
+    found = check_page(browser, app.url, Path(path).stem, LANGS)
     assert not found, "\n".join(map(str, found))
+    heavy = heavy_imports(app.output(tail=None))  # by this page or one before it on this server (or its warm-up)
+    assert not heavy, f"the server imported {sorted(set(heavy))[:5]} (python -X importtime)"

@@ -6,11 +6,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import gzip
-import os
 import re
-import subprocess
-import sys
-import textwrap
 import threading
 from pathlib import Path
 from types import SimpleNamespace
@@ -31,29 +27,6 @@ def unfreeze():
     """serve.warm freezes what it loaded (gc.freeze, for the server); later tests keep a collector that sees all."""
     yield
     gc.unfreeze()
-
-
-def test_no_page_imports_torchs_compiler():
-    """Every page, every section drawn, in a fresh interpreter: none imports TorchDynamo or SymPy (hundreds of
-    modules, seconds alone). torch imports them on the first call of some Python functions (torch.broadcast_shapes;
-    normal_, randn and empty_like on the meta device): the home chart, which serve.py's warm-up draws, would make the
-    first visitor wait, and a visitor's run doing so under a class's load once held every other session up for
-    minutes."""
-    code = textwrap.dedent(
-        """
-        import os, sys
-        from pathlib import Path
-        from streamlit.testing.v1 import AppTest
-        os.environ["TX_EXPLORER_DRAW_ALL"] = "1"
-        for page in sorted(Path("pages").glob("*.py")):
-            at = AppTest.from_file(str(page.resolve()), default_timeout=300).run()
-            assert not at.exception, (page.stem, at.exception)
-            heavy = [m for m in ("torch._dynamo", "sympy") if m in sys.modules]
-            assert not heavy, f"{page.stem} imported {heavy}"
-        """
-    )
-    root = Path(serve.__file__).parent
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=root, env={**os.environ, "PYTHONPATH": str(root)})
 
 
 def test_models_wait_until_the_server_is_idle(monkeypatch: pytest.MonkeyPatch):
