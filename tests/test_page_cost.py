@@ -56,7 +56,8 @@ def test_guard_and_tile_view_follow_their_inputs():
 def test_the_last_three_sections_are_built_only_once_opened():
     at = open_page("cost_of_attention")
     closed = len(plotly_specs(at))
-    assert closed == 2 and not at.table  # FLOPs and memory; no tile grid, IO curves, mixers or fused-QKV timing yet
+    # FLOPs and memory, and the K/V sharing table; no tile grid, IO curves, mixers' table or fused-QKV timing yet
+    assert closed == 2 and len(at.table) == 1
     assert not at.number_input(key="cost_tile_n") if "cost_tile_n" in at.session_state else True
     for key, charts in (("cost_open_tile", 3), ("cost_open_io", 2), ("cost_open_mix", 2)):
         at.session_state[key] = True

@@ -4,6 +4,8 @@ formula since 2017" table, and the language model page's prompt shown without Ge
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
@@ -79,13 +81,23 @@ def test_the_sharing_panel_says_what_grouped_query_attention_saves():
     assert "**221,184** weights instead of 663,552 (3× fewer)" in mm.sharing_note
     cache = memory.kv_cache_bytes(cost.attention_shape(576, 9, 3, 64), 1, 2)
     assert cache == 768 and "**768 B** of keys and values per layer" in mm.sharing_note
-    assert mm.sharing["this shape (H_kv = 3)"] == ["221,184", "884,736", "452,984,832", "768 B"]
-    assert mm.sharing["multi-head (H_kv = H = 9)"][0] == "663,552"
+    assert mm.sharing["this shape ($H_{kv}$ = 3)"] == ["221,184", "884,736", "452,984,832", "768 B"]
+    assert mm.sharing["multi-head ($H_{kv}$ = H = 9)"][0] == "663,552"
     assert "At N = 768, next to where they meet for this shape" in mm.summary
     assert mm.flops.figure.layout.annotations[0].text == "N² products = projections (N = 768)"
     zh = view.matmuls(1024, 576, 9, 3, 64, lang="zh")
     assert "（仅为其 1/3）" in zh.sharing_note and "分组查询注意力" in zh.sharing_note
     assert "在 N = 768 时" in zh.summary
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_sharing_tables_labels_write_their_maths_as_maths(lang: str):
+    """The table is drawn by st.table, which renders $…$: every subscript in its labels sits inside one (W_K, H_kv
+    had been plain text in a grid, which renders none)."""
+    mm = view.matmuls(1024, 576, 9, 3, 64, lang=lang)
+    labels = [*mm.sharing, *next(iter(mm.sharing.values()))]
+    outside = [label for label in labels if "_" in re.sub(r"\$[^$]*\$", "", label)]
+    assert not outside and all(label.count("$") % 2 == 0 for label in labels), outside
 
 
 def test_gemma3s_wide_heads_are_said_with_their_matrices():
