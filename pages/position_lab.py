@@ -61,7 +61,7 @@ def rotary_section() -> None:
     values = ui.inputs(view.ROTARY, T, columns=6)
     with ui.friendly_errors():
         demo = view.ROTARY.compute(**values, lang=LANG)
-        ui.show(demo.rotation)
+        ui.show(demo.rotation, width_px=ui.PAGE_PX)  # the page wide: its title on one line, over its ◆ line
         ui.row(demo.scores, demo.by_distance)
         st.success(demo.check)
     st.markdown(T("rotary_note"))

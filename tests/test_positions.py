@@ -340,7 +340,7 @@ def test_the_alibi_row_says_what_each_gap_compares(results):
             "mean loss beyond the context, ALiBi {} against sinusoidal {}: gap {}",
             "against learned positions: cannot be tested here",
         ),
-        ("zh", "超出上下文后的平均损失 ALiBi {}、正弦 {}：差距 {}", "对可学习位置：无法在此检验"),
+        ("zh", "超出上下文后的平均损失：ALiBi {}，对比正弦 {}，差距 {}", "对可学习位置：无法在此检验"),
     ):
         claim = locales.text("position_lab", "claim_alibi_extrapolates", lang)
         (row,) = [r for r in view.verdict_rows(results, lang=lang) if claim in r.values()]

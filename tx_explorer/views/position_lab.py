@@ -193,7 +193,7 @@ def verdict_rows(res: Results, *, lang: str = "en") -> list[dict[str, str]]:
     rows = []
     for v in _verdicts(res):  # computed here from the shipped numbers
         numbers = " · ".join(
-            f"{label(s, lang)} " + (_number(v.key, x) if math.isfinite(x.mean) else T("cannot_run"))
+            f"{label(s, lang)} {_number(v.key, x)}" if math.isfinite(x.mean) else T("cannot_run", scheme=label(s, lang))
             for s, x in v.numbers.items()
         )
         gaps = [T("gap_spread", gap=signed(f"{c.gap:.3g}"), spread=f"{c.spread:.3g}") for c in v.comparisons]
@@ -245,8 +245,9 @@ def findings(res: Results, *, lang: str = "en") -> str:
     def names(vs: Sequence[lab.Verdict]) -> str:
         return listed((label(v.scheme, lang) for v in vs), lang, "and")
 
-    def numbers(vs: Sequence[lab.Verdict]) -> str:
-        return listed((f"{label(v.scheme, lang)} {_number(v.key, v.numbers[v.scheme])}" for v in vs), lang, "and")
+    def numbers(vs: Sequence[lab.Verdict]) -> str:  # "正弦 −0.0002 ± 0.0002、可学习 …": no 和 glued to a number
+        pairs = (f"{label(v.scheme, lang)} {_number(v.key, v.numbers[v.scheme])}" for v in vs)
+        return listed(pairs, lang, None if lang == "zh" else "and")
 
     def none(v: lab.Verdict) -> str:
         return _number(v.key, v.numbers["none"])

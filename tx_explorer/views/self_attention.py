@@ -23,6 +23,13 @@ LATEX = {
     r"\quad p_{i,2j+1}=\cos\!\left(\frac{i}{10000^{2j/D}}\right)",
 }
 SHOWN_HEAD = 0  # the head whose weights section 1 draws, for X and for σ(X) alike
+_SUBSCRIPT = str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉")
+
+
+def subscripted(letter: str, i: int) -> str:
+    """A token's or a dimension's name as the maths writes it, ``x₁₂`` (Unicode: tick labels and the shuffled
+    order's line cannot render LaTeX, and "x12" read as a name, not as x with index 12)."""
+    return f"{letter}{str(i).translate(_SUBSCRIPT)}"
 
 
 @dataclass(frozen=True)
@@ -44,9 +51,9 @@ def permutation(
     equal up to the order without positions. The inputs' defaults are :data:`LAYER`'s."""
     T, ax = texts(PAGE, lang), axes(lang)
     check = self_attention.permutation_check(n, dim, heads, seed, perm_seed, kind)
-    names = [f"x{i + 1}" for i in range(n)]
+    names = [subscripted("x", i + 1) for i in range(n)]
     shuffled = [names[i] for i in check.perm.tolist()]
-    dims = [f"d{i + 1}" for i in range(dim)]
+    dims = [subscripted("d", i + 1) for i in range(dim)]
     kw = {"x_title": T("axis_dims"), "y_title": T("axis_tokens")}
     # One head's weights before and after the shuffle: equivariance says they are the same map, permuted.
     head_x, head_s = check.weights[SHOWN_HEAD].numpy(), check.weights_shuffled[SHOWN_HEAD].numpy()

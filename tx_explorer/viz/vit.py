@@ -23,6 +23,7 @@ WORDS = {  # every visible word; a page passes its translations (``fig_<key>`` i
     "value": "value",
     "dimension": "dimension",
     "patch_row": "patch row",
+    "patch_col": "patch column",
     "patch_hover": "patch row %{y}, column %{x}",
     "weight": "weight",
     "probability": "probability",
@@ -266,8 +267,9 @@ def similarity_maps(
     names = [str(i) for i in range(g)]
     fig = mosaic(sim, row_names=names, col_names=names, title=title, zmin=float(np.min(sim)), zmax=1.0, height=height)
     fig.update_traces(colorbar_title_text="cos", selector=dict(type="heatmap"))  # the trace carrying the bar
+    fig.update_xaxes(title=_words(words)["patch_col"])  # on top, with the column numbers (mosaic's side)
     fig.update_yaxes(title=_words(words)["patch_row"])
-    fig.update_layout(margin=dict(l=50, r=10, t=90, b=10))  # column numbers sit on top, under the title
+    fig.update_layout(margin=dict(l=50, r=10, t=90, b=10))  # column numbers and their title sit on top, under the title
     return fig
 
 

@@ -1,0 +1,93 @@
+"""Review of the self-attention, position-lab, ViT, block-roles and circuit pages: maths written as maths, Chinese
+without half-width spaces between words, and a title that fits the width it is drawn at."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from tests.conftest import assert_clean, open_page, plotly_specs
+from tx_explorer import locales
+from tx_explorer.families import positions as positions_family
+from tx_explorer.views import position_lab
+from tx_explorer.views import self_attention as sa
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # small tensors: see conftest.one_thread
+
+CJK = "\u4e00-\u9fff"
+# a half-width space between two Chinese words ("平均损失 无位置"); a closing bracket counts as the word before it
+SPACED_WORDS = re.compile(f"[{CJK}）] [{CJK}（]")
+# what read as raw maths in the prose: x1…xN, i − j, m − n, ½·W̄, ⟨R(m)q, R(n)k⟩, "q and k"
+RAW_MATHS = re.compile(r"x1…xN|… P − 1|\b[ijmn] − [ijmn]\b|½|W̄|⟨|\bq (and|和) k\b|\bmoving k\b|\bwhatever i\b|1/√D")
+
+
+def _prose(text: str) -> str:
+    """``text`` less its LaTeX ($…$) and code (`…`)."""
+    return re.sub(r"`[^`]*`", "", re.sub(r"\$[^$]*\$", "", text))
+
+
+PROSE = {  # markdown the pages show (intros, readings, checks, help): maths in it is LaTeX
+    "self_attention": ("perm_intro", "enc_reading_sinusoidal", "enc_offset_only", "enc_offset_not", "enc_band_chance"),
+    "position_lab": ("intro", "rotary_intro", "check_numbers", "positions_help"),
+    "vision_transformer": ("rollout_intro",),
+}
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize(("page", "key"), [(p, k) for p, keys in PROSE.items() for k in keys])
+def test_the_prose_writes_its_maths_as_latex(page, key, lang):
+    text = locales.text(page, key, lang)
+    assert not RAW_MATHS.search(_prose(text)), text
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_shuffled_tokens_are_named_with_subscripts(lang):
+    perm = sa.permutation(n=12, dim=8, heads=2, seed=0, kind="none", lang=lang)
+    ticks = json.loads(perm.out.figure.to_json())["layout"]["yaxis"]["ticktext"]
+    assert "x₁" in ticks and "x₁₂" in ticks and not any(re.search(r"x\d", t) for t in ticks)
+    assert "x₁₂" in perm.order and not re.search(r"x\d", perm.order)
+
+
+def test_the_sinusoidal_reading_writes_its_offset_as_latex():
+    table, sim, _ = sa.encodings("sinusoidal", 64, 64)
+    words = sa.encoding_reading("sinusoidal", table.data, sim.data, lang="en")
+    assert "$i - j$" in words and "i − j" not in _prose(words)
+
+
+@pytest.fixture(scope="module")
+def results() -> positions_family.Results:
+    return positions_family.load_results(positions_family.BUNDLE)
+
+
+def test_the_position_verdicts_in_chinese_put_no_space_between_words(results):
+    rows = position_lab.verdict_rows(results, lang="zh")
+    cells = [cell for row in rows for cell in row.values()]
+    assert not [c for c in cells if SPACED_WORDS.search(c)]
+    findings = position_lab.findings(results, lang="zh")
+    assert not SPACED_WORDS.search(findings), findings
+    assert not re.search(r"\d和", findings), findings  # "0.0002和可学习": a list of numbers runs on with 、
+
+
+def test_the_rotary_title_stays_on_one_line_above_its_diamond_note():
+    at = open_page("position_lab")
+    assert_clean(at)
+    start = locales.text("position_lab", "rotation_start", "en")
+    (title,) = [f["layout"]["title"]["text"] for f in plotly_specs(at) if start in f["layout"]["title"]["text"]]
+    # drawn the page wide: the title whole on its line, the ◆ note on the next (wrapped at half the page's width,
+    # "… 0 …<br>63<br>◆ = position 0" ran into the plot's top)
+    assert title.count("<br>") == 1, title
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_position_maps_name_their_columns_as_their_rows(lang):
+    """The small maps' grid: rows titled "patch row", the column numbers on top titled too (they were bare)."""
+    from tx_explorer.models import load_model
+    from tx_explorer.views import vision_transformer as vit
+
+    own, sincos = vit.positions(load_model("vit-shapes"), lang=lang)
+    for panel in (own, sincos):
+        layout = panel.figure.layout
+        assert layout.xaxis.title.text == locales.text("vision_transformer", "fig_patch_col", lang)
+        assert layout.yaxis.title.text == locales.text("vision_transformer", "fig_patch_row", lang)
