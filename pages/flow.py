@@ -18,7 +18,7 @@ SHARE = (  # the proximity rule of Information Flow Routes (Ferrando & Voita 202
 
 @st.cache_resource(show_spinner=False)
 def _analyses() -> dict:
-    """Decompositions shared by every session, the last two only (SmolLM2 at 128 tokens holds about 170 MB)."""
+    """Decompositions shared by every session, the last two used only (SmolLM2 at 128 tokens holds about 170 MB)."""
     return {}
 
 
@@ -26,14 +26,18 @@ def analysis(name: str, tm, text: str) -> view.Analysis:
     store = _analyses()
     key = (name, text)
     with st.empty():  # run_job's place, also when remembered: the fragment's later elements keep their places
-        if key not in store:
+        # Used again, it goes back in as the newest: the text on screen is the last dropped and the one an edit of
+        # it starts from (not another session's newer text).
+        an = store.pop(key, None)
+        if an is None:
             # The newest of this model's: a text edited at its end reruns from the edit (its start is shared).
-            earlier = next((an for (model, _), an in reversed(store.items()) if model == name), None)
+            earlier = next((kept for (model, _), kept in reversed(store.items()) if model == name), None)
             if len(store) >= 2:
-                store.pop(next(iter(store)))  # the oldest first
+                store.pop(next(iter(store)), None)  # the least recently used
             job = lambda report: view.analyse(tm, text, earlier)  # noqa: E731
-            store[key] = ui.run_job(job, label=T("analysing"), key=("flow", *key))
-    return store[key]
+            an = ui.run_job(job, label=T("analysing"), key=("flow", *key))
+        store[key] = an
+    return an
 
 
 def remember(picked: list | None, context: tuple) -> None:

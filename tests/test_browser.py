@@ -310,7 +310,7 @@ def position_lab(page, tmp: Path) -> None:
     field = page.get_by_label(label("position_lab", "positions"), exact=True)
     field.fill("32")
     field.press("Enter")
-    expect(page.get_by_text("m, n < 32")).to_be_visible(timeout=LONG)
+    expect(page.get_by_text("Live check over 1,024 pairs")).to_be_visible(timeout=LONG)  # 32², not 64²
 
 
 def kv_cache(page, tmp: Path) -> None:

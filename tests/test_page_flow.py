@@ -114,6 +114,26 @@ def test_a_text_edited_at_its_end_is_analysed_from_the_edit(page, monkeypatch) -
     assert [earlier is not None for earlier in handed] == [True]
 
 
+def test_the_text_shown_again_is_the_one_its_edit_starts_from(page, monkeypatch) -> None:
+    """The page keeps its last two analyses by use, not by age: the first text shown again after another (kept, not
+    analysed) is the newest, so its edit starts from it. Kept by age, the edit started from the other text, and the
+    text on screen was the next one dropped (the test above failed when another module had analysed the default
+    text earlier in the same process)."""
+    box = page.text_area(key="flow_text")
+    first = box.value
+    for text in ("Short text.", "Another short text.", first, "Short text.", first):  # the last: kept, not analysed
+        box.set_value(text).run()
+    n_first = len_of(page)
+    handed, analyse = [], view.analyse
+    monkeypatch.setattr(
+        view, "analyse", lambda tm, text, earlier=None: handed.append(earlier) or analyse(tm, text, earlier)
+    )
+    box.set_value(first.rstrip(". ") + " returns").run()
+    assert_clean(page)
+    assert [len(earlier.ids) for earlier in handed] == [n_first]
+    box.set_value(first).run()
+
+
 def test_a_position_beyond_the_text_is_refused_then_recovers(page) -> None:
     page.number_input(key="flow_target").set_value(-128).run()
     assert page.error and "outside the text" in page.error[0].value
