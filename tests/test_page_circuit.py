@@ -121,11 +121,40 @@ def test_a_previous_token_score_the_same_to_the_digits_shown_is_said_to_stay(lan
     T = view.texts("circuit", lang)
     record = {"step": [0, 50, 100], "previous": [0.16, 0.181, 0.179], "induction": [0.03, 0.2, 0.6]}
     record |= {"loss_first": [8.0] * 3, "loss_second": [8.0, 6.0, 3.0]}
-    steady = view._phase_words(T, record, 100)
+    steady = view._phase_words(record, 100, lang=lang)
     assert T("previous_steady", after="0.18", start="0.16") in steady
     record["previous"][2] = 0.3
-    moved = view._phase_words(T, record, 100)
+    moved = view._phase_words(record, 100, lang=lang)
     assert T("previous_moved", before="0.18", after="0.30") in moved
+
+
+def test_the_rise_span_brackets_the_middle_of_a_scores_rise():
+    steps = [0, 100, 200, 300, 400, 500]
+    assert ind.rise_span(steps, [0.0, 0.0, 0.1, 0.5, 0.9, 1.0]) == (200, 400)  # 10 % and 90 % of the rise
+    assert ind.rise_span(steps, [0.0, 0.05, 0.2, 0.5, 0.8, 1.0], share=0.5) == (300, 400)
+    assert ind.rise_span(steps, [0.5, 0.4, 0.4, 0.3, 0.3, 0.5]) is None  # no rise: no span said
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_phase_verdict_says_over_how_many_steps_the_induction_score_rose(lang):
+    """The verdict gave only the interval ending at the phase change (0.65 → 0.68 at step 1300) while the chart
+    shows the score rising from 0.03 to 0.89: it now says the whole rise and where its middle 80 % lies."""
+    bundle = circuit.load()
+    r = bundle.record
+    words = view.formation(bundle, lang=lang).verdict
+    span = ind.rise_span(r["step"], r["induction"])
+    assert span == (800, 1600)  # the shipped record: 0.03 → 0.89 by step 8000; 0.13 at step 800, 0.82 at 1600
+    rise = view.texts("circuit", lang)(
+        "induction_rise",
+        start=f"{r['induction'][0]:.2f}",
+        step_start=0,
+        end=f"{r['induction'][-1]:.2f}",
+        step_end=r["step"][-1],
+        share="80",
+        rise_from=800,
+        rise_to=1600,
+    )
+    assert rise in words, words
 
 
 def _replayed(bundle: circuit.CircuitBundle, every: float = 0.5) -> view.Records:

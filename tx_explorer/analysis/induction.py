@@ -143,6 +143,22 @@ def phase_change(steps: Sequence[int], first: Sequence[float], second: Sequence[
     return None
 
 
+RISE_SHARE = 0.8  # the middle share of a score's rise that :func:`rise_span` brackets
+
+
+def rise_span(steps: Sequence[int], scores: Sequence[float], share: float = RISE_SHARE) -> tuple[int, int] | None:
+    """The logged steps that bracket the middle ``share`` of a score's rise from its first logged value to its last:
+    the first step at which it had made (1 − share)/2 of that rise and the first at which it had made (1 + share)/2.
+    None for a score that did not rise. One interval of the record around the phase change shows only its slope
+    there; the bracket says over how many steps the rise was spread."""
+    start, end = scores[0], scores[-1]
+    if end <= start:
+        return None
+    low, high = (start + (end - start) * (1 + sign * share) / 2 for sign in (-1, 1))
+    first = next(int(s) for s, x in zip(steps, scores, strict=True) if x >= low)
+    return first, next(int(s) for s, x in zip(steps, scores, strict=True) if x >= high)
+
+
 # --- the shipped run (tx_explorer.families.circuit) ------------------------------------------------------------------
 def recorded_phase_change(bundle: CircuitBundle) -> int | None:
     """:func:`phase_change` recomputed from the bundle's training record."""

@@ -18,7 +18,7 @@ from tx_explorer.errors import InputError
 from tx_explorer.families.circuit import CircuitBundle
 from tx_explorer.families.text import TextModel
 from tx_explorer.train import induction as trainer
-from tx_explorer.views import Panel, axes, texts
+from tx_explorer.views import Panel, axes, sentences, texts
 from tx_explorer.viz import circuit as vc
 from tx_explorer.viz.norm_figures import side_by_side
 
@@ -83,38 +83,59 @@ def formation(bundle: CircuitBundle, *, lang: str = "en") -> Formation:
         n=s["eval_length"],
         cpu=f"{bundle.training['train_cpu_minutes']:.1f}",
     )
-    return Formation(panel, _phase_words(T, record, phase), settings)
+    return Formation(panel, _phase_words(record, phase, lang=lang), settings)
 
 
-def _phase_words(
-    T: Callable[..., str], record: dict[str, list], phase: int | None, seconds: float | None = None
-) -> str:
-    """Where the phase change is and what moved there; ``seconds``: a live run's time to it, said in the same
-    sentence."""
+def _phase_words(record: dict[str, list], phase: int | None, seconds: float | None = None, *, lang: str = "en") -> str:
+    """Where the phase change is, over how many steps the induction score rose (:func:`induction.rise_span`) and
+    what moved at the phase change; ``seconds``: a live run's time to it, said in the same sentence."""
+    T = texts(PAGE, lang)
     if phase is None:
         return T("no_phase", ratio=f"{100 * ind.PHASE_RATIO:.0f}")
     i = record["step"].index(phase)
     when = T("phase_at", step=phase) if seconds is None else T("phase_after", step=phase, seconds=f"{seconds:.0f}")
+    steps, scores = record["step"], record["induction"]
+    words = [
+        T(
+            "phase_verdict",
+            when=when,
+            first=f"{record['loss_first'][i]:.2f}",
+            second=f"{record['loss_second'][i]:.2f}",
+            ratio=f"{100 * ind.PHASE_RATIO:.0f}",
+        )
+    ]
+    if span := ind.rise_span(steps, scores):  # the whole rise: one interval around the phase shows only its slope
+        words.append(
+            T(
+                "induction_rise",
+                start=f"{scores[0]:.2f}",
+                step_start=steps[0],
+                end=f"{scores[-1]:.2f}",
+                step_end=steps[-1],
+                share=f"{100 * ind.RISE_SHARE:.0f}",
+                rise_from=span[0],
+                rise_to=span[1],
+            )
+        )
     before = max(0, i - 1)
     # "from 0.18 to 0.18" read as a change: a score the same to the digits shown is said to stay
     prev_before, prev_after = (f"{record['previous'][j]:.2f}" for j in (before, i))
-    return T(
-        "phase_verdict",
-        when=when,
-        step=phase,
-        first=f"{record['loss_first'][i]:.2f}",
-        second=f"{record['loss_second'][i]:.2f}",
-        ratio=f"{100 * ind.PHASE_RATIO:.0f}",
-        step_before=record["step"][before],
-        ind_before=f"{record['induction'][before]:.2f}",
-        ind_after=f"{record['induction'][i]:.2f}",
-        previous=T(
-            "previous_moved" if prev_before != prev_after else "previous_steady",
-            before=prev_before,
-            after=prev_after,
-            start=f"{record['previous'][0]:.2f}",
-        ),
+    words.append(
+        T(
+            "phase_interval",
+            step=phase,
+            step_before=steps[before],
+            ind_before=f"{scores[before]:.2f}",
+            ind_after=f"{scores[i]:.2f}",
+            previous=T(
+                "previous_moved" if prev_before != prev_after else "previous_steady",
+                before=prev_before,
+                after=prev_after,
+                start=f"{record['previous'][0]:.2f}",
+            ),
+        )
     )
+    return sentences(words, lang)
 
 
 @dataclass(frozen=True)
@@ -319,7 +340,7 @@ def live_curves(records: Records, *, lang: str = "en") -> tuple[Panel, str]:
     if phase is None:
         return panel, T("live_waiting", step=record["step"][-1], seconds=f"{records[-1][0]:.0f}")
     seconds = next(t for t, r in records if r.step == phase)
-    return panel, _phase_words(T, record, phase, seconds)
+    return panel, _phase_words(record, phase, seconds, lang=lang)
 
 
 @dataclass
