@@ -28,7 +28,7 @@ def loss_section(res: view.Results) -> None:
     with ui.friendly_errors():
         ui.show(view.loss_by_position(res, picked, width, lang=LANG))
     st.table(view.loss_table(res, lang=LANG))  # every scheme's numbers, whichever the chart shows
-    st.markdown(T("loss_note"))
+    st.markdown(view.loss_note(res, lang=LANG))
     st.markdown(view.sinusoidal_scale(res, lang=LANG))
 
 

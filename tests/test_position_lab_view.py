@@ -77,7 +77,7 @@ def test_layers_are_counted_from_0_as_the_layer_picker_counts_them(lang):
     assert ("layer 0" if lang == "en" else "第 0 层") in table["numbers_rotary_relative"][lang]
 
 
-def test_the_pickers_speak_chinese_and_the_loss_table_outlives_an_empty_picker():
+def test_the_pickers_speak_chinese_and_the_loss_table_outlives_an_empty_picker(results):
     at = open_page("position_lab")
     at.session_state["lang"] = "zh"  # AppTest does not send the sidebar's switch back: set it for every run
     at.run()
@@ -91,7 +91,7 @@ def test_the_pickers_speak_chinese_and_the_loss_table_outlives_an_empty_picker()
     at.run()
     assert any("请至少选择一种位置方案" in e.value for e in at.error)  # the chart asks for a scheme
     assert len(at.table) == tables  # the loss table stays
-    assert any(locales.text("position_lab", "loss_note", "zh") == m.value for m in at.markdown)
+    assert any(view.loss_note(results, lang="zh") == m.value for m in at.markdown)
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])

@@ -3,6 +3,8 @@ without half-width spaces between words, and a title that fits the width it is d
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import json
 import re
 
@@ -91,3 +93,24 @@ def test_the_position_maps_name_their_columns_as_their_rows(lang):
         layout = panel.figure.layout
         assert layout.xaxis.title.text == locales.text("vision_transformer", "fig_patch_col", lang)
         assert layout.yaxis.title.text == locales.text("vision_transformer", "fig_patch_row", lang)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_position_prose_reads_the_bundles_own_context(results, lang):
+    """The loss note and the ALiBi row name the context the bundle was trained at and the last position read, not a
+    typed 64 and 255: a bundle retrained at 48 tokens says 48, 47 and 48–255."""
+    other = dataclasses.replace(results, summary=copy.deepcopy(results.summary))
+    other.summary["settings"]["seq_len"] = 48
+    note = position_lab.loss_note(other, lang=lang)
+    assert "48" in note and "47" in note and not re.search(r"\b6[34]\b", note), note
+    col = locales.text("position_lab", "col_numbers", lang)
+    assert any("48–255" in row[col] for row in position_lab.verdict_rows(other, lang=lang))
+    assert any("64–255" in row[col] for row in position_lab.verdict_rows(results, lang=lang))
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_position_verdicts_write_one_minus_sign(results, lang):
+    """A gap was written with a true minus ("9.93e−05") beside its spread with a hyphen ("1.09e-07"), and the
+    numbers beside them with hyphens too ("7.32e-07")."""
+    text = " ".join(v for row in position_lab.verdict_rows(results, lang=lang) for v in row.values())
+    assert "e−" in text and not re.search(r"\de-\d", text)

@@ -119,7 +119,7 @@ def runs(
             for n in cl["variants"]
         ]
         c = cl["comparison"]
-        gap = T("gap_spread", gap=signed(f"{c.gap:.3g}"), spread=f"{c.spread:.3g}")
+        gap = T("gap_spread", gap=signed(f"{c.gap:.3g}"), spread=signed(f"{c.spread:.3g}"))
         if cl["tolerance"] is not None:  # the gap is the room left within the tolerance: show what it is made of
             fmt = (lambda v: f"{v:,.0f}") if cl["key"] == "swiglu_same_params" else (lambda v: f"{v:.3g}")
             gap = T(
@@ -127,7 +127,7 @@ def runs(
                 difference=signed(fmt(cl["difference"])),
                 tolerance=fmt(cl["tolerance"]),
                 gap=signed(fmt(c.gap)),
-                spread=f"{c.spread:.3g}",
+                spread=signed(f"{c.spread:.3g}"),
             )
         rows.append(
             {

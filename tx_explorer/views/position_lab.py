@@ -180,9 +180,15 @@ def _number(key: str, x: spread.Stat) -> str:
     """A verdict's number: rotary's rounding-sized spread as the largest over the seeds, a counted one (the
     bigram's: no spread) bare, the others mean ± std; a negative one with a true minus, as the prose writes it."""
     if key == "rotary_relative":
-        return f"{max(x.values):.2e}"
+        return signed(f"{max(x.values):.2e}")
     digits = 4 if key == "orders" else 3
     return signed(spread.fixed(x.mean, digits) if x.std == 0 else x.plus_minus(digits))
+
+
+def loss_note(res: Results, *, lang: str = "en") -> str:
+    """What the loss table leaves out, at the bundle's own context: where a learned table ends, and the order probe's
+    position (its prediction at the context's last token, the tokens before it kept or shuffled)."""
+    return texts(PAGE, lang)("loss_note", context=res.context, before=res.context - 1)
 
 
 def verdict_rows(res: Results, *, lang: str = "en") -> list[dict[str, str]]:
@@ -190,13 +196,14 @@ def verdict_rows(res: Results, *, lang: str = "en") -> list[dict[str, str]]:
     they were read from and every comparison's gap against its spread."""
     T = texts(PAGE, lang)
     seeds = ", ".join(map(str, res.seeds))
+    last = len(bigram_curve(res)) - 1  # the last position read: every curve spans the same held-out windows
     rows = []
     for v in _verdicts(res):  # computed here from the shipped numbers
         numbers = " · ".join(
             f"{label(s, lang)} {_number(v.key, x)}" if math.isfinite(x.mean) else T("cannot_run", scheme=label(s, lang))
             for s, x in v.numbers.items()
         )
-        gaps = [T("gap_spread", gap=signed(f"{c.gap:.3g}"), spread=f"{c.spread:.3g}") for c in v.comparisons]
+        gaps = [T("gap_spread", gap=signed(f"{c.gap:.3g}"), spread=signed(f"{c.spread:.3g}")) for c in v.comparisons]
         if v.tested:  # several quantities in one claim: each gap says what it compares
             gaps = [
                 T(
@@ -223,7 +230,7 @@ def verdict_rows(res: Results, *, lang: str = "en") -> list[dict[str, str]]:
             {
                 T("col_claim"): T(f"claim_{v.key}", scheme=label(v.scheme, lang) if v.scheme else ""),
                 T("col_verdict"): verdict,
-                T("col_numbers"): T(f"numbers_{v.key}", numbers=numbers),
+                T("col_numbers"): T(f"numbers_{v.key}", numbers=numbers, context=res.context, last=last),
             }
         )
     return rows
