@@ -474,4 +474,4 @@ def test_unknown_words_are_listed_in_the_pages_language():
     check = tr.SourceCheck(("cta", "xyzzy"), "unknown", {"cta": ["cat", "car"], "xyzzy": []})
     en, zh = (view.input_problem(check, lang=lang) for lang in ("en", "zh"))
     assert "`cta` (`cat` or `car`); `xyzzy` (no close word)" in en
-    assert "`cta`（`cat`或`car`）；`xyzzy`（没有相近的词）" in zh
+    assert "`cta`（`cat` 或 `car`）；`xyzzy`（没有相近的词）" in zh

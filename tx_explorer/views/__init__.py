@@ -57,13 +57,18 @@ def signed(number: str) -> str:
     return number.replace("-", "−")
 
 
+_CJK = re.compile(r"[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]")  # Chinese characters and full-width punctuation
+
+
 def listed(names: Iterable[str], lang: str = "en", last: str | None = None) -> str:
     """Names run on as a list: "a, b, c" in English, "a、b、c" in Chinese. ``last="and"`` or ``"or"`` joins the
     last two in words, for a list inside a sentence: "a, b and c", "a、b和c"."""
     T, names = texts("common", lang), [str(n) for n in names]
     if last is None or len(names) < 2:
         return T("list_sep").join(names)
-    return T(f"list_{last}", names=T("list_sep").join(names[:-1]), name=names[-1])
+    # 中文's 和 or 或 takes a space beside a number or a Latin word, as the prose writes 第 0 层 ("0.0002和可学习")
+    before, after = ("" if _CJK.fullmatch(c) else " " for c in (names[-2][-1:] or "和", names[-1][:1] or "和"))
+    return T(f"list_{last}", names=T("list_sep").join(names[:-1]), name=names[-1], before=before, after=after)
 
 
 _SPLIT_BYTES = re.compile(r"(?:\\x[0-9a-f]{2})*\\x[89a-f][0-9a-f](?:\\x[0-9a-f]{2})*")
