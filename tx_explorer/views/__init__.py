@@ -62,7 +62,8 @@ _CJK = re.compile(r"[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]")  # Chinese chara
 
 def listed(names: Iterable[str], lang: str = "en", last: str | None = None) -> str:
     """Names run on as a list: "a, b, c" in English, "a、b、c" in Chinese. ``last="and"`` or ``"or"`` joins the
-    last two in words, for a list inside a sentence: "a, b and c", "a、b和c"."""
+    last two in words, for a list inside a sentence: "a, b and c", "甲、乙和丙" (beside a Latin word or a number,
+    with a space: "a、b 和 c")."""
     T, names = texts("common", lang), [str(n) for n in names]
     if last is None or len(names) < 2:
         return T("list_sep").join(names)
