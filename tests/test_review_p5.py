@@ -69,7 +69,7 @@ def test_the_position_verdicts_in_chinese_put_no_space_between_words(results):
     assert not [c for c in cells if SPACED_WORDS.search(c)]
     findings = position_lab.findings(results, lang="zh")
     assert not SPACED_WORDS.search(findings), findings
-    assert not re.search(r"\d和", findings), findings  # "0.0002和可学习": a list of numbers runs on with 、
+    assert not re.search(r"\d和", findings), findings  # "0.0002和可学习": views.listed spaces 和 beside a number
 
 
 def test_the_rotary_title_stays_on_one_line_above_its_diamond_note():

@@ -57,6 +57,15 @@ def signed(number: str) -> str:
     return number.replace("-", "−")
 
 
+_SUBSCRIPTS = str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉")
+
+
+def subscripted(letter: str, i: int) -> str:
+    """A name with its index as the maths writes it, ``x₁₂``, where LaTeX cannot render (tick labels, plain lines):
+    "x12" reads as a name, not as x with index 12."""
+    return f"{letter}{str(i).translate(_SUBSCRIPTS)}"
+
+
 _CJK = re.compile(r"[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]")  # Chinese characters and full-width punctuation
 
 

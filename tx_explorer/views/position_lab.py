@@ -252,9 +252,8 @@ def findings(res: Results, *, lang: str = "en") -> str:
     def names(vs: Sequence[lab.Verdict]) -> str:
         return listed((label(v.scheme, lang) for v in vs), lang, "and")
 
-    def numbers(vs: Sequence[lab.Verdict]) -> str:  # "正弦 −0.0002 ± 0.0002、可学习 …": no 和 glued to a number
-        pairs = (f"{label(v.scheme, lang)} {_number(v.key, v.numbers[v.scheme])}" for v in vs)
-        return listed(pairs, lang, None if lang == "zh" else "and")
+    def numbers(vs: Sequence[lab.Verdict]) -> str:
+        return listed((f"{label(v.scheme, lang)} {_number(v.key, v.numbers[v.scheme])}" for v in vs), lang, "and")
 
     def none(v: lab.Verdict) -> str:
         return _number(v.key, v.numbers["none"])

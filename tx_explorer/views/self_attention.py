@@ -10,7 +10,7 @@ import torch
 
 from tx_explorer import locales
 from tx_explorer.analysis import self_attention
-from tx_explorer.views import Panel, axes, texts
+from tx_explorer.views import Panel, axes, subscripted, texts
 from tx_explorer.views.inputs import Choice, Number, Section, Text
 from tx_explorer.viz import charts
 from tx_explorer.viz.heatmap import heatmap, number, tick_cells
@@ -23,13 +23,6 @@ LATEX = {
     r"\quad p_{i,2j+1}=\cos\!\left(\frac{i}{10000^{2j/D}}\right)",
 }
 SHOWN_HEAD = 0  # the head whose weights section 1 draws, for X and for σ(X) alike
-_SUBSCRIPT = str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉")
-
-
-def subscripted(letter: str, i: int) -> str:
-    """A token's or a dimension's name as the maths writes it, ``x₁₂`` (Unicode: tick labels and the shuffled
-    order's line cannot render LaTeX, and "x12" read as a name, not as x with index 12)."""
-    return f"{letter}{str(i).translate(_SUBSCRIPT)}"
 
 
 @dataclass(frozen=True)

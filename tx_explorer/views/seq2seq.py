@@ -15,7 +15,7 @@ from tx_explorer.analysis import seq2seq_claims as claims
 from tx_explorer.analysis import seq2seq_eval as ev
 from tx_explorer.data import translation as tr
 from tx_explorer.families.translation import MAX_WORDS
-from tx_explorer.views import Panel, listed, sentences, texts
+from tx_explorer.views import Panel, listed, sentences, subscripted, texts
 from tx_explorer.viz import charts
 from tx_explorer.viz import seq2seq as vs
 from tx_explorer.viz.style import safe_labels
@@ -197,7 +197,6 @@ RECURRENCE = (  # §1.1 as the encoder computes it, in both directions
 )
 
 
-SUBSCRIPTS = str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉")
 STEP_PX = 360  # the height of the decoder step's two charts
 
 
@@ -236,7 +235,7 @@ def step_query(translator, o, t: int = 0, *, lang: str = "en") -> StepQuery:
     # half-width title wraps to three lines and covers its chart. Both charts share one height, so they line up.
     state = charts.signed_heatmap(
         steps.states[t][None],
-        ["s" + str(t).translate(SUBSCRIPTS)],  # a tick label is plain text (escaped): s₀, s₁ … in Unicode
+        [subscripted("s", t)],  # a tick label is plain text (escaped): s₀, s₁ … in Unicode
         [str(i) for i in range(steps.states.shape[1])],
         title=T("state_title", i=t, t=t + 1),
         x_title=T("axis_state_dim"),
