@@ -280,7 +280,12 @@ def vision_transformer(page, tmp: Path) -> None:
     with open(huge, "wb") as f:
         f.truncate(200 * 1024**2)  # sparse: no disk used
     uploader.set_input_files(huge)
-    expect(page.get_by_text(re.compile(r"File must be .+ or smaller"))).to_be_visible(timeout=LONG)
+    expect(page.get_by_text(re.compile(r"File must be .+ or smaller"))).to_be_attached(timeout=LONG)
+    page.locator('[data-testid="stFileChip"]').first.hover()  # the red chip's tooltip says why, in our words
+    tip = page.locator('[data-testid="stTooltipErrorContent"]')
+    expect(tip).to_be_visible(timeout=LONG)
+    said = tip.evaluate("e => getComputedStyle(e, '::after').content")
+    assert "This file was not sent" in said and "20 MB" in said, said
     wait_until_idle(page)
     expect(page.get_by_text(label("vision_transformer", "upload_hint"))).to_be_visible()  # nothing reached the app
     assert_no_errors(page)

@@ -79,7 +79,9 @@ def select_or_none(
 
 # Streamlit writes its uploader's button ("Upload") and limits ("20MB per file • PNG, JPG") in English whatever the
 # page's language, and takes no words for them. A style scoped to the widget's key hides those texts' glyphs and
-# draws the locale's words in their place; the DOM keeps Streamlit's text (what a screen reader reads).
+# draws the locale's words in their place; the DOM keeps Streamlit's text (what a screen reader reads). A file the
+# browser refuses (too large, another type) is a red chip whose tooltip said "File must be 20.0MB or smaller." in
+# English: the tooltip is drawn in a portal outside the widget, so its style is the page's (one uploader a page).
 _UPLOADER_STYLE = """<style>
 .st-key-{key} [data-testid="stFileUploaderDropzone"] button [data-testid="stMarkdownContainer"] p,
 .st-key-{key} [data-testid="stFileUploaderDropzoneInstructions"] span {{ font-size: 0; }}
@@ -87,19 +89,26 @@ _UPLOADER_STYLE = """<style>
   {{ content: {button}; font-size: 0.875rem; }}
 .st-key-{key} [data-testid="stFileUploaderDropzoneInstructions"] span::after
   {{ content: {limit}; font-size: 0.875rem; }}
+[data-testid="stTooltipErrorContent"] {{ font-size: 0; }}
+[data-testid="stTooltipErrorContent"]::after {{ content: {refused}; font-size: 0.875rem; }}
 </style>"""
 
 
-def uploader_words(types: Sequence[str], lang: str) -> tuple[str, str]:
-    """The uploader's button and limits in ``lang``: the size Streamlit enforces (``server.maxUploadSize``) and the
-    file types as Streamlit lists them (upper case, JPEG folded into JPG)."""
+def uploader_words(types: Sequence[str], lang: str) -> tuple[str, str, str]:
+    """The uploader's button, limits and refusal of a file in ``lang``: the size Streamlit enforces
+    (``server.maxUploadSize``) and the file types as Streamlit lists them (upper case, JPEG folded into JPG)."""
     T = texts("common", lang)
     shown = list(dict.fromkeys("JPG" if t.upper() == "JPEG" else t.upper() for t in types))
-    return T("upload_button"), T("upload_limit", mb=st.get_option("server.maxUploadSize"), types=listed(shown, lang))
+    mb = st.get_option("server.maxUploadSize")
+    return (
+        T("upload_button"),
+        T("upload_limit", mb=mb, types=listed(shown, lang)),
+        T("upload_refused", mb=mb, types=listed(shown, lang, "or")),
+    )
 
 
 def file_uploader(label: str, *, types: Sequence[str], key: str, help: str | None = None) -> Any:
     """``st.file_uploader`` whose own words are in the visitor's language (see :data:`_UPLOADER_STYLE`)."""
-    button, limit = (json.dumps(w, ensure_ascii=False) for w in uploader_words(types, visitor_lang()))  # CSS strings
-    st.html(_UPLOADER_STYLE.format(key=key, button=button, limit=limit))  # a style alone: no room on the page
+    words = (json.dumps(w, ensure_ascii=False) for w in uploader_words(types, visitor_lang()))  # CSS strings
+    st.html(_UPLOADER_STYLE.format(key=key, **dict(zip(("button", "limit", "refused"), words))))  # no room taken
     return st.file_uploader(label, type=list(types), key=key, help=help)
