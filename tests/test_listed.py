@@ -2,7 +2,8 @@
 
 import pytest
 
-from tx_explorer.views import listed
+from tx_explorer import locales
+from tx_explorer.views import listed, texts
 
 
 @pytest.mark.parametrize(
@@ -20,3 +21,14 @@ from tx_explorer.views import listed
 def test_the_last_two_names_are_joined_in_words(names, last, en, zh):
     assert listed(names, "en", last) == en
     assert listed(iter(names), "zh", last) == zh
+
+
+def test_a_chinese_string_spaces_a_latin_or_numeric_value_where_it_meets_a_chinese_character():
+    """ "在这里只有{schemes}学会了" filled with ALiBi read "只有ALiBi学会了"; a Chinese value, a value beside
+    punctuation or beside a space typed in the template, and an English string are as formatted."""
+    T = texts("position_lab", "zh")
+    assert "只有 ALiBi 学会了" in T("findings_ordered", schemes="ALiBi")
+    assert "只有旋转学会了" in T("findings_ordered", schemes="旋转")
+    assert locales.spaced("第{n}层，共 {m} 层：{name}。", {"n": 3, "m": 30, "name": "L3"}) == "第 3 层，共 30 层：L3。"
+    assert locales.spaced("{a}{b}和{c:.1f}", {"a": "x", "b": "y", "c": 2}) == "xy 和 2.0"
+    assert texts("position_lab", "en")("findings_ordered", schemes="ALiBi").startswith("Only ALiBi learned")
