@@ -58,6 +58,14 @@ def test_the_sinusoidal_reading_writes_its_offset_as_latex():
     assert "$i - j$" in words and "i − j" not in _prose(words)
 
 
+def test_the_similarity_map_labels_its_positions_as_the_table_labels_its_dimensions():
+    """The similarity map wrote 0, 3, 6 … 63 turned on its side under a table labelled 0, 10, 20 … upright."""
+    table, sim, _ = sa.encodings("sinusoidal", 64, 64)
+    axes = [json.loads(p.figure.to_json())["layout"]["xaxis"] for p in (table, sim)]
+    assert axes[1]["tickvals"] == axes[0]["tickvals"] == [str(p) for p in range(0, 64, 10)]
+    assert axes[1].get("tickangle") == axes[0].get("tickangle")
+
+
 @pytest.fixture(scope="module")
 def results() -> positions_family.Results:
     return positions_family.load_results(positions_family.BUNDLE)

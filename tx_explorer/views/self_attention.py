@@ -156,7 +156,13 @@ def encodings(
         x_tick_cells=tick_cells(table.shape[1], most=8),  # 0, 20, 40 … upright (every 5th of 128 stood crowded)
     )
     sim_fig = charts.signed_heatmap(
-        sim, pos, pos, title=T("enc_similarity"), x_title=T("axis_positions_cols"), y_title=T("axis_positions")
+        sim,
+        pos,
+        pos,
+        title=T("enc_similarity"),
+        x_title=T("axis_positions_cols"),
+        y_title=T("axis_positions"),
+        x_tick_cells=tick_cells(len(pos), most=8),  # positions as the table's dimensions: 0, 10, 20 … upright
     )
     return Panel("pos_table", fig, table), Panel("pos_similarity", sim_fig, sim), note
 
