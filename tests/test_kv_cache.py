@@ -424,9 +424,9 @@ def test_the_bytes_formula_has_a_window_only_where_the_model_has_one_and_its_wor
     full = models.load_model("tiny-llama")
     window = dataclasses.replace(full, model=_model(SHAPES["rotary-window"]))
     cases = [
-        (full, r"b\cdot T", "T tokens):"),
-        (window, r"\min(T,\,W)", "window W):"),
-        (_mixed_text_model(), r"L_{\text{global}}\cdot T", "window W):"),
+        (full, r"b\cdot T", "$T$ tokens):"),
+        (window, r"\min(T,\,W)", "window $W$):"),
+        (_mixed_text_model(), r"L_{\text{global}}\cdot T", "window $W$):"),
     ]
     for tm, end, symbols in cases:
         intro, formula = view.bytes_formula(tm)
@@ -434,7 +434,9 @@ def test_the_bytes_formula_has_a_window_only_where_the_model_has_one_and_its_wor
         assert ("min" in formula) == (tm is not full)
         zh_intro, zh_formula = view.bytes_formula(tm, lang="zh")
         assert zh_formula.startswith(r"\text{字节数}=") and zh_formula.endswith(formula.split("=", 1)[1])
-        assert ("窗口 W" in zh_intro) == (tm is not full)
+        assert ("窗口 $W$" in zh_intro) == (tm is not full)
+        prose = re.sub(r"\$[^$]*\$", "", intro + zh_intro)  # the symbols were plain letters beside $D_h$ (review)
+        assert not re.search(r"(?<![\w\\])[LbTWt](?!\w)", prose), prose
 
 
 def test_the_chinese_page_names_query_heads_one_way():
