@@ -32,3 +32,20 @@ def test_a_chinese_string_spaces_a_latin_or_numeric_value_where_it_meets_a_chine
     assert locales.spaced("第{n}层，共 {m} 层：{name}。", {"n": 3, "m": 30, "name": "L3"}) == "第 3 层，共 30 层：L3。"
     assert locales.spaced("{a}{b}和{c:.1f}", {"a": "x", "b": "y", "c": 2}) == "xy 和 2.0"
     assert texts("position_lab", "en")("findings_ordered", schemes="ALiBi").startswith("Only ALiBi learned")
+
+
+def test_a_figure_s_words_space_their_fields_beside_chinese():
+    """A figure's words (``fig_*``, :func:`locales.words`) are filled in by the figure, past :func:`locales.spaced`:
+    their templates space a field beside a Chinese character themselves ("头0 · KV0" over the grid's columns)."""
+    import json
+    import re
+    from pathlib import Path
+
+    glued = re.compile(r"[\u4e00-\u9fff]\{|\}[\u4e00-\u9fff]")
+    found = [
+        (f.stem, key)
+        for f in sorted(Path(locales.__file__).parent.glob("*.json"))
+        for key, entry in json.loads(f.read_text(encoding="utf-8")).items()
+        if key.startswith("fig_") and glued.search(entry.get("zh", ""))
+    ]
+    assert found == []
