@@ -82,7 +82,7 @@ def routes(name: str) -> None:
         st.caption(T("click_hint"))
         result = view.route(tm, an, int(target), threshold, lang=LANG)
         context = (name, text, flow.position(int(target), len(an.ids)))
-        remember(ui.show_result(result, clickable=True), context)
+        remember(ui.show_result(result, clickable=True, width_px=ui.PAGE_PX), context)  # the page's width: its title
 
         edge_section(tm, an, context, int(target), result.edge)
         if tm.kind == "causal":

@@ -65,11 +65,11 @@ def _as_list(custom: Any) -> Any:
     return [custom[k] for k in sorted(custom, key=int)] if isinstance(custom, Mapping) else custom
 
 
-def show_clickable(*panels: Any) -> list[Any] | None:
+def show_clickable(*panels: Any, width_px: float | None = None) -> list[Any] | None:
     """Show panels whose figures carry clickable points; the ``customdata`` of the point last clicked, if any."""
     picked = None
     for panel in panels:
-        points = show_figure(panel.figure, panel.key, panel.data, clickable=True)
+        points = show_figure(panel.figure, panel.key, panel.data, clickable=True, width_px=width_px)
         picked = points[0] if points else picked
     return picked
 
@@ -104,15 +104,19 @@ SHORT_TABLE = 12  # rows a table may have and still be shown whole, its long cel
 # hides columns past its width); a longer one (a row per head: 270 on SmolLM2) scrolls and sorts in a grid
 
 
-def show_result(result: Result, clickable: bool = False, side_by_side: bool = False) -> list[Any] | None:
+def show_result(
+    result: Result, clickable: bool = False, side_by_side: bool = False, width_px: float | None = None
+) -> list[Any] | None:
     """A view's result (``panels``, ``notes``, ``table``): the panels, each note as a caption (notes quote tokens
     and replies, so Markdown in them is escaped), the table (a short one whole; a long one, or one whose numbers
     have ``decimals``, in a grid); with ``clickable``, the ``customdata`` of a clicked point, if any.
-    ``side_by_side``: the panels in a row, not one below the other."""
+    ``side_by_side``: the panels in a row, not one below the other; else ``width_px``: how wide they are drawn,
+    where known (:func:`show_figure`)."""
     if side_by_side:
         picked = row(*result.panels)
     else:
-        picked = show_clickable(*result.panels) if clickable else show(*result.panels)
+        show_panels = show_clickable if clickable else show
+        picked = show_panels(*result.panels, width_px=width_px)
     for note in result.notes:
         st.caption(escape_markdown(note))
     if result.table:
