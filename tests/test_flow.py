@@ -537,7 +537,8 @@ def test_the_node_tables_cells_show_every_token_found_strongest_first() -> None:
             items = cell.split(", ")
             assert len(items) == r.up_ids.shape[1] == hs.TOP_K
             assert all(len(i.rsplit(" ", 1)[0]) <= view.CELL_CHARS for i in items)
-            assert [float(i.rsplit(" ", 1)[1]) for i in items] == [float(f"{v:+.2f}") for v in row_values]
+            shown = [float(i.rsplit(" ", 1)[1].replace("−", "-")) for i in items]  # a true minus in the cells
+            assert shown == [float(f"{v:+.2f}") for v in row_values]
 
 
 @pytest.mark.parametrize("bias", [True, False])

@@ -33,7 +33,7 @@ def test_edge_verdict_names_no_leader_among_tied_weights(lang) -> None:
     T = texts("flow", lang)
     said = flow._verdict(T, np.ones(9), np.array([0.1, -0.2, 0.3, 0, 0, 0, 0, 0, -4.0]), "Δ logit")
     assert said == T("tied_weight", tied=9, heads=9, weight_head=0, weight="1.000", effect_head=8,
-                     effect="-4.000", metric="Δ logit")  # fmt: skip
+                     effect="−4.000", metric="Δ logit")  # fmt: skip
     tied_effect = flow._verdict(T, np.array([0.9, 0.1]), np.zeros(2), "Δ logit")
     assert tied_effect.startswith(T("tied_effect", tied=2, heads=2, metric="Δ logit", effect="+0.000")[:12])
     assert flow._verdict(T, np.array([0.9, 0.1]), np.array([1.0, 0.5]), "m") == T(

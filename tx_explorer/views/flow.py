@@ -15,7 +15,7 @@ from tx_explorer.analysis import flow
 from tx_explorer.analysis import head_science as hs
 from tx_explorer.families.text import TextModel
 from tx_explorer.modules.cache import common_prefix
-from tx_explorer.views import Panel, Result, listed, sentences, split_bytes_note, texts
+from tx_explorer.views import Panel, Result, listed, sentences, signed, split_bytes_note, texts
 from tx_explorer.viz import bars, charts
 from tx_explorer.viz import flow as vf
 
@@ -155,8 +155,8 @@ def route(tm: TextModel, an: Analysis, target: int = -1, threshold: float = flow
         T("graph_counts", **counted),
         T(
             f"exactness{_unbiased(tm)}",
-            error=f"{an.exactness:.1e}",
-            relative=f"{an.relative:.1e}",
+            error=signed(f"{an.exactness:.1e}"),
+            relative=signed(f"{an.relative:.1e}"),
             layers=an.dec.num_layers,
             tokens=an.dec.num_tokens,
         ),
@@ -208,7 +208,7 @@ def edge(
         y_title=T("axis_norm"),
         colour_title=html.escape(e.metric, quote=False),
     )
-    rho = {k: "—" if np.isnan(v) else f"{v:+.2f}" for k, v in e.correlations.items()}
+    rho = {k: "—" if np.isnan(v) else signed(f"{v:+.2f}") for k, v in e.correlations.items()}
     notes = [
         T("correlations", heads=len(heads), wn=rho["weight~norm"], we=rho["weight~effect"], ne=rho["norm~effect"]),
         _verdict(T, e.weight, e.effect, e.metric),
@@ -236,7 +236,8 @@ def _verdict(T, weight: np.ndarray, effect: np.ndarray, metric: str) -> str:
     ranking is tied at its top (argmax would name the first of the tied heads as if it led alone)."""
     heads, top_w, top_e = len(weight), _leaders(weight), _leaders(effect)
     w, e = int(top_w[0]), int(top_e[0])
-    said = dict(heads=heads, weight_head=w, weight=f"{weight[w]:.3f}", effect_head=e, effect=f"{effect[e]:+.3f}")
+    effect_e = signed(f"{effect[e]:+.3f}")
+    said = dict(heads=heads, weight_head=w, weight=f"{weight[w]:.3f}", effect_head=e, effect=effect_e)
     if len(top_e) > 1:
         return T("tied_effect", tied=len(top_e), metric=metric, **said)
     if len(top_w) > 1:
@@ -260,7 +261,7 @@ def node(tm: TextModel, an: Analysis, kind: str, layer: int, pos: int, *, lang: 
 
     def fmt(ids, values) -> str:  # every token found, the strongest first, each cut to a few characters
         words = [t if len(t) <= CELL_CHARS else t[: CELL_CHARS - 1] + "…" for t in tm.labels(ids.tolist())]
-        return ", ".join(f"{t} {v:+.2f}" for t, v in zip(words, values))
+        return ", ".join(f"{t} {signed(f'{v:+.2f}')}" for t, v in zip(words, values))  # a token may hold "-"
 
     table = None
     notes = [T("lens_note")]
