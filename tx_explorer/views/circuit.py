@@ -203,8 +203,8 @@ def k_composition(bundle: CircuitBundle, *, lang: str = "en") -> Composition:
     table = [{T("col_measure"): name, intact: f.format(a), ablated: f.format(b)} for name, a, b, f in rows]
     verdict = T(
         "k_verdict" if k.induction_drop >= 0.5 else "k_verdict_weak",
-        prev=f"L{pl}H{ph}",
-        induction=f"L{il}H{ih}",
+        prev=f"L{pl} H{ph}",
+        induction=f"L{il} H{ih}",
         before=f"{k.induction_before:.2f}",
         after=f"{k.induction_after:.2f}",
         change=_percent(-k.induction_drop, lang),
@@ -273,9 +273,9 @@ def comparison(scores: Scores, *, lang: str = "en") -> Comparison:
                 "compare_caption",
                 model=name,
                 heads=theirs.induction.size,
-                ind_head=f"L{il}H{ih}",
+                ind_head=f"L{il} H{ih}",
                 ind=f"{theirs.induction[il, ih]:.2f}",
-                prev_head=f"L{pl}H{ph}",
+                prev_head=f"L{pl} H{ph}",
                 prev=f"{theirs.previous[pl, ph]:.2f}",
                 many=int((theirs.induction >= hs.INDUCTION_THRESHOLD).sum()),
                 threshold=f"{hs.INDUCTION_THRESHOLD:.1f}",  # the head-science page's verdict: the same bar

@@ -85,7 +85,7 @@ def head_scores(
                 y=np.ravel(induction),
                 mode="markers",
                 name=name,
-                text=[f"L{a}H{b}" for a, b in zip(layers.ravel(), heads.ravel(), strict=True)],
+                text=[f"L{a} H{b}" for a, b in zip(layers.ravel(), heads.ravel(), strict=True)],
                 # each score named: "0.012, 0.917" left the reader to guess which axis was which
                 hovertemplate=f"%{{text}}<br>{x_title} %{{x:.3f}}<br>{y_title} %{{y:.3f}}<extra>"
                 + style.safe_labels([name])[0]
