@@ -134,7 +134,7 @@ def test_the_decodes_end_with_eos_and_the_lengths_section_measures_once_opened()
     ended = [m.value for m in page.metric if m.value.endswith(" / 120")]
     assert len(ended) == 3 and all(v.split(" / ")[0].isdigit() for v in ended)
     assert any("decodes that ended with <eos>" in m.value for m in page.markdown)
-    assert any("T ≠ T′ in" in m.value for m in page.markdown)
+    assert any("$T \\neq T'$ in" in m.value for m in page.markdown)
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])

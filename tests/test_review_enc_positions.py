@@ -15,6 +15,7 @@ from tests.conftest import assert_clean, open_page
 from tx_explorer import locales
 from tx_explorer.analysis import self_attention as sa
 from tx_explorer.views import self_attention as view
+from tx_explorer.views import signed
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 TABLES, _ = sa.bundled_position_tables()
@@ -53,10 +54,10 @@ def test_the_reading_says_what_the_map_shown_measures(source, n, dim, lang):
     table, sim, _ = view.encodings(source, n, dim, 0, TABLES, lang=lang)
     reading = view.encoding_reading(source, table.data, sim.data, trained=source in TABLES, lang=lang)
     near, far, far_from = _near_far(sim.data)
-    assert f"{near:.3f}" in reading and f"{far:.3f}" in reading and str(far_from) in reading, reading
+    assert signed(f"{near:.3f}") in reading and signed(f"{far:.3f}") in reading and str(far_from) in reading, reading
     band = T("enc_band_band", diff=f"{near - far:.3f}", margin=0.1)
     assert (band in reading) == (near - far >= 0.1), reading
-    assert (T("enc_band_none", diff=f"{near - far:+.3f}", margin=0.1) in reading) == (abs(near - far) < 0.1)
+    assert (T("enc_band_none", diff=signed(f"{near - far:+.3f}"), margin=0.1) in reading) == (abs(near - far) < 0.1)
     for old in ("bands along the diagonal mean", "沿对角线的条带说明", "has no structure beyond the diagonal"):
         assert old not in reading
 

@@ -207,7 +207,7 @@ def test_the_page_states_the_computed_numbers(translators, examples):
     assert metrics[view.labels()["fixed"]] == f"{r['fixed'].token_accuracy[0]:.1%} → {r['fixed'].token_accuracy[1]:.1%}"
     ends = view.claim_view("ends", view.decoding_ends(translators, per_set=12))
     first = sc.decoding_ends(translators["fixed"], sc.claim_set(12))
-    assert f"T ≠ T′ in {first.differ} of them" in ends.text and ends.metrics[view.labels()["fixed"]].startswith(
+    assert f"$T \\neq T'$ in {first.differ} of them" in ends.text and ends.metrics[view.labels()["fixed"]].startswith(
         f"{first.ended} / 12"
     )
     sv = view.subject_verb(translators["transformer"], per_set=12)

@@ -51,16 +51,13 @@ def setup(res: Results, *, lang: str = "en") -> str:
     cfg = res.summary["schemes"][res.schemes[0]]["config"]
     size = dict(layers=cfg["num_layers"], dim=cfg["dim"], heads=cfg["num_heads"])
     runs = len(res.schemes) * len(res.seeds)
-    return (
-        T("setup", **s, **size, long=s["seq_len"] * s["eval_factor"], cpu=res.summary["cpu_minutes"], runs=runs)
-        + " "
-        + seeds_note(res, lang=lang)
-    )
+    run = T("setup", **s, **size, long=s["seq_len"] * s["eval_factor"], cpu=res.summary["cpu_minutes"], runs=runs)
+    return sentences([run, seeds_note(res, lang=lang)], lang)  # "。 每种" in 中文 with a plain space
 
 
 def seeds_note(res: Results, *, lang: str = "en") -> str:
     """Which seeds, and what ± means: every table and verdict on the page reads them."""
-    return texts(PAGE, lang)("seeds_note", seeds=", ".join(map(str, res.seeds)), count=len(res.seeds))
+    return texts(PAGE, lang)("seeds_note", seeds=listed(map(str, res.seeds), lang), count=len(res.seeds))
 
 
 def sinusoidal_scale(res: Results, *, lang: str = "en") -> str:

@@ -10,7 +10,7 @@ import torch
 
 from tx_explorer import locales
 from tx_explorer.analysis import self_attention
-from tx_explorer.views import Panel, axes, subscripted, texts
+from tx_explorer.views import Panel, axes, listed, signed, subscripted, texts
 from tx_explorer.views.inputs import Choice, Number, Section, Text
 from tx_explorer.viz import charts
 from tx_explorer.viz.heatmap import heatmap, number, tick_cells
@@ -59,7 +59,7 @@ def permutation(
     )
     return Permutation(
         check,
-        T("perm_order", order=", ".join(shuffled)),
+        T("perm_order", order=listed(shuffled, lang)),
         Panel("perm_out", charts.signed_heatmap(out, names, dims, title=T("out_title"), **kw), out),
         Panel(
             "perm_weights",
@@ -177,13 +177,13 @@ def encoding_reading(source: str, table: Any, similarity: Any, *, trained: bool 
     intro = T(f"enc_reading_{'trained' if trained else source}")
     if p.band == "short":
         return f"{intro}\n\n{T('enc_band_short', n=p.n, far_from=p.far_from)}"
-    f3 = lambda v: f"{v:.3f}"  # noqa: E731
+    f3 = lambda v: signed(f"{v:.3f}")  # noqa: E731  (a far cosine is often below 0: −0.005)
     diff = p.near - p.far
     sentences = [
         T("enc_measured", n=p.n, near=f3(p.near), far=f3(p.far), far_from=p.far_from),
         T(
             f"enc_band_{p.band}",
-            diff=f"{diff:+.3f}" if p.band == "none" else f3(abs(diff)),
+            diff=signed(f"{diff:+.3f}") if p.band == "none" else f3(abs(diff)),
             margin=self_attention.BAND_MARGIN,
         ),
     ]

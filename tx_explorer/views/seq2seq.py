@@ -15,7 +15,7 @@ from tx_explorer.analysis import seq2seq_claims as claims
 from tx_explorer.analysis import seq2seq_eval as ev
 from tx_explorer.data import translation as tr
 from tx_explorer.families.translation import MAX_WORDS
-from tx_explorer.views import Panel, listed, sentences, subscripted, texts
+from tx_explorer.views import Panel, listed, sentences, signed, subscripted, texts
 from tx_explorer.viz import charts
 from tx_explorer.viz import seq2seq as vs
 from tx_explorer.viz.style import safe_labels
@@ -130,12 +130,17 @@ def alignments(
     T = texts(PAGE, lang)
     cross = with_eos(out["transformer"].cross, out["transformer"].eos_cross, axis=2)  # (L, H, T_out + 1, T_in)
     tfm_map = cross[layer].mean(axis=0) if head is None else cross[layer, head]
-    head_name = T("head_mean") if head is None else str(head)
+    # One head is named as every page names it, L1 H2; the mean keeps the layer's own words.
+    cross_title = (
+        T("cross_title", layer=layer, head=T("head_mean"))
+        if head is None
+        else T("cross_title_head", layer=layer, head=head)
+    )
     ax = {"x_title": T("axis_source"), "y_title": T("axis_output"), "gold_label": T("gold")}
     panels, off = [], []
     for key, weights, title in (
         ("attention", with_eos(out["attention"].alignment, out["attention"].eos_alignment), T("bahdanau_title")),
-        ("transformer", tfm_map, T("cross_title", layer=layer, head=head_name)),
+        ("transformer", tfm_map, cross_title),
     ):
         o = out[key]
         matches = reference is not None and o.tokens == reference.target
@@ -438,7 +443,7 @@ def bottleneck_verdict(results: Mapping, *, lang: str = "en") -> str:
     trends = {k: ev.length_trend(r) for k, r in results.items()}
     first = next(iter(trends.values()))
     pct = lambda x: f"{x:.0%}"  # noqa: E731
-    points = lambda x: f"{100 * x:.1f}"  # noqa: E731
+    points = lambda x: signed(f"{100 * x:.1f}")  # noqa: E731  (a drop below 0 is a rise: −1.2)
     rows = T("bn_sep").join(
         T(
             "bn_row",
