@@ -17,7 +17,7 @@ def test_gemma3_blocks_are_counted_without_the_final_norm():
     assert (blocks, final) == (18 * 5_573_632, 640)
     en, zh = view.vocabulary_share(lang="en"), view.vocabulary_share(lang="zh")
     assert f"the 18 blocks hold only {blocks:,} (18 × {blocks // 18:,}) and the final norm {final:,}." in en
-    assert f"18 个块一共只有 {blocks:,} 个（18 × {blocks // 18:,}），最后的归一化层 {final:,} 个。" in zh
+    assert f"18 个 block 一共只有 {blocks:,} 个（18 × {blocks // 18:,}），最后的归一化层 {final:,} 个。" in zh
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])

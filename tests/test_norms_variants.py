@@ -414,9 +414,8 @@ def test_the_depth_note_measures_each_deep_runs_spread_from_the_captions_numbers
     assert "stays even" not in note and "保持均衡" not in note
     for name, direction in zip(deep, ("depth_rises", "depth_falls")):
         label = res.label(name, lang)
-        first, last = map(
-            float, caption.split(T("name_value", name=label, value=""))[1].split(" · ")[0].rstrip("。.").split(" → ")
-        )
+        shown_pair = caption.split(T("name_value", name=label, value=""))[1].split(" · ")[0].rstrip("。.")
+        first, last = (float(v.replace("−", "-")) for v in shown_pair.split(" → "))  # a true minus in 8.4e−06
         shown = note.split(f"{label}{' ' if lang == 'en' else ''}{T(direction)} ")[1].split("×")[0]
         assert float(shown.replace(",", "")) == pytest.approx(max(first, last) / min(first, last), rel=0.05)
     assert "across 16 blocks" in note if lang == "en" else "16 个 block 间" in note

@@ -31,7 +31,7 @@ def test_first_load_shows_charts_and_no_error(at):
     assert len(at.table) == 1 and len(at.table[0].value) == 6  # six claims, each with a computed verdict
     assert any("Deep Pre-LN (16 × 32) falls" in m.value for m in at.markdown)  # the depth note's measured spread
     swiglu = next(m.value for m in at.markdown if "SwiGLU's formula, checked" in m.value)
-    assert float(swiglu.split("at most **")[1].split("**")[0]) < 1e-5  # by hand = the module
+    assert float(swiglu.split("at most **")[1].split("**")[0].replace("−", "-")) < 1e-5  # by hand = the module
 
 
 def test_pre_norm_identity_is_exact_on_the_page(at):

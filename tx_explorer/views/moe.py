@@ -18,7 +18,7 @@ from tx_explorer.families.moe import RETRAIN as RETRAIN  # how to build the bund
 from tx_explorer.families.moe import MoEBundle
 from tx_explorer.families.text import TextModel
 from tx_explorer.modules.moe_lm import MoEConfig as MoEConfig  # the cost section's default without a bundle
-from tx_explorer.views import Panel, corpus_note, sentences, split_bytes_note, texts
+from tx_explorer.views import Panel, corpus_note, sentences, signed, split_bytes_note, texts
 from tx_explorer.views.inputs import Choice, Number, Real, Section, Text
 from tx_explorer.viz import moe as vm
 
@@ -135,7 +135,7 @@ def stacked_experts(bundle: MoEBundle, *, lang: str = "en") -> str:
         counted=f"{counted:,}",
         agree=texts(PAGE, lang)("stacked_agree" if total == counted else "stacked_differ"),
         n=STACK_CHECK_TOKENS,
-        diff=f"{max(s.max_diff for s in layers):.1e}",
+        diff=signed(f"{max(s.max_diff for s in layers):.1e}"),
     )
 
 
@@ -159,9 +159,12 @@ def loss_intro(bundle: MoEBundle, *, lang: str = "en") -> str:
         moe_s=s["seconds"]["moe"],
         dense_s=s["seconds"]["dense"],
     )
+    # the curves' validation points come from a smaller sample than the final losses: their last points differ
+    last = {name: f"{bundle.curves[name]['val_loss'][-1]:.3f}" for name in ("moe", "dense")}
+    sample = T("loss_curve_sample", final=f"{s['validation_tokens_final']:,}", **last)
     # a spread of its own needs two seeds at least; below that the block variants' is borrowed for scale
     reference = reference_spreads() if len(seed_runs(s)) < 2 else None
-    return intro + "\n\n" + loss_verdict(bundle, reference, lang=lang)
+    return sentences([intro, sample], lang) + "\n\n" + loss_verdict(bundle, reference, lang=lang)
 
 
 def reference_spreads() -> tuple[int, list[float]] | None:

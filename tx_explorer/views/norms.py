@@ -155,12 +155,14 @@ def depth(
         T(f"panel_{when}"): {res.label(n, lang): res.profiles[n][when][quantity] for n in names}
         for when in ("init", "final")
     }
-    fig = vn.depth_profiles(panels, x_title=T(f"x_{quantity}"), y_title=T(f"quantity_{quantity}"))
+    # blocks counted from 1, as the note under the chart and the residual axis (0 = embeddings, then after block 1)
+    first = 1 if quantity == "grad_norm" else 0
+    fig = vn.depth_profiles(panels, x_title=T(f"x_{quantity}"), y_title=T(f"quantity_{quantity}"), x_start=first)
     # Plotly's default SI ticks write 1e-4 as "100μ", on the page where μ is LayerNorm's mean: powers of ten instead
     fig.update_yaxes(exponentformat="power")
     data = norm_lab.pad_rows([res.profiles[n][w][quantity] for n in names for w in ("init", "final")])
     words = " · ".join(
-        T("name_value", name=res.label(n, lang), value=f"{g[0]:.2g} → {g[-1]:.2g}")  # 中文: a full-width colon
+        T("name_value", name=res.label(n, lang), value=signed(f"{g[0]:.2g} → {g[-1]:.2g}"))  # 中文: a full-width colon
         for n in names
         for g in [res.profiles[n]["final"]["grad_norm"]]
     )
@@ -265,6 +267,8 @@ def layer_steps(res: Results, name: str, quantity: str = "grad_norm", *, lang: s
         x_title=T("axis_step"),
         y_title=T(f"x_{quantity}"),  # the residual RMS has one row more: row 0 is after the embeddings
     )
+    if quantity == "grad_norm":  # blocks counted from 1, as in the depth profiles above and the note
+        fig.update_traces(y=list(range(1, grid.shape[0] + 1)))
     return Panel("norms_layer_step", fig, grid)
 
 
@@ -523,7 +527,7 @@ def mlp_counts(dim: int = 64, ratio: float = 4.0, bias: bool = True, *, lang: st
         h=check.hidden,
         n=norm_lab.SWIGLU_CHECK_TOKENS,
         max_d=norm_lab.SWIGLU_CHECK_MAX_DIM,
-        diff=f"{check.max_diff:.1e}",
+        diff=signed(f"{check.max_diff:.1e}"),
         scale=f"{check.scale:.3g}",
     )
     return Panel("norms_mlp_counts", fig, table), "\n\n".join([words, by_hand, T("swiglu_not_measured")])

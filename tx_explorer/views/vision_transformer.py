@@ -13,7 +13,7 @@ from tx_explorer.analysis import vit_lab
 from tx_explorer.data import images, shapes
 from tx_explorer.families.images import FRAME_FILL, Classification, ImageClassifier, frame_object
 from tx_explorer.modules.vit import sincos_2d_table
-from tx_explorer.views import Panel, listed, sentences, texts
+from tx_explorer.views import Panel, listed, sentences, signed, texts
 from tx_explorer.viz import vit as vitviz
 
 PAGE = "vision_transformer"
@@ -303,7 +303,7 @@ def patches(
                     view.values,
                 ),
                 Panel(f"vit_proj_{key}", vitviz.vector_bars(view.conv, title=proj_title, words=words), view.conv),
-                T("conv_linear", diff=f"{view.max_difference:.1e}"),
+                T("conv_linear", diff=signed(f"{view.max_difference:.1e}")),
             )
         )
     return sides
@@ -384,7 +384,7 @@ def pooling(clf: ImageClassifier, pixels: np.ndarray, *, lang: str = "en") -> Po
         rf"h\in\mathbb{{R}}^{{1\times {d}}}\;\xrightarrow{{\mathrm{{LN}},\;W}}\;z\in\mathbb{{R}}^{{1\times {c}}}"
     )
     top = _classes(list(clf.labels), lang)[int(np.argmax(pool.logits))]
-    cfg, diff = clf.model.cfg, f"{pool.max_difference:.1e}"
+    cfg, diff = clf.model.cfg, signed(f"{pool.max_difference:.1e}")
     reading = T(f"pooled_{cfg.pool}", t=t, patches=cfg.num_patches, n=n, d=d, c=c, top=top, diff=diff)
     return Pooled(formula, reading)
 
@@ -444,7 +444,7 @@ def shuffle(
     )
     changes = {
         T("change_with"): f"{shuf.logit_change['with']:.3g}",
-        T("change_without"): f"{shuf.logit_change['without']:.1e}",
+        T("change_without"): signed(f"{shuf.logit_change['without']:.1e}"),
     }
     # The reading follows the chart's own bars: the original's top class with positions, before and after.
     names = _classes(result.labels, lang)
