@@ -91,10 +91,10 @@ def test_cell_numbers_are_written_only_where_they_fit_their_cells_legibly():
 def test_cell_numbers_are_shortened_to_one_decimal_before_they_are_dropped():
     """The masks page's scores ("−0.47", 10 columns in half the page) were drawn 8 px high: one decimal fewer
     fits; cells that are not decimals ("−∞") stay; a number with one decimal is not cut further."""
-    text = np.array([["-0.47", "−∞", "1.25"]], dtype=object)
+    text = np.array([["−0.47", "−∞", "1.25", "−0.04"]], dtype=object)
     assert style.fitted_numbers(text, 200).tolist() == text.tolist()  # room: as written
-    assert style.fitted_numbers(text, 27).tolist() == [["-0.5", "−∞", "1.2"]]  # ⌊27 / (0.65 · 4)⌋ = 10 px
-    assert style.fitted_numbers(text, 20) is None  # "-0.5" would be 7 px
+    assert style.fitted_numbers(text, 27).tolist() == [["−0.5", "−∞", "1.2", "0.0"]]  # ⌊27 / (0.65 · 4)⌋ = 10 px
+    assert style.fitted_numbers(text, 20) is None  # "−0.5" would be 7 px
 
 
 def test_cell_numbers_too_small_for_the_width_a_figure_is_drawn_at_are_dropped():

@@ -38,7 +38,7 @@ def test_huge_scores_are_written_by_their_size_in_the_cells_and_the_summary():
     """Q = 1000 1000 1000 against ±1000 keys: E's cells read "1732050.75" past their edges, the summary "2449489.75"."""
     q, k = torch.full((1, 3), 1000.0), torch.tensor([[1000.0] * 3, [-1000.0] * 3])
     steps = view.steps(q, k, V)
-    assert steps.scores.figure.data[0].text.tolist() == [["1.73e6", "-1.73e6"]]
+    assert steps.scores.figure.data[0].text.tolist() == [["1.73e6", "−1.73e6"]]
     assert "**2.45e6**" in steps.numbers and "2449489" not in steps.numbers
     assert steps.scores.figure.data[0].colorbar.ticktext == ("−1e6", "0", "1e6")
     assert "**0.00**" in view.steps(torch.zeros(1, 3), K, V).numbers  # ordinary sizes: two decimals, as before
@@ -46,7 +46,16 @@ def test_huge_scores_are_written_by_their_size_in_the_cells_and_the_summary():
 
 @pytest.mark.parametrize(
     ("v", "scale", "text"),
-    [(0.5, None, "0.50"), (1000.0, None, "1000.00"), (12345.6, None, "1.23e4"), (0.0, 1e-30, "0"), (0.0, 0.0, "0.00")],
+    [
+        (0.5, None, "0.50"),
+        (1000.0, None, "1000.00"),
+        (12345.6, None, "1.23e4"),
+        (0.0, 1e-30, "0"),
+        (0.0, 0.0, "0.00"),
+        (-0.47, None, "−0.47"),  # a true minus, as the prose writes it
+        (-0.001, 1.0, "0.00"),  # not "-0.00" beside 0.00
+        (-5e-31, None, "−5e−31"),
+    ],
 )
 def test_a_number_is_written_by_the_size_of_its_neighbours(v, scale, text):
     assert heatmap.number(v, scale) == text

@@ -30,7 +30,7 @@ def signed_heatmap(
     bar = None
     if not PLAIN[0] <= limit < PLAIN[1]:
         ticks = round_ticks(-limit, limit)
-        bar = dict(tickvals=ticks, ticktext=[number(t, limit).replace("-", "−") for t in ticks])
+        bar = dict(tickvals=ticks, ticktext=[number(t, limit) for t in ticks])
     return heatmap(
         z,
         row_labels,

@@ -27,7 +27,7 @@ TICK_PX = 15  # a y-axis label's height with its gap, at our 12 px font
 
 
 # The sizes of numbers written with decimals: under 0.01 two decimals print "0.00", from 10 000 on "1732050.75" overruns
-# its cell; beyond, three significant figures and a power of ten ("1.73e6", "5e-31").
+# its cell; beyond, three significant figures and a power of ten ("1.73e6", "5e−31").
 PLAIN = (0.01, 1e4)
 
 
@@ -37,11 +37,11 @@ def number(v: float, scale: float | None = None) -> str:
     ``scale`` is 0 or within :data:`PLAIN`, else three significant figures and a power of ten, 0 as "0"."""
     scale = abs(v) if scale is None else scale
     if scale == 0 or PLAIN[0] <= scale < PLAIN[1]:
-        return f"{v:.2f}"
+        return style.decimal(v, 2)
     if v == 0:
         return "0"
     mantissa, exponent = f"{v:.2e}".split("e")
-    return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
+    return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}".replace("-", "−")  # a true minus, as the prose
 
 
 def _y_ticks(height: int) -> int:

@@ -49,7 +49,14 @@ COLUMN_PX = 460  # a figure's width when nothing else is known: half of a wide p
 PAGE_PX = 920  # the main column of the wide layout beside the sidebar, on a 1400 px window
 TITLE_PX = 17  # Plotly's title size for our 12 px font (1.4 × the font)
 CELL_FONT_PX = 9  # Plotly shrinks a heatmap cell's number to fit its cell; smaller than this it cannot be read
-_DECIMALS = re.compile(r"(-?\d+)\.(\d+)")
+_DECIMALS = re.compile(r"([-−]?\d+)\.(\d+)")
+
+
+def decimal(v: float, places: int) -> str:
+    """``v`` with ``places`` decimals as the prose writes numbers: a true minus ("−0.47"), and 0 for what rounds to
+    it (a cell of −0.001 read "-0.00" beside "0.00", as if it were below zero by a visible amount)."""
+    text = f"{v:.{places}f}"
+    return text.lstrip("-") if float(text) == 0 else text.replace("-", "−")
 
 
 def numbers_fit(text: np.ndarray, cell_px: float) -> bool:
@@ -74,7 +81,7 @@ def fitted_numbers(text: np.ndarray, cell_px: float) -> np.ndarray | None:
 
 def _shortened(cell: object, *, places: int) -> object:
     """A decimal cell written with ``places`` decimals; any other cell as it is."""
-    return f"{float(str(cell)):.{places}f}" if _DECIMALS.fullmatch(str(cell)) else cell
+    return decimal(float(str(cell).replace("−", "-")), places) if _DECIMALS.fullmatch(str(cell)) else cell
 
 
 def _cell_numbers_fitted(fig: go.Figure, width_px: float) -> None:
