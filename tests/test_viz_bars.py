@@ -19,9 +19,11 @@ def test_stacked_parts_are_shares_that_sum_to_one_and_keep_the_counts_for_hovers
     shares = np.array([list(t.x) for t in fig.data])
     np.testing.assert_allclose(shares.sum(axis=0), [1.0, 1.0])
     assert list(fig.data[1].customdata) == [3, 6] and fig.layout.barmode == "stack"
+    assert list(fig.layout.xaxis.range) == [0, 1]  # shares end at 100 % (autorange drew a blank band to 105 %)
     raw = bars.stacked_parts(["m"], {"x": [1], "y": [3]}, share=False)
     assert [list(t.x) for t in raw.data] == [[1.0], [3.0]]
     assert raw.layout.xaxis.tickformat is None and raw.layout.xaxis.exponentformat == "B"  # 1.5B, as the page writes
+    assert raw.layout.xaxis.range is None
 
 
 def test_log_bars_use_a_log_axis_and_labelled_bars_keep_every_series():

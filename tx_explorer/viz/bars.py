@@ -86,6 +86,7 @@ def stacked_parts(
     fig.update_xaxes(
         title=x_title or ("share of parameters" if share else "parameters"),
         tickformat=".0%" if share else None,
+        range=[0, 1] if share else None,  # shares end at 100 %: autorange ran on, blank, to about 105 %
         exponentformat="B",  # counts as 1.5B, the page's own notation (SI's "~s" writes 1.5G)
         automargin=True,
     )
