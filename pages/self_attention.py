@@ -31,7 +31,7 @@ def shuffled(layer: dict) -> bool:
             ui.show(perm.out, perm.weights, width_px=ui.PAGE_PX / 2)
         with c[1]:
             ui.show(perm.out_shuffled, perm.weights_shuffled, width_px=ui.PAGE_PX / 2)
-        st.metric(T("max_diff"), f"{perm.check.max_diff:.2e}")
+        st.metric(T("max_diff"), view.difference(perm.check.max_diff))
         (st.success if perm.equal else st.info)(perm.verdict)
         return True
     return False
@@ -51,8 +51,8 @@ def word_order(layer: dict, layer_ok: bool) -> None:
             order = view.ORDER.compute(**sentences, **view.handed_on(layer), lang=LANG)  # section 1's layer
             ui.show(order.chart)
             for col, k in zip(st.columns(3), self_attention.POSITION_KINDS):
-                col.metric(T("order_metric", kind=T(f"pos_{k}")), f"{order.max_diff[k]:.2e}")
-                col.caption(T("order_pooled", diff=f"{order.pooled_diff[k]:.2e}"))
+                col.metric(T("order_metric", kind=T(f"pos_{k}")), view.difference(order.max_diff[k]))
+                col.caption(T("order_pooled", diff=view.difference(order.pooled_diff[k])))
             st.markdown(order.conclusion)
 
 

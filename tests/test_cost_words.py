@@ -27,16 +27,16 @@ def test_the_summary_compares_the_tables_two_halves(n, en, zh):
     quad = sum(mm.flops for mm in products if mm.quadratic)
     share = f"**{100 * quad / sum(mm.flops for mm in products):.0f}%** of it: they {en}."
     assert share in view.matmuls(n, 512, 8).summary
-    assert f"{zh}。" in view.matmuls(n, 512, 8, lang="zh").summary.split("在 N = 2D")[0]
+    assert f"{zh}。" in view.matmuls(n, 512, 8, lang="zh").summary.split("在 $N = 2D$")[0]
 
 
 def test_at_n_equal_2d_the_page_says_equal_and_larger_beyond():
     at_2d = cost.four_matmuls(1024, 512, 8)
     assert sum(m.flops for m in at_2d if m.quadratic) == sum(m.flops for m in at_2d if not m.quadratic)  # 50/50
     en, zh = view.matmuls(16, 512, 8).summary, view.matmuls(16, 512, 8, lang="zh").summary
-    assert "At N = 2D = 1,024 they take as many FLOPs as the projections (50%)." in en
-    assert "At N = 4D = 2,048 they take more FLOPs than the projections (67%)." in en
-    assert "在 N = 2D = 1,024 时其 FLOPs 与投影相等（50%）。在 N = 4D = 2,048 时其 FLOPs 多于投影（67%）。" in zh
+    assert "At $N = 2D$ = 1,024 they take as many FLOPs as the projections (50%)." in en
+    assert "At $N = 4D$ = 2,048 they take more FLOPs than the projections (67%)." in en
+    assert "在 $N = 2D$ = 1,024 时其 FLOPs 与投影相等（50%）。在 $N = 4D$ = 2,048 时其 FLOPs 多于投影（67%）。" in zh
     for key in ("matmul_intro", "crossover_label"):  # no word of the page says N² wins at N = 2D itself
         words = {lang: locales.text("cost_of_attention", key, lang) for lang in ("en", "zh")}
         assert "overtake" not in words["en"] and "超过" not in words["zh"], words
@@ -50,7 +50,7 @@ def test_the_summary_says_each_fact_once(n, relation, zh):
     again of N = 2D; N = 4D likewise."""
     en, cn = view.matmuls(n, 512, 8).summary, view.matmuls(n, 512, 8, lang="zh").summary
     assert en.count(relation) == 1 and cn.count(zh) == 1, (en, cn)
-    assert en.count(f"N = {n:,}") == 1 and cn.count(f"N = {n:,}") == 1
+    assert en.count(f"$N$ = {n:,}") == 1 and cn.count(f"$N$ = {n:,}") == 1
 
 
 def test_a_small_share_is_not_rounded_to_zero_nor_a_large_one_to_all():
@@ -83,7 +83,7 @@ def test_the_guard_answers_its_question_in_a_sentence_of_its_own():
     zh = view.guard(10_000_000, 1024, 64, "float32", cpu, lang="zh")[1]
     assert (
         not fits
-        and en.startswith("Naive attention at N=10,000,000, H=1024 needs ")
+        and en.startswith("Naive attention at $N$ = 10,000,000, $H$ = 1024 needs ")
         and en.endswith(", so it would not run.")
     )
     assert "was not run" not in en and "50% of that" in en

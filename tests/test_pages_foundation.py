@@ -25,7 +25,7 @@ def markdown(at) -> str:
 def metric(at, label_start: str) -> float:
     found = [m for m in at.metric if m.label.startswith(label_start)]
     assert found, [m.label for m in at.metric]
-    return float(found[0].value)
+    return float(found[0].value.replace("−", "-"))  # a true minus: 2.4e−07
 
 
 # Static checks on the locale files -----------------------------------------------------------------------------
@@ -110,8 +110,8 @@ def test_operator_first_visit_draws_the_steps_only():
     open_sections(at, "op_open_qkv", "op_open_sqrt", "op_open_cross")
     assert_clean(at)
     assert len(plotly_specs(at)) == 6 + 2 + 3 + 1  # every chart of the page, as before
-    same = re.search(r"context = X \(§3\.1\).*largest difference \*\*([0-9.e+-]+)\*\*", markdown(at))
-    assert same and float(same.group(1)) < 1e-6  # cross-attention with context = X is self-attention
+    same = re.search(r"with \$X\$ as its context \(§3\.1\).*largest difference \*\*([0-9.e+−-]+)\*\*", markdown(at))
+    assert same and float(same.group(1).replace("−", "-")) < 1e-6  # cross-attention with context = X is self-attention
 
 
 def test_operator_scaling_width_and_replacing_k_or_v():
@@ -150,7 +150,7 @@ def test_operator_bad_input_reaches_the_user_as_messages():
     at.text_area(key="text_Q").set_value("1 0 0").run()
     at.number_input(key="cross_heads").set_value(5).run()
     assert_clean(at)
-    assert "output Y [3, 10]" in markdown(at)  # 3 queries, 7 context vectors: one output per query
+    assert "output $Y$ [3, 10]" in markdown(at)  # 3 queries, 7 context vectors: one output per query
 
 
 # Self-attention and position -----------------------------------------------------------------------------------

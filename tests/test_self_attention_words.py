@@ -40,7 +40,7 @@ def test_the_word_order_conclusion_follows_all_three_differences(lang):
     assert swapped.conclusion == T("order_conclusion")
     odd = {"none": 0.0, "sinusoidal": 0.0, "learned": 0.5}  # one kind of position telling nothing apart
     told = view._order_conclusion(False, odd, T)
-    assert told == T("order_unexpected", none="0.00e+00", sinusoidal="0.00e+00", learned="5.00e-01")
+    assert told == T("order_unexpected", none="0", sinusoidal="0", learned="0.50")
 
 
 def test_the_word_order_heading_is_chinese_in_chinese():

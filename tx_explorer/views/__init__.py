@@ -57,6 +57,12 @@ def signed(number: str) -> str:
     return number.replace("-", "−")
 
 
+def rounding(v: float) -> str:
+    """A float's rounding error (or any tiny difference) in a sentence or a metric: "1.2e−07" with a true minus, an
+    exact 0 as "0" (not "0.0e+00")."""
+    return "0" if v == 0 else signed(f"{v:.1e}")
+
+
 _SUBSCRIPTS = str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉")
 
 

@@ -3,6 +3,7 @@ K; why divide by √D; cross-attention."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -13,7 +14,7 @@ from tx_explorer.analysis import atlas, heads
 from tx_explorer.analysis import operator_lab as op
 from tx_explorer.analysis import qk_norm as qk
 from tx_explorer.families.text import TextModel
-from tx_explorer.views import Panel, axes, texts
+from tx_explorer.views import Panel, axes, rounding, signed, texts
 from tx_explorer.views.inputs import Number, Section
 from tx_explorer.viz import charts
 from tx_explorer.viz.heatmap import heatmap, number
@@ -84,7 +85,7 @@ def steps(q: Tensor, k: Tensor, v: Tensor, scaled: bool = True, *, lang: str = "
         scale=f"{summary.scale:.3f}",
         std=number(summary.score_std),  # as E's cells write it: 2.45e6 for typed entries of 1000
         peak=f"{summary.mean_peak:.2f}",
-        rowsum=f"{summary.max_row_error:.1e}",
+        rowsum=rounding(summary.max_row_error),
     )
     scores, weights = s.scores.numpy(), s.weights.numpy()
     return Steps(
@@ -185,7 +186,7 @@ def cross(
     words = (
         T("cross_shapes", **dict(zip("qxay", shapes)), nq=nq)
         + "\n\n"
-        + T("cross_self", diff=f"{ca.self_diff:.1e}", nq=nq)
+        + T("cross_self", diff=rounding(ca.self_diff), nq=nq)
     )
     return Panel("cross_weights", fig, ca.weights.numpy()), words
 
@@ -218,6 +219,18 @@ def first_qk_normed(names: Sequence[str], load: Callable[[str], TextModel]) -> s
 def qk_norm_numbers(tm: TextModel) -> list[qk.QKNormLayer]:
     """:func:`qk_norm.qk_norm_effect` on the first :data:`qk_norm.QK_TOKENS` tokens of the bundled text."""
     return qk.qk_norm_effect(tm, atlas.corpus_ids(tm, min(qk.QK_TOKENS, tm.max_len)))
+
+
+def plain(v: float) -> str:
+    """``v`` to three significant figures as a sentence writes it: plain below a million ("0.989", "12.3",
+    "1,150", "10,200"; ``.3g`` wrote 1.15e+03), a power of ten beyond it or below 0.001 ("2.4e−7")."""
+    if v == 0:
+        return "0"
+    if not 1e-3 <= abs(v) < 1e6:
+        return signed(number(v))
+    v = float(f"{v:.3g}")  # rounded to three figures first: 999.7 → 1,000
+    decimals = max(0, 2 - math.floor(math.log10(abs(v))))
+    return signed(f"{v:,.{decimals}f}")
 
 
 ONE_KEY_NATS = 0.1  # a row's entropy below this puts ≥ 98 % of its weight on one key (a row of 0.98 and 0.02: 0.098)
@@ -255,12 +268,12 @@ def qk_norm(tm: TextModel, found: Sequence[qk.QKNormLayer], *, lang: str = "en")
         "qk_reading",
         model=tm.name,
         n=min(qk.QK_TOKENS, tm.max_len),
-        low=f"{low('normed'):.3g}",
-        high=f"{high('normed'):.3g}",
-        raw_low=f"{low('raw'):.3g}",
-        raw_high=f"{high('raw'):.3g}",
-        largest=f"{max(r.normed.largest for r in found):.3g}",
-        raw_largest=f"{max(r.raw.largest for r in found):.3g}",
+        low=plain(low("normed")),
+        high=plain(high("normed")),
+        raw_low=plain(low("raw")),
+        raw_high=plain(high("raw")),
+        largest=plain(max(r.normed.largest for r in found)),
+        raw_largest=plain(max(r.raw.largest for r in found)),
         sharpest=sharpest,
         sharper=sum(r.raw.entropy < r.normed.entropy for r in found),
         layers=len(found),

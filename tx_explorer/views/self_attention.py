@@ -10,7 +10,7 @@ import torch
 
 from tx_explorer import locales
 from tx_explorer.analysis import self_attention
-from tx_explorer.views import Panel, axes, listed, signed, subscripted, texts
+from tx_explorer.views import Panel, axes, listed, rounding, signed, subscripted, texts
 from tx_explorer.views.inputs import Choice, Number, Section, Text
 from tx_explorer.viz import charts
 from tx_explorer.viz.heatmap import heatmap, number, tick_cells
@@ -53,7 +53,7 @@ def permutation(
     out, out_s = check.out.numpy(), check.out_shuffled.numpy()
     equal = check.max_diff < self_attention.EQUIVARIANCE_TOL
     verdict = (
-        T("perm_equal", diff=f"{check.max_diff:.1e}")
+        T("perm_equal", diff=signed(f"{check.max_diff:.1e}"))
         if equal
         else T("perm_broken", diff=f"{check.max_diff:.2f}", kind=T(f"pos_{kind}"))
     )
@@ -114,6 +114,12 @@ def word_order(
     )
 
 
+def difference(d: float) -> str:
+    """A measured output difference as a student reads it: "1.10" rather than ``.2e``'s 1.10e+00, a float's
+    rounding as a power of ten with a true minus ("2.4e−07"), an exact 0 as "0"."""
+    return f"{d:.2f}" if abs(d) >= 0.01 else rounding(d)
+
+
 def _order_conclusion(same_sentence: bool, max_diff: Mapping[str, float], T: Callable[..., str]) -> str:
     """What the three measured differences say together: one sentence typed twice (nothing to tell apart), the set
     seen without positions and told apart with both kinds, or anything else, reported with its numbers."""
@@ -122,7 +128,7 @@ def _order_conclusion(same_sentence: bool, max_diff: Mapping[str, float], T: Cal
         return T("order_same_sentence")
     if zero["none"] and not zero["sinusoidal"] and not zero["learned"]:
         return T("order_conclusion")
-    return T("order_unexpected", **{k: f"{d:.2e}" for k, d in max_diff.items()})
+    return T("order_unexpected", **{k: difference(d) for k, d in max_diff.items()})
 
 
 def encodings(

@@ -261,13 +261,13 @@ def step_query(translator, o, t: int = 0, *, lang: str = "en") -> StepQuery:
         step_formulas(t),
         T(
             "recurrence_check",
-            delta=f"{delta:.1e}",
+            delta=signed(f"{delta:.1e}"),
             words=T("source_words_one" if len(o.source) == 1 else "source_words", n=len(o.source)),
         )
         + "\n\n"
-        + T("state_check", delta=f"{steps.state_gap:.1e}", n=len(steps.scores))
+        + T("state_check", delta=signed(f"{steps.state_gap:.1e}"), n=len(steps.scores))
         + "\n\n"
-        + T("operator_check", da=f"{da:.1e}", dc=f"{dc:.1e}", t=t + 1),
+        + T("operator_check", da=signed(f"{da:.1e}"), dc=signed(f"{dc:.1e}"), t=t + 1),
     )
 
 
