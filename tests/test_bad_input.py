@@ -752,7 +752,7 @@ CASES: list[Case] = [
         "guard-10M-tokens-1024-heads",
         tuple(zip(GUARD, (10_000_000, 1024))),
         "warning",
-        "Naive attention at N=10,000,000, H=1024 needs",
+        "Naive attention at $N$ = 10,000,000, $H$ = 1024 needs",
         chart="cost_memory",
     ),
     Case(

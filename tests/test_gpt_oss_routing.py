@@ -107,7 +107,7 @@ def test_the_page_shows_the_routing_statistics_of_a_gpt_oss_folder(folders, root
     at = _opened(moe_ckpt_model=ui.FOLDER, moe_ckpt_model_folder=str(folders["gpt_oss"]))
     assert_clean(at)
     texts = [m.value for m in at.markdown]
-    assert any("No capacity factor" in t and f"k = {K} per token" in t for t in texts), texts
+    assert any("No capacity factor" in t and f"$k = {K}$ per token" in t for t in texts), texts
     none = locales.text("moe", "ckpt_none")
     assert any(i.value == none for i in at.info)  # the temporary hub cache holds no checkpoint with experts
     table = at.table[-1].value

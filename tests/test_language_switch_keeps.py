@@ -151,7 +151,7 @@ def test_a_text_is_routed_once_and_its_statistics_worded_in_both_languages():
     assert list(en.statistics.stats.values()) == list(zh.statistics.stats.values())
     _same_numbers(en.statistics.load, zh.statistics.load)
     assert _drawn(en.statistics.entropy) == _drawn(zh.statistics.entropy)
-    assert en.about.startswith("E = 8 experts per block") and zh.about.startswith("每个 block 有 E = 8 个专家")
+    assert en.about.startswith("$E = 8$ experts per block") and zh.about.startswith("每个 block 有 $E = 8$ 个专家")
 
 
 def test_a_language_switch_does_not_route_the_checkpoint_text_again(monkeypatch):
@@ -162,7 +162,7 @@ def test_a_language_switch_does_not_route_the_checkpoint_text_again(monkeypatch)
     stats = at.table[0].value
     _switch(at, "zh")
     assert len(read) == 1
-    assert any("每个 block 有 E = 8 个专家" in m.value for m in at.markdown)
+    assert any("每个 block 有 $E = 8$ 个专家" in m.value for m in at.markdown)
     np.testing.assert_array_equal(at.table[0].value.to_numpy(), stats.to_numpy())
 
 

@@ -63,7 +63,7 @@ def test_first_load_shows_charts_and_the_capacity_slider_recomputes_drops():
         return
     assert len(specs) == 4 and not at.table  # cost, loss curves, tokens, gates; held-out statistics closed
     text = " ".join(m.value for m in at.markdown)
-    assert "W₁ of shape [8, 128, 256] = [E, D, H]" in text and "(the same number)" in text  # tiny-moe, stacked
+    assert "$W_1$ of shape [8, 128, 256] = $[E, D, H]$" in text and "(the same number)" in text  # tiny-moe, stacked
     assert _seed_verdict() in text  # MoE vs dense over the three recorded seeds
     at.session_state["moe_open_heldout"] = True  # what opening the expander writes; its section computes only now
     at.run()
@@ -165,7 +165,7 @@ def test_the_checkpoint_section_offers_tiny_moe_first_and_routes_it():
     assert locales.text("moe", "ckpt_dense") not in [i.value for i in at.info]
     about = next(m.value for m in at.markdown if "experts per block" in m.value)
     cfg = models.load_model("tiny-moe").config
-    assert f"E = {cfg.num_experts} experts per block, k = {cfg.top_k} per token" in about
+    assert f"$E = {cfg.num_experts}$ experts per block, $k = {cfg.top_k}$ per token" in about
     assert f"trained with capacity factor {cfg.capacity_factor:g}" in about
     titles = [s["layout"].get("title", {}).get("text", "") for s in plotly_specs(at)]
     assert locales.text("moe", "cooc_title") in titles and locales.text("moe", "load_title") in titles

@@ -34,7 +34,6 @@ TYPED = {
     ("model_sizes", "fit_gemma3"): "the model's published name, Gemma 3 270M, not a count of ours",
     ("vision_transformer", "pooled_token"): "shape notation N×D → 1×D",
     ("vision_transformer", "pooled_avg"): "shape notation N×D → 1×D",
-    ("vision_transformer", "pool_header"): "shape notation N×D → 1×D (§7.3)",
 }
 
 

@@ -84,7 +84,7 @@ def test_measuring_starts_no_run_predicted_past_the_time_budget(monkeypatch):
     assert_clean(at)
     assert cost.MEASURE_BUDGET_S <= 120
     assert sorted(calls) == sorted((m, 128) for m in cost.METHODS)
-    assert any("Stopped before N = 256" in i.value for i in at.info)
+    assert any("Stopped before $N$ = 256" in i.value for i in at.info)
     results = next(d.value for d in at.dataframe if "method" in d.value.columns)  # the measured runs' table
     assert len(results) == len(cost.METHODS)
 

@@ -77,17 +77,17 @@ def test_the_sharing_panel_says_what_grouped_query_attention_saves():
     mm = view.matmuls(1024, 576, 9, 3, 64)
     kv = params.kv_weights(cost.attention_shape(576, 9, 3, 64))
     assert kv == 576 * 2 * 3 * 64 == 221_184
-    assert "the H = 9 query heads share $H_{kv}$ = 3 key/value heads, 3 query heads to each" in mm.sharing_note
+    assert "the $H$ = 9 query heads share $H_{kv}$ = 3 key/value heads, 3 query heads to each" in mm.sharing_note
     assert "**221,184** weights instead of 663,552 (3× fewer)" in mm.sharing_note
     cache = memory.kv_cache_bytes(cost.attention_shape(576, 9, 3, 64), 1, 2)
     assert cache == 768 and "**768 B** of keys and values per layer" in mm.sharing_note
     assert mm.sharing["this shape ($H_{kv}$ = 3)"] == ["221,184", "884,736", "452,984,832", "768 B"]
-    assert mm.sharing["multi-head ($H_{kv}$ = H = 9)"][0] == "663,552"
-    assert "At N = 768, next to where they meet for this shape" in mm.summary
+    assert mm.sharing["multi-head ($H_{kv} = H$ = 9)"][0] == "663,552"
+    assert "At $N$ = 768, next to where they meet for this shape" in mm.summary
     assert mm.flops.figure.layout.annotations[0].text == "N² products = projections (N = 768)"
     zh = view.matmuls(1024, 576, 9, 3, 64, lang="zh")
     assert "（仅为其 1/3）" in zh.sharing_note and "分组查询注意力" in zh.sharing_note
-    assert "在 N = 768 时" in zh.summary
+    assert "在 $N$ = 768 时" in zh.summary
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
@@ -102,9 +102,9 @@ def test_the_sharing_tables_labels_write_their_maths_as_maths(lang: str):
 
 def test_gemma3s_wide_heads_are_said_with_their_matrices():
     mm = view.matmuls(1024, *GEMMA3_SHAPE)
-    assert "Multi-query attention: all H = 4 query heads read one key/value head." in mm.sharing_note
+    assert "Multi-query attention: all $H$ = 4 query heads read one key/value head." in mm.sharing_note
     assert "$W_Q$ is 640 × 1,024 and $W_O$ 1,024 × 640" in mm.sharing_note
-    assert "the four matrices hold 1,638,400 weights, 1.000 × 4D²" in mm.sharing_note
+    assert "the four matrices hold 1,638,400 weights, 1.000 × $4D^2$" in mm.sharing_note
     assert mm.rows["product"][0] == "[1024, 640] · [640, 1536] → [1024, 1536]"
 
 
@@ -112,7 +112,7 @@ def test_the_lectures_shape_reads_as_before():
     """H_kv = 0 and D_H = 0 (the boxes' defaults) are H and D/H: the table, the N = 2D sentences and the label."""
     mm = view.matmuls(16, 512, 8)
     assert mm.rows == view.matmuls(16, 512, 8, 8, 64).rows
-    assert "At N = 2D = 1,024 they take as many FLOPs as the projections (50%)." in mm.summary
+    assert "At $N = 2D$ = 1,024 they take as many FLOPs as the projections (50%)." in mm.summary
     assert mm.flops.figure.layout.annotations[0].text == "N² products = projections (N = 2D)"
     assert mm.sharing_note.startswith("#### Sharing key/value heads\n\nEvery query head has its own")
 
@@ -131,7 +131,7 @@ def test_picking_a_model_fills_the_boxes_from_its_config_and_says_what_was_chang
     shown = {k: at.number_input(key=f"cost_{k}").value for k in ("d", "h", "kv", "dh")}
     assert shown == {"d": cfg.dim, "h": cfg.num_heads, "kv": cfg.kv_heads, "dh": cfg.head_dim}
     assert cfg.kv_heads < cfg.num_heads
-    read = f"Read from {name}'s config: D = {cfg.dim}, H = {cfg.num_heads}, $H_{{kv}}$ = {cfg.kv_heads}"
+    read = f"Read from {name}'s config: $D$ = {cfg.dim}, $H$ = {cfg.num_heads}, $H_{{kv}}$ = {cfg.kv_heads}"
     assert any(m.value.startswith(read) for m in at.markdown)
     at.number_input(key="cost_dh").set_value(2 * cfg.head_dim).run()
     assert_clean(at)
@@ -161,10 +161,10 @@ def test_gemma3_joins_one_formula_since_2017_with_its_ratio_from_its_config():
     assert row["counted ÷ 12·D²"] == f"{ratio:.3f}" == "1.133"
     assert row["attention matrices"] == f"{4 * cfg.dim**2:,}"  # 640 × 1,024 + 2 × 640 × 256 + 1,024 × 640 = 4D²
     assert "Gemma 3 270M (2025): 1.133" in words
-    assert "Gemma 3 270M (2025): attention 1.000 × 4D², MLP 1.200 × 8D²" in words
+    assert "Gemma 3 270M (2025): attention 1.000 × $4D^2$, MLP 1.200 × $8D^2$" in words
     assert "query heads' total width $H D_H / D$ 1 → 1.6" in words and "MLP two matrices → GeGLU" in words
     _, zh = sizes.since_2017(lang="zh")
-    assert "Gemma 3 270M（2025）：注意力为 4D² 的 1.000 倍，MLP 为 8D² 的 1.200 倍" in zh
+    assert "Gemma 3 270M（2025）：注意力为 $4D^2$ 的 1.000 倍，MLP 为 $8D^2$ 的 1.200 倍" in zh
 
 
 # ---- language model: the prompt as typed ----------------------------------------------------------------------
