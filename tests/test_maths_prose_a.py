@@ -108,24 +108,12 @@ def _check(page: str, key: str, lang: str, symbols: list[str]) -> None:
             assert not CJK.fullmatch(s[m.end() : m.end() + 1] or "a"), f"{key}: {s[m.start() : m.end() + 2]}…"
 
 
-@pytest.mark.parametrize(("key", "lang", "symbols"), _cases("norms"))
-def test_norms_prose_writes_its_maths_as_latex(key, lang, symbols):
-    _check("norms", key, lang, symbols)
-
-
-@pytest.mark.parametrize(("key", "lang", "symbols"), _cases("model_sizes"))
-def test_model_sizes_prose_writes_its_maths_as_latex(key, lang, symbols):
-    _check("model_sizes", key, lang, symbols)
-
-
-@pytest.mark.parametrize(("key", "lang", "symbols"), _cases("moe"))
-def test_moe_prose_writes_its_maths_as_latex(key, lang, symbols):
-    _check("moe", key, lang, symbols)
-
-
-@pytest.mark.parametrize(("key", "lang", "symbols"), _cases("vision_transformer"))
-def test_vit_prose_writes_its_maths_as_latex(key, lang, symbols):
-    _check("vision_transformer", key, lang, symbols)
+@pytest.mark.parametrize(
+    ("page", "key", "lang", "symbols"),
+    [(page, *case) for page in ("norms", "model_sizes", "moe", "vision_transformer") for case in _cases(page)],
+)
+def test_the_prose_writes_its_maths_as_latex(page, key, lang, symbols):
+    _check(page, key, lang, symbols)
 
 
 def test_the_checker_finds_raw_symbols_and_passes_latex():
