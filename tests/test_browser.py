@@ -158,7 +158,7 @@ def operator(page, tmp: Path) -> None:
 
 def self_attention(page, tmp: Path) -> None:
     """Shuffle the tokens again: a new order σ(X) is drawn and the maps follow it."""
-    order = page.get_by_text(label("self_attention", "perm_order").split("{")[0].strip())
+    order = page.get_by_text(re.split(r"[{$]", label("self_attention", "perm_order"))[0].strip())  # before σ(X)
     before = order.inner_text()
     page.get_by_role("button", name=label("self_attention", "shuffle")).click()
     expect(order).not_to_have_text(before, timeout=LONG)
