@@ -149,6 +149,9 @@ def _break(tmp_path, how: str) -> None:
     elif how == "too few layers":
         cfg = json.loads((tmp_path / "config.json").read_text())
         (tmp_path / "config.json").write_text(json.dumps(cfg | {"num_hidden_layers": 3}))
+    elif how == "a million layers":
+        cfg = json.loads((tmp_path / "config.json").read_text())
+        (tmp_path / "config.json").write_text(json.dumps(cfg | {"num_hidden_layers": 1_000_000}))
     elif how == "small vocab":
         cfg = json.loads((tmp_path / "config.json").read_text())
         (tmp_path / "config.json").write_text(json.dumps(cfg | {"vocab_size": 100}))
@@ -185,7 +188,13 @@ BROKEN = {  # how → (locale key, a phrase the English message contains, one th
     "garbage": ("checkpoint_corrupt", "no valid `safetensors` header", "没有有效的 `safetensors` 文件头"),
     "bad entry": ("checkpoint_corrupt", "bad header entry", "文件头条目有误"),
     "int8": ("checkpoint_dtype", "I8", "I8"),
-    "too few layers": ("checkpoint_weights", "tensors missing: blocks.2.attn", "缺少的张量：blocks.2.attn"),
+    "too few layers": (
+        "checkpoint_weights",
+        "config.json asks for 3 layers, but the weight files hold the tensors of 2",
+        "config.json 要求 3 层，但权重文件中只有 2 层的张量",
+    ),
+    # refused before any block is built (it took 10 GB and minutes building empty blocks)
+    "a million layers": ("checkpoint_weights", "asks for 1000000 layers", "要求 1000000 层"),
     "small vocab": ("checkpoint_weights", "size mismatch", "的形状不符：文件中的张量为 [300, 64]，模型需要 [100, 64]"),
 }
 
@@ -220,6 +229,8 @@ def test_a_missing_shard_is_named(tmp_path):
 def test_not_a_folder(tmp_path):
     with pytest.raises(InputError, match="is not a folder"):
         load_checkpoint(tmp_path / "nowhere")
+    with pytest.raises(InputError, match="is not a folder"):  # a name past the file system's 255 bytes: OSError
+        load_checkpoint(tmp_path / ("a" * 300))
 
 
 def test_weights_that_would_not_fit_are_refused_from_the_headers_alone(tmp_path, monkeypatch):

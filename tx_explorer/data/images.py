@@ -36,6 +36,14 @@ class LoadedImage:
     notes: tuple[Note, ...]  # each conversion applied, in order
 
 
+def _corrupt(exc: BaseException) -> InputError:
+    """A file PIL cannot decode, its reason told in the visitor's language: cut short, or damaged. PIL's own words
+    ("broken PNG file (chunk b'\\x00…')", "could not create decoder object") are English and say nothing to a
+    student, so they are not quoted (they read "image_corrupt" with an English reason inside a Chinese message)."""
+    cut = isinstance(exc, EOFError) or "truncated" in str(exc).lower()
+    return InputError("image_corrupt", detail=InputError("image_cut") if cut else InputError("image_damaged"))
+
+
 def _open(data: bytes, max_pixels: int) -> Image.Image:
     """Parse the header (no pixel decoding yet) and refuse unknown formats and huge canvases."""
     with warnings.catch_warnings():
@@ -47,7 +55,7 @@ def _open(data: bytes, max_pixels: int) -> Image.Image:
         except UnidentifiedImageError:
             raise InputError("not_an_image", formats=", ".join(FORMATS.values())) from None
         except (OSError, SyntaxError, EOFError) as exc:
-            raise InputError("image_corrupt", detail=str(exc)) from None
+            raise _corrupt(exc) from None
     w, h = im.size
     if w < 1 or h < 1:
         raise InputError("image_no_pixels", w=w, h=h)
@@ -66,7 +74,7 @@ def _decode(im: Image.Image) -> list[Note]:
     try:
         im.load()
     except (OSError, SyntaxError, EOFError, ValueError) as exc:
-        raise InputError("image_corrupt", detail=str(exc)) from None
+        raise _corrupt(exc) from None
     return notes
 
 

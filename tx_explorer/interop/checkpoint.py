@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,7 @@ from safetensors.torch import load_file
 from tokenizers import Tokenizer
 from torch import Tensor
 
+from tx_explorer.config import TransformerConfig
 from tx_explorer.errors import InputError
 from tx_explorer.families.text import TextModel
 from tx_explorer.interop import bert, gemma2, gemma3, gpt2, gpt_oss, llama, olmo2, phi3, qwen3
@@ -151,13 +152,26 @@ def _tokenizer(folder: Path) -> Tokenizer:
     return tok
 
 
-def _check_config(config: dict[str, Any]) -> str:
-    """The family of ``config.json``; refuses other architectures and variants our modules do not implement."""
+def _check_config(config: dict[str, Any]) -> tuple[str, TransformerConfig]:
+    """The family of ``config.json`` and the configuration read from it; refuses other architectures and variants
+    our modules do not implement."""
     family = config.get("model_type")
     if family not in FAMILIES:
         raise InputError("checkpoint_architecture", found=str(family), supported=", ".join(FAMILIES))
-    checked_config(family, CONFIG_CHECKS.get(family, llama.config_from_llama), config, "config.json")
-    return family
+    return family, checked_config(family, CONFIG_CHECKS.get(family, llama.config_from_llama), config, "config.json")
+
+
+# A block's tensors are named by its index: model.layers.3., transformer.h.3. (GPT-2), encoder.layer.3. (BERT)
+LAYER_INDEX = re.compile(r"(?:^|\.)(?:layers|layer|h)\.(\d+)\.")
+
+
+def _check_layers(cfg: TransformerConfig, names: Iterable[str]) -> None:
+    """Refuse a config that asks for more blocks than the weight files hold, before any is built: a config.json of
+    1,000,000 layers over a two-layer file took 10 GB and minutes of the server building empty blocks."""
+    stored = 1 + max((int(m.group(1)) for n in names if (m := LAYER_INDEX.search(n))), default=-1)
+    if cfg.num_layers > stored:
+        reason = InputError("weights_layers", layers=cfg.num_layers, stored=stored)
+        raise InputError("checkpoint_weights", reason=reason)
 
 
 def is_gguf(path: Path) -> bool:
@@ -185,14 +199,19 @@ def load_checkpoint(
             unsupported architecture or variant, pickle-only weights, or weights that would not fit in memory.
     """
     folder, device = Path(folder).expanduser(), torch.device(device)
-    if folder.is_file() and (folder.suffix == ".gguf" or is_gguf(folder)):  # or an extension-less Ollama blob
+    try:
+        is_file, is_dir = folder.is_file(), folder.is_dir()
+    except OSError:  # a name longer than the file system takes (errno 36): no such folder either
+        raise InputError("checkpoint_not_folder", folder=str(folder)) from None
+    if is_file and (folder.suffix == ".gguf" or is_gguf(folder)):  # or an extension-less Ollama blob
         return load_gguf(folder, device=device, dtype=dtype, memory=memory)
-    if not folder.is_dir():
+    if not is_dir:
         raise InputError("checkpoint_not_folder", folder=str(folder))
     config = _read_json(folder, "config.json")
-    family = _check_config(config)
+    family, cfg = _check_config(config)
     tokenizer = _tokenizer(folder)
     headers = {path: read_header(path) for path in weight_files(folder)}
+    _check_layers(cfg, (name for header in headers.values() for name in header))
     tensors = [t for header in headers.values() for t in header.values()]
     stored = sum(t["data_offsets"][1] - t["data_offsets"][0] for t in tensors)
     numel = sum(math.prod(t["shape"]) for t in tensors)

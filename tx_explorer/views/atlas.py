@@ -35,7 +35,11 @@ def source_ids(
         raise ValueError(f"unknown source {source!r}; choose one of {SOURCES}")
     if source == "corpus":
         return atlas.corpus_ids(tm, tokens)
-    return atlas.encode_text(tm, atlas.read_upload(upload) if source == "upload" else text)
+    if source == "upload":
+        text = atlas.read_upload(upload)
+        if not text.strip():  # not "the text is empty: type a sentence": a file was given, not a box left blank
+            raise InputError("atlas_blank_file")
+    return atlas.encode_text(tm, text)
 
 
 def moved(tm: TextModel, device: torch.device) -> TextModel:

@@ -76,6 +76,8 @@ def shown(data: heads.TextAttention, hide_special: bool = False, *, causal: bool
     """Keep every token, or drop the special ones ([CLS], [SEP], <|endoftext|>) from rows and columns; ``causal``:
     the maps are a causal model's."""
     keep = [not s for s in data.special] if hide_special and any(data.special) else [True] * len(data.tokens)
+    if not any(keep):  # a text of special tokens alone ("[CLS] [SEP]", a zero-width space): nothing left to show
+        raise InputError("heads_all_special", tokens=" ".join(dict.fromkeys(data.tokens)))
     layers, num_heads = data.maps.shape[:2]
     return Shown(
         heads.keep_tokens(data.maps, keep),
