@@ -18,7 +18,7 @@ from tx_explorer.errors import InputError
 from tx_explorer.families.circuit import CircuitBundle
 from tx_explorer.families.text import TextModel
 from tx_explorer.train import induction as trainer
-from tx_explorer.views import Panel, axes, sentences, texts
+from tx_explorer.views import Panel, axes, sentences, signed, texts
 from tx_explorer.viz import circuit as vc
 from tx_explorer.viz.norm_figures import side_by_side
 
@@ -172,7 +172,7 @@ def step_maps(bundle: CircuitBundle, step: int, *, lang: str = "en") -> StepMaps
 def _percent(change: float, lang: str) -> str:
     """A signed change in per cent, with a real minus sign: "−96 %", "+4 %" ("−96%" in Chinese, as its locale
     writes per cent)."""
-    return f"{100 * change:+.0f}{'' if lang == 'zh' else ' '}%".replace("-", "−")
+    return signed(f"{100 * change:+.0f}{'' if lang == 'zh' else ' '}%")
 
 
 @dataclass(frozen=True)

@@ -227,7 +227,7 @@ def plain(v: float) -> str:
     if v == 0:
         return "0"
     if not 1e-3 <= abs(v) < 1e6:
-        return signed(number(v))
+        return number(v)  # its true minus already
     v = float(f"{v:.3g}")  # rounded to three figures first: 999.7 → 1,000
     decimals = max(0, 2 - math.floor(math.log10(abs(v))))
     return signed(f"{v:,.{decimals}f}")
