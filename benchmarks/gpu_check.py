@@ -2,6 +2,8 @@
 
     python -m benchmarks gpu_check                 # the four steps below, then BENCHMARKS.md's section ``gpu``
     python -m benchmarks gpu_check --no-write      # print the section instead
+    python -m benchmarks gpu_check --rehearse      # every step on the CPU at toy sizes: does this machine have
+                                                   # what the check needs? (benchmarks/_gpu_bundle.py)
 
 A GPU machine may be lent for minutes only, so each step runs in its own process under a share of one budget
 (``--budget``, 480 s), and a step that fails or runs out of time is reported as such while the others still run:
@@ -43,6 +45,22 @@ WRITE_S = 10.0  # kept back from the budget for stopping a step and writing the 
 SIZES = (1024, 2048, 4096, 8192, 16384, 32768)  # attention's N, up to 32k
 ATLAS_LENGTHS = (1024, 2048, 4096, 8192)  # SmolLM2's context is 8k
 SESSIONS, ARRIVALS_S, INPUTS_S = 30, 5.0, 20.0  # the burst: a class opening at once, 20 s of inputs each
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """What the steps measure; :data:`REHEARSAL`'s toy sizes prove on a CPU that each step's code and packages run."""
+
+    device: str = "cuda"
+    attention: tuple[int, ...] = SIZES
+    atlas: tuple[int, ...] = ATLAS_LENGTHS
+    sessions: int = SESSIONS
+    arrivals_s: float = ARRIVALS_S
+    inputs_s: float = INPUTS_S
+    collect_only: bool = False  # the CUDA tests would skip on a CPU: collecting them proves they import
+
+
+REHEARSAL = Sizes("cpu", (256, 512), (256,), 2, 1.0, 5.0, True)
 
 
 @dataclass
@@ -99,22 +117,21 @@ def device_line() -> str:
     )
 
 
-def steps(python: str = sys.executable) -> list[Step]:
+def steps(python: str = sys.executable, sizes: Sizes = Sizes()) -> list[Step]:
     bench, tests = [python, "-m", "benchmarks"], cuda_tests()
-    sizes = " ".join(map(str, SIZES))
+    ns, top = " ".join(map(str, sizes.attention)), sizes.attention[-1]
     # 1024² tiles: on a GPU each tile costs a few kernel launches; fewer, larger tiles keep it busy
-    attention = f"attention --device cuda --sizes {sizes} --naive-max {SIZES[-1]} --block-size 1024"
-    atlas = f"atlas --lengths {' '.join(map(str, ATLAS_LENGTHS))} --repeats 3"
-    burst = f"load --sessions {SESSIONS} --arrivals {ARRIVALS_S} --duration {INPUTS_S} --alone 0"
+    attention = f"attention --device {sizes.device} --sizes {ns} --naive-max {top} --block-size {min(1024, top)}"
+    atlas = f"atlas --lengths {' '.join(map(str, sizes.atlas))} --repeats 3"
+    burst = f"load --sessions {sizes.sessions} --arrivals {sizes.arrivals_s} --duration {sizes.inputs_s} --alone 0"
+    pytest = [python, "-m", "pytest", "-q", "-p", "no:xdist", "-rs", *(["--collect-only"] * sizes.collect_only)]
     return [
         # with no test found, pytest would run the whole suite: an empty command is reported as not run instead
+        Step("CUDA tests", [*pytest, *tests] if tests else [], 120, False),
+        Step(f"Attention up to N = {top:,}", [*bench, *attention.split(), "--large-n", "16384", "--no-write"], 150),
+        Step(f"The atlas up to {sizes.atlas[-1]:,} tokens on SmolLM2", [*bench, *atlas.split(), "--no-write"], 150),
         Step(
-            "CUDA tests", [python, "-m", "pytest", "-q", "-p", "no:xdist", "-rs", *tests] if tests else [], 120, False
-        ),
-        Step("Attention up to N = 32k", [*bench, *attention.split(), "--large-n", "16384", "--no-write"], 150),
-        Step("The atlas at SmolLM2's 8k context", [*bench, *atlas.split(), "--no-write"], 150),
-        Step(
-            f"{SESSIONS} sessions within {ARRIVALS_S:.0f} s on serve.py, on the GPU's machine",
+            f"{sizes.sessions} sessions within {sizes.arrivals_s:.0f} s on serve.py, on the GPU's machine",
             [*bench, *burst.split(), "--no-write"],
             240,
         ),
@@ -214,7 +231,16 @@ def report(done: list[Step], device: str, header: str, command: str, budget_s: f
 def main(argv: list[str] | None = None) -> None:
     p = parser("gpu_check", __doc__, repeats=1)  # --repeats: accepted for `python -m benchmarks --repeats N`
     p.add_argument("--budget", type=float, default=BUDGET_S, help="seconds for the whole check")
+    p.add_argument("--rehearse", action="store_true", help="every step on the CPU at toy sizes; writes nothing")
     args, command = parse(p, argv)
+    if args.rehearse:
+        done = [run(step, args.budget) for step in steps(sizes=REHEARSAL)]
+        sys.stdout.write(
+            report(done, "CPU (a rehearsal at toy sizes)", machine(torch.device("cpu")), command, args.budget)
+        )
+        if any(s.rc != 0 for s in done):
+            raise SystemExit("gpu-check rehearsal: " + "; ".join(f"{s.title}: {s.note}" for s in done if s.rc != 0))
+        return
     if not torch.cuda.is_available():
         seen = [row[0] for row in nvidia_smi("--query-gpu=name")]
         build = f"torch {torch.__version__}, " + (

@@ -21,8 +21,6 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from playwright.async_api import TimeoutError as PlaywrightTimeout
-
 from harness.browser import (
     APP,
     ARGS,
@@ -360,6 +358,9 @@ async def run_session(
 ) -> SessionResult:
     """Open the page, then one input every ``interval_s`` (waiting for each answer) for ``duration_s``, at most
     ``max_inputs`` and never past ``stop`` (monotonic); never raises: what went wrong is in the result."""
+    # imported here: the protocol load test (benchmarks/load.py) imports this module on machines with no browser
+    from playwright.async_api import TimeoutError as PlaywrightTimeout
+
     res = SessionResult(index, scenario.page, marker)
     await asyncio.sleep(arrive_s)  # when this student comes in
     ctx = await browser.new_context(viewport=VIEWPORT, reduced_motion="reduce")

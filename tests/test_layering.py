@@ -291,6 +291,7 @@ def test_tests_and_benchmarks_share_the_harness_not_each_other() -> None:
     suite_tests = {
         "tests.test_bench_suite",
         "tests.test_bench_sections",
+        "tests.test_gpu_bundle",
         "tests.test_gpu_check",
         "tests.test_load_replicas",
     }
