@@ -383,6 +383,10 @@ FOLDERS = {  # name → (typed path, expected outcome)
     "gguf-not-gguf": (str(BYOC / "roots" / "fake.gguf"), ("error", "not a GGUF file")),
     "gguf-architecture": (str(BYOC / "roots" / "gemma.gguf"), ("error", "holds a 'gemma' model")),
     "gguf-outside": (str(BYOC / "outside" / "tiny.gguf"), NOT_ALLOWED),
+    "gguf-million-layers": (
+        str(BYOC / "roots" / "layers.gguf"),
+        ("error", "asks for 1000000 layers, but the weights hold the tensors of 2"),
+    ),
     # gemma3 files as llama.cpp writes them (tests/test_gemma3.py), each wrong in one way
     "gemma3-no-norm": (str(BYOC / "roots" / "g3-norm.gguf"), ("error", "lacks the tensor blk.3.post")),
     "gemma3-head-width": (str(BYOC / "roots" / "g3-width.gguf"), ("error", "4 heads of width 12")),
@@ -997,6 +1001,9 @@ def checkpoint_folders():
         good.replace(b"\x05" + 7 * b"\x00" + b"qwen2", b"\x05" + 7 * b"\x00" + b"gemma", 1)
     )
     (BYOC / "outside" / "tiny.gguf").write_bytes(good)
+    from tests.test_gguf import _uint32
+
+    (roots / "layers.gguf").write_bytes(_uint32("qwen2.block_count", 1_000_000)(bytearray(good)))
     from tests.test_gemma3 import write_gemma3_gguf
 
     write_gemma3_gguf(roots / "g3-norm.gguf", drop="blk.3.post_ffw_norm.weight")

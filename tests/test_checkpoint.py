@@ -190,8 +190,8 @@ BROKEN = {  # how → (locale key, a phrase the English message contains, one th
     "int8": ("checkpoint_dtype", "I8", "I8"),
     "too few layers": (
         "checkpoint_weights",
-        "config.json asks for 3 layers, but the weight files hold the tensors of 2",
-        "config.json 要求 3 层，但权重文件中只有 2 层的张量",
+        "config.json asks for 3 layers, but the weights hold the tensors of 2",
+        "config.json 要求 3 层，但权重中只有 2 层的张量",
     ),
     # refused before any block is built (it took 10 GB and minutes building empty blocks)
     "a million layers": ("checkpoint_weights", "asks for 1000000 layers", "要求 1000000 层"),

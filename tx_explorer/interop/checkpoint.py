@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +32,7 @@ from tx_explorer.config import TransformerConfig
 from tx_explorer.errors import InputError
 from tx_explorer.families.text import TextModel
 from tx_explorer.interop import bert, gemma2, gemma3, gpt2, gpt_oss, llama, olmo2, phi3, qwen3
-from tx_explorer.interop.common import available_memory, cast, checked_config, corrupt
+from tx_explorer.interop.common import available_memory, cast, check_layers, checked_config, corrupt
 from tx_explorer.interop.gguf import PRECISIONS, build_in_place, choose_dtype, load_gguf
 from tx_explorer.modules.transformer import Stack
 
@@ -161,19 +161,6 @@ def _check_config(config: dict[str, Any]) -> tuple[str, TransformerConfig]:
     return family, checked_config(family, CONFIG_CHECKS.get(family, llama.config_from_llama), config, "config.json")
 
 
-# A block's tensors are named by its index: model.layers.3., transformer.h.3. (GPT-2), encoder.layer.3. (BERT)
-LAYER_INDEX = re.compile(r"(?:^|\.)(?:layers|layer|h)\.(\d+)\.")
-
-
-def _check_layers(cfg: TransformerConfig, names: Iterable[str]) -> None:
-    """Refuse a config that asks for more blocks than the weight files hold, before any is built: a config.json of
-    1,000,000 layers over a two-layer file took 10 GB and minutes of the server building empty blocks."""
-    stored = 1 + max((int(m.group(1)) for n in names if (m := LAYER_INDEX.search(n))), default=-1)
-    if cfg.num_layers > stored:
-        reason = InputError("weights_layers", layers=cfg.num_layers, stored=stored)
-        raise InputError("checkpoint_weights", reason=reason)
-
-
 def is_gguf(path: Path) -> bool:
     """Whether the file at ``path`` begins with GGUF's magic bytes (files need no ``.gguf`` name to be one)."""
     try:
@@ -211,7 +198,7 @@ def load_checkpoint(
     family, cfg = _check_config(config)
     tokenizer = _tokenizer(folder)
     headers = {path: read_header(path) for path in weight_files(folder)}
-    _check_layers(cfg, (name for header in headers.values() for name in header))
+    check_layers(cfg.num_layers, (name for header in headers.values() for name in header), "config.json")
     tensors = [t for header in headers.values() for t in header.values()]
     stored = sum(t["data_offsets"][1] - t["data_offsets"][0] for t in tensors)
     numel = sum(math.prod(t["shape"]) for t in tensors)

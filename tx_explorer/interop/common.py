@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Mapping
+import re
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,22 @@ def checked_config(family: str, check: Callable[[Mapping[str, Any]], Any], cfg: 
 
 
 # GGUF architectures we recognise and refuse from the header, naming the part our modules lack.
+# A block's tensors are named by its index: model.layers.3., transformer.h.3. (GPT-2), encoder.layer.3. (BERT),
+# blk.3. (GGUF)
+LAYER_INDEX = re.compile(r"(?:^|\.)(?:layers|layer|h|blk)\.(\d+)\.")
+
+
+def check_layers(layers: int, names: Iterable[str], source: str) -> None:
+    """Refuse a configuration that asks for more blocks than the weights hold, before any is built: a config.json
+    (or a GGUF header) of 1,000,000 layers over a two-layer file took 10 GB and minutes of the server building empty
+    blocks. ``source`` names where the count was read (config.json, a GGUF header's key)."""
+    stored = 1 + max((int(m.group(1)) for n in names if (m := LAYER_INDEX.search(n))), default=-1)
+    if layers > stored:
+        raise InputError(
+            "checkpoint_weights", reason=InputError("weights_layers", source=source, layers=layers, stored=stored)
+        )
+
+
 NOT_IMPLEMENTED = {"gpt-oss": InputError("missing_gpt_oss_gguf")}
 
 

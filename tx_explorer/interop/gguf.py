@@ -56,6 +56,7 @@ from tx_explorer.interop.common import (
     NOT_IMPLEMENTED,
     available_memory,
     cast,
+    check_layers,
     checked_config,
     corrupt,
     gib,
@@ -335,6 +336,8 @@ def config(header: Header) -> dict[str, Any]:
         "tie_word_embeddings": "output.weight" not in header.tensors,
         "attention_bias": False,
     }
+    # before anything loops over the header's block count (the QK-norm names below, the blocks built)
+    check_layers(cfg["num_hidden_layers"], header.tensors, f"{arch}.block_count")
     if arch == "gemma3":
         return _gemma3_config(header, cfg)
     window = header.arch("attention.sliding_window")
