@@ -201,6 +201,13 @@ def test_bad_inputs_are_clear_messages(tiny_llama):
     with pytest.raises(InputError, match="not text"):
         atlas.read_upload(b"\x89PNG\r\n\x1a\n\x00\x00\x00binary")
     assert atlas.read_upload("café\n".encode()) == "café\n"
+    for encoding in ("utf-8-sig", "utf-16", "utf-16-le", "utf-16-be"):  # the last two with Notepad's mark first
+        mark = "\ufeff" if encoding.endswith(("le", "be")) else ""
+        assert atlas.read_upload((mark + "注意力 attention\n").encode(encoding)) == "注意力 attention\n"
+    with pytest.raises(InputError, match="not text"):
+        atlas.read_upload("注意力".encode("gbk"))
+    with pytest.raises(InputError, match="not text"):
+        atlas.read_upload(b"\xff\xfe" + "a".encode("utf-16-le") + b"\x00")  # an odd byte: cut UTF-16
     with pytest.raises(ValueError):
         encoder = TextModel(name="enc", model=CausalLM(TransformerConfig()), tokenizer=tiny_llama.tokenizer,
                             kind="encoder", max_len=128)  # fmt: skip

@@ -872,6 +872,8 @@ CASES: list[Case] = [
             "binary": ("star.txt", STAR_PNG, "error", "this file is not text"),
             "nul-bytes": ("nul.txt", b"text\x00with a NUL", "error", "this file is not text"),
             "zero-bytes": ("empty.txt", b"", "error", "empty (0 bytes)"),
+            "gbk": ("gbk.txt", "注意力让每个词看见其他词。".encode("gbk"), "error", "save it as UTF-8 text"),
+            "notepad-utf16": ("unicode.txt", ("The cat sat on the mat. " * 20).encode("utf-16"), "chart", ""),
             "beyond-context": ("long.txt", HUGE.encode(), "error", "exceed the model's context of 8192"),
             "good": ("notes.txt", b"The cat sat on the mat. " * 20, "chart", ""),
         }.items()

@@ -282,12 +282,17 @@ def even_entropy(n: int, window: int | None = None) -> float:
 
 
 # ---- the text ----------------------------------------------------------------------------------------------------
+# What Windows' Notepad writes as "Unicode": UTF-16, marked by its byte-order mark (little or big end first)
+UTF16_MARKS = (b"\xff\xfe", b"\xfe\xff")
+
+
 def read_upload(data: bytes) -> str:
-    """An uploaded ``.txt`` file as text: UTF-8 (a byte-order mark allowed); anything else is refused."""
+    """An uploaded ``.txt`` file as text: UTF-8 (a byte-order mark allowed) or UTF-16 with its byte-order mark;
+    anything else is refused (GBK or Latin-1 bytes cannot be told apart from one another without guessing)."""
     if not data:
         raise InputError("file_empty")
     try:
-        text = data.decode("utf-8-sig")
+        text = data.decode("utf-16" if data.startswith(UTF16_MARKS) else "utf-8-sig")
     except UnicodeDecodeError:
         raise InputError("atlas_not_text") from None
     if "\x00" in text:  # valid UTF-8 can still be binary (NUL bytes never occur in text files)
