@@ -31,7 +31,7 @@ def steps_section() -> None:
             c = st.columns(5)
             nq = c[0].slider("$N_Q$", 1, 12, 4, help=T("help_nq"), key="op_nq")
             nk = c[1].slider("$N_K$", 1, 12, 6, help=T("help_nk"), key="op_nk")
-            d = c[2].slider("D", 1, 64, 8, help=T("help_d"), key="d")
+            d = c[2].slider("$D$", 1, 64, 8, help=T("help_d"), key="d")
             dv = c[3].slider("$D_V$", 1, 12, 4, help=T("help_dv"), key="op_dv")
             seed = c[4].number_input(SEED, 0, 10_000, 0, key="seed")
             qkv = view.random_qkv(nq, nk, d, dv, seed)

@@ -1,7 +1,7 @@
 """Maths in the prose of the norms, model-sizes, MoE and ViT pages is LaTeX between dollars (rendered by KaTeX), in
 English and 中文: "stacked $L$ times", "$12 L D^2$", "$D \\to 4D \\to D$", "$\\mathcal{N}(0,\\ 0.02)$", not the raw
-letters "stacked L times", "12·L·D²", "D → 4D → D", "N(0, 0.02)". Figure titles, table cells and widget labels,
-where LaTeX does not render, keep their Unicode (D², 12·L·D²) and are not listed here."""
+letters "stacked L times", "12·L·D²", "D → 4D → D", "N(0, 0.02)". Figure titles and table cells, where LaTeX does
+not render, keep their Unicode (D², 12·L·D²) and are not listed here; widget labels: tests/test_maths_labels.py."""
 
 from __future__ import annotations
 

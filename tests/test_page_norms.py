@@ -44,7 +44,7 @@ def test_pre_norm_identity_is_exact_on_the_page(at):
 
 
 def test_editing_the_vector_recomputes_and_bad_input_is_a_message(at):
-    box = next(t for t in at.text_input if t.label.startswith("x ("))
+    box = next(t for t in at.text_input if t.label.startswith("$x$ ("))
     box.set_value("1 2 3 6").run()
     assert_clean(at)
     assert _metric(at, "μ") == "3"
