@@ -1,7 +1,7 @@
-"""Widget labels write their symbols as maths: Streamlit renders a label's $…$ with KaTeX, as the prose's, so a
-slider reads "Model width $D$" beside prose that says $D$, not "Model width D" (and not "$N_K$" beside a plain "D" on
-the same page, as the operator page had). Every label of every page in both languages: those of the views' input
-sections and those the pages pass to a widget themselves."""
+"""Widget labels and their help write their symbols as maths: Streamlit renders their $…$ with KaTeX, as the
+prose's, so a slider reads "Model width $D$" beside prose that says $D$, not "Model width D" (and not "$N_K$" beside a
+plain "D" on the same page, as the operator page had). Every label and help of every page in both languages: those of
+the views' input sections and those the pages pass to a widget themselves."""
 
 from __future__ import annotations
 
@@ -46,6 +46,19 @@ def _texts_aliases(tree: ast.Module) -> dict[str, str]:
     return found
 
 
+def page_helps() -> set[tuple[str, str]]:
+    """(locale page, key) of each ``help=T("key")`` in pages/."""
+    found = set()
+    for path in sorted((ROOT / "pages").glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        aliases = _texts_aliases(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.keyword) and node.arg == "help" and isinstance(call := node.value, ast.Call):
+                if getattr(call.func, "id", None) in aliases and call.args and isinstance(call.args[0], ast.Constant):
+                    found.add((aliases[call.func.id], call.args[0].value))
+    return found
+
+
 def page_labels() -> tuple[set[tuple[str, str]], set[str]]:
     """The first argument of each widget call in pages/: (locale page, key) where written ``st.slider(T("key"), …)``,
     and the labels written as they are, the same in both languages (``st.slider("$N_Q$", …)``)."""
@@ -64,22 +77,27 @@ def page_labels() -> tuple[set[tuple[str, str]], set[str]]:
     return keys, literal
 
 
-def section_labels() -> set[tuple[str, str]]:
-    """(locale page, key) of every input of the views' sections (drawn by ui.inputs)."""
-    found = set()
+def section_inputs() -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
+    """(locale page, key) of every input's label, and of every help, of the views' sections (drawn by ui.inputs)."""
+    labels, helps = set(), set()
     for info in pkgutil.iter_modules(tx_explorer.views.__path__):
         module = importlib.import_module(f"tx_explorer.views.{info.name}")
         for section in (v for v in vars(module).values() if isinstance(v, inputs.Section)):
-            found |= {(section.page, inputs.label_key(inp)) for inp in section.inputs}
-    return found
+            labels |= {(section.page, inputs.label_key(inp)) for inp in section.inputs}
+            helps |= {(section.page, inp.help) for inp in section.inputs if inp.help}
+    return labels, helps
 
 
 def raw_letters(label: str) -> list[str]:
-    return RAW.findall(re.sub(r"\{[^{}]*\}", " ", re.sub(r"\$[^$]*\$", " ", label)))
+    """The letters standing alone in ``label`` outside its maths, its {fields} and its possessives ("model's")."""
+    return RAW.findall(re.sub(r"['’]s\b|\{[^{}]*\}", " ", re.sub(r"\$[^$]*\$", " ", label)))
 
 
 PAGE_KEYS, LITERAL = page_labels()
-LABELS = sorted(PAGE_KEYS | section_labels())
+SECTION_LABELS, SECTION_HELPS = section_inputs()
+LABELS = sorted(PAGE_KEYS | SECTION_LABELS)
+HELPS = sorted(page_helps() | SECTION_HELPS)
+WORDS = re.compile(r"\b(?:e\.g\.|i\.e\.|[aAI])(?![A-Za-z0-9_/])")  # English words of one letter, and e.g.
 
 
 def test_the_labels_are_found():
@@ -103,3 +121,14 @@ def test_a_widget_label_writes_its_symbols_as_maths(page, key):
         label = locales.table(page)[key][lang]
         assert raw_letters(label) == [], f"{page}.{key} [{lang}]: {label}"
         assert label.count("$") % 2 == 0, label
+
+
+def test_the_helps_are_found():
+    assert {("atlas", "window_help"), ("moe", "top_k_help"), ("operator", "help_nk")} <= set(HELPS)
+
+
+@pytest.mark.parametrize(("page", "key"), HELPS)
+def test_a_widget_help_writes_its_symbols_as_maths(page, key):
+    for lang in ("en", "zh"):
+        text = locales.table(page)[key][lang]
+        assert raw_letters(WORDS.sub(" ", re.sub(r"`[^`]*`", " ", text))) == [], f"{page}.{key} [{lang}]: {text}"
