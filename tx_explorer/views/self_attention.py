@@ -53,7 +53,7 @@ def permutation(
     out, out_s = check.out.numpy(), check.out_shuffled.numpy()
     equal = check.max_diff < self_attention.EQUIVARIANCE_TOL
     verdict = (
-        T("perm_equal", diff=signed(f"{check.max_diff:.1e}"))
+        T("perm_equal", diff=rounding(check.max_diff))
         if equal
         else T("perm_broken", diff=f"{check.max_diff:.2f}", kind=T(f"pos_{kind}"))
     )

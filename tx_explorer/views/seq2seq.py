@@ -424,7 +424,7 @@ def by_length(results: Mapping, *, lang: str = "en") -> list[Panel]:
             vs.bucket_curves(
                 results,
                 metric,
-                labels=labels(lang),
+                labels={**labels(lang), "fixed": T("fig_model_fixed")},  # a legend: Plotly's italic, not $c$
                 title=T(key),
                 percent=percent,
                 floor_label=T("aer_floor"),
