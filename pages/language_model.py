@@ -38,13 +38,13 @@ def embeddings(r, dim: int, intro: str) -> None:
 
 
 @st.fragment
-def causal_mask(r) -> None:
+def causal_mask(r, tm) -> None:
     ui.section(T, "mask")
     with ui.friendly_errors():
         c = st.columns(2)
         layer = c[1].selectbox(T("layer"), range(r.maps.shape[0]), key="lm_mask_layer")
         head = c[1].selectbox(T("head"), range(r.maps.shape[1]), key="lm_mask_head")
-        mask = view.causal(r, layer, head, lang=LANG)
+        mask = view.causal(r, layer, head, window=view.layer_window(tm, layer), lang=LANG)
         with c[0]:
             ui.show(mask.mask, width_px=ui.PAGE_PX / 2)
         with c[1]:
@@ -119,6 +119,9 @@ r = tm = None
 with ui.friendly_errors():
     tm = ui.cached_model(name)
     st.caption(ui.architecture_caption(tm))
+    if refused := view.refusal(tm, lang=LANG):  # an encoder typed as a folder: one message, no section below
+        st.info(refused)
+        st.stop()
     st.markdown(model_facts.say("language_model", "model_intro", tm, LANG))
     if "val_loss" in tm.info:  # a bundled model's training summary (a checkpoint folder has none)
         st.caption(T("trained", loss=f"{tm.info['val_loss']:.2f}", bigram=f"{tm.info['bigram']['val_loss']:.2f}"))
@@ -130,7 +133,7 @@ with ui.friendly_errors():
         st.caption(note)
 if r is not None:
     embeddings(r, tm.config.dim, view.embed_intro(tm, lang=LANG))
-    causal_mask(r)
+    causal_mask(r, tm)
     next_token(r)
     loss(r)
 if tm is not None:

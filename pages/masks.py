@@ -124,6 +124,9 @@ def model_section() -> None:
         return
     with ui.friendly_errors():
         tm = ui.cached_model(name)
+        if refused := view.refusal(tm, lang=LANG):  # an encoder typed as a folder: no causal mask to check
+            st.info(refused)
+            return
         args = (name, view.model_tokens(tm, n))
         found = ui.remembered_job(lambda report: layer_masks(*args), label=T("model_working"), key=("masks", *args))
         m = view.model_masks(tm, found, int(n), lang=LANG)

@@ -120,8 +120,8 @@ def checkpoint_section() -> None:
         return
     with box, ui.friendly_errors():
         st.markdown(T("ckpt_intro", tokens=view.CHECKPOINT_TOKENS))
-        if not (routed := view.routed_checkpoints()):
-            st.info(T("ckpt_none"))
+        if not (routed := view.routed_checkpoints()) and st.session_state.get("moe_ckpt_model") != ui.FOLDER:
+            st.info(T("ckpt_none"))  # "type its folder's path below": not once a folder is typed
         bundled = models.available_models("moe")  # tiny-moe: routed experts at no download, the first choice
         st.session_state.setdefault("moe_ckpt_model", next(iter([*bundled, *routed]), ui.FOLDER))
         if (name := ui.text_model_picker(T("ckpt_model"), "moe_ckpt_model", kind="causal", extra=bundled)) is None:

@@ -208,7 +208,7 @@ def test_bad_inputs_are_clear_messages(tiny_llama):
         atlas.read_upload("注意力".encode("gbk"))
     with pytest.raises(InputError, match="not text"):
         atlas.read_upload(b"\xff\xfe" + "a".encode("utf-16-le") + b"\x00")  # an odd byte: cut UTF-16
-    with pytest.raises(ValueError):
+    with pytest.raises(InputError, match="is an encoder"):  # in the visitor's language, as every refusal
         encoder = TextModel(name="enc", model=CausalLM(TransformerConfig()), tokenizer=tiny_llama.tokenizer,
                             kind="encoder", max_len=128)  # fmt: skip
         atlas.head_stats(encoder, [1, 2])

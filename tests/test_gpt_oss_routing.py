@@ -109,7 +109,8 @@ def test_the_page_shows_the_routing_statistics_of_a_gpt_oss_folder(folders, root
     texts = [m.value for m in at.markdown]
     assert any("No capacity factor" in t and f"$k = {K}$ per token" in t for t in texts), texts
     none = locales.text("moe", "ckpt_none")
-    assert any(i.value == none for i in at.info)  # the temporary hub cache holds no checkpoint with experts
+    # the temporary hub cache holds no checkpoint with experts, but a folder is typed: no "type its folder's path"
+    assert not any(i.value == none for i in at.info)
     table = at.table[-1].value
     assert len(table) == LAYERS and "drop rate at this factor" not in table.columns
     assert "per-token router entropy (nats)" in table.columns and "k-sets of neighbours overlap" in table.columns

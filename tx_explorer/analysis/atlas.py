@@ -82,7 +82,7 @@ class HeadStats:
 def _check_model(tm: TextModel) -> CausalLM:
     model = tm.model
     if tm.kind != "causal" or not isinstance(model, CausalLM):
-        raise ValueError(f"the atlas reads causal language models; {tm.name} is an {tm.kind}")
+        raise InputError("not_causal_lm", model=tm.name)
     return model
 
 

@@ -374,7 +374,7 @@ def read(tm: TextModel, text: str, k: int = 10, alone: Callable[[Sequence[int]],
     go: the whole ``[N, V]`` at once, and the copies its softmax, loss and check made, peaked at 1.2 GB on Gemma 3
     (512 positions × 262 144 tokens); every number is computed per position, so the slices give the same ones."""
     if tm.kind != "causal":
-        raise TypeError(f"{tm.name} is an encoder: it does not predict next tokens")
+        raise InputError("not_causal_lm", model=tm.name)
     enc = tm.encode(text, max_tokens(tm))
     ids, n = list(enc.ids), len(enc.ids)
     trace = Trace()

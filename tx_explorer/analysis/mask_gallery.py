@@ -216,7 +216,7 @@ def model_masks(tm: TextModel, ids: Sequence[int]) -> ModelMasks:
     """
     model, cfg = tm.model, tm.config
     if tm.kind != "causal":
-        raise ValueError(f"{tm.name} is not a causal language model")
+        raise InputError("not_causal_lm", model=tm.name)
     n = len(ids)
     if n < 2:  # one token sees only itself: no layer hides a key, and a verdict on no hidden key would pass vacuously
         raise InputError("mask_check_tokens", count=n)

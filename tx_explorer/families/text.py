@@ -152,7 +152,7 @@ class TextModel:
             InputError: for an empty prompt, or one that leaves no room for ``max_new_tokens`` in the context.
         """
         if not isinstance(self.model, CausalLM):
-            raise TypeError(f"{self.name} is an encoder: it does not predict next tokens")
+            raise InputError("not_causal_lm", model=self.name)
         if not ids:
             raise InputError("prompt_empty")
         if not 1 <= max_new_tokens <= self.max_len - len(ids):

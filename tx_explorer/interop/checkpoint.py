@@ -135,6 +135,40 @@ def weight_files(folder: Path) -> list[Path]:
     raise InputError("checkpoint_missing_file", file="*.safetensors", folder=str(folder))
 
 
+# Where transformers saves a chat template (newest first): its own file, or a key of a JSON file beside the tokenizer
+CHAT_FILES = ("chat_template.jinja", "chat_template.json", "tokenizer_config.json")
+
+
+def _optional_json(path: Path) -> dict[str, Any]:
+    """A JSON object from an optional file, {} where it is missing or unreadable: the template and the begin/end
+    tokens serve the chat alone, which then says where it looked, so they never stop the model from loading."""
+    try:
+        found = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def _chat(folder: Path) -> dict[str, str | None]:
+    """The folder's chat template (:data:`CHAT_FILES`; a list of named templates gives its "default") and the
+    begin/end-of-text tokens the template names, from ``tokenizer_config.json`` (a string or an AddedToken's dict)."""
+    config = _optional_json(folder / "tokenizer_config.json")
+    try:
+        template = (folder / CHAT_FILES[0]).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        template = _optional_json(folder / CHAT_FILES[1]).get("chat_template") or config.get("chat_template")
+    if isinstance(template, list):  # [{"name": "default", "template": …}, {"name": "tool_use", …}]
+        named = {t.get("name"): t.get("template") for t in template if isinstance(t, dict)}
+        template = named.get("default")
+    token = lambda t: t.get("content") if isinstance(t, dict) else t  # noqa: E731
+    bos, eos = (token(config.get(k)) for k in ("bos_token", "eos_token"))
+    return {
+        "chat_template": template if isinstance(template, str) and template.strip() else None,
+        "bos": bos if isinstance(bos, str) else None,
+        "eos": eos if isinstance(eos, str) else None,
+    }
+
+
 def _tokenizer(folder: Path) -> Tokenizer:
     if not (folder / "tokenizer.json").is_file():
         raise InputError("checkpoint_missing_file", file="tokenizer.json", folder=str(folder))
@@ -241,4 +275,5 @@ def load_checkpoint(
             "stored_dtypes": dtypes,
             "dtype": str(dtype).removeprefix("torch."),
         },
+        **_chat(folder),
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import plotly.graph_objects as go
@@ -13,8 +14,10 @@ from torch import Tensor
 
 from tx_explorer import masks
 from tx_explorer.analysis import lm
+from tx_explorer.analysis import mask_gallery as mg
 from tx_explorer.analysis.heads import max_tokens
 from tx_explorer.families.text import TextModel
+from tx_explorer.interop.checkpoint import CHAT_FILES
 from tx_explorer.modules.cache import KVCache
 from tx_explorer.trace import Trace
 from tx_explorer.views import Panel, axes, listed, sentences, texts
@@ -176,10 +179,22 @@ def chat_models(names: Sequence[str], load: Callable[[str], TextModel]) -> list[
 
 def no_chat(tm: TextModel, chatty: Sequence[str], *, lang: str = "en") -> str:
     """Why the chat section has nothing to talk to on ``tm`` (a model without a chat template), and which models
-    have one (``chatty``, :func:`chat_models`)."""
+    have one (``chatty``, :func:`chat_models`). A checkpoint folder is not called a base model: an instruction-tuned
+    one saved without its template reads the same, so the files where the loader looked are named instead."""
     T = texts(PAGE, lang)
     others = T("chat_others", names=listed(chatty, lang)) if chatty else T("chat_others_none")
-    return sentences([T("chat_none", model=tm.name), others], lang)
+    if (source := tm.info.get("source")) and Path(source).is_dir():  # bundled models have none
+        why = T("chat_folder_none", model=tm.name, files=listed((f"`{f}`" for f in CHAT_FILES), lang))
+    else:
+        why = T("chat_none", model=tm.name)
+    return sentences([why, others], lang)
+
+
+def refusal(tm: TextModel, *, lang: str = "en") -> str | None:
+    """The page's message for a model it cannot read (an encoder: it predicts no next token), else None."""
+    if tm.kind == "causal":
+        return None
+    return texts(PAGE, lang)("not_causal", model=tm.name, family=tm.info.get("model_type", tm.kind))
 
 
 def chat_notices(prompt: lm.ChatPrompt, *, lang: str = "en") -> list[str]:
@@ -297,22 +312,34 @@ class Causal:
     checked: bool  # False for a one-token text: no future token to hide, nothing appended to a prefix
 
 
-def causal(r: lm.Reading, layer: int = 0, head: int = 0, *, lang: str = "en") -> Causal:
-    """The causal mask beside one head's weights, and the check over all heads."""
+def causal(r: lm.Reading, layer: int = 0, head: int = 0, *, window: int | None = None, lang: str = "en") -> Causal:
+    """The mask ``layer`` applies beside one head's weights, and the check over all heads. ``window``: the layer's
+    sliding window (keys a query sees, itself included; :func:`layer_window`), drawn into its mask and checked on
+    the layer's heads where the text is longer than it."""
     T, ax, toks = texts(PAGE, lang), axes(lang), r.tokens  # heatmap escapes its labels itself
-    mask = masks.causal(len(r.tokens)).float().numpy()
+    n = len(toks)
+    banded = window is not None and n > window  # a window that hides some earlier key of this text
+    mask = (masks.sliding_window(n, window) if banded else masks.causal(n)).float().numpy()
     w = r.maps[layer, head]
     leak = lm.above_diagonal_max(r.maps)
+    title = T("mask_title_window", window=f"{window:,}", layer=layer) if banded else T("mask_title")
     panels = (
-        Panel("lm_mask", heatmap(mask, toks, toks, title=T("mask_title"), **ax), mask),
+        Panel("lm_mask", heatmap(mask, toks, toks, title=title, **ax), mask),
         Panel("lm_weights", heatmap(w, toks, toks, title=T("weights_title", layer=layer, head=head), **ax), w),
     )
     if len(toks) == 1:  # a verdict here would rest on no evidence: an empty triangle, a prefix that is the text
         return Causal(*panels, T("mask_check_one"), T("prefix_single"), checked=False)
     one = "_one" if r.prefix_len == 1 else ""
+    check = T("mask_check", value=f"{leak:.1e}", layers=r.maps.shape[0], heads=r.maps.shape[1])
+    if banded:  # the keys the window hides (at or below the band's lower edge): weight 0 on each head too
+        beyond = float(np.asarray(r.maps[layer])[..., np.tril(np.ones((n, n), bool), -window)].max(initial=0.0))
+        check = sentences(
+            [check, T("window_check", layer=layer, window=f"{window:,}", heads=r.maps.shape[1], value=f"{beyond:.1e}")],
+            lang,
+        )
     return Causal(
         *panels,
-        T("mask_check", value=f"{leak:.1e}", layers=r.maps.shape[0], heads=r.maps.shape[1]),
+        check,
         T(
             prefix_verdict(r.prefix_delta, r.prefix_scale, r.maps.shape[0]),
             part=T(f"prefix_part{one}", k=r.prefix_len),
@@ -326,6 +353,11 @@ def causal(r: lm.Reading, layer: int = 0, head: int = 0, *, lang: str = "en") ->
 
 
 FLOAT32_EPS = 2.0**-23  # float32's relative rounding step
+
+
+def layer_window(tm: TextModel, layer: int) -> int | None:
+    """The sliding window ``layer`` of ``tm`` applies (every layer's on Mistral, a local one's on Gemma), else None."""
+    return mg.layer_window(tm.config, layer)
 
 
 def prefix_verdict(delta: float, scale: float, layers: int) -> str:

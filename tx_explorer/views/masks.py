@@ -101,6 +101,13 @@ def model_tokens(tm: TextModel, asked: int) -> int:
     return min(int(asked), tm.max_len)
 
 
+def refusal(tm: TextModel, *, lang: str = "en") -> str | None:
+    """The section's message for a model with no causal mask to check (an encoder), else None."""
+    if tm.kind == "causal":
+        return None
+    return texts(PAGE, lang)("model_not_causal", model=tm.name, family=tm.info.get("model_type", tm.kind))
+
+
 def read_layers(tm: TextModel, n: int) -> mg.ModelMasks:
     """:func:`mask_gallery.model_masks` on the first ``n`` tokens of the bundled held-out text."""
     return mg.model_masks(tm, atlas.corpus_ids(tm, n))
@@ -149,6 +156,9 @@ def model_masks(tm: TextModel, r: mg.ModelMasks, asked: int | None = None, *, la
     back = lambda k: T("model_back_one" if k == 1 else "model_back", n=f"{k:,}")  # noqa: E731 ("1 position back")
     if not ok:
         check = T("model_failed", **numbers, beyond=", ".join(map(str, beyond)) or "—")
+    elif windowed and len(windowed) == len(r.layers):  # every layer windowed (Mistral): no global layer to name
+        reach = max(layer.reach for layer in windowed)
+        check = T("model_ok_all_local", **numbers, window=windowed[0].window, reach=back(reach))
     elif windowed:
         reach = max(layer.reach for layer in windowed)
         full = [layer for layer in r.layers if layer.window is None]
