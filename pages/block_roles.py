@@ -4,7 +4,6 @@ import streamlit as st
 
 from tx_explorer import ui
 from tx_explorer.views import block_roles as view
-from tx_explorer.views import model_facts
 
 T = ui.texts("block_roles")
 LANG = ui.lang()
@@ -23,7 +22,10 @@ def probe_section() -> None:
         return
     with ui.friendly_errors():
         tm = ui.cached_model(name)
-        st.markdown(model_facts.say("block_roles", "probe_intro", tm, LANG))
+        if (why := view.refused(tm, lang=LANG)) is not None:  # an encoder typed as a folder: no causal probe
+            st.info(why)
+            return
+        st.markdown(view.intro(tm, lang=LANG))
         c = st.columns([4, 1, 1])
         text = c[0].text_input(T("text"), T("text_default"), max_chars=500, key="probe_text")
         token = c[1].number_input(T("token"), 0, view.MAX_TOKENS - 1, view.whole_word(tm, text), key="probe_token")

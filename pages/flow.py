@@ -60,10 +60,10 @@ def routes(name: str) -> None:
         st.caption(ui.architecture_caption(tm))
         if not flow.decomposable(tm):
             shipped = [*models.shipped("text", kind="causal"), *models.shipped("moe")]
-            st.info(view.undecomposable(tm, name, shipped, ui.cached_model, lang=LANG))
+            st.info(view.undecomposable(tm, tm.name, shipped, ui.cached_model, lang=LANG))
             return
         if flow.frozen_norms(tm):  # sandwich norms: a linearisation of this run, said before the routes
-            st.info(view.frozen_norms(tm, name, lang=LANG))
+            st.info(view.frozen_norms(tm, tm.name, lang=LANG))
         text = st.text_area(T("text"), T("text_default"), max_chars=20_000, key="flow_text", height=80)
         if not text.strip():
             st.warning(T("empty"))
@@ -77,7 +77,7 @@ def routes(name: str) -> None:
         )
         an = analysis(name, tm, text)
         if tm.kind != "causal":
-            st.info(T("encoder_note", model=name))
+            st.info(T("encoder_note", model=tm.name))
         ui.section(T, "graph", intro=False, level="subheader")
         st.caption(T("click_hint"))
         result = view.route(tm, an, int(target), threshold, lang=LANG)

@@ -22,6 +22,8 @@ PAGE = "atlas"
 SOURCES = ("corpus", "paste", "upload")
 DEFAULT_TOKENS = 512  # SmolLM2 reads 512 tokens in about 3 s of one CPU core; its context holds 8 192
 TABLE_DECIMALS = 3
+CHECK_TOLERANCE = 1e-3  # float32 tiles and dense rows agree to ~1e-6; beyond, the check fails
+CHECK_TOLERANCE_16 = 0.25  # 16-bit weights: the dense rows' bfloat16 weights move an entropy by up to ~0.1 nats
 SINK = 0.5  # a head "is a sink" when over half of its attention, averaged over the positions, is on token 0
 Report = Callable[[float, str], None]  # jobs.Report: (fraction done, what is being done)
 
@@ -65,6 +67,20 @@ def dense_maps(tm: TextModel, *, lang: str = "en") -> str:
 def needle_reads(tm: TextModel, *, lang: str = "en") -> str:
     """How ``tm`` reads the planted text and the question: as one user message of its chat template, or plainly."""
     return model_facts.say(PAGE, "needle_chat" if atlas.chats(tm) else "needle_plain", tm, lang)
+
+
+def unread(tm: TextModel, *, lang: str = "en") -> str | None:
+    """Why the atlas's tiles would not be ``tm``'s attention, else None: they compute softmax(q·k / √D_H) under the
+    mask and nothing else, so soft-capped scores (Gemma 2's c·tanh(s / c)) and learned sinks (gpt-oss: one more
+    logit in each row's softmax) would give another model's statistics, and every layer after the first would read
+    a residual stream the model never computed."""
+    cfg = tm.config
+    parts = [key for key, has in (("unread_softcap", cfg.attn_softcap), ("unread_sinks", cfg.attention_sinks)) if has]
+    if not parts:
+        return None
+    T = texts(PAGE, lang)
+    what = listed([T(key, cap=f"{cfg.attn_softcap or 0:g}") for key in parts], lang, last="and")
+    return T("unread", model=tm.name, what=what)
 
 
 def compute(
@@ -203,6 +219,7 @@ class Block:
     weights: np.ndarray  # (rows, cols)
     diff: float  # the largest |tiled − dense| statistic over these rows
     row_sums: tuple[float, float]  # the smallest and largest row sum of the head's dense weights over every key
+    tol: float = 1e-3  # the largest diff the check passes: float32 rounding, more for 16-bit weights
 
 
 def exact_block(
@@ -229,7 +246,8 @@ def exact_block(
     )
     sums = dense.weights[head].sum(-1)
     weights = dense.weights[head, :, cols[0] : cols[1]].numpy()
-    return Block(layer, head, rows, cols, weights, diff, (float(sums.min()), float(sums.max())))
+    tol = CHECK_TOLERANCE if next(tm.model.parameters()).dtype == torch.float32 else CHECK_TOLERANCE_16
+    return Block(layer, head, rows, cols, weights, diff, (float(sums.min()), float(sums.max())), tol)
 
 
 def block(found: Block, *, lang: str = "en") -> Result:
@@ -244,8 +262,9 @@ def block(found: Block, *, lang: str = "en") -> Result:
         y_title=T("axis_query"),
     )
     low, high = found.row_sums
+    check = "block_check" if found.diff <= found.tol else "block_check_bad"  # a check says when it fails
     notes = (
-        T("block_check", diff=f"{found.diff:.1e}", rows=found.rows[1] - found.rows[0]),
+        T(check, diff=f"{found.diff:.1e}", rows=found.rows[1] - found.rows[0], tol=f"{found.tol:g}"),
         T("block_mass", share=f"{float(found.weights.sum(-1).mean()):.3f}", low=f"{low:.6f}", high=f"{high:.6f}"),
     )
     return Result((Panel("atlas_block", fig, found.weights),), notes)

@@ -35,12 +35,32 @@ def whole_word(tm: TextModel, text: str, start: int = 2) -> int:
     return min(start, max(0, len(labels) - 1))
 
 
+def refused(tm: TextModel, *, lang: str = "en") -> str | None:
+    """Why the probe cannot read ``tm`` (an encoder opened from a folder: the probe runs the causal mask, so every
+    earlier token would stay still by construction, not by the model), else None."""
+    return None if tm.kind == "causal" else model_facts.say(PAGE, "encoder_refused", tm, lang)
+
+
+def _order(tm: TextModel) -> str:
+    """Where the model's blocks put their norms: "" (Pre-Norm), "_sandwich" (Gemma 2/3: in front and on each
+    sub-layer's output), "_after" (OLMo 2: on the outputs only, none in front) or "_post" (after the residual sum)."""
+    position = tm.model.blocks[0].norm_position
+    return "" if position == "pre" else f"_{position}"
+
+
+def intro(tm: TextModel, *, lang: str = "en") -> str:
+    """The probe's description for ``tm``'s blocks: the sub-layers' inputs as its norms make them."""
+    return model_facts.say(PAGE, f"probe_intro{_order(tm)}", tm, lang)
+
+
 def probe(tm: TextModel, text: str, token: int, layer: int = 0, *, lang: str = "en") -> ProbeView:
     """Change token ``token`` of ``text`` at the input of block ``layer`` and see who moves after each stage."""
     T, facts = texts(PAGE, lang), model_facts.facts(tm, lang).fields()  # the stages are named by its norm
+    # OLMo 2's blocks have no norm in front of attention and the MLP: the probe's first stage is the identity there
+    no_norm = _order(tm) == "_after"
     enc = tm.encode(text, MAX_TOKENS)  # refuses empty text
     p = block_roles.token_probe(tm.model, list(enc.ids), token=token, layer=layer)
-    stage = {s: T(f"stage_{s}", **facts) for s in block_roles.STAGES}
+    stage = {s: T(f"stage_{s}_none" if no_norm and s == "norm" else f"stage_{s}", **facts) for s in block_roles.STAGES}
     fig = mixing.probe_bars(
         enc.tokens,
         {stage[s]: p.delta[s] for s in block_roles.STAGES},
@@ -50,7 +70,9 @@ def probe(tm: TextModel, text: str, token: int, layer: int = 0, *, lang: str = "
         hover=T("hover_moved"),
     )
 
-    def measured(s: str) -> str:
+    def measured(s: str | None) -> str:
+        if s is None or (no_norm and s == "norm"):  # the residual; OLMo 2's identity where other blocks have a norm
+            return T("measured_residual" if s is None else "measured_no_norm")
         fields = dict(before=f"{p.others(s, before=True):.3g}", after=f"{p.others(s, before=False):.3g}")
         return T("measured_exact" if p.exact[s] else "measured_moves", **fields)
 
@@ -59,7 +81,7 @@ def probe(tm: TextModel, text: str, token: int, layer: int = 0, *, lang: str = "
             T("col_part"): T(f"part_{part}"),
             T("col_mixes"): T(f"mixes_{part}"),
             T("col_role"): T(f"role_{part}"),
-            T("col_measured"): measured(s) if s else T("measured_residual"),
+            T("col_measured"): measured(s),
         }
         for part, s in (("attention", "attention"), ("mlp", "mlp"), ("norm", "norm"), ("residual", None))
     ]
@@ -72,7 +94,7 @@ def probe(tm: TextModel, text: str, token: int, layer: int = 0, *, lang: str = "
         ok = ok and p.others("attention", before=False) > 0
     earlier = last and ok  # verdict_last gives the earlier tokens' numbers, the others the later tokens'
     verdict = T(
-        ("verdict_last" if last else "verdict_ok") if ok else "verdict_bad",
+        ("verdict_last" if last else "verdict_ok_after" if no_norm else "verdict_ok") if ok else "verdict_bad",
         token=token,
         attention=f"{p.others('attention', before=earlier):.3g}",
         block=f"{p.others('block', before=earlier):.3g}",

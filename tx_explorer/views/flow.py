@@ -136,7 +136,7 @@ def route(tm: TextModel, an: Analysis, target: int = -1, threshold: float = flow
         for e in g.edges
     ]
     title = T("title_graph", pos=g.target, token=tokens[g.target], threshold=f"{threshold:.2f}")
-    notes = [T("truncated", n=an.cut, limit=LIMIT)] if an.cut else []
+    notes = [T("truncated", n=an.cut, limit=len(an.ids))] if an.cut else []  # LIMIT, or the context if shorter
     if split := split_bytes_note(tokens, lang):  # a Chinese text in SmolLM2: the axis is mostly \xNN bytes
         notes.append(split)
     if tm.kind == "causal":

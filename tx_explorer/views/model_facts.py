@@ -24,7 +24,10 @@ NORMS = {"layernorm": "LayerNorm", "rmsnorm": "RMSNorm"}  # the names the lectur
 PROSE: dict[str, tuple[str, tuple[str, ...]]] = {
     "language_model": ("causal", ("model_intro", "truncated")),
     "multihead": ("", ("model_caption", "truncated")),
-    "block_roles": ("causal", ("probe_intro", "stage_norm", "verdict_ok")),
+    "block_roles": (
+        "causal",
+        ("probe_intro", "probe_intro_sandwich", "probe_intro_after", "probe_intro_post", "stage_norm", "verdict_ok"),
+    ),
     "head_science": ("", ("heldout_help",)),
 }
 

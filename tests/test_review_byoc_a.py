@@ -1,0 +1,156 @@
+"""Review of the Multi-head, What a head does, Inside a block, Information flow and Atlas pages with checkpoints of
+unusual families a visitor brings (random tiny folders saved with ``save_pretrained``): each test reproduces what a
+visitor saw before the fix.
+
+* Information flow: a 64-token model was said to analyse "only the first 128" tokens of a 67-token text, and its
+  notes named the model by the folder's full path.
+* Inside a block: an encoder typed as a folder was probed under the causal mask ("earlier tokens by exactly 0
+  (causal mask)" for BERT); OLMo 2 (no norm in front of its sub-layers) and Gemma 2 (sandwich norms) were described
+  as Pre-Norm blocks, OLMo 2's identity labelled "after RMSNorm".
+* Atlas: Gemma 2's soft-capped scores and gpt-oss's learned sinks are not in the atlas's tiles, so its statistics
+  were another model's and its "Check" (off by 2) was shown as a pass.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import assert_clean, open_page
+
+from tests.checkpoints import write_checkpoint
+from tests.test_architectures import saved
+from tx_explorer import paths, ui
+from tx_explorer.analysis import head_science as hs
+from tx_explorer.interop.checkpoint import load_checkpoint
+from tx_explorer.ui import pickers
+from tx_explorer.views import atlas as atlas_view
+from tx_explorer.views import block_roles as block_view
+from tx_explorer.views import flow as flow_view
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+ROOT = Path(__file__).resolve().parent.parent
+LONG = "The cat sat on the mat because it was tired, and then the dog came in and sat there too. " * 3
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory, one_thread):
+    roots = tmp_path_factory.mktemp("byoc_a")
+    out = {"roots": roots}
+    for family in ("gemma2", "olmo2", "gpt_oss"):
+        out[family], _ = saved(roots / family, family)
+    for family in ("bert", "qwen2"):
+        write_checkpoint(roots / family, family)
+        out[family] = roots / family
+    return out
+
+
+@pytest.fixture(scope="module")
+def loaded(folders):
+    cache: dict[str, object] = {}
+
+    def load(family: str):
+        if family not in cache:
+            cache[family] = load_checkpoint(folders[family])
+        return cache[family]
+
+    return load
+
+
+@pytest.fixture
+def roots(folders, monkeypatch):
+    """The folders' parent as the only allowed checkpoint root, for the pages' folder pickers."""
+    monkeypatch.setenv(paths.ENV_ROOTS, str(folders["roots"]))
+    monkeypatch.setenv(paths.ENV_CONFIG, str(folders["roots"] / "absent.toml"))
+    monkeypatch.setenv("HF_HUB_CACHE", str(folders["roots"] / "hf"))
+    pickers._cached_checkpoints.clear()  # the picker's directory scan is cached for 30 s
+
+
+# ---- Information flow ----------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_flow_says_how_many_tokens_it_kept_when_the_context_is_shorter_than_its_limit(loaded, lang):
+    tm = hs.text_model(loaded("qwen2"))  # a context of 64 tokens, below the page's 128
+    an = flow_view.analyse(tm, LONG)
+    assert tm.max_len == len(an.ids) == 64 < flow_view.LIMIT and an.cut > 64
+    note = flow_view.route(tm, an, lang=lang).notes[0]
+    assert ("only the first 64 are analysed" if lang == "en" else "只分析前 64 个") in note, note
+    assert str(flow_view.LIMIT) not in note
+
+
+def test_flow_names_a_folder_s_model_by_its_name_not_the_server_s_path(folders, roots):
+    at = open_page("flow", flow_model=ui.FOLDER, flow_model_folder=str(folders["bert"]))
+    assert_clean(at)
+    said = [i.value for i in at.info]
+    assert any(s.startswith("**bert is post-norm**") for s in said), said
+    assert not any(str(folders["roots"]) in s for s in said), said
+
+
+# ---- Inside a block ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_block_probe_refuses_an_encoder_opened_from_a_folder(folders, roots, lang):
+    at = open_page("block_roles", probe_model=ui.FOLDER, probe_model_folder=str(folders["bert"]), lang=lang)
+    at.session_state["lang"] = lang
+    at.run()
+    assert_clean(at)
+    assert not at.success[:-1] and len(at.success) == 1  # the batch-norm verdict only: no probe verdict
+    (info,) = [i.value for i in at.info]
+    assert "**bert**" in info and ("encoder" in info if lang == "en" else "编码器" in info), info
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_block_probe_describes_olmo2_s_and_gemma2_s_own_norms(loaded, lang):
+    olmo, gemma = loaded("olmo2"), loaded("gemma2")
+    said = block_view.intro(olmo, lang=lang)
+    assert ("no norm in front of its sub-layers" if lang == "en" else "子层前面没有归一化") in said
+    assert "as in a Pre-Norm block" not in said
+    probe = block_view.probe(olmo, "The cat sat on the mat because it was warm.", 2, lang=lang)
+    names = [a.text for a in probe.bars.figure.layout.annotations]  # the stages, one subplot title each
+    assert ("no norm in front (identity)" if lang == "en" else "前面没有归一化（恒等映射）") in names
+    assert not any("RMSNorm" in n for n in names), names  # the first stage is the identity, not a norm
+    assert "after RMSNorm and after the MLP" not in probe.verdict and "RMSNorm 和 MLP 之后" not in probe.verdict
+    measured = [list(row.values())[-1] for row in probe.table]  # attention, MLP, norm, residual
+    assert measured[2].startswith(("— (no norm in front", "—（这个模型的子层前面没有归一化"))
+    assert measured[3] == block_view.texts("block_roles", lang)("measured_residual")
+    sandwich = block_view.intro(gemma, lang=lang)
+    assert ("sandwich" if lang == "en" else "三明治") in sandwich and "as in a Pre-Norm block" not in sandwich
+
+
+def test_the_block_probe_of_a_pre_norm_model_reads_as_before(loaded):
+    tm = loaded("qwen2")
+    assert block_view.refused(tm) is None
+    said = block_view.intro(tm)
+    assert "attention (after that RMSNorm, as in a Pre-Norm block)" in said
+
+
+# ---- Atlas ---------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_atlas_refuses_soft_capped_scores_and_learned_sinks(loaded, lang):
+    gemma, oss = atlas_view.unread(loaded("gemma2"), lang=lang), atlas_view.unread(loaded("gpt_oss"), lang=lang)
+    assert gemma and "gemma2" in gemma and "c = 0.5" in gemma
+    assert oss and "gpt_oss" in oss and ("learned attention sinks" if lang == "en" else "注意力汇聚点") in oss
+    assert atlas_view.unread(loaded("olmo2"), lang=lang) is None and atlas_view.unread(loaded("qwen2")) is None
+
+
+def test_the_atlas_page_shows_no_statistics_for_a_model_its_tiles_cannot_read(folders, roots):
+    at = open_page("atlas", atlas_model=ui.FOLDER, atlas_model_folder=str(folders["gemma2"]))
+    assert_clean(at)
+    assert any("The atlas cannot read gemma2" in i.value for i in at.info)
+    assert not any(c.value.startswith(("Read ", "Sinks:")) for c in at.caption)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_atlas_s_check_says_when_it_fails(lang):
+    weights = np.full((2, 2), 0.5)
+    passed = atlas_view.Block(0, 0, (0, 2), (0, 2), weights, 2e-6, (1.0, 1.0), 1e-3)
+    failed = atlas_view.Block(0, 0, (0, 2), (0, 2), weights, 2.1, (1.0, 1.0), 1e-3)
+    ok, bad = (atlas_view.block(b, lang=lang).notes[0] for b in (passed, failed))
+    assert ok.startswith("Check:" if lang == "en" else "核对：")
+    assert bad.startswith("**Check failed:**" if lang == "en" else "**核对未通过：**") and "2.1e+00" in bad
+
+
+# ---- What a head does ----------------------------------------------------------------------------------------------
+def test_the_ablation_intro_does_not_call_every_encoder_minilm():
+    intro = json.loads((ROOT / "tx_explorer/locales/head_science.json").read_text(encoding="utf-8"))["importance_intro"]
+    assert "an encoder (MiniLM)" not in intro["en"] and "编码器（MiniLM）" not in intro["zh"]
