@@ -32,3 +32,19 @@ def test_the_fixed_models_one_c_is_maths_in_prose_and_italic_in_the_legend():
         legend = [trace.name for panel in seq2seq.by_length(results, lang=lang) for trace in panel.figure.data]
         assert not [name for name in legend if "$" in name]
         assert any("<i>c</i>" in name for name in legend)
+
+
+def test_the_model_card_counts_one_local_or_one_global_layer_in_the_singular():
+    """A two-layer checkpoint read "a sliding window of 4 tokens on 1 local layers; the global layers (1) see"."""
+    from tx_explorer.config import TransformerConfig
+    from tx_explorer.ui import pickers
+    from tx_explorer.views import texts
+
+    def card(types):
+        cfg = TransformerConfig(num_layers=len(types), sliding_window=4, layer_types=types)
+        return pickers._window(texts("common", "en"), cfg)
+
+    assert card(("sliding", "full")).endswith("on 1 local layer; the global layer (1) sees every earlier token")
+    assert "on 2 local layers; the global layer (2) sees" in card(("sliding", "sliding", "full"))
+    assert "on 1 local layer; the global layers (1, 2) see" in card(("sliding", "full", "full"))
+    assert "on 10 local layers; the global layers (5, 11) see" in card((*["sliding"] * 5, "full") * 2)

@@ -152,8 +152,9 @@ def _window(T: Any, cfg: Any) -> str:
     if cfg.layer_types is None:
         return T("arch_window", window=cfg.sliding_window)
     local = _local_layers(cfg)
-    full = ", ".join(str(i) for i in range(cfg.num_layers) if i not in local)
-    return T("arch_window_local", window=cfg.sliding_window, n=len(local), full=full)
+    full = [str(i) for i in range(cfg.num_layers) if i not in local]
+    key = "arch_window_local" + "_one" * (len(local) == 1) + "_global" * (len(full) == 1)  # "1 local layer"
+    return T(key, window=cfg.sliding_window, n=len(local), full=", ".join(full))
 
 
 def _relabel_choices() -> None:
