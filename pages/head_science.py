@@ -65,7 +65,7 @@ def views(name: str) -> None:
         tm = text_model(name)
         st.caption(ui.architecture_caption(tm))
         if choice == "patching":
-            pairs = hs.example_pairs(name)
+            pairs = hs.example_pairs(name, tm)
             c = st.columns([1, 2, 2])
             k = c[0].selectbox(
                 T("example"), range(len(pairs)), format_func=lambda i: T("example_n", n=i + 1), key="hs_example"

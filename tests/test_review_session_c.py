@@ -48,3 +48,33 @@ def test_the_model_card_counts_one_local_or_one_global_layer_in_the_singular():
     assert "on 2 local layers; the global layer (2) sees" in card(("sliding", "sliding", "full"))
     assert "on 1 local layer; the global layers (1, 2) see" in card(("sliding", "full", "full"))
     assert "on 10 local layers; the global layers (5, 11) see" in card((*["sliding"] * 5, "full") * 2)
+
+
+def test_a_checkpoints_first_patching_pair_has_prompts_of_equal_length(tmp_path):
+    """A random checkpoint's tokenizer split the generic first pair in 8 and 5 tokens: the patching view opened on an
+    error box. The pairs whose prompts are as many tokens come first; a bundled model keeps its own."""
+    from tests.checkpoints import write_checkpoint
+    from tx_explorer.analysis import head_science as hs
+    from tx_explorer.interop.checkpoint import load_checkpoint
+
+    write_checkpoint(tmp_path / "qwen2", "qwen2")
+    tm = load_checkpoint(tmp_path / "qwen2")
+    length = lambda text: len(tm.encode(text).ids)  # noqa: E731
+    first = hs.EXAMPLE_PAIRS["*"][0]
+    assert length(first.clean) != length(first.corrupt)  # the case this guards
+    pair = hs.example_pairs("qwen2", tm)[0]
+    assert length(pair.clean) == length(pair.corrupt)
+    assert hs.example_pairs("tiny-gpt", tm) == hs.EXAMPLE_PAIRS["tiny-gpt"]
+
+
+def test_a_no_break_space_keeps_a_formula_on_one_line_of_a_title():
+    """gpt-oss's sink figure title broke inside its formula: "1 − Σⱼ<br>Aᵢⱼ"."""
+    from tx_explorer import locales
+    from tx_explorer.viz import style
+
+    for lang in locales.LANGUAGES:
+        title = locales.text("multihead", "learned_sinks_title", lang)
+        for width in range(160, 420, 20):
+            lines = style.wrap(title, width).split("<br>")
+            assert any("1\u00a0−\u00a0Σⱼ\u00a0Aᵢⱼ" in line for line in lines), (width, lines)
+    assert style.wrap("a b c d e f", 40).count("<br>") >= 2  # ordinary spaces still break

@@ -278,12 +278,25 @@ EXAMPLE_PAIRS: dict[str, tuple[PatchPair, ...]] = {
         PatchPair("The cat sat on the mat.", "The dog sat on the mat."),
         PatchPair("A man is playing a guitar.", "A woman is slicing an onion."),
     ),
-    "*": (PatchPair("It is not", "It is a"), PatchPair("The name of the", "The name is the")),
+    "*": (  # a checkpoint's: one word changed, words most BPE vocabularies hold whole
+        PatchPair("It is not", "It is a"),
+        PatchPair("The name of the", "The name is the"),
+        PatchPair("The cat sat on the", "The dog sat on the"),
+        PatchPair("I went to the house", "I went to the river"),
+        PatchPair("Step 1 comes before step", "Step 2 comes before step"),  # a digit is one token nearly everywhere
+    ),
 }
 
 
-def example_pairs(name: str) -> tuple[PatchPair, ...]:
-    return EXAMPLE_PAIRS.get(name, EXAMPLE_PAIRS["*"])
+def example_pairs(name: str, tm: TextModel | None = None) -> tuple[PatchPair, ...]:
+    """The patching view's example pairs for model ``name``; a model with none of its own (a checkpoint) gets the
+    generic ones, those whose two prompts are as many tokens under ``tm``'s tokenizer first: patching needs equal
+    lengths, and the first pair is the view's first answer (a random checkpoint's tokenizer split the first in 8
+    and 5, so an error box opened the view)."""
+    if name in EXAMPLE_PAIRS or tm is None:
+        return EXAMPLE_PAIRS.get(name, EXAMPLE_PAIRS["*"])
+    unequal = lambda p: len(tm.encode(p.clean).ids) != len(tm.encode(p.corrupt).ids)  # noqa: E731
+    return tuple(sorted(EXAMPLE_PAIRS["*"], key=unequal))  # stable: the listed order among the equal ones
 
 
 def answer_ids(tm: TextModel, answers: tuple[str, str]) -> tuple[int, int]:

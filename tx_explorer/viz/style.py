@@ -95,12 +95,13 @@ def _cell_numbers_fitted(fig: go.Figure, width_px: float) -> None:
 
 
 def wrap(text: str, width_px: float, font_px: float = TITLE_PX) -> str:
-    """``text`` with ``<br>`` where a line would be wider than ``width_px``: between words, or anywhere in CJK text
-    (which has no spaces). Plotly draws a title on one line however long, and clips what leaves the figure."""
+    """``text`` with ``<br>`` where a line would be wider than ``width_px``: between words (not at a no-break space),
+    or anywhere in CJK text (which has no spaces). Plotly draws a title on one line however long, and clips what
+    leaves the figure."""
     lines = []
     for line in re.split(r"<br\s*/?>", text):
         current, wrapped = "", []
-        for piece in re.findall(r"[\u2e80-\u9fff\uff00-\uffef]|[^\s\u2e80-\u9fff\uff00-\uffef]+\s*|\s+", line):
+        for piece in re.findall(_PIECE, line):
             drawn = margins.plain((current + piece).rstrip())[0]  # y<sub>A</sub> is drawn as yA
             if current.strip() and text_width(drawn, font_px) > width_px:
                 cut = _cjk_break(current, piece, width_px / 2, font_px) if _CJK.match(piece) else len(current)
@@ -113,6 +114,11 @@ def wrap(text: str, width_px: float, font_px: float = TITLE_PX) -> str:
 
 
 _CJK = re.compile(r"[\u2e80-\u9fff\uff00-\uffef]")
+# A CJK character, a word with the spaces after it, or spaces. A no-break space is part of a word: a formula
+# written "1\u00a0−\u00a0Σⱼ\u00a0Aᵢⱼ" stays on one line (its title broke as "1 − Σⱼ<br>Aᵢⱼ").
+_PIECE = re.compile(
+    r"[\u2e80-\u9fff\uff00-\uffef]|(?:[^\s\u2e80-\u9fff\uff00-\uffef]|\u00a0)+[^\S\u00a0]*|[^\S\u00a0]+"
+)
 _CLOSING = "）」』】》〉、。，：；！？"  # CJK punctuation that never starts a line
 _OPENING = "（「『【《〈“"  # … and that never ends one
 _LOOK_BACK = 6  # characters a CJK line may hand down to end at punctuation or a space
