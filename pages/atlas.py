@@ -84,9 +84,6 @@ def atlas_page(name: str) -> None:
         tm = on_gpu(name) if ui.device().type == "cuda" else ui.cached_model(name)
         st.caption(ui.architecture_caption(tm) + " · " + T("context", n=tm.max_len))
         st.markdown(view.dense_maps(tm, lang=LANG))
-        if (why := view.unread(tm, lang=LANG)) is not None:  # soft caps or sinks: the tiles would not be its attention
-            st.info(why)
-            return
         ids, window = text_ids(name, tm)
         key = ("atlas", name, hash(tuple(ids)), len(ids), window)
         stats = pooled(key, lambda report: view.compute(tm, ids, window=window, lang=LANG, report=report))

@@ -108,6 +108,34 @@ def test_equal_to_dense_maps_on_alibi_and_sliding_window_models(tiny_llama, chan
     _assert_equal_to_dense(tm, ids)
 
 
+@pytest.mark.parametrize(
+    "changes",
+    [
+        dict(attn_softcap=1.0),
+        dict(attention_sinks=True),
+        dict(attn_softcap=2.0, attention_sinks=True, sliding_window=37),
+    ],
+    ids=["soft-cap", "sinks", "cap-sinks-window"],
+)
+def test_equal_to_dense_maps_with_soft_capped_scores_and_learned_sinks(tiny_llama, changes):
+    """Gemma 2's cap on the scaled scores and gpt-oss's sink logit in each row's softmax, as the layers apply them
+    (the atlas's tiles had computed a plain softmax: another model's statistics, refused until then)."""
+    tm = _random(tiny_llama, "random", **changes)
+    sinks = [b.attn.sinks for b in tm.model.blocks if b.attn.sinks is not None]
+    with torch.no_grad():
+        for s in sinks:  # some heads sink most of each row, some hardly: rows summing to 0.1 … 0.99
+            s.logits.copy_(torch.linspace(-3.0, 4.0, s.logits.numel()))
+    ids = torch.randint(0, tm.config.vocab_size, (N,), generator=torch.Generator().manual_seed(3)).tolist()
+    _assert_equal_to_dense(tm, ids)
+    trace = Trace()
+    with torch.no_grad():
+        tm.model.hidden(tm.model.embed(torch.tensor([ids])), tm.mask(N), trace)
+    dense = atlas.dense_rows(tm, ids, 1, (40, 120), window=WINDOW)
+    torch.testing.assert_close(dense.weights, trace.stack(name_contains="attn")[1, 0, :, 40:120], rtol=0, atol=1e-6)
+    if sinks:
+        assert float(dense.weights.sum(-1).min()) < 0.5  # the sinks took their share
+
+
 def test_equal_to_dense_maps_on_smollm2():
     if SMOLLM2 not in models.available_models("text"):
         pytest.skip(f"{SMOLLM2} is not registered on this machine")

@@ -151,6 +151,25 @@ def test_never_allocates_an_nq_by_nk_tensor_forward_or_backward():
     assert tracker.largest >= 2 * nq * nk * 4
 
 
+def test_a_score_mod_is_applied_to_the_scaled_scores_before_the_bias_and_the_mask():
+    """The atlas's Gemma 2 path: the kernel with a soft cap equals softmax(c·tanh(QKᵀ·s / c) + bias), masked, in
+    float64, with tiles smaller than the rows."""
+    from tx_explorer.modules.attention import SoftCap
+
+    g = torch.Generator().manual_seed(5)
+    q, k, v = (torch.randn(2, 3, n, 8, generator=g, dtype=torch.float64) * 3 for n in (37, 41, 41))
+    bias = torch.randn(3, 37, 41, generator=g, dtype=torch.float64)
+    mask = torch.rand(37, 41, generator=g) > 0.3
+    cap, scale = SoftCap(1.5), 0.4
+    scores = cap((q @ k.transpose(-2, -1)) * scale) + bias
+    want = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1) @ v
+    out, lse = flash_attention_forward(q, k, v, mask=mask, bias=bias, block_size=16, scale=scale, score_mod=cap)
+    torch.testing.assert_close(out, want, rtol=0, atol=1e-12)
+    torch.testing.assert_close(lse, torch.logsumexp(scores.masked_fill(~mask, float("-inf")), dim=-1))
+    plain, _ = flash_attention_forward(q, k, v, mask=mask, bias=bias, block_size=16, scale=scale)
+    assert (plain - want).abs().max() > 1e-2  # the cap matters at these scores
+
+
 def test_leading_dims_broadcast_like_the_reference():
     q = torch.randn(2, 3, 5, 4)
     k, v = torch.randn(5, 4), torch.randn(1, 3, 5, 2)

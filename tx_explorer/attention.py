@@ -164,6 +164,7 @@ def _flash_forward(
     scale: float,
     on_tile: TileObserver | None = None,
     bias: Tensor | None = None,
+    score_mod: Callable[[Tensor], Tensor] | None = None,
 ) -> tuple[Tensor, Tensor]:
     """FA2 forward on flattened ``q [B, Nq, D]``, ``k [B, Nk, D]``, ``v [B, Nk, Dv]``; returns ``(out, lse)``.
 
@@ -188,7 +189,10 @@ def _flash_forward(
             if causal and j0 > i1 - 1:
                 break  # this key tile and all later ones lie above the diagonal: skipped, never computed
             j1 = min(j0 + block_k, nk)
-            s = torch.bmm(qi, k[:, j0:j1].transpose(1, 2)).add_(_tile_bias(bias, i0, i1, j0, j1))  # (B, bq, bk)
+            s = torch.bmm(qi, k[:, j0:j1].transpose(1, 2))  # (B, bq, bk)
+            if score_mod is not None:  # elementwise on the scaled scores, before the bias (a soft cap)
+                s = score_mod(s)
+            s.add_(_tile_bias(bias, i0, i1, j0, j1))
             visible = _tile_mask(mask, causal, i0, i1, j0, j1, q.device)
             if visible is not None:
                 s.masked_fill_(~visible, float("-inf"))
@@ -374,10 +378,13 @@ def flash_attention_forward(
     scale: float | None = None,
     on_tile: TileObserver | None = None,
     bias: Tensor | None = None,
+    score_mod: Callable[[Tensor], Tensor] | None = None,
 ) -> tuple[Tensor, Tensor]:
     """The forward pass of :func:`flash_attention` alone (no autograd), for inspection.
 
     Args:
+        score_mod: an elementwise function of each tile's scaled scores, applied before ``bias`` and the mask
+            (Gemma 2's soft cap, as its layer applies it).
         on_tile: called as ``on_tile(i, j, m, l)`` after query tile ``i`` has consumed key tile ``j``, with the
             running max and sum ``[B, rows of tile i]`` (batch dims folded). Skipped tiles are never reported.
             ``m`` is ``finfo.min`` while a row has seen no visible key. The tensors change in place later: copy them.
@@ -387,5 +394,7 @@ def flash_attention_forward(
         scores (+∞ for a fully masked row).
     """
     batch, q3, k3, v3, mask3, bias3, block_q, block_k, scale = _prepare(q, k, v, mask, bias, block_size, scale)
-    out, lse = _flash_forward(q3, k3, v3, mask3, bool(causal), block_q, block_k, scale, on_tile, bias=bias3)
+    out, lse = _flash_forward(
+        q3, k3, v3, mask3, bool(causal), block_q, block_k, scale, on_tile, bias=bias3, score_mod=score_mod
+    )
     return out.reshape(*batch, q.shape[-2], v.shape[-1]), lse.reshape(*batch, q.shape[-2])

@@ -33,7 +33,7 @@ from torch import Tensor
 
 from tx_explorer import masks
 from tx_explorer.analysis.head_science import HELDOUT_FILE
-from tx_explorer.attention import flash_attention_forward, scaled_dot_product_attention
+from tx_explorer.attention import flash_attention_forward
 from tx_explorer.data import corpus
 from tx_explorer.errors import InputError, positive_int
 from tx_explorer.families.text import TextModel
@@ -173,11 +173,18 @@ def _attend(
             bias=_bias(attn, q_pos, pos[lo:i1]),  # (H, bq, Nk) for ALiBi, else None
             block_size=tile,
             scale=1.0,
+            score_mod=attn.softcap,  # Gemma 2's cap on the scaled scores, else None
         )  # (1, H, bq, Dh), (1, H, bq)
+        if attn.sinks is not None:  # gpt-oss: each row's softmax has the head's sink logit too, a key with no value
+            full = attn.sinks.log_normaliser(lse)  # (1, H, bq)
+            out[:, :, i0:i1] *= (lse - full).exp()[..., None]  # the kernel normalised over the keys alone
+            lse = full  # the second pass's weights then sum to 1 − the sink's share, as the layer's do
         for j0 in range(lo, i1, tile):  # second pass: the same tiles, now normalised by the known lse
             j1 = min(j0 + tile, i1)
             k_pos = pos[j0:j1]
             s = torch.matmul(qi, k[:, :, j0:j1].transpose(-2, -1))[0]  # (H, bq, bk)
+            if attn.softcap is not None:
+                s = attn.softcap(s)
             bias = _bias(attn, q_pos, k_pos)  # (H, bq, bk) or None
             if bias is not None:
                 s += bias
@@ -358,7 +365,9 @@ def dense_rows(tm: TextModel, ids: Sequence[int], layer: int, rows: tuple[int, i
     """Exact attention of query rows ``rows = (start, end)`` (at most :data:`MAX_DENSE`) at ``layer``.
 
     The layers before run as a normal forward; this layer's q and k come from its own projection and the weights
-    from the reference operator (:func:`~tx_explorer.attention.scaled_dot_product_attention`), never the tiles.
+    from its explicit path (:meth:`MultiHeadAttention.attend`: the reference operator
+    :func:`~tx_explorer.attention.scaled_dot_product_attention`, or the soft cap and sinks around it), never the
+    tiles.
     """
     model = _check_model(tm)
     x = model.embed(_ids(tm, ids))  # (1, T, D)
@@ -378,9 +387,8 @@ def dense_rows(tm: TextModel, ids: Sequence[int], layer: int, rows: tuple[int, i
     k, v = attn.expand_kv(k)[:, :, :end], attn.expand_kv(v)[:, :, :end]  # (1, H, end, Dh): later keys are hidden
     q_pos = pos[start:end]
     bias = attn.position.score_bias(q_pos, pos[:end]) if attn.position is not None else None  # (H, R, end) or None
-    _, weights = scaled_dot_product_attention(
-        q[:, :, start:end], k, v, mask=_visible(model, layer, q_pos, pos[:end]), bias=bias, scale=attn.scale
-    )  # (1, H, R, end)
+    # the layer's own explicit path: the reference operator, or its soft cap and sinks where it has them
+    _, weights = attn.attend(q[:, :, start:end], k, v, _visible(model, layer, q_pos, pos[:end]), bias)  # (1, H, R, end)
     full = weights.new_zeros(weights.shape[1], end - start, n)  # (H, R, T): keys after the rows are hidden
     full[..., :end] = weights[0]
     full = full.float().cpu()

@@ -90,6 +90,11 @@ class AttentionSinks(nn.Module):
         sink = self.logits.to(masked.dtype).view(1, -1, 1, 1).expand(*masked.shape[:-1], 1)  # (B, H, Nq, 1)
         return torch.softmax(torch.cat([masked, sink], dim=-1), dim=-1)[..., :-1]  # (B, H, Nq, Nk): sink dropped
 
+    def log_normaliser(self, lse: Tensor) -> Tensor:
+        """A row's log-sum-exp over its keys, ``lse [..., H, Nq]``, → over its keys and the sink: the log of the
+        denominator above, for a kernel that sums the keys alone (weights = exp(e_j − this))."""
+        return torch.logaddexp(lse, self.logits.to(lse.dtype)[:, None])  # (…, H, Nq)
+
 
 class MultiHeadAttention(nn.Module):
     """MultiHead(X) = Concat(head₁…head_H)·W_O, head_h = softmax(Q_h K_{g(h)}ᵀ/√D_H + bias_h)·V_{g(h)}.

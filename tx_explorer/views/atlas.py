@@ -69,20 +69,6 @@ def needle_reads(tm: TextModel, *, lang: str = "en") -> str:
     return model_facts.say(PAGE, "needle_chat" if atlas.chats(tm) else "needle_plain", tm, lang)
 
 
-def unread(tm: TextModel, *, lang: str = "en") -> str | None:
-    """Why the atlas's tiles would not be ``tm``'s attention, else None: they compute softmax(q·k / √D_H) under the
-    mask and nothing else, so soft-capped scores (Gemma 2's c·tanh(s / c)) and learned sinks (gpt-oss: one more
-    logit in each row's softmax) would give another model's statistics, and every layer after the first would read
-    a residual stream the model never computed."""
-    cfg = tm.config
-    parts = [key for key, has in (("unread_softcap", cfg.attn_softcap), ("unread_sinks", cfg.attention_sinks)) if has]
-    if not parts:
-        return None
-    T = texts(PAGE, lang)
-    what = listed([T(key, cap=f"{cfg.attn_softcap or 0:g}") for key in parts], lang, last="and")
-    return T("unread", model=tm.name, what=what)
-
-
 def compute(
     tm: TextModel, ids: Sequence[int], *, window: int = 64, lang: str = "en", report: Report | None = None
 ) -> atlas.HeadStats:
