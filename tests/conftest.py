@@ -197,6 +197,19 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     return (collection_path.name.startswith("test_") and collection_path.stem not in LOAD_MODULES) or None
 
 
+@pytest.fixture
+def roots(folders, monkeypatch):
+    """The parent of a module's ``folders`` fixture (``folders["roots"]``) as the only allowed checkpoint root, for
+    the pages' folder pickers; no operator config, an empty hub cache."""
+    from tx_explorer import paths
+    from tx_explorer.ui import pickers
+
+    monkeypatch.setenv(paths.ENV_ROOTS, str(folders["roots"]))
+    monkeypatch.setenv(paths.ENV_CONFIG, str(folders["roots"] / "absent.toml"))
+    monkeypatch.setenv("HF_HUB_CACHE", str(folders["roots"] / "hf"))
+    pickers._cached_checkpoints.clear()  # the picker's directory scan is cached for 30 s
+
+
 @pytest.fixture(scope="module")
 def one_thread():
     """One torch thread for a module of small tensors: a thread pool costs more than the work (and stalls badly

@@ -13,7 +13,7 @@ from conftest import assert_clean, open_page, plotly_specs
 from torch.nn import functional as F
 
 from tests.test_architectures import CASES, TINY, saved
-from tests.test_sinks_pages import folders, roots  # noqa: F401 (fixtures: a gpt-oss and a llama folder, the root)
+from tests.test_sinks_pages import folders  # noqa: F401 (a fixture: a gpt-oss and a llama folder, their root)
 from tx_explorer import locales, ui
 from tx_explorer.analysis import routing
 from tx_explorer.interop.checkpoint import load_checkpoint

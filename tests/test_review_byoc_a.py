@@ -22,11 +22,10 @@ import pytest
 from tests.checkpoints import write_checkpoint
 from tests.conftest import assert_clean, open_page
 from tests.test_architectures import saved
-from tx_explorer import paths, ui
+from tx_explorer import ui
 from tx_explorer.analysis import atlas as atlas_analysis
 from tx_explorer.analysis import head_science as hs
 from tx_explorer.interop.checkpoint import load_checkpoint
-from tx_explorer.ui import pickers
 from tx_explorer.views import atlas as atlas_view
 from tx_explorer.views import block_roles as block_view
 from tx_explorer.views import flow as flow_view
@@ -58,15 +57,6 @@ def loaded(folders):
         return cache[family]
 
     return load
-
-
-@pytest.fixture
-def roots(folders, monkeypatch):
-    """The folders' parent as the only allowed checkpoint root, for the pages' folder pickers."""
-    monkeypatch.setenv(paths.ENV_ROOTS, str(folders["roots"]))
-    monkeypatch.setenv(paths.ENV_CONFIG, str(folders["roots"] / "absent.toml"))
-    monkeypatch.setenv("HF_HUB_CACHE", str(folders["roots"] / "hf"))
-    pickers._cached_checkpoints.clear()  # the picker's directory scan is cached for 30 s
 
 
 # ---- Information flow ----------------------------------------------------------------------------------------------

@@ -11,13 +11,12 @@ from conftest import assert_clean, open_page
 
 from tests.checkpoints import write_checkpoint
 from tests.test_architectures import TINY, saved
-from tx_explorer import paths, ui
+from tx_explorer import ui
 from tx_explorer.analysis import atlas
 from tx_explorer.analysis import mask_gallery as mg
 from tx_explorer.interop.checkpoint import load_checkpoint
 from tx_explorer.modules.attention import AttentionSinks
 from tx_explorer.trace import Trace
-from tx_explorer.ui import pickers
 from tx_explorer.views import masks as view
 from tx_explorer.views import multihead, operator
 
@@ -32,15 +31,6 @@ def folders(tmp_path_factory, one_thread):
     llama = roots / "llama-tiny"
     write_checkpoint(llama, "llama")
     return {"roots": roots, "gpt_oss": gpt_oss, "llama": llama}
-
-
-@pytest.fixture
-def roots(folders, monkeypatch):
-    """The folders' parent as the only allowed checkpoint root, for the pages' folder pickers."""
-    monkeypatch.setenv(paths.ENV_ROOTS, str(folders["roots"]))
-    monkeypatch.setenv(paths.ENV_CONFIG, str(folders["roots"] / "absent.toml"))
-    monkeypatch.setenv("HF_HUB_CACHE", str(folders["roots"] / "hf"))
-    pickers._cached_checkpoints.clear()  # the picker's directory scan is cached for 30 s
 
 
 def sink_shares(tm, ids: list[int], monkeypatch) -> torch.Tensor:
