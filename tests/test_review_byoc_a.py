@@ -78,6 +78,18 @@ def test_flow_names_a_folder_s_model_by_its_name_not_the_server_s_path(folders, 
     assert not any(str(folders["roots"]) in s for s in said), said
 
 
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_flow_says_a_capped_models_parts_add_up_to_its_logits_before_the_cap(loaded, lang):
+    """The node's intro says the parts add up to the logits; Gemma 2 caps its logits, so they add up to z before."""
+    tm = loaded("gemma2")
+    an = flow_view.analyse(tm, "The cat sat on the mat and the dog")
+    notes = flow_view.node(tm, an, "x", 1, -1, lang=lang).notes
+    said = [n for n in notes if "tanh" in n]
+    assert len(said) == 1 and f"{tm.config.final_softcap:g}" in said[0], notes
+    plain = flow_view.node(loaded("qwen2"), flow_view.analyse(loaded("qwen2"), "The cat sat"), "x", 1, -1, lang=lang)
+    assert not [n for n in plain.notes if "tanh" in n]
+
+
 # ---- Inside a block ------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_the_block_probe_refuses_an_encoder_opened_from_a_folder(folders, roots, lang):

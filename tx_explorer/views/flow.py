@@ -272,6 +272,8 @@ def node(tm: TextModel, an: Analysis, kind: str, layer: int, pos: int, *, lang: 
             T("col_down"): [fmt(i, v) for i, v in zip(r.down_ids, r.down)],
         }
         notes.append(T("dla_note", layer=r.layer, pos=pos % an.dec.num_tokens))
+        if (cap := tm.config.final_softcap) is not None:  # the intro's "the parts add up to the logits", qualified
+            notes.append(T("dla_capped", model=tm.name, cap=f"{cap:g}"))
     else:
         notes.append(T("dla_embeddings"))
     return Result((Panel("flow_lens", lens, r.lens_probs),), tuple(notes), table)
