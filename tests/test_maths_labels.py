@@ -132,3 +132,23 @@ def test_a_widget_help_writes_its_symbols_as_maths(page, key):
     for lang in ("en", "zh"):
         text = locales.table(page)[key][lang]
         assert raw_letters(WORDS.sub(" ", re.sub(r"`[^`]*`", " ", text))) == [], f"{page}.{key} [{lang}]: {text}"
+
+
+# The same quantity asked for in two sections of one page, where the section says which
+SHARED = {("cost_of_attention", "h", "heads"), ("norms", "metric", "quantity")}
+
+
+def test_two_widgets_of_a_page_never_share_a_label():
+    """Self-attention had two sliders labelled "Positions" (the encoding, and how many positions to draw): a reader,
+    a screen reader and a test looking a widget up by its label cannot tell them apart."""
+    by_page: dict[str, list[str]] = {}
+    for page, key in LABELS:
+        by_page.setdefault(page, []).append(key)
+    for page, keys in by_page.items():
+        for lang in ("en", "zh"):
+            seen: dict[str, str] = {}
+            for key in sorted(keys):
+                label = locales.table(page)[key][lang]
+                if label in seen and (page, seen[label], key) not in SHARED:
+                    raise AssertionError(f"{page}: {seen[label]} and {key} are both labelled {label!r} [{lang}]")
+                seen.setdefault(label, key)
