@@ -205,7 +205,7 @@ class Block:
     weights: np.ndarray  # (rows, cols)
     diff: float  # the largest |tiled − dense| statistic over these rows
     row_sums: tuple[float, float]  # the smallest and largest row sum of the head's dense weights over every key
-    tol: float = 1e-3  # the largest diff the check passes: float32 rounding, more for 16-bit weights
+    tol: float = CHECK_TOLERANCE  # the largest diff the check passes: float32 rounding, more for 16-bit weights
 
 
 def exact_block(

@@ -331,8 +331,9 @@ def causal(r: lm.Reading, layer: int = 0, head: int = 0, *, window: int | None =
         return Causal(*panels, T("mask_check_one"), T("prefix_single"), checked=False)
     one = "_one" if r.prefix_len == 1 else ""
     check = T("mask_check", value=f"{leak:.1e}", layers=r.maps.shape[0], heads=r.maps.shape[1])
-    if banded:  # the keys the window hides (at or below the band's lower edge): weight 0 on each head too
-        beyond = float(np.asarray(r.maps[layer])[..., np.tril(np.ones((n, n), bool), -window)].max(initial=0.0))
+    if banded:  # the earlier keys the window hides (causal, outside the band): weight 0 on each head too
+        hidden = (masks.causal(n) & ~masks.sliding_window(n, window)).numpy()  # (N, N)
+        beyond = float(np.asarray(r.maps[layer])[..., hidden].max(initial=0.0))
         check = sentences(
             [check, T("window_check", layer=layer, window=f"{window:,}", heads=r.maps.shape[1], value=f"{beyond:.1e}")],
             lang,
