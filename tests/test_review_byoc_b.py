@@ -12,6 +12,7 @@ read at all (the loader read templates from GGUF files alone).
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +27,7 @@ from tx_explorer.errors import InputError
 from tx_explorer.interop.checkpoint import load_checkpoint
 from tx_explorer.views import language_model as lm_view
 from tx_explorer.views import masks as masks_view
+from tx_explorer.views import model_facts
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -57,7 +59,7 @@ def _page(page: str, key: str, folder: Path, lang: str):
 def test_an_encoder_folder_gets_one_message_in_the_users_language(allowed, page, key, message, lang):
     at = _page(page, key, allowed / "bert", lang)
     assert not at.exception and not at.error, [e.value for e in at.error]
-    said = locales.text(page, message, lang, model="bert", family="bert")
+    said = locales.text(page, message, lang, named="**bert**")  # the folder's name says its family: not twice
     assert [i.value for i in at.info] == [said]  # one line, no chat line calling it a base model
     assert not english_words(said, prose=True) if lang == "zh" else "encoder" in said
 
@@ -66,7 +68,7 @@ def test_an_encoder_folder_gets_one_message_in_the_users_language(allowed, page,
 def test_the_masks_section_refuses_an_encoder_in_the_users_language(allowed, lang):
     at = _page("masks", "masks_model", allowed / "bert", lang)
     assert not at.exception and not at.error, [e.value for e in at.error]
-    said = locales.text("masks", "model_not_causal", lang, model="bert", family="bert")
+    said = locales.text("masks", "model_not_causal", lang, named="**bert**")
     assert said in [i.value for i in at.info]
     if lang == "zh":
         assert not [w for e in at.get("info") + at.get("success") for w in english_words(e.value, prose=True)]
@@ -168,3 +170,15 @@ def test_the_moe_checkpoint_section_stops_asking_for_a_folder_once_one_is_typed(
     said = [i.value for i in at.info]
     assert locales.text("moe", "ckpt_dense", "en") in said  # the typed folder was read: a dense model
     assert locales.text("moe", "ckpt_none", "en") not in said
+
+
+@pytest.mark.parametrize("lang", locales.LANGUAGES)
+def test_an_encoder_is_named_with_its_family_once(roots, tmp_path, lang):
+    """A folder named after its family is not named twice ("**bert** (bert)"); another name: its family beside it."""
+    shutil.copytree(roots / "bert", tmp_path / "reader")
+    bert, other = load_checkpoint(roots / "bert"), load_checkpoint(tmp_path / "reader")
+    assert model_facts.named(bert, lang) == "**bert**"
+    assert model_facts.named(other, lang) == ("**reader** (bert)" if lang == "en" else "**reader**（bert）")
+    for tm in (bert, other):
+        said = lm_view.refusal(tm, lang=lang), masks_view.refusal(tm, lang=lang)
+        assert all(s.startswith(model_facts.named(tm, lang)) and s.count("bert") == 1 for s in said), said

@@ -20,7 +20,7 @@ from tx_explorer.families.text import TextModel
 from tx_explorer.interop.checkpoint import CHAT_FILES
 from tx_explorer.modules.cache import KVCache
 from tx_explorer.trace import Trace
-from tx_explorer.views import Panel, axes, listed, sentences, texts
+from tx_explorer.views import Panel, axes, listed, model_facts, sentences, texts
 from tx_explorer.viz import bars as vb
 from tx_explorer.viz import charts, style
 from tx_explorer.viz.heatmap import X_TICKS, heatmap
@@ -194,7 +194,7 @@ def refusal(tm: TextModel, *, lang: str = "en") -> str | None:
     """The page's message for a model it cannot read (an encoder: it predicts no next token), else None."""
     if tm.kind == "causal":
         return None
-    return texts(PAGE, lang)("not_causal", model=tm.name, family=tm.info.get("model_type", tm.kind))
+    return texts(PAGE, lang)("not_causal", named=model_facts.named(tm, lang))
 
 
 def chat_notices(prompt: lm.ChatPrompt, *, lang: str = "en") -> list[str]:

@@ -12,7 +12,7 @@ from tx_explorer import locales, masks
 from tx_explorer.analysis import atlas
 from tx_explorer.analysis import mask_gallery as mg
 from tx_explorer.families.text import TextModel
-from tx_explorer.views import Panel, axes, texts
+from tx_explorer.views import Panel, axes, model_facts, texts
 from tx_explorer.viz import charts
 from tx_explorer.viz.heatmap import heatmap, tick_cells
 
@@ -105,7 +105,7 @@ def refusal(tm: TextModel, *, lang: str = "en") -> str | None:
     """The section's message for a model with no causal mask to check (an encoder), else None."""
     if tm.kind == "causal":
         return None
-    return texts(PAGE, lang)("model_not_causal", model=tm.name, family=tm.info.get("model_type", tm.kind))
+    return texts(PAGE, lang)("model_not_causal", named=model_facts.named(tm, lang))
 
 
 def read_layers(tm: TextModel, n: int) -> mg.ModelMasks:

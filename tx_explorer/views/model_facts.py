@@ -104,3 +104,11 @@ def facts(tm: TextModel, lang: str = "en") -> Facts:
 def say(page: str, key: str, tm: TextModel, lang: str = "en", **more: object) -> str:
     """The string ``key`` of ``page`` formatted with the facts of ``tm`` (and ``more``: the page's own numbers)."""
     return texts(page, lang)(key, **facts(tm, lang).fields(), **more)
+
+
+def named(tm: TextModel, lang: str = "en") -> str:
+    """``tm``'s name in bold with its family beside it ("**my-bert** (bert)"), or alone where the name already says
+    it (a folder named after its family: "**bert**", not "**bert** (bert)")."""
+    family = str(tm.info.get("model_type", tm.kind))
+    key = "named" if family.lower() in tm.name.lower() else "named_family"
+    return texts(PAGE, lang)(key, model=tm.name, family=family)
