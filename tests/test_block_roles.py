@@ -23,7 +23,7 @@ def test_only_attention_moves_other_tokens_and_only_later_ones(tiny, layer):
     assert p.delta["norm"][3] > 0 and p.delta["mlp"][3] > 0  # the changed token itself does move
     assert not p.exact["attention"] and p.others("attention", before=False) > 1e-3
     assert p.others("attention", before=True) == 0.0  # causal: earlier tokens cannot see it
-    assert p.others("block", before=False) > 0 and p.others("block", before=True) == 0.0
+    assert p.others(p.stages[-1], before=False) > 0 and p.others(p.stages[-1], before=True) == 0.0  # the block's output
 
 
 def test_layernorm_ignores_the_batch_and_batchnorm_does_not():
@@ -56,7 +56,7 @@ def test_views_give_the_lecture_table_and_a_verdict(tiny, lang):
         "en": ["yes", "no", "no", "no"],
         "zh": ["是", "否", "否", "否"],
     }[lang]
-    assert len(pv.bars.figure.data) == len(block_roles.STAGES)
+    assert len(pv.bars.figure.data) == pv.bars.data.shape[1] == 6  # Pre-Norm: norm, attention, +, norm, MLP, +
     rows, verdict = view.batch_norms(lang=lang)
     assert len(rows) == 2 and "torch.equal" in verdict
 

@@ -110,11 +110,13 @@ def test_the_block_probe_describes_olmo2_s_and_gemma2_s_own_norms(loaded, lang):
     assert "as in a Pre-Norm block" not in said
     probe = block_view.probe(olmo, "The cat sat on the mat because it was warm.", 2, lang=lang)
     names = [a.text for a in probe.bars.figure.layout.annotations]  # the stages, one subplot title each
-    assert ("no norm in front (identity)" if lang == "en" else "前面没有归一化（恒等映射）") in names
-    assert not any("RMSNorm" in n for n in names), names  # the first stage is the identity, not a norm
+    # its own norms, on each sub-layer's output, are stages; no stage is an identity by construction
+    assert ("after RMSNorm on attention's output" if lang == "en" else "注意力输出上的 RMSNorm 之后") in names
+    assert not any(word in n for n in names for word in ("identity", "恒等")), names
     assert "after RMSNorm and after the MLP" not in probe.verdict and "RMSNorm 和 MLP 之后" not in probe.verdict
     measured = [list(row.values())[-1] for row in probe.table]  # attention, MLP, norm, residual
-    assert measured[2].startswith(("— (no norm in front", "—（这个模型的子层前面没有归一化"))
+    T = block_view.texts("block_roles", lang)
+    assert measured[2] == T("measured_exact", before="0", after="0")  # its output norms measured, not a dash
     assert measured[3] == block_view.texts("block_roles", lang)("measured_residual")
     sandwich = block_view.intro(gemma, lang=lang)
     assert ("sandwich" if lang == "en" else "三明治") in sandwich and "as in a Pre-Norm block" not in sandwich

@@ -578,7 +578,8 @@ def block_roles(
     lang: str = "en",
     **sections: Mapping[str, Any],
 ) -> Figures:
-    """Change one token's input to a block: ‖Δh‖ of every token after the norm, attention and MLP (§5, §9.5)."""
+    """Change one token's input to a block: ‖Δh‖ of every token after each of its stages, in the block's own order
+    (its norms, attention, the MLP, the residual sums), and each part fed alone (§5, §9.5)."""
     probe = v_roles.probe(_text_model(model), text, token, layer, lang=lang)
     return _figures(probe.bars, *_declared("block_roles", lang, sections))
 

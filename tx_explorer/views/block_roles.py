@@ -56,51 +56,52 @@ def intro(tm: TextModel, *, lang: str = "en") -> str:
 def probe(tm: TextModel, text: str, token: int, layer: int = 0, *, lang: str = "en") -> ProbeView:
     """Change token ``token`` of ``text`` at the input of block ``layer`` and see who moves after each stage."""
     T, facts = texts(PAGE, lang), model_facts.facts(tm, lang).fields()  # the stages are named by its norm
-    # OLMo 2's blocks have no norm in front of attention and the MLP: the probe's first stage is the identity there
-    no_norm = _order(tm) == "_after"
     enc = tm.encode(text, MAX_TOKENS)  # refuses empty text
     p = block_roles.token_probe(tm.model, list(enc.ids), token=token, layer=layer)
-    stage = {s: T(f"stage_{s}_none" if no_norm and s == "norm" else f"stage_{s}", **facts) for s in block_roles.STAGES}
+    stage = {s: T(f"stage_{s}", **facts) for s in p.stages}
+    stage[p.stages[-1]] = T("stage_last", stage=stage[p.stages[-1]])
     fig = mixing.probe_bars(
         enc.tokens,
-        {stage[s]: p.delta[s] for s in block_roles.STAGES},
+        {stage[s]: p.delta[s] for s in p.stages},
         token,
         title=T("probe_title", token=token, layer=layer),
         x_title=T("axis_token"),
         hover=T("hover_moved"),
     )
 
-    def measured(s: str | None) -> str:
-        if s is None or (no_norm and s == "norm"):  # the residual; OLMo 2's identity where other blocks have a norm
-            return T("measured_residual" if s is None else "measured_no_norm")
-        fields = dict(before=f"{p.others(s, before=True):.3g}", after=f"{p.others(s, before=False):.3g}")
-        return T("measured_exact" if p.exact[s] else "measured_moves", **fields)
+    def measured(part: str) -> str:
+        found = p.part(part)
+        if part == "residual" or not found:  # an identity per token; an attention-only block's missing MLP
+            return T("measured_residual" if found else "measured_absent")
+        before = max(p.others(s, before=True, alone=True) for s in found)
+        after = max(p.others(s, before=False, alone=True) for s in found)
+        exact = all(p.exact[s] for s in found)
+        return T("measured_exact" if exact else "measured_moves", before=f"{before:.3g}", after=f"{after:.3g}")
 
     table = [
         {
             T("col_part"): T(f"part_{part}"),
             T("col_mixes"): T(f"mixes_{part}"),
             T("col_role"): T(f"role_{part}"),
-            T("col_measured"): measured(s),
+            T("col_measured"): measured(part),
         }
-        for part, s in (("attention", "attention"), ("mlp", "mlp"), ("norm", "norm"), ("residual", None))
+        for part in ("attention", "mlp", "norm", "residual")
     ]
-    ok = p.exact["norm"] and p.exact["mlp"] and p.others("attention", before=True) == 0.0
+    # fed alone, every norm and the MLP keep the other tokens; in the block no stage moves an earlier token
+    ok = all(p.exact[s] for s in p.part("norm") + p.part("mlp"))
+    ok = ok and all(p.others(s, before=True) == 0.0 for s in p.stages)
     # the last token: no later token to move ("later tokens by up to 0", said as a confirmation, read as a failure)
     last = token == len(enc.ids) - 1
-    if last:
-        ok = ok and p.exact["attention"] and p.others("block", before=True) == 0.0
-    else:
-        ok = ok and p.others("attention", before=False) > 0
+    ok = ok and (p.exact["attention"] if last else p.others("attention", before=False) > 0)
     earlier = last and ok  # verdict_last gives the earlier tokens' numbers, the others the later tokens'
     verdict = T(
-        ("verdict_last" if last else "verdict_ok_after" if no_norm else "verdict_ok") if ok else "verdict_bad",
+        ("verdict_last" if last else "verdict_ok") if ok else "verdict_bad",
         token=token,
         attention=f"{p.others('attention', before=earlier):.3g}",
-        block=f"{p.others('block', before=earlier):.3g}",
+        block=f"{p.others(p.stages[-1], before=earlier):.3g}",
         **facts,
     )
-    data = np.column_stack([p.delta[s] for s in block_roles.STAGES])  # (N, 4): one column per stage
+    data = np.column_stack([p.delta[s] for s in p.stages])  # (N, stages): one column per stage, in the block's order
     return ProbeView(Panel("block_probe", fig, data), table, verdict)
 
 
