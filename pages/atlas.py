@@ -115,7 +115,7 @@ def atlas_page(name: str) -> None:
             with box:
                 st.markdown(view.needle_reads(tm, lang=LANG))
                 sentence = st.text_input(T("needle_sentence"), T("needle_default"), max_chars=500, key="atlas_needle")
-                c = st.columns([3, 1, 2])
+                c = st.columns([5, 2, 3])  # "Expected answer" on one line at 1100 px
                 question = c[0].text_input(T("needle_question"), T("question_default"), max_chars=500, key="atlas_q")
                 answer = c[1].text_input(T("needle_answer"), T("answer_default"), max_chars=100, key="atlas_a")
                 depth = c[2].slider(T("depth"), 0, 100, 50, step=5, format="%d%%", key="atlas_depth") / 100

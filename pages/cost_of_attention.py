@@ -42,7 +42,7 @@ def matmul_section() -> None:
 @ui.below_fold("cost_memory", height=1360)
 def memory_section() -> None:
     ui.section(T, "mem")
-    c = st.columns(6)
+    c = [*st.columns(3), *st.columns(3)]  # two rows: six to a row wrap the English labels at 1100 px
     heads = c[0].number_input(T("heads"), 1, 64, 8, key="cost_heads")
     head_dim = c[1].number_input(T("head_dim"), 1, 256, 64, key="cost_head_dim")
     block = c[2].selectbox(T("block"), [32, 64, 128, 256], index=2, key="cost_block")

@@ -103,10 +103,10 @@ st.title(ui.page_title("multihead"))
 st.markdown(T("intro"))
 st.latex(view.LATEX["multihead"])
 
-c = st.columns([2, 2, 1])
+c = [*st.columns(2), *st.columns(2)]  # the toggles a row of their own: a narrow third column cut their names
 example = c[1].selectbox(T("example"), view.EXAMPLES, format_func=T, key="mh_example")
 hide_special = c[2].toggle(T("hide_special"), value=False, key="mh_hide", help=T("hide_special_help"))
-repeat = c[2].toggle(
+repeat = c[3].toggle(
     T("repeat"),
     value=False,
     key="mh_repeat",

@@ -58,7 +58,7 @@ def verdicts_section(res: view.Results) -> None:
 def rotary_section() -> None:
     """4. Rotary made visible (needs no bundle)."""
     ui.section(T, "rotary", *view.LATEX["rotary"])
-    values = ui.inputs(view.ROTARY, T, columns=6)
+    values = ui.inputs(view.ROTARY, T, columns=3)  # two rows: six boxes to a row wrap their labels at 1100 px
     with ui.friendly_errors():
         demo = view.ROTARY.compute(**values, lang=LANG)
         ui.show(demo.rotation, width_px=ui.PAGE_PX)  # the page wide: its title on one line, over its ◆ line
