@@ -220,10 +220,15 @@ class ChatPrompt:
     cut: int | None  # the message's tokens kept when it alone is too long (its start), else None
     limit: int
     start: int  # where the new message's turn begins: before it the system message and the earlier turns
+    markers: tuple[str, ...] = ()  # special tokens' text typed in the new message, read as the characters typed
+    new: int = 0  # the new tokens the reply was given room for
+    opening: int | None = None  # where the template's opening of the reply begins (<|im_start|>assistant↵), if any
 
 
-def _template_ids(tm: TextModel, messages: list[dict[str, str]]) -> list[int]:
-    return tm.tokenizer.encode(tm.chat_prompt(messages), add_special_tokens=False).ids
+def chat_tokens(tm: TextModel, message: str) -> int:
+    """Tokens the model reads for a conversation of ``message`` alone: any system message the template writes, the
+    turn markers and the message (:func:`chat_prompt` with no earlier turn and room to spare)."""
+    return len(tm.chat_ids([{"role": "user", "content": message}]))
 
 
 def chat_prompt(
@@ -241,26 +246,50 @@ def chat_prompt(
     room = limit - max_new_tokens
     for first in range(0, len(history) + 1, 2):  # a turn is a message and its reply
         messages = [*history[first:], {"role": "user", "content": message}]
-        ids = _template_ids(tm, messages)
+        ids = tm.chat_ids(messages)
         if len(ids) <= room:
-            return ChatPrompt(messages, ids, first // 2, None, limit, _turn_start(tm, ids, messages))
-    words = tm.tokenizer.encode(message, add_special_tokens=False).ids
+            return _prompt(tm, messages, ids, first // 2, None, limit, room)
+    words = tm.typed.ids(message)
     markup = len(ids) - len(words)  # the template's own tokens around the message
     keep = room - markup
     while keep >= 1:
         messages = [{"role": "user", "content": tm.decode(words[:keep]).rstrip("\ufffd")}]
-        ids = _template_ids(tm, messages)
+        ids = tm.chat_ids(messages)
         if len(ids) <= room:  # text cut inside a word may split into a few more tokens: cut again
-            return ChatPrompt(messages, ids, len(history) // 2, keep, limit, _turn_start(tm, ids, messages))
+            return _prompt(tm, messages, ids, len(history) // 2, keep, limit, room)
         keep -= len(ids) - room
     raise InputError("new_tokens_range", limit=max(limit - markup - 1, 0), value=max_new_tokens)
+
+
+def _prompt(
+    tm: TextModel, messages: list[dict[str, str]], ids: list[int], dropped: int, cut: int | None, limit: int, room: int
+) -> ChatPrompt:
+    start, markers = _turn_start(tm, ids, messages), tm.typed.markers(messages[-1]["content"])
+    opening = max(common_prefix(ids, tm.chat_ids(messages, opening=False)), start)
+    return ChatPrompt(messages, ids, dropped, cut, limit, start, markers, limit - room, opening)
 
 
 def _turn_start(tm: TextModel, ids: list[int], messages: list[dict[str, str]]) -> int:
     """The first token of the last message's turn: the last special token (the template's turn marker) before the
     message's first token, found as the first token where the prompt written with another message differs."""
-    other = _template_ids(tm, [*messages[:-1], {"role": "user", "content": "\u2063" + messages[-1]["content"]}])
+    other = tm.chat_ids([*messages[:-1], {"role": "user", "content": "\u2063" + messages[-1]["content"]}])
     return max((i for i in range(common_prefix(ids, other)) if ids[i] in tm.special_ids), default=0)
+
+
+def end_of_turn(tm: TextModel) -> int | None:
+    """The special token the chat template closes an assistant's turn with (SmolLM2's ``<|im_end|>``, Gemma's
+    ``<end_of_turn>``): the first one after a reply's text, found where the conversation written with another reply
+    first differs; None where the template writes none there or refuses the conversation."""
+
+    def ids(reply: str) -> list[int]:
+        turns = [("user", "Hi"), ("assistant", reply), ("user", "Thanks")]
+        return tm.chat_ids([{"role": role, "content": text} for role, text in turns])
+
+    try:
+        written, other = ids("Hello"), ids("\u2063Hello")
+    except InputError:
+        return None
+    return next((i for i in written[common_prefix(written, other) :] if i in tm.special_ids), None)
 
 
 @dataclass(frozen=True)
@@ -274,6 +303,7 @@ class ReplyAttention:
     prompt_len: int
     start: int  # the new message's turn begins here (ChatPrompt.start)
     rows: np.ndarray  # [L, H, R, N], float16: a reply's rows are kept in the session
+    opening: int | None = None  # the template's opening of the reply begins here (ChatPrompt.opening)
 
     def shares(self, token: int, layer: int, head: int | None = None) -> tuple[float, float, float]:
         """Reply token ``token``'s weight on the earlier turns (and system message), on the new message's turn and
@@ -281,6 +311,15 @@ class ReplyAttention:
         w = self.row(token, layer, head)
         p, s = self.prompt_len, self.start
         return float(w[:s].sum()), float(w[s:p].sum()), float(w[p:].sum())
+
+    def parts(self, token: int, layer: int, head: int | None = None) -> tuple[float, float, float]:
+        """As :meth:`shares`, the reply counted from the template's opening of it (SmolLM2's ``<|im_start|>
+        assistant↵``, where the step of reply token 0 stands): the earlier turns, the new message's turn up to that
+        opening, the opening and the reply so far. The opening is the template's, not the user's: counted in the
+        message's turn, it held up to two thirds of that share (SmolLM2's last layer, reply token 0: 0.33 of 0.49)."""
+        w = self.row(token, layer, head)
+        s, o = self.start, self.prompt_len if self.opening is None else self.opening
+        return float(w[:s].sum()), float(w[s:o].sum()), float(w[o:].sum())
 
     def row(self, token: int, layer: int, head: int | None = None) -> np.ndarray:
         """The weights of reply token ``token``'s step over the tokens it could read → ``[prompt_len + token]``."""
@@ -307,7 +346,7 @@ def reply_attention(tm: TextModel, prompt: ChatPrompt, reply: Reply, trace: Trac
         step, layer = divmod(i, layers)
         end = len(prompt.ids) + step  # the step read every token before the one it produced
         rows[layer, :, step, end - w.shape[-1] : end] = w.numpy()
-    return ReplyAttention(tm.labels(ids), tm.labels(produced), len(prompt.ids), prompt.start, rows)
+    return ReplyAttention(tm.labels(ids), tm.labels(produced), len(prompt.ids), prompt.start, rows, prompt.opening)
 
 
 def above_diagonal_max(maps: np.ndarray) -> float:

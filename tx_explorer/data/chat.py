@@ -8,12 +8,16 @@ to Python internals, no mutation), as transformers renders them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from functools import cache
+from itertools import islice
 from typing import Any
 
 from jinja2 import Template, TemplateError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
+from tokenizers import Tokenizer
 
 from tx_explorer.errors import InputError
 
@@ -64,3 +68,69 @@ def render(
         return _compile(template).render(messages=msgs, add_generation_prompt=add_generation_prompt, **special)
     except TemplateError as e:  # SecurityError, a syntax error, or the template's own raise_exception
         raise InputError("chat_template", reason=str(e)) from None
+
+
+def _placeholders(n: int, avoid: str) -> list[str]:
+    """``n`` characters of Unicode's private use plane 15, none of them in ``avoid``."""
+    used = set(avoid)
+    return list(islice((c for c in map(chr, range(0xF0000, 0xFFFFE)) if c not in used), n))
+
+
+@dataclass(frozen=True)
+class Typed:
+    """What a user types, read by a model's tokenizer as the characters typed: the text of a special token in a
+    message (a typed ``<|im_end|>``) is ``<``, ``|``, ``im`` … and neither ends its turn nor opens another, while the
+    chat template's own markers stay the special tokens the model was tuned on."""
+
+    whole: Tokenizer  # the model's own: parses its special tokens (shared by every session, so never switched)
+    plain: Tokenizer  # its twin that reads their text as text (``encode_special_tokens``)
+    pattern: re.Pattern[str] | None  # finds a special token's text, the longest first as the tokenizer matches it
+    special: frozenset[int]  # the special tokens' ids
+
+    @classmethod
+    def of(cls, tokenizer: Tokenizer) -> Typed:
+        special = {i: t.content for i, t in tokenizer.get_added_tokens_decoder().items() if t.special}
+        plain = Tokenizer.from_str(tokenizer.to_str())
+        plain.encode_special_tokens = True
+        texts = sorted(set(special.values()), key=len, reverse=True)
+        pattern = re.compile("|".join(map(re.escape, texts))) if texts else None
+        return cls(tokenizer, plain, pattern, frozenset(special))
+
+    def ids(self, text: str) -> list[int]:
+        """``text`` as typed, in token ids: no special token parsed."""
+        return self.plain.encode(text, add_special_tokens=False).ids
+
+    def markers(self, text: str) -> tuple[str, ...]:
+        """The special tokens' text found in ``text``, each once, in the order typed."""
+        return tuple(dict.fromkeys(self.pattern.findall(text))) if self.pattern else ()
+
+    def conversation(self, write: Callable[[list[dict[str, str]]], str], messages: list[dict[str, str]]) -> list[int]:
+        """``messages`` as ``write`` (a chat template) writes them, in token ids: its markers special, each message
+        read as typed.
+
+        A conversation without a special token's text in it gives exactly the ids of the written text encoded whole
+        (what ``apply_chat_template(..., tokenize=True)`` gives). Otherwise each such text in the messages is swapped
+        for a private-use character before the template writes them; the written text is encoded whole, and each
+        stretch between two special tokens that holds a swapped character is encoded again, the typed characters put
+        back, by the plain twin: the same splitting, a special token's text read as text."""
+        if self.pattern is None or not any(self.pattern.search(m["content"]) for m in messages):
+            return self.whole.encode(write(messages), add_special_tokens=False).ids
+        typed = list(dict.fromkeys(t for m in messages for t in self.pattern.findall(m["content"])))
+        marks = dict(zip(typed, _placeholders(len(typed), "".join(m["content"] for m in messages))))
+        text = write([{**m, "content": self.pattern.sub(lambda x: marks[x.group()], m["content"])} for m in messages])
+        back = {ord(c): t for t, c in marks.items()}
+        enc = self.whole.encode(text, add_special_tokens=False)
+        ids: list[int] = []
+        run: list[int] = []  # the ids since the last special token
+        start = 0  # where the text they were read from begins
+        for i, (a, b) in [*zip(enc.ids, enc.offsets), (None, (len(text), len(text)))]:
+            if i is not None and i not in self.special:
+                run.append(i)
+                continue
+            piece = text[start:a]
+            typed_piece = piece.translate(back)  # the characters typed, where a special token's text was swapped
+            ids += run if typed_piece == piece else self.ids(typed_piece)
+            if i is not None:
+                ids.append(i)
+            run, start = [], b
+        return ids

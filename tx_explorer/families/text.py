@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -115,15 +116,26 @@ class TextModel:
         """Display labels for token ids (e.g. generated ones)."""
         return [self.label(self.tokenizer.id_to_token(i) or "") for i in ids]
 
-    def chat_prompt(self, messages: Sequence[Mapping[str, Any]]) -> str:
-        """The conversation as the model's own chat template writes it, ending where the assistant's turn begins.
+    def chat_prompt(self, messages: Sequence[Mapping[str, Any]], *, opening: bool = True) -> str:
+        """The conversation as the model's own chat template writes it, ending where the assistant's turn begins
+        (``opening``, the template's generation prompt) or, without, where the last message ends.
 
         Raises:
             InputError: ``chat_no_template`` for a model without one; see :func:`tx_explorer.data.chat.render`.
         """
         if not self.chat_template:
             raise InputError("chat_no_template", model=self.name)
-        return chat.render(self.chat_template, messages, bos_token=self.bos or "", eos_token=self.eos or "")
+        specials = dict(bos_token=self.bos or "", eos_token=self.eos or "")
+        return chat.render(self.chat_template, messages, add_generation_prompt=opening, **specials)
+
+    @cached_property
+    def typed(self) -> chat.Typed:
+        """What a user types, read as typed (:class:`tx_explorer.data.chat.Typed`): made once per model."""
+        return chat.Typed.of(self.tokenizer)
+
+    def chat_ids(self, messages: Sequence[Mapping[str, Any]], *, opening: bool = True) -> list[int]:
+        """:meth:`chat_prompt` in token ids, each message read as typed: a typed ``<|im_end|>`` forges no turn."""
+        return self.typed.conversation(lambda msgs: self.chat_prompt(msgs, opening=opening), list(messages))
 
     @torch.no_grad()
     def stream(
@@ -180,8 +192,7 @@ class TextModel:
     def chat(self, messages: Sequence[Mapping[str, Any]], max_new_tokens: int = 64, **sampling: Any) -> str:
         """The model's reply to ``messages`` (``[{"role": "user", "content": "…"}]``), greedy unless ``sampling``
         says otherwise (``greedy=False, temperature=…, top_k=…, seed=…``); see :meth:`stream`."""
-        ids = self.tokenizer.encode(self.chat_prompt(messages), add_special_tokens=False).ids
-        out = [t for t in self.stream(ids, max_new_tokens, stop=self.special_ids, **sampling)]
+        out = [t for t in self.stream(self.chat_ids(messages), max_new_tokens, stop=self.special_ids, **sampling)]
         return self.tokenizer.decode(out, skip_special_tokens=True).strip()
 
     def _batch(self, ids: Sequence[int]) -> Tensor:

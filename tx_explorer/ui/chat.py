@@ -22,6 +22,7 @@ MESSAGE = "lm_chat"  # the message box: a new text in it is a new turn
 TURNS = "lm_chat_turns"  # session state: model name → its turns (view.Turn), oldest first
 SENT = "lm_chat_sent"  # the message last answered: reruns with the same text (another widget) write no new turn
 LAST = "lm_chat_last"  # model name → (what the model read, its last reply's attention, tokens a kept cache served)
+AGAIN = "lm_chat_redo"  # the model whose last reply "Answer again" writes anew, until the run that writes it
 
 
 @st.cache_resource(show_spinner=False)
@@ -33,7 +34,14 @@ def _prefixes(name: str) -> lm.Prefixes:
 def _new_conversation(name: str) -> None:
     st.session_state[TURNS][name] = []
     st.session_state.get(LAST, {}).pop(name, None)
+    st.session_state.pop(AGAIN, None)
     st.session_state[MESSAGE] = st.session_state[SENT] = ""  # an empty box waiting for a message, not an error
+
+
+def _answer_again(name: str) -> None:
+    """The last turn's message to be answered again with the settings as they are now, in place of its reply: the
+    box's text, unchanged, would send nothing (Enter on the same text is no new value)."""
+    st.session_state[AGAIN] = name
 
 
 def _exchange(message: str) -> Any:
@@ -65,7 +73,7 @@ def conversation(name: str, tm: Any) -> None:
     message = c[0].text_input(
         T("chat_message"), T("chat_default"), max_chars=2000, key=MESSAGE, help=T("chat_message_help")
     )
-    top, usual = view.new_tokens(tm, *view.CHAT_NEW)  # a short context leaves the conversation room
+    top, usual = view.chat_new_tokens(tm, T("chat_default"))  # a short context leaves the conversation room
     new = c[1].slider(T("new_tokens"), 1, top, usual, key="lm_chat_new") if top > 1 else top
     c = st.columns(4)
     method = c[0].radio(T("method"), view.METHODS, format_func=lambda m: T(f"method_{m}"), key="lm_chat_method")
@@ -73,31 +81,55 @@ def conversation(name: str, tm: Any) -> None:
     top_k = c[2].number_input(T("top_k"), 1, 200, 20, key="lm_chat_topk", disabled=method != "top_k")
     seed = c[3].number_input(texts("common")("seed"), 0, 1_000_000, 0, key="lm_chat_seed")
     turns, last = st.session_state.setdefault(TURNS, {}).setdefault(name, []), st.session_state.setdefault(LAST, {})
-    for turn in turns:
+    again = st.session_state.pop(AGAIN, None) == name and bool(turns)  # the last turn's reply, written anew
+    for turn in turns[:-1] if again else turns:
         with _exchange(turn.message):
             st.code(turn.reply, language=None, wrap_lines=True)
             st.caption(view.chat_stop(turn, lang=language))
-    if not message.strip():  # nothing to answer: what to do next, not an error
+    sampling = (method, float(temperature), int(top_k), int(seed))
+    if again:
+        _answer(name, tm, turns[-1].message, new, sampling, again=True)
+    elif not message.strip():  # nothing to answer: what to do next, not an error
         st.session_state[SENT] = message  # the last message typed again after it is a new turn
         st.info(T("chat_write"))
     elif message != st.session_state.get(SENT):
         st.session_state[SENT] = message  # answered once: a rerun for another widget writes no new turn
-        prompt = view.chat_prompt(tm, turns, message, new)
-        kept, steps = _prefixes(name), Trace()
-        cache = kept.cache_for(prompt.ids)
-        served = cache.seen
-        sampling = (method, float(temperature), int(top_k), int(seed))
-        with _exchange(message):
-            box = st.empty()
-            for reply in view.chat_replies(tm, prompt, new, *sampling, cache=cache, trace=steps):
-                box.code(reply.text, language=None, wrap_lines=True)
-            turns.append(turn := view.Turn(message, reply.text, reply.stop, new))
-            st.caption(view.chat_stop(turn, lang=language))
-        kept.keep([*prompt.ids, *reply.ids], cache)
-        last[name] = (prompt, view.chat_attention(tm, prompt, reply, steps), served)
-    st.button(T("chat_new"), key="lm_chat_clear", on_click=_new_conversation, args=(name,), disabled=not turns)
+        _answer(name, tm, message, new, sampling)
+    with st.container(horizontal=True):
+        st.button(
+            T("chat_again"),
+            key="lm_chat_again",
+            on_click=_answer_again,
+            args=(name,),
+            disabled=not turns,
+            help=T("chat_again_help"),
+        )
+        st.button(T("chat_new"), key="lm_chat_clear", on_click=_new_conversation, args=(name,), disabled=not turns)
     if name in last:
         _last_reply(tm, *last[name])
+
+
+def _answer(
+    name: str, tm: Any, message: str, new: int, sampling: tuple[str, float, int, int], *, again: bool = False
+) -> None:
+    """A new turn: ``message`` read after the conversation so far (what a kept conversation holds served from its
+    cache), its reply streamed as it is written, then kept with what it read. ``again``: ``message`` is the last
+    turn's, answered anew after the turns before it; the new reply takes the old one's place once written."""
+    turns, last = st.session_state[TURNS][name], st.session_state[LAST]
+    history = turns[:-1] if again else turns
+    prompt = view.chat_prompt(tm, history, message, new)
+    kept, steps = _prefixes(name), Trace()
+    cache = kept.cache_for(prompt.ids)
+    served = cache.seen
+    with _exchange(message):
+        box = st.empty()
+        for reply in view.chat_replies(tm, prompt, new, *sampling, cache=cache, trace=steps):
+            box.code(reply.text, language=None, wrap_lines=True)
+        turn = view.chat_turn(tm, message, reply, new)
+        turns[len(history) :] = [turn]
+        st.caption(view.chat_stop(turn, lang=lang()))
+    kept.keep([*prompt.ids, *reply.ids], cache)
+    last[name] = (prompt, view.chat_attention(tm, prompt, reply, steps), served)
 
 
 def _last_reply(tm: Any, prompt: Any, att: Any, served: int) -> None:
@@ -106,6 +138,8 @@ def _last_reply(tm: Any, prompt: Any, att: Any, served: int) -> None:
     T, language = texts("language_model"), lang()
     for note in view.chat_notices(prompt, lang=language):
         st.warning(note)
+    if typed := view.chat_markers(prompt, lang=language):
+        st.info(typed)
     st.markdown(T("chat_prompt", n=len(prompt.ids)))
     st.caption(view.chat_served(len(prompt.ids), served, lang=language))
     st.code(tm.decode(prompt.ids), language=None, wrap_lines=True)

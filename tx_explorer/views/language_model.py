@@ -90,6 +90,24 @@ def new_tokens(tm: TextModel, most: int, usual: int) -> tuple[int, int]:
     return min(most, limit - 1), min(usual, limit // 2)
 
 
+def chat_new_tokens(tm: TextModel, example: str) -> tuple[int, int]:
+    """The chat's "New tokens" slider's top and default on ``tm``: :data:`CHAT_NEW`, or fewer where the page's token
+    limit leaves less room (:func:`new_tokens`), and fewer again where the chat template's own tokens take it: the top
+    leaves a one-token message its turn (any system message and the turn markers: a higher one could only be
+    refused), the default leaves room for ``example``, the message the box opens with and the chat answers on
+    opening, so that the chat never opens on a message of its own cut short (a 64-token GGUF whose template and
+    example take 39 tokens, 17 of them the template's: 46 and 25, where half the context, 32, cut the example)."""
+    top, usual = new_tokens(tm, *CHAT_NEW)
+    limit = lm.token_limit(tm)
+    try:
+        whole = lm.chat_tokens(tm, example)
+    except ValueError:  # a template that refuses a conversation of one message: the chat says so when it runs
+        return top, usual
+    markup = whole - len(tm.typed.ids(example))
+    top = max(1, min(top, limit - markup - 1))
+    return top, max(1, min(usual, top, limit - whole))
+
+
 def generate(
     tm: TextModel,
     prompt: str,
@@ -138,6 +156,17 @@ class Turn:
     reply: str
     stop: str  # why the reply ended: lm.END_OF_TURN or lm.LIMIT
     new: int  # the new-token limit it was written under
+    end: str | None = None  # the special token the model stopped at, where it is not the template's end of a turn
+
+
+def chat_turn(tm: TextModel, message: str, reply: lm.Reply, new: int) -> Turn:
+    """``reply`` to ``message`` as the session keeps it, with the special token it stopped at where that token is not
+    the one the template ends a turn with (the chat stops at any special token: SmolLM2 may write
+    ``<|endoftext|>``)."""
+    end = None
+    if reply.end is not None and reply.end != lm.end_of_turn(tm):
+        end = tm.labels([reply.end])[0]
+    return Turn(message, reply.text, reply.stop, new, end)
 
 
 def chat_prompt(tm: TextModel, turns: Sequence[Turn], message: str, new: int) -> lm.ChatPrompt:
@@ -198,23 +227,46 @@ def refusal(tm: TextModel, *, lang: str = "en") -> str | None:
 
 
 def chat_notices(prompt: lm.ChatPrompt, *, lang: str = "en") -> list[str]:
-    """What was left out of what the model reads: the oldest turns, or the end of a message too long alone."""
+    """What was left out of what the model read for the last reply: the oldest turns, or the end of a message too
+    long alone (and then every earlier turn, said only where there was one), with what would have it read whole."""
     T = texts(PAGE, lang)
+    if prompt.cut is not None:
+        said = [
+            T("chat_cut_one" if prompt.cut == 1 else "chat_cut", kept=prompt.cut, limit=prompt.limit, new=prompt.new)
+        ]
+        if prompt.dropped:
+            said.append(T("chat_cut_turns_one" if prompt.dropped == 1 else "chat_cut_turns", n=prompt.dropped))
+        return [sentences([*said, T("chat_cut_fix")], lang)]
     dropped = "chat_dropped_one" if prompt.dropped == 1 else "chat_dropped"
-    notes = [T(dropped, n=prompt.dropped, limit=prompt.limit)] if prompt.dropped else []
-    return notes + ([T("chat_cut", kept=prompt.cut, limit=prompt.limit)] if prompt.cut is not None else [])
+    return [T(dropped, n=prompt.dropped, limit=prompt.limit)] if prompt.dropped else []
+
+
+def chat_markers(prompt: lm.ChatPrompt, *, lang: str = "en") -> str | None:
+    """What became of the special tokens' text typed in the new message (``<|im_end|>``): read as the characters
+    typed, never as the template's markers. None when the message holds none."""
+    if not prompt.markers:
+        return None
+    T = texts(PAGE, lang)
+    markers = listed([f"`{m}`" for m in prompt.markers], lang, last="and")
+    return T("chat_markers_one" if len(prompt.markers) == 1 else "chat_markers", markers=markers)
 
 
 def chat_served(n: int, served: int, *, lang: str = "en") -> str:
-    """How many of the prompt's ``n`` tokens an earlier turn's cache served (``served``), and how many were read."""
+    """How many of the prompt's ``n`` tokens an earlier turn's cache served (``served``), and how many were read
+    (one, the last, when a kept conversation held all the others: its logits start the reply)."""
     T = texts(PAGE, lang)
-    return T("chat_served", served=served, read=n - served) if served else T("chat_served_none", n=n)
+    if not served:
+        return T("chat_served_none", n=n)
+    key = "chat_served_one" if served == 1 else "chat_served_last" if n - served == 1 else "chat_served"
+    return T(key, served=served, read=n - served)
 
 
 def chat_stop(turn: Turn, *, lang: str = "en") -> str:
-    """Why the reply stopped, in words."""
+    """Why the reply stopped, in words: the template's end of a turn, another special token (named), or the limit."""
     T = texts(PAGE, lang)
-    return T("chat_stop_end") if turn.stop == lm.END_OF_TURN else T("chat_stop_limit", new=turn.new)
+    if turn.stop != lm.END_OF_TURN:
+        return T("chat_stop_limit", new=turn.new)
+    return T("chat_stop_end") if turn.end is None else T("chat_stop_special", token=turn.end)
 
 
 def chat_attention(tm: TextModel, prompt: lm.ChatPrompt, reply: lm.Reply, trace: Trace) -> lm.ReplyAttention:
@@ -257,7 +309,7 @@ def chat_read(
         x_title=T("context"),
         y_title=T("chat_produced"),
     )
-    earlier, message, reply = att.shares(token, layer, head)
+    earlier, message, reply = att.parts(token, layer, head)
     shares = {T("chat_on_history"): f"{earlier:.0%}", T("chat_on_message"): f"{message:.0%}"}
     return ChatRead(
         {**shares, T("chat_on_reply"): f"{reply:.0%}"}, Panel("lm_chat_read", fig, w), Panel("lm_chat_rows", grid, rows)
