@@ -152,6 +152,20 @@ def test_router_runs_in_float32_inside_a_bfloat16_model():
     assert torch.equal(trace.records[0].weights[0, 0], ref)
 
 
+def test_a_float64_models_router_runs_in_float64():
+    """A float64 model is the project's reference run: its router in float32 carried float32's rounding, which
+    depends on how many tokens a call holds (a token alone and in its sentence differed by 1e-8 on some CPUs)."""
+    torch.manual_seed(0)
+    moe = MoE(8, 16, num_experts=4, top_k=2, capacity_factor=None).double().eval()
+    x = torch.randn(1, 6, 8, dtype=torch.float64)
+    trace = Trace()
+    whole = moe(x, trace)
+    ref = F.linear(x[0], moe.router.weight).softmax(-1)  # float64 logits and softmax
+    assert torch.equal(trace.records[0].weights[0, 0], ref.float())  # recorded in float32, computed in float64
+    alone = moe(x[:, -1:])  # the last token in a call of its own
+    assert (alone[0, 0] - whole[0, -1]).abs().max() < 1e-15
+
+
 def test_invalid_settings_are_rejected():
     with pytest.raises(ValueError, match="top_k"):
         MoE(8, 16, num_experts=4, top_k=5)

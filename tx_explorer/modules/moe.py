@@ -1,6 +1,6 @@
 """Mixture of Experts (§8.4): E expert MLPs per block, each token routed to k of them.
 
-A router ``Linear(D, E)`` scores every token against every expert (in float32: Fedus et al. 2022 found a
+A router ``Linear(D, E)`` scores every token against every expert (in float32 at least: Fedus et al. 2022 found a
 bfloat16 router diverges); softmax gives probabilities p; the top k are kept and renormalised to gates that
 sum to 1 (Mixtral); the layer's output for a token is Σ gate · expert(x) over its chosen experts.
 
@@ -130,7 +130,10 @@ class MoE(nn.Module):
         ``num_dropped`` / ``num_assignments`` counts of this call."""
         b, t, d = x.shape
         flat = x.reshape(b * t, d)  # (N, D)
-        logits = F.linear(flat.float(), self.router.weight.float())  # (N, E), float32 whatever the model's dtype
+        # at least float32 (a bfloat16 model's router in float32); a float64 model's in float64, or its float64
+        # reference runs would carry float32's rounding, which differs with the tokens in the call
+        wide = torch.promote_types(x.dtype, torch.float32)
+        logits = F.linear(flat.to(wide), self.router.weight.to(wide))  # (N, E)
         probs = logits.softmax(dim=-1)
         factor = self.capacity_factor if self.training else self.eval_capacity_factor
         capacity = expert_capacity(b * t, self.num_experts, self.top_k, factor)
