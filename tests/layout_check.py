@@ -2,7 +2,8 @@
 
 In a real browser (the browser suite's Chromium), with every section of the default view drawn and the sections
 that open on demand opened (but a live training run and a chat), it reads the DOM and each Plotly figure's SVG
-boxes and reports, with page, language and chart:
+boxes, on a 1400 px window and again on a 1280 px one, and reports, with page, language (and the narrow width) and
+chart:
 
 - a legend's box over the chart's title, a subplot title or an axis title (or a colour bar);
 - a chart title wider than its chart (Plotly clips it), tick labels of one axis drawn over each other;
@@ -54,6 +55,9 @@ from tests.zh_text import english_in_figure, english_words
 
 SHOTS = ARTIFACTS / "layout"
 VIEWPORT = {"width": 1400, "height": 1000}
+# The narrowest window the layout holds to (a common laptop's; tx_explorer.viz.style.NARROWEST): each language is
+# checked again there, in the same tab made narrower (a page's visit and run cost more than a second look).
+NARROW_WIDTH = 1280
 LANGS = ("en", "zh")
 PAGE_HEIGHT = """() => { let el = document.querySelector('[data-testid="stMainBlockContainer"]');
   while (el && !/(auto|scroll)/.test(getComputedStyle(el).overflowY)) el = el.parentElement;
@@ -415,11 +419,26 @@ def open_lazy_sections(page, slug: str) -> None:
         page.wait_for_selector(IDLE, timeout=LONG)
 
 
+# Resolves once every chart is laid out at its container's new width (Streamlit hands Plotly the width it measures).
+RELAID = """() => [...document.querySelectorAll('[data-testid="stMain"] .js-plotly-plot')].every((gd) =>
+  !gd.getClientRects().length || !gd._fullLayout || Math.abs(gd._fullLayout.width - gd.clientWidth) < 2)"""
+
+
+def narrowed(page, height: int) -> dict:
+    """What :data:`READ_PAGE` reads once the window is :data:`NARROW_WIDTH` wide. Plotly lays each chart out again
+    at its new width from the figure's own margins, growing them where labels turn or a legend wraps as a first draw
+    at that width would; titles, ticks and buttons are measured as drawn there. No section opens or closes."""
+    page.set_viewport_size({"width": NARROW_WIDTH, "height": height})
+    page.wait_for_function(RELAID, timeout=LONG)
+    page.evaluate(PAINTED)
+    return page.evaluate(READ_PAGE)
+
+
 def check_page(browser, server: str, slug: str, langs: Iterable[str] = LANGS) -> list[Problem]:
     """Open ``slug`` in a fresh tab, draw every section, then for each of ``langs`` in turn (中文 by the sidebar's
-    button, as a user switches) screenshot it and check what it shows. One tab serves both languages: the switch
-    reruns the page with its sections drawn and opened as they were, so the second language costs a rerun, not a
-    second visit."""
+    button, as a user switches) screenshot it and check what it shows, on a 1400 px window and on a
+    :data:`NARROW_WIDTH` one. One tab serves both languages and widths: the switch reruns the page with its sections
+    drawn and opened as they were, so the second language costs a rerun, not a second visit."""
     SHOTS.mkdir(parents=True, exist_ok=True)
     page = browser.new_page(viewport=VIEWPORT)
     page.add_init_script(COUNT_DRAWS)
@@ -444,9 +463,13 @@ def check_page(browser, server: str, slug: str, langs: Iterable[str] = LANGS) ->
                 found += english_shown(page, slug)
             # Streamlit scrolls its main area inside the window: a window as tall as the page shows all of it at once.
             # A taller window changes no width, so nothing is laid out again: two frames painted suffice.
-            page.set_viewport_size({**VIEWPORT, "height": min(page.evaluate(PAGE_HEIGHT), 30_000)})
+            tall = min(page.evaluate(PAGE_HEIGHT), 30_000)
+            page.set_viewport_size({**VIEWPORT, "height": tall})
             page.evaluate(PAINTED)
             page.screenshot(path=str(SHOTS / f"{lang}-{slug}.png"))
+            seen = {(p.where, p.what) for p in found}  # one found at both widths is told once
+            narrow = problems(narrowed(page, tall), slug, f"{lang}, {NARROW_WIDTH} px")
+            found += [p for p in narrow if (p.where, p.what) not in seen]
         return found
     finally:
         page.close()

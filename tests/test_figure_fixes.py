@@ -205,14 +205,17 @@ def test_margins_never_shrink_and_fitting_twice_changes_nothing():
     assert margins.fit(again, (460,)).layout.margin.to_plotly_json() == before
 
 
-def test_labels_that_must_turn_get_the_depth_of_their_slant_only_where_the_width_is_known():
+def test_labels_that_must_turn_at_the_least_width_drawn_get_the_depth_of_their_slant():
     tokens = [f"▁token{i}" for i in range(40)]  # 40 wide labels: no room to lie level in 460 px
     narrow = margins.fit(_heatmap(["a"], tokens), (460,)).layout.margin.b
     level = margins.fit(_heatmap(["a"], ["a", "b"]), (460,)).layout.margin.b
     assert narrow > level + 0.5 * margins.text_width(tokens[-1], 12)
-    # drawn somewhere between a column and the page: a margin is not grown for labels that may lie level
+    # drawn somewhere between a column and the page: level on the page, turned in the column. The margin holds them
+    # turned (a 1280 px window turned labels a 1400 px one drew level, and Plotly grew the margin: a second draw)
     few = [f"▁word{i}" for i in range(8)]
-    assert margins.fit(_heatmap(["a"], few), (460, 920)).layout.margin.b == level
+    assert margins.fit(_heatmap(["a"], few), (920,)).layout.margin.b == level
+    turned = margins.fit(_heatmap(["a"], few), (460,)).layout.margin.b
+    assert turned > level and margins.fit(_heatmap(["a"], few), (460, 920)).layout.margin.b == turned
 
 
 def test_a_colour_axis_no_trace_uses_and_a_hidden_scale_add_no_room():
@@ -235,6 +238,55 @@ def test_a_legend_below_the_plot_gets_its_rows_under_the_axis():
     many = style.tidy(go.Figure(lines, layout=dict(margin=dict(b=10))), 460).layout.margin.b
     alone = style.tidy(go.Figure(lines[:1], layout=dict(margin=dict(b=10))), 460).layout.margin.b
     assert one - alone >= margins.LEGEND_ROW and many - one >= margins.LEGEND_ROW  # more rows, more room
+
+
+HALF = style.PAGE_PX / 2  # a chart in a row of two, as planned on a 1400 px window
+
+
+def test_a_title_fits_its_chart_on_the_narrowest_window():
+    """A chart planned half the page wide is drawn :data:`style.NARROWEST` as wide on a 1280 px window, and its title
+    starts 5 % in: wrapped to the 1400 px window's width, the masks page's 中文 titles ran past their charts there."""
+    title = "Layer 0 (local): largest weight per block"
+    one_line = margins.text_width(title, style.TITLE_PX)
+    assert 0.9 * style.NARROWEST * HALF < one_line <= 0.9 * HALF  # one line would fit on the wide window only
+    lines = style.tidy(go.Figure(layout=dict(title=dict(text=title))), HALF).layout.title.text.split("<br>")
+    assert len(lines) == 2
+    assert all(margins.text_width(line, style.TITLE_PX) <= 0.9 * style.NARROWEST * HALF for line in lines)
+
+
+def test_a_legend_that_wraps_on_the_narrowest_window_has_its_rows_from_the_first_draw():
+    """moe's drop curves: one legend row in a half-page chart on a 1400 px window, two on a 1280 px one, where
+    Plotly grew the bottom margin after the first draw (the chart jumped)."""
+    names = [f"layer {i} of 6" for i in range(3)]  # 3 entries of 40 px + 12 characters: 360 px or so
+
+    def curves() -> go.Figure:
+        layout = dict(margin=dict(l=10, r=10, b=10), legend=style.LEGEND)
+        return go.Figure([go.Scatter(x=[0, 1], y=[0, 1], name=n) for n in names], layout=layout)
+
+    narrow, wide = (margins.fit(curves(), (w,)).layout.margin.b for w in style.drawn_widths(HALF))
+    assert narrow >= wide + margins.LEGEND_ROW  # the estimate: one row at the wide width, two at the narrow
+    assert style.tidy(curves(), HALF).layout.margin.b == narrow
+
+
+def test_the_x_labels_are_measured_on_the_plot_the_rounded_margins_leave():
+    """The margins :func:`margins.fit` grows are rounded up (+ 2 px): the plot they leave is narrower than the one
+    the labels were measured on, and eight "d1" … "d8" under K (a third of the page, on a 1280 px window) turned
+    in the 5 px lost, growing the bottom margin after the first draw. At every width, the margin holds the labels
+    as they lie on the plot drawn."""
+    for width in range(200, 420, 2):
+        fig = margins.fit(_heatmap([f"k{i}" for i in range(6)], [f"d{i}" for i in range(1, 9)]), (width,))
+        m = fig.layout.margin
+        assert margins._x_extent(fig, "xaxis", width - m.l - m.r)[0] <= m.b, width
+
+
+def test_a_half_page_heatmap_keeps_its_column_labels_apart_on_the_narrowest_window():
+    """The decoder's state s₀ (128 dimensions) in a row of two: every 5th label, upright, stood on the next on a
+    1280 px window; the labels are thinned to what that window's plot holds (the layout check's rule: upright
+    labels at least three quarters of the font apart)."""
+    fig = style.tidy(charts.signed_heatmap(np.ones((1, 128)), ["s0"], [str(i) for i in range(128)], height=360), HALF)
+    m, ticks = fig.layout.margin, fig.layout.xaxis.tickvals
+    plot = style.NARROWEST * HALF - m.l - m.r
+    assert plot / 128 * (ticks[1] - ticks[0]) >= 0.75 * margins.FONT_PX
 
 
 @pytest.mark.parametrize(

@@ -547,6 +547,8 @@ def test_the_chinese_page_names_its_pickers_and_lenses_in_chinese_and_breaks_its
     for key, entry in table.items():
         if "title" in key:
             zh = re.sub(r"\{(layer|head|g|n|a|b)\}", "17", entry["zh"])
-            lines = style.wrap(re.sub(r"\{[a-z_]+\}", "▁order", zh), 0.9 * style.COLUMN_PX).split("<br>")
+            lines = style.wrap(re.sub(r"\{[a-z_]+\}", "▁order", zh), 0.9 * style.NARROWEST * style.COLUMN_PX).split(
+                "<br>"
+            )
             assert all(len(re.sub(r"<[^>]+>", "", line).strip()) > 2 for line in lines), (key, lines)
             assert "按列<br>" not in "<br>".join(lines), key

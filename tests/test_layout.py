@@ -4,8 +4,9 @@ Each page is opened in a fresh tab and scrolled through so every section of the 
 screenshotted (``test-artifacts/layout/<lang>-<page>.png``) and read in English, and again after the switch to 中文
 the way a user makes it: legends clear of titles, titles within their charts, tick labels apart, buttons labelled in
 full, no raw TeX, Markdown or HTML entities, axis titles inside their figure, point labels apart, round colour-bar
-ticks, no empty panel, margins that held the labels at the first draw. A first test shows the check fails on a
-page built with each of those faults.
+ticks, no empty panel, margins that held the labels at the first draw; and all of it again on a 1280 px window
+(the narrowest the layout holds to). A first test shows the check fails on a page built with each of those faults,
+a second that the narrower look finds what only the narrower window shows.
 
 The same visits prove that no page imports torch's compiler: the server logs every import (``-X importtime``), and
 after each page its log names neither TorchDynamo nor SymPy (hundreds of modules, seconds alone). torch imports them
@@ -24,7 +25,7 @@ import plotly.graph_objects as go
 import pytest
 from plotly.subplots import make_subplots
 
-from tests.layout_check import COUNT_DRAWS, LANGS, READ_PAGE, check_page, problems
+from tests.layout_check import COUNT_DRAWS, LANGS, READ_PAGE, VIEWPORT, check_page, narrowed, problems
 from tests.test_browser import (  # noqa: F401  (fixtures: the one server and browser of the browser suite)
     app,
     app_pages,
@@ -139,6 +140,30 @@ def test_the_check_finds_each_fault_it_looks_for(browser, tmp_path):  # noqa: F8
     ]
     missed = [e for e in expected if not any(f.startswith(e) for f in found)]
     assert not missed, f"the check missed {missed}; it found {found}"
+
+
+def test_the_check_finds_on_the_narrow_window_what_only_that_window_shows(browser, tmp_path):  # noqa: F811
+    """A chart whose column narrows with the window (as Streamlit's do), its labels level on a 1400 px window and
+    turned on a 1280 px one: the check of the same tab made narrower finds the margin Plotly grew there."""
+    fig = go.Figure(go.Bar(x=[f"word {i}" for i in range(10, 22)], y=[1, 2, 3] * 4))  # 12 labels of about 45 px
+    fig.update_layout(margin=dict(l=40, r=40, t=20, b=35), xaxis_automargin=True)
+    chart = fig.to_html(full_html=False, include_plotlyjs=True, config={"responsive": True})
+    path = tmp_path / "narrow.html"
+    path.write_text(  # the column: 800 px wide on a 1400 px window, 560 on a 1280 px one
+        f"""<!DOCTYPE html><html><body style="margin: 0"><div data-testid="stMain">
+          <div style="width: calc((100vw - 1000px) * 2)">{chart}</div></div></body></html>""",
+        encoding="utf-8",
+    )
+    page = browser.new_page(viewport=VIEWPORT)
+    try:
+        page.goto(path.as_uri())
+        page.wait_for_selector(".js-plotly-plot .xtick")
+        wide = [p.what for p in problems(page.evaluate(READ_PAGE), "narrow", "en")]
+        narrow = [p.what for p in problems(narrowed(page, VIEWPORT["height"]), "narrow", "en, 1280 px")]
+    finally:
+        page.close()
+    assert not wide, wide
+    assert any(p.startswith("margins grown after the first draw: b +") for p in narrow), narrow
 
 
 @pytest.mark.parametrize(

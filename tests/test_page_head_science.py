@@ -115,5 +115,5 @@ def test_chinese_titles_wrap_between_phrases_not_before_a_last_character() -> No
         if "title" not in key:
             continue
         zh = re.sub(r"\{[a-z_]+\}", "17", entry["zh"])
-        last = re.sub(r"<[^>]+>", "", style.wrap(zh, 0.9 * style.COLUMN_PX).split("<br>")[-1])
+        last = re.sub(r"<[^>]+>", "", style.wrap(zh, 0.9 * style.NARROWEST * style.COLUMN_PX).split("<br>")[-1])
         assert len(last.strip()) > 2, (key, last)

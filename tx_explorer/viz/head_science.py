@@ -218,7 +218,7 @@ def head_scatter(
         yaxis=dict(title=dict(text=y_title), range=[lo[1] - pad[1], hi[1] + pad[1]]),
         legend=style.LEGEND,
     )
-    margin = margins.fit(fig, (style.COLUMN_PX, style.PAGE_PX)).layout.margin  # those the page draws it with
+    margin = margins.fit(fig, style.drawn_widths()).layout.margin  # those the page draws it with
     fig.update_layout(height=SCATTER_PLOT_PX[1] + margin.t + margin.b)
     return fig
 

@@ -24,7 +24,9 @@ _WIDE = re.compile(r"[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]")  # Chinese char
 LABELLED_CELLS = 48 * 48  # up to this many cells each carries its labels; beyond, the axes name rows and columns
 
 
-X_TICKS = 28  # labels a half-width chart's x axis holds upright without overlap (about 13 px each)
+# Labels a half-width chart's x axis holds upright without overlap on the narrowest window (style.NARROWEST): its
+# plot beside a colour bar is about 225 px there, 10 px a label (28 stood on each other: 128 columns, every 5th)
+X_TICKS = 22
 NICE = (1, 2, 2.5, 5)  # × 10^k: the steps round tick labels go by (tick_cells)
 TICK_PX = 15  # a y-axis label's height with its gap, at our 12 px font
 

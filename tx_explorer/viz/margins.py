@@ -268,12 +268,29 @@ def _legend_height(fig: go.Figure, plot_px: float) -> float:
 def fit(fig: go.Figure, widths: tuple[float, ...]) -> go.Figure:
     """Grow ``fig``'s margins (never shrink them) to what its labels, colour bars and legend need, in place.
 
-    ``widths``: the figure's width in px, or the least and the most it may be drawn at (a chart in a column of
-    unknown width): what depends on it (the labels' angle, a colour bar's offset) is taken at the widest, so a
-    margin is never grown for labels that may not turn."""
+    ``widths``: the figure's width in px, or the least and the most it may be drawn at (a chart in a column, whose
+    width follows the window's): each margin is the most it needs at any of them, so Plotly grows none at any width
+    between. Labels turn and legends wrap at the least (a 1280 px window turned labels and wrapped legends that a
+    1400 px one drew level and in one row: drawn twice, with a jump), a colour bar placed past the plot moves out
+    at the most; at the most, turned labels' room is left below level ones."""
     margin = fig.layout.margin
     sides = {s: (getattr(margin, s) if getattr(margin, s) is not None else DEFAULT_MARGIN) for s in "lrtb"}
-    widest = fig.layout.width or max(widths)
+    needs = [_needed(fig, sides, width) for width in ((fig.layout.width,) if fig.layout.width else widths)]
+    grown = {s: v for s in "lrtb" if (v := max(n[s] for n in needs)) > sides[s]}
+    if grown:
+        fig.update_layout(margin=grown)
+    return fig
+
+
+def _needed(fig: go.Figure, sides: dict[str, float], width: float) -> dict[str, float]:
+    """The margins ``fig``'s labels, colour bars and legend need at ``width`` px, from its margins ``sides``, as
+    drawn: a side grown is rounded up, + 2 px (Plotly rounds its own), and the x axis's labels are measured on the
+    plot those rounded sides leave (on a third of the page, 5 px less turned labels that the unrounded plot held
+    level)."""
+
+    def drawn(side: str) -> float:
+        return math.ceil(need[side]) + 2 if need[side] > sides[side] else sides[side]
+
     height = fig.layout.height or 450
     plot_h = max(1.0, height - sides["t"] - sides["b"])
     need = dict(sides)
@@ -284,14 +301,11 @@ def fit(fig: go.Figure, widths: tuple[float, ...]) -> go.Figure:
             need["t"] = max(need["t"], Y_OVER)
     for bar, lo, hi in _colour_bars(fig):
         x, push = _bar_push(bar, lo, hi, plot_h)
-        need["r"] = max(need["r"], push + max(0.0, x - 1) * max(1.0, widest - need["l"] - push))
+        need["r"] = max(need["r"], push + max(0.0, x - 1) * max(1.0, width - drawn("l") - push))
     below = 0.0
     for name in (n for n in names if n[0] == "x"):
-        extent, past = _x_extent(fig, name, max(1.0, widest - need["l"] - need["r"]))
+        extent, past = _x_extent(fig, name, max(1.0, width - drawn("l") - drawn("r")))
         below, need["r"] = max(below, extent), max(need["r"], past)
-    legend = _legend_height(fig, max(1.0, widest - need["l"] - need["r"]))
+    legend = _legend_height(fig, max(1.0, width - drawn("l") - drawn("r")))
     need["b"] = max(need["b"], below + legend)  # Plotly keeps a legend's room below the axis's
-    grown = {s: math.ceil(v) + 2 for s, v in need.items() if v > sides[s]}  # + 2: Plotly rounds its own
-    if grown:
-        fig.update_layout(margin=grown)
-    return fig
+    return {side: drawn(side) for side in need}

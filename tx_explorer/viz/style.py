@@ -47,6 +47,11 @@ LEGEND = dict(
 )  # x: the plot's left edge
 COLUMN_PX = 460  # a figure's width when nothing else is known: half of a wide page, the usual two-up chart
 PAGE_PX = 920  # the main column of the wide layout beside the sidebar, on a 1400 px window
+# The narrowest window the layout holds to is a common laptop's, 1280 px wide (the widths above are a 1400 px
+# one's). The sidebar (300 px) and the page's padding (80 px a side) keep their widths, so the main column loses
+# all 120 px, and a chart planned w px wide is drawn NARROWEST × w or more there (measured: half of PAGE_PX, 460,
+# is drawn 385 px wide, the least share; a third, 307, 263; three quarters, 690, 582; the page, 920, 820).
+NARROWEST = 0.835
 TITLE_PX = 17  # Plotly's title size for our 12 px font (1.4 × the font)
 CELL_FONT_PX = 9  # Plotly shrinks a heatmap cell's number to fit its cell; smaller than this it cannot be read
 _DECIMALS = re.compile(r"([-−]?\d+)\.(\d+)")
@@ -149,28 +154,36 @@ def _kept_together(lines: list[str]) -> list[str]:
     return lines
 
 
+def drawn_widths(width_px: float | None = None) -> tuple[float, float]:
+    """The least and the most a figure is drawn wide, on the narrowest window and on a 1400 px one: ``width_px``
+    there, where known, else the page's width (:func:`tidy` fits the margins to both)."""
+    widest = width_px or PAGE_PX
+    return NARROWEST * widest, widest
+
+
 def tidy(fig: go.Figure, width_px: float | None = None) -> go.Figure:
     """The layout rules every shown figure follows (in place, and the same figure again: showing it twice is
-    harmless): the one legend placement, a title wrapped to fit a figure ``width_px`` wide, its top margin
-    grown by the added lines, the other margins grown to the labels' room (:func:`margins.fit`: one draw).
-    ``width_px``: how wide it is drawn, where known (then a heatmap's cell numbers are fitted to its cells);
-    else it may be from a column's to the page's width."""
+    harmless): the one legend placement, a title wrapped to fit a figure ``width_px`` wide on the narrowest window
+    (:data:`NARROWEST`), its top margin grown by the added lines, the other margins grown to the labels' room at
+    every window from the narrowest on (:func:`margins.fit`: one draw). ``width_px``: how wide it is drawn on a
+    1400 px window, where known (then a heatmap's cell numbers are fitted to its cells on the narrowest); else it
+    may be from a column's (its title) to the page's width (its margins)."""
     if fig.layout.showlegend is not False and any(getattr(t, "showlegend", False) is not False for t in fig.data):
         fig.update_layout(legend=LEGEND)
     title = fig.layout.title.text
     if title:
         size = fig.layout.title.font.size or TITLE_PX
-        wrapped = wrap(title, 0.9 * (width_px or COLUMN_PX), size)  # the title starts 5 % in from the left
+        # the title starts 5 % in from the left: 90 % of the width keeps it 5 % clear of the right edge too
+        wrapped = wrap(title, 0.9 * NARROWEST * (width_px or COLUMN_PX), size)
         added = wrapped.count("<br>") - title.count("<br>")
         if added:  # the plot keeps its height: a figure of fixed height grows by the lines added above it
             top, grown = fig.layout.margin.t, added * 1.3 * size
             fig.update_layout(title_text=wrapped, margin_t=(80 if top is None else top) + grown)
             if fig.layout.height is not None:
                 fig.update_layout(height=fig.layout.height + grown)
-    if not width_px:
-        return margins.fit(fig, (COLUMN_PX, PAGE_PX))
-    margins.fit(fig, (width_px,))
-    _cell_numbers_fitted(fig, width_px)  # the plot's width is known only now: the page's width less margins
+    margins.fit(fig, drawn_widths(width_px))
+    if width_px:  # the plot's width is known only now: the figure's width less margins
+        _cell_numbers_fitted(fig, NARROWEST * width_px)
     return fig
 
 
