@@ -64,6 +64,17 @@ def plotly_specs(at: AppTest) -> list[dict]:
     return [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
 
 
+_WIDE = re.compile(r"[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]")  # Chinese characters, full-width punctuation
+
+
+def plotly_titles(at: AppTest) -> list[str]:
+    """The figures' titles as written, the line breaks :func:`tx_explorer.viz.style.wrap` put in to fit the narrowest
+    window taken out: a break between words stood for a space, one inside Chinese text for nothing."""
+    joined = lambda m: "" if _WIDE.match(m.group(1)) and _WIDE.match(m.group(2)) else " "  # noqa: E731
+    titles = [spec["layout"].get("title", {}).get("text", "") for spec in plotly_specs(at)]
+    return [re.sub(r"(?<=(.))<br>(?=(.))", joined, t) for t in titles]
+
+
 @pytest.fixture
 def page():
     return open_page

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import assert_clean, open_page, plotly_specs
+from tests.conftest import assert_clean, open_page, plotly_titles
 from tx_explorer import locales
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # small tensors: see conftest.one_thread
 
 
 def _titles(at) -> list[str]:
-    return [s["layout"].get("title", {}).get("text", "") for s in plotly_specs(at)]
+    return plotly_titles(at)  # as written: a title wraps to the narrowest window's width
 
 
 def _in_chinese(at):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import assert_clean, open_page, plotly_specs
+from conftest import assert_clean, open_page, plotly_specs, plotly_titles
 
 from tx_explorer.analysis import seq2seq_eval
 
@@ -120,9 +120,7 @@ def test_bos_eos_and_the_true_fixed_context_are_shown(at):
     assert any(r"\overleftarrow{h}_1" in x.value and "s_0" in x.value for x in at.latex)
     at.slider[1].set_value(4).run()  # the step that writes <eos>
     assert_clean(at)
-    assert any(
-        "writes “&lt;eos&gt;”" in s["layout"]["title"]["text"] for s in plotly_specs(at) if "title" in s["layout"]
-    )
+    assert any("writes “&lt;eos&gt;”" in t for t in plotly_titles(at))
 
 
 def test_the_decodes_end_with_eos_and_the_lengths_section_measures_once_opened():

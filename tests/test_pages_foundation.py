@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import assert_clean, open_page, plotly_specs
+from tests.conftest import assert_clean, open_page, plotly_specs, plotly_titles
 from tx_explorer import locales
 
 PAGES = ["home", "operator", "self_attention", "masks"]
@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def titles(at) -> list[str]:
-    return [spec["layout"].get("title", {}).get("text", "") for spec in plotly_specs(at)]
+    return plotly_titles(at)  # as written: a title wraps to the narrowest window's width
 
 
 def markdown(at) -> str:
