@@ -85,9 +85,10 @@ def generate(name: str, text: str, tm) -> None:
     with box, ui.friendly_errors():
         c = st.columns(5)
         method = c[0].radio(T("method"), view.METHODS, format_func=lambda m: T(f"method_{m}"), key="lm_method")
-        temperature = c[1].slider(T("temperature"), 0.1, 2.0, 0.8, 0.1, key="lm_temp", disabled=method == "greedy")
+        greedy = method == "greedy"  # nothing drawn: no temperature to set, no seed
+        temperature = c[1].slider(T("temperature"), 0.1, 2.0, 0.8, 0.1, key="lm_temp", disabled=greedy)
         top_k = c[2].number_input(T("top_k"), 1, 200, 20, key="lm_topk", disabled=method != "top_k")
-        seed = c[3].number_input(ui.texts("common")("seed"), 0, 1_000_000, 0, key="lm_seed")
+        seed = c[3].number_input(ui.texts("common")("seed"), 0, 1_000_000, 0, key="lm_seed", disabled=greedy)
         top, usual = view.new_tokens(tm, *view.GEN_NEW)  # a short context leaves the prompt room
         new = c[4].slider(T("new_tokens"), 1, top, usual, key="lm_new") if top > 1 else top
         args = (name, text, new, method, float(temperature), int(top_k), int(seed))  # seconds with a larger model

@@ -278,3 +278,18 @@ def test_smollm2_the_reply_s_share_counts_from_the_template_s_opening_not_from_t
         assert rest == pytest.approx(float(w[p.opening :].sum()), abs=1e-6)
         assert view.chat_read(att, token, layer).shares[T("chat_on_reply")] == f"{rest:.0%}"
     assert att.parts(0, 29)[2] > 0.1 and att.shares(0, 29)[2] == 0  # the opening, once counted as the user's
+
+
+def test_the_seed_is_greyed_out_under_greedy_decoding_as_the_temperature_is() -> None:
+    """Greedy decoding draws nothing: the seed changed nothing there, yet it stayed open in the chat and in the
+    generation section (and a new seed reran the generation for the same tokens)."""
+    at = open_page("language_model", lm_open_chat=True, lm_open_gen=True, lm_chat_new=4, lm_new=4)
+    assert_clean(at)
+    for method, seed, temperature in (
+        ("lm_chat_method", "lm_chat_seed", "lm_chat_temp"),
+        ("lm_method", "lm_seed", "lm_temp"),
+    ):
+        assert at.radio(key=method).value == "greedy"
+        assert at.number_input(key=seed).disabled and at.slider(key=temperature).disabled
+        at.radio(key=method).set_value("top_k").run()
+        assert not at.number_input(key=seed).disabled and not at.slider(key=temperature).disabled

@@ -77,9 +77,10 @@ def conversation(name: str, tm: Any) -> None:
     new = c[1].slider(T("new_tokens"), 1, top, usual, key="lm_chat_new") if top > 1 else top
     c = st.columns(4)
     method = c[0].radio(T("method"), view.METHODS, format_func=lambda m: T(f"method_{m}"), key="lm_chat_method")
-    temperature = c[1].slider(T("temperature"), 0.1, 2.0, 0.8, 0.1, key="lm_chat_temp", disabled=method == "greedy")
+    greedy = method == "greedy"  # nothing drawn: no temperature to set, no seed
+    temperature = c[1].slider(T("temperature"), 0.1, 2.0, 0.8, 0.1, key="lm_chat_temp", disabled=greedy)
     top_k = c[2].number_input(T("top_k"), 1, 200, 20, key="lm_chat_topk", disabled=method != "top_k")
-    seed = c[3].number_input(texts("common")("seed"), 0, 1_000_000, 0, key="lm_chat_seed")
+    seed = c[3].number_input(texts("common")("seed"), 0, 1_000_000, 0, key="lm_chat_seed", disabled=greedy)
     turns, last = st.session_state.setdefault(TURNS, {}).setdefault(name, []), st.session_state.setdefault(LAST, {})
     again = st.session_state.pop(AGAIN, None) == name and bool(turns)  # the last turn's reply, written anew
     for turn in turns[:-1] if again else turns:
