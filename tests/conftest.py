@@ -21,6 +21,8 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from tx_explorer.viz.style import CJK
+
 
 def open_page(page: str, timeout: float = 120, **state: object) -> AppTest:
     """Run ``app.py`` and switch to ``pages/<page>.py``, the way a user's click does; ``state`` (widget key → value)
@@ -64,13 +66,10 @@ def plotly_specs(at: AppTest) -> list[dict]:
     return [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
 
 
-_WIDE = re.compile(r"[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]")  # Chinese characters, full-width punctuation
-
-
 def plotly_titles(at: AppTest) -> list[str]:
     """The figures' titles as written, the line breaks :func:`tx_explorer.viz.style.wrap` put in to fit the narrowest
     window taken out: a break between words stood for a space, one inside Chinese text for nothing."""
-    joined = lambda m: "" if _WIDE.match(m.group(1)) and _WIDE.match(m.group(2)) else " "  # noqa: E731
+    joined = lambda m: "" if CJK.match(m.group(1)) and CJK.match(m.group(2)) else " "  # noqa: E731
     titles = [spec["layout"].get("title", {}).get("text", "") for spec in plotly_specs(at)]
     return [re.sub(r"(?<=(.))<br>(?=(.))", joined, t) for t in titles]
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import base64
 import math
-import re
 import struct
 import zlib
 from collections.abc import Sequence
@@ -18,8 +17,6 @@ import plotly.colors
 import plotly.graph_objects as go
 
 from tx_explorer.viz import style
-
-_WIDE = re.compile(r"[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]")  # Chinese characters, full-width punctuation
 
 LABELLED_CELLS = 48 * 48  # up to this many cells each carries its labels; beyond, the axes name rows and columns
 
@@ -151,7 +148,7 @@ def heatmap(
     # The hover names a cell by the axis titles, so it speaks the caller's language: "queries (rows) 3: the".
     x_name, y_name = (_hover_name(t) for t in (x_title, y_title))
     # Between a cell's index and its label, the colon of the titles' language: "查询 3：the" in 中文, not "3: the"
-    sep = "：" if _WIDE.search(f"{x_title}{y_title}") else ": "
+    sep = "：" if style.CJK.search(f"{x_title}{y_title}") else ": "
     xaxis = dict(axes, title=dict(text=x_title))  # tick angle: the template turns crowded labels
     yaxis = dict(axes, title=dict(text=y_title), autorange="reversed")
     side = height or max(260, min(760, 32 * max(rows, cols) + 140))

@@ -29,9 +29,10 @@ def probe_bars(
     labels = [f"{i}: {t}" for i, t in enumerate(style.safe_labels(tokens))]
     rows = len(delta)
     height = 150 * rows + 120  # 150 px a stage: a sandwich block's eight as readable as a Pre-Norm block's six
+    margin = dict(t=60, b=10)
     # a gap of 45 px between stages, room for the next one's title, whatever their number (a fraction of the plot
     # area, which is the height less the margins)
-    gap = 45 / (height - 70)
+    gap = 45 / (height - margin["t"] - margin["b"])
     fig = make_subplots(rows=rows, cols=1, shared_xaxes=True, subplot_titles=list(delta), vertical_spacing=gap)
     colors = ["#d62728" if i == changed else "#1f77b4" for i in range(len(tokens))]
     for r, values in enumerate(delta.values(), start=1):
@@ -46,5 +47,5 @@ def probe_bars(
         )
         fig.update_yaxes(title=y_title, row=r, col=1)
     fig.update_xaxes(title=x_title, row=rows, col=1)
-    fig.update_layout(title=title, font=style.FONT, height=height, margin=dict(t=60, b=10))
+    fig.update_layout(title=title, font=style.FONT, height=height, margin=margin)
     return fig

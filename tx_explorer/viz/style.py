@@ -109,7 +109,7 @@ def wrap(text: str, width_px: float, font_px: float = TITLE_PX) -> str:
         for piece in re.findall(_PIECE, line):
             drawn = margins.plain((current + piece).rstrip())[0]  # y<sub>A</sub> is drawn as yA
             if current.strip() and text_width(drawn, font_px) > width_px:
-                cut = _cjk_break(current, piece, width_px / 2, font_px) if _CJK.match(piece) else len(current)
+                cut = _cjk_break(current, piece, width_px / 2, font_px) if CJK.match(piece) else len(current)
                 wrapped.append(current[:cut].rstrip())
                 current = (current[cut:] + piece).lstrip()
             else:
@@ -118,7 +118,7 @@ def wrap(text: str, width_px: float, font_px: float = TITLE_PX) -> str:
     return "<br>".join(lines)
 
 
-_CJK = re.compile(r"[\u2e80-\u9fff\uff00-\uffef]")
+CJK = re.compile(r"[\u2e80-\u9fff\uff00-\uffef]")  # Chinese characters and full-width punctuation
 # A CJK character, a word with the spaces after it, or spaces. A no-break space is part of a word: a formula
 # written "1\u00a0−\u00a0Σⱼ\u00a0Aᵢⱼ" stays on one line (its title broke as "1 − Σⱼ<br>Aᵢⱼ").
 _PIECE = re.compile(
@@ -147,8 +147,8 @@ def _kept_together(lines: list[str]) -> list[str]:
     characters alone ("…取平" then "均"); the line before gives up its last character or two (shorter lines only)."""
     for i in range(1, len(lines)):
         for _ in range(2):
-            alone = i == len(lines) - 1 and len(lines[i]) < 3 and all(_CJK.match(c) for c in lines[i])
-            if not (lines[i][:1] in _CLOSING or alone) or len(lines[i - 1]) < 2 or not _CJK.match(lines[i - 1][-1]):
+            alone = i == len(lines) - 1 and len(lines[i]) < 3 and all(CJK.match(c) for c in lines[i])
+            if not (lines[i][:1] in _CLOSING or alone) or len(lines[i - 1]) < 2 or not CJK.match(lines[i - 1][-1]):
                 break
             lines[i - 1], lines[i] = lines[i - 1][:-1], lines[i - 1][-1] + lines[i]
     return lines
