@@ -129,7 +129,7 @@ with ui.friendly_errors():
     r = reading(name, text, view.TOP)
     if r.truncated:
         st.warning(model_facts.say("language_model", "truncated", tm, LANG, n=r.num_tokens))
-    st.code(" | ".join(r.tokens), language=None, wrap_lines=True)
+    st.code(view.token_strip(r.tokens), language=None, wrap_lines=True)
     if note := split_bytes_note(r.tokens, LANG):
         st.caption(note)
 if r is not None:

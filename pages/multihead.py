@@ -4,7 +4,7 @@ import numpy as np
 import streamlit as st
 
 from tx_explorer import ui
-from tx_explorer.views import model_facts
+from tx_explorer.views import model_facts, token_strip
 from tx_explorer.views import multihead as view
 
 T = ui.texts("multihead")
@@ -127,7 +127,7 @@ with ui.friendly_errors():
     if data.truncated:
         st.warning(model_facts.say("multihead", "truncated", tm, LANG, n=data.num_tokens))
     st.markdown(T("tokens", n=len(data.tokens)))
-    st.code(" | ".join(data.tokens), language=None, wrap_lines=True)
+    st.code(token_strip(data.tokens), language=None, wrap_lines=True)
     if (sinks := view.learned_sinks(tm, data, view.kv_groups(tm), lang=LANG)) is not None:
         st.info(sinks.note)
         ui.show(sinks.panel)

@@ -19,6 +19,11 @@ def _codes(at) -> list[str]:
     return [c.value for c in at.code]
 
 
+def _strip(at) -> list[str]:
+    """The tokens of the page's first code block, a strip of ‹token› ‹token› … (views.token_strip)."""
+    return re.findall(r"‹(.*?)›(?= ‹|$)", _codes(at)[0])
+
+
 @pytest.fixture(scope="module")
 def multihead():
     return open_page("multihead")
@@ -110,7 +115,7 @@ def _search(at, **widgets) -> None:
 
 
 def test_multihead_search_ranks_every_head_by_a_query_and_a_key(multihead) -> None:
-    n = len(_codes(multihead)[0].split(" | "))
+    n = len(_strip(multihead))
     _search(multihead, mh_search="pair", mh_query=n - 1, mh_key=3, mh_skip=True)
     assert_clean(multihead)
     table = multihead.table[0].value
@@ -141,7 +146,7 @@ def test_multihead_repeat_puts_an_induction_head_on_top_on_smollm2(multihead) ->
     multihead.toggle(key="mh_repeat").set_value(True)
     _search(multihead, mh_search="pattern", mh_pattern="induction", mh_skip=True)
     assert_clean(multihead)
-    tokens = _codes(multihead)[0].split(" | ")
+    tokens = _strip(multihead)
     assert tokens[: len(tokens) // 2] == tokens[len(tokens) // 2 + 1 :]  # written twice, a newline between
     said = next(c.value for c in multihead.caption if c.value.startswith("Best head for"))
     assert float(said.rstrip(".").split("scoring ")[1]) >= 0.8, said  # the issue's bar
@@ -197,7 +202,7 @@ def test_multihead_long_input_is_truncated_with_notice(multihead) -> None:
     cap = max_tokens(shared_model(multihead.selectbox(key="mh_model").value))  # SmolLM2's 270 heads: 373
     assert cap == 373
     assert any(f"only the first {cap} tokens" in w.value for w in multihead.warning)
-    assert _codes(multihead)[0].count("|") == cap - 1
+    assert len(_strip(multihead)) == cap
 
 
 def test_multihead_html_and_emoji_are_literal(multihead) -> None:
@@ -205,7 +210,7 @@ def test_multihead_html_and_emoji_are_literal(multihead) -> None:
         multihead.text_area(key="mh_text_example_code").set_value(text).run()
         assert_clean(multihead)
     multihead.text_area(key="mh_text_example_code").set_value(SCRIPT).run()
-    tokens = _codes(multihead)[0].split(" | ")
+    tokens = _strip(multihead)
     assert "".join(tokens).replace("▁", " ") == SCRIPT  # every character shown, in a code block, never rendered
     assert all("<script>" not in m.value for m in multihead.markdown)
 
@@ -215,7 +220,7 @@ def test_multihead_encoder_with_special_tokens_hidden() -> None:
     at = open_page("multihead")
     at.selectbox(key="mh_model").set_value("minilm-l6").run()
     assert_clean(at)
-    assert _codes(at)[0].startswith("[CLS]")
+    assert _strip(at)[0] == "[CLS]"
     full = plotly_specs(at)[0]
     at.toggle(key="mh_hide").set_value(True).run()
     assert_clean(at)
@@ -274,7 +279,7 @@ def test_language_model_chat_answers_the_default_message_and_says_why_it_stopped
     assert len(turns) == 2 and "Paris" in turns[1]  # "The capital of France is Paris."
     prompt, tokens = _codes(at)[-2:]  # what the model read for the last reply, as text and as tokens
     assert prompt.startswith("<|im_start|>system") and prompt.rstrip().endswith("<|im_start|>assistant")
-    assert tokens.split(" | ")[0] == "<|im_start|>"
+    assert tokens.split(" ")[0] == "‹<|im_start|>›"
     stop = {"en": "Stopped by the model", "zh": "由模型停止"}[lang]
     assert any(stop in c.value for c in at.caption)
     assert {"fig_lm_chat_read", "fig_lm_chat_rows"} <= set(_chart_keys(at))  # what a reply token read

@@ -147,7 +147,7 @@ def test_the_page_says_a_typed_marker_was_read_as_text_and_shows_the_message_as_
     assert any(s.startswith("Your message holds `<|im_end|>` and `<|im_start|>`") for s in said), said
     prompt, tokens = [c.value for c in at.code][-2:]  # what the model read, as text and as tokens
     assert FORGED in prompt and prompt.count("<|im_start|>user") == 2  # the example's turn, then this one
-    assert " | < | | | im | _ | end | | | " in tokens  # the marker's characters, ordinary tokens
+    assert "‹<› ‹|› ‹im› ‹_› ‹end› ‹|›" in tokens  # the marker's characters, ordinary tokens
 
 
 # ---- 2. the context fit on a 64-token GGUF --------------------------------------------------------------------------

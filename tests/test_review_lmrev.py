@@ -31,15 +31,15 @@ def test_the_loop_check_is_measured_on_the_continuation_not_typed(lang: str) -> 
     none): the page now says how many tokens of the continuation shown repeat a 4-token run, and which span."""
     assert "the list of the list" not in locales.text("language_model", "gen_intro", lang)
     looped = view.loop_check(_generation([50, 51], [1, 2, 3, 4, 5, 1, 2, 3, 4, 5, 1, 2]), lang=lang)
-    span = "t1 | t2 | t3 | t4 | t5"  # 1234 2345 3451 4512 written again: 4 of the 12 tokens end a run seen before
+    span = "‹t1› ‹t2› ‹t3› ‹t4› ‹t5›"  # 1234 2345 3451 4512 written again: 4 of the 12 tokens end a run seen before
     assert looped == locales.text("language_model", "gen_loop", lang).format(copied=4, new=12, n=4, span=span, k=5)
     fresh = view.loop_check(_generation([50], [1, 2, 3, 9, 1, 2, 3, 8]), lang=lang)
     assert fresh == locales.text("language_model", "gen_loop_none", lang).format(n=4, new=8)
     once = view.loop_check(_generation([50], [1, 2, 3, 4, 1, 2, 3, 4]), lang=lang)
     assert once.startswith(locales.text("language_model", "gen_loop_one", lang)[:12])
     assert view.loop_check(_generation([50], [1, 1, 1, 1]), lang=lang) is None  # too short to hold a run twice
-    marked = view.loop_check(_generation([50], [1, 2, 3, 4, 1, 2, 3, 4]), escape=lambda s: s.replace("|", "\\|"))
-    assert "t1 \\| t2" in marked  # the page's Markdown escape reaches the tokens
+    marked = view.loop_check(_generation([50], [1, 2, 3, 4, 1, 2, 3, 4]), escape=lambda s: s.replace("t", "\\t"))
+    assert "‹\\t1› ‹\\t2›" in marked  # the page's Markdown escape reaches the tokens
 
 
 def test_the_page_says_the_loop_check_of_the_continuation_it_shows() -> None:

@@ -131,7 +131,7 @@ class TextModel:
     @cached_property
     def typed(self) -> chat.Typed:
         """What a user types, read as typed (:class:`tx_explorer.data.chat.Typed`): made once per model."""
-        return chat.Typed.of(self.tokenizer)
+        return chat.Typed.of(self.tokenizer, self.chat_template)
 
     def chat_ids(self, messages: Sequence[Mapping[str, Any]], *, opening: bool = True) -> list[int]:
         """:meth:`chat_prompt` in token ids, each message read as typed: a typed ``<|im_end|>`` forges no turn."""

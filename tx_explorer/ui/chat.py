@@ -69,11 +69,12 @@ def conversation(name: str, tm: Any) -> None:
     """The chat's settings, its turns, a new turn when the message box holds a new text, and the last reply's
     attention."""
     T, language = texts("language_model"), lang()
+    example = view.chat_example(tm, lang=language)
     c = st.columns([4, 1])
-    message = c[0].text_input(
-        T("chat_message"), T("chat_default"), max_chars=2000, key=MESSAGE, help=T("chat_message_help")
-    )
-    top, usual = view.chat_new_tokens(tm, T("chat_default"))  # a short context leaves the conversation room
+    message = c[0].text_input(T("chat_message"), example.text, max_chars=2000, key=MESSAGE, help=T("chat_message_help"))
+    if example.note and message == example.text:  # why the page's language is not the example's
+        c[0].caption(example.note)
+    top, usual = view.chat_new_tokens(tm, example.text)  # a short context leaves the conversation room
     new = c[1].slider(T("new_tokens"), 1, top, usual, key="lm_chat_new") if top > 1 else top
     c = st.columns(4)
     method = c[0].radio(T("method"), view.METHODS, format_func=lambda m: T(f"method_{m}"), key="lm_chat_method")
@@ -144,7 +145,7 @@ def _last_reply(tm: Any, prompt: Any, att: Any, served: int) -> None:
     st.markdown(T("chat_prompt", n=len(prompt.ids)))
     st.caption(view.chat_served(len(prompt.ids), served, lang=language))
     st.code(tm.decode(prompt.ids), language=None, wrap_lines=True)
-    st.code(" | ".join(att.tokens[: att.prompt_len]), language=None, wrap_lines=True)
+    st.code(view.token_strip(att.tokens[: att.prompt_len]), language=None, wrap_lines=True)
     if note := split_bytes_note(att.tokens[: att.prompt_len], language):
         st.caption(note)
     st.markdown(T("chat_read_intro"))

@@ -90,10 +90,22 @@ def listed(names: Iterable[str], lang: str = "en", last: str | None = None) -> s
 _SPLIT_BYTES = re.compile(r"(?:\\x[0-9a-f]{2})*\\x[89a-f][0-9a-f](?:\\x[0-9a-f]{2})*")
 
 
+def token_strip(tokens: Sequence[str]) -> str:
+    """Token labels in a row, each within ‹ ›: joined by " | ", a token holding "|" (a typed pipe, ``<|im_end|>``'s
+    ``|`` read as characters) could not be told from the joins. A label holds no space (▁ stands for one), so each
+    ends at the › before a space."""
+    return " ".join(f"‹{t}›" for t in tokens)
+
+
+def split_bytes(tokens: Sequence[str]) -> int:
+    """How many token labels are bytes of a character the tokenizer split (``\\xe5\\x9b``)."""
+    return sum(bool(_SPLIT_BYTES.fullmatch(t)) for t in tokens)
+
+
 def split_bytes_note(tokens: Sequence[str], lang: str = "en") -> str | None:
     """What ``\\xNN`` in a strip of token labels means, where a token is such a byte (None elsewhere): a Chinese
     text read by a tokenizer trained on English is mostly bytes."""
-    return texts("common", lang)("split_bytes") if any(_SPLIT_BYTES.fullmatch(t) for t in tokens) else None
+    return texts("common", lang)("split_bytes") if split_bytes(tokens) else None
 
 
 def axes(lang: str = "en") -> dict[str, str]:

@@ -20,7 +20,7 @@ from tx_explorer.families.text import TextModel
 from tx_explorer.interop.checkpoint import CHAT_FILES
 from tx_explorer.modules.cache import KVCache
 from tx_explorer.trace import Trace
-from tx_explorer.views import Panel, axes, listed, model_facts, sentences, texts
+from tx_explorer.views import Panel, axes, listed, model_facts, sentences, split_bytes, texts, token_strip
 from tx_explorer.viz import bars as vb
 from tx_explorer.viz import charts, style
 from tx_explorer.viz.heatmap import X_TICKS, heatmap
@@ -90,6 +90,27 @@ def new_tokens(tm: TextModel, most: int, usual: int) -> tuple[int, int]:
     return min(most, limit - 1), min(usual, limit // 2)
 
 
+@dataclass(frozen=True)
+class ChatExample:
+    text: str  # the message the chat box opens with, answered on opening
+    note: str | None  # why it is in English on a page in another language, else None
+
+
+def chat_example(tm: TextModel, *, lang: str = "en") -> ChatExample:
+    """The message the chat opens with: in the page's language, or in English where ``tm``'s tokenizer splits that
+    language's example into bytes of its characters, a sign that little of the language was in the text it was
+    trained on (SmolLM2 reads the Chinese question as 17 tokens, 14 of them bytes; the English one as 7), which the
+    note says with this model's counts."""
+    english = texts(PAGE, "en")("chat_default")
+    T = texts(PAGE, lang)
+    own = T("chat_default")
+    labels = tm.labels(tm.typed.ids(own))
+    if own == english or not (split := split_bytes(labels)):
+        return ChatExample(own, None)
+    counts = dict(n=len(labels), split=split, english=len(tm.typed.ids(english)))
+    return ChatExample(english, T("chat_default_english", model=tm.name, text=own, **counts))
+
+
 def chat_new_tokens(tm: TextModel, example: str) -> tuple[int, int]:
     """The chat's "New tokens" slider's top and default on ``tm``: :data:`CHAT_NEW`, or fewer where the page's token
     limit leaves less room (:func:`new_tokens`), and fewer again where the chat template's own tokens take it: the top
@@ -143,7 +164,7 @@ def loop_check(g: lm.Generation, *, lang: str = "en", escape: Callable[[str], st
     if not found.copied:
         return T("gen_loop_none", n=LOOP_RUN, new=len(new))
     start, length = found.span
-    span = escape(" | ".join(g.tokens[g.prompt_len + start : g.prompt_len + start + length]))
+    span = escape(token_strip(g.tokens[g.prompt_len + start : g.prompt_len + start + length]))
     key = "gen_loop_one" if found.copied == 1 else "gen_loop"
     return T(key, copied=found.copied, new=len(new), n=LOOP_RUN, span=span, k=length)
 
