@@ -64,7 +64,7 @@ def replace_section(qkv: tuple, seed: int, scaled: bool) -> None:
             )
             r = view.replace(*qkv, which, seed=seed + 1, scaled=scaled, lang=LANG)
             ui.metrics({T("weights_diff"): f"{r.weights_diff:.3g}", T("out_diff"): f"{r.out_diff:.3g}"})
-            st.markdown(T(f"replace_result_{which}"))
+            st.markdown(r.reading)
             ui.row(r.weights, r.out)
 
 

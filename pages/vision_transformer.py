@@ -59,9 +59,8 @@ def positions_section(clf) -> None:
     if box := ui.lazy_section(T, "pos", key="vit_open_pos"):
         with box, ui.friendly_errors():
             own, sincos = view.positions(clf, lang=LANG)
-            if own is None:
-                st.info(T("pos_none"))
             ui.row(own, sincos)
+            st.markdown(view.position_reading(clf, lang=LANG))  # what the table learned, or that it has none
 
 
 @st.fragment  # 6. The same patches in another order, with and without positions

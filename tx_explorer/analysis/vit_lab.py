@@ -109,6 +109,22 @@ def position_similarity(pos: Tensor, grid: int) -> np.ndarray:
     return sim.reshape(grid, grid, grid, grid).numpy()
 
 
+def position_structure(pos: Tensor, grid: int) -> dict[str, float]:
+    """How a position table's similarities follow the grid: the mean cosine similarity of each patch's embedding to
+    its direct neighbours ("near"), to the rest of its row and column ("line") and to the patches off both
+    ("other", its diagonal neighbours included); on a 2 × 2 grid, where no row holds a patch further on, "line" is
+    "near"."""
+    sim = position_similarity(pos, grid).reshape(grid * grid, grid * grid)
+    row, col = np.divmod(np.arange(grid * grid), grid)
+    dr, dc = np.abs(row[:, None] - row[None]), np.abs(col[:, None] - col[None])
+    near = dr + dc == 1
+    line = ((dr == 0) | (dc == 0)) & (dr + dc > 1)
+    other = (dr > 0) & (dc > 0)
+    if not line.any():
+        line = near
+    return {k: float(sim[m].mean()) for k, m in (("near", near), ("line", line), ("other", other))}
+
+
 def patch_positions(classifier: ImageClassifier) -> Tensor | None:
     """The model's position embeddings of the patches (the [CLS] row left out), ``[N, D]``; None without any."""
     model = classifier.model

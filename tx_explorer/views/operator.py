@@ -102,6 +102,10 @@ class Replaced:
     out_diff: float  # how much Y moved
     weights: Panel
     out: Panel
+    reading: str  # what moved, with the two differences: new keys may leave A as it was (one key, uniform rows)
+
+
+SAME_WEIGHTS = 1e-6  # float32 softmax: weights within this of each other are the same weights (rounding, not a change)
 
 
 def replace(
@@ -117,7 +121,25 @@ def replace(
         r.out_diff,
         Panel("weights_after", fig, r.after.weights.numpy()),
         _signed(T, r.after.out, "q", T("out_after", which=which), "out_after"),
+        _replaced_reading(T, r),
     )
+
+
+def _replaced_reading(T, r: op.Replacement) -> str:
+    """What replacing V or K did, read from the two differences: new keys change A unless every query's weights are
+    fixed whatever the keys (one key, or each row uniform before and after)."""
+    diffs = dict(a=plain(r.weights_diff), y=plain(r.out_diff))
+    if r.replaced == "V" or r.weights_diff > SAME_WEIGHTS:
+        return T(f"replace_result_{r.replaced}", **diffs)
+    nk = r.before.weights.shape[1]
+    uniform = all((s.weights - 1 / nk).abs().max().item() <= SAME_WEIGHTS for s in (r.before, r.after))
+    if nk == 1:
+        why = T("replace_why_one_key")
+    elif uniform:
+        why = T("replace_why_uniform", nk=nk, share=f"1/{nk}")
+    else:
+        why = T("replace_why_other")
+    return T("replace_result_K_same", why=why, **diffs)
 
 
 def saturation(n_keys: int, seed: int, scaled: bool) -> op.SaturationCurve:

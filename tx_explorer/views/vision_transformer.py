@@ -13,7 +13,7 @@ from tx_explorer.analysis import vit_lab
 from tx_explorer.data import images, shapes
 from tx_explorer.families.images import FRAME_FILL, Classification, ImageClassifier, frame_object
 from tx_explorer.modules.vit import sincos_2d_table
-from tx_explorer.views import Panel, listed, sentences, signed, texts
+from tx_explorer.views import Panel, listed, rounding, sentences, signed, texts
 from tx_explorer.viz import vit as vitviz
 
 PAGE = "vision_transformer"
@@ -384,7 +384,7 @@ def pooling(clf: ImageClassifier, pixels: np.ndarray, *, lang: str = "en") -> Po
         rf"h\in\mathbb{{R}}^{{1\times {d}}}\;\xrightarrow{{\mathrm{{LN}},\;W}}\;z\in\mathbb{{R}}^{{1\times {c}}}"
     )
     top = _classes(list(clf.labels), lang)[int(np.argmax(pool.logits))]
-    cfg, diff = clf.model.cfg, signed(f"{pool.max_difference:.1e}")
+    cfg, diff = clf.model.cfg, rounding(pool.max_difference)  # an exact 0 as "0", not "0.0e+00"
     reading = T(f"pooled_{cfg.pool}", t=t, patches=cfg.num_patches, n=n, d=d, c=c, top=top, diff=diff)
     return Pooled(formula, reading)
 
@@ -414,6 +414,26 @@ def positions(clf: ImageClassifier, *, lang: str = "en") -> tuple[Panel | None, 
     ref = vit_lab.position_similarity(sincos_2d_table(g, 4 * max(1, cfg.dim // 4)), g)
     sincos = vitviz.similarity_maps(ref, title=T("pos_sincos"), words=words)
     return own, Panel("vit_pos_sincos", sincos, ref.reshape(g * g, -1))
+
+
+ALIKE = 0.1  # a cosine similarity this much above the other patches' is said "alike": the verdict's stated margin
+
+
+def position_reading(clf: ImageClassifier, *, lang: str = "en") -> str:
+    """What the model's own position table learned of the grid, measured: its mean cosine similarity to the direct
+    neighbours, to the rest of the same row or column, to all other patches, and the verdict (Fig. 7's structures
+    said only where they are there)."""
+    T, g, pos = texts(PAGE, lang), clf.model.cfg.grid, vit_lab.patch_positions(clf)
+    if pos is None:
+        return T("pos_none")
+    means = vit_lab.position_structure(pos, g)
+    gaps = {k: means[k] - means["other"] for k in ("near", "line")}
+    key = {(True, True): "both", (True, False): "near", (False, True): "line", (False, False): "none"}[
+        (gaps["near"] > ALIKE, gaps["line"] > ALIKE)
+    ]
+    numbers = {k: signed(f"{v:.2f}") for k, v in means.items()}
+    verdict = T(f"pos_alike_{key}", margin=f"{ALIKE:g}", **{f"{k}_gap": signed(f"{v:+.2f}") for k, v in gaps.items()})
+    return sentences([T("pos_reading", **numbers), verdict], lang)
 
 
 @dataclass(frozen=True)
