@@ -93,7 +93,7 @@ def atlas_page(name: str) -> None:
         statistic = st.radio(
             T("statistic"), atlas.STATS, format_func=lambda s: T(f"stat_{s}"), horizontal=True, key="atlas_stat"
         )
-        result = view.overview(stats, statistic, lang=LANG)
+        result = view.overview(stats, statistic, global_layers=tm.config.global_layers, lang=LANG)
         picked = ui.show_result(result, clickable=True)
         if kinds := view.layer_kinds(tm, stats, lang=LANG):  # Gemma 3's local and global layers
             st.markdown(kinds)

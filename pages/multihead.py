@@ -90,7 +90,7 @@ def views(name: str, text: str, shown: view.Shown, hide_special: bool, single: s
             per_head = metrics(name, text)
             if note := view.metric_note(per_head, metric, shown, lang=LANG):
                 st.info(note)  # no query of this text has what the metric needs: an empty heatmap, said why
-            panel = view.metric(per_head, metric, view.kv_groups(tm), lang=LANG)
+            panel = view.metric(per_head, metric, view.kv_groups(tm), global_layers=shown.global_layers, lang=LANG)
             ui.heads.open_head(ui.show_clickable(panel), "metric")
             ui.heads.similar(T, lambda: view.similarity(similarity(name, text), shown, lang=LANG))
             ui.heads.pair(T, LANG, shown)
@@ -131,7 +131,7 @@ with ui.friendly_errors():
     if (sinks := view.learned_sinks(tm, data, view.kv_groups(tm), lang=LANG)) is not None:
         st.info(sinks.note)
         ui.show(sinks.panel)
-    shown = view.shown(data, hide_special, causal=tm.kind == "causal")
+    shown = view.shown(data, hide_special, causal=tm.kind == "causal", global_layers=tm.config.global_layers)
     if st.session_state.pop("mh_requery", False) and "mh_query" in st.session_state:
         # the text was just written twice (or once again): the query picked moves to the same token of the other
         # copy, so that induction is looked for on the second copy; a query picked after the switch is left alone

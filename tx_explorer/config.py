@@ -131,6 +131,12 @@ class TransformerConfig(Serialisable):
         others of another type."""
         return None if self.layer_types is None or self.layer_types[layer] == "full" else self.sliding_window
 
+    @property
+    def global_layers(self) -> tuple[int, ...]:
+        """The layers that see every earlier token among windowed ones (Gemma 3's 5, 11, 17); none where every
+        layer is alike."""
+        return () if self.layer_types is None else tuple(i for i, kind in enumerate(self.layer_types) if kind == "full")
+
     def layer_theta(self, layer: int) -> float:
         """The rotary base θ of layer ``layer``."""
         local = self.layer_types is not None and self.layer_types[layer] == "sliding"

@@ -244,7 +244,7 @@ def heads(
     text = _default("multihead", "example_prose_text", lang) if text is None else text
     used = v_heads.repeated(text) if repeat else text
     data = v_heads.analyse(tm, used)
-    s = v_heads.shown(data, hide_special, causal=tm.kind == "causal")
+    s = v_heads.shown(data, hide_special, causal=tm.kind == "causal", global_layers=tm.config.global_layers)
     layer = data.maps.shape[0] - 1 if layer is None else layer
     both = v_heads.lens_maps(tm, used, data) if lens != "raw" else None
     groups, queries = v_heads.kv_groups(tm), v_heads.repeat_queries(tm, text, s) if repeat else None
@@ -252,7 +252,9 @@ def heads(
         v_heads.grid(s, groups, lang=lang),
         v_heads.detail(s, layer, head, lens, both, lang=lang),
         v_heads.lines(s, layer, head, lens, both, lang=lang),
-        v_heads.metric(v_heads.head_metrics(data.maps, data.ids), metric, groups, lang=lang),
+        v_heads.metric(
+            v_heads.head_metrics(data.maps, data.ids), metric, groups, global_layers=s.global_layers, lang=lang
+        ),
         *v_heads.search_pattern(s, pattern, skip_first=skip_first, queries=queries, groups=groups, lang=lang).panels,
         v_heads.similarity(v_heads.head_similarity(data.maps), s, lang=lang),
         *_declared("multihead", lang, sections),
@@ -641,7 +643,7 @@ def atlas(
     stats = v_atlas.compute(tm, v_atlas.source_ids(tm, **source), window=window, lang=lang)
     layer, head = v_atlas.focus(stats) if layer is None else (layer, head)
     return _figures(
-        *v_atlas.overview(stats, statistic, lang=lang).panels,
+        *v_atlas.overview(stats, statistic, global_layers=tm.config.global_layers, lang=lang).panels,
         v_atlas.head_along(stats, statistic, layer, head, lang=lang),
         *_declared("atlas", lang, sections),
     )

@@ -120,9 +120,14 @@ def head_search(T: Callable[..., str], lang: str, tm: TextModel, s: view.Shown, 
     chosen = (st.session_state.get("mh_layer", len(s.maps) - 1), st.session_state.get("mh_head", 0))
     ranked = result is not None and bool(result.best)
     best = result.best if ranked else [chosen]  # no ranking (a tie, no pattern): the head last opened
+    options = [None, *best] if ranked else best
+    if st.session_state.get("mh_through", options[0]) not in options:
+        # Another ranking, or none: its first choice. Kept, the last one's stayed on the box ("the 3 best-ranked,
+        # averaged" above one head's picture) while the picture showed another.
+        st.session_state["mh_through"] = options[0]
     through = c[2].selectbox(  # the best heads together, or one of them; unranked, "the 1 best-ranked" was false
         T("through"),
-        [None, *best] if ranked else best,
+        options,
         format_func=lambda h: (
             T("through_best", n=len(best)) if h is None else s.head_names[h[0] * s.maps.shape[1] + h[1]]
         ),

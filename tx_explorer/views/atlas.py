@@ -91,15 +91,18 @@ def focus(stats: atlas.HeadStats) -> tuple[int, int]:
     return _largest(stats.per_head("first"))
 
 
-def overview(stats: atlas.HeadStats, statistic: str = "first", *, lang: str = "en") -> Result:
-    """The layers × heads grid of one statistic (clickable), the computed facts about sinks, spread and locality,
-    and every head's numbers in a table."""
+def overview(
+    stats: atlas.HeadStats, statistic: str = "first", *, global_layers: Sequence[int] = (), lang: str = "en"
+) -> Result:
+    """The layers × heads grid of one statistic (clickable; ``global_layers``, the model's, named as such), the
+    computed facts about sinks, spread and locality, and every head's numbers in a table."""
     T = texts(PAGE, lang)
     values = stats.per_head(statistic)
     fig = va.head_grid(
         values,
         title=T(f"grid_{statistic}", n=stats.first.shape[-1], window=stats.window),
         zmax=1.0 if statistic in ("first", "local") else None,
+        layer_marks=model_facts.layer_marks(global_layers, lang),
         **_axes(lang),
     )
     first, entropy, local = (stats.per_head(s) for s in ("first", "entropy", "local"))
@@ -154,8 +157,8 @@ def layer_kinds(tm: TextModel, stats: atlas.HeadStats, *, lang: str = "en") -> s
     cfg = tm.config
     if cfg.layer_types is None:
         return None
-    local = [i for i, kind in enumerate(cfg.layer_types) if kind == "sliding"]
-    full = [i for i, kind in enumerate(cfg.layer_types) if kind == "full"]
+    full = list(cfg.global_layers)
+    local = [i for i in range(cfg.num_layers) if i not in full]
     distance, first = stats.stat("distance").numpy(), stats.per_head("first")  # (L, H, T), (L, H)
     n = distance.shape[-1]
     return texts(PAGE, lang)(

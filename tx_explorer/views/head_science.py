@@ -12,7 +12,7 @@ from tx_explorer.analysis import head_science as hs
 from tx_explorer.analysis.heads import head_labels
 from tx_explorer.edit import HeadMeans
 from tx_explorer.families.text import TextModel
-from tx_explorer.views import Panel, Result, listed, sentences, signed, split_bytes_note, texts
+from tx_explorer.views import Panel, Result, listed, model_facts, sentences, signed, split_bytes_note, texts
 from tx_explorer.viz import charts
 from tx_explorer.viz import head_science as vhs
 from tx_explorer.viz import heads as vh
@@ -114,7 +114,11 @@ def importance_words(tm: TextModel, m: Ablated, *, lang: str = "en") -> Ranked:
     T = texts(PAGE, lang)
     r, (count, length) = m.r, m.shape
     source = T("source_heldout", count=count, length=length) if m.heldout else T("source_text", n=length)
-    axes = dict(x_title=T("axis_head"), y_title=T("axis_layer"))
+    axes = dict(  # Gemma 3's global layers named as such in the maps
+        x_title=T("axis_head"),
+        y_title=T("axis_layer"),
+        layer_marks=model_facts.layer_marks(tm.config.global_layers, lang),
+    )
     # 中文 spaces "在 8 个留出窗口 × 64 个 token 上测量", not "在你的文本（34 个 token）上测量"
     said = T("importance_source_heldout" if m.heldout else "importance_source", source=source, mode=T(f"mode_{r.mode}"))
     notes = [*_cut(m.cut, length, lang), said]
@@ -235,7 +239,10 @@ def patching_words(tm: TextModel, m: Patched, *, lang: str = "en") -> Result:
         y_title=T("axis_layer_input"),
         sep=T("hover_sep"),
     )
-    heads = vhs.layer_head_map(p.heads, title=T("title_patch_heads"), x_title=T("axis_head"), y_title=T("axis_layer"))
+    marks = model_facts.layer_marks(tm.config.global_layers, lang)
+    heads = vhs.layer_head_map(
+        p.heads, title=T("title_patch_heads"), x_title=T("axis_head"), y_title=T("axis_layer"), layer_marks=marks
+    )
     metric = p.metric if tm.kind == "causal" else T("metric_cosine")  # a decoder's names two tokens
     clean, corrupt = (signed(f"{v:.3f}") for v in (p.clean_metric, p.corrupt_metric))  # "corrupted −9.238"
     note = T("patch_numbers", metric=metric, clean=clean, corrupt=corrupt)

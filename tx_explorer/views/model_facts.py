@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from functools import cache
 
@@ -112,3 +113,10 @@ def named(tm: TextModel, lang: str = "en") -> str:
     family = str(tm.info.get("model_type", tm.kind))
     key = "named" if family.lower() in tm.name.lower() else "named_family"
     return texts(PAGE, lang)(key, model=tm.name, family=family)
+
+
+def layer_marks(global_layers: Iterable[int], lang: str = "en") -> dict[int, str]:
+    """A word beside each of ``global_layers`` (a config's :attr:`~TransformerConfig.global_layers`) in a layers ×
+    heads figure: Gemma 3's 5, 11 and 17 see every token, its other layers their last 512."""
+    word = texts(PAGE, lang)("global_layer")
+    return {layer: word for layer in global_layers}

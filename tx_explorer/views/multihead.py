@@ -13,7 +13,7 @@ from tx_explorer.analysis import heads
 from tx_explorer.analysis.head_science import INDUCTION_THRESHOLD, SINK_THRESHOLD
 from tx_explorer.errors import InputError
 from tx_explorer.families.text import TextModel
-from tx_explorer.views import Panel, axes, texts
+from tx_explorer.views import Panel, axes, model_facts, texts
 from tx_explorer.viz import charts
 from tx_explorer.viz import heads as vh
 from tx_explorer.viz.style import safe_labels
@@ -66,15 +66,18 @@ class Shown:
     no_special: bool  # hiding was asked for but the text has no special token
     ids: list[int]  # the kept tokens' ids
     causal: bool = False  # a causal model's: no query sees a key after it
+    global_layers: tuple[int, ...] = ()  # the model's global layers among local ones (Gemma 3), named in figures
 
     @property
     def flat(self) -> np.ndarray:
         return self.maps.reshape(-1, *self.maps.shape[-2:])  # (L·H, n, n)
 
 
-def shown(data: heads.TextAttention, hide_special: bool = False, *, causal: bool = False) -> Shown:
+def shown(
+    data: heads.TextAttention, hide_special: bool = False, *, causal: bool = False, global_layers: Sequence[int] = ()
+) -> Shown:
     """Keep every token, or drop the special ones ([CLS], [SEP], <|endoftext|>) from rows and columns; ``causal``:
-    the maps are a causal model's."""
+    the maps are a causal model's; ``global_layers``: its config's, set apart in the figures' layer names."""
     keep = [not s for s in data.special] if hide_special and any(data.special) else [True] * len(data.tokens)
     if not any(keep):  # a text of special tokens alone ("[CLS] [SEP]", a zero-width space): nothing left to show
         raise InputError("heads_all_special", tokens=" ".join(dict.fromkeys(data.tokens)))
@@ -87,6 +90,7 @@ def shown(data: heads.TextAttention, hide_special: bool = False, *, causal: bool
         hide_special and not any(data.special),
         [i for i, k in zip(data.ids, keep) if k],
         causal,
+        tuple(global_layers),
     )
 
 
@@ -114,7 +118,9 @@ def grid(s: Shown, groups: Sequence[int] | None = None, *, lang: str = "en") -> 
         ]
         for i, row in enumerate(names(s, groups, lang=lang))
     ]
-    return Panel("mh_grid", vh.head_grid(s.maps, title=title, words=w, groups=groups, hover=hover), s.maps)
+    marks = model_facts.layer_marks(s.global_layers, lang)
+    fig = vh.head_grid(s.maps, title=title, words=w, groups=groups, hover=hover, layer_marks=marks)
+    return Panel("mh_grid", fig, s.maps)
 
 
 def lens_map(
@@ -179,10 +185,13 @@ def lines(
     return Panel("mh_lines", fig, view)
 
 
-def _heatmap(key: str, values: np.ndarray, title: str, hover_names: list[list[str]], lang: str) -> Panel:
+def _heatmap(
+    key: str, values: np.ndarray, title: str, hover_names: list[list[str]], lang: str, global_layers: Sequence[int]
+) -> Panel:
     finite = values[np.isfinite(values)]
     top = 1.0 if finite.size == 0 or finite.max() <= 1.0 else float(finite.max())  # shares on 0…1, the rest 0…max
-    fig = vh.head_heatmap(values, hover_names, title=title, words=_words(lang), zmax=top)
+    marks = model_facts.layer_marks(global_layers, lang)
+    fig = vh.head_heatmap(values, hover_names, title=title, words=_words(lang), zmax=top, layer_marks=marks)
     return Panel(key, fig, values)
 
 
@@ -191,13 +200,14 @@ def metric(
     name: str = "entropy",
     groups: Sequence[int] | None = None,
     *,
+    global_layers: Sequence[int] = (),
     lang: str = "en",
 ) -> Panel:
     """One head metric (of :func:`heads.head_metrics`) for every head, as a layers × heads heatmap (a click on a
-    cell reports its [layer, head])."""
+    cell reports its [layer, head]; ``global_layers`` named as such)."""
     T, v = texts(PAGE, lang), per_head[name]
     title = T("metric_title", metric=T(f"metric_{name}"), unit=T(f"metric_{name}_unit"))
-    return _heatmap("mh_metric", v, title, vh.head_names(*v.shape, groups, _words(lang)), lang)
+    return _heatmap("mh_metric", v, title, vh.head_names(*v.shape, groups, _words(lang)), lang, global_layers)
 
 
 def metric_note(per_head: dict[str, np.ndarray], name: str, s: Shown, *, lang: str = "en") -> str | None:
@@ -268,7 +278,14 @@ def learned_sinks(
     note = T("learned_sinks", model=tm.name, **r.summary())
     names = vh.head_names(*r.share.shape, groups, _words(lang))
     # the scale ends at the largest share: a sink taking a few percent would be invisible on 0…1
-    fig = vh.head_heatmap(r.share, names, title=T("learned_sinks_title"), words=_words(lang), zmax=float(r.share.max()))
+    fig = vh.head_heatmap(
+        r.share,
+        names,
+        title=T("learned_sinks_title"),
+        words=_words(lang),
+        zmax=float(r.share.max()),
+        layer_marks=model_facts.layer_marks(tm.config.global_layers, lang),
+    )
     return LearnedSinks(r, note, Panel("mh_learned_sinks", fig, r.share))
 
 
@@ -357,7 +374,7 @@ def _ranked(
     T, hover_names = texts(PAGE, lang), names(s, groups, lang=lang)
     ranked = heads.top_heads(values)
     best = [(layer, head) for layer, head, _ in ranked[:TOP]]
-    panels = [_heatmap(key, values, title, hover_names, lang)]
+    panels = [_heatmap(key, values, title, hover_names, lang, s.global_layers)]
     num_heads = s.maps.shape[1]
     for r, (layer, head) in enumerate(best):
         m, name = s.maps[layer, head], s.head_names[layer * num_heads + head]
@@ -479,7 +496,8 @@ def text_picture(
         rows = heads.without_first(rows)
     weights = (rows[:, token, :] if direction == "to" else rows[:, :, token]).mean(0)  # (N,)
     which = ", ".join(f"L{layer} H{head}" for layer, head in best)
-    title = T(f"text_{direction}_title", token=f"{token}: {labels[token]}", heads=which)
+    one = "_one" if len(best) == 1 else ""  # one head's weights: no mean to speak of
+    title = T(f"text_{direction}_title{one}", token=f"{token}: {labels[token]}", heads=which)
     if skip_first:
         title += T("skip_title")
     hover = [T("text_hover", i=i, token=t, weight=w) for i, (t, w) in enumerate(zip(labels, weights))]

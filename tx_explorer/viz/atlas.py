@@ -13,10 +13,18 @@ from tx_explorer.viz.head_science import layer_head_map
 from tx_explorer.viz.heatmap import heatmap
 
 
-def head_grid(values: np.ndarray, *, title: str, x_title: str, y_title: str, zmax: float | None = None) -> go.Figure:
+def head_grid(
+    values: np.ndarray,
+    *,
+    title: str,
+    x_title: str,
+    y_title: str,
+    zmax: float | None = None,
+    layer_marks: Mapping[int, str] | None = None,
+) -> go.Figure:
     """An ``[L, H]`` map of a statistic (≥ 0) on the weights' scale, from 0 to ``zmax`` (default: its largest value);
-    every cell clickable (``customdata`` = [layer, head])."""
-    fig = layer_head_map(values, title=title, x_title=x_title, y_title=y_title, clickable=True)
+    every cell clickable (``customdata`` = [layer, head]); ``layer_marks``: a word beside some rows' names."""
+    fig = layer_head_map(values, title=title, x_title=x_title, y_title=y_title, clickable=True, layer_marks=layer_marks)
     top = float(np.max(values)) if zmax is None else zmax
     fig.data[0].update(colorscale=style.WEIGHTS, zmin=0.0, zmax=top if top > 0 else 1.0, zmid=None)
     return fig

@@ -13,14 +13,23 @@ import plotly.graph_objects as go
 from tx_explorer.viz import charts, margins, style
 
 
-def layer_head_map(values: np.ndarray, *, title: str, x_title: str, y_title: str, clickable: bool = False) -> go.Figure:
-    """A signed ``[L, H]`` map, rows "L0…", columns "H0…" (ablation effects, patching recovery).
+def layer_head_map(
+    values: np.ndarray,
+    *,
+    title: str,
+    x_title: str,
+    y_title: str,
+    clickable: bool = False,
+    layer_marks: Mapping[int, str] | None = None,
+) -> go.Figure:
+    """A signed ``[L, H]`` map, rows "L0…", columns "H0…" (ablation effects, patching recovery); ``layer_marks``:
+    a word beside some rows' names (:func:`style.marked`: Gemma 3's global layers).
 
     ``clickable`` lays an invisible marker on every cell: Streamlit reports point selections of scatter traces
     but not of heatmaps (streamlit#8760), so the markers carry the click (``customdata`` = [layer, head]) and
     the hover label, which the heatmap below then leaves to them."""
     layers, heads = values.shape
-    rows, cols = [f"L{i}" for i in range(layers)], [f"H{h}" for h in range(heads)]
+    rows, cols = style.marked([f"L{i}" for i in range(layers)], layer_marks), [f"H{h}" for h in range(heads)]
     fig = charts.signed_heatmap(values, rows, cols, title=title, x_title=x_title, y_title=y_title)
     # each cell's hover, "L11, H3<br>−0.141": a true minus, as the sentences beside the map write it (the heatmap's
     # own, "layer L11<br>head H3<br>-0.1410", writes Plotly's hyphen), and the words the click markers carry

@@ -76,8 +76,10 @@ def head_grid(
     words: Mapping[str, str] | None = None,
     groups: Sequence[int] | None = None,
     hover: Sequence[Sequence[str]] | None = None,
+    layer_marks: Mapping[int, str] | None = None,
 ) -> go.Figure:
-    """All layers × heads as thumbnails: ``maps [L, H, N, N]`` → one mosaic (rows = layers, columns = heads).
+    """All layers × heads as thumbnails: ``maps [L, H, N, N]`` → one mosaic (rows = layers, columns = heads;
+    ``layer_marks``: a word beside some rows' names, :func:`style.marked`).
 
     Inputs longer than ``cells`` tokens are max-pooled to ``cells`` × ``cells`` per thumbnail. ``groups``: the
     key/value head each query head reads (grouped-query attention), named in the column titles ("h3 · kv1").
@@ -89,7 +91,7 @@ def head_grid(
     note = w["pooled"].format(k=k) if k > 1 else ""
     fig = mosaic(
         small,
-        row_names=[w["layer"].format(i=i) for i in range(layers)],
+        row_names=style.marked([w["layer"].format(i=i) for i in range(layers)], layer_marks),
         col_names=[
             w["head"].format(i=j) if groups is None else w["head_group"].format(i=j, g=groups[j]) for j in range(heads)
         ],
@@ -150,14 +152,16 @@ def head_heatmap(
     words: Mapping[str, str],
     zmin: float | None = 0.0,
     zmax: float | None = 1.0,
+    layer_marks: Mapping[int, str] | None = None,
 ) -> go.Figure:
     """A per-head number ``[L, H]`` as a layers × heads heatmap (rows layer 0…, columns head 0…), one colour scale;
-    the hover names the head (``names`` of :func:`head_names`) and its value, and a click reports [layer, head]."""
+    the hover names the head (``names`` of :func:`head_names`) and its value, and a click reports [layer, head].
+    ``layer_marks``: a word beside some rows' names (:func:`style.marked`)."""
     v = np.asarray(values, dtype=np.float64)
     layers, heads = v.shape
     fig = heatmap(
         v,
-        [str(i) for i in range(layers)],
+        style.marked([str(i) for i in range(layers)], layer_marks),
         [str(h) for h in range(heads)],
         title=title,
         x_title=words["heads"],
