@@ -99,7 +99,7 @@ def tile_section() -> None:
                 tiles = view.TILES.compute(**values, lang=LANG)
                 ui.show(tiles.grid)
                 ui.row(tiles.running_max, tiles.running_sum)
-                st.markdown(T("max_diff", diff=tiles.max_diff))
+                st.markdown(tiles.note)
 
 
 @st.fragment

@@ -32,9 +32,10 @@ with ui.friendly_errors():
 
 @ui.below_fold("model_sizes_breakdown", height=730)
 def breakdown_section() -> None:
-    ui.section(T, "breakdown")
+    ui.section(T, "breakdown", intro=False)
     share = st.toggle(T("share"), value=True, key="sizes_share")
     with ui.friendly_errors():
+        st.markdown(view.breakdown_words(counted, lang=LANG))  # the chart read in words, from its own counts
         ui.show(view.breakdown(share, counted, lang=LANG))
 
 
@@ -49,6 +50,7 @@ def custom_section() -> None:
         c[0].metric(T("total"), view.fmt(mine.total), help=f"{mine.total:,}")
         c[1].metric(T("rule"), view.fmt(mine.rule), help=T("rule_help"))
         c[2].metric(T("head_dim"), mine.head_dim)
+        st.markdown(mine.heads)
         (st.success if mine.ok else st.error)(mine.check)
         ui.show(mine.parts)
 

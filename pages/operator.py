@@ -101,8 +101,8 @@ def qk_numbers(name: str) -> list:
 @st.fragment
 def qk_norm_section() -> None:
     """5. QK-norm measured with a real model's own weights (Gemma 3)."""
-    if box := ui.lazy_section(T, "qknorm", view.LATEX["qk_norm"], key="op_open_qknorm"):
-        with box:
+    if box := ui.lazy_section(T, "qknorm", view.LATEX["qk_norm"], key="op_open_qknorm", intro=False):
+        with box:  # the intro names the model picked: drawn below the picker
             default = view.first_qk_normed(models.available_models("text", kind="causal"), ui.cached_model)
             if default is not None:
                 st.session_state.setdefault("op_qk_model", default)
@@ -112,8 +112,9 @@ def qk_norm_section() -> None:
             with ui.friendly_errors():
                 tm = ui.cached_model(name)
                 if not tm.config.qk_norm:
-                    st.info(T("qk_absent", model=name))
+                    st.info(view.qk_absent(name, default, lang=LANG))
                     return
+                st.markdown(view.qk_intro(tm, lang=LANG))
                 found = ui.remembered_job(lambda report: qk_numbers(name), label=T("qk_working"), key=("qk", name))
                 panels, words = view.qk_norm(tm, found, lang=LANG)
                 ui.row(*panels)

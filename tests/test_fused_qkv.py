@@ -70,7 +70,7 @@ def test_every_series_and_the_equal_time_label_stay_in_view():
     at 1 is named in the legend, not by a label on the chart that sat on a marker."""
     timing = _grid((64, 256, 512), *NOISY_MIDDLE)
     fig = view.fused(timing, lang="zh").chart.figure
-    series = [t for t in fig.data if t.name.startswith("D = ")]
+    series = [t for t in fig.data if (t.name or "").startswith("D = ")]  # a bar's cut-end markers: unnamed
     xs = np.array([t.x for t in series])  # [series, N]
     assert len(series) == 3 and (np.diff(xs, axis=0) > 0).all()  # each N: three distinct x, in the legend's order
     np.testing.assert_allclose(np.log10(xs).mean(axis=0), np.log10(timing.ns))  # centred on the true N

@@ -37,7 +37,9 @@ CHANGED: dict[str, dict[str, list[str] | dict[str, list[str]]]] = {
     "model_sizes": {
         "intro": ["L", "D", "12·D²", "4D²", "8D²", "V·D", "D → 4D → D"],
         "table_notes": ["D", "16D²", "12D²"],
-        "breakdown_intro": ["D", "L", "12·L·D²"],
+        "bd_embedding_falls": ["D", "L", "12·L·D²"],
+        "bd_mlp_some": ["8D²", "12D²"],
+        "heads_same": ["H", "D", "W_Q"],
         "stack_intro": ["L"],
         "since_intro": ["12·D²", "4D²", "8D²"],
         "fit_part": ["4D²", "8D²"],

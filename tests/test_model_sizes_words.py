@@ -24,7 +24,7 @@ def test_gemma3_blocks_are_counted_without_the_final_norm():
 def test_the_breakdown_names_each_model_not_its_preset_key(lang):
     names = list(view.breakdown(lang=lang).figure.data[0].y)
     assert names == [locales.text("model_sizes", f"preset_{k}", lang) for k in PRESETS]
-    assert {"tiny-gpt", "GPT-2 small", "GPT-3", "BERT-base"} <= set(names) and not {"gpt3", "bert-base"} & set(names)
+    assert {"tiny-gpt", "GPT-2 Small", "GPT-3", "BERT-base"} <= set(names) and not {"gpt3", "bert-base"} & set(names)
 
 
 @pytest.mark.parametrize(

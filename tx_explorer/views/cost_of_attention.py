@@ -12,7 +12,7 @@ import torch
 
 from tx_explorer.analysis import cost, flash_steps, memory, params
 from tx_explorer.config import TransformerConfig
-from tx_explorer.views import Panel, axes, listed, sentences, texts
+from tx_explorer.views import Panel, axes, listed, rounding, sentences, texts
 from tx_explorer.views.inputs import Number, Section, Switch
 from tx_explorer.viz import cost as vcost
 from tx_explorer.viz import style
@@ -406,6 +406,7 @@ class Tiles:
     running_max: Panel
     running_sum: Panel
     max_diff: float  # tiled output against the materialised softmax
+    note: str  # that difference in words: "1.8e−07" with a true minus, an exact 0 as "0"
 
 
 def tiles(n: int, b: int, *, causal: bool = True, seed: int = 0, lang: str = "en") -> Tiles:
@@ -432,6 +433,7 @@ def tiles(n: int, b: int, *, causal: bool = True, seed: int = 0, lang: str = "en
         Panel("cost_running_max", m, tr.m),
         Panel("cost_running_sum", l_fig, tr.l),
         tr.max_abs_diff,
+        T("max_diff", diff=rounding(tr.max_abs_diff)),
     )
 
 

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from tx_explorer.analysis import cost, memory, mixers, spread
-from tx_explorer.views import Panel, listed, sentences, texts
+from tx_explorer.views import Panel, listed, rounding, sentences, signed, texts
 from tx_explorer.viz import cost as vcost
 
 PAGE = "mixers"
@@ -23,6 +23,10 @@ CONV_LAYERS = 4  # the measured stack's depth (its time and memory); the reach p
 CHECK_NS = tuple(range(2, 18))  # lengths at which the gradient check finds the layers needed
 PROFILE_N, PROFILE_DIMS = 256, (64, 256)  # the profiled block, at two widths: how the matmul share moves with D
 COLORS = {"rnn": "#9467bd", "conv": "#ff7f0e", "attention": "#1f77b4"}
+# The GRU and self-attention both reach the first token in 1 layer: attention, drawn last, is dashed with open
+# markers so that the GRU's line and points show through it (one solid line hid the other).
+DASHES = {"rnn": "solid", "conv": "dot", "attention": "dash"}
+SYMBOLS = {"rnn": "circle", "conv": "square", "attention": "diamond-open"}
 
 
 @dataclass(frozen=True)
@@ -110,9 +114,11 @@ def compare(found: Found | None, *, max_n: int, dim: int, lang: str = "en") -> C
         T("panel_steps", layers=CONV_LAYERS): {name[k]: (ns, v) for k, v in zip(mixers.KINDS, steps_of)},
         T("panel_reach"): {name[k]: (ns, v) for k, v in reach.items()},
     }
-    colors = {name[k]: c for k, c in COLORS.items()}
+    colors, dashes, symbols = ({name[k]: v for k, v in m.items()} for m in (COLORS, DASHES, SYMBOLS))
     units = {T("panel_time"): "s", T("panel_memory"): "B"}
-    fig = vcost.mixer_grid(panels, colors=colors, units=units, title=T("grid_title"), x_title=T("axis_n"))
+    fig = vcost.mixer_grid(
+        panels, colors=colors, units=units, title=T("grid_title"), x_title=T("axis_n"), dashes=dashes, symbols=symbols
+    )
     data = {"analytic": np.column_stack([ns, *steps_of, *reach.values()])}  # N, steps ×3, layers ×3
     if runs:  # one row a run: mixer (index into KINDS), N, seconds, peak bytes
         data["measured"] = np.array([[mixers.KINDS.index(r.kind), r.n, r.seconds, r.peak_bytes] for r in runs])
@@ -193,10 +199,13 @@ def fused(timing: cost.FusedTiming, *, lang: str = "en") -> Fused:
         x_title=T("fused_axis_n"),
         y_title=T("fused_axis_ratio"),
         same_label=T("fused_same"),
+        cut_label=T("fused_cut_hover"),
     )
-    words = [T("fused_same_numbers", diff=f"{timing.max_diff:.1e}"), _fused_range(timing, ratio, T)]
+    words = [T("fused_same_numbers", diff=rounding(timing.max_diff)), _fused_range(timing, ratio, T)]
     slow_d, slow_n = np.unravel_index(timing.fused.argmax(), timing.fused.shape)
     words.append(T("fused_note", ms=f"{timing.fused.max() * 1e3:.2f}", n=timing.ns[slow_n], d=timing.ds[slow_d]))
+    if cut := _fused_cut(timing, ratio, low, high, T):
+        words.append(cut)
     note = sentences(words, lang)
     return Fused(
         Panel(
@@ -206,6 +215,30 @@ def fused(timing: cost.FusedTiming, *, lang: str = "en") -> Fused:
         ),
         note + "\n\n" + fused_verdict(timing, lang=lang),
     )
+
+
+def _fused_cut(timing: cost.FusedTiming, ratio: np.ndarray, low: np.ndarray, high: np.ndarray, T) -> str:
+    """The bars the chart cuts at its edge (:func:`vcost.ratio_span`), with their true ends and both sides' spread
+    over their calls there: one slow call makes a standard deviation as large as its mean, and the band's upper end
+    (mean₃ + std₃) ÷ (mean₁ − std₁) unbounded, or its lower end (mean₃ − std₃) ÷ (mean₁ + std₁) negative."""
+    lo, hi = vcost.ratio_span(list(ratio))
+    cells = mixers.fused_verdicts(timing)
+    where = [
+        T(
+            "fused_cut_at",
+            n=timing.ns[j],
+            d=timing.ds[i],
+            low=f"{low[i, j]:.3g}" if low[i, j] > 0 else signed(f"{low[i, j]:.3g}"),
+            high=f"{high[i, j]:.3g}" if np.isfinite(high[i, j]) else "∞",
+            **{
+                f"{k}{side}": f"{getattr(getattr(cells[i][j], part), k) * 1e3:.3f}"
+                for k in ("mean", "std")
+                for side, part in (("1", "left"), ("3", "right"))
+            },
+        )
+        for i, j in zip(*np.nonzero((high > hi) | (low < lo)), strict=True)  # NaN: no bar, never cut
+    ]
+    return T("fused_cut", where=T("fused_sep").join(where)) if where else ""
 
 
 def _fused_range(timing: cost.FusedTiming, ratio: np.ndarray, T) -> str:

@@ -4,11 +4,11 @@ and the published figures; where they sit in each preset; a model of your own.""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tx_explorer.analysis import params
 from tx_explorer.config import PRESETS, TransformerConfig
-from tx_explorer.views import Panel, signed, texts
+from tx_explorer.views import Panel, listed, sentences, signed, texts
 from tx_explorer.views.inputs import Choice, Number, Section, Switch
 from tx_explorer.viz import bars as vb
 
@@ -261,10 +261,73 @@ def since_2017(*, lang: str = "en") -> tuple[list[dict[str, str]], str]:
     return table, words
 
 
+def _kind(preset: str) -> params.Kind:
+    return "encoder" if preset.startswith("bert") else "causal"  # BERT-base is counted as its encoder alone
+
+
+def _preset_parts(count: Counter) -> dict[str, dict[str, int]]:
+    """Every preset's parameters by part (:data:`params.PARTS`), counted on the meta device."""
+    return {k: count(cfg.to_dict(), _kind(k))[1] for k, cfg in PRESETS.items()}
+
+
+# The lecture's split of a block: the MLP's 8D² of 12D². A model whose MLP holds this share of its blocks to half a
+# percent is said to hold two thirds (biases tilt a tiny model's: tiny-gpt's is 66.6%).
+MLP_SHARE, MLP_TOLERANCE = 2 / 3, 0.005
+NORMS_NEGLIGIBLE = 0.01  # the norms' largest share that still reads as a rounding error
+
+
+def breakdown_words(count: Counter = counted, *, lang: str = "en") -> str:
+    """The breakdown chart read in words, part by part, for the presets it shows: how the embedding's share moves
+    from the smallest model to the largest, the MLP's share of the blocks against the lecture's two thirds, the
+    norms' largest share, and which models' LM head costs nothing (tied to the embedding, or no head at all)."""
+    T = texts(PAGE, lang)
+    parts = _preset_parts(count)
+    total = {m: sum(v.values()) for m, v in parts.items()}
+    share = {m: {p: v[p] / total[m] for p in v} for m, v in parts.items()}
+    name = {m: T(f"preset_{m}") for m in parts}
+    small, large = min(parts, key=total.get), max(parts, key=total.get)
+    words = [
+        T(
+            "bd_embedding_falls" if share[small]["embeddings"] > share[large]["embeddings"] else "bd_embedding_not",
+            small=name[small],
+            large=name[large],
+            s=f"{share[small]['embeddings']:.1%}",
+            l=f"{share[large]['embeddings']:.1%}",
+            blocks=f"{share[large]['attention'] + share[large]['mlp']:.1%}",
+        )
+    ]
+    mlp = {m: v["mlp"] / (v["attention"] + v["mlp"]) for m, v in parts.items()}
+    third = [m for m in parts if abs(mlp[m] - MLP_SHARE) <= MLP_TOLERANCE]
+    other = [T("bd_share_of", model=name[m], share=f"{mlp[m]:.1%}") for m in parts if m not in third]
+    span = "–".join(dict.fromkeys(f"{mlp[m]:.1%}" for m in sorted(third, key=mlp.get)))  # "66.6–66.7%"
+    models = dict(models=listed([name[m] for m in third], lang, "and"), others=listed(other, lang, "and"))
+    key = "bd_mlp_none" if not third else "bd_mlp_all" if not other else "bd_mlp_some"
+    words.append(T(key, span=span.replace("%–", "–"), **models))
+    top = max(parts, key=lambda m: share[m]["norms"])
+    words.append(
+        T(
+            "bd_norms_small" if share[top]["norms"] < NORMS_NEGLIGIBLE else "bd_norms_large",
+            model=name[top],
+            share=f"{share[top]['norms']:.1%}",
+            limit=f"{NORMS_NEGLIGIBLE:.0%}",
+        )
+    )
+    tied = [name[m] for m in parts if parts[m]["head"] == 0 and _kind(m) == "causal"]
+    headless = [name[m] for m in parts if parts[m]["head"] == 0 and _kind(m) != "causal"]
+    own = [T("bd_share_of", model=name[m], share=f"{share[m]['head']:.1%}") for m in parts if parts[m]["head"]]
+    if tied:
+        words.append(T("bd_head_tied", models=listed(tied, lang, "and")))
+    if headless:
+        words.append(T("bd_head_none", models=listed(headless, lang, "and")))
+    if own:
+        words.append(T("bd_head_own", models=listed(own, lang, "and")))
+    return sentences(words, lang)
+
+
 def breakdown(share: bool = True, count: Counter = counted, *, lang: str = "en") -> Panel:
     """Where each preset's parameters are: embeddings, attention, MLP, norms, head (share of the total or counts)."""
     T = texts(PAGE, lang)
-    parts = {k: count(cfg.to_dict(), "encoder" if k.startswith("bert") else "causal")[1] for k, cfg in PRESETS.items()}
+    parts = _preset_parts(count)
     fig = vb.stacked_parts(
         [T(f"preset_{k}") for k in parts],  # the models' names, not the presets' keys
         {T(f"part_{p}"): [parts[m][p] for m in parts] for p in params.PARTS},
@@ -283,6 +346,7 @@ class Custom:
     ok: bool  # formula == count, part by part
     check: str
     parts: Panel
+    heads: str  # what the number of heads changes: D_H, not the count (and what sharing key/value heads would)
 
 
 def custom(cfg: TransformerConfig, count: Counter = counted, *, lang: str = "en") -> Custom:
@@ -299,7 +363,29 @@ def custom(cfg: TransformerConfig, count: Counter = counted, *, lang: str = "en"
     by_part = {T(f"part_{p}"): [measured[p]] for p in params.PARTS}
     fig = vb.stacked_parts([T("your_model")], by_part, title=T("custom_title"), share=False, x_title=T("parameters"))
     data = {"formula": list(formula.values()), "measured": list(measured.values())}
-    return Custom(total, params.rule_of_thumb(cfg), cfg.head_dim, ok, check, Panel("sizes_custom", fig, data))
+    panel = Panel("sizes_custom", fig, data)
+    return Custom(
+        total, params.rule_of_thumb(cfg), cfg.head_dim, ok, check, panel, _heads_words(cfg, total, count, lang)
+    )
+
+
+def _heads_words(cfg: TransformerConfig, total: int, count: Counter, lang: str) -> str:
+    """The heads split D, they add nothing: the same model counted with another number of heads (1, or the smallest
+    other divisor of D), and with one key/value head, which grouped-query attention would share (not offered here)."""
+    T = texts(PAGE, lang)
+    alt = 1 if cfg.num_heads > 1 else next((h for h in range(2, cfg.dim + 1) if cfg.dim % h == 0), None)
+    words = [T("heads_width", h=cfg.num_heads, dh=cfg.head_dim, d=cfg.dim)]
+    if alt is not None:  # D = 1 has one head only
+        other = replace(cfg, num_heads=alt)
+        n = sum(count(other.to_dict(), "causal")[1].values())
+        same = dict(alt=alt, alt_dh=other.head_dim, total=f"{n:,}", d=cfg.dim)
+        words.append(
+            T("heads_same", **same) if n == total else T("heads_differ", **same, gap=signed(f"{n - total:+,}"))
+        )
+    if cfg.num_heads > 1:  # one key/value head among several query heads: W_K, W_V shrink to D × D_H
+        shared = sum(count(replace(cfg, num_kv_heads=1).to_dict(), "causal")[1].values())
+        words.append(T("heads_kv", h=cfg.num_heads, fewer=f"{total - shared:,}", layers=cfg.num_layers))
+    return sentences(words, lang)
 
 
 # The page's inputs (widget keys sizes_<input>) → the TransformerConfig field each sets.

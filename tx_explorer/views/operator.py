@@ -10,11 +10,11 @@ from dataclasses import dataclass
 import numpy as np
 from torch import Tensor
 
-from tx_explorer.analysis import atlas, heads
+from tx_explorer.analysis import atlas, heads, params
 from tx_explorer.analysis import operator_lab as op
 from tx_explorer.analysis import qk_norm as qk
 from tx_explorer.families.text import TextModel
-from tx_explorer.views import Panel, axes, rounding, signed, texts
+from tx_explorer.views import Panel, axes, rounding, sentences, signed, texts
 from tx_explorer.views.inputs import Number, Section
 from tx_explorer.viz import charts
 from tx_explorer.viz.heatmap import heatmap, number
@@ -185,7 +185,44 @@ def scaling(
         g_scaled=f"{curves[True].grad_norm[-1]:.3f}",
         g_unscaled=f"{curves[False].grad_norm[-1]:.3f}",
     )
-    return panels, numbers
+    return panels, sentences([numbers, *_scaling_verdict(curves[True], curves[False], T)], lang)
+
+
+# "With the scaling the softmax behaves the same at every width" holds where the scaled entropy stays within this
+# share of uniform's across D; "without it, it saturates" where its largest weight ends this close to one-hot and
+# the softmax's Jacobian shrinks by at least GRAD_FALL.
+SAME_ENTROPY, SATURATED, GRAD_FALL = 0.1, 0.9, 2.0
+
+
+def _scaling_verdict(scaled: op.SaturationCurve, unscaled: op.SaturationCurve, T) -> list[str]:
+    """The lecture's two claims read from the curves drawn, at the smallest and the largest D."""
+    h = scaled.entropy
+    ends = dict(d0=DIMS[0], d1=DIMS[-1], h_max=f"{scaled.uniform_entropy:.2f}")
+    same = (h.max() - h.min()) <= SAME_ENTROPY * scaled.uniform_entropy
+    first = T(
+        "sqrt_same" if same else "sqrt_moves",
+        lo=f"{h.min():.2f}",
+        hi=f"{h.max():.2f}",
+        h0=f"{h[0]:.2f}",
+        h1=f"{h[-1]:.2f}",
+        m0=f"{scaled.max_weight[0]:.2f}",
+        m1=f"{scaled.max_weight[-1]:.2f}",
+        **ends,
+    )
+    g = unscaled.grad_norm
+    saturates = unscaled.max_weight[-1] >= SATURATED and g[-1] * GRAD_FALL <= g[0]
+    second = T(
+        "sqrt_saturates" if saturates else "sqrt_not_saturated",
+        h0=f"{unscaled.entropy[0]:.2f}",
+        h1=f"{unscaled.entropy[-1]:.2f}",
+        m0=f"{unscaled.max_weight[0]:.2f}",
+        m1=f"{unscaled.max_weight[-1]:.2f}",
+        g0=f"{g[0]:.3f}",
+        g1=f"{g[-1]:.3f}",
+        fold=f"{g[0] / g[-1]:.1f}" if g[-1] > 0 else "∞",
+        **ends,
+    )
+    return [first, second]
 
 
 def cross(
@@ -236,6 +273,20 @@ CROSS = Section(
 def first_qk_normed(names: Sequence[str], load: Callable[[str], TextModel]) -> str | None:
     """The first of ``names`` whose attention normalises q and k (Gemma 3): the section's default."""
     return next((n for n in names if load(n).config.qk_norm), None)
+
+
+def qk_intro(tm: TextModel, *, lang: str = "en") -> str:
+    """What the selected model's QK-norm does, from its config: per head or over the full width, and its gains."""
+    T, cfg = texts(PAGE, lang), tm.config
+    q, k = cfg.num_heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim
+    how = T(f"qk_how_{cfg.qk_norm_width}", dh=cfg.head_dim, q=f"{q:,}", k=f"{k:,}")
+    return T("qk_intro", model=tm.name, how=how, gains=f"{params.qk_norm_params(cfg):,}")
+
+
+def qk_absent(name: str, default: str | None, *, lang: str = "en") -> str:
+    """``name`` has no QK-norm: say so, and name the model offered that has it (the section's default), if any."""
+    T = texts(PAGE, lang)
+    return T("qk_absent", model=name, which=T("qk_which", models=default) if default else "")
 
 
 def qk_norm_numbers(tm: TextModel) -> list[qk.QKNormLayer]:

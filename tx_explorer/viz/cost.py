@@ -296,13 +296,16 @@ def mixer_grid(
     units: Mapping[str, str] | None = None,
     title: str = "",
     x_title: str = "N (tokens)",
+    dashes: Mapping[str, str] | None = None,
+    symbols: Mapping[str, str] | None = None,
 ) -> go.Figure:
     """Log–log curves against N two to a row, one subplot per ``{subplot title: {mixer: (N, values)}}`` that has
     values (one still to be measured is left out, not drawn as empty axes), the mixers coloured alike in every
     subplot (each in the legend once). ``units``: a subplot title → the unit of its values ("s", "B"), labelled and
     hovered with SI prefixes (10ms, 1.31MB); the others are counts (labelled 1k, hovered 1,024). N is labelled
-    where it was drawn."""
-    units = units or {}
+    where it was drawn. ``dashes`` and ``symbols``: a mixer's line dash and marker (Plotly's names), so that two
+    mixers on the same values stay apart (an open marker is drawn larger, around the one below it)."""
+    units, dashes, symbols = units or {}, dashes or {}, symbols or {}
     names = [name for name, curves in panels.items() if any(len(ns) for ns, _ in curves.values())]
     rows = max(1, -(-len(names) // 2))
     # rows apart by more than an x-axis title and the next row's subplot title (0.16 let them touch)
@@ -321,7 +324,8 @@ def mixer_grid(
                 name=mixer,
                 legendgroup=mixer,
                 showlegend=mixer not in named,
-                line=dict(color=colors.get(mixer)),
+                line=dict(color=colors.get(mixer), dash=dashes.get(mixer, "solid")),
+                marker=dict(symbol=(mark := symbols.get(mixer, "circle")), size=10 if "open" in mark else 6),
                 hovertemplate=f"N = %{{x:,}}<br>%{{customdata}}<extra>{mixer}</extra>",
                 **where,
             )
@@ -335,6 +339,13 @@ def mixer_grid(
     return fig
 
 
+def ratio_span(ratios: Sequence[np.ndarray]) -> tuple[float, float]:
+    """The ratio chart's y axis: the points and the line at 1, half as far again on each side (log)."""
+    points = np.concatenate([np.asarray(r, dtype=float).ravel() for r in ratios])
+    points = points[np.isfinite(points) & (points > 0)]
+    return points.min(initial=1.0) / 1.5, points.max(initial=1.0) * 1.5
+
+
 def ratio_bands(
     x: Sequence[float],
     series: Mapping[str, tuple[np.ndarray, np.ndarray, np.ndarray]],
@@ -343,12 +354,15 @@ def ratio_bands(
     x_title: str = "",
     y_title: str = "",
     same_label: str = "equal time",
+    cut_label: str = "bar cut at the chart's edge",
 ) -> go.Figure:
     """Time ratios against N (log axes: ½ and 2 lie as far from 1), one line per ``name -> (ratio, low, high)``:
     each point with a bar from ``low`` to ``high`` (the calls' spread; none where NaN), and the dotted line at 1
-    where both take the same time, named in the legend. The axis spans the points and 1; a longer bar (unbounded
-    when std ≥ mean) runs off it. The series sit :data:`SERIES_OFFSET` apart along x (hover: the true N): drawn at
-    the same N, one series' bar hid another's, and a label on the line at 1 sat on a marker."""
+    where both take the same time, named in the legend. The axis spans the points and 1 (:func:`ratio_span`); a
+    longer bar (unbounded when std ≥ mean, at or below 0 for a log axis) is cut at the axis's edge and its cut end
+    marked with a triangle, hovered ``cut_label`` and the true end: drawn on, one noisy size's bar ran the whole
+    height of the chart. The series sit :data:`SERIES_OFFSET` apart along x (hover: the true N): drawn at the same
+    N, one series' bar hid another's, and a label on the line at 1 sat on a marker."""
     fig = charts.lines(
         x,
         {k: v[0] for k, v in series.items()},
@@ -358,18 +372,31 @@ def ratio_bands(
         log_x=True,
         log_y=True,
     )
-    points = np.concatenate([np.asarray(v[0], dtype=float) for v in series.values()])
-    points = points[np.isfinite(points) & (points > 0)]
-    lo, hi = points.min(initial=1.0) / 1.5, points.max(initial=1.0) * 1.5  # the points and the line at 1
+    lo, hi = ratio_span([v[0] for v in series.values()])
     ns = np.asarray(x, dtype=float)
     middle = (len(series) - 1) / 2
-    for i, (trace, (ratio, low, high)) in enumerate(zip(fig.data, series.values(), strict=True)):
-        trace.x = list(ns * 10 ** ((i - middle) * SERIES_OFFSET))
+    colorway = fig.layout.template.layout.colorway
+    for i, (trace, (ratio, low, high)) in enumerate(zip(list(fig.data), series.values(), strict=True)):
+        trace.line.color = trace.line.color or colorway[i % len(colorway)]  # its cut markers take the same colour
+        trace.x = list(xs := ns * 10 ** ((i - middle) * SERIES_OFFSET))
         trace.customdata = list(ns)
         trace.hovertemplate = f"N = %{{customdata:,}}<br>%{{y:.3g}}<extra>{trace.name}</extra>"
-        # ends beyond the axis (or at or below 0, which a log axis cannot draw) are cut past its edge
-        up, down = np.minimum(high, 10 * hi) - ratio, ratio - np.maximum(low, lo / 10)  # NaN: no bar
+        up, down = np.minimum(high, hi) - ratio, ratio - np.maximum(low, lo)  # NaN: no bar
         trace.error_y = dict(type="data", symmetric=False, array=list(up), arrayminus=list(down), thickness=1.5)
+        for ends, edge, symbol in ((high, hi, "triangle-up"), (low, lo, "triangle-down")):
+            cut = (ends > hi) if edge == hi else (ends < lo)  # NaN compares False: no bar, nothing cut
+            if cut.any():
+                fig.add_scatter(
+                    x=xs[cut],
+                    y=[edge] * int(cut.sum()),
+                    customdata=np.column_stack([ns[cut], ends[cut]]),
+                    mode="markers",
+                    marker=dict(symbol=symbol, size=11, color=trace.line.color),
+                    cliponaxis=False,
+                    showlegend=False,
+                    hovertemplate=f"N = %{{customdata[0]:,}}<br>{cut_label}: %{{customdata[1]:.3g}}"
+                    f"<extra>{trace.name}</extra>",
+                )
     span = [ns.min() / 10**X_MARGIN, ns.max() * 10**X_MARGIN]
     fig.add_scatter(
         x=span, y=[1.0, 1.0], mode="lines", name=same_label, line=dict(dash="dot", color="grey"), hoverinfo="skip"
