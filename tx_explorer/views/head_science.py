@@ -339,7 +339,7 @@ def _log_scale(kl: np.ndarray, rows: list[str], tokens: list[str], lang: str) ->
         high=f"{top:.3g}",
         row=rows[row],
         position=str(col),
-        token="`" + tokens[col].replace("`", "'") + "`",  # a code span: "<bos>" stays text
+        token=tokens[col],  # the sentence quotes it: notes are shown escaped, a code span kept its backticks
         median=f"{float(np.median(kl)):.3g}",
         tenth=f"{top / 10:.3g}",
         share=f"{float(np.mean(kl < top / 10)):.0%}",

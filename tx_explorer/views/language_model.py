@@ -411,6 +411,8 @@ def causal(r: lm.Reading, layer: int = 0, head: int = 0, *, window: int | None =
             [check, T("window_check", layer=layer, window=f"{window:,}", heads=r.maps.shape[1], value=f"{beyond:.1e}")],
             lang,
         )
+    elif window is not None:  # a local layer whose window this text does not pass: say why its mask is causal
+        check = sentences([check, T("window_within", layer=layer, window=f"{window:,}", n=n)], lang)
     return Causal(
         *panels,
         check,
