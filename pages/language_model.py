@@ -42,7 +42,8 @@ def causal_mask(r, tm) -> None:
     ui.section(T, "mask")
     with ui.friendly_errors():
         c = st.columns(2)
-        layer = c[1].selectbox(T("layer"), range(r.maps.shape[0]), key="lm_mask_layer")
+        names = model_facts.layer_names(tm, LANG)  # Gemma 3's global layers named as such
+        layer = c[1].selectbox(T("layer"), range(r.maps.shape[0]), format_func=names.__getitem__, key="lm_mask_layer")
         head = c[1].selectbox(T("head"), range(r.maps.shape[1]), key="lm_mask_head")
         mask = view.causal(r, layer, head, window=view.layer_window(tm, layer), lang=LANG)
         with c[0]:
@@ -102,7 +103,8 @@ def generate(name: str, text: str, tm) -> None:
         c = st.columns(3)
         ui.keep_within("lm_step", 1, new)  # the slider has no default of its own: 1, or the value kept here
         step = c[0].slider(T("gen_step"), 1, new, key="lm_step") if new > 1 else 1
-        g_layer = c[1].selectbox(T("layer"), range(g.maps.shape[0]), key="lm_gen_layer")
+        names = model_facts.layer_names(tm, LANG)
+        g_layer = c[1].selectbox(T("layer"), range(g.maps.shape[0]), format_func=names.__getitem__, key="lm_gen_layer")
         g_head = ui.select_or_none(c[2], T("head"), g.maps.shape[1], T("mean_heads"), key="lm_gen_head")
         ui.show(*view.generation(g, step, g_layer, g_head, lang=LANG))
 

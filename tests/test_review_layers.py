@@ -2,7 +2,8 @@
 every figure that lays out heads by layer (the multi-head page's grid of thumbnails, its metric and head-search
 heatmaps, the atlas's grid, the head-science maps) named its rows "layer 5" or "L5" alike, so a student looking for
 what the global layers do differently could not tell which rows they were. The global layers' rows now say so,
-in both languages; a model whose layers are alike (SmolLM2) keeps its plain names.
+in both languages, as do the language-model page's layer pickers and the head taxonomy's per-layer sink bars; a
+model whose layers are alike (SmolLM2) keeps its plain names.
 
 The head search, switched from a query and a key (ranked: "Through the heads" on "the 3 best-ranked, averaged") to a
 pattern the text has nothing for (induction, on a text without a repeat), kept "the 3 best-ranked, averaged" on the
@@ -17,6 +18,8 @@ from conftest import open_page, plotly_specs
 
 from tx_explorer.models import load_model
 from tx_explorer.views import atlas as atlas_view
+from tx_explorer.views import head_science as hs_view
+from tx_explorer.views import model_facts
 from tx_explorer.views import multihead as view
 from tx_explorer.viz import head_science as vhs
 
@@ -94,3 +97,14 @@ def test_the_head_search_box_says_which_heads_the_picture_shows_after_the_rankin
     layer, head = through.value
     title = plotly_specs(at)[0]["layout"]["title"]["text"]
     assert f"in L{layer} H{head}" in title and "mean" not in title
+
+
+def test_the_layer_pickers_and_the_sink_bars_name_the_global_layers(gemma3) -> None:
+    assert model_facts.layer_names(gemma3, "zh")[4:6] == ["4", "5 · 全局"]
+    assert model_facts.layer_names(load_model("tiny-gpt")) == [str(i) for i in range(4)]
+    sinks = hs_view.taxonomy(gemma3, TEXT).panels[-1].figure  # the sink per layer: as is, first token dropped
+    assert _marked(list(sinks.layout.xaxis.ticktext), GLOBAL["en"]) == [5, 11, 17]
+    at = open_page("language_model")
+    at.selectbox(key="lm_model").set_value("gemma3-270m").run()
+    picker = at.selectbox(key="lm_mask_layer")
+    assert _marked(list(picker.options), GLOBAL["en"]) == [5, 11, 17] and not at.exception

@@ -427,7 +427,7 @@ def taxonomy_words(tm: TextModel, m: Scored, score: str = "induction", *, lang: 
     if (w := m.windows) is not None:  # the sink three ways: per layer, first token dropped, windows
         series = {T("sink_as_is"): w.share, T("sink_dropped"): w.share_dropped}
         fig = charts.bars(
-            [str(i) for i in range(len(w.share))],
+            model_facts.layer_names(tm, lang),
             series,
             title=T("sink_title"),
             x_title=T("axis_layer"),

@@ -18,6 +18,7 @@ from tx_explorer.analysis.head_science import HELDOUT_FILE
 from tx_explorer.analysis.heads import MAP_BUDGET, MAX_TOKENS, max_tokens
 from tx_explorer.families.text import TextModel
 from tx_explorer.views import texts
+from tx_explorer.viz import style
 
 PAGE = "model_facts"
 NORMS = {"layernorm": "LayerNorm", "rmsnorm": "RMSNorm"}  # the names the lecture and the papers write
@@ -113,6 +114,12 @@ def named(tm: TextModel, lang: str = "en") -> str:
     family = str(tm.info.get("model_type", tm.kind))
     key = "named" if family.lower() in tm.name.lower() else "named_family"
     return texts(PAGE, lang)(key, model=tm.name, family=family)
+
+
+def layer_names(tm: TextModel, lang: str = "en") -> list[str]:
+    """Each layer's name for a picker or a per-layer axis: its index, with its kind beside a global layer of a model
+    of local and global layers ("5 · global"), as the layers × heads figures name their rows."""
+    return style.marked([str(i) for i in range(tm.config.num_layers)], layer_marks(tm.config.global_layers, lang))
 
 
 def layer_marks(global_layers: Iterable[int], lang: str = "en") -> dict[int, str]:
