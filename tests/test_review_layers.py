@@ -97,6 +97,8 @@ def test_the_head_search_box_says_which_heads_the_picture_shows_after_the_rankin
     layer, head = through.value
     title = plotly_specs(at)[0]["layout"]["title"]["text"]
     assert f"in L{layer} H{head}" in title and "mean" not in title
+    assert any("head last opened" in c.value for c in at.caption)  # not "averaged over the best-ranked heads"
+    assert not any("best-ranked heads" in c.value for c in at.caption)
 
 
 def test_the_layer_pickers_and_the_sink_bars_name_the_global_layers(gemma3) -> None:

@@ -108,8 +108,9 @@ def head_search(T: Callable[..., str], lang: str, tm: TextModel, s: view.Shown, 
             result = view.search_pattern(
                 s, pattern, skip_first=skip, queries=queries, groups=groups, lang=lang, copy=copy
             )
+    ranked = result is not None and bool(result.best)
     st.subheader(T("text_header"))
-    st.caption(T("text_intro"))
+    st.caption(T("text_intro" if ranked else "text_intro_unranked"))  # no ranking: the head last opened, said so
     c = st.columns(3)
     direction = c[0].radio(
         T("direction"), view.DIRECTIONS, format_func=lambda d: T(f"direction_{d}"), key="mh_direction"
@@ -118,7 +119,6 @@ def head_search(T: Callable[..., str], lang: str, tm: TextModel, s: view.Shown, 
     if mode == "pair":
         click = c[1].radio(T("click"), view.CLICKS, format_func=lambda k: T(f"click_{k}"), key="mh_click")
     chosen = (st.session_state.get("mh_layer", len(s.maps) - 1), st.session_state.get("mh_head", 0))
-    ranked = result is not None and bool(result.best)
     best = result.best if ranked else [chosen]  # no ranking (a tie, no pattern): the head last opened
     options = [None, *best] if ranked else best
     if st.session_state.get("mh_through", options[0]) not in options:
