@@ -97,7 +97,7 @@ def cache_charts(tm: view.TextModel, decoded: view.Decoded, step: int, layer: in
         with c[0]:
             ui.show(cv.groups, width_px=ui.PAGE_PX / 3)
         with c[1]:
-            ui.show(decoded.growth)
+            ui.show(decoded.growth, width_px=ui.PAGE_PX * 2 / 3)  # its column's width: titles and margins fit it
 
 
 @st.fragment

@@ -57,7 +57,7 @@ def _short(x: float) -> bool:
 def test_mosaic_colour_bar_ticks_are_round_numbers_inside_the_range(lo, hi):
     maps = np.linspace(lo, hi, 16).reshape(2, 2, 2, 2)
     bar = heatmap.mosaic(maps, row_names=["a", "b"], col_names=["c", "d"], zmin=lo, zmax=hi).data[1].colorbar
-    values = [float(t) for t in bar.ticktext]
+    values = [float(t.replace("−", "-")) for t in bar.ticktext]  # written with a true minus
     assert len(values) >= 3 and all(_short(v) for v in values), bar.ticktext
     assert all(lo - 1e-12 <= v <= hi + 1e-12 for v in values)
     # each label sits where its value is on the uint8 codes (0 → lo, 254 → hi)

@@ -222,7 +222,9 @@ def query_key(T: Callable[..., str], lang: str, tm: TextModel, text: str, tokens
     st.markdown(qk.projection)
     row(qk.scores, qk.weights)
     c = st.columns(2)
+    # Half the page each: fitted to the page's width, Gemma 3's 256 dimensions' labels lay level there and turned in
+    # the column, where Plotly grew the bottom margins 11–16 px after the first draw
     with c[0]:
-        show(qk.query, qk.keys)
+        show(qk.query, qk.keys, width_px=PAGE_PX / 2)
     with c[1]:
-        show(qk.values, qk.weighted)
+        show(qk.values, qk.weighted, width_px=PAGE_PX / 2)

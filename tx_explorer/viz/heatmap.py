@@ -297,7 +297,9 @@ def mosaic(
             big[i * (n + gap) : i * (n + gap) + n, j * (m + gap) : j * (m + gap) + m] = codes[i, j]
     ticks = round_ticks(zmin, zmax)
     scale = _gap_colorscale(colorscale)
-    colorbar = dict(tickvals=(ticks - zmin) / ((zmax - zmin) or 1.0) * (GAP - 1), ticktext=[f"{t:.6g}" for t in ticks])
+    # the ticks written here, with the true minus Plotly's own and the prose write ("−0.5", not "-0.5")
+    ticktext = [f"{t:.6g}".replace("-", "−") for t in ticks]
+    colorbar = dict(tickvals=(ticks - zmin) / ((zmax - zmin) or 1.0) * (GAP - 1), ticktext=ticktext)
     fig = go.Figure(
         [
             go.Image(source=_png(big, scale), x0=0, dx=1, y0=0, dy=1, hoverinfo="skip"),  # pixel (i, j) at x=j, y=i

@@ -62,12 +62,17 @@ def _width(texts: Iterable[object], px: float = FONT_PX) -> float:
     return max((text_width(line, px, "WFA") for t in texts for line in plain(t)), default=0.0)
 
 
-def _number(v: float, decimals: int) -> str:
-    """Plotly's default tick format: plain up to 9 999, SI suffixes above ("1.5M"), "−" for minus."""
-    big = next(((s, 10.0**e) for s, e in (("T", 12), ("B", 9), ("M", 6), ("k", 3)) if abs(v) >= 10.0**e), None)
+def _number(v: float, place: int) -> str:
+    """Plotly's default tick format for ticks a step of 10^−``place`` apart: plain up to 9 999 with the step's
+    decimals, SI suffixes above with the digits the step needs in their unit, trailing zeros dropped ("18.91M" at
+    a step of 10k: Gemma 3's cache bytes past its window, where three significant figures, "18.9M", missed a
+    digit and Plotly grew the left margin by 3 px), "−" for minus."""
+    big = next(((s, e) for s, e in (("T", 12), ("B", 9), ("M", 6), ("k", 3)) if abs(v) >= 10.0**e), None)
     if big is not None and abs(v) >= 1e4:
-        return f"{v / big[1]:.3g}{big[0]}".replace("-", "−")
-    return f"{v:.{decimals}f}".replace("-", "−")
+        suffix, exponent = big
+        text = f"{v / 10.0**exponent:.{max(0, place + exponent)}f}"
+        return (text.rstrip("0").rstrip(".") if "." in text else text).replace("-", "−") + suffix
+    return f"{v:.{max(0, place)}f}".replace("-", "−")
 
 
 def _auto_ticks(lo: float, hi: float, length_px: float, log: bool = False) -> list[str]:
@@ -78,15 +83,15 @@ def _auto_ticks(lo: float, hi: float, length_px: float, log: bool = False) -> li
         return []
     if log:
         decades = range(math.floor(lo), math.ceil(hi) + 1)  # lo, hi: log10 of the range
-        return [_number(10.0**k, max(0, -k)) if -4 <= k < 4 else f"{10.0**k:.0e}" for k in decades]
+        return [_number(10.0**k, -k) if -4 <= k < 4 else f"{10.0**k:.0e}" for k in decades]
     labels: list[str] = []
     for count in (max(2.0, length_px / 80), max(2.0, length_px / 30)):  # both ends of Plotly's spacing
         raw = (hi - lo) / count or abs(hi) or 1.0
         exp = math.floor(math.log10(raw))
         step = min((m * 10.0**exp for m in (1, 2, 5, 10) if m * 10.0**exp >= raw), default=10.0 ** (exp + 1))
-        decimals = max(0, -math.floor(math.log10(step) + 1e-9))
-        labels += [_number(k * step, decimals) for k in (math.floor(lo / step), math.ceil(hi / step))]
-        labels += [_number(lo, decimals), _number(hi, decimals)]
+        place = -math.floor(math.log10(step) + 1e-9)
+        labels += [_number(k * step, place) for k in (math.floor(lo / step), math.ceil(hi / step))]
+        labels += [_number(lo, place), _number(hi, place)]
     return labels
 
 
@@ -139,6 +144,8 @@ def _tick_labels(fig: go.Figure, name: str, length_px: float) -> tuple[list[str]
             lo, hi = (math.log10(positive.min()), math.log10(positive.max())) if len(positive) else (0.0, 1.0)
     else:
         return [], length_px
+    if lo == hi:  # one value: Plotly's range is it ± 1, labelled to the unit ("18.898943M" for one step's bytes)
+        lo, hi = lo - 1, hi + 1
     ticks = _auto_ticks(lo, hi, length_px, axis.type == "log")
     return [f"{axis.tickprefix or ''}{t}{axis.ticksuffix or ''}" for t in ticks], AUTO_GAP
 
