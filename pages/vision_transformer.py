@@ -45,7 +45,7 @@ def attention_section(clf, name: str, pixels, mask, row: int, col: int) -> None:
         with c[0]:
             ui.show(att.mosaic, width_px=ui.PAGE_PX * 3 / 5)
         with c[1]:
-            ui.show(att.prediction)
+            ui.show(att.prediction, width_px=ui.PAGE_PX * 2 / 5)
         ui.section(T, "rollout", view.LATEX["rollout"], level="subheader")
         ui.show(att.rollout)
         if att.shares:

@@ -115,3 +115,27 @@ def test_no_figure_writes_a_negative_tick_with_a_hyphen_minus(name, lang, one_th
     figures = getattr(explore, name)(**FAST[name], lang=lang)
     found = {key: bad for key, fig in figures.items() if (bad := _hyphenated(fig))}
     assert not found, found
+
+
+def test_every_figure_shown_in_a_column_is_fitted_to_its_column() -> None:
+    """A figure shown inside ``with c[i]:`` (a column) without ``width_px`` is fitted for the page's width, where its
+    labels may lie level that turn in the column: Plotly then grows its margins and draws it twice (the query/key
+    inspector's maps, the KV page's growth chart, the ViT page's prediction bars)."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    shows = {"show", "show_result", "show_clickable", "show_figure"}
+    unfitted = []
+    for path in [*root.glob("pages/*.py"), *root.glob("tx_explorer/ui/*.py")]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.With) and any(isinstance(i.context_expr, ast.Subscript) for i in node.items):
+                for call in ast.walk(node):
+                    name = getattr(getattr(call, "func", None), "attr", getattr(getattr(call, "func", None), "id", ""))
+                    if (
+                        isinstance(call, ast.Call)
+                        and name in shows
+                        and "width_px" not in {k.arg for k in call.keywords}
+                    ):
+                        unfitted.append(f"{path.relative_to(root)}:{call.lineno}")
+    assert not unfitted, unfitted
