@@ -651,6 +651,7 @@ CASES: list[Case] = [
         "sizes_custom",
         dim_min=("error", "does not divide"),  # D = 1 with 12 heads
         dim_max=("error", "does not divide"),  # 65,536 / 12
+        kv_heads_max=("error", "key/value heads (256) must divide the number of query heads H = 12"),
     ),
     # language model: the text, every number (top-k sampling, so that temperature and k are live)
     *text_cases(
@@ -1230,6 +1231,8 @@ OUT_OF_RANGE = [
         ("norms-mlp-no-hidden-unit", lambda: norms.mlp_param_counts(1, 0.5), "no hidden unit"),
         ("model_sizes-no-layers", lambda: TransformerConfig(num_layers=0), "num_layers must be a positive integer"),
         ("model_sizes-heads-not-dividing", lambda: TransformerConfig(dim=768, num_heads=7), "does not divide"),
+        ("model_sizes-kv-heads-neg", lambda: sizes_view.own_model(kv_heads=-1), "num_kv_heads must be a positive"),
+        ("model_sizes-kv-heads-not-dividing", lambda: sizes_view.own_model(kv_heads=5), "must divide the number"),
         ("language_model-no-new-tokens", lambda: lm.generate(_lm(), [1, 2], 0), "“New tokens” must lie between 1 and"),
         (
             "language_model-too-many-new",

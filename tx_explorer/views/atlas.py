@@ -15,7 +15,7 @@ from tx_explorer.analysis.heads import head_labels
 from tx_explorer.analysis.memory import format_bytes
 from tx_explorer.errors import InputError
 from tx_explorer.families.text import TextModel
-from tx_explorer.views import Panel, Result, listed, model_facts, texts
+from tx_explorer.views import Panel, Result, listed, model_facts, sentences, texts
 from tx_explorer.viz import atlas as va
 
 PAGE = "atlas"
@@ -120,7 +120,7 @@ def overview(
     notes = (
         T("note_sinks_trivial", **sinks)
         if even_first > SINK
-        else T("note_sinks", **sinks, layer=sink_l, head=sink_h, share=f"{first.max():.2f}"),
+        else _sinks_note(stats, T("note_sinks", **sinks, layer=sink_l, head=sink_h, share=f"{first.max():.2f}"), lang),
         T("note_entropy", median=f"{np.median(entropy):.2f}", uniform=uniform),
         T("note_local_trivial" if even_local > SINK else "note_local", **near),
     )
@@ -132,6 +132,46 @@ def overview(
     return Result((Panel(f"atlas_grid_{statistic}", fig, values),), notes, table, decimals)
 
 
+def _hidden(stats: atlas.HeadStats) -> list[int | None]:
+    """Per layer, its window where the text outruns it (its queries past the window no longer see the first keys),
+    else None: a window no shorter than the text hides nothing, and such a layer sees what a global one does."""
+    n = stats.first.shape[-1]
+    return [w if w is not None and w < n else None for w in stats.windows]
+
+
+def first_seen(stats: atlas.HeadStats) -> np.ndarray:
+    """``[L, H]``: the first token's share per head, averaged over the queries that can see it: a layer whose window
+    the text outruns over its first ``window`` queries (past them its share is 0 whatever the head does, and its mean
+    over all queries falls with the text's length), every other layer over all of them."""
+    first = stats.per_head("first")
+    for layer, window in enumerate(_hidden(stats)):
+        if window is not None:
+            first[layer] = stats.first[layer, :, :window].mean(dim=-1).numpy()
+    return first
+
+
+def _sinks_note(stats: atlas.HeadStats, plain: str, lang: str) -> str:
+    """The sink count (``plain``), and where some layer's window is shorter than the text (Gemma 3's local layers
+    past 512 tokens), the count again with those layers' shares over the queries that still see the first token."""
+    windows = [w for w in _hidden(stats) if w is not None]
+    if not windows:
+        return plain
+    seen = first_seen(stats)
+    layer, head = _largest(seen)
+    words = texts(PAGE, lang)(
+        "note_sinks_seen",
+        window=f"{windows[0]:,}",
+        cap=f"{windows[0] - 1:,}",
+        count=int((seen > SINK).sum()),
+        heads=seen.size,
+        even=f"{atlas.even_first(windows[0]):.2f}",  # an even head over the first `window` queries, all of them seen
+        layer=layer,
+        head=head,
+        share=f"{seen.max():.2f}",
+    )
+    return sentences([plain, words], lang)
+
+
 def _even(
     stats: atlas.HeadStats, baseline: Callable[[int | None], float], form: Callable[[float], str], lang: str
 ) -> tuple[float, str]:
@@ -139,10 +179,7 @@ def _even(
     window hides keys from a local layer (Gemma 3's see 512 of 793 tokens), so the local and global layers are said
     apart where their numbers, written by ``form``, differ. Returns the smallest layer's score (a count is said to
     say nothing only where every layer passes it without trying; the words show where some do) and the words."""
-    n = stats.first.shape[-1]
-    # a window no shorter than the text hides nothing: such a layer sees what a global one does
-    seen = [w if w is not None and w < n else None for w in stats.windows]
-    scores = {w: baseline(w) for w in dict.fromkeys(seen)}  # one per kind of layer, in the layers' order
+    scores = {w: baseline(w) for w in dict.fromkeys(_hidden(stats))}  # one per kind of layer, in the layers' order
     said = {w: form(v) for w, v in scores.items()}
     if len(set(said.values())) == 1:
         return min(scores.values()), next(iter(said.values()))
@@ -163,7 +200,6 @@ def layer_kinds(tm: TextModel, stats: atlas.HeadStats, *, lang: str = "en") -> s
     local = [i for i in range(cfg.num_layers) if i not in full]
     distance, first = stats.stat("distance").numpy(), stats.per_head("first")  # (L, H, T), (L, H)
     n = distance.shape[-1]
-    seen = stats.stat("first")[local, :, : cfg.sliding_window].mean(dim=-1)  # (local, H): queries that see token 0
     return texts(PAGE, lang)(
         "note_layer_kinds" if n > cfg.sliding_window else "note_layer_kinds_short",
         local=len(local),
@@ -173,7 +209,7 @@ def layer_kinds(tm: TextModel, stats: atlas.HeadStats, *, lang: str = "en") -> s
         full=listed(map(str, full), lang),  # 5、11、17 in 中文
         full_reach=f"{distance[full].max():,.0f}",
         local_first=f"{first[local].max():.2f}",
-        local_first_seen=f"{seen.max():.2f}",
+        local_first_seen=f"{first_seen(stats)[local].max():.2f}",  # said where the text outruns the window
         full_first=f"{first[full].max():.2f}",
         n=f"{n:,}",
     )

@@ -346,11 +346,12 @@ class Custom:
     ok: bool  # formula == count, part by part
     check: str
     parts: Panel
-    heads: str  # what the number of heads changes: D_H, not the count (and what sharing key/value heads would)
+    heads: str  # what the number of heads changes: D_H, not the count; what the key/value heads chosen save
 
 
 def custom(cfg: TransformerConfig, count: Counter = counted, *, lang: str = "en") -> Custom:
-    """A causal model of your own: its parameters counted two ways and by part."""
+    """A causal model of your own: its parameters counted two ways and by part; with fewer key/value heads than query
+    heads, the multi-head model of the same shape counted beside it, a second bar, so that the saving shows."""
     T = texts(PAGE, lang)
     formula, measured = count(cfg.to_dict(), "causal")
     total = sum(measured.values())
@@ -360,29 +361,45 @@ def custom(cfg: TransformerConfig, count: Counter = counted, *, lang: str = "en"
         if ok
         else T("check_bad", formula=f"{sum(formula.values()):,}", measured=f"{total:,}")
     )
-    by_part = {T(f"part_{p}"): [measured[p]] for p in params.PARTS}
-    fig = vb.stacked_parts([T("your_model")], by_part, title=T("custom_title"), share=False, x_title=T("parameters"))
+    bars = {T("your_model"): measured}
+    if cfg.kv_heads < cfg.num_heads:
+        bars[T("multi_head_model", h=cfg.num_heads)] = count(replace(cfg, num_kv_heads=None).to_dict(), "causal")[1]
+    by_part = {T(f"part_{p}"): [m[p] for m in bars.values()] for p in params.PARTS}
+    fig = vb.stacked_parts(list(bars), by_part, title=T("custom_title"), share=False, x_title=T("parameters"))
     data = {"formula": list(formula.values()), "measured": list(measured.values())}
     panel = Panel("sizes_custom", fig, data)
-    return Custom(
-        total, params.rule_of_thumb(cfg), cfg.head_dim, ok, check, panel, _heads_words(cfg, total, count, lang)
-    )
+    multi_total = sum(list(bars.values())[-1].values())  # this model's own where it is multi-head
+    words = _heads_words(cfg, total, multi_total, count, lang)
+    return Custom(total, params.rule_of_thumb(cfg), cfg.head_dim, ok, check, panel, words)
 
 
-def _heads_words(cfg: TransformerConfig, total: int, count: Counter, lang: str) -> str:
-    """The heads split D, they add nothing: the same model counted with another number of heads (1, or the smallest
-    other divisor of D), and with one key/value head, which grouped-query attention would share (not offered here)."""
+def _heads_words(cfg: TransformerConfig, total: int, multi_total: int, count: Counter, lang: str) -> str:
+    """What the key/value heads chosen save against the multi-head model (``multi_total``: W_K and W_V are
+    D × (H_kv·D_H)); the heads split D, they add nothing: the multi-head model counted with another number of heads
+    (1, or the smallest other divisor of D); with as many key/value heads as query heads, what one would save."""
     T = texts(PAGE, lang)
-    alt = 1 if cfg.num_heads > 1 else next((h for h in range(2, cfg.dim + 1) if cfg.dim % h == 0), None)
     words = [T("heads_width", h=cfg.num_heads, dh=cfg.head_dim, d=cfg.dim)]
+    if cfg.kv_heads < cfg.num_heads:  # said before the multi-head count it is set against
+        words.append(
+            T(
+                "heads_mqa" if cfg.kv_heads == 1 else "heads_gqa",
+                kv=cfg.kv_heads,
+                h=cfg.num_heads,
+                d=cfg.dim,
+                width=cfg.kv_heads * cfg.head_dim,
+                fewer=f"{multi_total - total:,}",
+                layers=cfg.num_layers,
+                multi=f"{multi_total:,}",
+            )
+        )
+    alt = 1 if cfg.num_heads > 1 else next((h for h in range(2, cfg.dim + 1) if cfg.dim % h == 0), None)
     if alt is not None:  # D = 1 has one head only
-        other = replace(cfg, num_heads=alt)
+        other = replace(cfg, num_heads=alt, num_kv_heads=None)
         n = sum(count(other.to_dict(), "causal")[1].values())
         same = dict(alt=alt, alt_dh=other.head_dim, total=f"{n:,}", d=cfg.dim)
-        words.append(
-            T("heads_same", **same) if n == total else T("heads_differ", **same, gap=signed(f"{n - total:+,}"))
-        )
-    if cfg.num_heads > 1:  # one key/value head among several query heads: W_K, W_V shrink to D × D_H
+        gap = signed(f"{n - multi_total:+,}")
+        words.append(T("heads_same", **same) if n == multi_total else T("heads_differ", **same, gap=gap))
+    if cfg.kv_heads == cfg.num_heads > 1:  # multi-head: one key/value head would shrink W_K, W_V to D × D_H
         shared = sum(count(replace(cfg, num_kv_heads=1).to_dict(), "causal")[1].values())
         words.append(T("heads_kv", h=cfg.num_heads, fewer=f"{total - shared:,}", layers=cfg.num_layers))
     return sentences(words, lang)
@@ -393,6 +410,7 @@ CONFIG_FIELDS = {
     "layers": "num_layers",
     "dim": "dim",
     "heads": "num_heads",
+    "kv_heads": "num_kv_heads",
     "vocab": "vocab_size",
     "context": "max_len",
     "mlp": "mlp",
@@ -402,8 +420,12 @@ CONFIG_FIELDS = {
 
 
 def own_model(*, count: Counter = counted, lang: str = "en", **inputs: int | str | bool) -> Custom:
-    """:func:`custom` for the causal model the page's inputs describe (:data:`CONFIG_FIELDS`)."""
-    return custom(TransformerConfig(**{CONFIG_FIELDS[k]: v for k, v in inputs.items()}), count, lang=lang)
+    """:func:`custom` for the causal model the page's inputs describe (:data:`CONFIG_FIELDS`); key/value heads 0
+    (the default): as many as H, so that H changes alone (a fixed 12 refused H = 8)."""
+    fields = {CONFIG_FIELDS[k]: v for k, v in inputs.items()}
+    if fields.get("num_kv_heads") == 0:
+        fields["num_kv_heads"] = None  # the config's multi-head: one key/value head per query head
+    return custom(TransformerConfig(**fields), count, lang=lang)
 
 
 # "A model of your own": GPT-2 small's shape by default. Bounds keep a count on the meta device instant.
@@ -414,6 +436,7 @@ OWN_MODEL = Section(
         Number("layers", 1, 256, 12),
         Number("dim", 1, 65_536, 768),
         Number("heads", 1, 256, 12),
+        Number("kv_heads", 0, 256, 0, help="kv_heads_help"),  # 0: as many as H; fewer, dividing H: grouped-query
         Number("vocab", 1, 1_000_000, 50_257),
         Number("context", 1, 1_000_000, 1024),
         Choice("mlp", ("mlp", "swiglu"), "mlp"),
