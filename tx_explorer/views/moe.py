@@ -145,6 +145,9 @@ def seed_runs(summary: dict) -> list[dict]:
     return summary.get("seeds") or [{"seed": summary["seed"], "final_val_loss": summary["final_val_loss"]}]
 
 
+EVEN_TIME = 0.1  # training times within a tenth of each other are said even: wall-clock varies that much run to run
+
+
 def loss_intro(bundle: MoEBundle, *, lang: str = "en") -> str:
     """The shipped dense vs MoE run in numbers: steps, tokens, final validation losses, seconds, and whether the
     gap is established over the seeds trained (:func:`loss_verdict`)."""
@@ -156,15 +159,18 @@ def loss_intro(bundle: MoEBundle, *, lang: str = "en") -> str:
         seed=s["seed"],
         moe=f"{s['final_val_loss']['moe']:.3f}",
         dense=f"{s['final_val_loss']['dense']:.3f}",
-        moe_s=s["seconds"]["moe"],
-        dense_s=s["seconds"]["dense"],
     )
+    # equal FLOPs, and the recorded seconds say whether the time was equal too: slower, even or faster
+    moe_s, dense_s = s["seconds"]["moe"], s["seconds"]["dense"]
+    ratio = moe_s / dense_s
+    pace = "slower" if ratio > 1 + EVEN_TIME else "faster" if ratio < 1 - EVEN_TIME else "even"
+    time = T(f"loss_time_{pace}", moe_s=moe_s, dense_s=dense_s, ratio=f"{ratio:.2f}")
     # the curves' validation points come from a smaller sample than the final losses: their last points differ
     last = {name: f"{bundle.curves[name]['val_loss'][-1]:.3f}" for name in ("moe", "dense")}
     sample = T("loss_curve_sample", final=f"{s['validation_tokens_final']:,}", **last)
     # a spread of its own needs two seeds at least; below that the block variants' is borrowed for scale
     reference = reference_spreads() if len(seed_runs(s)) < 2 else None
-    return sentences([intro, sample], lang) + "\n\n" + loss_verdict(bundle, reference, lang=lang)
+    return sentences([intro, time, sample], lang) + "\n\n" + loss_verdict(bundle, reference, lang=lang)
 
 
 def reference_spreads() -> tuple[int, list[float]] | None:

@@ -436,6 +436,11 @@ def position_reading(clf: ImageClassifier, *, lang: str = "en") -> str:
     return sentences([T("pos_reading", **numbers), verdict], lang)
 
 
+# A shuffle's largest logit change without positions, at most this, is float32 rounding (a set in another order:
+# the bundled models measure ~1e-6); above it the bars are not said to be equal.
+SET_ROUNDING = 1e-4
+
+
 @dataclass(frozen=True)
 class Shuffled:
     image: np.ndarray  # the shuffled input
@@ -466,14 +471,22 @@ def shuffle(
         T("change_with"): f"{shuf.logit_change['with']:.3g}",
         T("change_without"): signed(f"{shuf.logit_change['without']:.1e}"),
     }
-    # The reading follows the chart's own bars: the original's top class with positions, before and after.
+    # The reading follows the chart's own bars: the original's top class with positions, before and after; the
+    # bars without positions are said equal only where the measured logit change is float rounding.
     names = _classes(result.labels, lang)
     before, after = (shuf.probs[f"{which}, with positions"] for which in ("original", "shuffled"))
     first, now = int(np.argmax(before)), int(np.argmax(after))
     verdict = "shuffle_kept" if now == first else "shuffle_lost"
     ratio = f"{after[first] / max(before[first], 1e-12):.0%}"
     p0, p1 = f"{before[first]:.2f}", f"{after[first]:.2f}"
-    parts = [T("shuffle_reading"), T(verdict, cls=names[first], p0=p0, p1=p1, new=names[now], ratio=ratio)]
+    direction = "stays" if p0 == p1 else "rises" if after[first] > before[first] else "falls"  # as the digits read
+    moved = T(f"shuffle_{direction}", p0=p0, p1=p1)
+    without = shuf.logit_change["without"]
+    same = "shuffle_reading" if without <= SET_ROUNDING else "shuffle_reading_unequal"
+    parts = [
+        T(same, diff=signed(f"{without:.1e}")),
+        T(verdict, cls=names[first], moved=moved, new=names[now], ratio=ratio),
+    ]
     if held is not None:
         parts += _held_out_shuffle(held, clf, T)
     reading = sentences(parts, lang)
