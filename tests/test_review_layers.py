@@ -110,3 +110,24 @@ def test_the_layer_pickers_and_the_sink_bars_name_the_global_layers(gemma3) -> N
     at.selectbox(key="lm_model").set_value("gemma3-270m").run()
     picker = at.selectbox(key="lm_mask_layer")
     assert _marked(list(picker.options), GLOBAL["en"]) == [5, 11, 17] and not at.exception
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_window_on_every_layer_is_not_said_to_leave_global_layers(lang: str) -> None:
+    """A checkpoint whose every layer keeps the same sliding window (Mistral's shape), read past it: the atlas's sink
+    note spoke of "the global layers" it does not have."""
+    import torch
+
+    from tx_explorer import models
+    from tx_explorer.config import PRESETS
+    from tx_explorer.families.text import TextModel
+    from tx_explorer.modules.transformer import CausalLM
+
+    torch.manual_seed(0)
+    cfg = PRESETS["tiny-llama"].replace(max_len=96, sliding_window=16)
+    tokenizer = models.load_model("tiny-llama").tokenizer
+    tm = TextModel(name="random", model=CausalLM(cfg), tokenizer=tokenizer, kind="causal", max_len=96)
+    stats = atlas_view.compute(tm, list(range(5, 101)), window=8)
+    note = atlas_view.overview(stats, "first", lang=lang).notes[0]
+    assert ("global" not in note) if lang == "en" else ("全局" not in note)
+    assert ("every layer keeps a window of 16 keys" in note) if lang == "en" else ("每一层都只保留 16 个键" in note)

@@ -115,8 +115,9 @@ def overview(
     even_first, even_first_said = _even(stats, lambda w: atlas.even_first(n, w), share, lang)
     even_local, even_local_said = _even(stats, lambda w: atlas.even_local(n, stats.window, w), share, lang)
     _, uniform = _even(stats, lambda w: atlas.even_entropy(n, w), lambda v: T("nats", value=f"{v:.2f}"), lang)
-    sinks = dict(count=int((first > SINK).sum()), heads=heads, n=n, even=even_first_said)
-    near = dict(count=int((local > SINK).sum()), heads=heads, window=stats.window, n=n, even=even_local_said)
+    said_n = f"{n:,}"  # "1,024 tokens", as the layer note writes it
+    sinks = dict(count=int((first > SINK).sum()), heads=heads, n=said_n, even=even_first_said)
+    near = dict(count=int((local > SINK).sum()), heads=heads, window=stats.window, n=said_n, even=even_local_said)
     notes = (
         T("note_sinks_trivial", **sinks)
         if even_first > SINK
@@ -153,13 +154,14 @@ def first_seen(stats: atlas.HeadStats) -> np.ndarray:
 def _sinks_note(stats: atlas.HeadStats, plain: str, lang: str) -> str:
     """The sink count (``plain``), and where some layer's window is shorter than the text (Gemma 3's local layers
     past 512 tokens), the count again with those layers' shares over the queries that still see the first token."""
-    windows = [w for w in _hidden(stats) if w is not None]
+    hidden = _hidden(stats)
+    windows = [w for w in hidden if w is not None]
     if not windows:
         return plain
     seen = first_seen(stats)
     layer, head = _largest(seen)
     words = texts(PAGE, lang)(
-        "note_sinks_seen",
+        "note_sinks_seen" if None in hidden else "note_sinks_seen_all",  # local and global layers, or a window on all
         window=f"{windows[0]:,}",
         cap=f"{windows[0] - 1:,}",
         count=int((seen > SINK).sum()),
