@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import plotly
 import pytest
 from playwright.sync_api import expect
 
@@ -83,6 +84,21 @@ def browser():
         b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         yield b
         b.close()
+
+
+PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"  # the package's own
+
+
+@contextmanager
+def plotly_page(browser, width: int, height: int) -> Iterator:
+    """A blank page of ``width`` × ``height`` px with the plotly.js the plotly package ships and a ``div#g`` to draw
+    a figure in, as the app's figures are drawn: figure tests draw their specs there without a server."""
+    page = browser.new_page(viewport={"width": width, "height": height})
+    page.set_content(f"<html><body><div id='g'></div><script>{PLOTLY_JS.read_text()}</script></body></html>")
+    try:
+        yield page
+    finally:
+        page.close()
 
 
 def wait_until_idle(page, timeout: float = LONG) -> None:

@@ -8,21 +8,18 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import numpy as np
-import plotly
 import plotly.graph_objects as go
 import plotly.io as pio
 import pytest
 from plotly.subplots import make_subplots
 
-from tests.test_browser import browser  # noqa: F401  (the browser suite's one Chromium)
+from tests.test_browser import browser, plotly_page  # noqa: F401  (the browser suite's one Chromium)
 from tx_explorer.viz import sent, style
 
 pytestmark = pytest.mark.browser
 
-PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
 DRAW = """async (s) => {
   const gd = document.getElementById('g');
   Plotly.purge(gd);
@@ -66,10 +63,8 @@ def _plain(svg: str) -> str:
 
 @pytest.fixture(scope="module")
 def plot(browser):  # noqa: F811
-    page = browser.new_page(viewport={"width": 800, "height": 600})
-    page.set_content(f"<html><body><div id='g'></div><script>{PLOTLY_JS.read_text()}</script></body></html>")
-    yield page
-    page.close()
+    with plotly_page(browser, 800, 600) as page:
+        yield page
 
 
 @pytest.mark.parametrize("kind", list(_figures()))

@@ -12,18 +12,16 @@ import json
 import re
 from pathlib import Path
 
-import plotly
 import plotly.graph_objects as go
 import plotly.io as pio
 import pytest
 from conftest import assert_clean, open_page
 
-from tests.test_browser import browser  # noqa: F401  (the browser suite's one Chromium)
+from tests.test_browser import browser, plotly_page  # noqa: F401  (the browser suite's one Chromium)
 from tests.test_explore import FAST
 from tx_explorer import explore, models
 from tx_explorer.viz import charts, margins, sent, style
 
-PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
 # Drawn ``w`` px wide: the sides Plotly grew beyond the figure's margins (by more than the layout check's 2 px)
 GROWN = """async ([spec, w]) => {
   const gd = document.getElementById('g');
@@ -39,10 +37,8 @@ BYTES_PER_ROW = 2 * 1 * 256 * 4  # K and V, Gemma 3's one key/value head of 256,
 
 @pytest.fixture(scope="module")
 def plot(browser):  # noqa: F811
-    page = browser.new_page(viewport={"width": 1400, "height": 900})
-    page.set_content(f"<html><body><div id='g'></div><script>{PLOTLY_JS.read_text()}</script></body></html>")
-    yield page
-    page.close()
+    with plotly_page(browser, 1400, 900) as page:
+        yield page
 
 
 def _grown(plot, spec: dict, width_px: float | None) -> dict[int, list[str]]:
@@ -122,7 +118,6 @@ def test_every_figure_shown_in_a_column_is_fitted_to_its_column() -> None:
     labels may lie level that turn in the column: Plotly then grows its margins and draws it twice (the query/key
     inspector's maps, the KV page's growth chart, the ViT page's prediction bars)."""
     import ast
-    from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
     shows = {"show", "show_result", "show_clickable", "show_figure"}
