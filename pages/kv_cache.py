@@ -13,8 +13,7 @@ LANG = ui.lang()
 st.title(ui.page_title("kv_cache"))
 st.markdown(T("intro"))
 
-# Each section is a fragment: its inputs rerun only that section (the step slider only the cache view). The model
-# choice stays outside them, so changing the model reruns every section.
+# Each section is a fragment, rerun alone by its inputs; the model choice is outside them, so it reruns every one.
 
 
 @st.cache_data(max_entries=32, show_spinner=False)  # four or five random models of the chosen one's size: seconds
@@ -61,7 +60,8 @@ def decode_section(name: str, tm: view.TextModel) -> None:
         new = len(decoded.decoding.ids) > decoded.decoding.prompt_len  # else "New tokens" 0: the prompt alone
         st.markdown(T("continuation", text=ui.escape_markdown(decoded.text)) if new else T("continuation_none"))
         (st.success if decoded.ok else st.error)(decoded.check)
-        ui.section(T, "same")  # the verdict's evidence, step by step, beside it
+        ui.section(T, "same", intro=False)  # the verdict's evidence, step by step, beside it
+        st.markdown(decoded.same)
         ui.show(decoded.diff)
         grow_section(tm, decoded)
 

@@ -19,8 +19,9 @@ def translations(text: str, beam: int) -> dict:
 # 2. Alignment matrices: Bahdanau beside the Transformer's cross-attention ------------------------------------------
 @st.fragment
 def alignments(translators: dict, out: dict, gold) -> None:
-    ui.section(T, "align")
+    ui.section(T, "align", intro=False)
     with ui.friendly_errors():
+        st.markdown(view.align_intro(out, gold, lang=LANG))  # where this sentence's articles look, measured
         tfm, cross = translators["transformer"], out["transformer"].cross  # (L, H, T_out, T_in)
         c = st.columns(2)
         layer = c[0].selectbox(T("layer"), range(cross.shape[0]), index=tfm.align_layer or 0, key="s2s_layer")
@@ -35,7 +36,7 @@ def alignments(translators: dict, out: dict, gold) -> None:
         box = st.expander(T("mosaic_title"), key="s2s_open_mosaic", on_change="rerun")  # every layer × head
         if box.open:
             with box:
-                st.markdown(T("mosaic_intro"))
+                st.markdown(view.mosaic_intro(out, lang=LANG))
                 ui.show(view.cross_mosaic(out, lang=LANG))
 
 

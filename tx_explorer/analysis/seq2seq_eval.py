@@ -123,6 +123,36 @@ def sentence_aer(translator: Any, example: Example) -> float:
     return aer(hard_alignment(forced.alignment), example.alignment)
 
 
+DETERMINERS = frozenset({"the", "a", "an"})
+
+
+def article_weights(weights: np.ndarray, example: Example) -> tuple[float, float, int]:
+    """Where the articles of ``example``'s target look, ``weights`` ``[T_out, T_in]`` read while writing that
+    target: the mean weight on the article's own English determiner (the, a, an) and on its noun, over its
+    articles, and how many there are ((0, 0, 0): none). An article is a target word linked to a determiner; its
+    noun is the source of the next target word, since the grammar writes the noun right after its article (adjectives
+    follow the noun)."""
+    w = np.asarray(weights)
+    sources: dict[int, list[int]] = {}
+    for i, j in example.alignment:
+        sources.setdefault(j, []).append(i)
+    own, noun = [], []
+    for j, links in sorted(sources.items()):
+        dets = [i for i in links if example.source[i] in DETERMINERS]
+        if dets and j + 1 in sources:
+            own.append(w[j, dets].sum())
+            noun.append(w[j, sources[j + 1]].sum())
+    if not own:
+        return 0.0, 0.0, 0
+    return float(np.mean(own)), float(np.mean(noun)), len(own)
+
+
+def head_sharpness(cross: np.ndarray) -> np.ndarray:
+    """Each head's sharpness, ``cross`` ``[L, H, T_out, T_in]``: the weight of its top source word, averaged over
+    the output steps (1: one word per step, 1/T_in: spread evenly) → ``[L, H]``."""
+    return np.asarray(cross).max(axis=-1).mean(axis=-1)
+
+
 def context_terms(weights_row: np.ndarray, annotations: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The weighted sum c_t = Σ_i a_{t,i} h_i, term by term: (``[T_in, C]`` terms a_{t,i}·h_i, ``[C]`` c_t)."""
     terms = np.asarray(weights_row)[:, None] * np.asarray(annotations)

@@ -119,6 +119,7 @@ class Decoded:
     prompt_note: str  # how a prompt past the window was made, or which steps an earlier decoding served ("": none)
     check: str  # identical tokens? max |Δ logit|, bytes = formula (and past the window: the rows each layer holds)
     ok: bool
+    same: str  # the per-step chart's intro: equal up to rounding or not, read from the logits (not the bytes)
     growth: Panel  # rows and bytes per step: cache tensors beside the formula
     diff: Panel  # max |Δ logit| per step
 
@@ -216,6 +217,13 @@ def decoded(tm: TextModel, d: kv.Decoding, *, lang: str = "en") -> Decoded:
     equal = all(s.nbytes == s.formula for s in steps)
     ok = d.identical and d.max_diff <= tol and equal
     found = dict(steps=len(steps), diff=f"{d.max_diff:.1e}", tol=f"{tol:.1e}", equal=T("yes") if equal else T("no"))
+    changed = sum(not s.same_next for s in steps)
+    same = T(  # the chart shows the logits alone: its intro says what they show, the bytes stay in the verdict
+        "same_intro",
+        verdict=T("same_equal", **found)
+        if not changed and d.max_diff <= tol
+        else T("same_differ", **found, changed=changed),
+    )
     prompt_note = ""
     if d.prefill:  # a run past the window: where it went and what the layers hold at its end
         window, last = tm.config.sliding_window, steps[-1]
@@ -248,6 +256,7 @@ def decoded(tm: TextModel, d: kv.Decoding, *, lang: str = "en") -> Decoded:
         prompt_note=prompt_note,
         check=check,
         ok=ok,
+        same=same,
         growth=Panel("kv_growth", growth, data),
         diff=Panel("kv_diff", diff, np.array([s.logit_diff for s in steps])),
     )

@@ -152,6 +152,41 @@ def alignments(
     return Alignments(panels[0], panels[1], (off[0], off[1]), every)
 
 
+def align_intro(out: Mapping, reference: tr.Example | None, *, lang: str = "en") -> str:
+    """The alignment section's intro, with where this sentence's articles look in Bahdanau's matrix (on their noun,
+    whose gender and number pick the article, or on *the*): measured where the output is the gold translation and
+    has articles, else something to look for."""
+    T, o = texts(PAGE, lang), out["attention"]
+    own = noun = n = 0
+    if reference is not None and o.tokens == reference.target:
+        own, noun, n = ev.article_weights(o.alignment, reference)
+    if not n:
+        return T("align_intro", articles=T("articles_look"))
+    found = dict(n=n, noun=f"{noun:.2f}", own=f"{own:.2f}")
+    return T("align_intro", articles=T("articles_noun" if noun > own else "articles_own", **found))
+
+
+SHARP_GAP = 0.2  # top-word weight between the sharpest and the most spread head that the page calls a difference
+
+
+def mosaic_intro(out: Mapping, *, lang: str = "en") -> str:
+    """The mosaic's intro: the sharpest and the most spread head on this sentence (:func:`ev.head_sharpness`), and
+    whether they differ by :data:`SHARP_GAP` or more."""
+    T = texts(PAGE, lang)
+    sharp = ev.head_sharpness(with_eos(out["transformer"].cross, out["transformer"].eos_cross, axis=2))
+    (tl, th), (bl, bh) = (np.unravel_index(f(sharp), sharp.shape) for f in (np.argmax, np.argmin))
+    gap = sharp[tl, th] - sharp[bl, bh]
+    return T(
+        "mosaic_intro",
+        heads=sharp.size,
+        top=T("sv_head", layer=tl, head=th),
+        top_w=f"{sharp[tl, th]:.2f}",
+        low=T("sv_head", layer=bl, head=bh),
+        low_w=f"{sharp[bl, bh]:.2f}",
+        verdict=T("mosaic_differ" if gap >= SHARP_GAP else "mosaic_alike"),
+    )
+
+
 def cross_mosaic(out: Mapping, *, lang: str = "en") -> Panel:
     """Every layer × head of the Transformer's cross-attention, <eos> step included."""
     T = texts(PAGE, lang)
