@@ -43,7 +43,7 @@ def breakdown_section() -> None:
 def custom_section() -> None:
     st.header(T("custom_header"))
     st.markdown(T("custom_intro"))
-    values = ui.inputs(view.OWN_MODEL, T, columns=5)  # H and H_kv side by side
+    values = ui.inputs(view.OWN_MODEL, T)  # four a row: H and H_kv side by side
     with ui.friendly_errors():
         mine = view.OWN_MODEL.compute(**values, count=counted, lang=LANG)
         c = st.columns(3)
