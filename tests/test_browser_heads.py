@@ -108,6 +108,9 @@ def test_a_token_clicked_in_the_text_becomes_the_key_and_the_heads_are_ranked(pa
 
 def test_repeating_the_text_puts_an_induction_head_on_top(page) -> None:
     page.get_by_text(T("repeat"), exact=True).click()
+    # Seen checked before the view changes: once, under a full CI's load, the switch was found off when the ranking
+    # was awaited (180 s for a "Best head" that never came); this says where such a run goes wrong
+    expect(page.get_by_role("switch", name=T("repeat"))).to_be_checked(timeout=LONG)
     idle(page)
     open_view(page, "search")
     page.get_by_text(T("search_pattern"), exact=True).click()  # the pattern's default: induction
