@@ -9,7 +9,6 @@ from tx_explorer import ui
 from tx_explorer.ui.chat import chat_section
 from tx_explorer.views import language_model as view
 from tx_explorer.views import model_facts, split_bytes_note
-from tx_explorer.views import multihead as mh_view  # its long-text test: the same maps over the same tokens
 
 T = ui.texts("language_model")
 LANG = ui.lang()
@@ -25,7 +24,7 @@ def reading(name: str, text: str, k: int):
     """A long text on the job pool, its bar saying what runs (Gemma 3 reads 512 tokens in seconds); a short one now."""
     tm = ui.cached_model(name)
     work = lambda report=None: view.read(tm, text, k, lambda ids: alone(name, tuple(ids)))  # noqa: E731
-    return ui.run_job(work, label=T("read_working")) if mh_view.heavy(tm, text) else work()
+    return ui.run_job(work, label=T("read_working")) if view.heavy(tm, text) else work()
 
 
 @st.cache_data(max_entries=16, show_spinner=False)

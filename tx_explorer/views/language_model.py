@@ -21,6 +21,7 @@ from tx_explorer.interop.checkpoint import CHAT_FILES
 from tx_explorer.modules.cache import KVCache
 from tx_explorer.trace import Trace
 from tx_explorer.views import Panel, axes, listed, model_facts, sentences, split_bytes, texts, token_strip
+from tx_explorer.views.multihead import heavy  # noqa: F401  (the page's long-text test: the same maps, the same tokens)
 from tx_explorer.viz import bars as vb
 from tx_explorer.viz import charts, style
 from tx_explorer.viz.heatmap import X_TICKS, heatmap
