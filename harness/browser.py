@@ -33,11 +33,14 @@ ARGS = [
     "--no-first-run",
     "--disable-quic",
 ]
-PLOT = '[data-testid="stPlotlyChart"]'
+# A chart the visitor sees: Streamlit 1.67 keeps an element it "retains" (a keyed chart drawn again elsewhere, as a
+# chat's last reply moves below a new turn) in the page, hidden (display: none) and marked data-retained on every
+# element container inside it; a lookup that took such a copy waited on it forever (a CI run of the chat's test).
+PLOT = '[data-testid="stPlotlyChart"]:not([data-retained] *)'
 IDLE = '[data-testid="stApp"][data-test-script-state="notRunning"]'
 CODE = '[data-testid="stCode"]'
 LONG = 180_000  # ms: a page's first run loads its models on a loaded 2-core machine
-CHART = '[data-testid="stPlotlyChart"] .main-svg'
+CHART = f"{PLOT} .main-svg"
 ERRORS = '[data-testid="stException"], [data-testid="stAlertContentError"]'
 VIEWPORT = {"width": 1400, "height": 1000}
 # Run in every page of a context before the app's own scripts: no CSS animation or transition (a loading skeleton's

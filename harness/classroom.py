@@ -32,6 +32,7 @@ from harness.browser import (
     IDLE,
     NEXT_BELOW_FOLD,
     PAINTED,
+    PLOT,
     QUIET,
     QUIET_MS,
     SHOWN,
@@ -51,7 +52,6 @@ from tx_explorer import locales
 
 log = logging.getLogger("harness.classroom")
 TIMED_APP = ("harness/timed_serve.py",)  # serve.py, each script run's server time in its log
-PLOT = '[data-testid="stPlotlyChart"]'
 CODE = '[data-testid="stCode"]'
 OPEN_TIMEOUT_MS = 360_000  # a first visit while others load theirs: 30 floor pages at once took 68–154 s here
 CORES = os.cpu_count() or 1

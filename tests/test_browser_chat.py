@@ -51,7 +51,8 @@ def test_the_chat_keeps_two_turns_and_says_why_each_reply_stopped(server, browse
         expect(turns.nth(1)).to_contain_text("Paris")
         expect(turns.nth(2)).to_contain_text("lighthouse keeper")
         expect(page.get_by_text(T("chat_stop_end"))).to_be_visible()  # the first reply's reason, still said
-        # .first: while the second turn's rerun replaces the last reply's charts, the old copy can still be there
+        # PLOT: not the hidden copy Streamlit retains of the first reply's chart (harness.browser); .first: the
+        # rerun's faded copy can still be there when the chart is first looked for
         read = page.locator(PLOT).filter(has_text="What reply token 0").first
         expect(read).to_be_attached(timeout=LONG)  # what the second reply's first token read
         read.scroll_into_view_if_needed()

@@ -1,5 +1,6 @@
 """The URL keeps the view (tx_explorer.ui.url_state) in a real browser: on the multi-head page with SmolLM2, 中文 and
-a head chosen survive a reload, and the link opens the same view in a new browser context (a student's browser).
+a head chosen survive a reload, the Back button brings back the head chosen before, and the link opens the same view
+in a new browser context (a student's browser).
 
 The head is chosen inside the page's views fragment, whose rerun does not pass through app.py: this is the test that
 such a choice reaches the URL."""
@@ -24,6 +25,7 @@ from tx_explorer import locales
 pytestmark = pytest.mark.browser
 
 LAYER, HEAD = "17", "4"  # SmolLM2's induction head on the IOI sentence (issue 39): any head would do
+OTHER = "2"  # another head, chosen and then undone with the browser's Back button
 
 
 def zh(page: str, key: str) -> str:
@@ -75,6 +77,14 @@ def test_a_reload_and_a_shared_link_keep_the_language_and_the_head(server, brows
             "mh_layer": LAYER,
         }
         shared = page.url
+
+        # Back: the earlier head again (the URL wins only on Back or Forward: ui.url_state)
+        pick(page, "mh_head", OTHER)
+        page.wait_for_function(f"() => new URLSearchParams(location.search).get('mh_head') === '{OTHER}'")
+        page.go_back()
+        expect(page.locator(".st-key-mh_head input")).to_have_value(re.compile(rf"^{HEAD}\b"), timeout=LONG)
+        wait_until_idle(page)
+        assert page.url == shared
 
         page.reload()
         wait_until_idle(page)

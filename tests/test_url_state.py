@@ -12,6 +12,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from tx_explorer import locales
+from tx_explorer.ui import compat
 from tx_explorer.ui import url_state as us
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -204,14 +205,29 @@ def test_a_choice_reaches_the_url_and_a_reload_keeps_it(tmp_path) -> None:
     assert again.query_params == at.query_params
 
 
-def test_the_widget_wins_over_the_url_it_wrote_and_back_restores(tmp_path) -> None:
-    """Within a session the URL is restored only when it says something new: the Back button's entry."""
+def test_the_widget_wins_over_the_url_it_wrote_and_back_restores(tmp_path, monkeypatch) -> None:
+    """Within a session the URL is restored only when it says something new on the Back button's rerun (AppTest
+    sends no Back: the run context's flag is what the browser's rerun carries)."""
     at = arrive(tmp_path, "multihead", TINY_HEAD)
     at.run()  # the URL as written: the widgets keep their values
     assert shown(at, "mh_head") == 2
     at.query_params["mh_head"] = "0"  # what Back brings: an earlier entry of the history
+    monkeypatch.setattr(compat, "history_navigation", lambda: True)
     at.run()
     assert shown(at, "mh_head") == 0
+
+
+def test_a_rerun_carrying_a_url_older_than_the_last_written_keeps_the_widget(tmp_path) -> None:
+    """A switch flipped, then a tab clicked before the switch's run has written the URL: that click's rerun carries
+    the URL from before the switch. Found in a browser on SmolLM2 ("Repeat my text" flipped back off, and its
+    induction ranking never came); the URL may only win on Back or Forward."""
+    at = arrive(tmp_path, "multihead", TINY_HEAD)
+    at.toggle(key="mh_repeat").set_value(True).run()
+    assert at.query_params["mh_repeat"] == "true"
+    at.query_params["mh_repeat"] = "false"  # what the browser still showed when the tab was clicked
+    at.run()
+    assert at.toggle(key="mh_repeat").value is True
+    assert at.query_params["mh_repeat"] == "true"  # and the URL is written anew
 
 
 def test_the_language_survives_a_page_switch(tmp_path) -> None:

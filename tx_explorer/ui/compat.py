@@ -33,8 +33,8 @@ def check_version(version: str = st.__version__) -> None:
         raise RuntimeError(
             f"tx_explorer.ui.compat was written for Streamlit {WRITTEN_FOR}x and found {version}: check each "
             "function in it against the new release (PagesManager.uses_pages_directory and intended_page_*, a script "
-            "thread's run context and its script_requests.request_rerun(RerunData), get_script_run_ctx().session_id, "
-            "Runtime.is_active_session, "
+            "thread's run context and its script_requests.request_rerun(RerunData), get_script_run_ctx().session_id "
+            "and .is_history_navigation, Runtime.is_active_session, "
             "delta_generator._use_warning_has_been_displayed, Runtime.state, streamlit.web.cli.main, "
             "starlette_server.create_starlette_app and the static files' folder and cache lifetime), then update "
             "WRITTEN_FOR and requirements.txt together"
@@ -97,6 +97,13 @@ def session_id() -> str | None:
     """The id of the session whose script run calls this (None outside one)."""
     ctx = get_script_run_ctx(suppress_warning=True)
     return None if ctx is None else ctx.session_id
+
+
+def history_navigation() -> bool:
+    """Whether the script run that calls this was asked for by the browser's Back or Forward button (the frontend
+    sends ``isHistoryNavigation`` with that rerun); False outside a run."""
+    ctx = get_script_run_ctx(suppress_warning=True)
+    return ctx is not None and ctx.is_history_navigation
 
 
 def session_alive(session: str | None) -> bool:

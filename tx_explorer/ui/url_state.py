@@ -8,9 +8,12 @@ not pass through app.py, so it writes them as its :func:`~tx_explorer.ui.text.fr
 (:func:`write_after_fragment`). The sidebar restores the language before its switch is drawn
 (:func:`restore_language`).
 
-A value is restored only when the URL holds something else than what this session last wrote there: on a reload or
-an opened link (nothing written yet), or on the browser's Back button (Streamlit reruns with that entry's query
-string); otherwise the widget, which the visitor may just have changed, is the truth. Switching pages drops the
+A value is restored only when the URL holds something else than what this session last wrote there, and only on
+a reload or an opened link (nothing written yet for that key) or on the browser's Back and Forward buttons (Streamlit
+reruns with that entry's query string and says so: ``is_history_navigation``); otherwise the widget, which the visitor
+may just have changed, is the truth. Any other rerun can carry a URL older than the last one written: a click sent
+while the run that writes it is still under way (a switch flipped, then a tab clicked at once) carries the URL from
+before the switch, which must not flip it back. Switching pages drops the
 query string (Streamlit's navigation keeps only parameters bound to widgets); the new page's run writes the language
 and its own keys back.
 
@@ -35,6 +38,7 @@ from urllib.parse import quote_plus
 import streamlit as st
 
 from tx_explorer import locales, models
+from tx_explorer.ui import compat
 from tx_explorer.views import inputs as declared_inputs
 
 # Proxies and servers refuse request lines over about 8 KB (nginx's default large_client_header_buffers, the proxy of
@@ -296,10 +300,11 @@ def kept(page: str) -> tuple[Kept, ...]:
 # ---- restoring and writing -----------------------------------------------------------------------------------------
 def _restore(rows: tuple[Kept, ...]) -> None:
     state, written = st.session_state, st.session_state.get(_WRITTEN, {})
+    navigated = compat.history_navigation()
     for row in rows:
         key = row.resolve(state)
         raw = st.query_params.get(key) if key is not None else None
-        if raw is None or raw == written.get(key):
+        if raw is None or raw == written.get(key) or (key in written and not navigated):
             continue
         value = row.kind.parse(raw)
         if value is not None:
