@@ -55,8 +55,8 @@ def verdicts_section(res: view.Results) -> None:
 
 
 @ui.below_fold("position_lab_rotary", height=1500)
-def rotary_section() -> None:
-    """4. Rotary made visible (needs no bundle)."""
+def rotary_section(res: view.Results | None) -> None:
+    """4. Rotary made visible (needs no bundle; what the trained runs show, where they are here)."""
     ui.section(T, "rotary", *view.LATEX["rotary"])
     values = ui.inputs(view.ROTARY, T, columns=3)  # two rows: six boxes to a row wrap their labels at 1100 px
     with ui.friendly_errors():
@@ -64,7 +64,7 @@ def rotary_section() -> None:
         ui.show(demo.rotation, width_px=ui.PAGE_PX)  # the page wide: its title on one line, over its ◆ line
         ui.row(demo.scores, demo.by_distance)
         st.success(demo.check)
-    st.markdown(T("rotary_note"))
+    st.markdown(view.rotary_note(res, lang=LANG))
 
 
 def fmt(scheme: str) -> str:
@@ -94,4 +94,4 @@ if res is not None:
     loss_section(res)
     attention_section(res)
     verdicts_section(res)
-rotary_section()
+rotary_section(res)

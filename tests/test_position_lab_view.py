@@ -3,6 +3,8 @@ mark is named, numbers with no negative zero, one way of counting layers; and on
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import re
 
 import numpy as np
@@ -125,3 +127,40 @@ def test_the_verdicts_write_a_negative_gap_with_a_true_minus(results, lang):
     verdicts = [row[locales.text("position_lab", "col_verdict", lang)] for row in view.verdict_rows(results, lang=lang)]
     assert any("−" in v for v in verdicts)  # the shipped claims have negative gaps
     assert not [v for v in verdicts if re.search(r"(?<![\w.])-\d", v)]
+
+
+def _relative(results, **spreads: float) -> positions_family.Results:
+    """``results`` with every seed's relative spread of the named schemes set to ``spread`` × its scale."""
+    summary = copy.deepcopy(results.summary)
+    for scheme, value in spreads.items():
+        for seed in summary["schemes"][scheme]["seeds"]:
+            seed["relative"]["spread"] = value * seed["relative"]["scale"]
+    return dataclasses.replace(results, summary=summary)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_rotary_note_reads_the_verdict_tables_numbers(results, lang):
+    """The note under the live check said "a trained model's layer 0 shows the same (the verdict above)" in fixed
+    words, also where no trained runs were shipped; it now gives the numbers of the verdict table's row."""
+    T = lambda key: locales.text("position_lab", key, lang)  # noqa: E731
+    row = view.verdict_rows(results, lang=lang)[-1][locales.text("position_lab", "col_numbers", lang)]
+    shipped = re.findall(r"\d\.\d\de[−-]\d\d|\d\.\d+", row)
+    note = view.rotary_note(results, lang=lang)
+    assert note.startswith(T("rotary_note"))
+    rotary, sinusoidal, learned = (view.label(s, lang) for s in ("rotary", "sinusoidal", "learned"))
+    for scheme in (sinusoidal, learned):
+        number = re.search(rf"{re.escape(scheme)} (\S+)", row).group(1)
+        assert f"{scheme} {number}" in note and number in shipped
+    rot = re.search(rf"{re.escape(rotary)} (\S+)", row).group(1)
+    assert rot in note and "e−07" in rot  # rounding-sized, as shipped
+    assert T("rotary_note_holds").split("{")[0] in note
+    assert view.rotary_note(None, lang=lang) == T("rotary_note")  # no runs: nothing said of them
+
+
+def test_the_rotary_note_says_so_when_a_run_does_not_show_the_property(results):
+    """A rotary run whose scores vary by more than rounding is not credited with the property, and an added scheme
+    whose scores do not is not said to depend on where the pair sits."""
+    note = view.rotary_note(_relative(results, rotary=0.02, learned=1e-6), lang="en")
+    assert "does not show it here" in note and "up to 2.00e−02" in note
+    assert "instead (sinusoidal 4.35e−01) make a score depend on where the pair sits" in note
+    assert note.endswith("even positions added to the input stay within rounding: learned 1.00e−06.")

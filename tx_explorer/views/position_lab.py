@@ -281,6 +281,29 @@ def findings(res: Results, *, lang: str = "en") -> str:
     return sentences(parts, lang)
 
 
+def rotary_note(res: Results | None, *, lang: str = "en") -> str:
+    """Under the live check: the property is exact up to rounding; then, where the trained runs are here, what the
+    verdict table measured on them, rotary's spread along a diagonal against that of the schemes added to the input
+    (larger than rounding: there a score depends on where the pair sits, said only where it is so)."""
+    T = texts(PAGE, lang)
+    parts = [T("rotary_note")]
+    verdict = next((v for v in _verdicts(res) if v.key == "rotary_relative"), None) if res is not None else None
+    if verdict is None:
+        return parts[0]
+
+    def worst(scheme: str) -> str:  # as the verdict table writes it: the largest over the seeds
+        return _number(verdict.key, verdict.numbers[scheme])
+
+    parts.append(T(f"rotary_note_{'holds' if verdict.holds else 'fails'}", rotary=worst("rotary")))
+    added = [s for s in ("sinusoidal", "learned") if s in verdict.numbers]
+    for depends in (True, False):
+        group = [s for s in added if (max(verdict.numbers[s].values) > lab.RELATIVE_TOLERANCE) == depends]
+        if group:
+            numbers = listed((f"{label(s, lang)} {worst(s)}" for s in group), lang, "and")
+            parts.append(T(f"rotary_note_added_{'depends' if depends else 'alike'}", numbers=numbers))
+    return sentences(parts, lang)
+
+
 @dataclass(frozen=True)
 class RotaryDemo:
     rotation: Panel  # the pairs of one vector turning with position
