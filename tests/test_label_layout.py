@@ -39,6 +39,12 @@ LABELS = {
     + [("rot_double", (1400, 1100))],
     "atlas": [(key, (1400, 1100)) for key in ("atlas_q", "atlas_a", "atlas_depth")],
     "multihead": [(key, (1400, 1100)) for key in ("mh_example", "mh_hide", "mh_repeat")],
+    # "Key/value heads" first wrapped with "(0: = H)" in it, and five inputs a row cut the MLP and position choices
+    "model_sizes": [
+        (f"sizes_{name}", (1400, 1100))
+        for name in ("layers", "dim", "heads", "kv_heads", "vocab", "context", "mlp", "pos", "tie")
+    ]
+    + [("sizes_share", (1400, 1100))],
 }
 # What a page needs before those labels are drawn: a tiny model named in the URL, a section opened on demand.
 QUERY = {"atlas": "&atlas_model=tiny-llama", "multihead": "&mh_model=tiny-gpt"}
