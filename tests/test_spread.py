@@ -1,10 +1,11 @@
-"""Claims over seeds: a verdict holds only when its gap exceeds the spread, else it is within noise."""
+"""Claims over seeds, and timed calls: a verdict holds only when its gap exceeds the spread, else it is noise."""
 
 from __future__ import annotations
 
 import math
 import statistics
 
+import numpy as np
 import pytest
 
 from tx_explorer.analysis import spread
@@ -61,3 +62,23 @@ def test_a_claim_of_several_comparisons():
 def test_plus_minus_shows_the_spread_when_there_is_one():
     assert spread.stat([4.0, 4.2]).plus_minus() == "4.100 ± 0.141"
     assert spread.stat([4.0]).plus_minus(2) == "4.00"
+
+
+def test_timed_calls_are_read_as_numpy_reads_their_median_and_quartiles():
+    values = [0.9, 1.3, 1.0, 7.5, 1.1]  # one call slowed by another job
+    c = spread.calls(values)
+    q1, median, q3 = np.percentile(values, [25, 50, 75])  # numpy's default (linear) quartiles
+    assert (c.median, c.half_iqr) == (pytest.approx(median), pytest.approx((q3 - q1) / 2))
+    assert math.isnan(spread.calls([2.0]).half_iqr)  # one call: its spread was not measured
+    with pytest.raises(ValueError):
+        spread.calls([])
+
+
+def test_faster_judges_medians_against_half_ranges_as_less_judges_means_against_deviations():
+    fast, slow = [1.0, 1.1, 0.9, 1.0, 9.0], [2.0, 2.1, 1.9, 2.0, 2.05]
+    c = spread.faster(fast, slow)
+    assert c.state == "holds" and c.gap == pytest.approx(1.0)
+    assert c.spread == pytest.approx(spread.calls(fast).half_iqr + spread.calls(slow).half_iqr)
+    assert spread.less(fast, slow).state == "noise"  # the mean and deviation of the same calls: the slow one decides
+    assert spread.faster(slow, fast).state == "not_holds"
+    assert spread.faster([1.0], [2.0]).state == "noise"  # one call a side: no spread, no verdict

@@ -205,28 +205,28 @@ def matmul_share(n: int, *, dim: int = 128, heads: int = 4, repeats: int = 3, se
 
 def fused_verdicts(timing: FusedTiming) -> list[list[spread.Comparison]]:
     """§3.1 "one fused product beats three", size by size ``[len(ds)][len(ns)]``: fused's calls against three's,
-    holding (fused faster), not holding (fused slower) or within noise when the gap of the mean times does not
-    exceed the sum of their standard deviations over the calls (:mod:`tx_explorer.analysis.spread`). A timing
-    kept without its calls has one number a side, so no spread: within noise everywhere."""
+    holding (fused faster), not holding (fused slower) or within noise when the gap of the median times does not
+    exceed the sum of their half interquartile ranges over the calls (:func:`tx_explorer.analysis.spread.faster`).
+    A timing kept without its calls has one number a side, so no spread: within noise everywhere."""
     fused = timing.fused[..., None] if timing.fused_calls is None else timing.fused_calls
     three = timing.separate[..., None] if timing.separate_calls is None else timing.separate_calls
     return [
-        [spread.less(list(f), list(t)) for f, t in zip(fr, tr, strict=True)]
+        [spread.faster(list(f), list(t)) for f, t in zip(fr, tr, strict=True)]
         for fr, tr in zip(fused, three, strict=True)
     ]
 
 
 def fused_ratio_band(timing: FusedTiming) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Three's time over one's, size by size ``[len(ds), len(ns)]``, as :func:`fused_verdicts` reads it: the ratio
-    of the mean times and the band the calls' spread allows, from (mean₃ − std₃) ÷ (mean₁ + std₁) to
-    (mean₃ + std₃) ÷ (mean₁ − std₁) (∞ when std₁ ≥ mean₁). The band lies wholly above 1 exactly when the size
-    holds (gap > spread ⇔ mean₃ − std₃ > mean₁ + std₁), wholly below 1 when it does not hold, and holds 1 when
-    within noise; NaN where the calls give no spread (one a side)."""
+    of the median times m and the band the calls' spread r (half their interquartile range) allows, from
+    (m₃ − r₃) ÷ (m₁ + r₁) to (m₃ + r₃) ÷ (m₁ − r₁) (∞ when r₁ ≥ m₁). The band lies wholly above 1 exactly when the
+    size holds (gap > spread ⇔ m₃ − r₃ > m₁ + r₁), wholly below 1 when it does not hold, and holds 1 when within
+    noise; NaN where the calls give no spread (one a side)."""
     cells = [c for row in fused_verdicts(timing) for c in row]
-    m1, s1 = np.array([(c.left.mean, c.left.std) for c in cells]).T  # the fused product
-    m3, s3 = np.array([(c.right.mean, c.right.std) for c in cells]).T  # three products
-    low = (m3 - s3) / (m1 + s1)
-    high = np.divide(m3 + s3, m1 - s1, out=np.full_like(m1, np.inf), where=m1 > s1)
+    m1, r1 = np.array([(c.left.median, c.left.half_iqr) for c in cells]).T  # the fused product
+    m3, r3 = np.array([(c.right.median, c.right.half_iqr) for c in cells]).T  # three products
+    low = (m3 - r3) / (m1 + r1)
+    high = np.divide(m3 + r3, m1 - r1, out=np.full_like(m1, np.inf), where=m1 > r1)
     high[np.isnan(low)] = np.nan
     shape = timing.fused.shape
     return (m3 / m1).reshape(shape), low.reshape(shape), high.reshape(shape)

@@ -11,6 +11,11 @@ deviation, n − 1; 0 for a number that does not depend on the seed, such as a t
 * ``"noise"`` (within noise) otherwise, including when a seed-dependent number was measured at one seed only.
 
 A run that diverged counts as an infinite loss: its mean is infinite and the gap decides alone.
+
+Timed calls (:func:`faster`) are judged by the same rule on robust numbers: the gap between the **medians** of the
+calls against the sum of **half their interquartile ranges**. On a shared CPU (a class on one server) a call now and
+then is slowed by another job; one such call in five makes a standard deviation as large as the mean, and every size
+"within noise", while the median and the quartiles do not move.
 """
 
 from __future__ import annotations
@@ -61,26 +66,56 @@ def stat(values: float | Iterable[float | None]) -> Stat:
 
 
 @dataclass(frozen=True)
-class Comparison:
-    """``left < right`` over seeds."""
+class Calls:
+    """Timed calls of one function: their median and, as their spread, half their interquartile range (inclusive
+    quartiles: numpy's default); NaN from a single call, whose spread was not measured."""
 
-    left: Stat
-    right: Stat
-    gap: float  # right − left of the means: positive when the claim goes its way
-    spread: float  # left.std + right.std
+    values: tuple[float, ...]
+    median: float
+    half_iqr: float
+
+
+def calls(values: Iterable[float]) -> Calls:
+    """A :class:`Calls` of the seconds ``values`` of timed calls."""
+    vals = tuple(float(v) for v in values)
+    if not vals:
+        raise ValueError("a timing needs at least one call")
+    if len(vals) == 1:
+        return Calls(vals, vals[0], math.nan)
+    q1, _, q3 = statistics.quantiles(vals, n=4, method="inclusive")
+    return Calls(vals, statistics.median(vals), (q3 - q1) / 2)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """``left < right``: over seeds (:class:`Stat`), or over timed calls (:class:`Calls`)."""
+
+    left: Stat | Calls
+    right: Stat | Calls
+    gap: float  # right − left of the means (the medians of calls): positive when the claim goes its way
+    spread: float  # left.std + right.std (the calls' half interquartile ranges)
     state: State
+
+
+def _judged(left: Stat | Calls, right: Stat | Calls, gap: float, spread: float) -> Comparison:
+    """The rule of this module: the gap decides when it exceeds the spread; inf − inf or a NaN gives noise."""
+    if math.isnan(gap) or math.isnan(spread) or abs(gap) <= spread:
+        state: State = "noise"
+    else:
+        state = "holds" if gap > 0 else "not_holds"
+    return Comparison(left, right, gap, spread, state)
 
 
 def less(left: float | Iterable[float | None], right: float | Iterable[float | None]) -> Comparison:
     """Check ``left < right`` on per-seed values (or exact numbers): holds, does not hold, or within noise."""
     a, b = stat(left), stat(right)
-    gap = b.mean - a.mean  # inf − inf or a NaN side gives NaN: within noise
-    spread = a.std + b.std
-    if math.isnan(gap) or math.isnan(spread) or abs(gap) <= spread:
-        state: State = "noise"
-    else:
-        state = "holds" if gap > 0 else "not_holds"
-    return Comparison(a, b, gap, spread, state)
+    return _judged(a, b, b.mean - a.mean, a.std + b.std)
+
+
+def faster(left: Iterable[float], right: Iterable[float]) -> Comparison:
+    """Check that the calls timed in ``left`` take less time than those in ``right`` (seconds per call)."""
+    a, b = calls(left), calls(right)
+    return _judged(a, b, b.median - a.median, a.half_iqr + b.half_iqr)
 
 
 def overall(states: Sequence[State]) -> State:

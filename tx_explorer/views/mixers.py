@@ -219,8 +219,8 @@ def fused(timing: cost.FusedTiming, *, lang: str = "en") -> Fused:
 
 def _fused_cut(timing: cost.FusedTiming, ratio: np.ndarray, low: np.ndarray, high: np.ndarray, T) -> str:
     """The bars the chart cuts at its edge (:func:`vcost.ratio_span`), with their true ends and both sides' spread
-    over their calls there: one slow call makes a standard deviation as large as its mean, and the band's upper end
-    (mean₃ + std₃) ÷ (mean₁ − std₁) unbounded, or its lower end (mean₃ − std₃) ÷ (mean₁ + std₁) negative."""
+    over their calls there: calls spread as widely as their median (half the interquartile range r ≥ the median m)
+    make the band's upper end (m₃ + r₃) ÷ (m₁ − r₁) unbounded, or its lower end (m₃ − r₃) ÷ (m₁ + r₁) negative."""
     lo, hi = vcost.ratio_span(list(ratio))
     cells = mixers.fused_verdicts(timing)
     where = [
@@ -231,8 +231,8 @@ def _fused_cut(timing: cost.FusedTiming, ratio: np.ndarray, low: np.ndarray, hig
             low=f"{low[i, j]:.3g}" if low[i, j] > 0 else signed(f"{low[i, j]:.3g}"),
             high=f"{high[i, j]:.3g}" if np.isfinite(high[i, j]) else "∞",
             **{
-                f"{k}{side}": f"{getattr(getattr(cells[i][j], part), k) * 1e3:.3f}"
-                for k in ("mean", "std")
+                f"{k}{side}": f"{getattr(getattr(cells[i][j], part), field) * 1e3:.3f}"
+                for k, field in (("m", "median"), ("r", "half_iqr"))
                 for side, part in (("1", "left"), ("3", "right"))
             },
         )

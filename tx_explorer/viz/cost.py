@@ -359,10 +359,10 @@ def ratio_bands(
     """Time ratios against N (log axes: ½ and 2 lie as far from 1), one line per ``name -> (ratio, low, high)``:
     each point with a bar from ``low`` to ``high`` (the calls' spread; none where NaN), and the dotted line at 1
     where both take the same time, named in the legend. The axis spans the points and 1 (:func:`ratio_span`); a
-    longer bar (unbounded when std ≥ mean, at or below 0 for a log axis) is cut at the axis's edge and its cut end
-    marked with a triangle, hovered ``cut_label`` and the true end: drawn on, one noisy size's bar ran the whole
-    height of the chart. The series sit :data:`SERIES_OFFSET` apart along x (hover: the true N): drawn at the same
-    N, one series' bar hid another's, and a label on the line at 1 sat on a marker."""
+    longer bar (unbounded when the spread reaches the time, at or below 0 for a log axis) is cut at the axis's edge
+    and its cut end marked with a triangle, hovered ``cut_label`` and the true end: drawn on, one noisy size's bar ran
+    the whole height of the chart. The series sit :data:`SERIES_OFFSET` apart along x (hover: the true N): drawn at
+    the same N, one series' bar hid another's, and a label on the line at 1 sat on a marker."""
     fig = charts.lines(
         x,
         {k: v[0] for k, v in series.items()},
