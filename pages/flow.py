@@ -93,7 +93,8 @@ def routes(name: str) -> None:
 # on the graph reruns them too, computed once scrolled near (the edge reruns the model from its layer per head).
 @ui.below_fold("flow_edge", height=1110)
 def edge_section(tm, an: view.Analysis, context: tuple, target: int, default: tuple | None) -> None:
-    ui.section(T, "edge", level="subheader")
+    ui.section(T, "edge", intro=False, level="subheader")
+    st.markdown(view.edge_intro(tm, lang=LANG))  # the write norm as this model's figure measures it
     with ui.friendly_errors():
         if (picked := chosen("flow_edge", context, default)) is not None:
             ui.show_result(view.edge(tm, an, *map(int, picked), target, lang=LANG), side_by_side=True)

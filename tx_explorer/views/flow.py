@@ -15,7 +15,7 @@ from tx_explorer.analysis import flow
 from tx_explorer.analysis import head_science as hs
 from tx_explorer.families.text import TextModel
 from tx_explorer.modules.cache import common_prefix
-from tx_explorer.views import Panel, Result, listed, sentences, signed, split_bytes_note, texts
+from tx_explorer.views import Panel, Result, listed, model_facts, sentences, signed, split_bytes_note, texts
 from tx_explorer.viz import bars, charts
 from tx_explorer.viz import flow as vf
 
@@ -174,9 +174,17 @@ def route(tm: TextModel, an: Analysis, target: int = -1, threshold: float = flow
         y_title=T("axis_layers"),
         layer_label=T("axis_layer_tick"),
         final_label=T("axis_final_tick"),
+        layer_marks=model_facts.layer_marks(tm.config.global_layers, lang),  # as the layers × heads maps name them
     )
     data = {"attn_tokens": an.imp.attn_tokens, "mlp": an.imp.mlp, "attn_residual": an.imp.attn_residual}
     return Route((Panel("flow_graph", fig, data),), tuple(notes), edge=flow.heaviest_edge(g))
+
+
+def edge_intro(tm: TextModel, *, lang: str = "en") -> str:
+    """The edge section's intro: with norms frozen after the sub-layers (Gemma 3), the write norm it defines is of
+    the write through that norm's scale, as the figure and the table measure it, not of ``a_ij v_j W_O^h`` alone
+    (the scale ``w / rms(a_i)`` weighs the dimensions unequally, so it can reorder the heads)."""
+    return texts(PAGE, lang)("edge_intro_frozen" if flow.frozen_norms(tm) else "edge_intro")
 
 
 def edge(
@@ -205,7 +213,7 @@ def edge(
         e.effect,
         title=html.escape(T("title_views", **where), quote=False),
         x_title=T("axis_weight"),
-        y_title=T("axis_norm"),
+        y_title=T("axis_norm_frozen" if flow.frozen_norms(tm) else "axis_norm"),
         colour_title=html.escape(e.metric, quote=False),
     )
     rho = {k: "—" if np.isnan(v) else signed(f"{v:+.2f}") for k, v in e.correlations.items()}

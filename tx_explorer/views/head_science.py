@@ -13,7 +13,7 @@ from tx_explorer.analysis.heads import head_labels
 from tx_explorer.edit import HeadMeans
 from tx_explorer.families.text import TextModel
 from tx_explorer.views import Panel, Result, listed, model_facts, sentences, signed, split_bytes_note, texts
-from tx_explorer.viz import charts
+from tx_explorer.viz import charts, style
 from tx_explorer.viz import head_science as vhs
 from tx_explorer.viz import heads as vh
 
@@ -227,7 +227,8 @@ def patching_words(tm: TextModel, m: Patched, *, lang: str = "en") -> Result:
     """The logit difference recovered as two maps, residual (layer × position) and heads, in ``lang``."""
     T = texts(PAGE, lang)
     p = m.p
-    rows = [f"L{i}" for i in range(p.residual.shape[0])]
+    marks = model_facts.layer_marks(tm.config.global_layers, lang)  # Gemma 3's global layers, in both maps
+    rows = style.marked([f"L{i}" for i in range(p.residual.shape[0])], marks)
     pairs = list(zip(_tokens(tm, m.clean), _tokens(tm, m.corrupt)))
     tokens = [f"{x} → {y}" if x != y else x for x, y in pairs]
     residual = vhs.position_map(
@@ -239,7 +240,6 @@ def patching_words(tm: TextModel, m: Patched, *, lang: str = "en") -> Result:
         y_title=T("axis_layer_input"),
         sep=T("hover_sep"),
     )
-    marks = model_facts.layer_marks(tm.config.global_layers, lang)
     heads = vhs.layer_head_map(
         p.heads, title=T("title_patch_heads"), x_title=T("axis_head"), y_title=T("axis_layer"), layer_marks=marks
     )
@@ -303,7 +303,7 @@ def lens_words(tm: TextModel, m: Lensed, quantity: str = "kl", *, lang: str = "e
     if tm.kind == "causal" and quantity == "top1":
         values = r.top_probs[..., 0]
     tokens = _tokens(tm, m.ids)
-    rows = [T(f"row_{part}", layer=layer) for layer in range(len(r.rows) // 2) for part in ("attn", "mlp")]
+    rows = lens_rows(tm, len(r.rows) // 2, lang)
     log = quantity == "kl"
     fig = vhs.position_map(
         values,
@@ -325,6 +325,15 @@ def lens_words(tm: TextModel, m: Lensed, quantity: str = "kl", *, lang: str = "e
         T("lens_exact", diff=signed(f"{r.final_max_diff:.2e}")),
     )
     return Result((Panel("hs_lens", fig, values),), notes)
+
+
+def lens_rows(tm: TextModel, layers: int, lang: str = "en") -> list[str]:
+    """The lens's rows, after the attention and after the MLP of each layer; a global layer's attention row marked
+    (:func:`~tx_explorer.views.model_facts.layer_marks`), the sub-layer that sees every token: Gemma 3's rows named
+    no global layer where the page's layers × heads maps beside them did."""
+    T, marks = texts(PAGE, lang), model_facts.layer_marks(tm.config.global_layers, lang)
+    rows = [T(f"row_{part}", layer=layer) for layer in range(layers) for part in ("attn", "mlp")]
+    return style.marked(rows, {2 * layer: word for layer, word in marks.items()})
 
 
 def _log_scale(kl: np.ndarray, rows: list[str], tokens: list[str], lang: str) -> str:

@@ -46,10 +46,13 @@ def route_graph(
     y_title: str,
     layer_label: str,
     final_label: str,
+    layer_marks: Mapping[int, str] | None = None,
 ) -> go.Figure:
     """Edges (source, target, kind, share) as lines whose width grows with the share, coloured by kind (``names``
     gives each kind's legend entry); nodes as markers, a trace per kind. Clicks: each node carries ``customdata``
-    ["node", kind, layer, position] and each attention edge a marker at its middle with ["edge", layer, query, key]."""
+    ["node", kind, layer, position] and each attention edge a marker at its middle with ["edge", layer, query, key].
+    ``layer_marks``: a word beside some layers' ticks (:func:`style.marked`: Gemma 3's global layers), each of them
+    ticked even where the labelled levels skip it."""
     # Arrays, not lists, and one colour and symbol per trace: Plotly checks a list element by element (most of
     # this figure's time), an array at once. NaN breaks a line as None does (no segment through a missing point).
     fig = go.Figure()
@@ -118,6 +121,10 @@ def route_graph(
         )
     n = len(tokens)
     levels = list(range(0, 2 * num_layers + 1, max(1, num_layers // 8) * 2))  # at most ~9 labelled levels
+    # Gemma 3's global layers 5, 11 and 17 fell between the every-other-layer ticks, unnamed
+    marks = {layer: word for layer, word in (layer_marks or {}).items() if 0 <= layer < num_layers}
+    levels = sorted({*levels, *(2 * layer for layer in marks)})
+    ticks = style.marked([layer_label.format(layer=layer) for layer in range(num_layers)], marks)
     fig.update_layout(
         title=dict(text=title),
         height=max(420, min(1400, 34 * num_layers + 200)),
@@ -139,7 +146,7 @@ def route_graph(
             tickmode="array",
             tickvals=levels,
             # the top level is the final residual, after block L − 1: "L{L}" would name a layer that is not there
-            ticktext=[final_label if y == 2 * num_layers else layer_label.format(layer=y // 2) for y in levels],
+            ticktext=[final_label if y == 2 * num_layers else ticks[y // 2] for y in levels],
             range=[-0.7, 2 * num_layers + 0.7],
             zeroline=False,
             automargin=True,
