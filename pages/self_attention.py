@@ -72,8 +72,9 @@ def encodings(seed: int) -> None:
             key="enc_source",
             format_func=lambda s: view.source_label(s, lang=LANG),
         )
-        c = st.columns(2)
-        n_pos = c[0].slider(T("enc_positions"), 2, 128, 64, key="sa_enc_positions")
+        c, top = st.columns(2), view.position_range(source, tables)  # a trained table has only so many rows
+        ui.keep_within("sa_enc_positions", 2, top)
+        n_pos = c[0].slider(T("enc_positions"), 2, top, min(64, top), key="sa_enc_positions")
         enc_dim = c[1].slider(T("enc_dim"), 2, 256, 64, step=2, disabled=source in tables, key="sa_enc_dim")
         with ui.friendly_errors():
             table, similarity, note = view.encodings(source, n_pos, enc_dim, seed, tables, lang=LANG)

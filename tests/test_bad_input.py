@@ -191,6 +191,9 @@ UPLOADS = {  # name → (file name, bytes, the expected outcome, a phrase of the
     "alpha": ("alpha.png", _translucent(), "chart", "transparency composited over white"),
     "animated-gif": ("anim.gif", _animated(), "chart", "using the first of 3 frames"),
     "exif-rotated": ("phone.jpg", _exif_rotated(), "chart", "rotated upright (EXIF orientation 6)"),
+    # blank and one-pixel pictures: nothing for the model to see, said so (no "0.0e+00", no verdict on positions)
+    "blank-white": ("white.png", _save(Image.new("RGB", (120, 90), "white"), "PNG"), "warning", "Nothing to see"),
+    "one-pixel": ("dot.png", _save(Image.new("RGB", (1, 1), (200, 10, 10)), "PNG"), "warning", "Nothing to see"),
 }
 
 

@@ -139,6 +139,9 @@ class ShuffleResult:
     perm: np.ndarray  # [N]: grid position i shows original patch perm[i]
     probs: dict[str, np.ndarray]  # condition → [C] probabilities
     logit_change: dict[str, float]  # "with" / "without" positions → max |logits(shuffled) − logits(original)|
+    # grid positions whose patch, as the model receives it, differs after the shuffle: 0 on a blank picture, whose
+    # identical patches a shuffle only swaps for copies of themselves (its input, and so every score, unchanged)
+    moved: int
 
 
 @torch.no_grad()
@@ -167,7 +170,8 @@ def shuffle_experiment(classifier: ImageClassifier, pixels: np.ndarray, seed: in
         ("with" if pos else "without"): float((logits[("shuffled", pos)] - logits[("original", pos)]).abs().max())
         for pos in (True, False)
     }
-    return ShuffleResult(shuffled=shuffled, perm=perm.numpy(), probs=probs, logit_change=change)
+    moved = int((patchify(x, p) != patchify(x_shuffled, p)).any(-1).sum())
+    return ShuffleResult(shuffled=shuffled, perm=perm.numpy(), probs=probs, logit_change=change, moved=moved)
 
 
 HELD_OUT_SEED = 7_300_001  # shapes of their own for the page's comparisons: not the training or causal-mask seeds

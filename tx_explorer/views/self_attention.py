@@ -173,6 +173,17 @@ def encodings(
     return Panel("pos_table", fig, table), Panel("pos_similarity", sim_fig, sim), note
 
 
+MAX_POSITIONS = 128  # section 3's positions slider: the longest table a map's 128 × 128 cells still read
+
+
+def position_range(source: str, trained: Mapping[str, torch.Tensor] | None = None) -> int:
+    """The most positions section 3 can draw of ``source``: a trained table's rows (64 for the seq2seq
+    Transformer: a slider up to 128 drew 64 and still read 128), else :data:`MAX_POSITIONS`."""
+    if trained and source in trained:
+        return max(2, min(MAX_POSITIONS, int(trained[source].shape[0])))
+    return MAX_POSITIONS
+
+
 def encoding_reading(source: str, table: Any, similarity: Any, *, trained: bool = False, lang: str = "en") -> str:
     """What section 3's similarity map shows, measured on the table and map drawn (:func:`encodings`' panels): how
     the table is built, then nearby against distant positions (a band along the diagonal or not) and whether the

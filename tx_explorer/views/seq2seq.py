@@ -15,7 +15,7 @@ from tx_explorer.analysis import seq2seq_claims as claims
 from tx_explorer.analysis import seq2seq_eval as ev
 from tx_explorer.data import translation as tr
 from tx_explorer.families.translation import MAX_WORDS
-from tx_explorer.views import Panel, listed, sentences, signed, subscripted, texts
+from tx_explorer.views import Panel, listed, rounding, sentences, signed, subscripted, texts
 from tx_explorer.viz import charts
 from tx_explorer.viz import seq2seq as vs
 from tx_explorer.viz.style import safe_labels
@@ -171,9 +171,12 @@ SHARP_GAP = 0.2  # top-word weight between the sharpest and the most spread head
 
 def mosaic_intro(out: Mapping, *, lang: str = "en") -> str:
     """The mosaic's intro: the sharpest and the most spread head on this sentence (:func:`ev.head_sharpness`), and
-    whether they differ by :data:`SHARP_GAP` or more."""
+    whether they differ by :data:`SHARP_GAP` or more; on a one-word source, that sharpness cannot tell them apart."""
     T = texts(PAGE, lang)
-    sharp = ev.head_sharpness(with_eos(out["transformer"].cross, out["transformer"].eos_cross, axis=2))
+    cross = with_eos(out["transformer"].cross, out["transformer"].eos_cross, axis=2)
+    sharp = ev.head_sharpness(cross)
+    if cross.shape[-1] == 1:  # every weight is 1: "the sharpest, L0 H0, 1.00, the most spread, L0 H0" said nothing
+        return T("mosaic_intro_one", heads=sharp.size)
     (tl, th), (bl, bh) = (np.unravel_index(f(sharp), sharp.shape) for f in (np.argmax, np.argmin))
     gap = sharp[tl, th] - sharp[bl, bh]
     return T(
@@ -296,13 +299,14 @@ def step_query(translator, o, t: int = 0, *, lang: str = "en") -> StepQuery:
         step_formulas(t),
         T(
             "recurrence_check",
-            delta=signed(f"{delta:.1e}"),
+            delta=rounding(delta),
             words=T("source_words_one" if len(o.source) == 1 else "source_words", n=len(o.source)),
         )
         + "\n\n"
-        + T("state_check", delta=signed(f"{steps.state_gap:.1e}"), n=len(steps.scores))
+        + T("state_check", delta=rounding(steps.state_gap), n=len(steps.scores))
         + "\n\n"
-        + T("operator_check", da=signed(f"{da:.1e}"), dc=signed(f"{dc:.1e}"), t=t + 1),
+        # an exact 0 reads "0", not "0.0e+00": on a one-word source a_t = 1 exactly, so Δa = Δc = 0
+        + T("operator_check", da=rounding(da), dc=rounding(dc), t=t + 1),
     )
 
 

@@ -303,7 +303,7 @@ def patches(
                     view.values,
                 ),
                 Panel(f"vit_proj_{key}", vitviz.vector_bars(view.conv, title=proj_title, words=words), view.conv),
-                T("conv_linear", diff=signed(f"{view.max_difference:.1e}")),
+                T("conv_linear", diff=rounding(view.max_difference)),  # an exact 0 (a blank patch) reads "0"
             )
         )
     return sides
@@ -469,7 +469,7 @@ def shuffle(
     )
     changes = {
         T("change_with"): f"{shuf.logit_change['with']:.3g}",
-        T("change_without"): signed(f"{shuf.logit_change['without']:.1e}"),
+        T("change_without"): rounding(shuf.logit_change["without"]),
     }
     # The reading follows the chart's own bars: the original's top class with positions, before and after; the
     # bars without positions are said equal only where the measured logit change is float rounding.
@@ -484,9 +484,12 @@ def shuffle(
     without = shuf.logit_change["without"]
     same = "shuffle_reading" if without <= SET_ROUNDING else "shuffle_reading_unequal"
     parts = [
-        T(same, diff=signed(f"{without:.1e}")),
+        T(same, diff=rounding(without)),
         T(verdict, cls=names[first], moved=moved, new=names[now], ratio=ratio),
     ]
+    if shuf.moved == 0:  # a blank picture: its input unchanged, so its bars cannot say whether positions matter
+        change = rounding(max(shuf.logit_change.values()))
+        parts = [T("shuffle_nothing_moved", n=clf.model.cfg.num_patches, diff=change)]
     if held is not None:
         parts += _held_out_shuffle(held, clf, T)
     reading = sentences(parts, lang)
