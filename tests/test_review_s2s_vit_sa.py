@@ -15,6 +15,9 @@ What a visitor met before each fix:
   where each patch is … the shuffled image is still a circle; with positions its probability stays at 0.31": the
   shuffle had swapped identical patches only, so the input was unchanged and its bars could say nothing about
   positions, yet the reading invited the conclusion that the model ignores them.
+* Vision Transformer, the attention overlays and the rollout: hovering a patch said "patch row 3.5, column 11.5",
+  the pixel centre of the patch read as its row and column; the picture with its patch grid said "x 37, y 12" in
+  pixels, in English on a 中文 page too, where the rest of the page counts patches.
 * Self-attention, section 3, a trained table of 64 rows (the seq2seq Transformer's, the position lab's, the block
   variants'): the "Positions" slider still ran to 128 and stood at 128 while the map and the reading had 64.
 """
@@ -152,3 +155,19 @@ def test_the_positions_slider_stops_at_a_trained_tables_rows():
     at.radio(key="enc_source").set_value("sinusoidal").run()  # back to a table of any length: the whole range again
     assert_clean(at)
     assert at.slider(key="sa_enc_positions").max == sa_view.MAX_POSITIONS
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_hovered_patch_is_named_by_its_row_and_column(vit, lang):
+    _, pixels = vit_view.model_input(vit, vit_view.sample(vit, 3, 7)[0])
+    att = vit_view.attention(vit, vit.classify(pixels), pixels, lang=lang)
+    side = vit_view.patches(vit, vit_view.sample(vit, 3, 7)[0], 2, 5, "vit-shapes", lang=lang)[-1]
+    hover = T("vision_transformer", "fig_patch_hover", lang)
+    g = vit.model.cfg.grid
+    for fig in (att.overlays.figure, att.rollout.figure, side.grid.figure):
+        maps = [t for t in fig.data if t.type == "heatmap"]
+        assert maps and all(t.hovertemplate.startswith(hover) and "%{x}" not in t.hovertemplate for t in maps)
+        cells = np.asarray(maps[0].customdata)  # what the hover reads: (row, column) of every patch
+        assert cells.shape == (g, g, 2) and (cells[2, 5] == (2, 5)).all()
+        assert all(t.hoverinfo == "skip" for t in fig.data if t.type == "image")  # no pixel coordinates
+    assert ("第" in hover) == (lang == "zh")

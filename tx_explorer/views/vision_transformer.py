@@ -296,7 +296,7 @@ def patches(
             PatchSide(
                 title,
                 numbers,
-                Panel(f"vit_grid_{key}", vitviz.image_with_grid(shown, patch, highlight=pick, height=340)),
+                Panel(f"vit_grid_{key}", vitviz.image_with_grid(shown, patch, highlight=pick, height=340, words=words)),
                 Panel(
                     f"vit_values_{key}",
                     vitviz.patch_values(view.values, title=T("values_title", n=width), words=words),

@@ -24,7 +24,7 @@ WORDS = {  # every visible word; a page passes its translations (``fig_<key>`` i
     "dimension": "dimension",
     "patch_row": "patch row",
     "patch_col": "patch column",
-    "patch_hover": "patch row %{y}, column %{x}",
+    "patch_hover": "patch row %{customdata[0]}, column %{customdata[1]}",  # a cell's (row, column): _cells
     "weight": "weight",
     "probability": "probability",
 }
@@ -98,14 +98,46 @@ def _frame(fig: go.Figure, title: str, height: int) -> go.Figure:
 
 
 def image_with_grid(
-    pixels: np.ndarray, patch: int, *, highlight: int | None = None, title: str = "", height: int = 360
+    pixels: np.ndarray,
+    patch: int,
+    *,
+    highlight: int | None = None,
+    title: str = "",
+    height: int = 360,
+    words: Mapping[str, str] | None = None,
 ) -> go.Figure:
-    """An ``[S, S, 3]`` uint8 image with its patch grid drawn and one patch (row-major index) outlined."""
+    """An ``[S, S, 3]`` uint8 image with its patch grid drawn and one patch (row-major index) outlined; hovered, the
+    patch under the pointer (it said "x 37, y 12" in pixels, in English on a 中文 page)."""
     size = pixels.shape[0]
-    fig = go.Figure([_picture(pixels, hovertemplate="x %{x}, y %{y}<extra></extra>"), _grid_lines(size, patch)])
+    clear = [[0, "rgba(0,0,0,0)"], [1, "rgba(0,0,0,0)"]]  # drawn for its hover only: the picture shows through
+    cells = _patch_map(
+        np.zeros((size // patch,) * 2), patch, _words(words)["patch_hover"] + "<extra></extra>", colorscale=clear
+    )
+    fig = go.Figure([_picture(pixels, hoverinfo="skip"), cells.update(showscale=False), _grid_lines(size, patch)])
     if highlight is not None:
         _highlight(fig, patch, size // patch, highlight)
     return _frame(fig, title, height)
+
+
+def _cells(grid: int) -> np.ndarray:
+    """Each patch's (row, column), ``[g, g, 2]``, for a hover: a patch map sits on the picture's pixel axes, where
+    ``%{x}`` is a patch centre's pixel (7.5, 23.5 …), not its column."""
+    rows, cols = np.indices((grid, grid))
+    return np.stack([rows, cols], axis=-1)
+
+
+def _patch_map(z: np.ndarray, patch: int, hover: str, **style_: object) -> go.Heatmap:
+    """A ``[g, g]`` map laid over a picture of ``g × patch`` pixels, hovered by patch (:func:`_cells`)."""
+    return go.Heatmap(
+        z=z.astype(np.float32),  # half the bytes; hover shows 4 decimals
+        x0=(patch - 1) / 2,
+        dx=patch,
+        y0=(patch - 1) / 2,
+        dy=patch,
+        customdata=_cells(z.shape[0]),
+        hovertemplate=hover,
+        **style_,
+    )
 
 
 def _overlay_traces(
@@ -114,18 +146,8 @@ def _overlay_traces(
     patch = pixels.shape[0] // attn.shape[0]
     return [
         _picture(pixels, hoverinfo="skip"),
-        go.Heatmap(
-            z=attn.astype(np.float32),  # half the bytes; hover shows 4 decimals
-            x0=(patch - 1) / 2,
-            dx=patch,
-            y0=(patch - 1) / 2,
-            dy=patch,
-            zmin=0.0,
-            zmax=zmax,
-            colorscale=style.WEIGHTS,
-            opacity=opacity,
-            showscale=show_scale,
-            hovertemplate=hover,
+        _patch_map(
+            attn, patch, hover, zmin=0.0, zmax=zmax, colorscale=style.WEIGHTS, opacity=opacity, showscale=show_scale
         ),
     ]
 
