@@ -12,11 +12,21 @@ fix:
 - What a head does, Gemma 3, both languages: activation patching's residual map (layer × position) and the logit
   lens (rows after each sub-layer) named no global layer, while the patching heads map beside them did
   ("L5 · global").
+- What a head does, Gemma 3, both languages: the taxonomy's score bars (ticks and hovers), its table's head column and
+  the map's hover named heads "L5 H0" with no mark, and the pattern's title read "Layer 5, head 1: …" /
+  "第 5 层第 1 个头：…"; now "L5 H0 · global" / "L5 H0 · 全局" and "Layer 5 (global), head 1: …" / "第 5 层（全局）第 1
+  个头的注意力" (中文 drops "在你的文本上": with the mark it wrapped onto a second line).
+- Information flow, Gemma 3, both languages: the route graph's hovers of an attention edge and of the node after a
+  block's attention, the edge views' title and the node's direct-logit table named "block 5" / "第 5 块" / "L5 H0"
+  alone; now "block 5 (global)" / "第 5 块（全局）" and "L5 H0 · global". The MLP, the residual entering a block, the
+  bars' title beside the views and the lens's title stay unmarked (the last two: the mark wrapped them).
+- SmolLM2 and every model without local layers: all of these as before.
 """
 
 from __future__ import annotations
 
 import numpy as np
+import plotly.graph_objects as go
 import pytest
 import torch
 
@@ -27,6 +37,7 @@ from tx_explorer.views import flow as flow_view
 from tx_explorer.views import head_science as hs_view
 from tx_explorer.views import texts
 from tx_explorer.viz import flow as vf
+from tx_explorer.viz import style
 
 GLOBAL = {"en": "global", "zh": "全局"}
 TEXT = "If the file is missing, the function returns None."
@@ -136,3 +147,118 @@ def test_a_model_without_local_layers_marks_no_row(tiny_llama) -> None:
     p = hs.Patching(np.zeros((layers, len(ids))), np.zeros((layers, heads)), 1.0, 0.0, "m")
     fig = hs_view.patching_words(tiny_llama, hs_view.Patched(p, ids, ids)).panels[0].figure
     assert list(fig.layout.yaxis.ticktext) == [f"L{i}" for i in range(layers)]
+
+
+# --- every other place that names a layer, marked on Gemma 3 (and only there) -----------------------------------
+MARK = {"en": " (global)", "zh": "（全局）"}  # the sentence-like titles' and hovers' form
+
+
+@pytest.fixture(scope="module")
+def gemma3_270m_taxonomy(gemma3_270m):
+    return hs_view.taxonomy_numbers(gemma3_270m, TEXT)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_gemma3_270m_taxonomy_names_the_global_layers_heads(gemma3_270m, gemma3_270m_taxonomy, lang) -> None:
+    result = hs_view.taxonomy_words(gemma3_270m, gemma3_270m_taxonomy, lang=lang)
+    heads = gemma3_270m.config.num_heads
+    bars, scatter = result.panels[0].figure, result.panels[1].figure
+    word = GLOBAL[lang]
+    assert f"L5 H0 · {word}" in bars.layout.xaxis.ticktext, bars.layout.xaxis.ticktext  # the ticks …
+    assert "L4 H0" in bars.layout.xaxis.ticktext and "L6 H0" in bars.layout.xaxis.ticktext  # … the others as they were
+    hovers = list(bars.data[0].customdata)
+    assert hovers[5 * heads + 1] == f"L5 H1 · {word}" and hovers[17 * heads + heads - 1] == f"L17 H{heads - 1} · {word}"
+    assert sum(word in h for h in hovers) == 3 * heads, hovers  # every head of 5, 11 and 17, no other
+    column = result.table[texts("head_science", lang)("col_head")]
+    assert column == hovers, "the table names the heads as the bars do"
+    points = [h for trace in scatter.data for h in trace.customdata]
+    assert sum(h.startswith(f"L11 H2 · {word}<br>") for h in points) == 1  # the map's hover
+    assert not any(word in t for trace in scatter.data for t in trace.text)  # its point names kept short
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_gemma3_270m_pattern_title_names_a_global_layer(gemma3_270m, lang) -> None:
+    T = texts("head_science", lang)
+    marked = {
+        "en": "Layer 17 (global), head 3: attention on your text",
+        "zh": "第 17 层（全局）第 3 个头的注意力",  # on one line, as the unmarked title (below)
+    }[lang]
+    fig = hs_view.pattern_words(hs_view.pattern_numbers(gemma3_270m, TEXT, 17, 3), lang=lang).figure
+    assert fig.layout.title.text == marked
+    plain = go.Figure(fig).update_layout(title_text=T("pattern_title", layer=17, head=3))  # SmolLM2's, as before
+    lines = lambda f: style.tidy(go.Figure(f)).layout.title.text.count("<br>")  # noqa: E731
+    assert lines(fig) == lines(plain), (style.tidy(go.Figure(fig)).layout.title.text, lines(plain))
+    local = hs_view.pattern_words(hs_view.pattern_numbers(gemma3_270m, TEXT, 4, 1), lang=lang).figure
+    assert local.layout.title.text == T("pattern_title", layer=4, head=1)  # a local layer's as before
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_gemma3_270m_flow_edge_titles_name_a_global_block(gemma3_270m, gemma3_270m_flow, lang) -> None:
+    an, last = gemma3_270m_flow, len(gemma3_270m_flow.ids) - 1
+    split, views = (p.figure for p in flow_view.edge(gemma3_270m, an, 5, last, 0, lang=lang).panels)
+    assert views.layout.title.text.startswith({"en": "Block 5 (global), 0 → ", "zh": "第 5 块（全局），0 → "}[lang])
+    # the bars' title beside it as it was: marked, it wrapped onto a second line ("… → 11: ., per head")
+    assert split.layout.title.text.startswith({"en": "Block 5: 0: ", "zh": "第 5 块：0: "}[lang]), split.layout.title
+    lines = lambda f: style.tidy(go.Figure(f), style.PAGE_PX / 2).layout.title.text.count("<br>")  # noqa: E731
+    plain = go.Figure(views).update_layout(title_text=views.layout.title.text.replace(MARK[lang], ""))
+    assert lines(views) == lines(plain), "the mark wraps the views' title no differently"
+    other = flow_view.edge(gemma3_270m, an, 4, last, 0, lang=lang).panels[1].figure.layout.title.text
+    assert GLOBAL[lang] not in other, other
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_gemma3_270m_flow_node_marks_the_attention_of_a_global_block(gemma3_270m, gemma3_270m_flow, lang) -> None:
+    an, last = gemma3_270m_flow, len(gemma3_270m_flow.ids) - 1
+    result = flow_view.node(gemma3_270m, an, "m", 5, last, lang=lang)
+    title = result.panels[0].figure.layout.title.text  # unmarked: 中文 titles wrapped (the table marks the heads)
+    assert {"en": "after the attention of block 5 · ", "zh": "第 5 块注意力之后 · "}[lang] in title, title
+    parts = result.table[texts("flow", lang)("col_part")]
+    assert parts == [*(f"L5 H{h} · {GLOBAL[lang]}" for h in range(gemma3_270m.config.num_heads)), "L5 MLP"], parts
+    for kind, layer in (("x", 5), ("m", 4)):  # the residual entering a global block; a local block's attention
+        title = flow_view.node(gemma3_270m, an, kind, layer, last, lang=lang).panels[0].figure.layout.title.text
+        assert GLOBAL[lang] not in title, title
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_gemma3_270m_route_hovers_mark_a_global_blocks_attention(gemma3_270m, gemma3_270m_flow, lang) -> None:
+    fig = flow_view.route(gemma3_270m, gemma3_270m_flow, threshold=0.01, lang=lang).panels[0].figure
+    said: dict[str, list] = {"edge": [], "node": []}  # each clickable point's (layer, …) and hover
+    for trace in fig.data:
+        if trace.customdata is not None:
+            for custom, text in zip(trace.customdata, trace.text):
+                said.setdefault(custom[0], []).append((tuple(custom[1:]), text))
+    edges, nodes = said["edge"], said["node"]
+    global_layers = set(gemma3_270m.config.global_layers)
+    assert any(layer in global_layers for (layer, _, _), _ in edges), "the route crosses a global block's attention"
+    for (layer, _, _), text in edges:
+        assert (MARK[lang] in text) == (layer in global_layers), text
+    assert any(kind == "m" and layer in global_layers for (kind, layer, _), _ in nodes), len(nodes)
+    for (kind, layer, _), text in nodes:
+        assert (MARK[lang] in text) == (kind == "m" and layer in global_layers), text
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_model_without_local_layers_marks_no_head_block_or_title(tiny_llama, lang) -> None:
+    """As SmolLM2: the taxonomy's heads, the pattern's title and the flow's titles and hovers as before."""
+    T, F = texts("head_science", lang), texts("flow", lang)
+    layers, heads = tiny_llama.config.num_layers, tiny_llama.config.num_heads
+    assert hs_view.head_names(tiny_llama, layers, heads, lang) == [
+        f"L{layer} H{head}" for layer in range(layers) for head in range(heads)
+    ]
+    title = hs_view.pattern_words(hs_view.pattern_numbers(tiny_llama, TEXT, 1, 0), lang=lang).figure.layout.title.text
+    assert (
+        title == {"en": "Layer 1, head 0: attention on your text", "zh": "第 1 层第 0 个头：在你的文本上的注意力"}[lang]
+    )
+    an = flow_view.analyse(tiny_llama, "The cat sat on the mat.")
+    last = len(an.ids) - 1
+    split = flow_view.edge(tiny_llama, an, 1, last, 0, lang=lang).panels[0].figure.layout.title.text
+    assert split.startswith({"en": "Block 1: ", "zh": "第 1 块："}[lang]), split
+    node = flow_view.node(tiny_llama, an, "m", 1, last, lang=lang)
+    after = {"en": "after the attention of block 1 · ", "zh": "第 1 块注意力之后 · "}[lang]
+    assert after in node.panels[0].figure.layout.title.text, node.panels[0].figure.layout.title.text
+    assert node.table[F("col_part")] == [*(f"L1 H{h}" for h in range(heads)), "L1 MLP"]
+    fig = flow_view.route(tiny_llama, an, threshold=0.01, lang=lang).panels[0].figure
+    hovers = [t for trace in fig.data if trace.text is not None for t in trace.text]
+    assert hovers and not any(MARK[lang] in t for t in hovers), hovers
+    taxonomy = hs_view.taxonomy_words(tiny_llama, hs_view.taxonomy_numbers(tiny_llama, TEXT), lang=lang)
+    assert taxonomy.table[T("col_head")] == hs_view.head_names(tiny_llama, layers, heads, lang)

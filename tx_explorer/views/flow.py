@@ -16,7 +16,7 @@ from tx_explorer.analysis import head_science as hs
 from tx_explorer.families.text import TextModel
 from tx_explorer.modules.cache import common_prefix
 from tx_explorer.views import Panel, Result, listed, model_facts, sentences, signed, split_bytes_note, texts
-from tx_explorer.viz import bars, charts
+from tx_explorer.viz import bars, charts, style
 from tx_explorer.viz import flow as vf
 
 PAGE = "flow"
@@ -106,10 +106,19 @@ def _predicted(tm: TextModel, an: Analysis, target: int) -> int:
     return an.remembered(("predicted", target), lambda: flow.predicted(tm, an.dec, target))
 
 
-def _node_name(T, node: flow.Node, an: Analysis) -> str:
+def _mark(T, marks: dict[int, str], layer: int) -> str:
+    """The words after a global layer's number ("block 5 (global)", "第 5 块（全局）"), "" after any other: the
+    hovers and titles are sentences, where style.marked's " · " join reads badly. Only what the block's attention
+    does is marked (its heads, the node after it), not its MLP or the residual entering it, as the logit lens's rows
+    on the head science page."""
+    return T("layer_mark", word=marks[layer]) if layer in marks else ""
+
+
+def _node_name(T, node: flow.Node, an: Analysis, marks: dict[int, str]) -> str:
     kind, layer, pos = node
     final = kind == "x" and layer == an.dec.num_layers
-    return T("node_final" if final else f"node_{kind}", layer=layer, pos=pos, token=an.tokens[pos])
+    mark = _mark(T, marks, layer) if kind == "m" else ""
+    return T("node_final" if final else f"node_{kind}", layer=layer, mark=mark, pos=pos, token=an.tokens[pos])
 
 
 def _count(T, noun: str, n: int) -> str:
@@ -122,11 +131,13 @@ def route(tm: TextModel, an: Analysis, target: int = -1, threshold: float = flow
     T = texts(PAGE, lang)
     g = flow.routes(an.imp, target, threshold)
     tokens = an.tokens
-    hover = [_node_name(T, n, an) for n in g.nodes]
+    marks = model_facts.layer_marks(tm.config.global_layers, lang)
+    hover = [_node_name(T, n, an, marks) for n in g.nodes]
     edge_hover = [
         T(
             f"edge_{e.kind}",
             layer=e.target[1],
+            mark=_mark(T, marks, e.target[1]) if e.kind == "attn" else "",
             j=e.source[2],
             i=e.target[2],
             share=f"{e.weight:.3f}",
@@ -174,7 +185,7 @@ def route(tm: TextModel, an: Analysis, target: int = -1, threshold: float = flow
         y_title=T("axis_layers"),
         layer_label=T("axis_layer_tick"),
         final_label=T("axis_final_tick"),
-        layer_marks=model_facts.layer_marks(tm.config.global_layers, lang),  # as the layers × heads maps name them
+        layer_marks=marks,  # as the layers × heads maps name them
     )
     data = {"attn_tokens": an.imp.attn_tokens, "mlp": an.imp.mlp, "attn_residual": an.imp.attn_residual}
     return Route((Panel("flow_graph", fig, data),), tuple(notes), edge=flow.heaviest_edge(g))
@@ -199,6 +210,9 @@ def edge(
     heads = [f"H{h}" for h in range(len(e.weight))]
     groups = tm.attention_module(layer).groups
     where = dict(layer=layer, j=key, i=query, source=an.tokens[key], token=an.tokens[query])
+    # the block's mark in the views' title, always two lines at half the page: the bars' beside it, often one line,
+    # would wrap with it ("Block 5 (global): 0: <bos> → 11: ., per head")
+    mark = _mark(T, model_facts.layer_marks(tm.config.global_layers, lang), layer)
     split = charts.bars(
         heads,
         {T("series_weight"): e.weight, T("series_share"): e.share},
@@ -211,7 +225,7 @@ def edge(
         e.weight,
         e.norm,
         e.effect,
-        title=html.escape(T("title_views", **where), quote=False),
+        title=html.escape(T("title_views", **where, mark=mark), quote=False),
         x_title=T("axis_weight"),
         y_title=T("axis_norm_frozen" if flow.frozen_norms(tm) else "axis_norm"),
         colour_title=html.escape(e.metric, quote=False),
@@ -259,7 +273,10 @@ def node(tm: TextModel, an: Analysis, kind: str, layer: int, pos: int, *, lang: 
     r: flow.NodeReadout = an.remembered(
         ("node", kind, layer, pos), lambda: flow.node_readout(tm, an.dec, (kind, layer, pos))
     )
-    name = _node_name(T, (kind, layer, pos % an.dec.num_tokens), an)
+    marks = model_facts.layer_marks(tm.config.global_layers, lang)
+    # the lens's title unmarked: "（全局）" wrapped a third of Gemma 3's 中文 titles onto a second line; the table
+    # below marks the block's heads, the graph's hover the node
+    name = _node_name(T, (kind, layer, pos % an.dec.num_tokens), an, {})
     lens = bars.topk_bars(
         tm.labels(r.lens_ids.tolist()),
         r.lens_probs,
@@ -274,8 +291,10 @@ def node(tm: TextModel, an: Analysis, kind: str, layer: int, pos: int, *, lang: 
     table = None
     notes = [T("lens_note")]
     if r.parts:
+        # a global layer's heads marked ("L5 H0 · global"), as the head science page names heads; its MLP not
+        heads = {i: marks[r.layer] for i, p in enumerate(r.parts) if p != "MLP"} if r.layer in marks else {}
         table = {
-            T("col_part"): [f"L{r.layer} {p}" for p in r.parts],
+            T("col_part"): style.marked([f"L{r.layer} {p}" for p in r.parts], heads),
             T("col_up"): [fmt(i, v) for i, v in zip(r.up_ids, r.up)],
             T("col_down"): [fmt(i, v) for i, v in zip(r.down_ids, r.down)],
         }

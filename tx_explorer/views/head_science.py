@@ -35,6 +35,14 @@ def _tokens(tm: TextModel, ids: list[int]) -> list[str]:
     return tm.labels(ids)
 
 
+def head_names(tm: TextModel, layers: int, heads: int, lang: str = "en") -> list[str]:
+    """Every head's label, layer by layer ("L5 H0"), a global layer's heads marked ("L5 H0 · global") as the
+    layers × heads maps mark their rows: the taxonomy's bars, hovers and table named none on Gemma 3."""
+    marks = model_facts.layer_marks(tm.config.global_layers, lang)
+    at = {layer * heads + h: word for layer, word in marks.items() for h in range(heads)}  # layer-major, as labelled
+    return style.marked(head_labels(layers, heads), at)
+
+
 def _strongest(values: np.ndarray) -> tuple[int, int]:
     """The cell of the largest |value|: the darkest of a signed map (a head whose removal lowers the loss by 2.5
     nats outweighs one that raises it by 1.6)."""
@@ -170,6 +178,7 @@ class Pattern:
     head: int
     weights: np.ndarray  # [N, N]
     tokens: list[str]
+    global_layers: tuple[int, ...] = ()  # the model's (its config's), so that the title names a global layer
 
 
 def pattern_numbers(tm: TextModel, text: str, layer: int, head: int) -> Pattern:
@@ -178,21 +187,30 @@ def pattern_numbers(tm: TextModel, text: str, layer: int, head: int) -> Pattern:
     hs.check_head(tm, layer, head)
     ids = hs.encode(tm, text, LIMIT)
     weights = tm.maps(ids).stack(name_contains="attn")[layer, 0, head].numpy()
-    return Pattern(layer, head, weights, _tokens(tm, ids))
+    return Pattern(layer, head, weights, _tokens(tm, ids), tm.config.global_layers)
 
 
 def pattern_words(m: Pattern, *, lang: str = "en") -> Panel:
     """The pattern's map, titled and labelled in ``lang``."""
-    T, axes = texts(PAGE, lang), texts("common", lang)
+    axes = texts("common", lang)
     fig = vh.attention_map(
         m.weights,
         m.tokens,
         m.tokens,
-        title=T("pattern_title", layer=m.layer, head=m.head),
+        title=_pattern_title(m, lang),
         x_title=axes("axis_keys"),
         y_title=axes("axis_queries"),
     )
     return Panel("hs_pattern", fig, m.weights)
+
+
+def _pattern_title(m: Pattern, lang: str) -> str:
+    """The pattern's title, a global layer's named in it ("Layer 5 (global), head 1: …", "第 5 层（全局）第 1 个头的注意
+    力"): a sentence, where style.marked's " · " join reads badly. Its 中文 drops "在你的文本上" to stay on one line
+    (17 px a character: "第 17 层（全局）第 3 个头：在你的文本上的注意力" wrapped where the unmarked title did not)."""
+    word = model_facts.layer_marks(m.global_layers, lang).get(m.layer)
+    key, more = ("pattern_title_global", {"word": word}) if word else ("pattern_title", {})
+    return texts(PAGE, lang)(key, layer=m.layer, head=m.head, **more)
 
 
 def pattern(tm: TextModel, text: str, layer: int, head: int, *, lang: str = "en") -> Panel:
@@ -387,7 +405,7 @@ def taxonomy_words(tm: TextModel, m: Scored, score: str = "induction", *, lang: 
         raise ValueError(f"unknown score {score!r}; choose one of {hs.SCORES}")
     r, notes = m.r, _cut(m.cut, len(m.ids), lang)
     layers, heads = r.sinks.shape
-    names = head_labels(layers, heads)
+    names = head_names(tm, layers, heads, lang)  # Gemma 3's global layers' heads marked ("L5 H0 · global")
     columns = {k: T(f"score_{k}") for k in hs.SCORES}
     table = {
         T("col_head"): names,
@@ -407,7 +425,7 @@ def taxonomy_words(tm: TextModel, m: Scored, score: str = "induction", *, lang: 
     ]
     scatter = vhs.head_scatter(
         r.coords,
-        names,
+        head_labels(layers, heads),  # the points' own names unmarked: 30 of them share the plot (the hover marks)
         r.sinks,
         [f"{n}<br>{h}" for n, h in zip(names, hover)],
         title=T("title_map"),
