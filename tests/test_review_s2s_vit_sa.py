@@ -18,6 +18,7 @@ What a visitor met before each fix:
 * Vision Transformer, the attention overlays and the rollout: hovering a patch said "patch row 3.5, column 11.5",
   the pixel centre of the patch read as its row and column; the picture with its patch grid said "x 37, y 12" in
   pixels, in English on a 中文 page too, where the rest of the page counts patches.
+* Seq2seq, 中文: the gold alignment's hover read "标准对齐: …", an ASCII colon among hovers that write "：".
 * Self-attention, section 3, a trained table of 64 rows (the seq2seq Transformer's, the position lab's, the block
   variants'): the "Positions" slider still ran to 128 and stood at 128 while the map and the reading had 64.
 """
@@ -35,6 +36,7 @@ from tx_explorer.analysis import vit_lab
 from tx_explorer.views import self_attention as sa_view
 from tx_explorer.views import seq2seq as s2s_view
 from tx_explorer.views import vision_transformer as vit_view
+from tx_explorer.viz import seq2seq as vs
 
 
 def T(page: str, key: str, lang: str, **fields) -> str:
@@ -171,3 +173,12 @@ def test_a_hovered_patch_is_named_by_its_row_and_column(vit, lang):
         assert cells.shape == (g, g, 2) and (cells[2, 5] == (2, 5)).all()
         assert all(t.hoverinfo == "skip" for t in fig.data if t.type == "image")  # no pixel coordinates
     assert ("第" in hover) == (lang == "zh")
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_gold_links_hover_with_the_pages_colon(lang):
+    """The gold alignment's hover read "标准对齐: …" with an ASCII colon where the other hovers write "：" in 中文."""
+    gold = T("seq2seq", "gold", lang)
+    fig = vs.alignment_figure(np.eye(2), ["a", "b"], ["x", "y"], gold=[(0, 0), (1, 1)], gold_label=gold)
+    (links,) = [t for t in fig.data if t.name == gold]
+    assert links.hovertemplate.startswith(gold + ("：" if lang == "zh" else ": "))

@@ -148,7 +148,7 @@ def heatmap(
     # The hover names a cell by the axis titles, so it speaks the caller's language: "queries (rows) 3: the".
     x_name, y_name = (_hover_name(t) for t in (x_title, y_title))
     # Between a cell's index and its label, the colon of the titles' language: "查询 3：the" in 中文, not "3: the"
-    sep = "：" if style.CJK.search(f"{x_title}{y_title}") else ": "
+    sep = style.colon(x_title, y_title)
     xaxis = dict(axes, title=dict(text=x_title))  # tick angle: the template turns crowded labels
     yaxis = dict(axes, title=dict(text=y_title), autorange="reversed")
     side = height or max(260, min(760, 32 * max(rows, cols) + 140))

@@ -67,7 +67,7 @@ def alignment_figure(
                 mode="markers",
                 marker=dict(symbol="square-open", size=side, color=GOLD_COLOR, line=dict(width=2)),
                 name=gold_label,
-                hovertemplate=gold_label + ": %{x} → %{y}<extra></extra>",
+                hovertemplate=gold_label + style.colon(gold_label) + "%{x} → %{y}<extra></extra>",
             )
         )
         fig.update_layout(showlegend=True, legend=dict(orientation="h", y=-0.15))

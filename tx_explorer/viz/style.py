@@ -126,6 +126,13 @@ def wrap(text: str, width_px: float, font_px: float = TITLE_PX) -> str:
 
 
 CJK = re.compile(r"[\u2e80-\u9fff\uff00-\uffef]")  # Chinese characters and full-width punctuation
+
+
+def colon(*words: str) -> str:
+    """The colon of the language ``words`` are in, for a label before a value: "查询 3：the" in 中文, "3: the" else."""
+    return "：" if any(CJK.search(w) for w in words) else ": "
+
+
 # A CJK character, a word with the spaces after it, or spaces. A no-break space is part of a word: a formula
 # written "1\u00a0−\u00a0Σⱼ\u00a0Aᵢⱼ" stays on one line (its title broke as "1 − Σⱼ<br>Aᵢⱼ").
 _PIECE = re.compile(
