@@ -251,6 +251,7 @@ class Block:
     diff: float  # the largest |tiled − dense| statistic over these rows
     row_sums: tuple[float, float]  # the smallest and largest row sum of the head's dense weights over every key
     tol: float = CHECK_TOLERANCE  # the largest diff the check passes: float32 rounding, more for 16-bit weights
+    window: int | None = None  # the keys back this layer sees (Gemma 3's local layers: 512), None: all
 
 
 def exact_block(
@@ -278,7 +279,8 @@ def exact_block(
     sums = dense.weights[head].sum(-1)
     weights = dense.weights[head, :, cols[0] : cols[1]].numpy()
     tol = CHECK_TOLERANCE if next(tm.model.parameters()).dtype == torch.float32 else CHECK_TOLERANCE_16
-    return Block(layer, head, rows, cols, weights, diff, (float(sums.min()), float(sums.max())), tol)
+    window = stats.windows[layer] if layer < len(stats.windows) else None
+    return Block(layer, head, rows, cols, weights, diff, (float(sums.min()), float(sums.max())), tol, window)
 
 
 def block(found: Block, *, lang: str = "en") -> Result:
@@ -298,6 +300,14 @@ def block(found: Block, *, lang: str = "en") -> Result:
         T(check, diff=f"{found.diff:.1e}", rows=found.rows[1] - found.rows[0], tol=f"{found.tol:g}"),
         T("block_mass", share=f"{float(found.weights.sum(-1).mean()):.3f}", low=f"{low:.6f}", high=f"{high:.6f}"),
     )
+    if found.window is not None:
+        # A local layer's zeros far below the diagonal are its window's, not the head's: said, counted (a block of
+        # rows 512… × keys 0… on Gemma 3's layer 0 was all 0, unexplained)
+        i, j = np.arange(*found.rows)[:, None], np.arange(*found.cols)[None, :]
+        hidden = int(((j <= i) & (i - j >= found.window)).sum())
+        if hidden:
+            said = T("block_window", count=f"{hidden:,}", cells=f"{found.weights.size:,}", window=found.window)
+            notes = (*notes, said)
     return Result((Panel("atlas_block", fig, found.weights),), notes)
 
 
@@ -312,6 +322,7 @@ class NeedleTest:
     reply: str  # the model's greedy answer
     answer: str  # what it should contain
     answered: bool
+    windows: tuple[int | None, ...] = ()  # per layer, the keys back it sees (Gemma 3's local layers: 512), None: all
 
 
 def plant_needle(
@@ -344,6 +355,7 @@ def plant_needle(
         reply,
         planted.answer,
         atlas.answered(reply, planted.answer),
+        stats.windows,
     )
 
 
@@ -351,12 +363,18 @@ def needle(found: NeedleTest, *, lang: str = "en") -> Result:
     """The heads' attention on the planted sentence as a grid, where it lies, and the model's answer judged."""
     T = texts(PAGE, lang)
     share = found.share
+    full = [i for i, w in enumerate(found.windows) if w is None] if any(found.windows) else []
     fig = va.head_grid(
-        share, title=T("needle_title", depth=f"{found.depth:.0%}", n=found.tokens), zmax=1.0, **_axes(lang)
+        share,
+        title=T("needle_title", depth=f"{found.depth:.0%}", n=found.tokens),
+        zmax=1.0,
+        layer_marks=model_facts.layer_marks(full if len(full) < len(found.windows) else (), lang),
+        **_axes(lang),
     )
     best_l, best_h = _largest(share)
     a, b = found.span
     notes = (
+        *_needle_hidden(found, full, lang),
         T("needle_where", start=a, end=b - 1, fair=f"{(b - a) / found.tokens:.4f}"),  # the span ends before b
         T(
             "needle_heads",
@@ -370,3 +388,33 @@ def needle(found: NeedleTest, *, lang: str = "en") -> Result:
         T("needle_yes" if found.answered else "needle_no", answer=found.answer),
     )
     return Result((Panel("atlas_needle", fig, share),), notes)
+
+
+def _needle_hidden(found: NeedleTest, full: Sequence[int], lang: str) -> tuple[str, ...]:
+    """Where the planted sentence lies farther back from the last position than some layers' window (Gemma 3's
+    local layers past 512 tokens): those layers' heads cannot see it, their 0 is the mask's, not a head's choice; the
+    layers that can, and the most any of their heads gives it, said beside. Empty where every layer sees it."""
+    gap = found.tokens - found.span[1]  # from the sentence's last token to the last position
+    hidden = [i for i, w in enumerate(found.windows) if w is not None and gap >= w]
+    if not hidden:
+        return ()
+    T = texts(PAGE, lang)
+    window = found.windows[hidden[0]]
+    if len(hidden) == len(found.windows):
+        return (T("needle_hidden_all", gap=f"{gap:,}", window=f"{window:,}"),)
+    seen = found.share.copy()
+    seen[hidden] = -1.0  # only the layers that see the sentence compete for "the most"
+    layer, head = _largest(seen)
+    return (
+        T(
+            "needle_hidden",
+            gap=f"{gap:,}",
+            window=f"{window:,}",
+            local=len(hidden),
+            heads=len(hidden) * found.share.shape[1],
+            full=listed(map(str, full), lang),
+            layer=layer,
+            head=head,
+            share=f"{found.share[layer, head]:.2f}",
+        ),
+    )
