@@ -131,7 +131,7 @@ with ui.friendly_errors():
     if (sinks := view.learned_sinks(tm, data, view.kv_groups(tm), lang=LANG)) is not None:
         st.info(sinks.note)
         ui.show(sinks.panel)
-    shown = view.shown(data, hide_special, causal=tm.kind == "causal", global_layers=tm.config.global_layers)
+    shown = view.shown_for(tm, data, hide_special)
     if st.session_state.pop("mh_requery", False) and "mh_query" in st.session_state:
         # the text was just written twice (or once again): the query picked moves to the same token of the other
         # copy, so that induction is looked for on the second copy; a query picked after the switch is left alone

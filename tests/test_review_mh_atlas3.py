@@ -10,6 +10,9 @@ before its fix:
 * Atlas, "An exact block of weights" on Gemma 3's layer 0 (local), rows 600… × keys 0… of 700 tokens: every cell 0
   and "This block holds 0.000 of its rows' attention", with no word of why. The note now counts the cells the
   layer's 512-key window hides (0 by the mask, not by the head); a global layer's block gets no such note.
+* Multi-head, head search on a query and a key farther apart than some layers' window (a model whose window is
+  shorter than the 512 tokens the page keeps, as a gpt-oss folder's 128): those layers' heads ranked last, or every
+  head tied at 0, with no word that the 0 is the mask's. On Gemma 3 the page's 512 tokens stay within its window.
 """
 
 from __future__ import annotations
@@ -18,8 +21,12 @@ import numpy as np
 import pytest
 
 from tx_explorer import locales
+from tx_explorer.analysis import heads
+from tx_explorer.config import TransformerConfig
 from tx_explorer.models import load_model
 from tx_explorer.views import atlas as atlas_view
+from tx_explorer.views import listed
+from tx_explorer.views import multihead as mh_view
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -105,3 +112,46 @@ def test_a_block_past_a_local_layers_window_says_its_zeros_are_the_masks(gemma3,
     everything = atlas_view.exact_block(gemma3, ids, stats, 5, 0, 600, 0, 32)  # layer 5: global, sees every key
     assert everything.weights.sum() > 0
     assert not any("512" in n for n in atlas_view.block(everything, lang=lang).notes)
+
+
+# ---- the head search past a layer's window ----------------------------------------------------------------------
+def _windowed(windows, special=(False,) * 7, hide=False):
+    """Seven tokens through a causal model of three layers whose ``windows`` are applied: uniform rows over what each
+    layer lets a query see (the special tokens, hidden when ``hide``, still count as positions)."""
+    n, layers = 7, len(windows)
+    i, j = np.indices((n, n))
+    maps = np.zeros((layers, 2, n, n), np.float32)
+    for layer, w in enumerate(windows):
+        seen = (j <= i) & ((i - j < w) if w is not None else True)
+        maps[layer] = seen / seen.sum(-1, keepdims=True)
+    data = heads.TextAttention(list("abcdefg"), list(special), False, n, maps, list(range(n)))
+    return mh_view.shown(data, hide, causal=True, global_layers=(1,), windows=windows)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_key_past_some_layers_window_is_said_the_masks_zero(lang):
+    """A model whose window is shorter than the tokens the page keeps (a gpt-oss folder: 128) ranked its local
+    layers' heads last on a far key without a word: their 0 is the mask's."""
+    s = _windowed((2, None, 2))
+    notes = mh_view.search_pair(s, 6, 1, causal=True, lang=lang).notes
+    said = T("multihead", "pair_window", lang, q=6, k=1, back=5, window=2, layers=2, total=3,
+             which=listed(["0", "2"], lang, "and"))  # fmt: skip
+    assert said in notes
+    assert not [n for n in mh_view.search_pair(s, 6, 5, causal=True, lang=lang).notes if "0 —" in n or "——" in n]
+    every = mh_view.search_pair(_windowed((2, 2, 2)), 6, 1, causal=True, lang=lang).notes
+    assert T("multihead", "pair_window_all", lang, q=6, k=1, back=5, window=2) in every
+
+
+def test_the_distance_counts_hidden_special_tokens():
+    """With the special tokens hidden, the indices are of the kept tokens; the window counts every position."""
+    s = _windowed((3, None, 3), special=(True, False, True, False, False, False, False), hide=True)
+    assert s.labels == list("bdefg")  # query 4 is "g" (position 6), key 1 is "d" (position 3): 3 back, past 3
+    assert any("3 tokens before" in n for n in mh_view.search_pair(s, 4, 1, causal=True).notes)
+    assert not any("tokens before" in n for n in mh_view.search_pair(s, 4, 2, causal=True).notes)
+
+
+def test_a_configs_windows_are_each_layers():
+    cfg = TransformerConfig(num_layers=3, layer_types=("sliding", "full", "sliding"), sliding_window=4)
+    assert cfg.windows == (4, None, 4)
+    assert TransformerConfig(num_layers=2, sliding_window=8).windows == (8, 8)  # Mistral: every layer's
+    assert TransformerConfig(num_layers=2).windows == (None, None)

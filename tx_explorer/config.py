@@ -132,6 +132,14 @@ class TransformerConfig(Serialisable):
         return None if self.layer_types is None or self.layer_types[layer] == "full" else self.sliding_window
 
     @property
+    def windows(self) -> tuple[int | None, ...]:
+        """Per layer, how many keys back it sees: every layer's window (Mistral), its own (Gemma 3's local layers,
+        512) or None (all)."""
+        return tuple(
+            self.uniform_window if self.layer_types is None else self.layer_window(i) for i in range(self.num_layers)
+        )
+
+    @property
     def global_layers(self) -> tuple[int, ...]:
         """The layers that see every earlier token among windowed ones (Gemma 3's 5, 11, 17); none where every
         layer is alike."""

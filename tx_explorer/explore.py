@@ -244,7 +244,7 @@ def heads(
     text = _default("multihead", "example_prose_text", lang) if text is None else text
     used = v_heads.repeated(text) if repeat else text
     data = v_heads.analyse(tm, used)
-    s = v_heads.shown(data, hide_special, causal=tm.kind == "causal", global_layers=tm.config.global_layers)
+    s = v_heads.shown_for(tm, data, hide_special)
     layer = data.maps.shape[0] - 1 if layer is None else layer
     both = v_heads.lens_maps(tm, used, data) if lens != "raw" else None
     groups, queries = v_heads.kv_groups(tm), v_heads.repeat_queries(tm, text, s) if repeat else None

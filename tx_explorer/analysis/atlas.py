@@ -98,9 +98,8 @@ def _first_key(q0: int, window: int | None) -> int:
 
 
 def _window(model: CausalLM, layer: int) -> int | None:
-    """How many keys back layer ``layer`` sees: every layer's window (Mistral), this layer's own (Gemma 3's local
-    layers, 512) or None (all)."""
-    return model.cfg.uniform_window if model.cfg.layer_types is None else model.cfg.layer_window(layer)
+    """How many keys back layer ``layer`` sees (:attr:`TransformerConfig.windows`)."""
+    return model.cfg.windows[layer]
 
 
 def _visible(model: CausalLM, layer: int, q_pos: Tensor, k_pos: Tensor) -> Tensor:

@@ -13,7 +13,7 @@ from tx_explorer.analysis import heads
 from tx_explorer.analysis.head_science import INDUCTION_THRESHOLD, SINK_THRESHOLD
 from tx_explorer.errors import InputError
 from tx_explorer.families.text import TextModel
-from tx_explorer.views import Panel, axes, model_facts, texts
+from tx_explorer.views import Panel, axes, listed, model_facts, texts
 from tx_explorer.viz import charts
 from tx_explorer.viz import heads as vh
 from tx_explorer.viz.style import safe_labels
@@ -67,6 +67,7 @@ class Shown:
     ids: list[int]  # the kept tokens' ids
     causal: bool = False  # a causal model's: no query sees a key after it
     global_layers: tuple[int, ...] = ()  # the model's global layers among local ones (Gemma 3), named in figures
+    windows: tuple[int | None, ...] = ()  # per layer, the keys back it sees (a sliding window), None: all
 
     @property
     def flat(self) -> np.ndarray:
@@ -74,10 +75,16 @@ class Shown:
 
 
 def shown(
-    data: heads.TextAttention, hide_special: bool = False, *, causal: bool = False, global_layers: Sequence[int] = ()
+    data: heads.TextAttention,
+    hide_special: bool = False,
+    *,
+    causal: bool = False,
+    global_layers: Sequence[int] = (),
+    windows: Sequence[int | None] = (),
 ) -> Shown:
     """Keep every token, or drop the special ones ([CLS], [SEP], <|endoftext|>) from rows and columns; ``causal``:
-    the maps are a causal model's; ``global_layers``: its config's, set apart in the figures' layer names."""
+    the maps are a causal model's; ``global_layers``: its config's, set apart in the figures' layer names;
+    ``windows``: its layers' sliding windows, which a query/key search past them says (:func:`search_pair`)."""
     keep = [not s for s in data.special] if hide_special and any(data.special) else [True] * len(data.tokens)
     if not any(keep):  # a text of special tokens alone ("[CLS] [SEP]", a zero-width space): nothing left to show
         raise InputError("heads_all_special", tokens=" ".join(dict.fromkeys(data.tokens)))
@@ -91,7 +98,14 @@ def shown(
         [i for i, k in zip(data.ids, keep) if k],
         causal,
         tuple(global_layers),
+        tuple(windows),
     )
+
+
+def shown_for(tm: TextModel, data: heads.TextAttention, hide_special: bool = False) -> Shown:
+    """:func:`shown` with the model's own facts: causal or not, its global layers and its layers' windows."""
+    cfg = tm.config
+    return shown(data, hide_special, causal=tm.kind == "causal", global_layers=cfg.global_layers, windows=cfg.windows)
 
 
 def kv_groups(tm: TextModel) -> list[int] | None:
@@ -416,17 +430,42 @@ def search_pair(
     count, top = _tied(weights), float(np.nanmax(weights))
     seen = (query + 1 if causal else len(s.labels)) - skip_first  # keys the query's row is spread over
     words = dict(q=query, k=key, weight=top, count=count, total=weights.size)
+    why = _past_window_note(s, query, key, lang) if causal else ()  # a window's 0 is the mask's
     # A lone head ties with itself: said as ranked, unless its query sees one key (learned sinks keep rows apart)
     if count == weights.size and (seen == 1 or count > 1):
         only = "pair_only_key_skip" if skip_first else "pair_only_key"
-        return Search((), (T(only if seen == 1 else "pair_tie_all", **words),), None, [])
+        return Search((), (T(only if seen == 1 else "pair_tie_all", **words), *why), None, [])
     title = T("pair_title", q=f"{query}: {labels[query]}", k=f"{key}: {labels[key]}")
     panels, table, best = _ranked("mh_rank", weights, title, s, groups, lang, skip_first)
     layer, head = best[0]
-    notes = [T("pair_tie" if count > 1 else "pair_best", layer=layer, head=head, **words)]
+    notes = [T("pair_tie" if count > 1 else "pair_best", layer=layer, head=head, **words), *why]
     if skip_first:
         notes.append(T("skip_note"))
     return Search(tuple(panels), tuple(notes), table, best)
+
+
+def _past_window_note(s: Shown, query: int, key: int, lang: str) -> tuple[str, ...]:
+    """Where ``key`` lies farther back from ``query`` in the text than some layers' window, that their heads put 0 on
+    it whatever they do, the mask's 0: a model whose window is shorter than the tokens the page keeps (a gpt-oss
+    folder's 128) ranked those heads last, or tied every head, without a word."""
+    at = [i for i, kept in enumerate(s.keep) if kept]  # positions in the text: hidden special tokens still count
+    back = at[query] - at[key]
+    layers = [layer for layer, w in enumerate(s.windows) if w is not None and back >= w]
+    if not layers:
+        return ()
+    every = len(layers) == len(s.windows)  # Mistral's shape: no global layer to name
+    return (
+        texts(PAGE, lang)(
+            "pair_window_all" if every else "pair_window",
+            q=query,
+            k=key,
+            back=back,
+            window=s.windows[layers[0]],
+            layers=len(layers),
+            total=len(s.windows),
+            which=listed(map(str, layers), lang, "and"),
+        ),
+    )
 
 
 def search_pattern(
