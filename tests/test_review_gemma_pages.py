@@ -97,5 +97,5 @@ def test_a_local_layer_within_its_window_says_why_its_mask_is_causal(gemma3_270m
     assert locales.text("language_model", "window_within", lang, layer=local, window="512", n=n) in said
     plain = lm_view.causal(r, full, 0, window=lm_view.layer_window(gemma3_270m, full), lang=lang).check
     assert lm_view.layer_window(gemma3_270m, full) is None and plain == locales.text(
-        "language_model", "mask_check", lang, value="0.0e+00", layers=18, heads=4
+        "language_model", "mask_check", lang, value="0", layers=18, heads=4
     )

@@ -16,7 +16,7 @@ from tx_explorer.ui.pickers import cached_model
 from tx_explorer.ui.sections import lazy_section, section
 from tx_explorer.ui.text import friendly_errors, lang, texts
 from tx_explorer.views import language_model as view
-from tx_explorer.views import split_bytes_note
+from tx_explorer.views import model_facts, split_bytes_note
 
 MESSAGE = "lm_chat"  # the message box: a new text in it is a new turn
 TURNS = "lm_chat_turns"  # session state: model name → its turns (view.Turn), oldest first
@@ -38,6 +38,14 @@ def _new_conversation(name: str) -> None:
     st.session_state[MESSAGE] = st.session_state[SENT] = ""  # an empty box waiting for a message, not an error
 
 
+def _keep_message() -> None:
+    """The message box as last answered, where a run left it out (a model without a chat template picked, the
+    section closed, another page seen): Streamlit forgets a widget a run does not draw, the box came back holding
+    the example, which differs from the message last answered, and was answered as a turn nobody sent."""
+    if MESSAGE not in st.session_state and st.session_state.get(SENT) is not None:
+        st.session_state[MESSAGE] = st.session_state[SENT]
+
+
 def _answer_again(name: str) -> None:
     """The last turn's message to be answered again with the settings as they are now, in place of its reply: the
     box's text, unchanged, would send nothing (Enter on the same text is no new value)."""
@@ -56,6 +64,7 @@ def chat_section(name: str, tm: Any) -> None:
     """The page's chat section: a conversation with an instruction-tuned model, opened on demand; a base model has
     no turns to chat in, which the section says, naming the loaded models that have them."""
     T = texts("language_model")
+    _keep_message()
     if not tm.chat_template:
         section(T, "chat", intro=False)
         loaded = models.shipped("text", kind="causal")  # loaded at the server's start: read at no cost
@@ -154,7 +163,8 @@ def _last_reply(tm: Any, prompt: Any, att: Any, served: int) -> None:
     token = c[0].selectbox(
         T("chat_token"), range(len(produced)), format_func=lambda i: f"{i}: {produced[i]}", key="lm_chat_token"
     )
-    layer = c[1].selectbox(T("layer"), range(att.rows.shape[0]), key="lm_chat_layer")
+    names = model_facts.layer_names(tm, language)  # Gemma 3's global layers named as such, as in the sections above
+    layer = c[1].selectbox(T("layer"), range(att.rows.shape[0]), format_func=names.__getitem__, key="lm_chat_layer")
     head = select_or_none(c[2], T("head"), att.rows.shape[1], T("mean_heads"), key="lm_chat_head")
     read = view.chat_read(att, token, layer, head, lang=language)
     metrics(read.shares)

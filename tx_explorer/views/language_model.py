@@ -20,7 +20,17 @@ from tx_explorer.families.text import TextModel
 from tx_explorer.interop.checkpoint import CHAT_FILES
 from tx_explorer.modules.cache import KVCache
 from tx_explorer.trace import Trace
-from tx_explorer.views import Panel, axes, listed, model_facts, sentences, split_bytes, texts, token_strip
+from tx_explorer.views import (
+    Panel,
+    axes,
+    listed,
+    model_facts,
+    rounding,
+    sentences,
+    split_bytes,
+    texts,
+    token_strip,
+)
 from tx_explorer.views.multihead import heavy  # noqa: F401  (the page's long-text test: the same maps, the same tokens)
 from tx_explorer.viz import bars as vb
 from tx_explorer.viz import charts, style
@@ -391,6 +401,8 @@ def causal(r: lm.Reading, layer: int = 0, head: int = 0, *, window: int | None =
     sliding window (keys a query sees, itself included; :func:`layer_window`), drawn into its mask and checked on
     the layer's heads where the text is longer than it."""
     T, ax, toks = texts(PAGE, lang), axes(lang), r.tokens  # heatmap escapes its labels itself
+    # the numbers below as the prose writes them (:func:`rounding`): an exact 0 is "0", not "0.0e+00", and "3.1e−05"
+    # has a true minus
     n = len(toks)
     banded = window is not None and n > window  # a window that hides some earlier key of this text
     mask = (masks.sliding_window(n, window) if banded else masks.causal(n)).float().numpy()
@@ -404,14 +416,12 @@ def causal(r: lm.Reading, layer: int = 0, head: int = 0, *, window: int | None =
     if len(toks) == 1:  # a verdict here would rest on no evidence: an empty triangle, a prefix that is the text
         return Causal(*panels, T("mask_check_one"), T("prefix_single"), checked=False)
     one = "_one" if r.prefix_len == 1 else ""
-    check = T("mask_check", value=f"{leak:.1e}", layers=r.maps.shape[0], heads=r.maps.shape[1])
+    check = T("mask_check", value=rounding(leak), layers=r.maps.shape[0], heads=r.maps.shape[1])
     if banded:  # the earlier keys the window hides (causal, outside the band): weight 0 on each head too
         hidden = (masks.causal(n) & ~masks.sliding_window(n, window)).numpy()  # (N, N)
         beyond = float(np.asarray(r.maps[layer])[..., hidden].max(initial=0.0))
-        check = sentences(
-            [check, T("window_check", layer=layer, window=f"{window:,}", heads=r.maps.shape[1], value=f"{beyond:.1e}")],
-            lang,
-        )
+        said = T("window_check", layer=layer, window=f"{window:,}", heads=r.maps.shape[1], value=rounding(beyond))
+        check = sentences([check, said], lang)
     elif window is not None:  # a local layer whose window this text does not pass: say why its mask is causal
         check = sentences([check, T("window_within", layer=layer, window=f"{window:,}", n=n)], lang)
     return Causal(
@@ -422,8 +432,8 @@ def causal(r: lm.Reading, layer: int = 0, head: int = 0, *, window: int | None =
             part=T(f"prefix_part{one}", k=r.prefix_len),
             positions=T(f"prefix_positions{one}", k=r.prefix_len),
             n=len(r.tokens),
-            value=f"{r.prefix_delta:.1e}",
-            relative=f"{r.prefix_delta / max(r.prefix_scale, 1e-30):.1e}",
+            value=rounding(r.prefix_delta),
+            relative=rounding(r.prefix_delta / max(r.prefix_scale, 1e-30)),
         ),
         checked=True,
     )
