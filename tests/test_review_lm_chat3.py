@@ -11,6 +11,8 @@ holding what a visitor met before its fix:
   Closing the chat section or visiting another page did the same.
 * the chat's layer picker, on Gemma 3 with a chat template (gemma-3-270m-it's, as a checkpoint folder holds it),
   listed bare numbers 0–17 where the mask and generation pickers above name the global layers ("5 · global").
+* the chat's settings (new tokens, decoding, temperature, k, seed) back at their defaults after a look at Gemma 3,
+  so that "Answer again" answered with settings the visitor had not chosen.
 """
 
 from __future__ import annotations
@@ -78,6 +80,24 @@ def test_a_chat_left_for_a_model_without_a_template_and_back_writes_no_turn_nobo
     assert_clean(at)
     assert _turns(at) == before  # the example was answered again as a third turn
     assert at.text_input(key="lm_chat").value == "Tell me a joke"  # the box as last answered
+
+
+def test_the_chats_settings_outlive_a_model_without_a_template() -> None:
+    """New tokens, decoding, temperature, k and seed went back to their defaults after a look at Gemma 3 (no chat
+    template: the chat is not drawn), so "Answer again" then answered with settings the visitor had not chosen."""
+    at = open_page("language_model", timeout=600, lm_open_chat=True, lm_chat_new=3)
+    at.radio(key="lm_chat_method").set_value("top_k").run()
+    at.slider(key="lm_chat_temp").set_value(1.4).run()
+    at.number_input(key="lm_chat_topk").set_value(7).run()
+    at.number_input(key="lm_chat_seed").set_value(42).run()
+    at.selectbox(key="lm_model").set_value(GEMMA).run()
+    at.selectbox(key="lm_model").set_value(SMOL).run()
+    assert_clean(at)
+    kept = [at.radio(key="lm_chat_method").value, at.slider(key="lm_chat_temp").value]
+    kept += [at.number_input(key=k).value for k in ("lm_chat_topk", "lm_chat_seed")] + [
+        at.slider(key="lm_chat_new").value
+    ]
+    assert kept == ["top_k", 1.4, 7, 42, 3]
 
 
 def test_a_chat_section_closed_and_opened_again_writes_no_turn_nobody_sent() -> None:

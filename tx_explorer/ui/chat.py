@@ -13,7 +13,7 @@ from tx_explorer.trace import Trace
 from tx_explorer.ui.figures import metrics, show
 from tx_explorer.ui.inputs import select_or_none
 from tx_explorer.ui.pickers import cached_model
-from tx_explorer.ui.sections import lazy_section, section
+from tx_explorer.ui.sections import keep_open, keep_within, lazy_section, section
 from tx_explorer.ui.text import friendly_errors, lang, texts
 from tx_explorer.views import language_model as view
 from tx_explorer.views import model_facts, split_bytes_note
@@ -23,6 +23,7 @@ TURNS = "lm_chat_turns"  # session state: model name → its turns (view.Turn), 
 SENT = "lm_chat_sent"  # the message last answered: reruns with the same text (another widget) write no new turn
 LAST = "lm_chat_last"  # model name → (what the model read, its last reply's attention, tokens a kept cache served)
 AGAIN = "lm_chat_redo"  # the model whose last reply "Answer again" writes anew, until the run that writes it
+SETTINGS = ("lm_chat_new", "lm_chat_method", "lm_chat_temp", "lm_chat_topk", "lm_chat_seed")  # the chat's widgets
 
 
 @st.cache_resource(show_spinner=False)
@@ -65,6 +66,7 @@ def chat_section(name: str, tm: Any) -> None:
     no turns to chat in, which the section says, naming the loaded models that have them."""
     T = texts("language_model")
     _keep_message()
+    keep_open(*SETTINGS)  # through a model without a template, or the section closed: the chat's settings kept
     if not tm.chat_template:
         section(T, "chat", intro=False)
         loaded = models.shipped("text", kind="causal")  # loaded at the server's start: read at no cost
@@ -84,6 +86,7 @@ def conversation(name: str, tm: Any) -> None:
     if example.note and message == example.text:  # why the page's language is not the example's
         c[0].caption(example.note)
     top, usual = view.chat_new_tokens(tm, example.text)  # a short context leaves the conversation room
+    keep_within("lm_chat_new", 1, top)  # kept from another model, whose context may be longer
     new = c[1].slider(T("new_tokens"), 1, top, usual, key="lm_chat_new") if top > 1 else top
     c = st.columns(4)
     method = c[0].radio(T("method"), view.METHODS, format_func=lambda m: T(f"method_{m}"), key="lm_chat_method")
