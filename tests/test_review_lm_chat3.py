@@ -127,3 +127,12 @@ def test_the_chat_layer_picker_names_gemma_3_s_global_layers(gemma3, monkeypatch
     assert_clean(at)
     assert any("`<start_of_turn>`" in i.value for i in at.info)  # read as the characters typed, and said so
     assert len(at.session_state["lm_chat_turns"][GEMMA]) == 2
+
+
+def test_the_history_share_is_named_for_any_template() -> None:
+    """"System message and earlier turns" named the history share for every model: SmolLM2's template writes a system
+    message, Gemma's writes none; the share is of everything before the message's turn."""
+    for lang in ("en", "zh"):
+        name = T("chat_on_history", lang)
+        assert "System message" not in name and "系统消息" not in name
+        assert ("where the template writes one" in T("chat_read_intro", lang)) == (lang == "en")
