@@ -63,7 +63,7 @@ def replace_section(qkv: tuple, seed: int, scaled: bool) -> None:
                 T("replace"), ["V", "K"], format_func=lambda s: T(f"replace_{s}"), horizontal=True, key="replace"
             )
             r = view.replace(*qkv, which, seed=seed + 1, scaled=scaled, lang=LANG)
-            ui.metrics({T("weights_diff"): f"{r.weights_diff:.3g}", T("out_diff"): f"{r.out_diff:.3g}"})
+            ui.metrics({T("weights_diff"): view.plain(r.weights_diff), T("out_diff"): view.plain(r.out_diff)})
             st.markdown(r.reading)
             ui.row(r.weights, r.out)
 

@@ -32,6 +32,7 @@ import pytest
 from tx_explorer import locales, model_cache
 from tx_explorer.analysis import seq2seq_eval as ev
 from tx_explorer.views import kv_cache as kv_view
+from tx_explorer.views import rounding
 from tx_explorer.views import seq2seq as s2s_view
 
 
@@ -55,7 +56,7 @@ def test_the_cache_is_said_equal_to_rounding_only_where_the_logits_are(decoding,
     steps = [dataclasses.replace(s, logit_diff=3.0, same_next=i != 1) for i, s in enumerate(d.steps)]
     bad = kv_view.decoded(tm, dataclasses.replace(d, steps=steps), lang=lang)  # a cache that changed the logits
     assert not bad.ok and equal not in bad.same
-    tol = f"{kv_view.kv.tolerance(tm.config, d.logit_scale):.1e}"  # as the verdict above the chart writes it
+    tol = rounding(kv_view.kv.tolerance(tm.config, d.logit_scale))  # as the verdict above the chart writes it
     differ = T("kv_cache", "same_differ", lang, diff="3.0e+00", tol=tol, changed=1, steps=len(steps))
     assert bad.same.endswith(differ) and tol in bad.check  # the next token differs at 1 of the steps
 

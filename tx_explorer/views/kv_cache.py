@@ -18,7 +18,7 @@ from tx_explorer.errors import InputError
 from tx_explorer.families.text import TextModel
 from tx_explorer.jobs import Report
 from tx_explorer.modules.transformer import CausalLM
-from tx_explorer.views import Panel, sentences, texts
+from tx_explorer.views import Panel, rounding, sentences, texts
 from tx_explorer.views.inputs import Number, Section, Text
 from tx_explorer.viz import charts
 from tx_explorer.viz import kv_cache as vk
@@ -216,7 +216,8 @@ def decoded(tm: TextModel, d: kv.Decoding, *, lang: str = "en") -> Decoded:
     )
     equal = all(s.nbytes == s.formula for s in steps)
     ok = d.identical and d.max_diff <= tol and equal
-    found = dict(steps=len(steps), diff=f"{d.max_diff:.1e}", tol=f"{tol:.1e}", equal=T("yes") if equal else T("no"))
+    # a true minus in the prose ("6.2e−05", not "6.2e-05"), an exact 0 as "0"
+    found = dict(steps=len(steps), diff=rounding(d.max_diff), tol=rounding(tol), equal=T("yes") if equal else T("no"))
     changed = sum(not s.same_next for s in steps)
     same = T(  # the chart shows the logits alone: its intro says what they show, the bytes stay in the verdict
         "same_intro",

@@ -12,7 +12,7 @@ from tx_explorer import locales, masks
 from tx_explorer.analysis import atlas
 from tx_explorer.analysis import mask_gallery as mg
 from tx_explorer.families.text import TextModel
-from tx_explorer.views import Panel, axes, model_facts, texts
+from tx_explorer.views import Panel, axes, model_facts, rounding, texts
 from tx_explorer.viz import charts
 from tx_explorer.viz.heatmap import heatmap, tick_cells
 
@@ -51,11 +51,11 @@ def masked(kind: str, mask: Tensor, tokens: list[str], seed: int = 0, *, lang: s
     r = mg.masked_attention(mask, seed)
     scores, weights = r.steps.masked.numpy(), r.steps.weights.numpy()
     ok = r.max_hidden_weight == 0.0
-    check = (
-        T("check_ok", hidden=r.hidden, total=r.mask.numel(), rowsum=f"{r.max_row_error:.1e}")
-        if ok
-        else T("check_failed", hidden=r.hidden, max=f"{r.max_hidden_weight:.3g}")
-    )
+    numbers = dict(hidden=r.hidden, total=r.mask.numel(), rowsum=rounding(r.max_row_error))  # "0", "1.2e−07"
+    if not ok:
+        check = T("check_failed", hidden=r.hidden, max=f"{r.max_hidden_weight:.3g}")
+    else:  # a mask that hides nothing (one token, a grid all ticked) has no hidden weight to call 0
+        check = T("check_ok" if r.hidden else "check_none", **numbers)
     return Masked(
         Panel(f"{kind}_scores", charts.signed_heatmap(scores, tokens, tokens, title=T("scores_title"), **ax), scores),
         Panel(
