@@ -130,7 +130,7 @@ def test_the_chat_layer_picker_names_gemma_3_s_global_layers(gemma3, monkeypatch
 
 
 def test_the_history_share_is_named_for_any_template() -> None:
-    """"System message and earlier turns" named the history share for every model: SmolLM2's template writes a system
+    """ "System message and earlier turns" named the history share for every model: SmolLM2's template writes a system
     message, Gemma's writes none; the share is of everything before the message's turn."""
     for lang in ("en", "zh"):
         name = T("chat_on_history", lang)

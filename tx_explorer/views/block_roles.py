@@ -94,8 +94,10 @@ def probe(tm: TextModel, text: str, token: int, layer: int = 0, *, lang: str = "
     last = token == len(enc.ids) - 1
     ok = ok and (p.exact["attention"] if last else p.others("attention", before=False) > 0)
     earlier = last and ok  # verdict_last gives the earlier tokens' numbers, the others the later tokens'
+    # a one-token text: no earlier token to pick instead, and no other token to be "still"
+    worded = "verdict_single" if len(enc.ids) == 1 else "verdict_last" if last else "verdict_ok"
     verdict = T(
-        ("verdict_last" if last else "verdict_ok") if ok else "verdict_bad",
+        worded if ok else "verdict_bad",
         token=token,
         attention=f"{p.others('attention', before=earlier):.3g}",
         block=f"{p.others(p.stages[-1], before=earlier):.3g}",

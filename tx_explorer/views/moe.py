@@ -14,6 +14,7 @@ import torch
 
 from tx_explorer import locales, models, paths
 from tx_explorer.analysis import atlas, params, routing, spread, variant_claims
+from tx_explorer.errors import InputError
 from tx_explorer.families.moe import RETRAIN as RETRAIN  # how to build the bundle (the page says it)
 from tx_explorer.families.moe import MoEBundle
 from tx_explorer.families.text import TextModel
@@ -74,6 +75,8 @@ def cost(
     """Parameters and FLOPs per token of ``base`` (default: the bundled model's shape) with E experts, top-k
     (k > E is refused with a message)."""
     T = texts(PAGE, lang)
+    if not 1 <= top_k <= experts:  # in the sliders' words (k, E), not the module's (top_k, num_experts)
+        raise InputError("moe_k_above_e", experts=experts, top_k=top_k)
     cfg = (base or SHIPPED).replace(num_experts=experts, top_k=top_k)
     counts, flops = routing.moe_params(cfg), routing.moe_flops_per_token(cfg)
     dense = params.flops_per_token(cfg.dense_counterpart())["total"]
@@ -347,17 +350,24 @@ def cooccurrence(table: routing.RoutingTable, key: str = "moe", *, lang: str = "
     )
 
 
+SPEC_MIN = 5  # a token seen fewer times says nothing about what an expert prefers (1 of 1 is a share of 100 %)
+
+
 def layer(bundle: MoEBundle, table: routing.RoutingTable, *, lang: str = "en") -> tuple[Panel | None, list[dict]]:
     """One layer: which experts are chosen together (top-k ≥ 2) and the tokens each expert takes most."""
     T = texts(PAGE, lang)
-    spec = routing.specialisation(
-        table.chosen[..., 0].reshape(-1), bundle.heldout.reshape(-1), table.num_experts, top=6
-    )
+    first = table.chosen[..., 0].reshape(-1)
+    spec = routing.specialisation(first, bundle.heldout.reshape(-1), table.num_experts, top=6, min_count=SPEC_MIN)
+    firsts = torch.bincount(first, minlength=table.num_experts).tolist()
+
+    def empty(e: int) -> str:  # an expert first only for rare tokens is no "never a first choice"
+        return T("spec_rare", count=firsts[e], min=SPEC_MIN) if firsts[e] else T("spec_none")
+
     rows = [
         {
             T("col_expert"): e,
             T("col_tokens"): ", ".join(f"{bundle.text.labels([t])[0]} ({share:.0%}, {n})" for t, n, share in toks)
-            or T("spec_none"),
+            or empty(e),
         }
         for e, toks in enumerate(spec)
     ]
