@@ -17,8 +17,8 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from conftest import assert_clean, open_page
 
+from tests.conftest import assert_clean, open_page
 from tx_explorer import locales, model_cache
 from tx_explorer.views import kv_cache as kv_view
 from tx_explorer.views import masks as masks_view
@@ -89,3 +89,17 @@ def test_the_replacement_metrics_read_as_the_sentence_under_them(lang):
     assert a == "0" and "e+" not in y and y.replace(",", "").replace(".", "").isdigit(), y  # was "1.1e+03"
     reading = T("operator", "replace_result_V", lang, a=a, y=y)
     assert reading in [m.value for m in at.markdown]  # the same number in the metric and in the sentence
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_tokens_help_says_no_window_of_a_model_it_may_not_be(lang):
+    """The help of "Tokens of the bundled text" said "Past 512 tokens Gemma 3's local layers reach their window"
+    whichever model was picked (SmolLM2 has no window); Gemma 3 is now an example of a layer with one."""
+    said = locales.text("masks", "model_tokens_help", lang, limit=1024)
+    assert ("A layer with a sliding window (Gemma 3's" in said) if lang == "en" else ("如 Gemma 3 的局部层" in said)
+    assert "Past 512 tokens" not in said
+
+
+def test_the_chinese_kv_verdicts_say_token_as_the_page_does():
+    for key in ("same_equal", "same_differ"):
+        assert "词元" not in locales.text("kv_cache", key, "zh", diff="0", tol="0", changed=1, steps=2)
