@@ -255,3 +255,14 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
             return nodeid if file in SPREAD else file
 
     return SpreadScheduling(config, log)
+
+
+@pytest.fixture(scope="module")
+def kv_decoding():
+    """The KV cache page's model and its default prompt decoded 3 tokens with and without the cache (the page's
+    verdicts are read from it)."""
+    from tx_explorer import model_cache
+    from tx_explorer.views import kv_cache as kv_view
+
+    tm = model_cache.shared_model(kv_view.MODEL)
+    return tm, kv_view.decoding(tm, kv_view.PROMPT, 3)

@@ -41,15 +41,9 @@ def T(page: str, key: str, lang: str = "en", **fmt: object) -> str:
 
 
 # ---- KV cache: cached = uncached ---------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def decoding():
-    tm = model_cache.shared_model(kv_view.MODEL)
-    return tm, kv_view.decoding(tm, kv_view.PROMPT, 3)
-
-
 @pytest.mark.parametrize("lang", ["en", "zh"])
-def test_the_cache_is_said_equal_to_rounding_only_where_the_logits_are(decoding, lang):
-    tm, d = decoding
+def test_the_cache_is_said_equal_to_rounding_only_where_the_logits_are(kv_decoding, lang):
+    tm, d = kv_decoding
     good = kv_view.decoded(tm, d, lang=lang)
     equal = {"en": "Here they are equal up to float32 rounding", "zh": "这里两者在 float32 舍入误差内相等"}[lang]
     assert good.ok and equal in good.same

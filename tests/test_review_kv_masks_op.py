@@ -19,7 +19,7 @@ import dataclasses
 import pytest
 
 from tests.conftest import assert_clean, open_page
-from tx_explorer import locales, model_cache
+from tx_explorer import locales
 from tx_explorer.views import kv_cache as kv_view
 from tx_explorer.views import masks as masks_view
 from tx_explorer.views import rounding
@@ -32,15 +32,9 @@ def T(page: str, key: str, lang: str = "en", **fmt: object) -> str:
 
 
 # ---- KV cache: the verdict's numbers -----------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def decoding():
-    tm = model_cache.shared_model(kv_view.MODEL)
-    return tm, kv_view.decoding(tm, kv_view.PROMPT, 3)
-
-
 @pytest.mark.parametrize("lang", LANGS)
-def test_the_cache_verdict_writes_a_true_minus_and_an_exact_zero(decoding, lang):
-    tm, d = decoding
+def test_the_cache_verdict_writes_a_true_minus_and_an_exact_zero(kv_decoding, lang):
+    tm, d = kv_decoding
     shown = kv_view.decoded(tm, d, lang=lang)
     tol = kv_view.kv.tolerance(tm.config, d.logit_scale)
     assert tol < 1 and "−" in rounding(tol)  # a tolerance below 1: its exponent is negative
