@@ -161,8 +161,11 @@ def repetition_baseline(num_experts: int, top_k: int) -> tuple[float, float]:
     return 1 / num_experts, 1 - math.comb(num_experts - top_k, top_k) / math.comb(num_experts, top_k)
 
 
+SPEC_MIN = 5  # a token seen fewer times says nothing about what an expert prefers (1 of 1 is a share of 100 %)
+
+
 def specialisation(
-    first: Tensor, token_ids: Tensor, num_experts: int, *, top: int = 8, min_count: int = 5
+    first: Tensor, token_ids: Tensor, num_experts: int, *, top: int = 8, min_count: int = SPEC_MIN
 ) -> list[list[tuple[int, int, float]]]:
     """For each expert, the tokens it prefers: ``[(token_id, count, share), …]`` sorted by share, where
     share = P(expert | token) over the token's occurrences (ties broken by count). ``first [N]`` is the

@@ -350,18 +350,15 @@ def cooccurrence(table: routing.RoutingTable, key: str = "moe", *, lang: str = "
     )
 
 
-SPEC_MIN = 5  # a token seen fewer times says nothing about what an expert prefers (1 of 1 is a share of 100 %)
-
-
 def layer(bundle: MoEBundle, table: routing.RoutingTable, *, lang: str = "en") -> tuple[Panel | None, list[dict]]:
     """One layer: which experts are chosen together (top-k ≥ 2) and the tokens each expert takes most."""
     T = texts(PAGE, lang)
     first = table.chosen[..., 0].reshape(-1)
-    spec = routing.specialisation(first, bundle.heldout.reshape(-1), table.num_experts, top=6, min_count=SPEC_MIN)
+    spec = routing.specialisation(first, bundle.heldout.reshape(-1), table.num_experts, top=6)
     firsts = torch.bincount(first, minlength=table.num_experts).tolist()
 
     def empty(e: int) -> str:  # an expert first only for rare tokens is no "never a first choice"
-        return T("spec_rare", count=firsts[e], min=SPEC_MIN) if firsts[e] else T("spec_none")
+        return T("spec_rare", count=firsts[e], min=routing.SPEC_MIN) if firsts[e] else T("spec_none")
 
     rows = [
         {

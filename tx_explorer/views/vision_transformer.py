@@ -483,13 +483,14 @@ def shuffle(
     moved = T(f"shuffle_{direction}", p0=p0, p1=p1)
     without = shuf.logit_change["without"]
     same = "shuffle_reading" if without <= SET_ROUNDING else "shuffle_reading_unequal"
-    parts = [
-        T(same, diff=rounding(without)),
-        T(verdict, cls=names[first], moved=moved, new=names[now], ratio=ratio),
-    ]
     if shuf.moved == 0:  # a blank picture: its input unchanged, so its bars cannot say whether positions matter
         change = rounding(max(shuf.logit_change.values()))
         parts = [T("shuffle_nothing_moved", n=clf.model.cfg.num_patches, diff=change)]
+    else:
+        parts = [
+            T(same, diff=rounding(without)),
+            T(verdict, cls=names[first], moved=moved, new=names[now], ratio=ratio),
+        ]
     if held is not None:
         parts += _held_out_shuffle(held, clf, T)
     reading = sentences(parts, lang)
